@@ -1,0 +1,54 @@
+// `kw validate` as a user runs it: a real process on real files.
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "../../tests/support/broken_reports.hpp"
+#include "../../tests/support/subprocess.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using kw::testing::run_command;
+
+TEST(ValidateCommand, AcceptsTheExampleReport) {
+  auto result = run_command({KW_BINARY, "validate", KW_TEST_DATA_DIR "/example-run.json"});
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("valid kernelwatch.run/1 (6 stages, 4 cases"), std::string::npos)
+      << result.output;
+}
+
+TEST(ValidateCommand, MissingFileIsAnError) {
+  auto result = run_command({KW_BINARY, "validate", "/nonexistent/report.json"});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_NE(result.output.find("/nonexistent/report.json: cannot open"), std::string::npos) << result.output;
+}
+
+TEST(ValidateCommand, NoArgumentsIsUsageError) {
+  auto result = run_command({KW_BINARY, "validate"});
+  EXPECT_EQ(result.exit_code, 64) << result.output;
+}
+
+class ValidateBrokenTest : public ::testing::TestWithParam<kw::testing::BrokenReport> {};
+
+TEST_P(ValidateBrokenTest, ExitsOneNamingTheField) {
+  nlohmann::json report = kw::testing::load_example_report(KW_TEST_DATA_DIR);
+  GetParam().mutate(report);
+  fs::path file = fs::temp_directory_path() /
+                  ("kw-validate-" + GetParam().name + "-" + std::to_string(getpid()) + ".json");
+  std::ofstream(file) << report.dump();
+  auto result = run_command({KW_BINARY, "validate", file.string()});
+  fs::remove(file);
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  std::string expected = GetParam().text_message().empty()
+                             ? "cases[0].measurements[0].median_ns: is 1.0 but the median"
+                             : GetParam().text_message();
+  EXPECT_NE(result.output.find(file.string() + ": invalid: " + expected), std::string::npos)
+      << result.output;
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, ValidateBrokenTest, ::testing::ValuesIn(kw::testing::broken_reports()),
+                         [](const auto& param_info) { return param_info.param.name; });
+
+}  // namespace

@@ -1,0 +1,43 @@
+# Sets KW_SERVER_DEPS_FOUND and the imported targets kw-server needs: Boost
+# (Asio/Beast headers), libpqxx (pkg-config), OpenSSL (token hashes, webhook
+# HMAC) and the PostgreSQL server binaries (initdb/pg_ctl for the embedded
+# cluster).
+set(KW_SERVER_DEPS_FOUND TRUE)
+set(KW_SERVER_DEPS_MISSING "")
+
+find_package(Boost 1.74 CONFIG QUIET)
+if(NOT Boost_FOUND)
+  set(KW_SERVER_DEPS_FOUND FALSE)
+  list(APPEND KW_SERVER_DEPS_MISSING "Boost >= 1.74")
+endif()
+find_package(OpenSSL QUIET)
+if(NOT OPENSSL_FOUND)
+  set(KW_SERVER_DEPS_FOUND FALSE)
+  list(APPEND KW_SERVER_DEPS_MISSING "OpenSSL")
+endif()
+if(NOT CLI11_FOUND)
+  set(KW_SERVER_DEPS_FOUND FALSE)
+  list(APPEND KW_SERVER_DEPS_MISSING "CLI11")
+endif()
+find_package(PkgConfig QUIET)
+if(PkgConfig_FOUND)
+  pkg_check_modules(PQXX QUIET IMPORTED_TARGET libpqxx)
+endif()
+if(NOT PQXX_FOUND)
+  set(KW_SERVER_DEPS_FOUND FALSE)
+  list(APPEND KW_SERVER_DEPS_MISSING "libpqxx")
+endif()
+
+file(GLOB _kw_pg_bins /usr/lib/postgresql/*/bin/initdb)
+find_program(KW_PG_CONFIG pg_config)
+if(KW_PG_CONFIG)
+  execute_process(COMMAND ${KW_PG_CONFIG} --bindir OUTPUT_VARIABLE _kw_pg_bindir
+                  OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+  if(EXISTS "${_kw_pg_bindir}/initdb")
+    list(APPEND _kw_pg_bins "${_kw_pg_bindir}/initdb")
+  endif()
+endif()
+if(NOT _kw_pg_bins)
+  set(KW_SERVER_DEPS_FOUND FALSE)
+  list(APPEND KW_SERVER_DEPS_MISSING "PostgreSQL server binaries (initdb, pg_ctl)")
+endif()

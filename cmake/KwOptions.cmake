@@ -1,0 +1,23 @@
+# kw::options: the one INTERFACE target every kernelwatch target links for the
+# language level and the warning set.
+add_library(kw_options INTERFACE)
+add_library(kw::options ALIAS kw_options)
+target_compile_features(kw_options INTERFACE cxx_std_20)
+target_compile_options(kw_options INTERFACE
+  $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wshadow -Wnon-virtual-dtor -Wold-style-cast -Wundef>
+  $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<BOOL:${KW_WERROR}>>:-Werror>)
+set(CMAKE_CXX_EXTENSIONS OFF)
+
+# kw_add_test(NAME LABEL SOURCES... LIBS ...): one GoogleTest executable whose
+# tests carry LABEL for `ctest -L`.
+function(kw_add_test name label)
+  cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;LIBS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE kw::options GTest::gtest GTest::gtest_main ${ARG_LIBS})
+  if(NOT ARG_TIMEOUT)
+    set(ARG_TIMEOUT 300)
+  endif()
+  gtest_discover_tests(${name}
+    PROPERTIES LABELS ${label} TIMEOUT ${ARG_TIMEOUT}
+    DISCOVERY_TIMEOUT 60)
+endfunction()

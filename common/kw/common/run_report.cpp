@@ -1,0 +1,666 @@
+#include "kw/common/run_report.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <initializer_list>
+#include <set>
+
+#include "kw/common/stats.hpp"
+
+namespace kw::common {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr std::array<std::string_view, 6> kStageNames = {
+    "build", "load", "launch_geometry", "correctness", "quick_bench", "full_bench"};
+constexpr std::array<std::string_view, 3> kStageStatuses = {"passed", "failed", "skipped"};
+
+std::string type_name(const json& value) {
+  if (value.is_number_integer() || value.is_number_unsigned()) return "integer";
+  if (value.is_number_float()) return "number";
+  return value.type_name();
+}
+
+// One JSON object being read, with the path that names it in error messages.
+// Every accessor records the key it consumed so unknown keys (usually typos,
+// "sample_ns") can be rejected at the end.
+class ObjectReader {
+ public:
+  ObjectReader(const json& value, std::string path) : value_(value), path_(std::move(path)) {
+    if (!value_.is_object()) fail(path_, "must be an object, got " + type_name(value_));
+  }
+
+  [[noreturn]] static void fail(const std::string& path, const std::string& reason) {
+    throw ValidationError(path, reason);
+  }
+
+  std::string child(std::string_view key) const {
+    return path_.empty() ? std::string(key) : path_ + "." + std::string(key);
+  }
+  const std::string& path() const { return path_; }
+
+  const json* find(std::string_view key) {
+    seen_.emplace(key);
+    auto it = value_.find(std::string(key));
+    if (it == value_.end() || it->is_null()) return nullptr;
+    return &*it;
+  }
+
+  const json& require(std::string_view key) {
+    const json* value = find(key);
+    if (value == nullptr) fail(child(key), "is required");
+    return *value;
+  }
+
+  std::string string(std::string_view key, bool allow_empty = false) {
+    return as_string(require(key), child(key), allow_empty);
+  }
+  std::optional<std::string> opt_string(std::string_view key) {
+    const json* value = find(key);
+    if (value == nullptr) return std::nullopt;
+    return as_string(*value, child(key), true);
+  }
+  std::string string_or_empty(std::string_view key) { return opt_string(key).value_or(""); }
+
+  double number(std::string_view key, double min) { return as_number(require(key), child(key), min); }
+  std::optional<double> opt_number(std::string_view key, double min) {
+    const json* value = find(key);
+    if (value == nullptr) return std::nullopt;
+    return as_number(*value, child(key), min);
+  }
+
+  std::int64_t integer(std::string_view key, std::int64_t min) {
+    return as_integer(require(key), child(key), min);
+  }
+  std::optional<std::int64_t> opt_integer(std::string_view key, std::int64_t min) {
+    const json* value = find(key);
+    if (value == nullptr) return std::nullopt;
+    return as_integer(*value, child(key), min);
+  }
+
+  bool boolean(std::string_view key) {
+    const json& value = require(key);
+    if (!value.is_boolean()) fail(child(key), "must be a boolean, got " + type_name(value));
+    return value.get<bool>();
+  }
+
+  const json& array(std::string_view key) {
+    const json& value = require(key);
+    if (!value.is_array()) fail(child(key), "must be an array, got " + type_name(value));
+    return value;
+  }
+  const json* opt_array(std::string_view key) {
+    const json* value = find(key);
+    if (value != nullptr && !value->is_array())
+      fail(child(key), "must be an array, got " + type_name(*value));
+    return value;
+  }
+
+  void reject_unknown_keys() const {
+    for (const auto& [key, _] : value_.items()) {
+      if (!seen_.contains(key)) fail(child(key), "unknown field");
+    }
+  }
+
+  static std::string as_string(const json& value, const std::string& path, bool allow_empty) {
+    if (!value.is_string()) fail(path, "must be a string, got " + type_name(value));
+    std::string text = value.get<std::string>();
+    if (!allow_empty && text.empty()) fail(path, "must not be empty");
+    return text;
+  }
+
+  static double as_number(const json& value, const std::string& path, double min) {
+    if (!value.is_number()) fail(path, "must be a number, got " + type_name(value));
+    double number = value.get<double>();
+    if (!std::isfinite(number)) fail(path, "must be finite");
+    if (number < min) {
+      fail(path, min == 0 ? "must not be negative" : "must be >= " + json(min).dump());
+    }
+    return number;
+  }
+
+  static std::int64_t as_integer(const json& value, const std::string& path, std::int64_t min) {
+    if (value.is_number_float()) {
+      double number = value.get<double>();
+      if (!std::isfinite(number) || std::trunc(number) != number)
+        fail(path, "must be an integer, got " + value.dump());
+    } else if (!value.is_number()) {
+      fail(path, "must be an integer, got " + type_name(value));
+    }
+    if (value.is_number_unsigned() &&
+        value.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
+      fail(path, "is out of range");
+    auto integer = value.get<std::int64_t>();
+    if (integer < min) {
+      fail(path, min == 0 ? "must not be negative" : "must be >= " + std::to_string(min));
+    }
+    return integer;
+  }
+
+ private:
+  const json& value_;
+  std::string path_;
+  std::set<std::string, std::less<>> seen_;
+};
+
+std::string index_path(const std::string& path, std::size_t index) {
+  return path + "[" + std::to_string(index) + "]";
+}
+
+Dim3 read_dim3(const json& value, const std::string& path) {
+  if (!value.is_array() || value.size() != 3)
+    ObjectReader::fail(path, "must be an array of 3 positive integers");
+  Dim3 dims{};
+  for (std::size_t i = 0; i < 3; ++i) dims[i] = ObjectReader::as_integer(value[i], index_path(path, i), 1);
+  return dims;
+}
+
+std::string read_commit(ObjectReader& reader, std::string_view key, bool required) {
+  std::optional<std::string> text =
+      required ? std::optional(reader.string(key, true)) : reader.opt_string(key);
+  if (!text) return {};
+  if (!is_commit_sha(*text)) {
+    ObjectReader::fail(reader.child(key),
+                       "must be a 40-character lowercase hex commit SHA, got \"" +
+                           text->substr(0, 64) + "\"");
+  }
+  return *text;
+}
+
+AgentInfo read_agent(const json& value) {
+  ObjectReader reader(value, "agent");
+  AgentInfo agent;
+  agent.name = reader.string("name");
+  agent.version = reader.string("version");
+  agent.host = reader.string_or_empty("host");
+  reader.reject_unknown_keys();
+  return agent;
+}
+
+DeviceInfo read_device(const json& value) {
+  ObjectReader reader(value, "device");
+  DeviceInfo device;
+  device.name = reader.string("name");
+  device.uuid = reader.string_or_empty("uuid");
+  device.compute_capability = reader.string("compute_capability");
+  {
+    const std::string& cc = device.compute_capability;
+    auto dot = cc.find('.');
+    bool ok = dot != std::string::npos && dot > 0 && dot + 1 < cc.size() &&
+              std::all_of(cc.begin(), cc.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)) || c == '.'; }) &&
+              cc.find('.', dot + 1) == std::string::npos;
+    if (!ok) ObjectReader::fail("device.compute_capability", "must look like \"9.0\", got \"" + cc + "\"");
+  }
+  device.driver = reader.string_or_empty("driver");
+  device.cuda_runtime = reader.string_or_empty("cuda_runtime");
+  device.memory_bytes = reader.integer("memory_bytes", 1);
+  device.sm_count = reader.integer("sm_count", 1);
+  device.l2_bytes = reader.opt_integer("l2_bytes", 0).value_or(0);
+  reader.reject_unknown_keys();
+  return device;
+}
+
+Stage read_stage(const json& value, const std::string& path) {
+  ObjectReader reader(value, path);
+  Stage stage;
+  std::string name = reader.string("name");
+  auto parsed_name = stage_name_from(name);
+  if (!parsed_name) {
+    ObjectReader::fail(reader.child("name"),
+                       "unknown stage \"" + name +
+                           "\" (expected build, load, launch_geometry, correctness, "
+                           "quick_bench or full_bench)");
+  }
+  stage.name = *parsed_name;
+  std::string status = reader.string("status");
+  auto parsed_status = stage_status_from(status);
+  if (!parsed_status) {
+    ObjectReader::fail(reader.child("status"),
+                       "unknown status \"" + status + "\" (expected passed, failed or skipped)");
+  }
+  stage.status = *parsed_status;
+  stage.duration_ms = reader.integer("duration_ms", 0);
+  stage.message = reader.string_or_empty("message");
+  stage.log_tail = reader.string_or_empty("log_tail");
+  if (const json* details = reader.find("details")) {
+    if (!details->is_object()) ObjectReader::fail(reader.child("details"), "must be an object");
+    stage.details = *details;
+  }
+  if (stage.status != StageStatus::passed && stage.message.empty()) {
+    ObjectReader::fail(reader.child("message"),
+                       "must say why when the stage is " + std::string(to_string(stage.status)));
+  }
+  reader.reject_unknown_keys();
+  return stage;
+}
+
+ExpectedLaunch read_expected_launch(const json& value, const std::string& path) {
+  ObjectReader reader(value, path);
+  ExpectedLaunch expected;
+  expected.kernel_pattern = reader.string("kernel_pattern");
+  expected.block = read_dim3(reader.require("block"), reader.child("block"));
+  if (const json* grid = reader.find("grid")) expected.grid = read_dim3(*grid, reader.child("grid"));
+  expected.max_registers = reader.opt_integer("max_registers", 1);
+  expected.max_shared_bytes = reader.opt_integer("max_shared_bytes", 0);
+  reader.reject_unknown_keys();
+  return expected;
+}
+
+Launch read_launch(const json& value, const std::string& path) {
+  ObjectReader reader(value, path);
+  Launch launch;
+  launch.kernel = reader.string("kernel");
+  launch.grid = read_dim3(reader.require("grid"), reader.child("grid"));
+  launch.block = read_dim3(reader.require("block"), reader.child("block"));
+  launch.registers = reader.integer("registers", 0);
+  launch.static_smem = reader.integer("static_smem", 0);
+  launch.dynamic_smem = reader.integer("dynamic_smem", 0);
+  launch.duration_ns = reader.opt_number("duration_ns", 0);
+  reader.reject_unknown_keys();
+  return launch;
+}
+
+Correctness read_correctness(const json& value, const std::string& path) {
+  ObjectReader reader(value, path);
+  Correctness correctness;
+  correctness.passed = reader.boolean("passed");
+  correctness.rel_l2_err = reader.number("rel_l2_err", 0);
+  correctness.max_abs_err = reader.number("max_abs_err", 0);
+  correctness.tolerance = reader.number("tolerance", 0);
+  correctness.nonfinite = reader.integer("nonfinite", 0);
+  if (correctness.passed && correctness.nonfinite > 0) {
+    ObjectReader::fail(reader.child("passed"), "cannot be true with non-finite outputs");
+  }
+  if (correctness.passed && correctness.rel_l2_err > correctness.tolerance) {
+    ObjectReader::fail(reader.child("passed"),
+                       "cannot be true when rel_l2_err exceeds tolerance");
+  }
+  reader.reject_unknown_keys();
+  return correctness;
+}
+
+Measurement read_measurement(const json& value, const std::string& path) {
+  ObjectReader reader(value, path);
+  Measurement measurement;
+  measurement.impl = reader.string("impl");
+  if (measurement.impl != "candidate" &&
+      !(measurement.impl.starts_with("baseline:") && measurement.impl.size() > 9)) {
+    ObjectReader::fail(reader.child("impl"),
+                       "must be \"candidate\" or \"baseline:<name>\", got \"" + measurement.impl +
+                           "\"");
+  }
+  const json& samples = reader.array("samples_ns");
+  std::string samples_path = reader.child("samples_ns");
+  if (samples.empty()) ObjectReader::fail(samples_path, "must hold at least one sample");
+  measurement.samples_ns.reserve(samples.size());
+  for (std::size_t i = 0; i < samples.size(); ++i) {
+    const json& sample = samples[i];
+    std::string sample_path = index_path(samples_path, i);
+    if (!sample.is_number()) {
+      ObjectReader::fail(sample_path, "must be a number, got " + type_name(sample));
+    }
+    double ns = sample.get<double>();
+    if (!std::isfinite(ns) || ns <= 0) ObjectReader::fail(sample_path, "must be finite and > 0");
+    measurement.samples_ns.push_back(ns);
+  }
+  measurement.median_ns = reader.number("median_ns", 0);
+  double computed = median(measurement.samples_ns);
+  if (std::abs(measurement.median_ns - computed) > 1e-6 * computed + 1e-9) {
+    ObjectReader::fail(reader.child("median_ns"),
+                       "is " + json(measurement.median_ns).dump() +
+                           " but the median of samples_ns is " + json(computed).dump());
+  }
+  measurement.flops = reader.opt_number("flops", 0);
+  measurement.bytes = reader.opt_number("bytes", 0);
+  measurement.peak_mem_bytes = reader.opt_integer("peak_mem_bytes", 0);
+  if (const json* throttled = reader.opt_array("throttled_samples")) {
+    std::string throttled_path = reader.child("throttled_samples");
+    for (std::size_t i = 0; i < throttled->size(); ++i) {
+      std::int64_t index = ObjectReader::as_integer((*throttled)[i], index_path(throttled_path, i), 0);
+      if (index >= static_cast<std::int64_t>(measurement.samples_ns.size())) {
+        ObjectReader::fail(index_path(throttled_path, i),
+                           "sample index " + std::to_string(index) + " is past the end of samples_ns");
+      }
+      measurement.throttled_samples.push_back(index);
+    }
+  }
+  reader.reject_unknown_keys();
+  return measurement;
+}
+
+std::vector<double> read_number_array(ObjectReader& reader, std::string_view key) {
+  std::vector<double> numbers;
+  if (const json* array = reader.opt_array(key)) {
+    for (std::size_t i = 0; i < array->size(); ++i) {
+      numbers.push_back(ObjectReader::as_number((*array)[i], index_path(reader.child(key), i), 0));
+    }
+  }
+  return numbers;
+}
+
+GpuState read_gpu_state(const json& value, const std::string& path) {
+  ObjectReader reader(value, path);
+  GpuState state;
+  state.sm_mhz = read_number_array(reader, "sm_mhz");
+  state.mem_mhz = read_number_array(reader, "mem_mhz");
+  state.throttle_reasons =
+      static_cast<std::uint64_t>(reader.opt_integer("throttle_reasons", 0).value_or(0));
+  state.temp_c_max = reader.opt_number("temp_c_max", -273.15);
+  state.power_w_max = reader.opt_number("power_w_max", 0);
+  reader.reject_unknown_keys();
+  return state;
+}
+
+Case read_case(const json& value, const std::string& path) {
+  ObjectReader reader(value, path);
+  Case run_case;
+  run_case.name = reader.string("name");
+  if (const json* params = reader.find("params")) {
+    if (!params->is_object()) ObjectReader::fail(reader.child("params"), "must be an object");
+    for (const auto& [key, param] : params->items()) {
+      if (param.is_object() || param.is_array()) {
+        ObjectReader::fail(reader.child("params") + "." + key,
+                           "must be a string, number or boolean");
+      }
+    }
+    run_case.params = *params;
+  }
+  if (const json* expected = reader.find("expected_launch")) {
+    run_case.expected_launch = read_expected_launch(*expected, reader.child("expected_launch"));
+  }
+  if (const json* launches = reader.opt_array("launches")) {
+    for (std::size_t i = 0; i < launches->size(); ++i) {
+      run_case.launches.push_back(read_launch((*launches)[i], index_path(reader.child("launches"), i)));
+    }
+  }
+  if (const json* correctness = reader.find("correctness")) {
+    run_case.correctness = read_correctness(*correctness, reader.child("correctness"));
+  }
+  if (const json* measurements = reader.opt_array("measurements")) {
+    std::set<std::string, std::less<>> impls;
+    for (std::size_t i = 0; i < measurements->size(); ++i) {
+      std::string measurement_path = index_path(reader.child("measurements"), i);
+      Measurement measurement = read_measurement((*measurements)[i], measurement_path);
+      if (!impls.insert(measurement.impl).second) {
+        ObjectReader::fail(measurement_path + ".impl",
+                           "duplicate implementation \"" + measurement.impl + "\" in this case");
+      }
+      run_case.measurements.push_back(std::move(measurement));
+    }
+  }
+  if (const json* gpu_state = reader.find("gpu_state")) {
+    run_case.gpu_state = read_gpu_state(*gpu_state, reader.child("gpu_state"));
+  }
+  reader.reject_unknown_keys();
+  return run_case;
+}
+
+}  // namespace
+
+ValidationError::ValidationError(std::string path, const std::string& reason)
+    : std::runtime_error((path.empty() ? std::string("report") : path) + ": " + reason),
+      path_(std::move(path)) {}
+
+std::string_view to_string(StageName name) { return kStageNames[static_cast<std::size_t>(name)]; }
+std::string_view to_string(StageStatus status) {
+  return kStageStatuses[static_cast<std::size_t>(status)];
+}
+
+std::optional<StageName> stage_name_from(std::string_view text) {
+  for (std::size_t i = 0; i < kStageNames.size(); ++i) {
+    if (kStageNames[i] == text) return static_cast<StageName>(i);
+  }
+  return std::nullopt;
+}
+
+std::optional<StageStatus> stage_status_from(std::string_view text) {
+  for (std::size_t i = 0; i < kStageStatuses.size(); ++i) {
+    if (kStageStatuses[i] == text) return static_cast<StageStatus>(i);
+  }
+  return std::nullopt;
+}
+
+const Measurement* Case::candidate() const {
+  for (const Measurement& measurement : measurements) {
+    if (measurement.is_candidate()) return &measurement;
+  }
+  return nullptr;
+}
+
+const Stage* RunReport::stage(StageName name) const {
+  for (const Stage& s : stages) {
+    if (s.name == name) return &s;
+  }
+  return nullptr;
+}
+
+bool is_commit_sha(std::string_view text) {
+  return text.size() == 40 && std::all_of(text.begin(), text.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
+}
+
+std::optional<double> parse_rfc3339(std::string_view text) {
+  // YYYY-MM-DDTHH:MM:SS[.frac](Z|+HH:MM|-HH:MM)
+  auto digits = [&](std::size_t pos, std::size_t count) -> std::optional<int> {
+    if (pos + count > text.size()) return std::nullopt;
+    int value = 0;
+    for (std::size_t i = pos; i < pos + count; ++i) {
+      if (text[i] < '0' || text[i] > '9') return std::nullopt;
+      value = value * 10 + (text[i] - '0');
+    }
+    return value;
+  };
+  auto year = digits(0, 4), month = digits(5, 2), day = digits(8, 2);
+  auto hour = digits(11, 2), minute = digits(14, 2), second = digits(17, 2);
+  if (!year || !month || !day || !hour || !minute || !second || text.size() < 20) return std::nullopt;
+  if (text[4] != '-' || text[7] != '-' || (text[10] != 'T' && text[10] != 't') || text[13] != ':' ||
+      text[16] != ':')
+    return std::nullopt;
+  if (*month < 1 || *month > 12 || *day < 1 || *day > 31 || *hour > 23 || *minute > 59 ||
+      *second > 60)
+    return std::nullopt;
+  std::size_t pos = 19;
+  double fraction = 0;
+  if (text[pos] == '.') {
+    double scale = 0.1;
+    ++pos;
+    std::size_t start = pos;
+    while (pos < text.size() && text[pos] >= '0' && text[pos] <= '9') {
+      fraction += (text[pos] - '0') * scale;
+      scale /= 10;
+      ++pos;
+    }
+    if (pos == start) return std::nullopt;
+  }
+  int offset_minutes = 0;
+  if (pos < text.size() && (text[pos] == 'Z' || text[pos] == 'z')) {
+    ++pos;
+  } else if (pos < text.size() && (text[pos] == '+' || text[pos] == '-')) {
+    auto off_h = digits(pos + 1, 2), off_m = digits(pos + 4, 2);
+    if (!off_h || !off_m || pos + 6 > text.size() || text[pos + 3] != ':') return std::nullopt;
+    offset_minutes = (*off_h * 60 + *off_m) * (text[pos] == '-' ? -1 : 1);
+    pos += 6;
+  } else {
+    return std::nullopt;
+  }
+  if (pos != text.size()) return std::nullopt;
+  // days_from_civil (Howard Hinnant's algorithm)
+  int y = *year - (*month <= 2 ? 1 : 0);
+  int era = (y >= 0 ? y : y - 399) / 400;
+  int yoe = y - era * 400;
+  int doy = (153 * (*month + (*month > 2 ? -3 : 9)) + 2) / 5 + *day - 1;
+  int doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  double days = era * 146097.0 + doe - 719468.0;
+  return days * 86400.0 + *hour * 3600.0 + *minute * 60.0 + *second + fraction -
+         offset_minutes * 60.0;
+}
+
+RunReport parse_run_report(const json& document) {
+  ObjectReader reader(document, "");
+  RunReport report;
+  report.schema = reader.string("schema");
+  if (report.schema != kRunSchema) {
+    ObjectReader::fail("schema", "unknown schema version \"" + report.schema + "\" (this build reads \"" +
+                                     std::string(kRunSchema) + "\")");
+  }
+  report.project = reader.string("project");
+  for (char c : report.project) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.')) {
+      ObjectReader::fail("project", "may hold only letters, digits, '-', '_' and '.'");
+    }
+  }
+  report.commit = read_commit(reader, "commit", true);
+  report.branch = reader.string("branch");
+  std::string base = read_commit(reader, "base_commit", false);
+  if (!base.empty()) report.base_commit = base;
+  report.job_id = reader.opt_integer("job_id", 1);
+  report.agent = read_agent(reader.require("agent"));
+  if (const json* device = reader.find("device")) report.device = read_device(*device);
+
+  report.started_at = reader.string("started_at");
+  report.finished_at = reader.string("finished_at");
+  auto started = parse_rfc3339(report.started_at);
+  if (!started) ObjectReader::fail("started_at", "must be an RFC 3339 timestamp, got \"" + report.started_at + "\"");
+  auto finished = parse_rfc3339(report.finished_at);
+  if (!finished) ObjectReader::fail("finished_at", "must be an RFC 3339 timestamp, got \"" + report.finished_at + "\"");
+  if (*finished < *started) ObjectReader::fail("finished_at", "is before started_at");
+  report.gpu_seconds = reader.number("gpu_seconds", 0);
+
+  const json& stages = reader.array("stages");
+  std::set<StageName> seen_stages;
+  for (std::size_t i = 0; i < stages.size(); ++i) {
+    std::string path = index_path("stages", i);
+    Stage stage = read_stage(stages[i], path);
+    if (!seen_stages.insert(stage.name).second) {
+      ObjectReader::fail(path + ".name", "stage \"" + std::string(to_string(stage.name)) + "\" appears twice");
+    }
+    if (!report.stages.empty() && stage.name < report.stages.back().name) {
+      ObjectReader::fail(path + ".name", "stage \"" + std::string(to_string(stage.name)) +
+                                             "\" is out of pipeline order (after \"" +
+                                             std::string(to_string(report.stages.back().name)) + "\")");
+    }
+    report.stages.push_back(std::move(stage));
+  }
+
+  const json& cases = reader.array("cases");
+  std::set<std::string, std::less<>> case_names;
+  bool any_measurement = false;
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    std::string path = index_path("cases", i);
+    Case run_case = read_case(cases[i], path);
+    if (!case_names.insert(run_case.name).second) {
+      ObjectReader::fail(path + ".name", "duplicate case name \"" + run_case.name + "\"");
+    }
+    any_measurement = any_measurement || !run_case.measurements.empty();
+    report.cases.push_back(std::move(run_case));
+  }
+  if (any_measurement && !report.device) {
+    ObjectReader::fail("device", "is required when any case has measurements");
+  }
+  reader.reject_unknown_keys();
+  return report;
+}
+
+RunReport parse_run_report_text(std::string_view text) {
+  json document;
+  try {
+    document = json::parse(text);
+  } catch (const json::parse_error& error) {
+    throw ValidationError("", "not valid JSON at byte " + std::to_string(error.byte) + ": " +
+                                  std::string(error.what()));
+  }
+  return parse_run_report(document);
+}
+
+namespace {
+
+json dim3_json(const Dim3& dims) { return json::array({dims[0], dims[1], dims[2]}); }
+
+}  // namespace
+
+json to_json(const Stage& stage) {
+  return json{{"name", to_string(stage.name)},       {"status", to_string(stage.status)},
+              {"duration_ms", stage.duration_ms},    {"message", stage.message},
+              {"log_tail", stage.log_tail},          {"details", stage.details}};
+}
+
+json to_json(const Case& run_case) {
+  json out{{"name", run_case.name}, {"params", run_case.params}};
+  if (const auto& expected = run_case.expected_launch) {
+    json e{{"kernel_pattern", expected->kernel_pattern}, {"block", dim3_json(expected->block)}};
+    if (expected->grid) e["grid"] = dim3_json(*expected->grid);
+    if (expected->max_registers) e["max_registers"] = *expected->max_registers;
+    if (expected->max_shared_bytes) e["max_shared_bytes"] = *expected->max_shared_bytes;
+    out["expected_launch"] = std::move(e);
+  }
+  json launches = json::array();
+  for (const Launch& launch : run_case.launches) {
+    json l{{"kernel", launch.kernel},           {"grid", dim3_json(launch.grid)},
+           {"block", dim3_json(launch.block)},  {"registers", launch.registers},
+           {"static_smem", launch.static_smem}, {"dynamic_smem", launch.dynamic_smem}};
+    if (launch.duration_ns) l["duration_ns"] = *launch.duration_ns;
+    launches.push_back(std::move(l));
+  }
+  out["launches"] = std::move(launches);
+  if (const auto& c = run_case.correctness) {
+    out["correctness"] = json{{"passed", c->passed},
+                              {"rel_l2_err", c->rel_l2_err},
+                              {"max_abs_err", c->max_abs_err},
+                              {"tolerance", c->tolerance},
+                              {"nonfinite", c->nonfinite}};
+  }
+  json measurements = json::array();
+  for (const Measurement& m : run_case.measurements) {
+    json j{{"impl", m.impl}, {"samples_ns", m.samples_ns}, {"median_ns", m.median_ns}};
+    if (m.flops) j["flops"] = *m.flops;
+    if (m.bytes) j["bytes"] = *m.bytes;
+    if (m.peak_mem_bytes) j["peak_mem_bytes"] = *m.peak_mem_bytes;
+    if (!m.throttled_samples.empty()) j["throttled_samples"] = m.throttled_samples;
+    measurements.push_back(std::move(j));
+  }
+  out["measurements"] = std::move(measurements);
+  if (const auto& g = run_case.gpu_state) {
+    json state{{"sm_mhz", g->sm_mhz}, {"mem_mhz", g->mem_mhz}, {"throttle_reasons", g->throttle_reasons}};
+    if (g->temp_c_max) state["temp_c_max"] = *g->temp_c_max;
+    if (g->power_w_max) state["power_w_max"] = *g->power_w_max;
+    out["gpu_state"] = std::move(state);
+  }
+  return out;
+}
+
+json to_json(const RunReport& report) {
+  json out{{"schema", report.schema},
+           {"project", report.project},
+           {"commit", report.commit},
+           {"branch", report.branch},
+           {"agent", {{"name", report.agent.name}, {"version", report.agent.version}}},
+           {"started_at", report.started_at},
+           {"finished_at", report.finished_at},
+           {"gpu_seconds", report.gpu_seconds}};
+  if (!report.agent.host.empty()) out["agent"]["host"] = report.agent.host;
+  if (report.base_commit) out["base_commit"] = *report.base_commit;
+  if (report.job_id) out["job_id"] = *report.job_id;
+  if (const auto& d = report.device) {
+    out["device"] = json{{"name", d->name},
+                         {"uuid", d->uuid},
+                         {"compute_capability", d->compute_capability},
+                         {"driver", d->driver},
+                         {"cuda_runtime", d->cuda_runtime},
+                         {"memory_bytes", d->memory_bytes},
+                         {"sm_count", d->sm_count},
+                         {"l2_bytes", d->l2_bytes}};
+  }
+  json stages = json::array();
+  for (const Stage& stage : report.stages) stages.push_back(to_json(stage));
+  out["stages"] = std::move(stages);
+  json cases = json::array();
+  for (const Case& run_case : report.cases) cases.push_back(to_json(run_case));
+  out["cases"] = std::move(cases);
+  return out;
+}
+
+}  // namespace kw::common

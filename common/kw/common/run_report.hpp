@@ -1,0 +1,163 @@
+// The run report: the one document the agent sends and the server stores
+// (schema "kernelwatch.run/1", documented field by field in docs/run-report.md).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace kw::common {
+
+inline constexpr std::string_view kRunSchema = "kernelwatch.run/1";
+
+// Stage order is the pipeline order; the agent stops at the first failure.
+enum class StageName { build, load, launch_geometry, correctness, quick_bench, full_bench };
+enum class StageStatus { passed, failed, skipped };
+
+inline constexpr std::array<StageName, 6> kAllStages = {
+    StageName::build,       StageName::load,        StageName::launch_geometry,
+    StageName::correctness, StageName::quick_bench, StageName::full_bench};
+
+std::string_view to_string(StageName name);
+std::string_view to_string(StageStatus status);
+std::optional<StageName> stage_name_from(std::string_view text);
+std::optional<StageStatus> stage_status_from(std::string_view text);
+
+// Thrown for any report that breaks the contract. `path()` is the JSON path of
+// the offending value (e.g. "cases[3].measurements[0].samples_ns[7]") and
+// what() is "path: reason".
+class ValidationError : public std::runtime_error {
+ public:
+  ValidationError(std::string path, const std::string& reason);
+  const std::string& path() const noexcept { return path_; }
+
+ private:
+  std::string path_;
+};
+
+struct AgentInfo {
+  std::string name;
+  std::string version;
+  std::string host;  // may be empty
+};
+
+struct DeviceInfo {
+  std::string name;                // "NVIDIA H100 80GB HBM3": the GPU model baselines are keyed by
+  std::string uuid;
+  std::string compute_capability;  // "9.0"
+  std::string driver;
+  std::string cuda_runtime;
+  std::int64_t memory_bytes = 0;
+  std::int64_t sm_count = 0;
+  std::int64_t l2_bytes = 0;
+};
+
+struct Stage {
+  StageName name = StageName::build;
+  StageStatus status = StageStatus::skipped;
+  std::int64_t duration_ms = 0;
+  std::string message;
+  std::string log_tail;
+  nlohmann::json details = nlohmann::json::object();
+};
+
+using Dim3 = std::array<std::int64_t, 3>;
+
+// What a case declares it will launch; the launch_geometry stage compares the
+// launches observed with CUPTI against it.
+struct ExpectedLaunch {
+  std::string kernel_pattern;  // glob over the demangled kernel name
+  Dim3 block{1, 1, 1};
+  std::optional<Dim3> grid;
+  std::optional<std::int64_t> max_registers;
+  std::optional<std::int64_t> max_shared_bytes;  // static + dynamic
+};
+
+struct Launch {
+  std::string kernel;
+  Dim3 grid{1, 1, 1};
+  Dim3 block{1, 1, 1};
+  std::int64_t registers = 0;
+  std::int64_t static_smem = 0;
+  std::int64_t dynamic_smem = 0;
+  std::optional<double> duration_ns;
+};
+
+struct Correctness {
+  bool passed = false;
+  double rel_l2_err = 0;
+  double max_abs_err = 0;
+  double tolerance = 0;
+  std::int64_t nonfinite = 0;
+};
+
+struct Measurement {
+  std::string impl;                 // "candidate" or "baseline:<name>"
+  std::vector<double> samples_ns;   // raw, in the order they were taken
+  double median_ns = 0;
+  std::optional<double> flops;
+  std::optional<double> bytes;
+  std::optional<std::int64_t> peak_mem_bytes;
+  std::vector<std::int64_t> throttled_samples;  // indices into samples_ns
+
+  bool is_candidate() const { return impl == "candidate"; }
+};
+
+struct GpuState {
+  std::vector<double> sm_mhz;   // before and after the case
+  std::vector<double> mem_mhz;
+  std::uint64_t throttle_reasons = 0;  // NVML clocks-event bit mask, OR over the case
+  std::optional<double> temp_c_max;
+  std::optional<double> power_w_max;
+};
+
+struct Case {
+  std::string name;  // unique within a run; the key of the history series
+  nlohmann::json params = nlohmann::json::object();
+  std::optional<ExpectedLaunch> expected_launch;
+  std::vector<Launch> launches;
+  std::optional<Correctness> correctness;
+  std::vector<Measurement> measurements;
+  std::optional<GpuState> gpu_state;
+
+  const Measurement* candidate() const;
+};
+
+struct RunReport {
+  std::string schema{kRunSchema};
+  std::string project;
+  std::string commit;  // 40 lowercase hex
+  std::string branch;
+  std::optional<std::string> base_commit;
+  std::optional<std::int64_t> job_id;
+  AgentInfo agent;
+  std::optional<DeviceInfo> device;  // absent when the host has no CUDA device
+  std::string started_at;            // RFC 3339
+  std::string finished_at;
+  double gpu_seconds = 0;
+  std::vector<Stage> stages;
+  std::vector<Case> cases;
+
+  const Stage* stage(StageName name) const;
+};
+
+// Parses and validates; throws ValidationError naming the field.
+RunReport parse_run_report(const nlohmann::json& document);
+// Parses text first (a JSON syntax error is reported with its byte offset).
+RunReport parse_run_report_text(std::string_view text);
+
+nlohmann::json to_json(const RunReport& report);
+nlohmann::json to_json(const Case& run_case);
+nlohmann::json to_json(const Stage& stage);
+
+bool is_commit_sha(std::string_view text);
+// Seconds since the Unix epoch for an RFC 3339 timestamp, or nullopt.
+std::optional<double> parse_rfc3339(std::string_view text);
+
+}  // namespace kw::common

@@ -1,0 +1,254 @@
+#include "kw/common/stats.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+namespace kw::common {
+
+namespace {
+
+void require_nonempty(std::span<const double> samples, const char* what) {
+  if (samples.empty()) throw std::invalid_argument(std::string(what) + ": no samples");
+}
+
+std::vector<double> sorted_copy(std::span<const double> samples) {
+  std::vector<double> copy(samples.begin(), samples.end());
+  std::sort(copy.begin(), copy.end());
+  return copy;
+}
+
+double sorted_quantile(const std::vector<double>& sorted, double q) {
+  double h = (static_cast<double>(sorted.size()) - 1) * q;
+  auto low = static_cast<std::size_t>(std::floor(h));
+  std::size_t high = std::min(low + 1, sorted.size() - 1);
+  return sorted[low] + (h - static_cast<double>(low)) * (sorted[high] - sorted[low]);
+}
+
+// Exact distribution of U for sizes m, n: probability[u] for u in [0, m*n].
+std::vector<double> mann_whitney_pmf(std::size_t m, std::size_t n) {
+  if (m * n > 250000) throw std::invalid_argument("mann_whitney_pmf: samples too large for exact");
+  // Recurrence p(m, n, u) = m/(m+n) p(m-1, n, u-n) + n/(m+n) p(m, n-1, u),
+  // run over a rolling table indexed by (i, j).
+  std::vector<std::vector<std::vector<double>>> table(m + 1, std::vector<std::vector<double>>(n + 1));
+  for (std::size_t i = 0; i <= m; ++i) {
+    for (std::size_t j = 0; j <= n; ++j) {
+      std::vector<double>& cell = table[i][j];
+      cell.assign(i * j + 1, 0.0);
+      if (i == 0 || j == 0) {
+        cell[0] = 1.0;
+        continue;
+      }
+      double wi = static_cast<double>(i) / static_cast<double>(i + j);
+      double wj = static_cast<double>(j) / static_cast<double>(i + j);
+      const std::vector<double>& from_i = table[i - 1][j];
+      const std::vector<double>& from_j = table[i][j - 1];
+      for (std::size_t u = 0; u < cell.size(); ++u) {
+        double p = 0;
+        if (u >= j && u - j < from_i.size()) p += wi * from_i[u - j];
+        if (u < from_j.size()) p += wj * from_j[u];
+        cell[u] = p;
+      }
+    }
+    if (i > 0) table[i - 1].clear();  // rows below i-1 are no longer needed
+  }
+  return table[m][n];
+}
+
+bool exact_applies(std::size_t m, std::size_t n, bool ties) {
+  // R's wilcox.test uses the exact distribution below 50 per side without
+  // ties; the same rule here keeps results comparable.
+  return !ties && m < 50 && n < 50;
+}
+
+}  // namespace
+
+double median(std::span<const double> samples) {
+  require_nonempty(samples, "median");
+  return quantile(samples, 0.5);
+}
+
+double quantile(std::span<const double> samples, double q) {
+  require_nonempty(samples, "quantile");
+  if (!(q >= 0 && q <= 1)) throw std::invalid_argument("quantile: q must be in [0, 1]");
+  return sorted_quantile(sorted_copy(samples), q);
+}
+
+double mad(std::span<const double> samples) {
+  double center = median(samples);
+  std::vector<double> deviations;
+  deviations.reserve(samples.size());
+  for (double s : samples) deviations.push_back(std::abs(s - center));
+  return median(deviations);
+}
+
+double relative_noise(std::span<const double> samples) {
+  double center = median(samples);
+  if (center == 0) return 0;
+  return 1.4826 * mad(samples) / std::abs(center);
+}
+
+double normal_cdf(double z) { return 0.5 * std::erfc(-z / std::sqrt(2.0)); }
+
+double normal_quantile(double p) {
+  if (!(p > 0 && p < 1)) throw std::invalid_argument("normal_quantile: p must be in (0, 1)");
+  // Acklam's rational approximation, refined by one Halley step on erfc.
+  static const double a[] = {-3.969683028665376e+01, 2.209460984245205e+02, -2.759285104469687e+02,
+                             1.383577518672690e+02,  -3.066479806614716e+01, 2.506628277459239e+00};
+  static const double b[] = {-5.447609879822406e+01, 1.615858368580409e+02, -1.556989798598866e+02,
+                             6.680131188771972e+01,  -1.328068155288572e+01};
+  static const double c[] = {-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e+00,
+                             -2.549732539343734e+00, 4.374664141464968e+00,  2.938163982698783e+00};
+  static const double d[] = {7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00,
+                             3.754408661907416e+00};
+  double x;
+  if (p < 0.02425) {
+    double q = std::sqrt(-2 * std::log(p));
+    x = (((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) /
+        ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1);
+  } else if (p <= 1 - 0.02425) {
+    double q = p - 0.5, r = q * q;
+    x = (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q /
+        (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1);
+  } else {
+    double q = std::sqrt(-2 * std::log(1 - p));
+    x = -(((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) /
+        ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1);
+  }
+  double e = normal_cdf(x) - p;
+  double u = e * std::sqrt(2 * M_PI) * std::exp(x * x / 2);
+  return x - u / (1 + x * u / 2);
+}
+
+double mann_whitney_cdf(std::size_t m, std::size_t n, double u) {
+  if (u < 0) return 0;
+  std::vector<double> pmf = mann_whitney_pmf(m, n);
+  double total = 0;
+  auto last = std::min(static_cast<std::size_t>(std::floor(u)), pmf.size() - 1);
+  for (std::size_t k = 0; k <= last; ++k) total += pmf[k];
+  return std::min(total, 1.0);
+}
+
+MannWhitney mann_whitney(std::span<const double> x, std::span<const double> y) {
+  require_nonempty(x, "mann_whitney x");
+  require_nonempty(y, "mann_whitney y");
+  const std::size_t m = x.size(), n = y.size(), total = m + n;
+
+  // Midranks of the pooled sample, and the tie correction sum(t^3 - t).
+  std::vector<std::pair<double, bool>> pooled;  // value, from x
+  pooled.reserve(total);
+  for (double v : x) pooled.emplace_back(v, true);
+  for (double v : y) pooled.emplace_back(v, false);
+  std::sort(pooled.begin(), pooled.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  double rank_sum_x = 0, tie_term = 0;
+  bool ties = false;
+  for (std::size_t i = 0; i < total;) {
+    std::size_t j = i;
+    while (j + 1 < total && pooled[j + 1].first == pooled[i].first) ++j;
+    double midrank = (static_cast<double>(i) + static_cast<double>(j)) / 2 + 1;
+    auto t = static_cast<double>(j - i + 1);
+    if (t > 1) {
+      ties = true;
+      tie_term += t * t * t - t;
+    }
+    for (std::size_t k = i; k <= j; ++k) {
+      if (pooled[k].second) rank_sum_x += midrank;
+    }
+    i = j + 1;
+  }
+  const double dm = static_cast<double>(m), dn = static_cast<double>(n);
+  MannWhitney result;
+  result.u = rank_sum_x - dm * (dm + 1) / 2;
+
+  if (exact_applies(m, n, ties)) {
+    result.exact = true;
+    double mean = dm * dn / 2;
+    double p = result.u > mean ? 1 - mann_whitney_cdf(m, n, result.u - 1)
+                               : mann_whitney_cdf(m, n, result.u);
+    result.p_value = std::min(1.0, 2 * p);
+    return result;
+  }
+  double mean = dm * dn / 2;
+  double dt = dm + dn;
+  double variance = dm * dn / 12 * ((dt + 1) - tie_term / (dt * (dt - 1)));
+  if (variance <= 0) {  // every value equal: no evidence either way
+    result.p_value = 1;
+    return result;
+  }
+  double diff = result.u - mean;
+  double correction = diff > 0 ? 0.5 : (diff < 0 ? -0.5 : 0.0);  // continuity, as R
+  result.z = (diff - correction) / std::sqrt(variance);
+  result.p_value = std::min(1.0, 2 * normal_cdf(-std::abs(result.z)));
+  return result;
+}
+
+ShiftEstimate hodges_lehmann_shift(std::span<const double> x, std::span<const double> y,
+                                   double confidence) {
+  require_nonempty(x, "hodges_lehmann x");
+  require_nonempty(y, "hodges_lehmann y");
+  if (!(confidence > 0 && confidence < 1))
+    throw std::invalid_argument("hodges_lehmann: confidence must be in (0, 1)");
+  const std::size_t m = x.size(), n = y.size(), count = m * n;
+  std::vector<double> diffs;
+  diffs.reserve(count);
+  for (double xi : x) {
+    for (double yj : y) diffs.push_back(xi - yj);
+  }
+  std::sort(diffs.begin(), diffs.end());
+  ShiftEstimate result;
+  result.estimate = sorted_quantile(diffs, 0.5);
+
+  const double alpha = 1 - confidence;
+  std::vector<double> pooled(x.begin(), x.end());
+  pooled.insert(pooled.end(), y.begin(), y.end());
+  std::sort(pooled.begin(), pooled.end());
+  bool ties = std::adjacent_find(pooled.begin(), pooled.end()) != pooled.end();
+  std::size_t k;  // 1-based rank of the lower bound among the sorted differences
+  if (exact_applies(m, n, ties)) {
+    std::vector<double> pmf = mann_whitney_pmf(m, n);
+    double cumulative = 0;
+    k = 0;
+    while (k < pmf.size() && cumulative + pmf[k] < alpha / 2) cumulative += pmf[k++];
+    // k is qwilcox(alpha/2); R bumps 0 to 1.
+    if (k == 0) k = 1;
+    double below = 0;
+    for (std::size_t u = 0; u < k; ++u) below += pmf[u];
+    result.confidence = 1 - 2 * below;
+  } else {
+    double dm = static_cast<double>(m), dn = static_cast<double>(n);
+    double sd = std::sqrt(dm * dn * (dm + dn + 1) / 12);
+    double c = dm * dn / 2 - normal_quantile(1 - alpha / 2) * sd;
+    k = static_cast<std::size_t>(std::max(1.0, std::floor(c)));
+    result.confidence = confidence;
+  }
+  k = std::min(k, count);
+  result.lower = diffs[k - 1];
+  result.upper = diffs[count - k];
+  return result;
+}
+
+RatioEstimate ratio_of_medians(std::span<const double> x, std::span<const double> y,
+                               double confidence) {
+  auto logs = [](std::span<const double> samples) {
+    std::vector<double> out;
+    out.reserve(samples.size());
+    for (double s : samples) {
+      if (!(s > 0)) throw std::invalid_argument("ratio_of_medians: samples must be > 0");
+      out.push_back(std::log(s));
+    }
+    return out;
+  };
+  std::vector<double> log_x = logs(x), log_y = logs(y);
+  ShiftEstimate shift = hodges_lehmann_shift(log_x, log_y, confidence);
+  RatioEstimate result;
+  result.ratio = median(x) / median(y);
+  result.hl_ratio = std::exp(shift.estimate);
+  result.lower = std::exp(shift.lower);
+  result.upper = std::exp(shift.upper);
+  result.confidence = shift.confidence;
+  return result;
+}
+
+}  // namespace kw::common

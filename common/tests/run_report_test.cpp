@@ -1,0 +1,105 @@
+#include "kw/common/run_report.hpp"
+
+#include <gtest/gtest.h>
+
+#include "../../tests/support/broken_reports.hpp"
+
+namespace kw::common {
+namespace {
+
+using nlohmann::json;
+
+json example() { return kw::testing::load_example_report(KW_TEST_DATA_DIR); }
+
+TEST(RunReport, ExampleIsValidAndComplete) {
+  RunReport report = parse_run_report(example());
+  EXPECT_EQ(report.project, "kernelwatch");
+  EXPECT_EQ(report.stages.size(), kAllStages.size());
+  for (std::size_t i = 0; i < kAllStages.size(); ++i) {
+    EXPECT_EQ(report.stages[i].name, kAllStages[i]);
+    EXPECT_EQ(report.stages[i].status, StageStatus::passed);
+  }
+  ASSERT_GE(report.cases.size(), 3u);
+  ASSERT_TRUE(report.device.has_value());
+  EXPECT_EQ(report.device->sm_count, 132);
+  for (const Case& c : report.cases) {
+    ASSERT_NE(c.candidate(), nullptr) << c.name;
+    EXPECT_GE(c.measurements.size(), 2u) << c.name;
+    EXPECT_TRUE(c.correctness && c.correctness->passed) << c.name;
+    EXPECT_FALSE(c.launches.empty()) << c.name;
+  }
+  EXPECT_EQ(report.cases[1].measurements[0].throttled_samples, std::vector<std::int64_t>{17});
+}
+
+TEST(RunReport, RoundTripsThroughJson) {
+  RunReport first = parse_run_report(example());
+  json written = to_json(first);
+  RunReport second = parse_run_report(written);
+  EXPECT_EQ(to_json(second), written);
+  EXPECT_EQ(written, example()) << "to_json must write back what it read";
+}
+
+TEST(RunReport, OptionalPartsMayBeAbsent) {
+  json report = example();
+  report.erase("base_commit");
+  report.erase("job_id");
+  report.erase("device");
+  report["cases"] = json::array();
+  report["stages"] = json::array({{{"name", "build"}, {"status", "passed"}, {"duration_ms", 10}},
+                                  {{"name", "load"}, {"status", "skipped"}, {"duration_ms", 0},
+                                   {"message", "no CUDA device"}}});
+  RunReport parsed = parse_run_report(report);
+  EXPECT_FALSE(parsed.device);
+  EXPECT_FALSE(parsed.base_commit);
+  EXPECT_EQ(parsed.stages[1].message, "no CUDA device");
+}
+
+TEST(RunReport, SyntaxErrorNamesTheByte) {
+  try {
+    parse_run_report_text("{\"schema\": ");
+    FAIL() << "expected a ValidationError";
+  } catch (const ValidationError& error) {
+    EXPECT_TRUE(std::string(error.what()).starts_with("report: not valid JSON at byte 12")) << error.what();
+  }
+}
+
+TEST(RunReport, CommitShaRules) {
+  EXPECT_TRUE(is_commit_sha("3f2a9c1e5b7d4a6f8e0c2b4d6f8a0c2e4b6d8f0a"));
+  EXPECT_FALSE(is_commit_sha("3F2A9C1E5B7D4A6F8E0C2B4D6F8A0C2E4B6D8F0A"));
+  EXPECT_FALSE(is_commit_sha("3f2a9c1e5b7d4a6f8e0c2b4d6f8a0c2e4b6d8f0"));
+  EXPECT_FALSE(is_commit_sha(""));
+}
+
+TEST(RunReport, Rfc3339) {
+  // 2026-11-21T10:00:00Z = 1795255200 s (GNU date -u -d 2026-11-21T10:00:00Z +%s).
+  EXPECT_DOUBLE_EQ(*parse_rfc3339("2026-11-21T10:00:00Z"), 1795255200.0);
+  EXPECT_DOUBLE_EQ(*parse_rfc3339("2026-11-21T11:00:00+01:00"), 1795255200.0);
+  EXPECT_DOUBLE_EQ(*parse_rfc3339("1970-01-01T00:00:00.250Z"), 0.25);
+  EXPECT_FALSE(parse_rfc3339("2026-11-21 10:00:00"));
+  EXPECT_FALSE(parse_rfc3339("2026-13-21T10:00:00Z"));
+  EXPECT_FALSE(parse_rfc3339("2026-11-21T10:00:00Zjunk"));
+}
+
+class BrokenReportTest : public ::testing::TestWithParam<kw::testing::BrokenReport> {};
+
+TEST_P(BrokenReportTest, IsRejectedNamingTheField) {
+  json report = example();
+  GetParam().mutate(report);
+  try {
+    parse_run_report(report);
+    FAIL() << "accepted a broken report";
+  } catch (const ValidationError& error) {
+    if (GetParam().expected_message.empty()) {
+      EXPECT_TRUE(std::string(error.what()).starts_with("cases[0].measurements[0].median_ns: is 1.0 but the median"))
+          << error.what();
+    } else {
+      EXPECT_EQ(error.what(), GetParam().expected_message);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, BrokenReportTest, ::testing::ValuesIn(kw::testing::broken_reports()),
+                         [](const auto& param_info) { return param_info.param.name; });
+
+}  // namespace
+}  // namespace kw::common

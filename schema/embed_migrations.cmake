@@ -1,0 +1,17 @@
+# -DOUTPUT=header -DINPUTS=a.sql;b.sql: writes a header with one
+# {version, name, sql} entry per migration, in order.
+set(body "// Generated from schema/*.sql by schema/embed_migrations.cmake. Do not edit.\n#pragma once\n#include <array>\n#include <string_view>\n\nnamespace kw::schema {\n\nstruct Migration {\n  int version;\n  std::string_view name;\n  std::string_view sql;\n};\n\ninline constexpr std::array kMigrations = {\n")
+set(expected 1)
+foreach(input IN LISTS INPUTS)
+  get_filename_component(name ${input} NAME_WE)
+  string(SUBSTRING ${name} 0 3 version)
+  math(EXPR version "${version}")
+  if(NOT version EQUAL expected)
+    message(FATAL_ERROR "schema migrations must be numbered 001, 002, ... without gaps: found ${name}, expected ${expected}")
+  endif()
+  math(EXPR expected "${expected} + 1")
+  file(READ ${input} sql)
+  string(APPEND body "  Migration{${version}, \"${name}\", R\"kwsql(${sql})kwsql\"},\n")
+endforeach()
+string(APPEND body "};\n\ninline constexpr int kLatestVersion = static_cast<int>(kMigrations.size());\n\n}  // namespace kw::schema\n")
+file(WRITE ${OUTPUT} "${body}")

@@ -1,0 +1,359 @@
+#include "app.hpp"
+
+#include <iostream>
+
+#include "errors.hpp"
+#include "job_repository.hpp"
+#include "kw/common/run_report.hpp"
+#include "migrations.hpp"
+#include "run_repository.hpp"
+#include "tokens.hpp"
+#include "verdict.hpp"
+
+namespace kw::server {
+
+namespace {
+
+using nlohmann::json;
+
+std::vector<Statement> all_statements() {
+  std::vector<Statement> statements;
+  for (auto part : {TokenRepository::statements(), RunRepository::statements(), JobRepository::statements(),
+                    VerdictRepository::statements()}) {
+    statements.insert(statements.end(), part.begin(), part.end());
+  }
+  return statements;
+}
+
+// Field readers for small request bodies; errors name the field (422).
+std::string body_string(const json& body, const std::string& field, bool required = true) {
+  auto it = body.find(field);
+  if (it == body.end() || it->is_null()) {
+    if (required) throw Unprocessable(field + ": is required");
+    return {};
+  }
+  if (!it->is_string()) throw Unprocessable(field + ": must be a string");
+  if (required && it->get<std::string>().empty()) throw Unprocessable(field + ": must not be empty");
+  return it->get<std::string>();
+}
+
+std::optional<std::int64_t> body_integer(const json& body, const std::string& field, std::int64_t min) {
+  auto it = body.find(field);
+  if (it == body.end() || it->is_null()) return std::nullopt;
+  if (!it->is_number_integer()) throw Unprocessable(field + ": must be an integer");
+  auto value = it->get<std::int64_t>();
+  if (value < min) throw Unprocessable(field + ": must be >= " + std::to_string(min));
+  return value;
+}
+
+json require_object(const Request& request) {
+  json body = request.json_body();
+  if (!body.is_object()) throw Unprocessable("request body must be a JSON object");
+  return body;
+}
+
+int limit_param(const Request& request, int fallback, int max) {
+  auto text = request.query_value("limit");
+  if (!text) return fallback;
+  try {
+    std::size_t used = 0;
+    int value = std::stoi(*text, &used);
+    if (used != text->size() || value < 1 || value > max) throw std::out_of_range("limit");
+    return value;
+  } catch (const std::exception&) {
+    throw BadRequest("limit: must be an integer from 1 to " + std::to_string(max));
+  }
+}
+
+std::int64_t project_id_or_404(pqxx::work& tx, const std::string& name) {
+  auto id = RunRepository::find_project(tx, name);
+  if (!id) throw NotFound("no project \"" + name + "\"");
+  return *id;
+}
+
+}  // namespace
+
+App::App(ServerOptions options) : options_(std::move(options)) {
+  {
+    pqxx::connection connection(options_.database_url);
+    schema_version_ = apply_migrations(connection);
+  }
+  pool_ = std::make_unique<ConnectionPool>(options_.database_url,
+                                           static_cast<std::size_t>(std::max(1, options_.http.threads)) + 1,
+                                           all_statements());
+  router_ = std::make_unique<Router>(
+      [this](const std::string& token) {
+        return with_transaction(*pool_, [&](pqxx::work& tx) { return TokenRepository::authenticate(tx, token); });
+      },
+      metrics_, options_.reads_need_token);
+  metrics_.add_source([this](std::string& text) {
+    text += "# HELP kw_db_pool_connections Database connections by state.\n# TYPE kw_db_pool_connections gauge\n";
+    std::size_t in_use = pool_->in_use();
+    text += "kw_db_pool_connections{state=\"in_use\"} " + std::to_string(in_use) + "\n";
+    text += "kw_db_pool_connections{state=\"idle\"} " + std::to_string(pool_->size() - in_use) + "\n";
+    text += "# HELP kw_db_pool_waits_total Times a request waited for a free connection.\n"
+            "# TYPE kw_db_pool_waits_total counter\nkw_db_pool_waits_total " +
+            std::to_string(pool_->waits()) + "\n";
+  });
+  metrics_.add_source([this](std::string& text) {
+    text += with_transaction(*pool_, [](pqxx::work& tx) { return JobRepository::counts_by_state_metrics(tx); });
+  });
+  register_routes();
+  http_ = std::make_unique<HttpServer>(options_.http, [this](Request& request) { return router_->handle(request); });
+}
+
+App::~App() {
+  stop();
+  wait();
+}
+
+void App::start() {
+  http_->start();
+  reaper_ = std::thread([this] { reap_leases(); });
+}
+
+void App::stop() {
+  http_->stop();
+  {
+    std::lock_guard lock(reaper_mutex_);
+    reaper_stop_ = true;
+  }
+  reaper_wake_.notify_all();
+}
+
+void App::wait() {
+  http_->wait();
+  if (reaper_.joinable()) reaper_.join();
+}
+
+void App::reap_leases() {
+  auto period = std::chrono::milliseconds(static_cast<int>(std::max(0.05, options_.lease_seconds / 4) * 1000));
+  std::unique_lock lock(reaper_mutex_);
+  while (!reaper_wake_.wait_for(lock, period, [this] { return reaper_stop_; })) {
+    lock.unlock();
+    try {
+      int requeued = with_transaction(*pool_, [](pqxx::work& tx) { return JobRepository::requeue_expired(tx); });
+      if (requeued > 0) std::cerr << "kw-server: " << requeued << " expired lease(s) returned to the queue\n";
+    } catch (const std::exception& error) {
+      std::cerr << "kw-server: lease reaper: " << error.what() << "\n";
+    }
+    lock.lock();
+  }
+}
+
+std::int64_t App::agent_for(pqxx::work& tx, const Request& request, const std::string& agent_name) {
+  bool admin = request.caller->scope == Scope::admin;
+  auto agent = JobRepository::find_agent(tx, agent_name, request.caller->token_id, admin);
+  if (!agent) {
+    throw Conflict("agent \"" + agent_name + "\" is not registered under this token; claim a job first");
+  }
+  return *agent;
+}
+
+Response App::ingest(Request& request, std::optional<std::int64_t> job_id) {
+  json document = request.json_body();
+  common::RunReport report = common::parse_run_report(document);
+  if (job_id) {
+    if (report.job_id && *report.job_id != *job_id) {
+      throw Unprocessable("job_id: is " + std::to_string(*report.job_id) + " but the URL names job " +
+                          std::to_string(*job_id));
+    }
+    report.job_id = job_id;
+  } else if (report.job_id) {
+    throw Unprocessable("job_id: a job's report goes to POST /api/v1/jobs/" + std::to_string(*report.job_id) +
+                        "/report");
+  }
+  std::string canonical = common::to_json(report).dump();
+
+  StoredRun stored = with_transaction(*pool_, [&](pqxx::work& tx) {
+    std::int64_t project_id = RunRepository::ensure_project(tx, report.project);
+    if (job_id) {
+      auto hold = JobRepository::lock(tx, *job_id);
+      if (!hold) throw NotFound("no job " + std::to_string(*job_id));
+      if (hold->project_id != project_id) throw Unprocessable("project: does not match job " + std::to_string(*job_id));
+      if (hold->commit != report.commit) {
+        throw Unprocessable("commit: is " + report.commit + " but job " + std::to_string(*job_id) + " is for " +
+                            hold->commit);
+      }
+      std::int64_t agent_id = agent_for(tx, request, report.agent.name);
+      bool holds = hold->state == "running" && hold->agent_id == agent_id;
+      if (!holds) {
+        // A retry of a report that was already accepted is answered as before.
+        if (auto previous = RunRepository::find_stored(tx, project_id, canonical)) return *previous;
+        throw Conflict("agent \"" + report.agent.name + "\" does not hold job " + std::to_string(*job_id) +
+                       " (state " + hold->state + ")");
+      }
+    }
+    StoredRun result = RunRepository::store(tx, project_id, report, canonical, job_id);
+    if (!result.duplicate) {
+      result.verdict = evaluate_run(tx, result.run_id, project_id, report);
+      if (job_id) JobRepository::complete(tx, *job_id);
+    }
+    return result;
+  });
+
+  json answer{{"run_id", stored.run_id},
+              {"verdict", stored.verdict},
+              {"duplicate", stored.duplicate},
+              {"url", "/api/v1/runs/" + std::to_string(stored.run_id)}};
+  if (job_id) answer["job_id"] = *job_id;
+  return Response::json(stored.duplicate ? 200 : 201, answer);
+}
+
+void App::register_routes() {
+  Router& r = *router_;
+  const Access agent = Access::of({Scope::agent});
+  const Access ci = Access::of({Scope::ci});
+
+  r.add("GET", "/healthz", Access::read(), [this](Request&) {
+    try {
+      with_transaction(*pool_, [](pqxx::work& tx) { tx.exec("SELECT 1"); });
+    } catch (const std::exception& error) {
+      throw ServiceUnavailable(std::string("database unreachable: ") + error.what());
+    }
+    return Response::json(200, {{"status", "ok"}, {"schema_version", schema_version_}});
+  });
+
+  r.add("GET", "/metrics", Access::read(), [this](Request&) {
+    Response response;
+    response.content_type = "text/plain; version=0.0.4";
+    response.body = metrics_.render();
+    return response;
+  });
+
+  r.add("POST", "/api/v1/runs", agent, [this](Request& request) { return ingest(request, std::nullopt); });
+
+  r.add("GET", "/api/v1/runs/{id}", Access::read(), [this](Request& request) {
+    std::int64_t id = request.id_param("id");
+    auto text = with_transaction(*pool_, [&](pqxx::work& tx) { return RunRepository::run_json(tx, id); });
+    if (!text) throw NotFound("no run " + std::to_string(id));
+    return Response::json_text(200, std::move(*text));
+  });
+
+  r.add("POST", "/api/v1/jobs", ci, [this](Request& request) {
+    json body = require_object(request);
+    NewJob job;
+    std::string project = body_string(body, "project");
+    job.commit = body_string(body, "commit");
+    if (!common::is_commit_sha(job.commit)) throw Unprocessable("commit: must be a 40-character lowercase hex SHA");
+    job.branch = body_string(body, "branch");
+    std::string base = body_string(body, "base_commit", false);
+    if (!base.empty()) {
+      if (!common::is_commit_sha(base)) throw Unprocessable("base_commit: must be a 40-character lowercase hex SHA");
+      job.base_commit = base;
+    }
+    job.pr = body_integer(body, "pr", 1);
+    std::string gpu_class = body_string(body, "gpu_class", false);
+    if (!gpu_class.empty()) job.gpu_class = gpu_class;
+    job.max_attempts = options_.max_attempts;
+    auto [id, created, document] = with_transaction(*pool_, [&](pqxx::work& tx) {
+      job.project_id = RunRepository::ensure_project(tx, project);
+      auto [job_id, was_created] = JobRepository::create(tx, job);
+      return std::make_tuple(job_id, was_created, *JobRepository::get(tx, job_id));
+    });
+    return Response::json(created ? 201 : 200, document);
+  });
+
+  r.add("GET", "/api/v1/jobs/{id}", Access::read(), [this](Request& request) {
+    std::int64_t id = request.id_param("id");
+    auto job = with_transaction(*pool_, [&](pqxx::work& tx) { return JobRepository::get(tx, id); });
+    if (!job) throw NotFound("no job " + std::to_string(id));
+    return Response::json(200, *job);
+  });
+
+  r.add("POST", "/api/v1/agents/claim", agent, [this](Request& request) {
+    json body = require_object(request);
+    std::string name = body_string(body, "agent");
+    std::string host = body_string(body, "host", false);
+    std::string version = body_string(body, "version", false);
+    json gpus = body.value("gpus", json::array());
+    if (!gpus.is_array()) throw Unprocessable("gpus: must be an array of GPU model names");
+    for (std::size_t i = 0; i < gpus.size(); ++i) {
+      if (!gpus[i].is_string()) throw Unprocessable("gpus[" + std::to_string(i) + "]: must be a string");
+    }
+    auto job = with_transaction(*pool_, [&](pqxx::work& tx) -> std::optional<json> {
+      auto agent_id = JobRepository::upsert_agent(tx, name, request.caller->token_id,
+                                                  request.caller->scope == Scope::admin, host, version, gpus);
+      if (!agent_id) throw Conflict("agent name \"" + name + "\" is registered under another token");
+      JobRepository::requeue_expired(tx);
+      auto job_id = JobRepository::claim(tx, *agent_id, gpus, options_.lease_seconds);
+      if (!job_id) return std::nullopt;
+      return JobRepository::get(tx, *job_id);
+    });
+    if (!job) {
+      Response response;
+      response.status = 204;
+      response.content_type = "text/plain";
+      return response;
+    }
+    (*job)["lease_seconds"] = options_.lease_seconds;
+    return Response::json(200, *job);
+  });
+
+  auto holder_action = [this](const char* verb, bool (*action)(pqxx::work&, std::int64_t, std::int64_t, double)) {
+    return [this, verb, action](Request& request) {
+      std::int64_t id = request.id_param("id");
+      json body = require_object(request);
+      std::string name = body_string(body, "agent");
+      auto job = with_transaction(*pool_, [&](pqxx::work& tx) {
+        std::int64_t agent_id = agent_for(tx, request, name);
+        if (!action(tx, id, agent_id, options_.lease_seconds)) {
+          auto current = JobRepository::get(tx, id);
+          if (!current) throw NotFound("no job " + std::to_string(id));
+          throw Conflict("agent \"" + name + "\" does not hold job " + std::to_string(id) + " (state " +
+                         current->value("state", "") + "); cannot " + verb);
+        }
+        return *JobRepository::get(tx, id);
+      });
+      return Response::json(200, job);
+    };
+  };
+  r.add("POST", "/api/v1/jobs/{id}/heartbeat", agent, holder_action("heartbeat", &JobRepository::heartbeat));
+  r.add("POST", "/api/v1/jobs/{id}/release", agent,
+        holder_action("release", [](pqxx::work& tx, std::int64_t job, std::int64_t agent_id, double) {
+          return JobRepository::release(tx, job, agent_id);
+        }));
+
+  r.add("POST", "/api/v1/jobs/{id}/report", agent,
+        [this](Request& request) { return ingest(request, request.id_param("id")); });
+
+  r.add("GET", "/api/v1/projects", Access::read(), [this](Request&) {
+    return Response::json_text(200, with_transaction(*pool_, [](pqxx::work& tx) {
+                                 return RunRepository::projects_json(tx);
+                               }));
+  });
+
+  r.add("GET", "/api/v1/projects/{project}/cases", Access::read(), [this](Request& request) {
+    return Response::json_text(200, with_transaction(*pool_, [&](pqxx::work& tx) {
+                                 return RunRepository::cases_json(tx, project_id_or_404(tx, request.param("project")));
+                               }));
+  });
+
+  r.add("GET", "/api/v1/projects/{project}/runs", Access::read(), [this](Request& request) {
+    int limit = limit_param(request, 100, 1000);
+    std::string branch = request.query_value("branch").value_or("");
+    return Response::json_text(200, with_transaction(*pool_, [&](pqxx::work& tx) {
+                                 return RunRepository::runs_json(tx, project_id_or_404(tx, request.param("project")),
+                                                                 branch, limit);
+                               }));
+  });
+
+  r.add("GET", "/api/v1/projects/{project}/series", Access::read(), [this](Request& request) {
+    auto case_name = request.query_value("case");
+    if (!case_name || case_name->empty()) throw BadRequest("case: query parameter is required");
+    int limit = limit_param(request, 1000, 10000);
+    std::string gpu = request.query_value("gpu").value_or("");
+    return Response::json_text(200, with_transaction(*pool_, [&](pqxx::work& tx) {
+                                 std::int64_t project_id = project_id_or_404(tx, request.param("project"));
+                                 std::string branch = request.query_value("branch").value_or("");
+                                 if (branch.empty()) {
+                                   branch = tx.exec_params1("SELECT default_branch FROM projects WHERE id = $1",
+                                                            project_id)[0]
+                                                .as<std::string>();
+                                 }
+                                 return RunRepository::series_json(tx, project_id, *case_name, gpu, branch, limit);
+                               }));
+  });
+}
+
+}  // namespace kw::server

@@ -1,0 +1,60 @@
+// kw-server as a whole: database pool, routes, HTTP server, lease reaper.
+#pragma once
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "database.hpp"
+#include "http_server.hpp"
+#include "metrics.hpp"
+#include "router.hpp"
+
+namespace kw::server {
+
+struct ServerOptions {
+  HttpOptions http;
+  std::string database_url;
+  double lease_seconds = 120;
+  int max_attempts = 3;
+  bool reads_need_token = false;  // reads are open on loopback unless this is set
+};
+
+class App {
+ public:
+  // Connects, applies pending migrations, and builds the routes.
+  explicit App(ServerOptions options);
+  ~App();
+
+  void start();
+  unsigned short port() const { return http_->port(); }
+  // Graceful: in-flight requests finish; then the reaper stops.
+  void stop();
+  void wait();
+
+  ConnectionPool& pool() { return *pool_; }
+  Response handle(Request& request) { return router_->handle(request); }
+
+ private:
+  void register_routes();
+  Response ingest(Request& request, std::optional<std::int64_t> job_id);
+  std::int64_t agent_for(pqxx::work& tx, const Request& request, const std::string& agent_name);
+  void reap_leases();
+
+  ServerOptions options_;
+  Metrics metrics_;
+  std::unique_ptr<ConnectionPool> pool_;
+  std::unique_ptr<Router> router_;
+  std::unique_ptr<HttpServer> http_;
+  int schema_version_ = 0;
+
+  std::thread reaper_;
+  std::mutex reaper_mutex_;
+  std::condition_variable reaper_wake_;
+  bool reaper_stop_ = false;
+};
+
+}  // namespace kw::server

@@ -1,0 +1,248 @@
+#include "embedded_postgres.hpp"
+
+#include <netinet/in.h>
+#include <pwd.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <iostream>
+#include <random>
+#include <regex>
+#include <sstream>
+#include <stdexcept>
+
+#include <pqxx/pqxx>
+
+#include "process.hpp"
+
+namespace kw::server {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string random_hex(std::size_t bytes) {
+  std::ifstream urandom("/dev/urandom", std::ios::binary);
+  std::string raw(bytes, '\0');
+  if (!urandom.read(raw.data(), static_cast<std::streamsize>(bytes))) {
+    throw std::runtime_error("cannot read /dev/urandom");
+  }
+  static const char* digits = "0123456789abcdef";
+  std::string hex;
+  for (unsigned char c : raw) {
+    hex.push_back(digits[c >> 4]);
+    hex.push_back(digits[c & 15]);
+  }
+  return hex;
+}
+
+int free_loopback_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw std::runtime_error("socket() failed while choosing a PostgreSQL port");
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = 0;
+  socklen_t length = sizeof(address);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    close(fd);
+    throw std::runtime_error("cannot find a free loopback port for PostgreSQL");
+  }
+  int port = ntohs(address.sin_port);
+  close(fd);
+  return port;
+}
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+void write_private_file(const fs::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::trunc);
+  if (!out) throw std::runtime_error("cannot write " + path.string());
+  out << text;
+  out.close();
+  fs::permissions(path, fs::perms::owner_read | fs::perms::owner_write, fs::perm_options::replace);
+}
+
+}  // namespace
+
+fs::path EmbeddedPostgres::find_bin_dir() {
+  if (const char* env = std::getenv("KW_PG_BINDIR"); env != nullptr && *env != '\0') return env;
+  // Prefer the newest /usr/lib/postgresql/<version>/bin (Debian/Ubuntu), then pg_config.
+  std::vector<std::pair<int, fs::path>> candidates;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator("/usr/lib/postgresql", ec)) {
+    fs::path bin = entry.path() / "bin";
+    if (fs::exists(bin / "initdb") && fs::exists(bin / "pg_ctl")) {
+      int version = std::atoi(entry.path().filename().c_str());
+      candidates.emplace_back(version, bin);
+    }
+  }
+  if (!candidates.empty()) {
+    return std::max_element(candidates.begin(), candidates.end())->second;
+  }
+  ProcessResult pg_config = run_process({"/usr/bin/env", "pg_config", "--bindir"});
+  if (pg_config.exit_code == 0) {
+    std::string dir = pg_config.output.substr(0, pg_config.output.find('\n'));
+    if (fs::exists(fs::path(dir) / "initdb")) return dir;
+  }
+  throw std::runtime_error(
+      "PostgreSQL server binaries (initdb, pg_ctl) not found in /usr/lib/postgresql/*/bin or pg_config "
+      "--bindir; install the `postgresql` package or pass --database-url");
+}
+
+EmbeddedPostgres::EmbeddedPostgres(fs::path data_dir, std::optional<std::string> run_as)
+    : data_dir_(fs::absolute(std::move(data_dir))),
+      cluster_dir_(data_dir_ / "postgres"),
+      bin_dir_(find_bin_dir()),
+      run_as_(std::move(run_as)) {
+  if (geteuid() == 0 && !run_as_) run_as_ = "postgres";
+  if (geteuid() != 0) run_as_.reset();
+}
+
+EmbeddedPostgres::~EmbeddedPostgres() {
+  try {
+    if (!keep_running_) stop();
+  } catch (const std::exception& error) {
+    std::cerr << "kw-server: stopping PostgreSQL: " << error.what() << "\n";
+  }
+}
+
+std::string EmbeddedPostgres::run_tool(const std::string& tool, const std::vector<std::string>& args, bool check) {
+  std::vector<std::string> argv{(bin_dir_ / tool).string()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  ProcessResult result = run_process(argv, run_as_);
+  if (check && result.exit_code != 0) {
+    throw std::runtime_error(tool + " failed (exit " + std::to_string(result.exit_code) + "): " + result.output);
+  }
+  return result.output;
+}
+
+void EmbeddedPostgres::init_cluster() {
+  fs::create_directories(data_dir_);
+  password_ = random_hex(24);
+  write_private_file(data_dir_ / "postgres.password", password_);
+  fs::create_directories(cluster_dir_);
+  fs::permissions(cluster_dir_, fs::perms::owner_all, fs::perm_options::replace);
+  fs::path pwfile = data_dir_ / "initdb.pw";
+  write_private_file(pwfile, password_ + "\n");
+  if (run_as_) {
+    passwd* entry = getpwnam(run_as_->c_str());
+    if (entry == nullptr) {
+      throw std::runtime_error("running as root, PostgreSQL needs an unprivileged user; no user \"" + *run_as_ +
+                               "\" exists (install the postgresql package or pass --pg-user)");
+    }
+    // The tools run as that user and must reach the cluster through data_dir.
+    fs::permissions(data_dir_, fs::perms::group_exec | fs::perms::others_exec, fs::perm_options::add);
+    if (chown(cluster_dir_.c_str(), entry->pw_uid, entry->pw_gid) != 0 ||
+        chown(pwfile.c_str(), entry->pw_uid, entry->pw_gid) != 0) {
+      throw std::runtime_error("cannot hand " + cluster_dir_.string() + " to user " + *run_as_);
+    }
+  }
+  std::cerr << "kw-server: creating PostgreSQL cluster in " << cluster_dir_ << "\n";
+  try {
+    run_tool("initdb", {"-D", cluster_dir_.string(), "-U", "kw", "--auth=scram-sha-256",
+                        "--pwfile=" + pwfile.string(), "-E", "UTF8", "--locale=C"});
+  } catch (...) {
+    fs::remove(pwfile);
+    throw;
+  }
+  fs::remove(pwfile);
+  std::ofstream conf(cluster_dir_ / "postgresql.conf", std::ios::app);
+  conf << "\n# kernelwatch: loopback only, no Unix socket\n"
+       << "listen_addresses = '127.0.0.1'\n"
+       << "unix_socket_directories = ''\n"
+       << "max_connections = 200\n"
+       << "shared_buffers = 128MB\n";
+}
+
+bool EmbeddedPostgres::postmaster_running() {
+  fs::path pid_file = cluster_dir_ / "postmaster.pid";
+  if (!fs::exists(pid_file)) return false;
+  std::ifstream in(pid_file);
+  long pid = 0;
+  in >> pid;
+  if (pid > 0 && kill(static_cast<pid_t>(pid), 0) == 0) {
+    // A live process with that PID; make sure it is a postgres and not a
+    // recycled PID before trusting it.
+    std::string cmdline = read_file("/proc/" + std::to_string(pid) + "/cmdline");
+    if (cmdline.find("postgres") != std::string::npos) return true;
+  } else if (pid > 0 && errno == EPERM) {
+    return true;  // alive, owned by the postgres user
+  }
+  std::cerr << "kw-server: removing stale " << pid_file << " (postmaster " << pid << " is gone)\n";
+  fs::remove(pid_file);
+  return false;
+}
+
+int EmbeddedPostgres::read_running_port() const {
+  // postmaster.pid line 4 is the port.
+  std::ifstream in(cluster_dir_ / "postmaster.pid");
+  std::string line;
+  for (int i = 0; i < 4 && std::getline(in, line); ++i) {
+  }
+  return std::atoi(line.c_str());
+}
+
+void EmbeddedPostgres::start() {
+  if (!fs::exists(cluster_dir_ / "PG_VERSION")) {
+    if (fs::exists(cluster_dir_) && !fs::is_empty(cluster_dir_)) {
+      throw std::runtime_error(cluster_dir_.string() + " exists but is not a PostgreSQL cluster; move it away");
+    }
+    init_cluster();
+  } else {
+    password_ = read_file(data_dir_ / "postgres.password");
+    if (password_.empty()) throw std::runtime_error("missing " + (data_dir_ / "postgres.password").string());
+  }
+  if (postmaster_running()) {
+    port_ = read_running_port();
+    was_already_running_ = true;
+    std::cerr << "kw-server: reusing the PostgreSQL already running on " << cluster_dir_ << " (port " << port_
+              << ")\n";
+  } else {
+    port_ = free_loopback_port();
+    run_tool("pg_ctl", {"-D", cluster_dir_.string(), "-l", (cluster_dir_ / "server.log").string(), "-w", "-t",
+                        "120", "-o", "-p " + std::to_string(port_), "start"});
+  }
+  running_ = true;
+  ensure_database("kernelwatch");
+}
+
+void EmbeddedPostgres::stop() {
+  if (!running_) return;
+  running_ = false;
+  run_tool("pg_ctl", {"-D", cluster_dir_.string(), "-m", "fast", "-w", "-t", "60", "stop"}, false);
+}
+
+std::string EmbeddedPostgres::url(const std::string& database) const {
+  return "postgresql://kw:" + password_ + "@127.0.0.1:" + std::to_string(port_) + "/" + database +
+         "?connect_timeout=10";
+}
+
+void EmbeddedPostgres::psql(const std::string& database, const std::string& sql) {
+  pqxx::connection connection(url(database));
+  pqxx::nontransaction tx(connection);
+  tx.exec(sql);
+}
+
+void EmbeddedPostgres::ensure_database(const std::string& name) {
+  pqxx::connection connection(url("postgres"));
+  pqxx::nontransaction tx(connection);
+  if (tx.exec_params("SELECT 1 FROM pg_database WHERE datname = $1", name).empty()) {
+    tx.exec("CREATE DATABASE " + tx.quote_name(name));
+  }
+}
+
+void EmbeddedPostgres::drop_database(const std::string& name) {
+  psql("postgres", "DROP DATABASE IF EXISTS " + pqxx::connection(url("postgres")).quote_name(name) + " WITH (FORCE)");
+}
+
+}  // namespace kw::server

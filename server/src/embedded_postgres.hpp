@@ -1,0 +1,61 @@
+// A private PostgreSQL cluster inside kw-server's data directory: created with
+// initdb the first time, started with pg_ctl, listening on 127.0.0.1 only with
+// a password only this data directory holds. Also the test fixture's database.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <vector>
+#include <string>
+
+namespace kw::server {
+
+class EmbeddedPostgres {
+ public:
+  // `data_dir` is kw-server's data directory; the cluster lives in
+  // data_dir/postgres. When running as root, the PostgreSQL tools run as
+  // `run_as` (default: the "postgres" user, which Debian's package creates).
+  explicit EmbeddedPostgres(std::filesystem::path data_dir, std::optional<std::string> run_as = {});
+  ~EmbeddedPostgres();
+  EmbeddedPostgres(const EmbeddedPostgres&) = delete;
+  EmbeddedPostgres& operator=(const EmbeddedPostgres&) = delete;
+
+  // Creates the cluster if needed and makes sure a postmaster is running on
+  // it: reuses one that is already running (kw-server was killed and left it),
+  // clears a stale lock file, and lets PostgreSQL's crash recovery run.
+  void start();
+  // Fast shutdown (pg_ctl stop -m fast). Only if this object started or
+  // adopted the postmaster and `keep_running` was not asked for.
+  void stop();
+  // Leave the postmaster running when this object goes away (the `token`
+  // command on a data dir whose server is up).
+  void keep_running() { keep_running_ = true; }
+  bool was_already_running() const { return was_already_running_; }
+
+  // Creates the database if missing.
+  void ensure_database(const std::string& name);
+  void drop_database(const std::string& name);
+  std::string url(const std::string& database = "kernelwatch") const;
+  int port() const { return port_; }
+
+  static std::filesystem::path find_bin_dir();
+
+ private:
+  void init_cluster();
+  bool postmaster_running();
+  int read_running_port() const;
+  std::string run_tool(const std::string& tool, const std::vector<std::string>& args, bool check = true);
+  void psql(const std::string& database, const std::string& sql);
+
+  std::filesystem::path data_dir_;
+  std::filesystem::path cluster_dir_;
+  std::filesystem::path bin_dir_;
+  std::optional<std::string> run_as_;
+  std::string password_;
+  int port_ = 0;
+  bool running_ = false;
+  bool keep_running_ = false;
+  bool was_already_running_ = false;
+};
+
+}  // namespace kw::server

@@ -1,0 +1,243 @@
+#include "http_server.hpp"
+
+#include <iostream>
+#include <optional>
+
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+namespace kw::server {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(tcp::socket&& socket, HttpServer& server) : stream_(std::move(socket)), server_(server) {}
+  ~Session() { server_.unregister_session(this); }
+
+  void run() {
+    net::dispatch(stream_.get_executor(), beast::bind_front_handler(&Session::do_read, shared_from_this()));
+  }
+
+  // Called at shutdown: a connection waiting for its next request is closed
+  // now; one in the middle of a request finishes it first.
+  void close_if_idle() {
+    net::dispatch(stream_.get_executor(), [self = shared_from_this()] {
+      if (self->idle_ && (!self->parser_ || !self->parser_->got_some())) self->close();
+    });
+  }
+
+ private:
+  void do_read() {
+    parser_.emplace();
+    parser_->body_limit(server_.options_.body_limit);
+    idle_ = true;
+    stream_.expires_after(server_.options_.idle_timeout);
+    http::async_read_header(stream_, buffer_, *parser_,
+                            beast::bind_front_handler(&Session::on_header, shared_from_this()));
+  }
+
+  void on_header(beast::error_code ec, std::size_t) {
+    idle_ = false;
+    if (ec == http::error::body_limit) return reply_too_large();
+    if (ec) return close();
+    stream_.expires_after(server_.options_.read_timeout);
+    auto& header = parser_->get();
+    if (beast::iequals(header[http::field::expect], "100-continue")) {
+      auto continue_response = std::make_shared<http::response<http::empty_body>>(http::status::continue_, 11);
+      http::async_write(stream_, *continue_response,
+                        [self = shared_from_this(), continue_response](beast::error_code write_ec, std::size_t) {
+                          if (write_ec) return self->close();
+                          self->read_body();
+                        });
+      return;
+    }
+    read_body();
+  }
+
+  void read_body() {
+    http::async_read(stream_, buffer_, *parser_, beast::bind_front_handler(&Session::on_read, shared_from_this()));
+  }
+
+  void on_read(beast::error_code ec, std::size_t) {
+    if (ec == http::error::body_limit) return reply_too_large();
+    if (ec) return close();
+    http::request<http::string_body> message = parser_->release();
+    parser_.reset();
+
+    Request request;
+    request.method = std::string(message.method_string());
+    request.target = std::string(message.target());
+    auto question = request.target.find('?');
+    request.path = percent_decode(std::string_view(request.target).substr(0, question));
+    if (question != std::string::npos) request.query = parse_query(std::string_view(request.target).substr(question + 1));
+    request.body = std::move(message.body());
+    request.authorization = std::string(message[http::field::authorization]);
+    beast::error_code endpoint_ec;
+    auto remote = stream_.socket().remote_endpoint(endpoint_ec);
+    request.from_loopback = !endpoint_ec && remote.address().is_loopback();
+
+    Response response = server_.handler_(request);
+    bool keep_alive = message.keep_alive() && !server_.stopping_;
+    write(std::move(response), keep_alive, message.version(), message.method() == http::verb::head);
+  }
+
+  void write(Response response, bool keep_alive, unsigned version, bool head) {
+    auto message = std::make_shared<http::response<http::string_body>>(
+        static_cast<http::status>(response.status), version);
+    message->set(http::field::server, "kw-server");
+    message->set(http::field::content_type, response.content_type);
+    for (const auto& [name, value] : response.headers) message->set(name, value);
+    message->keep_alive(keep_alive);
+    if (head) {
+      message->content_length(response.body.size());
+    } else {
+      message->body() = std::move(response.body);
+      message->prepare_payload();
+    }
+    stream_.expires_after(server_.options_.read_timeout);
+    http::async_write(stream_, *message,
+                      [self = shared_from_this(), message](beast::error_code ec, std::size_t) {
+                        if (ec || !message->keep_alive() || self->server_.stopping_) return self->close();
+                        self->do_read();
+                      });
+  }
+
+  void reply_too_large() {
+    Response response = Response::error(
+        413, "payload_too_large",
+        "request body is larger than the limit of " + std::to_string(server_.options_.body_limit) + " bytes");
+    write(std::move(response), false, 11, false);
+  }
+
+  void close() {
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+    stream_.socket().close(ec);
+  }
+
+  beast::tcp_stream stream_;
+  HttpServer& server_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  bool idle_ = true;
+};
+
+HttpServer::HttpServer(HttpOptions options, RequestHandler handler)
+    : options_(std::move(options)), handler_(std::move(handler)), acceptor_(net::make_strand(io_)) {}
+
+HttpServer::~HttpServer() {
+  stop(std::chrono::milliseconds(0));
+  wait();
+}
+
+void HttpServer::start() {
+  beast::error_code ec;
+  auto address = net::ip::make_address(options_.address, ec);
+  if (ec) throw std::runtime_error("--listen: \"" + options_.address + "\" is not an IP address");
+  tcp::endpoint endpoint(address, options_.port);
+  auto check = [&](const char* what) {
+    if (ec) {
+      throw std::runtime_error(std::string("cannot ") + what + " " + options_.address + ":" +
+                               std::to_string(options_.port) + ": " + ec.message());
+    }
+  };
+  acceptor_.open(endpoint.protocol(), ec);
+  check("open");
+  acceptor_.set_option(net::socket_base::reuse_address(true), ec);
+  check("configure");
+  acceptor_.bind(endpoint, ec);
+  check("bind");
+  acceptor_.listen(net::socket_base::max_listen_connections, ec);
+  check("listen on");
+  bound_port_ = acceptor_.local_endpoint().port();
+  do_accept();
+  for (int i = 0; i < std::max(1, options_.threads); ++i) {
+    threads_.emplace_back([this] {
+      for (;;) {
+        try {
+          io_.run();
+          return;
+        } catch (const std::exception& error) {
+          std::cerr << "kw-server: worker: " << error.what() << "\n";
+        }
+      }
+    });
+  }
+}
+
+bool HttpServer::is_loopback() const {
+  beast::error_code ec;
+  auto address = net::ip::make_address(options_.address, ec);
+  return !ec && address.is_loopback();
+}
+
+void HttpServer::do_accept() {
+  acceptor_.async_accept(net::make_strand(io_), [this](beast::error_code ec, tcp::socket socket) {
+    if (ec) {
+      if (ec == net::error::operation_aborted || !acceptor_.is_open()) return;
+      std::cerr << "kw-server: accept: " << ec.message() << "\n";
+    } else if (!stopping_) {
+      auto session = std::make_shared<Session>(std::move(socket), *this);
+      register_session(session.get(), session);
+      session->run();
+    }
+    if (!stopping_) do_accept();
+  });
+}
+
+void HttpServer::register_session(Session* session, const std::shared_ptr<Session>& shared) {
+  std::lock_guard lock(sessions_mutex_);
+  sessions_[session] = shared;
+}
+
+void HttpServer::unregister_session(Session* session) {
+  std::lock_guard lock(sessions_mutex_);
+  sessions_.erase(session);
+  // The last connection gone during shutdown: nothing to wait for any more.
+  if (stopping_ && sessions_.empty() && grace_timer_) grace_timer_->cancel();
+}
+
+void HttpServer::stop(std::chrono::milliseconds grace) {
+  if (stopping_.exchange(true)) {
+    if (grace.count() == 0) io_.stop();
+    return;
+  }
+  net::post(acceptor_.get_executor(), [this] {
+    beast::error_code ec;
+    acceptor_.close(ec);
+  });
+  std::vector<std::shared_ptr<Session>> live;
+  {
+    std::lock_guard lock(sessions_mutex_);
+    for (auto& [_, weak] : sessions_) {
+      if (auto session = weak.lock()) live.push_back(std::move(session));
+    }
+  }
+  for (auto& session : live) session->close_if_idle();
+  live.clear();
+  // Requests still running after the grace period are cut off.
+  std::lock_guard lock(sessions_mutex_);
+  grace_timer_ = std::make_unique<net::steady_timer>(io_, grace);
+  grace_timer_->async_wait([this](beast::error_code ec) {
+    if (!ec) io_.stop();
+  });
+  if (sessions_.empty()) grace_timer_->cancel();
+  if (threads_.empty()) io_.stop();
+}
+
+void HttpServer::wait() {
+  for (std::thread& thread : threads_) {
+    if (thread.joinable() && thread.get_id() != std::this_thread::get_id()) thread.join();
+  }
+  threads_.clear();
+}
+
+}  // namespace kw::server

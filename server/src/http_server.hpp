@@ -1,0 +1,76 @@
+// Boost.Beast HTTP/1.1 server: a listener accepting connections and one
+// session per connection. Sessions never run application code beyond calling
+// the request handler, which sees only Request/Response values.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+
+#include "http_types.hpp"
+
+namespace kw::server {
+
+struct HttpOptions {
+  std::string address = "127.0.0.1";
+  unsigned short port = 8080;  // 0 picks a free port
+  int threads = 4;
+  std::size_t body_limit = 16 * 1024 * 1024;
+  std::chrono::seconds read_timeout{30};   // to receive one whole request
+  std::chrono::seconds idle_timeout{60};   // keep-alive wait for the next request
+};
+
+class Session;
+
+class HttpServer {
+ public:
+  using RequestHandler = std::function<Response(Request&)>;
+
+  HttpServer(HttpOptions options, RequestHandler handler);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Binds and listens (throws with the address on failure), then runs the
+  // worker threads.
+  void start();
+  unsigned short port() const { return bound_port_; }
+  bool is_loopback() const;
+
+  // Stops accepting, closes idle keep-alive connections, lets requests in
+  // flight finish (up to `grace`), then stops the threads. Safe to call from
+  // any thread, more than once.
+  void stop(std::chrono::milliseconds grace = std::chrono::seconds(10));
+  // Blocks until the worker threads have ended.
+  void wait();
+
+  boost::asio::io_context& io_context() { return io_; }
+
+ private:
+  friend class Session;
+  void do_accept();
+  void register_session(Session* session, const std::shared_ptr<Session>& shared);
+  void unregister_session(Session* session);
+
+  HttpOptions options_;
+  RequestHandler handler_;
+  boost::asio::io_context io_;
+  boost::asio::ip::tcp::acceptor acceptor_;
+  unsigned short bound_port_ = 0;
+  std::vector<std::thread> threads_;
+  std::atomic<bool> stopping_{false};
+  std::mutex sessions_mutex_;
+  std::unordered_map<Session*, std::weak_ptr<Session>> sessions_;
+  std::unique_ptr<boost::asio::steady_timer> grace_timer_;
+};
+
+}  // namespace kw::server

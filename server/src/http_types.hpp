@@ -1,0 +1,56 @@
+// The request and response a handler sees: plain values, no sockets.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace kw::server {
+
+enum class Scope { read, agent, ci, admin };
+
+std::string_view to_string(Scope scope);
+std::optional<Scope> scope_from(std::string_view text);
+
+// Who sent the request, as established from the bearer token.
+struct Caller {
+  std::int64_t token_id = 0;
+  std::string token_name;
+  Scope scope = Scope::read;
+};
+
+struct Request {
+  std::string method;  // "GET", "POST", ...
+  std::string target;  // raw target, with query
+  std::string path;    // decoded path without query
+  std::map<std::string, std::string> query;
+  std::map<std::string, std::string> path_params;
+  std::string body;
+  std::string authorization;
+  bool from_loopback = false;
+  std::optional<Caller> caller;  // set by the router once authenticated
+
+  const std::string& param(const std::string& name) const;
+  std::optional<std::string> query_value(const std::string& name) const;
+  std::int64_t id_param(const std::string& name) const;  // 404 when not a positive integer
+  nlohmann::json json_body() const;                       // 400 when not JSON
+};
+
+struct Response {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;
+
+  static Response json(int status, const nlohmann::json& value);
+  static Response json_text(int status, std::string text);
+  static Response error(int status, const std::string& code, const std::string& message);
+};
+
+std::string percent_decode(std::string_view text);
+std::map<std::string, std::string> parse_query(std::string_view query);
+
+}  // namespace kw::server

@@ -1,0 +1,159 @@
+#include "job_repository.hpp"
+
+#include "run_repository.hpp"
+
+namespace kw::server {
+
+namespace {
+
+constexpr const char* kCreate = R"sql(
+INSERT INTO jobs (project_id, commit_sha, branch, base_commit, pr, gpu_class, max_attempts)
+VALUES ($1, $2, $3, $4, $5::integer, $6, $7)
+ON CONFLICT (project_id, commit_sha, gpu_class) DO UPDATE SET updated_at = jobs.updated_at
+RETURNING id, (xmax = 0) AS created
+)sql";
+
+constexpr const char* kGet = R"sql(
+SELECT json_build_object(
+  'id', j.id, 'project', p.name, 'commit', j.commit_sha, 'branch', j.branch, 'base_commit', j.base_commit,
+  'pr', j.pr, 'gpu_class', j.gpu_class, 'state', j.state, 'attempts', j.attempts,
+  'max_attempts', j.max_attempts, 'agent', a.name, 'lease_expires_at', j.lease_expires_at, 'error', j.error,
+  'created_at', j.created_at, 'updated_at', j.updated_at,
+  'run_id', r.id, 'verdict', r.verdict)::text
+FROM jobs j
+JOIN projects p ON p.id = j.project_id
+LEFT JOIN agents a ON a.id = j.agent_id
+LEFT JOIN runs r ON r.job_id = j.id
+WHERE j.id = $1
+)sql";
+
+constexpr const char* kUpsertAgent = R"sql(
+INSERT INTO agents (name, token_id, host, version, gpus)
+VALUES ($1, $2, $3, $4, $5::jsonb)
+ON CONFLICT (name) DO UPDATE
+  SET host = EXCLUDED.host, version = EXCLUDED.version, gpus = EXCLUDED.gpus, last_seen_at = now(),
+      token_id = CASE WHEN $6 THEN EXCLUDED.token_id ELSE agents.token_id END
+  WHERE agents.token_id = EXCLUDED.token_id OR $6
+RETURNING id
+)sql";
+
+constexpr const char* kClaim = R"sql(
+UPDATE jobs
+SET state = 'running', agent_id = $1, attempts = attempts + 1,
+    lease_expires_at = now() + make_interval(secs => $3), updated_at = now()
+WHERE id = (
+  SELECT id FROM jobs
+  WHERE state = 'queued'
+    AND (gpu_class = 'any' OR gpu_class IN (SELECT jsonb_array_elements_text($2::jsonb)))
+  ORDER BY id
+  FOR UPDATE SKIP LOCKED
+  LIMIT 1)
+RETURNING id
+)sql";
+
+constexpr const char* kRequeueExpired = R"sql(
+UPDATE jobs
+SET state = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END,
+    error = CASE WHEN attempts >= max_attempts
+                 THEN 'lease expired ' || attempts || ' times; giving up' ELSE error END,
+    agent_id = NULL, lease_expires_at = NULL, updated_at = now()
+WHERE state = 'running' AND lease_expires_at < now()
+)sql";
+
+constexpr const char* kHeartbeat = R"sql(
+UPDATE jobs SET lease_expires_at = now() + make_interval(secs => $3), updated_at = now()
+WHERE id = $1 AND state = 'running' AND agent_id = $2
+RETURNING id
+)sql";
+
+constexpr const char* kRelease = R"sql(
+UPDATE jobs SET state = 'queued', agent_id = NULL, lease_expires_at = NULL,
+                attempts = GREATEST(attempts - 1, 0), updated_at = now()
+WHERE id = $1 AND state = 'running' AND agent_id = $2
+RETURNING id
+)sql";
+
+}  // namespace
+
+std::vector<Statement> JobRepository::statements() {
+  return {{"job_create", kCreate},   {"job_get", kGet},           {"agent_upsert", kUpsertAgent},
+          {"job_claim", kClaim},     {"job_requeue", kRequeueExpired}, {"job_heartbeat", kHeartbeat},
+          {"job_release", kRelease}};
+}
+
+std::pair<std::int64_t, bool> JobRepository::create(pqxx::work& tx, const NewJob& job) {
+  std::optional<std::string> pr;
+  if (job.pr) pr = std::to_string(*job.pr);
+  pqxx::row row = tx.exec_prepared1("job_create", job.project_id, job.commit, job.branch, nullable(job.base_commit),
+                                    nullable(pr), job.gpu_class, job.max_attempts);
+  return {row[0].as<std::int64_t>(), row[1].as<bool>()};
+}
+
+std::optional<nlohmann::json> JobRepository::get(pqxx::work& tx, std::int64_t job_id) {
+  pqxx::result rows = tx.exec_prepared("job_get", job_id);
+  if (rows.empty()) return std::nullopt;
+  return nlohmann::json::parse(rows[0][0].c_str());
+}
+
+std::optional<std::int64_t> JobRepository::upsert_agent(pqxx::work& tx, const std::string& name,
+                                                        std::int64_t token_id, bool caller_is_admin,
+                                                        const std::string& host, const std::string& version,
+                                                        const nlohmann::json& gpus) {
+  pqxx::result rows = tx.exec_prepared("agent_upsert", name, token_id, host, version, gpus.dump(), caller_is_admin);
+  if (rows.empty()) return std::nullopt;
+  return rows[0][0].as<std::int64_t>();
+}
+
+std::optional<std::int64_t> JobRepository::find_agent(pqxx::work& tx, const std::string& name,
+                                                      std::int64_t token_id, bool caller_is_admin) {
+  pqxx::result rows = tx.exec_params("SELECT id, token_id FROM agents WHERE name = $1", name);
+  if (rows.empty()) return std::nullopt;
+  if (!caller_is_admin && rows[0][1].as<std::int64_t>() != token_id) return std::nullopt;
+  return rows[0][0].as<std::int64_t>();
+}
+
+std::optional<std::int64_t> JobRepository::claim(pqxx::work& tx, std::int64_t agent_id,
+                                                 const nlohmann::json& gpu_models, double lease_seconds) {
+  pqxx::result rows = tx.exec_prepared("job_claim", agent_id, gpu_models.dump(), lease_seconds);
+  if (rows.empty()) return std::nullopt;
+  return rows[0][0].as<std::int64_t>();
+}
+
+int JobRepository::requeue_expired(pqxx::work& tx) {
+  return static_cast<int>(tx.exec_prepared("job_requeue").affected_rows());
+}
+
+bool JobRepository::heartbeat(pqxx::work& tx, std::int64_t job_id, std::int64_t agent_id, double lease_seconds) {
+  return !tx.exec_prepared("job_heartbeat", job_id, agent_id, lease_seconds).empty();
+}
+
+bool JobRepository::release(pqxx::work& tx, std::int64_t job_id, std::int64_t agent_id) {
+  return !tx.exec_prepared("job_release", job_id, agent_id).empty();
+}
+
+std::optional<JobHold> JobRepository::lock(pqxx::work& tx, std::int64_t job_id) {
+  pqxx::result rows = tx.exec_params(
+      "SELECT id, project_id, commit_sha, state, agent_id FROM jobs WHERE id = $1 FOR UPDATE", job_id);
+  if (rows.empty()) return std::nullopt;
+  JobHold hold{rows[0][0].as<std::int64_t>(), rows[0][1].as<std::int64_t>(), rows[0][2].as<std::string>(),
+               rows[0][3].as<std::string>(), std::nullopt};
+  if (!rows[0][4].is_null()) hold.agent_id = rows[0][4].as<std::int64_t>();
+  return hold;
+}
+
+void JobRepository::complete(pqxx::work& tx, std::int64_t job_id) {
+  tx.exec_params0("UPDATE jobs SET state = 'done', lease_expires_at = NULL, updated_at = now() WHERE id = $1", job_id);
+}
+
+std::string JobRepository::counts_by_state_metrics(pqxx::work& tx) {
+  std::string text = "# HELP kw_jobs Jobs by state.\n# TYPE kw_jobs gauge\n";
+  pqxx::result rows = tx.exec(
+      "SELECT s.state, count(j.id) FROM unnest(ARRAY['queued','running','done','failed']) AS s(state) "
+      "LEFT JOIN jobs j ON j.state = s.state GROUP BY s.state ORDER BY s.state");
+  for (const auto& row : rows) {
+    text += "kw_jobs{state=\"" + row[0].as<std::string>() + "\"} " + row[1].as<std::string>() + "\n";
+  }
+  return text;
+}
+
+}  // namespace kw::server

@@ -1,0 +1,63 @@
+// The job queue and the agents that work it. Claims use
+// SELECT ... FOR UPDATE SKIP LOCKED so concurrent agents never get one job twice;
+// a lease that is not renewed returns the job to the queue.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+#include <pqxx/pqxx>
+
+#include "database.hpp"
+
+namespace kw::server {
+
+struct NewJob {
+  std::int64_t project_id = 0;
+  std::string commit;
+  std::string branch;
+  std::optional<std::string> base_commit;
+  std::optional<std::int64_t> pr;
+  std::string gpu_class = "any";
+  int max_attempts = 3;
+};
+
+struct JobHold {
+  std::int64_t job_id = 0;
+  std::int64_t project_id = 0;
+  std::string commit;
+  std::string state;
+  std::optional<std::int64_t> agent_id;
+};
+
+class JobRepository {
+ public:
+  static std::vector<Statement> statements();
+
+  // Returns (id, created): an existing job for the same project, commit and
+  // GPU class is returned as it is.
+  static std::pair<std::int64_t, bool> create(pqxx::work& tx, const NewJob& job);
+  static std::optional<nlohmann::json> get(pqxx::work& tx, std::int64_t job_id);
+
+  // Registers or refreshes an agent under the caller's token. Returns the
+  // agent id, or nullopt when the name belongs to another token.
+  static std::optional<std::int64_t> upsert_agent(pqxx::work& tx, const std::string& name, std::int64_t token_id,
+                                                  bool caller_is_admin, const std::string& host,
+                                                  const std::string& version, const nlohmann::json& gpus);
+  static std::optional<std::int64_t> find_agent(pqxx::work& tx, const std::string& name, std::int64_t token_id,
+                                                bool caller_is_admin);
+
+  // Claims the oldest queued job this agent's GPUs can run.
+  static std::optional<std::int64_t> claim(pqxx::work& tx, std::int64_t agent_id, const nlohmann::json& gpu_models,
+                                           double lease_seconds);
+  // Expired leases: back to the queue, or failed after max_attempts.
+  static int requeue_expired(pqxx::work& tx);
+  static bool heartbeat(pqxx::work& tx, std::int64_t job_id, std::int64_t agent_id, double lease_seconds);
+  static bool release(pqxx::work& tx, std::int64_t job_id, std::int64_t agent_id);
+  static std::optional<JobHold> lock(pqxx::work& tx, std::int64_t job_id);
+  static void complete(pqxx::work& tx, std::int64_t job_id);
+  static std::string counts_by_state_metrics(pqxx::work& tx);
+};
+
+}  // namespace kw::server

@@ -1,0 +1,182 @@
+// kw-server: the kernelwatch HTTP API over PostgreSQL.
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include "app.hpp"
+#include "embedded_postgres.hpp"
+#include "migrations.hpp"
+#include "tokens.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace kw::server;
+
+struct DatabaseChoice {
+  std::string data_dir;
+  std::string database_url;
+  std::string pg_user;
+};
+
+void add_database_options(CLI::App& command, DatabaseChoice& choice) {
+  command.add_option("--data-dir", choice.data_dir, "directory of the embedded PostgreSQL cluster")
+      ->default_val(".kw/data");
+  command.add_option("--database-url", choice.database_url,
+                     "use this PostgreSQL (postgresql://...) instead of the embedded one");
+  command.add_option("--pg-user", choice.pg_user, "when root: the user the embedded PostgreSQL runs as");
+}
+
+// Opens the database the options name: the external URL, or the embedded
+// cluster (started if needed). `embedded` keeps the cluster object alive.
+std::string open_database(const DatabaseChoice& choice, std::unique_ptr<EmbeddedPostgres>& embedded,
+                          bool leave_running_if_found) {
+  if (!choice.database_url.empty()) return choice.database_url;
+  std::optional<std::string> user;
+  if (!choice.pg_user.empty()) user = choice.pg_user;
+  embedded = std::make_unique<EmbeddedPostgres>(choice.data_dir, user);
+  embedded->start();
+  if (leave_running_if_found && embedded->was_already_running()) embedded->keep_running();
+  return embedded->url();
+}
+
+std::pair<std::string, unsigned short> parse_listen(const std::string& listen) {
+  auto colon = listen.rfind(':');
+  if (colon == std::string::npos) throw CLI::ValidationError("--listen", "expected HOST:PORT, got " + listen);
+  std::string host = listen.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  int port = 0;
+  try {
+    port = std::stoi(listen.substr(colon + 1));
+  } catch (const std::exception&) {
+    port = -1;
+  }
+  if (port < 0 || port > 65535) throw CLI::ValidationError("--listen", "bad port in " + listen);
+  return {host, static_cast<unsigned short>(port)};
+}
+
+std::string admin_token_for_up(const fs::path& data_dir, ConnectionPool& pool) {
+  fs::path file = data_dir / "admin-token";
+  std::string token;
+  if (std::ifstream in(file); in) std::getline(in, token);
+  bool valid = !token.empty() &&
+               with_transaction(pool, [&](pqxx::work& tx) { return TokenRepository::is_valid(tx, token); });
+  if (!valid) {
+    token = with_transaction(pool, [](pqxx::work& tx) {
+      return TokenRepository::create(tx, "admin (kw up)", Scope::admin);
+    });
+    std::ofstream out(file, std::ios::trunc);
+    out << token << "\n";
+    out.close();
+    fs::permissions(file, fs::perms::owner_read | fs::perms::owner_write, fs::perm_options::replace);
+  }
+  return token;
+}
+
+int serve(const DatabaseChoice& choice, ServerOptions options, const std::string& listen, bool print_admin_token) {
+  std::tie(options.http.address, options.http.port) = parse_listen(listen);
+  // Signals are taken by sigwait below, never by a worker thread.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  std::unique_ptr<EmbeddedPostgres> embedded;
+  options.database_url = open_database(choice, embedded, false);
+  App app(options);
+  app.start();
+  std::string url = "http://" + listen.substr(0, listen.rfind(':')) + ":" + std::to_string(app.port());
+  std::cout << "kw-server listening on " << url << " (database: "
+            << (embedded ? "embedded in " + fs::absolute(choice.data_dir).string() : std::string("external")) << ")"
+            << std::endl;
+  if (print_admin_token) {
+    std::cout << "dashboard: " << url << "/\n"
+              << "admin token: " << admin_token_for_up(choice.data_dir, app.pool()) << std::endl;
+  }
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  std::cerr << "kw-server: " << (signal_number == SIGINT ? "SIGINT" : "SIGTERM")
+            << ": finishing requests in flight, then stopping" << std::endl;
+  app.stop();
+  app.wait();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App cli{"kw-server: kernelwatch results server"};
+  DatabaseChoice database;
+  ServerOptions options;
+  std::string listen = "127.0.0.1:8080";
+  bool print_admin_token = false;
+  add_database_options(cli, database);
+  cli.add_option("--listen", listen, "HOST:PORT to serve HTTP on")->capture_default_str();
+  cli.add_option("--threads", options.http.threads, "HTTP worker threads")->capture_default_str();
+  cli.add_option("--body-limit", options.http.body_limit, "largest request body in bytes")->capture_default_str();
+  cli.add_option("--lease-seconds", options.lease_seconds, "job lease length; agents heartbeat within it")
+      ->capture_default_str();
+  cli.add_option("--max-attempts", options.max_attempts, "claims of a job before it is failed")->capture_default_str();
+  cli.add_flag("--read-token-required", options.reads_need_token, "GET endpoints need a token too");
+  cli.add_flag("--print-admin-token", print_admin_token, "print an admin token (kept in DATA_DIR/admin-token)");
+
+  auto* token = cli.add_subcommand("token", "manage API tokens (works while the server runs)");
+  token->require_subcommand(1);
+  DatabaseChoice token_database;
+  std::string scope_text, name, revoke_target;
+  auto* create = token->add_subcommand("create", "create a token; prints it on the last line");
+  add_database_options(*create, token_database);
+  create->add_option("--scope", scope_text, "agent, ci, read or admin")->required()
+      ->check(CLI::IsMember({"agent", "ci", "read", "admin"}));
+  create->add_option("--name", name, "who the token is for")->required();
+  auto* list = token->add_subcommand("list", "list tokens (never their secrets)");
+  add_database_options(*list, token_database);
+  auto* revoke = token->add_subcommand("revoke", "revoke a token by id or name");
+  add_database_options(*revoke, token_database);
+  revoke->add_option("ID_OR_NAME", revoke_target)->required();
+
+  try {
+    cli.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    return cli.exit(error);
+  }
+
+  try {
+    if (!token->parsed()) return serve(database, options, listen, print_admin_token);
+
+    std::unique_ptr<EmbeddedPostgres> embedded;
+    std::string url = open_database(token_database, embedded, true);
+    pqxx::connection connection(url);
+    apply_migrations(connection);
+    pqxx::work tx(connection);
+    if (create->parsed()) {
+      std::string secret = TokenRepository::create(tx, name, *scope_from(scope_text));
+      tx.commit();
+      std::cerr << "created " << scope_text << " token \"" << name << "\"; it is shown once:\n";
+      std::cout << secret << std::endl;
+    } else if (list->parsed()) {
+      for (const TokenInfo& info : TokenRepository::list(tx)) {
+        std::cout << info.id << "\t" << to_string(info.scope) << "\t" << info.name << "\tcreated " << info.created_at
+                  << (info.last_used_at.empty() ? "" : "\tlast used " + info.last_used_at)
+                  << (info.revoked_at.empty() ? "" : "\trevoked " + info.revoked_at) << "\n";
+      }
+    } else if (revoke->parsed()) {
+      int revoked = TokenRepository::revoke(tx, revoke_target);
+      tx.commit();
+      if (revoked == 0) {
+        std::cerr << "no active token with id or name \"" << revoke_target << "\"\n";
+        return 1;
+      }
+      std::cout << "revoked " << revoked << " token(s)\n";
+    }
+    return 0;
+  } catch (const std::exception& error) {
+    std::cerr << "kw-server: " << error.what() << std::endl;
+    return 1;
+  }
+}

@@ -1,0 +1,36 @@
+#include "migrations.hpp"
+
+#include <iostream>
+#include <stdexcept>
+
+#include "kw/schema/migrations.hpp"
+
+namespace kw::server {
+
+int apply_migrations(pqxx::connection& connection) {
+  pqxx::work tx(connection);
+  tx.exec(
+      "CREATE TABLE IF NOT EXISTS schema_migrations ("
+      "  version integer PRIMARY KEY,"
+      "  name text NOT NULL,"
+      "  applied_at timestamptz NOT NULL DEFAULT now())");
+  // Two servers starting on one database apply migrations one after the other.
+  tx.exec("LOCK TABLE schema_migrations IN EXCLUSIVE MODE");
+  int current = tx.exec("SELECT COALESCE(max(version), 0) FROM schema_migrations")[0][0].as<int>();
+  if (current > schema::kLatestVersion) {
+    throw std::runtime_error("the database schema is at version " + std::to_string(current) +
+                             ", newer than this kw-server knows (" + std::to_string(schema::kLatestVersion) +
+                             "); run a newer kw-server");
+  }
+  for (const schema::Migration& migration : schema::kMigrations) {
+    if (migration.version <= current) continue;
+    std::cerr << "kw-server: applying migration " << migration.name << "\n";
+    tx.exec(std::string(migration.sql));
+    tx.exec_params("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", migration.version,
+                   std::string(migration.name));
+  }
+  tx.commit();
+  return schema::kLatestVersion;
+}
+
+}  // namespace kw::server

@@ -1,0 +1,119 @@
+#include "router.hpp"
+
+#include <iostream>
+
+#include "errors.hpp"
+#include "kw/common/run_report.hpp"
+
+namespace kw::server {
+
+namespace {
+
+std::vector<std::string> split_path(std::string_view path) {
+  std::vector<std::string> segments;
+  std::size_t start = 0;
+  while (start <= path.size()) {
+    auto slash = path.find('/', start);
+    if (slash == std::string_view::npos) slash = path.size();
+    if (slash > start) segments.emplace_back(path.substr(start, slash - start));
+    start = slash + 1;
+  }
+  return segments;
+}
+
+std::string bearer_token(const std::string& authorization) {
+  constexpr std::string_view prefix = "Bearer ";
+  if (authorization.size() <= prefix.size() ||
+      !std::equal(prefix.begin(), prefix.end(), authorization.begin(),
+                  [](char a, char b) { return std::tolower(a) == std::tolower(b); })) {
+    return {};
+  }
+  return authorization.substr(prefix.size());
+}
+
+}  // namespace
+
+Router::Router(Authenticator authenticator, Metrics& metrics, bool reads_need_token)
+    : authenticator_(std::move(authenticator)), metrics_(metrics), reads_need_token_(reads_need_token) {}
+
+void Router::add(std::string method, std::string pattern, Access access, Handler handler) {
+  std::vector<std::string> segments = split_path(pattern);
+  routes_.push_back({std::move(method), std::move(pattern), std::move(segments), std::move(access),
+                     std::move(handler)});
+}
+
+const Router::Route* Router::match(Request& request, bool& path_matched) const {
+  std::vector<std::string> segments = split_path(request.path);
+  path_matched = false;
+  for (const Route& route : routes_) {
+    if (route.segments.size() != segments.size()) continue;
+    std::map<std::string, std::string> params;
+    bool ok = true;
+    for (std::size_t i = 0; i < segments.size() && ok; ++i) {
+      const std::string& want = route.segments[i];
+      if (want.size() > 2 && want.front() == '{' && want.back() == '}') {
+        params[want.substr(1, want.size() - 2)] = segments[i];
+      } else {
+        ok = want == segments[i];
+      }
+    }
+    if (!ok) continue;
+    path_matched = true;
+    if (route.method != request.method && !(route.method == "GET" && request.method == "HEAD")) continue;
+    request.path_params = std::move(params);
+    return &route;
+  }
+  return nullptr;
+}
+
+void Router::authorize(const Route& route, Request& request) const {
+  std::string token = bearer_token(request.authorization);
+  if (!token.empty()) {
+    request.caller = authenticator_(token);
+    if (!request.caller) throw Unauthorized("the bearer token is unknown or revoked");
+  }
+  if (route.access.open_read && !reads_need_token_) return;
+  if (!request.caller) {
+    throw Unauthorized("this endpoint needs `Authorization: Bearer <token>`");
+  }
+  if (route.access.open_read || request.caller->scope == Scope::admin) return;
+  for (Scope scope : route.access.scopes) {
+    if (request.caller->scope == scope) return;
+  }
+  std::string allowed;
+  for (Scope scope : route.access.scopes) {
+    allowed += (allowed.empty() ? "" : ", ") + std::string(to_string(scope));
+  }
+  throw Forbidden("token \"" + request.caller->token_name + "\" has scope " +
+                  std::string(to_string(request.caller->scope)) + "; " + route.method + " " +
+                  route.pattern + " needs " + (allowed.empty() ? "admin" : allowed + " or admin"));
+}
+
+Response Router::handle(Request& request) {
+  auto started = std::chrono::steady_clock::now();
+  std::string route_label = "unmatched";
+  Response response;
+  try {
+    bool path_matched = false;
+    const Route* route = match(request, path_matched);
+    if (route == nullptr) {
+      if (path_matched) throw MethodNotAllowed(request.method + " is not allowed on " + request.path);
+      throw NotFound("no such endpoint: " + request.path);
+    }
+    route_label = route->method + " " + route->pattern;
+    authorize(*route, request);
+    response = route->handler(request);
+  } catch (const HttpError& error) {
+    response = Response::error(error.status(), error.code(), error.what());
+  } catch (const common::ValidationError& error) {
+    response = Response::error(422, "invalid_report", error.what());
+  } catch (const std::exception& error) {
+    std::cerr << "kw-server: " << request.method << " " << request.path << ": " << error.what() << "\n";
+    response = Response::error(500, "internal", "internal error; see the server log");
+  }
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  metrics_.observe_request(route_label, response.status, seconds);
+  return response;
+}
+
+}  // namespace kw::server

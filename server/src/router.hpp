@@ -1,0 +1,55 @@
+// Maps (method, path pattern) to a handler, checks the caller's scope, and is
+// the single place where exceptions become JSON error responses.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "http_types.hpp"
+#include "metrics.hpp"
+
+namespace kw::server {
+
+using Handler = std::function<Response(Request&)>;
+// Token -> caller, or nullopt when the token is unknown or revoked.
+using Authenticator = std::function<std::optional<Caller>(const std::string& token)>;
+
+// Who may call a route. `open_read` routes are open to anyone when the
+// server's reads are open (loopback default) and need any valid token
+// otherwise; the others need one of `scopes` (admin always passes).
+struct Access {
+  bool open_read = false;
+  std::vector<Scope> scopes;
+
+  static Access read() { return {true, {}}; }
+  static Access of(std::vector<Scope> scopes) { return {false, std::move(scopes)}; }
+};
+
+class Router {
+ public:
+  Router(Authenticator authenticator, Metrics& metrics, bool reads_need_token);
+
+  void add(std::string method, std::string pattern, Access access, Handler handler);
+  Response handle(Request& request);
+
+ private:
+  struct Route {
+    std::string method;
+    std::string pattern;
+    std::vector<std::string> segments;
+    Access access;
+    Handler handler;
+  };
+
+  const Route* match(Request& request, bool& path_matched) const;
+  void authorize(const Route& route, Request& request) const;
+
+  std::vector<Route> routes_;
+  Authenticator authenticator_;
+  Metrics& metrics_;
+  bool reads_need_token_;
+};
+
+}  // namespace kw::server

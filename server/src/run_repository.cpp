@@ -1,0 +1,202 @@
+#include "run_repository.hpp"
+
+#include "tokens.hpp"
+
+namespace kw::server {
+
+namespace {
+
+constexpr const char* kInsertRun = R"sql(
+INSERT INTO runs (project_id, job_id, commit_sha, branch, base_commit, agent_name, agent_version, agent_host,
+                  gpu_model, device, started_at, finished_at, gpu_seconds, report_sha256)
+SELECT $1, $2::bigint, d->>'commit', d->>'branch', d->>'base_commit', d->'agent'->>'name', d->'agent'->>'version',
+       COALESCE(d->'agent'->>'host', ''), COALESCE(d->'device'->>'name', 'none'), d->'device',
+       (d->>'started_at')::timestamptz, (d->>'finished_at')::timestamptz, (d->>'gpu_seconds')::float8, $4
+FROM (SELECT $3::jsonb AS d) AS input
+ON CONFLICT (project_id, report_sha256) DO NOTHING
+RETURNING id
+)sql";
+
+constexpr const char* kInsertStages = R"sql(
+INSERT INTO stages (run_id, ordinal, name, status, duration_ms, message, log_tail, details)
+SELECT $1, s.ordinal - 1, s.value->>'name', s.value->>'status', (s.value->>'duration_ms')::bigint,
+       s.value->>'message', s.value->>'log_tail', s.value->'details'
+FROM jsonb_array_elements($2::jsonb->'stages') WITH ORDINALITY AS s(value, ordinal)
+)sql";
+
+// Cases, then their launches and measurements, from the one document: a
+// single round trip however many cases and samples the run has.
+constexpr const char* kInsertCases = R"sql(
+WITH doc AS (SELECT $3::jsonb AS d),
+new_cases AS (
+  INSERT INTO cases (run_id, project_id, ordinal, name, params, expected_launch, correctness, gpu_state)
+  SELECT $1, $2, c.ordinal - 1, c.value->>'name', c.value->'params', c.value->'expected_launch',
+         c.value->'correctness', c.value->'gpu_state'
+  FROM doc, jsonb_array_elements(doc.d->'cases') WITH ORDINALITY AS c(value, ordinal)
+  RETURNING id, ordinal
+),
+new_launches AS (
+  INSERT INTO launches (case_id, ordinal, kernel, grid, block, registers, static_smem, dynamic_smem, duration_ns)
+  SELECT nc.id, l.ordinal - 1, l.value->>'kernel',
+         ARRAY(SELECT g::int FROM jsonb_array_elements_text(l.value->'grid') WITH ORDINALITY AS t(g, i) ORDER BY i),
+         ARRAY(SELECT b::int FROM jsonb_array_elements_text(l.value->'block') WITH ORDINALITY AS t(b, i) ORDER BY i),
+         (l.value->>'registers')::int, (l.value->>'static_smem')::bigint, (l.value->>'dynamic_smem')::bigint,
+         (l.value->>'duration_ns')::float8
+  FROM new_cases nc, doc, jsonb_array_elements(doc.d->'cases'->nc.ordinal->'launches') WITH ORDINALITY AS l(value, ordinal)
+)
+INSERT INTO measurements (case_id, impl, samples_ns, median_ns, flops, bytes, peak_mem_bytes, throttled_samples)
+SELECT nc.id, m.value->>'impl',
+       ARRAY(SELECT x::float8 FROM jsonb_array_elements_text(m.value->'samples_ns') WITH ORDINALITY AS t(x, i) ORDER BY i),
+       (m.value->>'median_ns')::float8, (m.value->>'flops')::float8, (m.value->>'bytes')::float8,
+       (m.value->>'peak_mem_bytes')::bigint,
+       ARRAY(SELECT x::int FROM jsonb_array_elements_text(COALESCE(m.value->'throttled_samples', '[]')) AS t(x))
+FROM new_cases nc, doc, jsonb_array_elements(doc.d->'cases'->nc.ordinal->'measurements') AS m(value)
+)sql";
+
+constexpr const char* kRunJson = R"sql(
+SELECT json_build_object(
+  'id', r.id, 'project', p.name, 'job_id', r.job_id, 'commit', r.commit_sha, 'branch', r.branch,
+  'base_commit', r.base_commit,
+  'agent', json_build_object('name', r.agent_name, 'version', r.agent_version, 'host', r.agent_host),
+  'gpu_model', r.gpu_model, 'device', r.device, 'started_at', r.started_at, 'finished_at', r.finished_at,
+  'gpu_seconds', r.gpu_seconds, 'verdict', r.verdict, 'created_at', r.created_at,
+  'stages', (SELECT COALESCE(json_agg(json_build_object(
+                 'name', s.name, 'status', s.status, 'duration_ms', s.duration_ms, 'message', s.message,
+                 'log_tail', s.log_tail, 'details', s.details) ORDER BY s.ordinal), '[]')
+             FROM stages s WHERE s.run_id = r.id),
+  'cases', (SELECT COALESCE(json_agg(json_build_object(
+                 'name', c.name, 'params', c.params, 'expected_launch', c.expected_launch,
+                 'correctness', c.correctness, 'gpu_state', c.gpu_state,
+                 'launches', (SELECT COALESCE(json_agg(json_build_object(
+                                  'kernel', l.kernel, 'grid', l.grid, 'block', l.block, 'registers', l.registers,
+                                  'static_smem', l.static_smem, 'dynamic_smem', l.dynamic_smem,
+                                  'duration_ns', l.duration_ns) ORDER BY l.ordinal), '[]')
+                              FROM launches l WHERE l.case_id = c.id),
+                 'measurements', (SELECT COALESCE(json_agg(json_build_object(
+                                      'impl', m.impl, 'samples_ns', m.samples_ns, 'median_ns', m.median_ns,
+                                      'flops', m.flops, 'bytes', m.bytes, 'peak_mem_bytes', m.peak_mem_bytes,
+                                      'throttled_samples', m.throttled_samples)
+                                      ORDER BY m.impl <> 'candidate', m.impl), '[]')
+                                  FROM measurements m WHERE m.case_id = c.id)
+               ) ORDER BY c.ordinal), '[]')
+            FROM cases c WHERE c.run_id = r.id)
+)::text
+FROM runs r JOIN projects p ON p.id = r.project_id
+WHERE r.id = $1
+)sql";
+
+constexpr const char* kProjectsJson = R"sql(
+SELECT COALESCE(json_agg(json_build_object(
+  'name', p.name, 'default_branch', p.default_branch, 'created_at', p.created_at,
+  'runs', (SELECT count(*) FROM runs r WHERE r.project_id = p.id),
+  'last_run_at', (SELECT max(r.created_at) FROM runs r WHERE r.project_id = p.id)) ORDER BY p.name), '[]')::text
+FROM projects p
+)sql";
+
+constexpr const char* kCasesJson = R"sql(
+SELECT COALESCE(json_agg(x ORDER BY x.name), '[]')::text FROM (
+  SELECT DISTINCT ON (c.name) c.name, c.params, c.run_id AS last_run_id,
+         (SELECT count(*) FROM cases c2 WHERE c2.project_id = c.project_id AND c2.name = c.name) AS runs
+  FROM cases c
+  WHERE c.project_id = $1
+  ORDER BY c.name, c.run_id DESC
+) AS x
+)sql";
+
+constexpr const char* kRunsJson = R"sql(
+SELECT COALESCE(json_agg(x ORDER BY x.id DESC), '[]')::text FROM (
+  SELECT r.id, r.job_id, r.commit_sha AS commit, r.branch, r.gpu_model, r.verdict, r.gpu_seconds,
+         r.started_at, r.finished_at, r.agent_name AS agent,
+         (SELECT count(*) FROM cases c WHERE c.run_id = r.id) AS cases
+  FROM runs r
+  WHERE r.project_id = $1 AND ($2 = '' OR r.branch = $2)
+  ORDER BY r.id DESC
+  LIMIT $3
+) AS x
+)sql";
+
+// One point per run of the case: candidate median and each baseline's median,
+// newest `limit` runs, returned oldest first for plotting.
+constexpr const char* kSeriesJson = R"sql(
+SELECT COALESCE(json_agg(x ORDER BY x.run_id), '[]')::text FROM (
+  SELECT r.id AS run_id, r.commit_sha AS commit, r.finished_at, r.gpu_model, r.verdict,
+         (SELECT json_object_agg(m.impl, m.median_ns) FROM measurements m WHERE m.case_id = c.id) AS median_ns
+  FROM cases c
+  JOIN runs r ON r.id = c.run_id
+  WHERE c.project_id = $1 AND c.name = $2 AND r.branch = $3 AND ($4 = '' OR r.gpu_model = $4)
+  ORDER BY c.run_id DESC
+  LIMIT $5
+) AS x
+)sql";
+
+}  // namespace
+
+std::vector<Statement> RunRepository::statements() {
+  return {{"run_insert", kInsertRun},   {"run_insert_stages", kInsertStages},
+          {"run_insert_cases", kInsertCases}, {"run_json", kRunJson},
+          {"projects_json", kProjectsJson},   {"cases_json", kCasesJson},
+          {"runs_json", kRunsJson},           {"series_json", kSeriesJson}};
+}
+
+std::int64_t RunRepository::ensure_project(pqxx::work& tx, const std::string& name) {
+  pqxx::result rows = tx.exec_params(
+      "INSERT INTO projects (name) VALUES ($1) ON CONFLICT (name) DO NOTHING RETURNING id", name);
+  if (!rows.empty()) return rows[0][0].as<std::int64_t>();
+  return tx.exec_params("SELECT id FROM projects WHERE name = $1", name)[0][0].as<std::int64_t>();
+}
+
+std::optional<std::int64_t> RunRepository::find_project(pqxx::work& tx, const std::string& name) {
+  pqxx::result rows = tx.exec_params("SELECT id FROM projects WHERE name = $1", name);
+  if (rows.empty()) return std::nullopt;
+  return rows[0][0].as<std::int64_t>();
+}
+
+StoredRun RunRepository::store(pqxx::work& tx, std::int64_t project_id, const common::RunReport&,
+                               const std::string& canonical, std::optional<std::int64_t> job_id) {
+  std::string sha = sha256_hex(canonical);
+  std::optional<std::string> job_text;
+  if (job_id) job_text = std::to_string(*job_id);
+  pqxx::result inserted = tx.exec_prepared("run_insert", project_id, nullable(job_text), canonical, sha);
+  if (inserted.empty()) return *find_stored(tx, project_id, canonical);
+  std::int64_t run_id = inserted[0][0].as<std::int64_t>();
+  tx.exec_prepared("run_insert_stages", run_id, canonical);
+  tx.exec_prepared("run_insert_cases", run_id, project_id, canonical);
+  return {run_id, false, "pending"};
+}
+
+std::optional<StoredRun> RunRepository::find_stored(pqxx::work& tx, std::int64_t project_id,
+                                                    const std::string& canonical) {
+  pqxx::result rows = tx.exec_params("SELECT id, verdict FROM runs WHERE project_id = $1 AND report_sha256 = $2",
+                                     project_id, sha256_hex(canonical));
+  if (rows.empty()) return std::nullopt;
+  return StoredRun{rows[0][0].as<std::int64_t>(), true, rows[0][1].as<std::string>()};
+}
+
+void RunRepository::set_verdict(pqxx::work& tx, std::int64_t run_id, const std::string& verdict) {
+  tx.exec_params0("UPDATE runs SET verdict = $2 WHERE id = $1", run_id, verdict);
+}
+
+std::optional<std::string> RunRepository::run_json(pqxx::work& tx, std::int64_t run_id) {
+  pqxx::result rows = tx.exec_prepared("run_json", run_id);
+  if (rows.empty()) return std::nullopt;
+  return rows[0][0].as<std::string>();
+}
+
+std::string RunRepository::projects_json(pqxx::work& tx) {
+  return tx.exec_prepared("projects_json")[0][0].as<std::string>();
+}
+
+std::string RunRepository::cases_json(pqxx::work& tx, std::int64_t project_id) {
+  return tx.exec_prepared("cases_json", project_id)[0][0].as<std::string>();
+}
+
+std::string RunRepository::runs_json(pqxx::work& tx, std::int64_t project_id, const std::string& branch, int limit) {
+  return tx.exec_prepared("runs_json", project_id, branch, limit)[0][0].as<std::string>();
+}
+
+std::string RunRepository::series_json(pqxx::work& tx, std::int64_t project_id, const std::string& case_name,
+                                       const std::string& gpu_model, const std::string& branch, int limit) {
+  return tx.exec_prepared("series_json", project_id, case_name, branch, gpu_model, limit)[0][0].as<std::string>();
+}
+
+}  // namespace kw::server

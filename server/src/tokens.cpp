@@ -1,0 +1,94 @@
+#include "tokens.hpp"
+
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+
+#include <stdexcept>
+
+namespace kw::server {
+
+namespace {
+
+std::string to_hex(const unsigned char* data, std::size_t size) {
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  out.reserve(size * 2);
+  for (std::size_t i = 0; i < size; ++i) {
+    out.push_back(digits[data[i] >> 4]);
+    out.push_back(digits[data[i] & 15]);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string sha256_hex(std::string_view data) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  if (EVP_Digest(data.data(), data.size(), digest, &length, EVP_sha256(), nullptr) != 1) {
+    throw std::runtime_error("EVP_Digest(sha256) failed");
+  }
+  return to_hex(digest, length);
+}
+
+std::vector<Statement> TokenRepository::statements() {
+  return {
+      {"token_lookup",
+       "UPDATE api_tokens SET last_used_at = now() "
+       "WHERE token_sha256 = $1 AND revoked_at IS NULL "
+       "  AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute') "
+       "RETURNING id, name, scope"},
+      {"token_lookup_readonly",
+       "SELECT id, name, scope FROM api_tokens WHERE token_sha256 = $1 AND revoked_at IS NULL"},
+  };
+}
+
+std::string TokenRepository::create(pqxx::work& tx, const std::string& name, Scope scope) {
+  if (name.empty()) throw std::invalid_argument("a token needs a name");
+  unsigned char secret[24];
+  if (RAND_bytes(secret, sizeof(secret)) != 1) throw std::runtime_error("RAND_bytes failed");
+  std::string token = "kw_" + to_hex(secret, sizeof(secret));
+  tx.exec_params("INSERT INTO api_tokens (name, scope, token_sha256) VALUES ($1, $2, $3)", name,
+                 std::string(to_string(scope)), sha256_hex(token));
+  return token;
+}
+
+std::vector<TokenInfo> TokenRepository::list(pqxx::work& tx) {
+  std::vector<TokenInfo> tokens;
+  for (const auto& row : tx.exec(
+           "SELECT id, name, scope, created_at::text, COALESCE(last_used_at::text, ''), "
+           "COALESCE(revoked_at::text, '') FROM api_tokens ORDER BY id")) {
+    tokens.push_back({row[0].as<std::int64_t>(), row[1].as<std::string>(),
+                      scope_from(row[2].as<std::string>()).value_or(Scope::read), row[3].as<std::string>(),
+                      row[4].as<std::string>(), row[5].as<std::string>()});
+  }
+  return tokens;
+}
+
+int TokenRepository::revoke(pqxx::work& tx, const std::string& id_or_name) {
+  bool numeric = !id_or_name.empty() && id_or_name.find_first_not_of("0123456789") == std::string::npos;
+  pqxx::result result =
+      numeric ? tx.exec_params("UPDATE api_tokens SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL",
+                               std::stoll(id_or_name))
+              : tx.exec_params("UPDATE api_tokens SET revoked_at = now() WHERE name = $1 AND revoked_at IS NULL",
+                               id_or_name);
+  return static_cast<int>(result.affected_rows());
+}
+
+std::optional<Caller> TokenRepository::authenticate(pqxx::work& tx, const std::string& token) {
+  std::string hash = sha256_hex(token);
+  // Touch last_used_at at most once a minute, so authentication stays a read
+  // on the hot path.
+  pqxx::result rows = tx.exec_prepared("token_lookup", hash);
+  if (rows.empty()) rows = tx.exec_prepared("token_lookup_readonly", hash);
+  if (rows.empty()) return std::nullopt;
+  auto scope = scope_from(rows[0][2].as<std::string>());
+  if (!scope) return std::nullopt;
+  return Caller{rows[0][0].as<std::int64_t>(), rows[0][1].as<std::string>(), *scope};
+}
+
+bool TokenRepository::is_valid(pqxx::work& tx, const std::string& token) {
+  return !tx.exec_prepared("token_lookup_readonly", sha256_hex(token)).empty();
+}
+
+}  // namespace kw::server

@@ -1,0 +1,271 @@
+// Every endpoint's success and error paths against a real server and database.
+#include <gtest/gtest.h>
+
+#include "../../tests/support/report_factory.hpp"
+#include "server_fixture.hpp"
+
+namespace kw::server::testing {
+namespace {
+
+using nlohmann::json;
+using kw::testing::make_commit;
+using kw::testing::make_report;
+using kw::testing::ReportSpec;
+
+class ApiTest : public ServerTest {};
+
+TEST_F(ApiTest, HealthzReportsSchemaVersion) {
+  auto response = client().get("/healthz");
+  ASSERT_EQ(response.status, 200) << response.body;
+  EXPECT_EQ(response.json()["status"], "ok");
+  EXPECT_GE(response.json()["schema_version"].get<int>(), 1);
+}
+
+TEST_F(ApiTest, PostRunStoresEverythingAndGetReturnsIt) {
+  ReportSpec spec;
+  spec.cases = 4;
+  spec.samples = 25;
+  json report = make_report(spec);
+  auto created = agent().post("/api/v1/runs", report);
+  ASSERT_EQ(created.status, 201) << created.body;
+  std::int64_t run_id = created.json()["run_id"];
+  EXPECT_EQ(created.json()["verdict"], "pass");
+  EXPECT_EQ(created.json()["duplicate"], false);
+
+  auto fetched = client().get("/api/v1/runs/" + std::to_string(run_id));
+  ASSERT_EQ(fetched.status, 200) << fetched.body;
+  json run = fetched.json();
+  EXPECT_EQ(run["commit"], report["commit"]);
+  EXPECT_EQ(run["project"], "demo");
+  EXPECT_EQ(run["gpu_model"], "NVIDIA H100 80GB HBM3");
+  ASSERT_EQ(run["stages"].size(), 6u);
+  EXPECT_EQ(run["stages"][2]["name"], "launch_geometry");
+  ASSERT_EQ(run["cases"].size(), 4u);
+  for (std::size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(run["cases"][i]["name"], report["cases"][i]["name"]);
+    EXPECT_EQ(run["cases"][i]["launches"][0]["block"], json({128, 1, 1}));
+    // Raw samples come back exactly, in order.
+    EXPECT_EQ(run["cases"][i]["measurements"][0]["impl"], "candidate");
+    EXPECT_EQ(run["cases"][i]["measurements"][0]["samples_ns"], report["cases"][i]["measurements"][0]["samples_ns"]);
+  }
+}
+
+TEST_F(ApiTest, SameReportTwiceIsStoredOnce) {
+  json report = make_report({});
+  auto first = agent().post("/api/v1/runs", report);
+  auto second = agent().post("/api/v1/runs", report);
+  ASSERT_EQ(first.status, 201);
+  ASSERT_EQ(second.status, 200) << second.body;
+  EXPECT_EQ(second.json()["duplicate"], true);
+  EXPECT_EQ(second.json()["run_id"], first.json()["run_id"]);
+  EXPECT_EQ(sql("SELECT count(*) FROM runs")[0][0].as<int>(), 1);
+  // Key order and whitespace do not make a report different.
+  auto third = agent().request("POST", "/api/v1/runs", report.dump(2));
+  EXPECT_EQ(third.json()["run_id"], first.json()["run_id"]);
+}
+
+TEST_F(ApiTest, InvalidReportIs422NamingTheFieldAndStoresNothing) {
+  json report = make_report({});
+  report["cases"][1]["measurements"][0]["samples_ns"][7] = -3;
+  auto response = agent().post("/api/v1/runs", report);
+  ASSERT_EQ(response.status, 422) << response.body;
+  EXPECT_EQ(response.json()["error"], "invalid_report");
+  EXPECT_EQ(response.json()["message"], "cases[1].measurements[0].samples_ns[7]: must be finite and > 0");
+  EXPECT_EQ(sql("SELECT count(*) FROM runs")[0][0].as<int>(), 0);
+  EXPECT_EQ(sql("SELECT count(*) FROM projects")[0][0].as<int>(), 0);
+}
+
+TEST_F(ApiTest, MalformedJsonIs400) {
+  auto response = agent().request("POST", "/api/v1/runs", "{\"schema\": ");
+  ASSERT_EQ(response.status, 400) << response.body;
+  EXPECT_EQ(response.json()["error"], "bad_request");
+}
+
+TEST_F(ApiTest, ReportCarryingJobIdMustGoToTheJob) {
+  ReportSpec spec;
+  spec.job_id = 5;
+  auto response = agent().post("/api/v1/runs", make_report(spec));
+  ASSERT_EQ(response.status, 422);
+  EXPECT_EQ(response.json()["message"], "job_id: a job's report goes to POST /api/v1/jobs/5/report");
+}
+
+TEST_F(ApiTest, UnknownRunAndBadIdsAre404) {
+  EXPECT_EQ(client().get("/api/v1/runs/999").status, 404);
+  auto bad = client().get("/api/v1/runs/abc");
+  EXPECT_EQ(bad.status, 404);
+  EXPECT_EQ(bad.json()["message"], "id \"abc\" is not a positive integer id");
+  EXPECT_EQ(client().get("/api/v1/nothing").status, 404);
+  EXPECT_EQ(client().get("/api/v1/projects/nope/cases").status, 404);
+}
+
+TEST_F(ApiTest, WrongMethodIs405) {
+  auto response = agent().request("DELETE", "/api/v1/runs/1");
+  EXPECT_EQ(response.status, 405) << response.body;
+}
+
+TEST_F(ApiTest, ProjectsCasesRunsAndSeries) {
+  for (int i = 0; i < 5; ++i) {
+    ReportSpec spec;
+    spec.seed = static_cast<std::uint64_t>(100 + i);
+    spec.gpu_model = i % 2 == 0 ? "NVIDIA H100 80GB HBM3" : "NVIDIA L4";
+    ASSERT_EQ(agent().post("/api/v1/runs", make_report(spec)).status, 201);
+  }
+  ReportSpec feature;
+  feature.seed = 200;
+  feature.branch = "feature";
+  ASSERT_EQ(agent().post("/api/v1/runs", make_report(feature)).status, 201);
+
+  json projects = client().get("/api/v1/projects").json();
+  ASSERT_EQ(projects.size(), 1u);
+  EXPECT_EQ(projects[0]["name"], "demo");
+  EXPECT_EQ(projects[0]["runs"], 6);
+
+  json cases = client().get("/api/v1/projects/demo/cases").json();
+  ASSERT_EQ(cases.size(), 3u);
+  EXPECT_EQ(cases[0]["name"], "attention.fwd/case0");
+  EXPECT_EQ(cases[0]["runs"], 6);
+
+  json runs = client().get("/api/v1/projects/demo/runs?branch=main&limit=3").json();
+  ASSERT_EQ(runs.size(), 3u);
+  EXPECT_GT(runs[0]["id"].get<int>(), runs[1]["id"].get<int>());
+
+  auto series = client().get("/api/v1/projects/demo/series?case=" + http::url_encode("attention.fwd/case1") +
+                             "&gpu=" + http::url_encode("NVIDIA L4"));
+  ASSERT_EQ(series.status, 200) << series.body;
+  json points = series.json();
+  ASSERT_EQ(points.size(), 2u);  // runs 1 and 3 were on the L4, both on main
+  EXPECT_LT(points[0]["run_id"].get<int>(), points[1]["run_id"].get<int>());
+  EXPECT_GT(points[0]["median_ns"]["candidate"].get<double>(), 30000);
+  EXPECT_TRUE(points[0]["median_ns"].contains("baseline:cudnn"));
+
+  json all_gpus = client().get("/api/v1/projects/demo/series?case=attention.fwd/case1").json();
+  EXPECT_EQ(all_gpus.size(), 5u);  // main only: the feature-branch run is not in the default series
+  json feature_series = client().get("/api/v1/projects/demo/series?case=attention.fwd/case1&branch=feature").json();
+  EXPECT_EQ(feature_series.size(), 1u);
+
+  EXPECT_EQ(client().get("/api/v1/projects/demo/series").status, 400);
+  EXPECT_EQ(client().get("/api/v1/projects/demo/series?case=x&limit=0").status, 400);
+}
+
+TEST_F(ApiTest, FailedStageGivesFailedVerdict) {
+  ReportSpec spec;
+  spec.failed_stage = "launch_geometry";
+  auto response = agent().post("/api/v1/runs", make_report(spec));
+  ASSERT_EQ(response.status, 201) << response.body;
+  EXPECT_EQ(response.json()["verdict"], "failed");
+}
+
+TEST_F(ApiTest, MetricsInPrometheusFormat) {
+  client().get("/healthz");
+  agent().post("/api/v1/runs", make_report({}));
+  auto response = client().get("/metrics");
+  ASSERT_EQ(response.status, 200);
+  EXPECT_EQ(response.headers["content-type"], "text/plain; version=0.0.4");
+  const std::string& text = response.body;
+  EXPECT_NE(text.find("kw_http_requests_total{route=\"GET /healthz\",status=\"200\"} 1"), std::string::npos) << text;
+  EXPECT_NE(text.find("kw_http_requests_total{route=\"POST /api/v1/runs\",status=\"201\"} 1"), std::string::npos);
+  EXPECT_NE(text.find("kw_http_request_duration_seconds_bucket{route=\"POST /api/v1/runs\",le=\"+Inf\"} 1"),
+            std::string::npos);
+  EXPECT_NE(text.find("kw_jobs{state=\"queued\"} 0"), std::string::npos);
+  EXPECT_NE(text.find("kw_db_pool_connections{state=\"in_use\"}"), std::string::npos);
+}
+
+class SmallBodyLimitTest : public ServerTest {
+ protected:
+  ServerOptions server_options() override {
+    ServerOptions options = ServerTest::server_options();
+    options.http.body_limit = 4096;
+    return options;
+  }
+};
+
+TEST_F(SmallBodyLimitTest, OversizedBodyIs413AndStoresNothing) {
+  ReportSpec spec;
+  spec.cases = 20;
+  auto response = agent().post("/api/v1/runs", make_report(spec));
+  ASSERT_EQ(response.status, 413) << response.body;
+  EXPECT_EQ(response.json()["error"], "payload_too_large");
+  EXPECT_EQ(response.json()["message"], "request body is larger than the limit of 4096 bytes");
+  EXPECT_EQ(sql("SELECT count(*) FROM runs")[0][0].as<int>(), 0);
+  // The server is still serving.
+  EXPECT_EQ(client().get("/healthz").status, 200);
+}
+
+// Who may do what: every write route against every scope.
+TEST_F(ApiTest, AuthMatrix) {
+  struct Route {
+    std::string method, target;
+    std::vector<std::string> allowed;  // scopes that get past auth
+  };
+  std::vector<Route> routes = {
+      {"POST", "/api/v1/runs", {"agent", "admin"}},
+      {"POST", "/api/v1/jobs", {"ci", "admin"}},
+      {"POST", "/api/v1/agents/claim", {"agent", "admin"}},
+      {"POST", "/api/v1/jobs/1/heartbeat", {"agent", "admin"}},
+      {"POST", "/api/v1/jobs/1/report", {"agent", "admin"}},
+  };
+  std::map<std::string, std::string> tokens = {
+      {"read", read_token_}, {"agent", agent_token_}, {"ci", ci_token_}, {"admin", admin_token_}};
+  for (const Route& route : routes) {
+    auto anonymous = client().request(route.method, route.target, "{}");
+    EXPECT_EQ(anonymous.status, 401) << route.method << " " << route.target;
+    auto forged = client("kw_forged").request(route.method, route.target, "{}");
+    EXPECT_EQ(forged.status, 401) << route.method << " " << route.target;
+    for (const auto& [scope, token] : tokens) {
+      auto response = client(token).request(route.method, route.target, "{}");
+      bool allowed = std::find(route.allowed.begin(), route.allowed.end(), scope) != route.allowed.end();
+      if (allowed) {
+        EXPECT_NE(response.status, 401) << scope << " " << route.target << ": " << response.body;
+        EXPECT_NE(response.status, 403) << scope << " " << route.target << ": " << response.body;
+      } else {
+        EXPECT_EQ(response.status, 403) << scope << " " << route.target << ": " << response.body;
+        EXPECT_EQ(response.json()["error"], "forbidden");
+      }
+    }
+  }
+  // Reads are open on loopback.
+  EXPECT_EQ(client().get("/api/v1/projects").status, 200);
+  // A revoked token stops working.
+  {
+    pqxx::connection connection(database_->url());
+    pqxx::work tx(connection);
+    TokenRepository::revoke(tx, "agent-1");
+    tx.commit();
+  }
+  EXPECT_EQ(agent().post("/api/v1/runs", make_report({})).status, 401);
+}
+
+class TokenOnlyReadsTest : public ServerTest {
+ protected:
+  ServerOptions server_options() override {
+    ServerOptions options = ServerTest::server_options();
+    options.reads_need_token = true;
+    return options;
+  }
+};
+
+TEST_F(TokenOnlyReadsTest, ReadsNeedAnyValidToken) {
+  EXPECT_EQ(client().get("/api/v1/projects").status, 401);
+  EXPECT_EQ(client(read_token_).get("/api/v1/projects").status, 200);
+  EXPECT_EQ(client(agent_token_).get("/api/v1/projects").status, 200);
+}
+
+TEST_F(ApiTest, TokensAreStoredOnlyAsHashes) {
+  pqxx::result rows = sql("SELECT token_sha256 FROM api_tokens");
+  ASSERT_EQ(rows.size(), 4u);
+  for (const auto& row : rows) {
+    std::string stored = row[0].as<std::string>();
+    EXPECT_EQ(stored.size(), 64u);
+    for (const std::string& token : {admin_token_, agent_token_, ci_token_, read_token_}) {
+      EXPECT_NE(stored, token);
+      EXPECT_EQ(stored.find(token.substr(3)), std::string::npos);
+    }
+  }
+  EXPECT_EQ(sha256_hex(agent_token_),
+            sql("SELECT token_sha256 FROM api_tokens WHERE name = 'agent-1'")[0][0].as<std::string>());
+  // SHA-256("abc") from FIPS 180-2, appendix B.1.
+  EXPECT_EQ(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+}  // namespace
+}  // namespace kw::server::testing

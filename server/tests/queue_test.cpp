@@ -1,0 +1,204 @@
+// The job queue: idempotent submission, claims under concurrency, leases.
+#include <set>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "../../tests/support/report_factory.hpp"
+#include "server_fixture.hpp"
+
+namespace kw::server::testing {
+namespace {
+
+using nlohmann::json;
+using kw::testing::make_commit;
+using kw::testing::make_report;
+using kw::testing::ReportSpec;
+
+json job_request(std::uint64_t n, const std::string& gpu_class = "") {
+  json body{{"project", "demo"}, {"commit", make_commit(n)}, {"branch", "main"}};
+  if (!gpu_class.empty()) body["gpu_class"] = gpu_class;
+  return body;
+}
+
+json claim_body(const std::string& agent, const std::vector<std::string>& gpus = {"NVIDIA H100 80GB HBM3"}) {
+  return {{"agent", agent}, {"host", agent + ".local"}, {"version", "0.1.0"}, {"gpus", gpus}};
+}
+
+class QueueTest : public ServerTest {};
+
+TEST_F(QueueTest, SubmitIsIdempotentPerProjectCommitAndGpuClass) {
+  auto first = ci().post("/api/v1/jobs", job_request(1));
+  ASSERT_EQ(first.status, 201) << first.body;
+  EXPECT_EQ(first.json()["state"], "queued");
+  auto again = ci().post("/api/v1/jobs", job_request(1));
+  ASSERT_EQ(again.status, 200);
+  EXPECT_EQ(again.json()["id"], first.json()["id"]);
+  auto other_gpu = ci().post("/api/v1/jobs", job_request(1, "NVIDIA L4"));
+  EXPECT_EQ(other_gpu.status, 201);
+  EXPECT_NE(other_gpu.json()["id"], first.json()["id"]);
+
+  auto fetched = client().get("/api/v1/jobs/" + std::to_string(first.json()["id"].get<int>()));
+  ASSERT_EQ(fetched.status, 200);
+  EXPECT_EQ(fetched.json()["commit"], make_commit(1));
+  EXPECT_EQ(client().get("/api/v1/jobs/424242").status, 404);
+}
+
+TEST_F(QueueTest, SubmitRejectsBadFields) {
+  json bad = job_request(1);
+  bad["commit"] = "HEAD";
+  auto response = ci().post("/api/v1/jobs", bad);
+  EXPECT_EQ(response.status, 422);
+  EXPECT_EQ(response.json()["message"], "commit: must be a 40-character lowercase hex SHA");
+  json missing = job_request(1);
+  missing.erase("branch");
+  EXPECT_EQ(ci().post("/api/v1/jobs", missing).json()["message"], "branch: is required");
+  EXPECT_EQ(ci().request("POST", "/api/v1/jobs", "[1]").status, 422);
+  EXPECT_EQ(sql("SELECT count(*) FROM jobs")[0][0].as<int>(), 0);
+}
+
+TEST_F(QueueTest, ClaimHeartbeatReportCompletesTheJob) {
+  std::int64_t job_id = ci().post("/api/v1/jobs", job_request(7)).json()["id"];
+  auto empty_claim = agent().post("/api/v1/agents/claim", claim_body("host-a", {"NVIDIA L4"}));
+  ASSERT_EQ(ci().post("/api/v1/jobs", job_request(8, "NVIDIA H100 80GB HBM3")).status, 201);
+  // gpu_class 'any' goes to any agent; the H100 job only to H100 hosts.
+  EXPECT_EQ(empty_claim.status, 200);
+  EXPECT_EQ(empty_claim.json()["id"], job_id);
+  EXPECT_EQ(agent().post("/api/v1/agents/claim", claim_body("host-a", {"NVIDIA L4"})).status, 204);
+
+  auto claim = agent().post("/api/v1/agents/claim", claim_body("host-b"));
+  ASSERT_EQ(claim.status, 200) << claim.body;
+  std::int64_t h100_job = claim.json()["id"];
+  EXPECT_EQ(claim.json()["state"], "running");
+  EXPECT_EQ(claim.json()["agent"], "host-b");
+  EXPECT_EQ(claim.json()["attempts"], 1);
+
+  auto beat = agent().post("/api/v1/jobs/" + std::to_string(h100_job) + "/heartbeat", {{"agent", "host-b"}});
+  ASSERT_EQ(beat.status, 200) << beat.body;
+  auto wrong_beat = agent().post("/api/v1/jobs/" + std::to_string(h100_job) + "/heartbeat", {{"agent", "host-a"}});
+  EXPECT_EQ(wrong_beat.status, 409) << wrong_beat.body;
+
+  ReportSpec spec;
+  spec.commit = make_commit(8);
+  spec.agent = "host-a";
+  json report = make_report(spec);
+  auto stolen = agent().post("/api/v1/jobs/" + std::to_string(h100_job) + "/report", report);
+  EXPECT_EQ(stolen.status, 409) << stolen.body;
+  EXPECT_EQ(sql("SELECT count(*) FROM runs")[0][0].as<int>(), 0);
+
+  report["agent"]["name"] = "host-b";
+  auto delivered = agent().post("/api/v1/jobs/" + std::to_string(h100_job) + "/report", report);
+  ASSERT_EQ(delivered.status, 201) << delivered.body;
+  EXPECT_EQ(delivered.json()["job_id"], h100_job);
+  auto redelivered = agent().post("/api/v1/jobs/" + std::to_string(h100_job) + "/report", report);
+  EXPECT_EQ(redelivered.status, 200) << redelivered.body;
+  EXPECT_EQ(redelivered.json()["run_id"], delivered.json()["run_id"]);
+
+  json job = client().get("/api/v1/jobs/" + std::to_string(h100_job)).json();
+  EXPECT_EQ(job["state"], "done");
+  EXPECT_EQ(job["run_id"], delivered.json()["run_id"]);
+  EXPECT_EQ(job["verdict"], "pass");
+}
+
+TEST_F(QueueTest, ReportForTheWrongCommitIsRejected) {
+  ci().post("/api/v1/jobs", job_request(3));
+  std::int64_t job_id = agent().post("/api/v1/agents/claim", claim_body("host-a")).json()["id"];
+  ReportSpec spec;
+  spec.commit = make_commit(4);
+  spec.agent = "host-a";
+  auto response = agent().post("/api/v1/jobs/" + std::to_string(job_id) + "/report", make_report(spec));
+  EXPECT_EQ(response.status, 422) << response.body;
+  EXPECT_EQ(client().get("/api/v1/jobs/" + std::to_string(job_id)).json()["state"], "running");
+}
+
+TEST_F(QueueTest, AgentNameBelongsToItsToken) {
+  agent().post("/api/v1/agents/claim", claim_body("host-a"));
+  std::string other = create_token(database_->url(), "agent-2", Scope::agent);
+  auto response = client(other).post("/api/v1/agents/claim", claim_body("host-a"));
+  EXPECT_EQ(response.status, 409) << response.body;
+}
+
+TEST_F(QueueTest, ReleaseReturnsTheJobWithoutSpendingAnAttempt) {
+  ci().post("/api/v1/jobs", job_request(9));
+  std::int64_t job_id = agent().post("/api/v1/agents/claim", claim_body("host-a")).json()["id"];
+  auto released = agent().post("/api/v1/jobs/" + std::to_string(job_id) + "/release", {{"agent", "host-a"}});
+  ASSERT_EQ(released.status, 200) << released.body;
+  EXPECT_EQ(released.json()["state"], "queued");
+  EXPECT_EQ(released.json()["attempts"], 0);
+}
+
+TEST_F(QueueTest, TwentyConcurrentClaimersOnTwoHundredJobsEachClaimedOnce) {
+  for (int i = 0; i < 200; ++i) ASSERT_EQ(ci().post("/api/v1/jobs", job_request(1000 + i)).status, 201);
+  std::vector<std::vector<std::int64_t>> claimed(20);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 20; ++t) {
+    threads.emplace_back([&, t] {
+      http::Client c(base_url_, agent_token_);
+      for (;;) {
+        auto response = c.post("/api/v1/agents/claim", claim_body("claimer-" + std::to_string(t)));
+        if (response.status == 204) return;
+        ASSERT_EQ(response.status, 200) << response.body;
+        claimed[t].push_back(response.json()["id"].get<std::int64_t>());
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  std::set<std::int64_t> unique;
+  std::size_t total = 0;
+  int claimers_with_work = 0;
+  for (const auto& ids : claimed) {
+    total += ids.size();
+    unique.insert(ids.begin(), ids.end());
+    claimers_with_work += ids.empty() ? 0 : 1;
+  }
+  EXPECT_EQ(total, 200u) << "every job claimed exactly once";
+  EXPECT_EQ(unique.size(), 200u) << "no job claimed twice";
+  EXPECT_GT(claimers_with_work, 1);
+  EXPECT_EQ(sql("SELECT count(*) FROM jobs WHERE state = 'running' AND attempts = 1")[0][0].as<int>(), 200);
+}
+
+class LeaseTest : public ServerTest {
+ protected:
+  ServerOptions server_options() override {
+    ServerOptions options = ServerTest::server_options();
+    options.lease_seconds = 0.5;
+    options.max_attempts = 2;
+    return options;
+  }
+};
+
+TEST_F(LeaseTest, ExpiredLeaseRequeuesThenFailsAfterMaxAttempts) {
+  std::int64_t job_id = ci().post("/api/v1/jobs", job_request(11)).json()["id"];
+  ASSERT_EQ(agent().post("/api/v1/agents/claim", claim_body("host-a")).json()["id"], job_id);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  // The reaper returned it to the queue; a second agent takes it over.
+  EXPECT_EQ(client().get("/api/v1/jobs/" + std::to_string(job_id)).json()["state"], "queued");
+  auto second = agent().post("/api/v1/agents/claim", claim_body("host-b"));
+  ASSERT_EQ(second.status, 200);
+  EXPECT_EQ(second.json()["id"], job_id);
+  EXPECT_EQ(second.json()["attempts"], 2);
+  // The first agent's late report is refused.
+  ReportSpec spec;
+  spec.commit = make_commit(11);
+  spec.agent = "host-a";
+  EXPECT_EQ(agent().post("/api/v1/jobs/" + std::to_string(job_id) + "/report", make_report(spec)).status, 409);
+  // The second lease expires too: max_attempts = 2, so the job fails.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  json job = client().get("/api/v1/jobs/" + std::to_string(job_id)).json();
+  EXPECT_EQ(job["state"], "failed");
+  EXPECT_EQ(job["error"], "lease expired 2 times; giving up");
+}
+
+TEST_F(LeaseTest, HeartbeatsKeepTheLease) {
+  std::int64_t job_id = ci().post("/api/v1/jobs", job_request(12)).json()["id"];
+  agent().post("/api/v1/agents/claim", claim_body("host-a"));
+  for (int i = 0; i < 6; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    ASSERT_EQ(agent().post("/api/v1/jobs/" + std::to_string(job_id) + "/heartbeat", {{"agent", "host-a"}}).status,
+              200);
+  }
+  EXPECT_EQ(client().get("/api/v1/jobs/" + std::to_string(job_id)).json()["state"], "running");
+}
+
+}  // namespace
+}  // namespace kw::server::testing

@@ -1,0 +1,130 @@
+// Test fixtures for kw-server: a real PostgreSQL (the server's own embedded
+// launcher), a fresh database per test, and a real HTTP server on a loopback
+// port with one token per scope.
+#pragma once
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+
+#include <gtest/gtest.h>
+
+#include "app.hpp"
+#include "embedded_postgres.hpp"
+#include "kw/http/client.hpp"
+#include "migrations.hpp"
+#include "tokens.hpp"
+
+namespace kw::server::testing {
+
+// The cluster: the one ctest's fixture started (KW_TEST_PG_DIR), or a private
+// one in a temp dir for the life of this process.
+inline EmbeddedPostgres& test_postgres() {
+  static std::unique_ptr<EmbeddedPostgres> instance;
+  static std::filesystem::path private_dir;
+  if (!instance) {
+    const char* shared = std::getenv("KW_TEST_PG_DIR");
+    std::filesystem::path dir;
+    if (shared != nullptr && *shared != '\0') {
+      dir = shared;
+    } else {
+      char pattern[] = "/tmp/kw-test-pg-XXXXXX";
+      if (mkdtemp(pattern) == nullptr) throw std::runtime_error("mkdtemp failed");
+      dir = private_dir = pattern;
+    }
+    instance = std::make_unique<EmbeddedPostgres>(dir);
+    instance->start();
+    if (private_dir.empty()) instance->keep_running();  // ctest's cleanup fixture stops it
+    std::atexit([] {
+      instance.reset();
+      if (!private_dir.empty()) {
+        std::error_code ec;
+        std::filesystem::remove_all(private_dir, ec);
+      }
+    });
+  }
+  return *instance;
+}
+
+// A fresh database with the schema applied; dropped at destruction.
+class TestDatabase {
+ public:
+  TestDatabase() {
+    static std::atomic<int> counter{0};
+    name_ = "kwtest_" + std::to_string(getpid()) + "_" + std::to_string(counter++);
+    test_postgres().ensure_database(name_);
+    pqxx::connection connection(url());
+    apply_migrations(connection);
+  }
+  ~TestDatabase() {
+    try {
+      test_postgres().drop_database(name_);
+    } catch (const std::exception& error) {
+      std::cerr << "dropping " << name_ << ": " << error.what() << "\n";
+    }
+  }
+  std::string url() const { return test_postgres().url(name_); }
+  const std::string& name() const { return name_; }
+
+ private:
+  std::string name_;
+};
+
+inline std::string create_token(const std::string& url, const std::string& name, Scope scope) {
+  pqxx::connection connection(url);
+  pqxx::work tx(connection);
+  std::string token = TokenRepository::create(tx, name, scope);
+  tx.commit();
+  return token;
+}
+
+class ServerTest : public ::testing::Test {
+ protected:
+  virtual ServerOptions server_options() {
+    ServerOptions options;
+    options.http.port = 0;
+    options.http.threads = 4;
+    return options;
+  }
+
+  void SetUp() override {
+    database_ = std::make_unique<TestDatabase>();
+    ServerOptions options = server_options();
+    options.database_url = database_->url();
+    app_ = std::make_unique<App>(options);
+    app_->start();
+    base_url_ = "http://127.0.0.1:" + std::to_string(app_->port());
+    admin_token_ = create_token(database_->url(), "admin", Scope::admin);
+    agent_token_ = create_token(database_->url(), "agent-1", Scope::agent);
+    ci_token_ = create_token(database_->url(), "ci", Scope::ci);
+    read_token_ = create_token(database_->url(), "reader", Scope::read);
+  }
+
+  void TearDown() override {
+    app_.reset();
+    database_.reset();
+  }
+
+  http::Client client(const std::string& token = {}) { return http::Client(base_url_, token); }
+  http::Client agent() { return client(agent_token_); }
+  http::Client ci() { return client(ci_token_); }
+
+  // Runs SQL against the test's database directly (to check what was stored).
+  pqxx::result sql(const std::string& query) {
+    pqxx::connection connection(database_->url());
+    pqxx::work tx(connection);
+    pqxx::result result = tx.exec(query);
+    tx.commit();
+    return result;
+  }
+
+  std::unique_ptr<TestDatabase> database_;
+  std::unique_ptr<App> app_;
+  std::string base_url_;
+  std::string admin_token_, agent_token_, ci_token_, read_token_;
+};
+
+}  // namespace kw::server::testing

@@ -1,0 +1,104 @@
+// Builds valid run reports with realistic GPU timing noise (tests and
+// benchmarks). Samples are log-normal around each case's base time.
+#pragma once
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "kw/common/stats.hpp"
+
+namespace kw::testing {
+
+struct ReportSpec {
+  std::string project = "demo";
+  std::string commit;  // 40 hex; make_commit() gives one
+  std::string branch = "main";
+  std::string base_commit;
+  std::string gpu_model = "NVIDIA H100 80GB HBM3";
+  int cases = 3;
+  int samples = 30;
+  double noise = 0.01;          // relative, log-normal sigma
+  double slowdown = 1.0;        // candidate time multiplier
+  std::uint64_t seed = 1;
+  std::string failed_stage;     // a stage name to mark failed, or empty
+  bool failed_correctness = false;
+  std::int64_t job_id = 0;      // 0 = none
+  std::string agent = "gpu-host-1";
+};
+
+inline std::string make_commit(std::uint64_t n) {
+  char buffer[41];
+  std::snprintf(buffer, sizeof(buffer), "%016llx%024llx", static_cast<unsigned long long>(n * 2654435761ull),
+                static_cast<unsigned long long>(n));
+  return std::string(buffer, 40);
+}
+
+inline nlohmann::json make_report(const ReportSpec& spec) {
+  using nlohmann::json;
+  std::mt19937_64 rng(spec.seed);
+  std::normal_distribution<double> gauss(0.0, spec.noise);
+  auto samples = [&](double center) {
+    std::vector<double> out;
+    for (int i = 0; i < spec.samples; ++i) out.push_back(std::round(center * std::exp(gauss(rng)) * 10) / 10);
+    return out;
+  };
+  auto measurement = [&](const std::string& impl, double center) {
+    std::vector<double> s = samples(center);
+    return json{{"impl", impl}, {"samples_ns", s}, {"median_ns", kw::common::median(s)}, {"flops", 1e9}};
+  };
+  json stages = json::array();
+  for (const char* name : {"build", "load", "launch_geometry", "correctness", "quick_bench", "full_bench"}) {
+    bool failed = spec.failed_stage == name;
+    stages.push_back({{"name", name},
+                      {"status", failed ? "failed" : "passed"},
+                      {"duration_ms", 100},
+                      {"message", failed ? std::string(name) + " failed in the test double" : ""},
+                      {"log_tail", ""}});
+  }
+  json cases = json::array();
+  for (int i = 0; i < spec.cases; ++i) {
+    double base = 20000.0 * (i + 1);
+    json c{{"name", "attention.fwd/case" + std::to_string(i)},
+           {"params", {{"S", 1024 * (i + 1)}, {"dtype", "fp16"}}},
+           {"launches", json::array({{{"kernel", "flash_fwd_kernel"},
+                                       {"grid", {8, 16, 1}},
+                                       {"block", {128, 1, 1}},
+                                       {"registers", 168},
+                                       {"static_smem", 0},
+                                       {"dynamic_smem", 49152}}})},
+           {"correctness",
+            {{"passed", !spec.failed_correctness},
+             {"rel_l2_err", spec.failed_correctness ? 0.5 : 3e-4},
+             {"max_abs_err", 1e-3},
+             {"tolerance", 1e-2},
+             {"nonfinite", 0}}},
+           {"measurements",
+            json::array({measurement("candidate", base * spec.slowdown), measurement("baseline:cudnn", base * 0.9)})}};
+    cases.push_back(std::move(c));
+  }
+  json report{{"schema", "kernelwatch.run/1"},
+              {"project", spec.project},
+              {"commit", spec.commit.empty() ? make_commit(spec.seed) : spec.commit},
+              {"branch", spec.branch},
+              {"agent", {{"name", spec.agent}, {"version", "0.1.0"}}},
+              {"device",
+               {{"name", spec.gpu_model},
+                {"compute_capability", "9.0"},
+                {"memory_bytes", 85520809984LL},
+                {"sm_count", 132},
+                {"l2_bytes", 52428800}}},
+              {"started_at", "2026-11-21T10:00:00Z"},
+              {"finished_at", "2026-11-21T10:01:00Z"},
+              {"gpu_seconds", 42.5},
+              {"stages", stages},
+              {"cases", cases}};
+  if (!spec.base_commit.empty()) report["base_commit"] = spec.base_commit;
+  if (spec.job_id > 0) report["job_id"] = spec.job_id;
+  return report;
+}
+
+}  // namespace kw::testing
