@@ -1,0 +1,225 @@
+// kw-server as a process: embedded PostgreSQL lifecycle, kill -9 during
+// ingest, restart, tokens created while it runs, graceful SIGTERM.
+#include <fstream>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <pqxx/pqxx>
+
+#include "../../tests/support/child_process.hpp"
+#include "../../tests/support/report_factory.hpp"
+#include "../../tests/support/subprocess.hpp"
+#include "kw/http/client.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using kw::testing::ChildProcess;
+using kw::testing::make_report;
+using kw::testing::ReportSpec;
+using nlohmann::json;
+
+// Running, as opposed to gone or a zombie waiting for a parent that does not
+// reap (PID 1 in some containers).
+bool process_alive(long pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string pid_field, command, state;
+  stat >> pid_field >> command >> state;
+  return stat && state != "Z";
+}
+
+ReportSpec seeded(std::uint64_t seed) {
+  ReportSpec spec;
+  spec.seed = seed;
+  return spec;
+}
+
+class ServerProcessTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/kw-server-test-XXXXXX";
+    ASSERT_NE(mkdtemp(pattern), nullptr);
+    data_dir_ = pattern;
+  }
+  void TearDown() override {
+    server_.reset();
+    // Stop any postmaster a killed server left behind.
+    kw::testing::run_command({KW_SERVER_BINARY, "token", "list", "--data-dir", data_dir_.string()});
+    std::error_code ec;
+    fs::remove_all(data_dir_, ec);
+  }
+
+  std::string start_server() {
+    server_ = std::make_unique<ChildProcess>(
+        std::vector<std::string>{KW_SERVER_BINARY, "--data-dir", data_dir_.string(), "--listen", "127.0.0.1:0"});
+    std::string port = server_->wait_for("listening on http://127\\.0\\.0\\.1:(\\d+)");
+    return "http://127.0.0.1:" + port;
+  }
+
+  std::string create_token(const std::string& scope) {
+    auto result = kw::testing::run_command(
+        {KW_SERVER_BINARY, "token", "create", "--data-dir", data_dir_.string(), "--scope", scope, "--name", "t-" + scope});
+    EXPECT_EQ(result.exit_code, 0) << result.output;
+    std::string text = result.output;
+    while (!text.empty() && text.back() == '\n') text.pop_back();
+    return text.substr(text.rfind('\n') + 1);
+  }
+
+  long postmaster_pid() {
+    std::ifstream in(data_dir_ / "postgres" / "postmaster.pid");
+    long pid = 0;
+    in >> pid;
+    return pid;
+  }
+
+  // Every run the server lists must be complete: all its cases, all samples.
+  void expect_only_complete_runs(const std::string& url, const std::set<std::int64_t>& acknowledged, int cases,
+                                 int samples) {
+    kw::http::Client client(url);
+    json runs = client.get("/api/v1/projects/demo/runs?limit=1000").json();
+    std::set<std::int64_t> stored;
+    for (const json& run : runs) {
+      std::int64_t id = run["id"];
+      stored.insert(id);
+      json full = client.get("/api/v1/runs/" + std::to_string(id)).json();
+      ASSERT_EQ(full["stages"].size(), 6u) << "run " << id;
+      ASSERT_EQ(full["cases"].size(), static_cast<std::size_t>(cases)) << "run " << id << " is partial";
+      for (const json& c : full["cases"]) {
+        ASSERT_EQ(c["measurements"].size(), 2u);
+        ASSERT_EQ(c["measurements"][0]["samples_ns"].size(), static_cast<std::size_t>(samples));
+      }
+    }
+    for (std::int64_t id : acknowledged) EXPECT_TRUE(stored.contains(id)) << "acknowledged run " << id << " was lost";
+  }
+
+  fs::path data_dir_;
+  std::unique_ptr<ChildProcess> server_;
+};
+
+TEST_F(ServerProcessTest, FirstStartCreatesClusterAndTokenWorksWhileRunning) {
+  std::string url = start_server();
+  EXPECT_TRUE(fs::exists(data_dir_ / "postgres" / "PG_VERSION"));
+  std::string token = create_token("agent");
+  ASSERT_EQ(token.rfind("kw_", 0), 0u) << token;
+  kw::http::Client client(url, token);
+  auto response = client.post("/api/v1/runs", make_report({}));
+  EXPECT_EQ(response.status, 201) << response.body;
+  auto listed = kw::testing::run_command({KW_SERVER_BINARY, "token", "list", "--data-dir", data_dir_.string()});
+  EXPECT_NE(listed.output.find("agent\tt-agent"), std::string::npos) << listed.output;
+  auto revoked = kw::testing::run_command({KW_SERVER_BINARY, "token", "revoke", "--data-dir", data_dir_.string(), "t-agent"});
+  EXPECT_EQ(revoked.exit_code, 0) << revoked.output;
+  EXPECT_EQ(client.post("/api/v1/runs", make_report(seeded(9))).status, 401);
+}
+
+TEST_F(ServerProcessTest, SigtermStopsServerAndPostgresCleanly) {
+  std::string url = start_server();
+  long postmaster = postmaster_pid();
+  ASSERT_GT(postmaster, 0);
+  server_->signal(SIGTERM);
+  EXPECT_EQ(server_->wait_exit(), 0) << server_->output();
+  EXPECT_NE(server_->output().find("SIGTERM: finishing requests in flight"), std::string::npos);
+  EXPECT_FALSE(fs::exists(data_dir_ / "postgres" / "postmaster.pid")) << "postmaster still running";
+  EXPECT_FALSE(process_alive(postmaster)) << "postmaster " << postmaster << " still running";
+}
+
+TEST_F(ServerProcessTest, KillDuringIngestLosesNothingCommittedAndLeavesNoPartialRun) {
+  std::string url = start_server();
+  std::string token = create_token("agent");
+  constexpr int kCases = 200, kSamples = 100;
+  std::mutex mutex;
+  std::set<std::int64_t> acknowledged;
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> posters;
+  for (int t = 0; t < 4; ++t) {
+    posters.emplace_back([&, t] {
+      kw::http::Client client(url, token);
+      for (int i = 0; !stop; ++i) {
+        ReportSpec spec;
+        spec.cases = kCases;
+        spec.samples = kSamples;
+        spec.seed = static_cast<std::uint64_t>(t * 100000 + i + 1);
+        try {
+          auto response = client.post("/api/v1/runs", make_report(spec));
+          if (response.status == 201) {
+            std::lock_guard lock(mutex);
+            acknowledged.insert(response.json()["run_id"].get<std::int64_t>());
+          }
+        } catch (const kw::http::ConnectionError&) {
+          return;  // the server is gone
+        }
+      }
+    });
+  }
+  // Let several ingests commit, then kill mid-stream.
+  for (int i = 0; i < 100; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::lock_guard lock(mutex);
+    if (acknowledged.size() >= 6) break;
+  }
+  server_->signal(SIGKILL);
+  server_->wait_exit();
+  stop = true;
+  for (auto& poster : posters) poster.join();
+  ASSERT_GE(acknowledged.size(), 1u);
+
+  // The postmaster outlived kw-server; the restart adopts it.
+  std::string restarted = start_server();
+  EXPECT_NE(server_->output().find("reusing the PostgreSQL already running"), std::string::npos) << server_->output();
+  expect_only_complete_runs(restarted, acknowledged, kCases, kSamples);
+}
+
+TEST_F(ServerProcessTest, RestartAfterPostgresWasKilledToo) {
+  std::string url = start_server();
+  std::string token = create_token("agent");
+  std::set<std::int64_t> acknowledged;
+  kw::http::Client client(url, token);
+  for (int i = 0; i < 3; ++i) {
+    auto response = client.post("/api/v1/runs", make_report(seeded(static_cast<std::uint64_t>(i + 1))));
+    ASSERT_EQ(response.status, 201);
+    acknowledged.insert(response.json()["run_id"].get<std::int64_t>());
+  }
+  long postmaster = postmaster_pid();
+  server_->signal(SIGKILL);
+  server_->wait_exit();
+  ASSERT_EQ(kill(static_cast<pid_t>(postmaster), SIGKILL), 0);
+  // Wait for the postmaster (and its children) to be gone, leaving a stale lock file.
+  for (int i = 0; i < 100 && process_alive(postmaster); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  ASSERT_TRUE(fs::exists(data_dir_ / "postgres" / "postmaster.pid"));
+
+  std::string restarted = start_server();
+  expect_only_complete_runs(restarted, acknowledged, 3, 30);
+}
+
+TEST_F(ServerProcessTest, RefusesADatabaseNewerThanItKnows) {
+  std::string url = start_server();
+  // Pretend a newer kw-server migrated this database.
+  auto password = [&] {
+    std::ifstream in(data_dir_ / "postgres.password");
+    std::string text;
+    std::getline(in, text);
+    return text;
+  }();
+  std::ifstream pid_file(data_dir_ / "postgres" / "postmaster.pid");
+  std::string line, port;
+  for (int i = 0; i < 4 && std::getline(pid_file, line); ++i) port = line;
+  {
+    pqxx::connection connection("postgresql://kw:" + password + "@127.0.0.1:" + port + "/kernelwatch");
+    pqxx::work tx(connection);
+    tx.exec("INSERT INTO schema_migrations (version, name) VALUES (999, '999_future')");
+    tx.commit();
+  }
+  server_->signal(SIGTERM);
+  server_->wait_exit();
+  ChildProcess second({KW_SERVER_BINARY, "--data-dir", data_dir_.string(), "--listen", "127.0.0.1:0"});
+  EXPECT_EQ(second.wait_exit(), 1);
+  EXPECT_NE(second.output().find("the database schema is at version 999, newer than this kw-server knows"),
+            std::string::npos)
+      << second.output();
+}
+
+}  // namespace
