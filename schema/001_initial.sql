@@ -97,6 +97,7 @@ CREATE TABLE cases (
   expected_launch  jsonb,
   correctness      jsonb,
   gpu_state        jsonb,
+  medians          jsonb NOT NULL DEFAULT '{}',  -- impl -> median_ns, copied from measurements for history queries
   UNIQUE (run_id, ordinal),
   UNIQUE (run_id, name)
 );

@@ -141,7 +141,7 @@ int main(int argc, char** argv) {
                                                             {"all 10,000 points", "&limit=10000"}}) {
         std::string target = "/api/v1/projects/series/series?case=" + kw::http::url_encode("attention.fwd/case0") +
                              "&gpu=" + kw::http::url_encode("NVIDIA H100 80GB HBM3") + query;
-        std::size_t points = client.get(target).json().size();
+        std::size_t points = client.get(target).json()["run_id"].size();
         std::vector<double> latencies;
         int queries = query.empty() ? series_queries : std::max(20, series_queries / 10);
         auto start = Clock::now();

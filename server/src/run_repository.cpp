@@ -29,9 +29,11 @@ FROM jsonb_array_elements($2::jsonb->'stages') WITH ORDINALITY AS s(value, ordin
 constexpr const char* kInsertCases = R"sql(
 WITH doc AS (SELECT $3::jsonb AS d),
 new_cases AS (
-  INSERT INTO cases (run_id, project_id, ordinal, name, params, expected_launch, correctness, gpu_state)
+  INSERT INTO cases (run_id, project_id, ordinal, name, params, expected_launch, correctness, gpu_state, medians)
   SELECT $1, $2, c.ordinal - 1, c.value->>'name', c.value->'params', c.value->'expected_launch',
-         c.value->'correctness', c.value->'gpu_state'
+         c.value->'correctness', c.value->'gpu_state',
+         (SELECT COALESCE(jsonb_object_agg(m->>'impl', m->'median_ns'), '{}')
+          FROM jsonb_array_elements(c.value->'measurements') AS m)
   FROM doc, jsonb_array_elements(doc.d->'cases') WITH ORDINALITY AS c(value, ordinal)
   RETURNING id, ordinal
 ),
@@ -115,17 +117,27 @@ SELECT COALESCE(json_agg(x ORDER BY x.id DESC), '[]')::text FROM (
 ) AS x
 )sql";
 
-// One point per run of the case: candidate median and each baseline's median,
-// newest `limit` runs, returned oldest first for plotting.
+// The history of one case, newest `limit` runs, as parallel arrays ordered
+// oldest first (the shape chart libraries plot directly, and the cheapest for
+// PostgreSQL to build).
 constexpr const char* kSeriesJson = R"sql(
-SELECT COALESCE(json_agg(x ORDER BY x.run_id), '[]')::text FROM (
-  SELECT r.id AS run_id, r.commit_sha AS commit, r.finished_at, r.gpu_model, r.verdict,
-         (SELECT json_object_agg(m.impl, m.median_ns) FROM measurements m WHERE m.case_id = c.id) AS median_ns
-  FROM cases c
-  JOIN runs r ON r.id = c.run_id
-  WHERE c.project_id = $1 AND c.name = $2 AND r.branch = $3 AND ($4 = '' OR r.gpu_model = $4)
-  ORDER BY c.run_id DESC
-  LIMIT $5
+SELECT json_build_object(
+  'run_id', COALESCE(array_agg(x.id), '{}'),
+  'commit', COALESCE(array_agg(x.commit_sha::text), '{}'),
+  'finished_at', COALESCE(array_agg(extract(epoch FROM x.finished_at)), '{}'),
+  'gpu_model', COALESCE(array_agg(x.gpu_model), '{}'),
+  'verdict', COALESCE(array_agg(x.verdict), '{}'),
+  'median_ns', COALESCE(array_agg(x.medians), '{}'))::text
+FROM (
+  SELECT * FROM (
+    SELECT r.id, r.commit_sha, r.finished_at, r.gpu_model, r.verdict, c.medians
+    FROM cases c
+    JOIN runs r ON r.id = c.run_id
+    WHERE c.project_id = $1 AND c.name = $2 AND r.branch = $3 AND ($4 = '' OR r.gpu_model = $4)
+    ORDER BY c.run_id DESC
+    LIMIT $5
+  ) AS newest
+  ORDER BY newest.id
 ) AS x
 )sql";
 

@@ -133,15 +133,23 @@ TEST_F(ApiTest, ProjectsCasesRunsAndSeries) {
                              "&gpu=" + http::url_encode("NVIDIA L4"));
   ASSERT_EQ(series.status, 200) << series.body;
   json points = series.json();
-  ASSERT_EQ(points.size(), 2u);  // runs 1 and 3 were on the L4, both on main
-  EXPECT_LT(points[0]["run_id"].get<int>(), points[1]["run_id"].get<int>());
-  EXPECT_GT(points[0]["median_ns"]["candidate"].get<double>(), 30000);
-  EXPECT_TRUE(points[0]["median_ns"].contains("baseline:cudnn"));
+  ASSERT_EQ(points["run_id"].size(), 2u);  // runs 1 and 3 were on the L4, both on main
+  EXPECT_LT(points["run_id"][0].get<int>(), points["run_id"][1].get<int>());
+  EXPECT_EQ(points["gpu_model"][0], "NVIDIA L4");
+  EXPECT_EQ(points["commit"][1].get<std::string>().size(), 40u);
+  EXPECT_DOUBLE_EQ(points["finished_at"][0].get<double>(), 1795255260.0);  // 2026-11-21T10:01:00Z
+  EXPECT_GT(points["median_ns"][0]["candidate"].get<double>(), 30000);
+  EXPECT_TRUE(points["median_ns"][0].contains("baseline:cudnn"));
 
   json all_gpus = client().get("/api/v1/projects/demo/series?case=attention.fwd/case1").json();
-  EXPECT_EQ(all_gpus.size(), 5u);  // main only: the feature-branch run is not in the default series
+  EXPECT_EQ(all_gpus["run_id"].size(), 5u);  // main only: the feature-branch run is not in the default series
   json feature_series = client().get("/api/v1/projects/demo/series?case=attention.fwd/case1&branch=feature").json();
-  EXPECT_EQ(feature_series.size(), 1u);
+  EXPECT_EQ(feature_series["run_id"].size(), 1u);
+  json limited = client().get("/api/v1/projects/demo/series?case=attention.fwd/case1&limit=2").json();
+  ASSERT_EQ(limited["run_id"].size(), 2u);
+  EXPECT_EQ(limited["run_id"][1], all_gpus["run_id"][4]) << "limit keeps the newest points";
+  json none = client().get("/api/v1/projects/demo/series?case=unknown").json();
+  EXPECT_EQ(none["run_id"].size(), 0u);
 
   EXPECT_EQ(client().get("/api/v1/projects/demo/series").status, 400);
   EXPECT_EQ(client().get("/api/v1/projects/demo/series?case=x&limit=0").status, 400);

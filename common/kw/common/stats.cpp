@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <stdexcept>
 #include <string>
 
@@ -27,7 +28,7 @@ double sorted_quantile(const std::vector<double>& sorted, double q) {
 }
 
 // Exact distribution of U for sizes m, n: probability[u] for u in [0, m*n].
-std::vector<double> mann_whitney_pmf(std::size_t m, std::size_t n) {
+std::vector<double> compute_mann_whitney_pmf(std::size_t m, std::size_t n) {
   if (m * n > 250000) throw std::invalid_argument("mann_whitney_pmf: samples too large for exact");
   // Recurrence p(m, n, u) = m/(m+n) p(m-1, n, u-n) + n/(m+n) p(m, n-1, u),
   // run over a rolling table indexed by (i, j).
@@ -54,6 +55,15 @@ std::vector<double> mann_whitney_pmf(std::size_t m, std::size_t n) {
     if (i > 0) table[i - 1].clear();  // rows below i-1 are no longer needed
   }
   return table[m][n];
+}
+
+// Detection compares many samples of the same sizes: tabulate each (m, n) once per thread.
+const std::vector<double>& mann_whitney_pmf(std::size_t m, std::size_t n) {
+  thread_local std::map<std::pair<std::size_t, std::size_t>, std::vector<double>> cache;
+  auto key = std::make_pair(m, n);
+  auto it = cache.find(key);
+  if (it == cache.end()) it = cache.emplace(key, compute_mann_whitney_pmf(m, n)).first;
+  return it->second;
 }
 
 bool exact_applies(std::size_t m, std::size_t n, bool ties) {
@@ -123,7 +133,7 @@ double normal_quantile(double p) {
 
 double mann_whitney_cdf(std::size_t m, std::size_t n, double u) {
   if (u < 0) return 0;
-  std::vector<double> pmf = mann_whitney_pmf(m, n);
+  const std::vector<double>& pmf = mann_whitney_pmf(m, n);
   double total = 0;
   auto last = std::min(static_cast<std::size_t>(std::floor(u)), pmf.size() - 1);
   for (std::size_t k = 0; k <= last; ++k) total += pmf[k];
@@ -207,7 +217,7 @@ ShiftEstimate hodges_lehmann_shift(std::span<const double> x, std::span<const do
   bool ties = std::adjacent_find(pooled.begin(), pooled.end()) != pooled.end();
   std::size_t k;  // 1-based rank of the lower bound among the sorted differences
   if (exact_applies(m, n, ties)) {
-    std::vector<double> pmf = mann_whitney_pmf(m, n);
+    const std::vector<double>& pmf = mann_whitney_pmf(m, n);
     double cumulative = 0;
     k = 0;
     while (k < pmf.size() && cumulative + pmf[k] < alpha / 2) cumulative += pmf[k++];

@@ -1,0 +1,148 @@
+#include "kw/common/detection.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "kw/common/stats.hpp"
+
+namespace kw::common {
+
+namespace {
+
+struct Kept {
+  std::vector<double> values;
+  std::size_t excluded = 0;
+};
+
+// Drops throttled samples, unless that leaves too few to compare (then all
+// are kept and the comparison says so).
+Kept unthrottled(const Timing& timing, std::size_t min_samples) {
+  Kept kept;
+  std::set<std::int64_t> throttled(timing.throttled.begin(), timing.throttled.end());
+  for (std::size_t i = 0; i < timing.samples_ns.size(); ++i) {
+    if (throttled.contains(static_cast<std::int64_t>(i))) {
+      ++kept.excluded;
+    } else {
+      kept.values.push_back(timing.samples_ns[i]);
+    }
+  }
+  if (kept.values.size() < min_samples) {
+    kept.values.assign(timing.samples_ns.begin(), timing.samples_ns.end());
+    kept.excluded = 0;
+  }
+  return kept;
+}
+
+// `higher_is_worse`: for times a ratio above 1 is a regression; for speedups
+// a ratio below 1 is.
+Comparison compare(const std::vector<double>& head, const std::vector<double>& base, double threshold,
+                   bool higher_is_worse, const DetectionSettings& settings) {
+  Comparison result;
+  result.threshold = threshold;
+  result.head_samples = head.size();
+  result.base_samples = base.size();
+  if (head.empty() || base.empty()) {
+    result.note = "no samples to compare";
+    return result;
+  }
+  RatioEstimate estimate = ratio_of_medians(head, base, settings.confidence);
+  MannWhitney test = mann_whitney(head, base);
+  result.ratio = estimate.hl_ratio;
+  result.ratio_of_medians = estimate.ratio;
+  result.lower = estimate.lower;
+  result.upper = estimate.upper;
+  result.confidence = estimate.confidence;
+  result.p_value = test.p_value;
+  result.head_noise = relative_noise(head);
+  result.base_noise = relative_noise(base);
+
+  bool significant = test.p_value < settings.alpha;
+  bool worse = higher_is_worse ? (estimate.lower > 1 && estimate.hl_ratio > 1 + threshold)
+                               : (estimate.upper < 1 && estimate.hl_ratio < 1 / (1 + threshold));
+  bool better = higher_is_worse ? (estimate.upper < 1 && estimate.hl_ratio < 1 / (1 + threshold))
+                                : (estimate.lower > 1 && estimate.hl_ratio > 1 + threshold);
+  if (significant && worse) {
+    result.status = ChangeStatus::regression;
+  } else if (significant && better) {
+    result.status = ChangeStatus::improvement;
+  } else {
+    result.status = ChangeStatus::unchanged;
+  }
+  return result;
+}
+
+std::string throttle_note(std::size_t excluded) {
+  return excluded == 0 ? std::string()
+                       : std::to_string(excluded) + " sample(s) taken while throttled were excluded";
+}
+
+}  // namespace
+
+std::string_view to_string(ChangeStatus status) {
+  switch (status) {
+    case ChangeStatus::regression: return "regression";
+    case ChangeStatus::improvement: return "improvement";
+    case ChangeStatus::unchanged: return "unchanged";
+    case ChangeStatus::no_baseline: return "no-baseline";
+  }
+  return "unchanged";
+}
+
+double noise_aware_threshold(std::span<const double> history_medians_ns, double min_threshold,
+                             const DetectionSettings& settings) {
+  if (history_medians_ns.size() < settings.min_history) return min_threshold;
+  std::vector<double> steps;
+  for (std::size_t i = 1; i < history_medians_ns.size(); ++i) {
+    if (history_medians_ns[i] > 0 && history_medians_ns[i - 1] > 0) {
+      steps.push_back(std::log(history_medians_ns[i] / history_medians_ns[i - 1]));
+    }
+  }
+  if (steps.size() + 1 < settings.min_history) return min_threshold;
+  // Interquartile range / 1.349 estimates a normal sigma while ignoring a
+  // quarter of outlying steps at each end; a difference of two runs has
+  // sqrt(2) times one run's spread.
+  double step_sigma = (quantile(steps, 0.75) - quantile(steps, 0.25)) / 1.34898;
+  double run_sigma = step_sigma / std::sqrt(2.0);
+  return std::max(min_threshold, std::expm1(settings.history_k * run_sigma));
+}
+
+Comparison compare_times(const Timing& head, const Timing& base, double threshold,
+                         const DetectionSettings& settings) {
+  Kept h = unthrottled(head, settings.min_samples);
+  Kept b = unthrottled(base, settings.min_samples);
+  Comparison result = compare(h.values, b.values, threshold, true, settings);
+  result.excluded_throttled = h.excluded + b.excluded;
+  result.note = throttle_note(result.excluded_throttled);
+  return result;
+}
+
+Comparison compare_speedups(const Timing& head_candidate, const Timing& head_baseline, const Timing& base_candidate,
+                            const Timing& base_baseline, double threshold, const DetectionSettings& settings) {
+  // Sample i of each implementation was taken in the same interleaved round,
+  // so their ratio is one speedup observation; a round with either sample
+  // throttled is dropped.
+  auto speedups = [&](const Timing& candidate, const Timing& baseline, std::size_t& excluded) {
+    std::set<std::int64_t> throttled(candidate.throttled.begin(), candidate.throttled.end());
+    throttled.insert(baseline.throttled.begin(), baseline.throttled.end());
+    std::size_t rounds = std::min(candidate.samples_ns.size(), baseline.samples_ns.size());
+    std::vector<double> kept, all;
+    for (std::size_t i = 0; i < rounds; ++i) {
+      double speedup = baseline.samples_ns[i] / candidate.samples_ns[i];
+      all.push_back(speedup);
+      if (!throttled.contains(static_cast<std::int64_t>(i))) kept.push_back(speedup);
+    }
+    if (kept.size() < settings.min_samples) return all;
+    excluded += rounds - kept.size();
+    return kept;
+  };
+  std::size_t excluded = 0;
+  std::vector<double> head = speedups(head_candidate, head_baseline, excluded);
+  std::vector<double> base = speedups(base_candidate, base_baseline, excluded);
+  Comparison result = compare(head, base, threshold, false, settings);
+  result.excluded_throttled = excluded;
+  result.note = throttle_note(excluded);
+  return result;
+}
+
+}  // namespace kw::common

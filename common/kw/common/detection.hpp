@@ -1,0 +1,69 @@
+// Regression detection for one case: is the head run's timing distribution
+// slower or faster than the baseline run's by more than the case's threshold,
+// with statistical confidence? One implementation, used by kw-server and by
+// kw-detector-bench, so the benchmark measures exactly what ships.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kw::common {
+
+enum class ChangeStatus { regression, improvement, unchanged, no_baseline };
+std::string_view to_string(ChangeStatus status);
+
+struct DetectionSettings {
+  // Smallest relative change ever flagged (per project, per-case override).
+  double min_threshold = 0.01;
+  // The threshold also grows to this many times the case's run-to-run noise,
+  // estimated from its history, so noisy cases need larger changes.
+  double history_k = 4.0;
+  double confidence = 0.99;  // of the ratio interval
+  double alpha = 0.01;       // Mann-Whitney significance
+  std::size_t min_history = 5;   // runs needed before history widens the threshold
+  std::size_t min_samples = 5;   // per side, after dropping throttled samples
+};
+
+// One implementation's samples in one run.
+struct Timing {
+  std::span<const double> samples_ns;
+  std::span<const std::int64_t> throttled;  // indices of samples taken while throttled
+};
+
+struct Comparison {
+  ChangeStatus status = ChangeStatus::no_baseline;
+  double ratio = 1;             // Hodges-Lehmann estimate of head / base (times: > 1 is slower)
+  double ratio_of_medians = 1;  // median(head) / median(base)
+  double lower = 1, upper = 1;  // interval for `ratio`
+  double confidence = 0;
+  double p_value = 1;
+  double threshold = 0;         // relative change needed to flag
+  double head_noise = 0, base_noise = 0;  // relative noise (1.4826 MAD / median) of each side
+  std::size_t head_samples = 0, base_samples = 0;
+  std::size_t excluded_throttled = 0;
+  std::string note;
+};
+
+// The threshold for a case: max(min_threshold, history_k x run-to-run noise),
+// where run-to-run noise is the interquartile spread of successive differences
+// of log(median) over the case's recent history (oldest first). Successive
+// differences ignore slow drift, which is not noise.
+double noise_aware_threshold(std::span<const double> history_medians_ns, double min_threshold,
+                             const DetectionSettings& settings);
+
+// Times (lower is better): regression when head is slower.
+Comparison compare_times(const Timing& head, const Timing& base, double threshold,
+                         const DetectionSettings& settings);
+
+// In-run speedup of the candidate over one baseline implementation
+// (baseline time / candidate time, higher is better), per interleaved sample
+// pair, compared between runs: regression when the speedup dropped. Machine
+// drift that slows both implementations alike cancels out.
+Comparison compare_speedups(const Timing& head_candidate, const Timing& head_baseline, const Timing& base_candidate,
+                            const Timing& base_baseline, double threshold, const DetectionSettings& settings);
+
+}  // namespace kw::common
