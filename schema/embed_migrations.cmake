@@ -1,6 +1,7 @@
-# -DOUTPUT=header -DINPUTS=a.sql;b.sql: writes a header with one
+# -DOUTPUT=header -DINPUTS=a.sql|b.sql: writes a header with one
 # {version, name, sql} entry per migration, in order.
 set(body "// Generated from schema/*.sql by schema/embed_migrations.cmake. Do not edit.\n#pragma once\n#include <array>\n#include <string_view>\n\nnamespace kw::schema {\n\nstruct Migration {\n  int version;\n  std::string_view name;\n  std::string_view sql;\n};\n\ninline constexpr std::array kMigrations = {\n")
+string(REPLACE "|" ";" INPUTS "${INPUTS}")
 set(expected 1)
 foreach(input IN LISTS INPUTS)
   get_filename_component(name ${input} NAME_WE)

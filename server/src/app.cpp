@@ -2,13 +2,13 @@
 
 #include <iostream>
 
+#include "detection_repository.hpp"
 #include "errors.hpp"
 #include "job_repository.hpp"
 #include "kw/common/run_report.hpp"
 #include "migrations.hpp"
 #include "run_repository.hpp"
 #include "tokens.hpp"
-#include "verdict.hpp"
 
 namespace kw::server {
 
@@ -19,7 +19,7 @@ using nlohmann::json;
 std::vector<Statement> all_statements() {
   std::vector<Statement> statements;
   for (auto part : {TokenRepository::statements(), RunRepository::statements(), JobRepository::statements(),
-                    VerdictRepository::statements()}) {
+                    DetectionRepository::statements()}) {
     statements.insert(statements.end(), part.begin(), part.end());
   }
   return statements;
@@ -186,7 +186,7 @@ Response App::ingest(Request& request, std::optional<std::int64_t> job_id) {
     }
     StoredRun result = RunRepository::store(tx, project_id, report, canonical, job_id);
     if (!result.duplicate) {
-      result.verdict = evaluate_run(tx, result.run_id, project_id, report);
+      result.verdict = DetectionRepository::evaluate_run(tx, result.run_id, project_id, report);
       if (job_id) JobRepository::complete(tx, *job_id);
     }
     return result;
@@ -321,6 +321,58 @@ void App::register_routes() {
     return Response::json_text(200, with_transaction(*pool_, [](pqxx::work& tx) {
                                  return RunRepository::projects_json(tx);
                                }));
+  });
+
+  r.add("GET", "/api/v1/projects/{project}", Access::read(), [this](Request& request) {
+    return Response::json(200, with_transaction(*pool_, [&](pqxx::work& tx) {
+                            return DetectionRepository::settings(tx, project_id_or_404(tx, request.param("project")))
+                                .to_json();
+                          }));
+  });
+
+  r.add("PUT", "/api/v1/projects/{project}/settings", Access::of({}), [this](Request& request) {
+    json changes = require_object(request);
+    return Response::json(200, with_transaction(*pool_, [&](pqxx::work& tx) {
+                            std::int64_t id = RunRepository::ensure_project(tx, request.param("project"));
+                            return DetectionRepository::update_settings(tx, id, changes).to_json();
+                          }));
+  });
+
+  r.add("POST", "/api/v1/runs/{id}/acknowledge", ci, [this](Request& request) {
+    std::int64_t id = request.id_param("id");
+    json body = require_object(request);
+    std::string reason = body_string(body, "reason");
+    std::string who = request.caller->token_name;
+    with_transaction(*pool_, [&](pqxx::work& tx) {
+      auto previous = DetectionRepository::acknowledge(tx, id, who, reason);
+      if (!previous) throw NotFound("no run " + std::to_string(id));
+      if (*previous != "regression") {
+        throw Conflict("run " + std::to_string(id) + " has verdict " + *previous +
+                       "; only a regression can be acknowledged");
+      }
+    });
+    auto text = with_transaction(*pool_, [&](pqxx::work& tx) { return RunRepository::run_json(tx, id); });
+    return Response::json_text(200, std::move(*text));
+  });
+
+  r.add("GET", "/api/v1/compare", Access::read(), [this](Request& request) {
+    std::string base = request.query_value("base").value_or("");
+    std::string head = request.query_value("head").value_or("");
+    if (!common::is_commit_sha(base)) throw BadRequest("base: must be a 40-character lowercase hex commit SHA");
+    if (!common::is_commit_sha(head)) throw BadRequest("head: must be a 40-character lowercase hex commit SHA");
+    std::string gpu = request.query_value("gpu").value_or("");
+    return Response::json(200, with_transaction(*pool_, [&](pqxx::work& tx) {
+      std::int64_t project_id = 0;
+      if (auto project = request.query_value("project")) {
+        project_id = project_id_or_404(tx, *project);
+      } else {
+        pqxx::result projects = tx.exec_params("SELECT DISTINCT project_id FROM runs WHERE commit_sha = $1", head);
+        if (projects.empty()) throw NotFound("no run of commit " + head);
+        if (projects.size() > 1) throw BadRequest("commit " + head + " has runs in several projects; add project=");
+        project_id = projects[0][0].as<std::int64_t>();
+      }
+      return DetectionRepository::compare_commits(tx, project_id, base, head, gpu);
+    }));
   });
 
   r.add("GET", "/api/v1/projects/{project}/cases", Access::read(), [this](Request& request) {

@@ -29,11 +29,19 @@ FROM jsonb_array_elements($2::jsonb->'stages') WITH ORDINALITY AS s(value, ordin
 constexpr const char* kInsertCases = R"sql(
 WITH doc AS (SELECT $3::jsonb AS d),
 new_cases AS (
-  INSERT INTO cases (run_id, project_id, ordinal, name, params, expected_launch, correctness, gpu_state, medians)
+  INSERT INTO cases (run_id, project_id, ordinal, name, params, expected_launch, correctness, gpu_state, medians,
+                     candidate_location_ns)
   SELECT $1, $2, c.ordinal - 1, c.value->>'name', c.value->'params', c.value->'expected_launch',
          c.value->'correctness', c.value->'gpu_state',
          (SELECT COALESCE(jsonb_object_agg(m->>'impl', m->'median_ns'), '{}')
-          FROM jsonb_array_elements(c.value->'measurements') AS m)
+          FROM jsonb_array_elements(c.value->'measurements') AS m),
+         -- 25%-trimmed mean of the candidate's samples (as kw::common::trimmed_mean)
+         (SELECT avg(t.x) FROM (
+            SELECT s.x::float8 AS x, row_number() OVER (ORDER BY s.x::float8) AS rank, count(*) OVER () AS n
+            FROM jsonb_array_elements(c.value->'measurements') AS m,
+                 jsonb_array_elements_text(m->'samples_ns') AS s(x)
+            WHERE m->>'impl' = 'candidate') AS t
+          WHERE t.rank > t.n / 4 AND t.rank <= t.n - t.n / 4)
   FROM doc, jsonb_array_elements(doc.d->'cases') WITH ORDINALITY AS c(value, ordinal)
   RETURNING id, ordinal
 ),
@@ -62,6 +70,18 @@ SELECT json_build_object(
   'agent', json_build_object('name', r.agent_name, 'version', r.agent_version, 'host', r.agent_host),
   'gpu_model', r.gpu_model, 'device', r.device, 'started_at', r.started_at, 'finished_at', r.finished_at,
   'gpu_seconds', r.gpu_seconds, 'verdict', r.verdict, 'created_at', r.created_at,
+  'acknowledgement', CASE WHEN r.acknowledged_at IS NULL THEN NULL ELSE json_build_object(
+      'by', r.acknowledged_by, 'reason', r.acknowledged_reason, 'at', r.acknowledged_at) END,
+  'comparisons', (SELECT COALESCE(json_agg(json_build_object(
+                      'case', x.case_name, 'kind', x.kind, 'impl', x.impl, 'status', x.status,
+                      'baseline_run_id', x.baseline_run_id, 'baseline_reason', x.baseline_reason,
+                      'ratio', x.ratio, 'ratio_of_medians', x.ratio_of_medians, 'lower', x.lower, 'upper', x.upper,
+                      'confidence', x.confidence, 'p_value', x.p_value, 'threshold', x.threshold,
+                      'head_noise', x.head_noise, 'base_noise', x.base_noise, 'head_samples', x.head_samples,
+                      'base_samples', x.base_samples, 'excluded_throttled', x.excluded_throttled, 'note', x.note)
+                    ORDER BY c.ordinal, x.kind DESC, x.impl <> 'candidate', x.impl), '[]')
+                  FROM comparisons x JOIN cases c ON c.run_id = x.run_id AND c.name = x.case_name
+                  WHERE x.run_id = r.id),
   'stages', (SELECT COALESCE(json_agg(json_build_object(
                  'name', s.name, 'status', s.status, 'duration_ms', s.duration_ms, 'message', s.message,
                  'log_tail', s.log_tail, 'details', s.details) ORDER BY s.ordinal), '[]')

@@ -23,6 +23,8 @@ struct ReportSpec {
   int samples = 30;
   double noise = 0.01;          // relative, log-normal sigma
   double slowdown = 1.0;        // candidate time multiplier
+  double baseline_slowdown = 1.0;  // in-run baseline implementation's time multiplier (machine drift)
+  int throttled = 0;            // candidate samples taken while throttled (x1.3, marked)
   std::uint64_t seed = 1;
   std::string failed_stage;     // a stage name to mark failed, or empty
   bool failed_correctness = false;
@@ -46,9 +48,16 @@ inline nlohmann::json make_report(const ReportSpec& spec) {
     for (int i = 0; i < spec.samples; ++i) out.push_back(std::round(center * std::exp(gauss(rng)) * 10) / 10);
     return out;
   };
-  auto measurement = [&](const std::string& impl, double center) {
+  auto measurement = [&](const std::string& impl, double center, int throttled) {
     std::vector<double> s = samples(center);
-    return json{{"impl", impl}, {"samples_ns", s}, {"median_ns", kw::common::median(s)}, {"flops", 1e9}};
+    std::vector<int> marked;
+    for (int i = 0; i < throttled && i < static_cast<int>(s.size()); ++i) {
+      s[static_cast<std::size_t>(i)] *= 1.3;
+      marked.push_back(i);
+    }
+    json m{{"impl", impl}, {"samples_ns", s}, {"median_ns", kw::common::median(s)}, {"flops", 1e9}};
+    if (!marked.empty()) m["throttled_samples"] = marked;
+    return m;
   };
   json stages = json::array();
   for (const char* name : {"build", "load", "launch_geometry", "correctness", "quick_bench", "full_bench"}) {
@@ -77,7 +86,8 @@ inline nlohmann::json make_report(const ReportSpec& spec) {
              {"tolerance", 1e-2},
              {"nonfinite", 0}}},
            {"measurements",
-            json::array({measurement("candidate", base * spec.slowdown), measurement("baseline:cudnn", base * 0.9)})}};
+            json::array({measurement("candidate", base * spec.slowdown, spec.throttled),
+                         measurement("baseline:cudnn", base * 0.9 * spec.baseline_slowdown, 0)})}};
     cases.push_back(std::move(c));
   }
   json report{{"schema", "kernelwatch.run/1"},

@@ -93,6 +93,15 @@ double mad(std::span<const double> samples) {
   return median(deviations);
 }
 
+double trimmed_mean(std::span<const double> samples) {
+  require_nonempty(samples, "trimmed_mean");
+  std::vector<double> sorted = sorted_copy(samples);
+  std::size_t cut = sorted.size() / 4;
+  double sum = 0;
+  for (std::size_t i = cut; i < sorted.size() - cut; ++i) sum += sorted[i];
+  return sum / static_cast<double>(sorted.size() - 2 * cut);
+}
+
 double relative_noise(std::span<const double> samples) {
   double center = median(samples);
   if (center == 0) return 0;

@@ -17,6 +17,9 @@ double median(std::span<const double> samples);
 double quantile(std::span<const double> samples, double q);
 // Median absolute deviation from the median, unscaled.
 double mad(std::span<const double> samples);
+// Mean of the middle half (25% trimmed from each end): a run's location that
+// is steadier than the median when the samples are bimodal.
+double trimmed_mean(std::span<const double> samples);
 // 1.4826 * MAD / median: a robust coefficient of variation (0.01 = 1% noise).
 double relative_noise(std::span<const double> samples);
 

@@ -1,0 +1,226 @@
+// kw-detector-bench: replays synthetic benchmark histories with realistic GPU
+// timing noise and measures, per noise scenario and samples per side, the
+// false-alarm rate on A/A comparisons and the detection rate of injected
+// slowdowns, for kernelwatch's detector and, on the same data, two reference
+// rules implemented here:
+//  - Conbench lookback z-score: z = (x - mean) / sd over up to 100 prior
+//    per-run values; alert when |z| > 5.
+//  - Bencher t-test threshold: alert when x > mean + t_{0.99, n-1} * sd
+//    (upper boundary 0.99) over the prior per-run values.
+// Both reference rules see one value per run, its median (the more robust
+// choice, which favours them); kernelwatch sees the raw samples.
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "kw/common/detection.hpp"
+#include "kw/common/stats.hpp"
+
+namespace {
+
+using namespace kw::common;
+
+struct Scenario {
+  std::string name;
+  double jitter;               // log-normal sigma of samples within a run
+  double run_jitter = 0.002;   // per-run level offset (clocks, placement)
+  double outlier_rate = 0;     // samples hit by an outlier (x1.2 .. x3)
+  double bimodal_gap = 0;      // second mode this much slower; mix varies per run (30..70%)
+  double drift_step = 0;       // random-walk step of the run level, per run
+  double throttle_rate = 0;    // samples taken while throttled (x1.15, marked)
+};
+
+struct Run {
+  std::vector<double> samples;
+  std::vector<std::int64_t> throttled;
+  double median = 0;
+  double location = 0;
+};
+
+Run simulate_run(std::mt19937_64& rng, const Scenario& s, double level, int n) {
+  std::normal_distribution<double> gauss(0, 1);
+  std::uniform_real_distribution<double> uniform(0, 1);
+  Run run;
+  double mix = 0.3 + 0.4 * uniform(rng);
+  for (int i = 0; i < n; ++i) {
+    double t = level * std::exp(s.jitter * gauss(rng));
+    if (s.bimodal_gap > 0 && uniform(rng) < mix) t *= 1 + s.bimodal_gap;
+    if (uniform(rng) < s.outlier_rate) t *= 1.2 + 1.8 * uniform(rng);
+    if (uniform(rng) < s.throttle_rate) {
+      t *= 1.15;
+      run.throttled.push_back(i);
+    }
+    run.samples.push_back(t);
+  }
+  run.median = median(run.samples);
+  run.location = trimmed_mean(run.samples);
+  return run;
+}
+
+// Student-t CDF through the regularized incomplete beta function (Numerical
+// Recipes' continued fraction), inverted by bisection.
+double incomplete_beta_cf(double a, double b, double x) {
+  double qab = a + b, qap = a + 1, qam = a - 1, c = 1, d = 1 - qab * x / qap;
+  d = 1 / (std::abs(d) < 1e-300 ? 1e-300 : d);
+  double h = d;
+  for (int m = 1; m <= 300; ++m) {
+    double m2 = 2 * m, aa = m * (b - m) * x / ((qam + m2) * (a + m2));
+    d = 1 + aa * d;
+    d = 1 / (std::abs(d) < 1e-300 ? 1e-300 : d);
+    c = 1 + aa / c;
+    h *= d * c;
+    aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2));
+    d = 1 + aa * d;
+    d = 1 / (std::abs(d) < 1e-300 ? 1e-300 : d);
+    c = 1 + aa / c;
+    double delta = d * c;
+    h *= delta;
+    if (std::abs(delta - 1) < 1e-14) break;
+  }
+  return h;
+}
+
+double regularized_beta(double a, double b, double x) {
+  if (x <= 0) return 0;
+  if (x >= 1) return 1;
+  double front = std::exp(std::lgamma(a + b) - std::lgamma(a) - std::lgamma(b) + a * std::log(x) + b * std::log(1 - x));
+  if (x < (a + 1) / (a + b + 2)) return front * incomplete_beta_cf(a, b, x) / a;
+  return 1 - front * incomplete_beta_cf(b, a, 1 - x) / b;
+}
+
+double student_t_cdf(double t, double df) {
+  double tail = 0.5 * regularized_beta(df / 2, 0.5, df / (df + t * t));
+  return t > 0 ? 1 - tail : tail;
+}
+
+double student_t_quantile(double p, double df) {
+  double lo = -100, hi = 100;
+  for (int i = 0; i < 200; ++i) {
+    double mid = (lo + hi) / 2;
+    (student_t_cdf(mid, df) < p ? lo : hi) = mid;
+  }
+  return (lo + hi) / 2;
+}
+
+struct Verdicts {
+  bool kernelwatch_regression, kernelwatch_any, conbench_regression, conbench_any, bencher;
+};
+
+Verdicts decide(const std::vector<Run>& history, const Run& head, double t99) {
+  Verdicts v{};
+  DetectionSettings settings;
+  std::vector<double> medians, locations;
+  for (const Run& run : history) {
+    medians.push_back(run.median);
+    locations.push_back(run.location);
+  }
+  double threshold = noise_aware_threshold(locations, settings.min_threshold, settings);
+  const Run& base = history.back();
+  Comparison c = compare_times({head.samples, head.throttled}, {base.samples, base.throttled}, threshold, settings);
+  v.kernelwatch_regression = c.status == ChangeStatus::regression;
+  v.kernelwatch_any = c.status == ChangeStatus::regression || c.status == ChangeStatus::improvement;
+
+  double mean = 0, sq = 0;
+  for (double m : medians) mean += m;
+  mean /= static_cast<double>(medians.size());
+  for (double m : medians) sq += (m - mean) * (m - mean);
+  double sd = std::sqrt(sq / static_cast<double>(medians.size() - 1));
+  double z = (head.median - mean) / sd;
+  v.conbench_regression = z > 5;
+  v.conbench_any = std::abs(z) > 5;
+  v.bencher = head.median > mean + t99 * sd;
+  return v;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int aa_trials = 2000, shift_trials = 500, history_runs = 30;
+  std::string json_out;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto value = [&] {
+      if (i + 1 >= argc) throw std::invalid_argument(arg + " needs a value");
+      return std::string(argv[++i]);
+    };
+    if (arg == "--aa-trials") aa_trials = std::stoi(value());
+    else if (arg == "--shift-trials") shift_trials = std::stoi(value());
+    else if (arg == "--history") history_runs = std::stoi(value());
+    else if (arg == "--json") json_out = value();
+    else {
+      std::cerr << "usage: kw-detector-bench [--aa-trials N] [--shift-trials N] [--history RUNS] [--json FILE]\n";
+      return 64;
+    }
+  }
+  const std::vector<Scenario> scenarios = {
+      {"0.5% jitter", 0.005},
+      {"1% jitter", 0.01},
+      {"3% jitter", 0.03},
+      {"1% + 3% outliers", 0.01, 0.002, 0.03},
+      {"bimodal (modes 4% apart)", 0.005, 0.002, 0, 0.04},
+      {"1% + slow drift", 0.01, 0.002, 0, 0, 0.003},
+      {"1% + 10% throttled", 0.01, 0.002, 0, 0, 0, 0.10},
+  };
+  const std::vector<int> sizes = {10, 30, 100};
+  const std::vector<double> shifts = {0.01, 0.02, 0.03, 0.05, 0.10};
+  const double t99 = student_t_quantile(0.99, history_runs - 1);
+
+  nlohmann::json results = nlohmann::json::array();
+  std::printf("| scenario | samples/side | rule | A/A false alarms | 1%% | 2%% | 3%% | 5%% | 10%% |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|\n");
+  std::uint64_t seed = 20261121;
+  for (const Scenario& scenario : scenarios) {
+    for (int n : sizes) {
+      // rows: kernelwatch, conbench, bencher; columns: A/A, then each shift
+      double rate[3][6] = {};
+      for (std::size_t column = 0; column <= shifts.size(); ++column) {
+        double shift = column == 0 ? 0 : shifts[column - 1];
+        int trials = column == 0 ? aa_trials : shift_trials;
+        int hits[3] = {};
+        for (int trial = 0; trial < trials; ++trial) {
+          std::mt19937_64 rng(seed++);
+          std::normal_distribution<double> gauss(0, 1);
+          double drift = 0;
+          std::vector<Run> history;
+          for (int r = 0; r < history_runs; ++r) {
+            drift += scenario.drift_step * gauss(rng);
+            double level = 100000 * std::exp(drift + scenario.run_jitter * gauss(rng));
+            history.push_back(simulate_run(rng, scenario, level, n));
+          }
+          drift += scenario.drift_step * gauss(rng);
+          double level = 100000 * std::exp(drift + scenario.run_jitter * gauss(rng)) * (1 + shift);
+          Run head = simulate_run(rng, scenario, level, n);
+          Verdicts v = decide(history, head, t99);
+          // A/A: any alert is false (Bencher's rule has an upper boundary only).
+          hits[0] += column == 0 ? v.kernelwatch_any : v.kernelwatch_regression;
+          hits[1] += column == 0 ? v.conbench_any : v.conbench_regression;
+          hits[2] += v.bencher;
+        }
+        for (int rule = 0; rule < 3; ++rule) rate[rule][column] = 100.0 * hits[rule] / trials;
+      }
+      const char* names[3] = {"kernelwatch", "Conbench z>5", "Bencher t-test 0.99"};
+      for (int rule = 0; rule < 3; ++rule) {
+        std::printf("| %s | %d | %s | %.2f%% | %.1f%% | %.1f%% | %.1f%% | %.1f%% | %.1f%% |\n", scenario.name.c_str(), n,
+                    names[rule], rate[rule][0], rate[rule][1], rate[rule][2], rate[rule][3], rate[rule][4],
+                    rate[rule][5]);
+        results.push_back({{"scenario", scenario.name},
+                           {"samples_per_side", n},
+                           {"rule", names[rule]},
+                           {"false_alarm_pct", rate[rule][0]},
+                           {"detected_pct", {{"1%", rate[rule][1]}, {"2%", rate[rule][2]}, {"3%", rate[rule][3]},
+                                             {"5%", rate[rule][4]}, {"10%", rate[rule][5]}}}});
+      }
+      std::fflush(stdout);
+    }
+  }
+  std::printf("\nA/A trials per cell: %d, slowdown trials per cell: %d, history: %d runs, t_{0.99,%d} = %.4f\n",
+              aa_trials, shift_trials, history_runs, history_runs - 1, t99);
+  if (!json_out.empty()) std::ofstream(json_out) << results.dump(2) << "\n";
+  return 0;
+}

@@ -1,0 +1,57 @@
+// Regression detection against stored history: baseline selection per case
+// and GPU model, comparisons (kw::common::detection), the run's verdict,
+// commit-to-commit comparison, and acknowledgement of intended slowdowns.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <pqxx/pqxx>
+
+#include "database.hpp"
+#include "kw/common/detection.hpp"
+#include "kw/common/run_report.hpp"
+
+namespace kw::server {
+
+struct ProjectSettings {
+  std::int64_t id = 0;
+  std::string name;
+  std::string default_branch = "main";
+  double min_threshold = 0.01;
+  std::map<std::string, double> case_thresholds;
+
+  double min_threshold_for(const std::string& case_name) const;
+  nlohmann::json to_json() const;
+};
+
+class DetectionRepository {
+ public:
+  static std::vector<Statement> statements();
+
+  static ProjectSettings settings(pqxx::work& tx, std::int64_t project_id);
+  // Applies {"default_branch"?, "min_threshold"?, "case_thresholds"?: {case: number|null}}.
+  static ProjectSettings update_settings(pqxx::work& tx, std::int64_t project_id, const nlohmann::json& changes);
+
+  // Compares every case of a freshly stored run with its baseline, stores the
+  // comparisons and the verdict, and returns the verdict.
+  static std::string evaluate_run(pqxx::work& tx, std::int64_t run_id, std::int64_t project_id,
+                                  const common::RunReport& report);
+
+  // Every case of the newest run of `head` against the newest run of `base`,
+  // per GPU model that has both, sorted by effect size.
+  static nlohmann::json compare_commits(pqxx::work& tx, std::int64_t project_id, const std::string& base,
+                                        const std::string& head, const std::string& gpu_model);
+
+  // A regression run becomes `pass`, with who and why recorded. Returns the
+  // previous verdict (the caller refuses anything but "regression").
+  static std::optional<std::string> acknowledge(pqxx::work& tx, std::int64_t run_id, const std::string& who,
+                                                const std::string& reason);
+
+  static common::DetectionSettings detection_settings();
+};
+
+}  // namespace kw::server

@@ -1,0 +1,279 @@
+// Regression detection through the API: baseline selection across branches
+// and GPU models, each status, verdict rules, thresholds, acknowledgement,
+// commit comparison, and the A/A vs 5%-slower verdict counts.
+#include <gtest/gtest.h>
+
+#include "../../tests/support/report_factory.hpp"
+#include "server_fixture.hpp"
+
+namespace kw::server::testing {
+namespace {
+
+using nlohmann::json;
+using kw::testing::make_commit;
+using kw::testing::make_report;
+using kw::testing::ReportSpec;
+
+constexpr const char* kH100 = "NVIDIA H100 80GB HBM3";
+constexpr const char* kL4 = "NVIDIA L4";
+
+class DetectionApiTest : public ServerTest {
+ protected:
+  // Posts a run and returns the answer (run_id, verdict).
+  json post(ReportSpec spec) {
+    if (spec.commit.empty()) spec.commit = make_commit(next_commit_++);
+    spec.seed = next_seed_++;
+    auto response = agent().post("/api/v1/runs", make_report(spec));
+    EXPECT_EQ(response.status, 201) << response.body;
+    json answer = response.json();
+    answer["commit"] = spec.commit;
+    return answer;
+  }
+  json run(const json& answer) { return client().get("/api/v1/runs/" + std::to_string(answer["run_id"].get<int>())).json(); }
+  // The candidate-time comparison of the case.
+  json candidate_comparison(const json& answer, const std::string& case_name = "attention.fwd/case0") {
+    json full = run(answer);
+    for (const json& c : full["comparisons"]) {
+      if (c["case"] == case_name && c["kind"] == "time" && c["impl"] == "candidate") return c;
+    }
+    ADD_FAILURE() << "no candidate comparison for " << case_name;
+    return {};
+  }
+
+  std::uint64_t next_commit_ = 1;
+  std::uint64_t next_seed_ = 1000;
+};
+
+TEST_F(DetectionApiTest, FirstRunHasNoBaseline) {
+  json first = post({});
+  EXPECT_EQ(first["verdict"], "pass");
+  json c = candidate_comparison(first);
+  EXPECT_EQ(c["status"], "no-baseline");
+  EXPECT_TRUE(c["baseline_run_id"].is_null());
+}
+
+TEST_F(DetectionApiTest, BaselineIsNewestDefaultBranchRunOnTheSameGpuModel) {
+  ReportSpec h100;
+  h100.gpu_model = kH100;
+  ReportSpec l4;
+  l4.gpu_model = kL4;
+  ReportSpec feature = h100;
+  feature.branch = "feature";
+  json main_h100 = post(h100);
+  json main_l4 = post(l4);
+  json on_feature = post(feature);
+  json next = post(h100);
+  json c = candidate_comparison(next);
+  EXPECT_EQ(c["baseline_run_id"], main_h100["run_id"]) << c.dump();
+  EXPECT_NE(c["baseline_reason"].get<std::string>().find("newest run on main on NVIDIA H100 80GB HBM3"),
+            std::string::npos)
+      << c["baseline_reason"];
+  // Never another GPU model: the L4 run compares with the L4 run.
+  json next_l4 = post(l4);
+  EXPECT_EQ(candidate_comparison(next_l4)["baseline_run_id"], main_l4["run_id"]);
+  // A feature-branch run also compares with main, not with the earlier feature run.
+  json feature_again = post(feature);
+  EXPECT_EQ(candidate_comparison(feature_again)["baseline_run_id"], next["run_id"]);
+  (void)on_feature;
+}
+
+TEST_F(DetectionApiTest, BaseCommitChoosesItsRunAndFallsBackWhenItHasNone) {
+  json base = post({});
+  json newer_main = post({});
+  ReportSpec pr;
+  pr.branch = "pr-7";
+  pr.base_commit = base["commit"];
+  json with_base = post(pr);
+  json c = candidate_comparison(with_base);
+  EXPECT_EQ(c["baseline_run_id"], base["run_id"]);
+  EXPECT_NE(c["baseline_reason"].get<std::string>().find("base_commit " + base["commit"].get<std::string>().substr(0, 12)),
+            std::string::npos);
+  // A base commit measured only on an L4: an H100 PR falls back to main's newest H100 run.
+  ReportSpec l4;
+  l4.gpu_model = kL4;
+  json l4_base = post(l4);
+  pr.base_commit = l4_base["commit"];
+  json fallback = post(pr);
+  json f = candidate_comparison(fallback);
+  EXPECT_EQ(f["baseline_run_id"], newer_main["run_id"]);
+  EXPECT_NE(f["baseline_reason"].get<std::string>().find("has no run of this case on NVIDIA H100"), std::string::npos)
+      << f["baseline_reason"];
+}
+
+TEST_F(DetectionApiTest, FailedRunsAreNeverBaselines) {
+  json good = post({});
+  ReportSpec broken;
+  broken.failed_stage = "correctness";
+  json failed = post(broken);
+  EXPECT_EQ(failed["verdict"], "failed");
+  json next = post({});
+  EXPECT_EQ(candidate_comparison(next)["baseline_run_id"], good["run_id"]);
+}
+
+TEST_F(DetectionApiTest, EachStatusAndVerdict) {
+  post({});
+  ReportSpec slower;
+  slower.slowdown = 1.05;
+  json regression = post(slower);
+  EXPECT_EQ(regression["verdict"], "regression");
+  json c = candidate_comparison(regression);
+  EXPECT_EQ(c["status"], "regression");
+  EXPECT_NEAR(c["ratio"].get<double>(), 1.05, 0.01);
+  EXPECT_GT(c["lower"].get<double>(), 1.0);
+  EXPECT_LT(c["p_value"].get<double>(), 0.01);
+  EXPECT_EQ(c["threshold"], 0.01);
+
+  json back_to_normal = post({});  // baseline is now the slow run: this is 5% faster
+  EXPECT_EQ(back_to_normal["verdict"], "improvement");
+  EXPECT_EQ(candidate_comparison(back_to_normal)["status"], "improvement");
+
+  json same = post({});
+  EXPECT_EQ(same["verdict"], "pass");
+  EXPECT_EQ(candidate_comparison(same)["status"], "unchanged");
+
+  // The speedup over the in-run baseline is compared too.
+  json full = run(same);
+  bool has_speedup = false;
+  for (const json& row : full["comparisons"]) has_speedup = has_speedup || (row["kind"] == "speedup" && row["impl"] == "baseline:cudnn");
+  EXPECT_TRUE(has_speedup);
+}
+
+TEST_F(DetectionApiTest, FailedStageOutranksRegression) {
+  post({});
+  ReportSpec spec;
+  spec.slowdown = 1.2;
+  spec.failed_stage = "quick_bench";
+  EXPECT_EQ(post(spec)["verdict"], "failed");
+  ReportSpec wrong;
+  wrong.failed_correctness = true;
+  EXPECT_EQ(post(wrong)["verdict"], "failed");
+}
+
+TEST_F(DetectionApiTest, MachineDriftIsNotARegression) {
+  post({});
+  ReportSpec drift;
+  drift.slowdown = 1.05;
+  drift.baseline_slowdown = 1.05;  // cuDNN slowed just as much: the machine, not the kernel
+  json answer = post(drift);
+  EXPECT_EQ(answer["verdict"], "pass");
+  json c = candidate_comparison(answer);
+  EXPECT_EQ(c["status"], "regression") << "the raw time comparison still shows it";
+  EXPECT_NE(c["note"].get<std::string>().find("machine drift"), std::string::npos) << c["note"];
+}
+
+TEST_F(DetectionApiTest, ThrottledSamplesAreExcludedAndSaid) {
+  post({});
+  ReportSpec throttled;
+  throttled.throttled = 6;
+  json answer = post(throttled);
+  EXPECT_EQ(answer["verdict"], "pass");
+  json c = candidate_comparison(answer);
+  EXPECT_EQ(c["excluded_throttled"], 6);
+  EXPECT_EQ(c["note"], "6 sample(s) taken while throttled were excluded");
+}
+
+TEST_F(DetectionApiTest, PerCaseThresholdOverride) {
+  post({});
+  auto update = client(admin_token_).request(
+      "PUT", "/api/v1/projects/demo/settings",
+      json{{"min_threshold", 0.02}, {"case_thresholds", {{"attention.fwd/case0", 0.10}}}}.dump());
+  ASSERT_EQ(update.status, 200) << update.body;
+  EXPECT_EQ(update.json()["case_thresholds"]["attention.fwd/case0"], 0.10);
+  ReportSpec slower;
+  slower.slowdown = 1.05;
+  json answer = post(slower);
+  EXPECT_EQ(candidate_comparison(answer, "attention.fwd/case0")["status"], "unchanged");
+  EXPECT_EQ(candidate_comparison(answer, "attention.fwd/case0")["threshold"], 0.10);
+  EXPECT_EQ(candidate_comparison(answer, "attention.fwd/case1")["status"], "regression");
+  EXPECT_EQ(candidate_comparison(answer, "attention.fwd/case1")["threshold"], 0.02);
+
+  EXPECT_EQ(client(admin_token_).request("PUT", "/api/v1/projects/demo/settings", R"({"min_threshold": 2})").status, 422);
+  EXPECT_EQ(client(admin_token_).request("PUT", "/api/v1/projects/demo/settings", R"({"treshold": 0.1})").json()["message"],
+            "treshold: unknown setting (default_branch, min_threshold, case_thresholds)");
+  EXPECT_EQ(ci().request("PUT", "/api/v1/projects/demo/settings", R"({"min_threshold": 0.05})").status, 403);
+  EXPECT_EQ(client().get("/api/v1/projects/demo").json()["min_threshold"], 0.02);
+}
+
+TEST_F(DetectionApiTest, NoisyHistoryRaisesTheThreshold) {
+  // Eight main runs whose levels swing +-4%: a 5% slowdown is within this case's noise.
+  for (int i = 0; i < 8; ++i) {
+    ReportSpec swing;
+    swing.slowdown = i % 2 == 0 ? 1.04 : 0.96;
+    post(swing);
+  }
+  ReportSpec slower;
+  slower.slowdown = 0.96 * 1.05;  // 5% slower than the last (0.96) run
+  json c = candidate_comparison(post(slower));
+  EXPECT_GT(c["threshold"].get<double>(), 0.10) << c.dump();
+  EXPECT_EQ(c["status"], "unchanged");
+}
+
+TEST_F(DetectionApiTest, AcknowledgeTurnsARegressionIntoPass) {
+  post({});
+  ReportSpec slower;
+  slower.slowdown = 1.05;
+  json regression = post(slower);
+  std::string target = "/api/v1/runs/" + std::to_string(regression["run_id"].get<int>()) + "/acknowledge";
+  EXPECT_EQ(agent().post(target, {{"reason", "x"}}).status, 403);
+  EXPECT_EQ(ci().post(target, json::object()).json()["message"], "reason: is required");
+  auto acknowledged = ci().post(target, {{"reason", "smaller tiles trade 5% for 40% less memory"}});
+  ASSERT_EQ(acknowledged.status, 200) << acknowledged.body;
+  json r = acknowledged.json();
+  EXPECT_EQ(r["verdict"], "pass");
+  EXPECT_EQ(r["acknowledgement"]["by"], "ci");
+  EXPECT_EQ(r["acknowledgement"]["reason"], "smaller tiles trade 5% for 40% less memory");
+  // Only regressions: a second acknowledgement (now pass) is refused.
+  EXPECT_EQ(ci().post(target, {{"reason", "again"}}).status, 409);
+  EXPECT_EQ(ci().post("/api/v1/runs/9999/acknowledge", {{"reason", "x"}}).status, 404);
+}
+
+TEST_F(DetectionApiTest, CompareTwoCommits) {
+  ReportSpec base_spec;
+  base_spec.cases = 3;
+  json base = post(base_spec);
+  ReportSpec head_spec = base_spec;
+  head_spec.slowdown = 1.08;
+  json head = post(head_spec);
+  auto response = client().get("/api/v1/compare?base=" + base["commit"].get<std::string>() +
+                               "&head=" + head["commit"].get<std::string>());
+  ASSERT_EQ(response.status, 200) << response.body;
+  json body = response.json();
+  EXPECT_EQ(body["project"], "demo");
+  ASSERT_EQ(body["gpus"].size(), 1u);
+  json cases = body["gpus"][0]["cases"];
+  ASSERT_EQ(cases.size(), 3u);
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    EXPECT_EQ(cases[i]["status"], "regression");
+    EXPECT_NEAR(cases[i]["ratio"].get<double>(), 1.08, 0.015);
+    EXPECT_LT(cases[i]["lower"].get<double>(), cases[i]["ratio"].get<double>());
+    if (i > 0) {
+      EXPECT_GE(std::abs(std::log(cases[i - 1]["ratio"].get<double>())), std::abs(std::log(cases[i]["ratio"].get<double>())))
+          << "sorted by effect size";
+    }
+  }
+  EXPECT_EQ(client().get("/api/v1/compare?base=abc&head=" + head["commit"].get<std::string>()).status, 400);
+  EXPECT_EQ(client().get("/api/v1/compare?base=" + base["commit"].get<std::string>() + "&head=" + make_commit(999)).status,
+            404);
+}
+
+TEST_F(DetectionApiTest, FortyAAndFortySlowerRunsAgainstOneBaseCommit) {
+  ReportSpec baseline;
+  baseline.cases = 3;
+  json base = post(baseline);
+  int aa_regressions = 0, slow_regressions = 0;
+  for (int i = 0; i < 40; ++i) {
+    ReportSpec same = baseline;
+    same.branch = "pr-" + std::to_string(i);
+    same.base_commit = base["commit"];
+    aa_regressions += post(same)["verdict"] == "regression";
+    ReportSpec slower = same;
+    slower.slowdown = 1.05;
+    slow_regressions += post(slower)["verdict"] == "regression";
+  }
+  std::cout << "A/A regression verdicts: " << aa_regressions << "/40, 5% slower: " << slow_regressions << "/40\n";
+  EXPECT_LE(aa_regressions, 1);
+  EXPECT_GE(slow_regressions, 38);
+}
+
+}  // namespace
+}  // namespace kw::server::testing
