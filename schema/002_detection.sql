@@ -16,12 +16,14 @@ CREATE TABLE case_settings (
 -- the noise-aware threshold (steadier than the median for bimodal timings).
 ALTER TABLE cases ADD COLUMN candidate_location_ns double precision;
 
+-- No foreign keys: written only with their run, in its transaction (see
+-- measurements in 001).
 CREATE TABLE comparisons (
-  run_id              bigint NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+  run_id              bigint NOT NULL,
   case_name           text NOT NULL,
   kind                text NOT NULL CHECK (kind IN ('time', 'speedup')),
   impl                text NOT NULL,   -- time: the implementation timed; speedup: the baseline implementation
-  baseline_run_id     bigint REFERENCES runs (id),
+  baseline_run_id     bigint,
   baseline_reason     text NOT NULL,
   status              text NOT NULL CHECK (status IN ('regression', 'improvement', 'unchanged', 'no-baseline')),
   ratio               double precision,

@@ -163,7 +163,10 @@ Response App::ingest(Request& request, std::optional<std::int64_t> job_id) {
     throw Unprocessable("job_id: a job's report goes to POST /api/v1/jobs/" + std::to_string(*report.job_id) +
                         "/report");
   }
-  std::string canonical = common::to_json(report).dump();
+  // The identity of a report: its validated document with keys sorted
+  // (nlohmann keeps objects ordered), so a re-post, however formatted, matches.
+  if (job_id) document["job_id"] = *job_id;
+  std::string canonical = document.dump();
 
   StoredRun stored = with_transaction(*pool_, [&](pqxx::work& tx) {
     std::int64_t project_id = RunRepository::ensure_project(tx, report.project);
@@ -184,7 +187,7 @@ Response App::ingest(Request& request, std::optional<std::int64_t> job_id) {
                        " (state " + hold->state + ")");
       }
     }
-    StoredRun result = RunRepository::store(tx, project_id, report, canonical, job_id);
+    StoredRun result = RunRepository::store(tx, project_id, report, document, canonical, job_id);
     if (!result.duplicate) {
       result.verdict = DetectionRepository::evaluate_run(tx, result.run_id, project_id, report);
       if (job_id) JobRepository::complete(tx, *job_id);

@@ -1,9 +1,13 @@
 #include "detection_repository.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
+#include <future>
+#include <thread>
 
 #include "errors.hpp"
+#include "pg_array.hpp"
 #include "run_repository.hpp"
 
 namespace kw::server {
@@ -58,23 +62,20 @@ FROM jsonb_array_elements_text($1::jsonb) AS w(name)
 )sql";
 
 constexpr const char* kMeasurementsOf = R"sql(
-SELECT case_id, impl, array_to_json(samples_ns)::text, array_to_json(throttled_samples)::text
+SELECT case_id, impl, samples_ns::text, throttled_samples::text
 FROM measurements
 WHERE case_id IN (SELECT jsonb_array_elements_text($1::jsonb)::bigint)
 )sql";
 
+// Comparisons as parallel arrays, one element per row: one round trip, and
+// far cheaper to build and parse than one JSON object per row.
 constexpr const char* kInsertComparisons = R"sql(
 INSERT INTO comparisons (run_id, case_name, kind, impl, baseline_run_id, baseline_reason, status, ratio,
                          ratio_of_medians, lower, upper, confidence, p_value, threshold, head_noise, base_noise,
                          head_samples, base_samples, excluded_throttled, note)
-SELECT $1, x.case_name, x.kind, x.impl, x.baseline_run_id, x.baseline_reason, x.status, x.ratio,
-       x.ratio_of_medians, x.lower, x.upper, x.confidence, x.p_value, x.threshold, x.head_noise, x.base_noise,
-       x.head_samples, x.base_samples, x.excluded_throttled, x.note
-FROM jsonb_to_recordset($2::jsonb) AS x(
-  case_name text, kind text, impl text, baseline_run_id bigint, baseline_reason text, status text,
-  ratio float8, ratio_of_medians float8, lower float8, upper float8, confidence float8, p_value float8,
-  threshold float8, head_noise float8, base_noise float8, head_samples int, base_samples int,
-  excluded_throttled int, note text)
+SELECT $1, * FROM unnest($2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[], $7::text[], $8::float8[],
+                         $9::float8[], $10::float8[], $11::float8[], $12::float8[], $13::float8[], $14::float8[],
+                         $15::float8[], $16::float8[], $17::integer[], $18::integer[], $19::integer[], $20::text[])
 )sql";
 
 struct Baseline {
@@ -100,6 +101,25 @@ std::map<std::string, Baseline> find_baselines(pqxx::work& tx, const char* state
   return found;
 }
 
+// Parses PostgreSQL's text form of a numeric array, "{1.5,2,3e+06}".
+template <typename T>
+std::vector<T> parse_pg_array(std::string_view text) {
+  std::vector<T> values;
+  if (text.size() < 2 || text.front() != '{' || text.back() != '}') {
+    throw std::runtime_error("unexpected array text from PostgreSQL: " + std::string(text.substr(0, 40)));
+  }
+  const char* p = text.data() + 1;
+  const char* end = text.data() + text.size() - 1;
+  while (p < end) {
+    T value{};
+    auto [next, ec] = std::from_chars(p, end, value);
+    if (ec != std::errc()) throw std::runtime_error("bad number in array text from PostgreSQL");
+    values.push_back(value);
+    p = next < end && *next == ',' ? next + 1 : next;
+  }
+  return values;
+}
+
 std::map<std::int64_t, std::vector<Measurement>> load_measurements(pqxx::work& tx,
                                                                    const std::vector<std::int64_t>& case_ids) {
   std::map<std::int64_t, std::vector<Measurement>> by_case;
@@ -107,8 +127,8 @@ std::map<std::int64_t, std::vector<Measurement>> load_measurements(pqxx::work& t
   for (const auto& row : tx.exec_prepared("detection_measurements", json(case_ids).dump())) {
     Measurement m;
     m.impl = row[1].as<std::string>();
-    m.samples_ns = json::parse(row[2].c_str()).get<std::vector<double>>();
-    m.throttled_samples = json::parse(row[3].c_str()).get<std::vector<std::int64_t>>();
+    m.samples_ns = parse_pg_array<double>(row[2].c_str());
+    m.throttled_samples = parse_pg_array<std::int64_t>(row[3].c_str());
     by_case[row[0].as<std::int64_t>()].push_back(std::move(m));
   }
   return by_case;
@@ -123,30 +143,80 @@ const Measurement* find_impl(const std::vector<Measurement>& measurements, const
 
 common::Timing timing_of(const Measurement& m) { return {m.samples_ns, m.throttled_samples}; }
 
-json comparison_row(const std::string& case_name, const char* kind, const std::string& impl,
-                    const Baseline* baseline, const std::string& reason, const Comparison& c) {
-  json row{{"case_name", case_name},
-           {"kind", kind},
-           {"impl", impl},
-           {"baseline_run_id", baseline ? json(baseline->run_id) : json(nullptr)},
-           {"baseline_reason", reason},
-           {"status", common::to_string(c.status)},
-           {"excluded_throttled", c.excluded_throttled},
-           {"note", c.note}};
-  if (c.status != ChangeStatus::no_baseline) {
-    row.update({{"ratio", c.ratio},           {"ratio_of_medians", c.ratio_of_medians},
-                {"lower", c.lower},           {"upper", c.upper},
-                {"confidence", c.confidence}, {"p_value", c.p_value},
-                {"threshold", c.threshold},   {"head_noise", c.head_noise},
-                {"base_noise", c.base_noise}, {"head_samples", c.head_samples},
-                {"base_samples", c.base_samples}});
+struct ComparisonRow {
+  std::string case_name;
+  std::string kind;  // "time" or "speedup"
+  std::string impl;
+  const Baseline* baseline = nullptr;
+  Comparison comparison;
+
+  json to_json() const {
+    const Comparison& c = comparison;
+    json row{{"case", case_name},
+             {"kind", kind},
+             {"impl", impl},
+             {"baseline_run_id", baseline ? json(baseline->run_id) : json(nullptr)},
+             {"baseline_reason", baseline ? baseline->reason : ""},
+             {"status", common::to_string(c.status)},
+             {"excluded_throttled", c.excluded_throttled},
+             {"note", c.note}};
+    if (c.status != ChangeStatus::no_baseline) {
+      row.update({{"ratio", c.ratio},           {"ratio_of_medians", c.ratio_of_medians},
+                  {"lower", c.lower},           {"upper", c.upper},
+                  {"confidence", c.confidence}, {"p_value", c.p_value},
+                  {"threshold", c.threshold},   {"head_noise", c.head_noise},
+                  {"base_noise", c.base_noise}, {"head_samples", c.head_samples},
+                  {"base_samples", c.base_samples}});
+    }
+    return row;
   }
-  return row;
+};
+
+void insert_comparisons(pqxx::work& tx, std::int64_t run_id, const std::vector<ComparisonRow>& rows) {
+  if (rows.empty()) return;
+  PgArray case_name, kind, impl, baseline_run, reason, status, ratio, ratio_of_medians, lower, upper, confidence,
+      p_value, threshold, head_noise, base_noise, head_samples, base_samples, excluded, note;
+  for (const ComparisonRow& row : rows) {
+    const Comparison& c = row.comparison;
+    case_name.text(row.case_name);
+    kind.text(row.kind);
+    impl.text(row.impl);
+    if (row.baseline) {
+      baseline_run.number(row.baseline->run_id);
+    } else {
+      baseline_run.null();
+    }
+    reason.text(row.baseline ? row.baseline->reason : "");
+    status.text(common::to_string(c.status));
+    bool measured = c.status != ChangeStatus::no_baseline;
+    for (auto [array, value] : {std::pair{&ratio, c.ratio}, {&ratio_of_medians, c.ratio_of_medians}, {&lower, c.lower},
+                                {&upper, c.upper}, {&confidence, c.confidence}, {&p_value, c.p_value},
+                                {&threshold, c.threshold}, {&head_noise, c.head_noise}, {&base_noise, c.base_noise}}) {
+      if (measured) {
+        array->number(value);
+      } else {
+        array->null();
+      }
+    }
+    if (measured) {
+      head_samples.number(c.head_samples);
+      base_samples.number(c.base_samples);
+    } else {
+      head_samples.null();
+      base_samples.null();
+    }
+    excluded.number(c.excluded_throttled);
+    note.text(c.note);
+  }
+  tx.exec_prepared0("detection_insert", run_id, case_name.str(), kind.str(), impl.str(), baseline_run.str(),
+                    reason.str(), status.str(), ratio.str(), ratio_of_medians.str(), lower.str(), upper.str(),
+                    confidence.str(), p_value.str(), threshold.str(), head_noise.str(), base_noise.str(),
+                    head_samples.str(), base_samples.str(), excluded.str(), note.str());
 }
 
 struct CaseResult {
   ChangeStatus status = ChangeStatus::no_baseline;
-  json rows = json::array();
+  std::vector<ComparisonRow> rows;
 };
 
 // One case: the time of every implementation present in both runs, and the
@@ -158,28 +228,27 @@ CaseResult compare_case(const std::string& name, const std::vector<Measurement>&
                         const std::vector<Measurement>& base, const Baseline* baseline, double threshold,
                         const common::DetectionSettings& settings) {
   CaseResult result;
-  std::string reason = baseline ? baseline->reason : "";
   const Measurement* head_candidate = find_impl(head, "candidate");
   const Measurement* base_candidate = find_impl(base, "candidate");
   if (!head_candidate) return result;
   if (!baseline || !base_candidate) {
     Comparison none;
     none.note = baseline ? "the baseline run has no candidate measurement for this case" : "no baseline run";
-    result.rows.push_back(comparison_row(name, "time", "candidate", baseline, reason, none));
+    result.rows.push_back({name, "time", "candidate", baseline, none});
     return result;
   }
   Comparison time = common::compare_times(timing_of(*head_candidate), timing_of(*base_candidate), threshold, settings);
-  result.rows.push_back(comparison_row(name, "time", "candidate", baseline, reason, time));
+  result.rows.push_back({name, "time", "candidate", baseline, time});
   bool speedup_worse = false, speedup_better = false, any_speedup = false;
   for (const Measurement& m : head) {
     if (m.is_candidate()) continue;
     const Measurement* base_impl = find_impl(base, m.impl);
     if (!base_impl) continue;
     Comparison impl_time = common::compare_times(timing_of(m), timing_of(*base_impl), threshold, settings);
-    result.rows.push_back(comparison_row(name, "time", m.impl, baseline, reason, impl_time));
+    result.rows.push_back({name, "time", m.impl, baseline, impl_time});
     Comparison speedup = common::compare_speedups(timing_of(*head_candidate), timing_of(m), timing_of(*base_candidate),
                                                   timing_of(*base_impl), threshold, settings);
-    result.rows.push_back(comparison_row(name, "speedup", m.impl, baseline, reason, speedup));
+    result.rows.push_back({name, "speedup", m.impl, baseline, speedup});
     any_speedup = true;
     speedup_worse = speedup_worse || speedup.status == ChangeStatus::regression;
     speedup_better = speedup_better || speedup.status == ChangeStatus::improvement;
@@ -190,9 +259,8 @@ CaseResult compare_case(const std::string& name, const std::vector<Measurement>&
   } else if (time.status == ChangeStatus::improvement && (!any_speedup || speedup_better)) {
     result.status = ChangeStatus::improvement;
   } else if (time.status != ChangeStatus::unchanged) {
-    result.rows[0]["note"] = std::string(result.rows[0]["note"]) +
-                             (std::string(result.rows[0]["note"]).empty() ? "" : "; ") +
-                             "not flagged: the in-run baselines moved alike (machine drift, not the kernel)";
+    std::string& note = result.rows[0].comparison.note;
+    note += (note.empty() ? "" : "; ") + std::string("not flagged: the in-run baselines moved alike (machine drift, not the kernel)");
   }
   return result;
 }
@@ -315,23 +383,45 @@ std::string DetectionRepository::evaluate_run(pqxx::work& tx, std::int64_t run_i
   auto base_measurements = load_measurements(tx, case_ids);
   auto history = load_history(tx, names, project_id, gpu, project.default_branch, run_id);
 
-  json rows = json::array();
-  bool regression = false, improvement = false;
+  // Cases are independent: compare them on every core (the statistics are
+  // the bulk of a large run's ingest time).
+  std::vector<const common::Case*> measured;
   for (const common::Case& c : report.cases) {
-    if (!c.candidate()) continue;
-    auto b = baselines.find(c.name);
-    const Baseline* baseline = b == baselines.end() ? nullptr : &b->second;
-    static const std::vector<Measurement> kNone;
-    const std::vector<Measurement>& base =
-        baseline && base_measurements.contains(baseline->case_id) ? base_measurements[baseline->case_id] : kNone;
-    double threshold =
-        common::noise_aware_threshold(history[c.name], project.min_threshold_for(c.name), detection);
-    CaseResult result = compare_case(c.name, c.measurements, base, baseline, threshold, detection);
-    regression = regression || result.status == ChangeStatus::regression;
-    improvement = improvement || result.status == ChangeStatus::improvement;
-    for (json& row : result.rows) rows.push_back(std::move(row));
+    if (c.candidate()) measured.push_back(&c);
   }
-  if (!rows.empty()) tx.exec_prepared0("detection_insert", run_id, rows.dump());
+  static const std::vector<Measurement> kNone;
+  auto compare_range = [&](std::size_t begin, std::size_t end) {
+    std::vector<CaseResult> results;
+    for (std::size_t i = begin; i < end; ++i) {
+      const common::Case& c = *measured[i];
+      auto b = baselines.find(c.name);
+      const Baseline* baseline = b == baselines.end() ? nullptr : &b->second;
+      auto measurements = baseline ? base_measurements.find(baseline->case_id) : base_measurements.end();
+      const std::vector<Measurement>& base = measurements == base_measurements.end() ? kNone : measurements->second;
+      auto h = history.find(c.name);
+      double threshold = common::noise_aware_threshold(
+          h == history.end() ? std::vector<double>{} : h->second, project.min_threshold_for(c.name), detection);
+      results.push_back(compare_case(c.name, c.measurements, base, baseline, threshold, detection));
+    }
+    return results;
+  };
+  std::size_t workers = std::clamp<std::size_t>(std::thread::hardware_concurrency(), 1, 8);
+  workers = std::min(workers, std::max<std::size_t>(1, measured.size() / 16));
+  std::vector<std::future<std::vector<CaseResult>>> parts;
+  for (std::size_t w = 0; w < workers; ++w) {
+    std::size_t begin = measured.size() * w / workers, end = measured.size() * (w + 1) / workers;
+    parts.push_back(std::async(w == 0 ? std::launch::deferred : std::launch::async, compare_range, begin, end));
+  }
+  std::vector<ComparisonRow> rows;
+  bool regression = false, improvement = false;
+  for (auto& part : parts) {
+    for (CaseResult& result : part.get()) {
+      regression = regression || result.status == ChangeStatus::regression;
+      improvement = improvement || result.status == ChangeStatus::improvement;
+      for (ComparisonRow& row : result.rows) rows.push_back(std::move(row));
+    }
+  }
+  insert_comparisons(tx, run_id, rows);
 
   bool failed = false;
   for (const common::Stage& stage : report.stages) failed = failed || stage.status == common::StageStatus::failed;
@@ -381,11 +471,11 @@ json DetectionRepository::compare_commits(pqxx::work& tx, std::int64_t project_i
       CaseResult result = compare_case(name, measurements[c[1].as<std::int64_t>()],
                                        measurements[c[2].as<std::int64_t>()], &baseline, threshold, detection);
       if (result.rows.empty()) continue;
-      json row = result.rows[0];
-      row["case"] = name;
+      json row = result.rows[0].to_json();
       row["status"] = common::to_string(result.status);
-      row["comparisons"] = result.rows;
-      for (const char* drop : {"case_name", "kind", "impl", "baseline_run_id", "baseline_reason"}) row.erase(drop);
+      row["comparisons"] = json::array();
+      for (const ComparisonRow& comparison : result.rows) row["comparisons"].push_back(comparison.to_json());
+      for (const char* drop : {"kind", "impl", "baseline_run_id", "baseline_reason"}) row.erase(drop);
       rows.push_back(std::move(row));
     }
     std::sort(rows.begin(), rows.end(), [](const json& a, const json& b) {

@@ -185,6 +185,10 @@ void HttpServer::do_accept() {
       if (ec == net::error::operation_aborted || !acceptor_.is_open()) return;
       std::cerr << "kw-server: accept: " << ec.message() << "\n";
     } else if (!stopping_) {
+      // Responses go out as header + body writes; without this, Nagle and the
+      // peer's delayed ACK add up to 40 ms to a large response.
+      beast::error_code option_ec;
+      socket.set_option(tcp::no_delay(true), option_ec);
       auto session = std::make_shared<Session>(std::move(socket), *this);
       register_session(session.get(), session);
       session->run();

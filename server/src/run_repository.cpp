@@ -1,5 +1,7 @@
 #include "run_repository.hpp"
 
+#include "kw/common/stats.hpp"
+#include "pg_array.hpp"
 #include "tokens.hpp"
 
 namespace kw::server {
@@ -9,10 +11,7 @@ namespace {
 constexpr const char* kInsertRun = R"sql(
 INSERT INTO runs (project_id, job_id, commit_sha, branch, base_commit, agent_name, agent_version, agent_host,
                   gpu_model, device, started_at, finished_at, gpu_seconds, report_sha256)
-SELECT $1, $2::bigint, d->>'commit', d->>'branch', d->>'base_commit', d->'agent'->>'name', d->'agent'->>'version',
-       COALESCE(d->'agent'->>'host', ''), COALESCE(d->'device'->>'name', 'none'), d->'device',
-       (d->>'started_at')::timestamptz, (d->>'finished_at')::timestamptz, (d->>'gpu_seconds')::float8, $4
-FROM (SELECT $3::jsonb AS d) AS input
+VALUES ($1, $2::bigint, $3, $4, $5, $6, $7, $8, $9, $10::jsonb, $11::timestamptz, $12::timestamptz, $13, $14)
 ON CONFLICT (project_id, report_sha256) DO NOTHING
 RETURNING id
 )sql";
@@ -21,28 +20,20 @@ constexpr const char* kInsertStages = R"sql(
 INSERT INTO stages (run_id, ordinal, name, status, duration_ms, message, log_tail, details)
 SELECT $1, s.ordinal - 1, s.value->>'name', s.value->>'status', (s.value->>'duration_ms')::bigint,
        s.value->>'message', s.value->>'log_tail', s.value->'details'
-FROM jsonb_array_elements($2::jsonb->'stages') WITH ORDINALITY AS s(value, ordinal)
+FROM jsonb_array_elements($2::jsonb) WITH ORDINALITY AS s(value, ordinal)
 )sql";
 
-// Cases, then their launches and measurements, from the one document: a
-// single round trip however many cases and samples the run has.
+// Cases and launches from a JSON array of the cases without their samples;
+// measurements as parallel arrays (samples as array literals). One round
+// trip however many cases and samples the run has.
 constexpr const char* kInsertCases = R"sql(
 WITH doc AS (SELECT $3::jsonb AS d),
 new_cases AS (
   INSERT INTO cases (run_id, project_id, ordinal, name, params, expected_launch, correctness, gpu_state, medians,
                      candidate_location_ns)
-  SELECT $1, $2, c.ordinal - 1, c.value->>'name', c.value->'params', c.value->'expected_launch',
-         c.value->'correctness', c.value->'gpu_state',
-         (SELECT COALESCE(jsonb_object_agg(m->>'impl', m->'median_ns'), '{}')
-          FROM jsonb_array_elements(c.value->'measurements') AS m),
-         -- 25%-trimmed mean of the candidate's samples (as kw::common::trimmed_mean)
-         (SELECT avg(t.x) FROM (
-            SELECT s.x::float8 AS x, row_number() OVER (ORDER BY s.x::float8) AS rank, count(*) OVER () AS n
-            FROM jsonb_array_elements(c.value->'measurements') AS m,
-                 jsonb_array_elements_text(m->'samples_ns') AS s(x)
-            WHERE m->>'impl' = 'candidate') AS t
-          WHERE t.rank > t.n / 4 AND t.rank <= t.n - t.n / 4)
-  FROM doc, jsonb_array_elements(doc.d->'cases') WITH ORDINALITY AS c(value, ordinal)
+  SELECT $1, $2, c.ordinal - 1, c.value->>'name', COALESCE(c.value->'params', '{}'), c.value->'expected_launch',
+         c.value->'correctness', c.value->'gpu_state', c.value->'medians', (c.value->>'location')::float8
+  FROM doc, jsonb_array_elements(doc.d) WITH ORDINALITY AS c(value, ordinal)
   RETURNING id, ordinal
 ),
 new_launches AS (
@@ -52,15 +43,13 @@ new_launches AS (
          ARRAY(SELECT b::int FROM jsonb_array_elements_text(l.value->'block') WITH ORDINALITY AS t(b, i) ORDER BY i),
          (l.value->>'registers')::int, (l.value->>'static_smem')::bigint, (l.value->>'dynamic_smem')::bigint,
          (l.value->>'duration_ns')::float8
-  FROM new_cases nc, doc, jsonb_array_elements(doc.d->'cases'->nc.ordinal->'launches') WITH ORDINALITY AS l(value, ordinal)
+  FROM new_cases nc, doc, jsonb_array_elements(doc.d->nc.ordinal->'launches') WITH ORDINALITY AS l(value, ordinal)
 )
 INSERT INTO measurements (case_id, impl, samples_ns, median_ns, flops, bytes, peak_mem_bytes, throttled_samples)
-SELECT nc.id, m.value->>'impl',
-       ARRAY(SELECT x::float8 FROM jsonb_array_elements_text(m.value->'samples_ns') WITH ORDINALITY AS t(x, i) ORDER BY i),
-       (m.value->>'median_ns')::float8, (m.value->>'flops')::float8, (m.value->>'bytes')::float8,
-       (m.value->>'peak_mem_bytes')::bigint,
-       ARRAY(SELECT x::int FROM jsonb_array_elements_text(COALESCE(m.value->'throttled_samples', '[]')) AS t(x))
-FROM new_cases nc, doc, jsonb_array_elements(doc.d->'cases'->nc.ordinal->'measurements') AS m(value)
+SELECT nc.id, t.impl, t.samples::float8[], t.median, t.flops, t.bytes, t.peak, t.throttled::integer[]
+FROM unnest($4::integer[], $5::text[], $6::text[], $7::float8[], $8::float8[], $9::float8[], $10::bigint[],
+            $11::text[]) AS t(ordinal, impl, samples, median, flops, bytes, peak, throttled)
+JOIN new_cases nc ON nc.ordinal = t.ordinal
 )sql";
 
 constexpr const char* kRunJson = R"sql(
@@ -183,16 +172,57 @@ std::optional<std::int64_t> RunRepository::find_project(pqxx::work& tx, const st
   return rows[0][0].as<std::int64_t>();
 }
 
-StoredRun RunRepository::store(pqxx::work& tx, std::int64_t project_id, const common::RunReport&,
-                               const std::string& canonical, std::optional<std::int64_t> job_id) {
+StoredRun RunRepository::store(pqxx::work& tx, std::int64_t project_id, const common::RunReport& report,
+                               const nlohmann::json& document, const std::string& canonical,
+                               std::optional<std::int64_t> job_id) {
+  using nlohmann::json;
   std::string sha = sha256_hex(canonical);
   std::optional<std::string> job_text;
   if (job_id) job_text = std::to_string(*job_id);
-  pqxx::result inserted = tx.exec_prepared("run_insert", project_id, nullable(job_text), canonical, sha);
+  std::string device = report.device ? document.at("device").dump() : "null";
+  pqxx::result inserted = tx.exec_prepared(
+      "run_insert", project_id, nullable(job_text), report.commit, report.branch, nullable(report.base_commit),
+      report.agent.name, report.agent.version, report.agent.host, report.device ? report.device->name : "none", device,
+      report.started_at, report.finished_at, report.gpu_seconds, sha);
   if (inserted.empty()) return *find_stored(tx, project_id, canonical);
   std::int64_t run_id = inserted[0][0].as<std::int64_t>();
-  tx.exec_prepared("run_insert_stages", run_id, canonical);
-  tx.exec_prepared("run_insert_cases", run_id, project_id, canonical);
+
+  json stages = json::array();
+  for (const common::Stage& stage : report.stages) stages.push_back(common::to_json(stage));
+  tx.exec_prepared("run_insert_stages", run_id, stages.dump());
+
+  json cases = json::array();
+  PgArray ordinals, impls, samples, medians, flops, bytes, peaks, throttled;
+  for (std::size_t i = 0; i < report.cases.size(); ++i) {
+    const common::Case& c = report.cases[i];
+    const json& source = document["cases"][i];
+    json row = json::object();
+    for (const char* key : {"name", "params", "expected_launch", "correctness", "gpu_state", "launches"}) {
+      if (auto it = source.find(key); it != source.end()) row[key] = *it;
+    }
+    json median_by_impl = json::object();
+    for (const common::Measurement& m : c.measurements) {
+      median_by_impl[m.impl] = m.median_ns;
+      ordinals.number(i);
+      impls.text(m.impl);
+      PgArray values;
+      for (double sample : m.samples_ns) values.number(sample);
+      samples.text(values.str());
+      medians.number(m.median_ns);
+      m.flops ? flops.number(*m.flops) : flops.null();
+      m.bytes ? bytes.number(*m.bytes) : bytes.null();
+      m.peak_mem_bytes ? peaks.number(*m.peak_mem_bytes) : peaks.null();
+      PgArray marked;
+      for (std::int64_t index : m.throttled_samples) marked.number(index);
+      throttled.text(marked.str());
+    }
+    row["medians"] = std::move(median_by_impl);
+    // The candidate's 25%-trimmed mean: the location its history threshold uses.
+    if (const common::Measurement* candidate = c.candidate()) row["location"] = common::trimmed_mean(candidate->samples_ns);
+    cases.push_back(std::move(row));
+  }
+  tx.exec_prepared("run_insert_cases", run_id, project_id, cases.dump(), ordinals.str(), impls.str(), samples.str(),
+                   medians.str(), flops.str(), bytes.str(), peaks.str(), throttled.str());
   return {run_id, false, "pending"};
 }
 

@@ -26,10 +26,12 @@ class RunRepository {
   static std::int64_t ensure_project(pqxx::work& tx, const std::string& name);
   static std::optional<std::int64_t> find_project(pqxx::work& tx, const std::string& name);
 
-  // Stores run, stages, cases, launches and raw samples. `canonical` is
-  // to_json(report).dump(); its SHA-256 makes a re-post a no-op.
+  // Stores run, stages, cases, launches and raw samples. `document` is the
+  // report as validated into `report`; `canonical` its key-sorted text, whose
+  // SHA-256 makes a re-post a no-op.
   static StoredRun store(pqxx::work& tx, std::int64_t project_id, const common::RunReport& report,
-                         const std::string& canonical, std::optional<std::int64_t> job_id);
+                         const nlohmann::json& document, const std::string& canonical,
+                         std::optional<std::int64_t> job_id);
   // The run already stored from this exact report, if any.
   static std::optional<StoredRun> find_stored(pqxx::work& tx, std::int64_t project_id, const std::string& canonical);
   static void set_verdict(pqxx::work& tx, std::int64_t run_id, const std::string& verdict);

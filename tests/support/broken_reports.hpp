@@ -5,6 +5,7 @@
 
 #include <fstream>
 #include <functional>
+#include <ostream>
 #include <limits>
 #include <sstream>
 #include <string>
@@ -26,6 +27,9 @@ struct BrokenReport {
     return expected_text_message.empty() ? expected_message : expected_text_message;
   }
 };
+
+// gtest prints the parameter by name instead of its bytes.
+inline void PrintTo(const BrokenReport& report, std::ostream* out) { *out << report.name; }
 
 inline nlohmann::json load_example_report(const std::string& data_dir) {
   std::ifstream in(data_dir + "/example-run.json");

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <stdexcept>
 
 #include "kw/common/stats.hpp"
 
@@ -34,34 +35,63 @@ Kept unthrottled(const Timing& timing, std::size_t min_samples) {
   return kept;
 }
 
+// One side of a comparison, sorted once: its median, noise and log-times
+// come from the same sorted copy.
+struct Side {
+  std::vector<double> sorted;
+  std::vector<double> sorted_logs;
+  double median = 0;
+  double noise = 0;
+
+  explicit Side(std::vector<double> values) : sorted(std::move(values)) {
+    std::sort(sorted.begin(), sorted.end());
+    median = median_sorted(sorted);
+    std::vector<double> deviations;
+    deviations.reserve(sorted.size());
+    for (double v : sorted) deviations.push_back(std::abs(v - median));
+    std::sort(deviations.begin(), deviations.end());
+    noise = median == 0 ? 0 : 1.4826 * median_sorted(deviations) / std::abs(median);
+    sorted_logs.reserve(sorted.size());
+    for (double v : sorted) sorted_logs.push_back(std::log(v));  // log keeps the order
+  }
+};
+
 // `higher_is_worse`: for times a ratio above 1 is a regression; for speedups
 // a ratio below 1 is.
-Comparison compare(const std::vector<double>& head, const std::vector<double>& base, double threshold,
+Comparison compare(std::vector<double> head_values, std::vector<double> base_values, double threshold,
                    bool higher_is_worse, const DetectionSettings& settings) {
   Comparison result;
   result.threshold = threshold;
-  result.head_samples = head.size();
-  result.base_samples = base.size();
-  if (head.empty() || base.empty()) {
+  result.head_samples = head_values.size();
+  result.base_samples = base_values.size();
+  if (head_values.empty() || base_values.empty()) {
     result.note = "no samples to compare";
     return result;
   }
-  RatioEstimate estimate = ratio_of_medians(head, base, settings.confidence);
-  MannWhitney test = mann_whitney(head, base);
-  result.ratio = estimate.hl_ratio;
-  result.ratio_of_medians = estimate.ratio;
-  result.lower = estimate.lower;
-  result.upper = estimate.upper;
-  result.confidence = estimate.confidence;
+  for (double v : head_values) {
+    if (!(v > 0)) throw std::invalid_argument("compare: samples must be > 0");
+  }
+  for (double v : base_values) {
+    if (!(v > 0)) throw std::invalid_argument("compare: samples must be > 0");
+  }
+  Side head(std::move(head_values)), base(std::move(base_values));
+  ShiftEstimate shift = hodges_lehmann_shift_sorted(head.sorted_logs, base.sorted_logs, settings.confidence);
+  MannWhitney test = mann_whitney_sorted(head.sorted, base.sorted);
+  double ratio = std::exp(shift.estimate), lower = std::exp(shift.lower), upper = std::exp(shift.upper);
+  result.ratio = ratio;
+  result.ratio_of_medians = head.median / base.median;
+  result.lower = lower;
+  result.upper = upper;
+  result.confidence = shift.confidence;
   result.p_value = test.p_value;
-  result.head_noise = relative_noise(head);
-  result.base_noise = relative_noise(base);
+  result.head_noise = head.noise;
+  result.base_noise = base.noise;
 
   bool significant = test.p_value < settings.alpha;
-  bool worse = higher_is_worse ? (estimate.lower > 1 && estimate.hl_ratio > 1 + threshold)
-                               : (estimate.upper < 1 && estimate.hl_ratio < 1 / (1 + threshold));
-  bool better = higher_is_worse ? (estimate.upper < 1 && estimate.hl_ratio < 1 / (1 + threshold))
-                                : (estimate.lower > 1 && estimate.hl_ratio > 1 + threshold);
+  bool slower = lower > 1 && ratio > 1 + threshold;
+  bool faster = upper < 1 && ratio < 1 / (1 + threshold);
+  bool worse = higher_is_worse ? slower : faster;
+  bool better = higher_is_worse ? faster : slower;
   if (significant && worse) {
     result.status = ChangeStatus::regression;
   } else if (significant && better) {
@@ -111,7 +141,7 @@ Comparison compare_times(const Timing& head, const Timing& base, double threshol
                          const DetectionSettings& settings) {
   Kept h = unthrottled(head, settings.min_samples);
   Kept b = unthrottled(base, settings.min_samples);
-  Comparison result = compare(h.values, b.values, threshold, true, settings);
+  Comparison result = compare(std::move(h.values), std::move(b.values), threshold, true, settings);
   result.excluded_throttled = h.excluded + b.excluded;
   result.note = throttle_note(result.excluded_throttled);
   return result;
@@ -139,7 +169,7 @@ Comparison compare_speedups(const Timing& head_candidate, const Timing& head_bas
   std::size_t excluded = 0;
   std::vector<double> head = speedups(head_candidate, head_baseline, excluded);
   std::vector<double> base = speedups(base_candidate, base_baseline, excluded);
-  Comparison result = compare(head, base, threshold, false, settings);
+  Comparison result = compare(std::move(head), std::move(base), threshold, false, settings);
   result.excluded_throttled = excluded;
   result.note = throttle_note(excluded);
   return result;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -66,6 +67,51 @@ const std::vector<double>& mann_whitney_pmf(std::size_t m, std::size_t n) {
   return it->second;
 }
 
+// The k-th smallest (1-based) of all x_i - y_j, for x and y sorted ascending.
+// The differences form a sorted matrix, so #(x_i - y_j <= t) is counted with
+// two pointers in O(m + n). Bisection on t narrows (lo, hi] until it holds
+// about m + n differences, which are then listed and selected from: the
+// m * n differences are never materialised.
+double kth_pairwise_difference(std::span<const double> x, std::span<const double> y, std::size_t k) {
+  const std::size_t m = x.size(), n = y.size();
+  auto count_at_most = [&](double t) {
+    std::size_t total = 0, j = 0;
+    for (std::size_t i = 0; i < m; ++i) {
+      while (j < n && y[j] < x[i] - t) ++j;  // first y_j with x_i - y_j <= t
+      total += n - j;
+    }
+    return total;
+  };
+  double lo = x.front() - y.back(), hi = x.back() - y.front();
+  std::size_t count_lo = count_at_most(lo), count_hi = m * n;
+  if (count_lo >= k) return lo;
+  // Invariant: count(<= lo) < k <= count(<= hi).
+  for (int iteration = 0; iteration < 200 && count_hi - count_lo > m + n; ++iteration) {
+    double mid = lo + (hi - lo) / 2;
+    if (mid <= lo || mid >= hi) break;
+    std::size_t count_mid = count_at_most(mid);
+    if (count_mid >= k) {
+      hi = mid;
+      count_hi = count_mid;
+    } else {
+      lo = mid;
+      count_lo = count_mid;
+    }
+  }
+  // The differences in (lo, hi]: for row i, y_j in [x_i - hi, x_i - lo).
+  std::vector<double> window;
+  window.reserve(count_hi - count_lo);
+  std::size_t first = 0, last = 0;
+  for (std::size_t i = 0; i < m; ++i) {
+    while (first < n && y[first] < x[i] - hi) ++first;
+    while (last < n && y[last] < x[i] - lo) ++last;
+    for (std::size_t j = first; j < last; ++j) window.push_back(x[i] - y[j]);
+  }
+  auto target = window.begin() + static_cast<std::ptrdiff_t>(k - count_lo - 1);
+  std::nth_element(window.begin(), target, window.end());
+  return *target;
+}
+
 bool exact_applies(std::size_t m, std::size_t n, bool ties) {
   // R's wilcox.test uses the exact distribution below 50 per side without
   // ties; the same rule here keeps results comparable.
@@ -77,6 +123,12 @@ bool exact_applies(std::size_t m, std::size_t n, bool ties) {
 double median(std::span<const double> samples) {
   require_nonempty(samples, "median");
   return quantile(samples, 0.5);
+}
+
+double median_sorted(std::span<const double> sorted) {
+  require_nonempty(sorted, "median");
+  std::size_t n = sorted.size();
+  return n % 2 == 1 ? sorted[n / 2] : sorted[n / 2 - 1] + 0.5 * (sorted[n / 2] - sorted[n / 2 - 1]);
 }
 
 double quantile(std::span<const double> samples, double q) {
@@ -152,30 +204,33 @@ double mann_whitney_cdf(std::size_t m, std::size_t n, double u) {
 MannWhitney mann_whitney(std::span<const double> x, std::span<const double> y) {
   require_nonempty(x, "mann_whitney x");
   require_nonempty(y, "mann_whitney y");
-  const std::size_t m = x.size(), n = y.size(), total = m + n;
+  std::vector<double> sx = sorted_copy(x), sy = sorted_copy(y);
+  return mann_whitney_sorted(sx, sy);
+}
 
-  // Midranks of the pooled sample, and the tie correction sum(t^3 - t).
-  std::vector<std::pair<double, bool>> pooled;  // value, from x
-  pooled.reserve(total);
-  for (double v : x) pooled.emplace_back(v, true);
-  for (double v : y) pooled.emplace_back(v, false);
-  std::sort(pooled.begin(), pooled.end(),
-            [](const auto& a, const auto& b) { return a.first < b.first; });
+MannWhitney mann_whitney_sorted(std::span<const double> x, std::span<const double> y) {
+  require_nonempty(x, "mann_whitney x");
+  require_nonempty(y, "mann_whitney y");
+  const std::size_t m = x.size(), n = y.size();
+
+  // Midranks of the pooled sample by merging the two sorted sides, and the
+  // tie correction sum(t^3 - t).
   double rank_sum_x = 0, tie_term = 0;
   bool ties = false;
-  for (std::size_t i = 0; i < total;) {
-    std::size_t j = i;
-    while (j + 1 < total && pooled[j + 1].first == pooled[i].first) ++j;
-    double midrank = (static_cast<double>(i) + static_cast<double>(j)) / 2 + 1;
-    auto t = static_cast<double>(j - i + 1);
+  std::size_t i = 0, j = 0, rank = 0;
+  while (i < m || j < n) {
+    double value = j >= n || (i < m && x[i] <= y[j]) ? x[i] : y[j];
+    std::size_t from_x = 0, from_y = 0;
+    while (i < m && x[i] == value) ++i, ++from_x;
+    while (j < n && y[j] == value) ++j, ++from_y;
+    auto t = static_cast<double>(from_x + from_y);
+    double midrank = static_cast<double>(rank) + (t + 1) / 2;
+    rank += from_x + from_y;
     if (t > 1) {
       ties = true;
       tie_term += t * t * t - t;
     }
-    for (std::size_t k = i; k <= j; ++k) {
-      if (pooled[k].second) rank_sum_x += midrank;
-    }
-    i = j + 1;
+    rank_sum_x += midrank * static_cast<double>(from_x);
   }
   const double dm = static_cast<double>(m), dn = static_cast<double>(n);
   MannWhitney result;
@@ -207,23 +262,29 @@ ShiftEstimate hodges_lehmann_shift(std::span<const double> x, std::span<const do
                                    double confidence) {
   require_nonempty(x, "hodges_lehmann x");
   require_nonempty(y, "hodges_lehmann y");
+  std::vector<double> sx = sorted_copy(x), sy = sorted_copy(y);
+  return hodges_lehmann_shift_sorted(sx, sy, confidence);
+}
+
+ShiftEstimate hodges_lehmann_shift_sorted(std::span<const double> sx, std::span<const double> sy,
+                                          double confidence) {
+  require_nonempty(sx, "hodges_lehmann x");
+  require_nonempty(sy, "hodges_lehmann y");
   if (!(confidence > 0 && confidence < 1))
     throw std::invalid_argument("hodges_lehmann: confidence must be in (0, 1)");
-  const std::size_t m = x.size(), n = y.size(), count = m * n;
-  std::vector<double> diffs;
-  diffs.reserve(count);
-  for (double xi : x) {
-    for (double yj : y) diffs.push_back(xi - yj);
-  }
-  std::sort(diffs.begin(), diffs.end());
+  const std::size_t m = sx.size(), n = sy.size(), count = m * n;
   ShiftEstimate result;
-  result.estimate = sorted_quantile(diffs, 0.5);
+  std::size_t half = count / 2;  // 1-based ranks of the middle: (count + 1) / 2, and half + 1 when even
+  result.estimate = count % 2 == 1 ? kth_pairwise_difference(sx, sy, half + 1)
+                                   : (kth_pairwise_difference(sx, sy, half) + kth_pairwise_difference(sx, sy, half + 1)) / 2;
 
   const double alpha = 1 - confidence;
-  std::vector<double> pooled(x.begin(), x.end());
-  pooled.insert(pooled.end(), y.begin(), y.end());
-  std::sort(pooled.begin(), pooled.end());
-  bool ties = std::adjacent_find(pooled.begin(), pooled.end()) != pooled.end();
+  bool ties = std::adjacent_find(sx.begin(), sx.end()) != sx.end() ||
+              std::adjacent_find(sy.begin(), sy.end()) != sy.end();
+  for (std::size_t i = 0, j = 0; !ties && i < m && j < n;) {  // a value in both
+    if (sx[i] == sy[j]) ties = true;
+    (sx[i] < sy[j] ? i : j)++;
+  }
   std::size_t k;  // 1-based rank of the lower bound among the sorted differences
   if (exact_applies(m, n, ties)) {
     const std::vector<double>& pmf = mann_whitney_pmf(m, n);
@@ -243,8 +304,8 @@ ShiftEstimate hodges_lehmann_shift(std::span<const double> x, std::span<const do
     result.confidence = confidence;
   }
   k = std::min(k, count);
-  result.lower = diffs[k - 1];
-  result.upper = diffs[count - k];
+  result.lower = kth_pairwise_difference(sx, sy, k);
+  result.upper = kth_pairwise_difference(sx, sy, count - k + 1);
   return result;
 }
 

@@ -54,6 +54,12 @@ struct RatioEstimate {
 RatioEstimate ratio_of_medians(std::span<const double> x, std::span<const double> y,
                                double confidence = 0.95);
 
+// The same three on samples already sorted ascending (detection sorts each
+// side once and reuses it).
+MannWhitney mann_whitney_sorted(std::span<const double> x, std::span<const double> y);
+ShiftEstimate hodges_lehmann_shift_sorted(std::span<const double> x, std::span<const double> y, double confidence);
+double median_sorted(std::span<const double> sorted);
+
 // Standard normal helpers (exposed for tests and the detector).
 double normal_cdf(double z);
 double normal_quantile(double p);

@@ -1,0 +1,43 @@
+// NVML through dlopen("libnvidia-ml.so.1"): no header or link dependency, and
+// a clear "unavailable" where the driver library is missing.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace kwbench {
+
+struct GpuReading {
+  double sm_mhz = 0;
+  double mem_mhz = 0;
+  std::uint64_t clocks_event_reasons = 0;
+  double temp_c = 0;
+  double power_w = 0;
+};
+
+// NVML reasons that mean the SM clock was held down (power cap, thermal,
+// hardware slowdown, power brake); idle and application-clock settings are not.
+inline constexpr std::uint64_t kThrottleMask = 0x4 | 0x8 | 0x20 | 0x40 | 0x80;
+
+class Nvml {
+ public:
+  // Opens NVML for the CUDA device with this PCI bus id; unavailable() says
+  // why when it cannot.
+  explicit Nvml(const std::string& pci_bus_id);
+  ~Nvml();
+  Nvml(const Nvml&) = delete;
+  Nvml& operator=(const Nvml&) = delete;
+
+  bool available() const { return device_ != nullptr; }
+  const std::string& unavailable() const { return why_; }
+  std::optional<GpuReading> read();
+  std::string driver_version();
+
+ private:
+  void* library_ = nullptr;
+  void* device_ = nullptr;
+  std::string why_;
+};
+
+}  // namespace kwbench

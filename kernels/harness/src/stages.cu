@@ -1,0 +1,494 @@
+#include "stages.hpp"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <set>
+#include <sstream>
+
+#include "clock_probe.hpp"
+#include "kernel_trace.hpp"
+#include "kw/common/stats.hpp"
+#include "nvml.hpp"
+
+namespace kwbench {
+
+namespace {
+
+using nlohmann::json;
+
+json dim3_json(const Dim3& d) { return json::array({d.x, d.y, d.z}); }
+std::string dim3_text(const Dim3& d) {
+  return "(" + std::to_string(d.x) + "," + std::to_string(d.y) + "," + std::to_string(d.z) + ")";
+}
+
+std::string kib(std::int64_t bytes) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof(buffer), "%.1f KiB", static_cast<double>(bytes) / 1024.0);
+  return buffer;
+}
+
+std::string format(const char* pattern, double value) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof(buffer), pattern, value);
+  return buffer;
+}
+
+// A stream and state for one case, set up with fresh seeded inputs.
+struct Prepared {
+  cudaStream_t stream = nullptr;
+  std::unique_ptr<State> state;
+
+  Prepared(Case& c, const BenchOptions& options) {
+    KW_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    state = std::make_unique<State>(stream, options.seed ^ std::hash<std::string>{}(c.name()));
+    c.setup(*state);
+    KW_CUDA_CHECK(cudaStreamSynchronize(stream));
+  }
+  ~Prepared() {
+    state.reset();
+    if (stream) cudaStreamDestroy(stream);
+  }
+};
+
+struct EventTimer {
+  cudaEvent_t start = nullptr, stop = nullptr;
+  EventTimer() {
+    KW_CUDA_CHECK(cudaEventCreate(&start));
+    KW_CUDA_CHECK(cudaEventCreate(&stop));
+  }
+  ~EventTimer() {
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+  }
+  template <typename Fn>
+  double time_ns(cudaStream_t stream, Fn&& fn) {
+    KW_CUDA_CHECK(cudaEventRecord(start, stream));
+    fn();
+    KW_CUDA_CHECK(cudaEventRecord(stop, stream));
+    KW_CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0;
+    KW_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    return static_cast<double>(ms) * 1e6;
+  }
+};
+
+// The implementations of a case that can run here: candidate first.
+struct Impl {
+  std::string name;
+  std::size_t baseline_index;  // unused for the candidate
+};
+
+std::vector<Impl> runnable_impls(Case& c, json& skipped) {
+  std::vector<Impl> impls{{"candidate", 0}};
+  std::vector<std::string> names = c.baselines();
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    std::string why = c.baseline_unavailable(i);
+    if (why.empty()) {
+      impls.push_back({"baseline:" + names[i], i});
+    } else {
+      skipped["baseline:" + names[i]] = why;
+    }
+  }
+  return impls;
+}
+
+void run_impl(Case& c, const Impl& impl, State& state) {
+  if (impl.name == "candidate") {
+    c.run_candidate(state);
+  } else {
+    c.run_baseline(impl.baseline_index, state);
+  }
+}
+
+json case_header(Case& c) {
+  return {{"name", c.name()}, {"params", c.params()}};
+}
+
+}  // namespace
+
+json expected_launch_json(const ExpectedLaunch& expected) {
+  json out{{"kernel_pattern", expected.kernel_pattern}, {"block", dim3_json(expected.block)}};
+  if (expected.grid) out["grid"] = dim3_json(*expected.grid);
+  if (expected.max_registers) out["max_registers"] = *expected.max_registers;
+  if (expected.max_shared_bytes) out["max_shared_bytes"] = *expected.max_shared_bytes;
+  return out;
+}
+
+DeviceFacts probe_device() {
+  int count = 0;
+  cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess || count == 0) {
+    throw Error(status == cudaSuccess ? "no CUDA device" : std::string("no CUDA device (") + cudaGetErrorName(status) + ")");
+  }
+  DeviceFacts facts;
+  KW_CUDA_CHECK(cudaGetDevice(&facts.ordinal));
+  cudaDeviceProp prop{};
+  KW_CUDA_CHECK(cudaGetDeviceProperties(&prop, facts.ordinal));
+  int sm_count = 0, l2 = 0, runtime = 0, driver = 0;
+  KW_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, facts.ordinal));
+  KW_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, facts.ordinal));
+  KW_CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
+  KW_CUDA_CHECK(cudaDriverGetVersion(&driver));
+  char pci[32] = {};
+  KW_CUDA_CHECK(cudaDeviceGetPCIBusId(pci, sizeof(pci), facts.ordinal));
+  facts.pci_bus_id = pci;
+  facts.l2_bytes = l2;
+  char uuid[64];
+  const auto* u = reinterpret_cast<const unsigned char*>(prop.uuid.bytes);
+  std::snprintf(uuid, sizeof(uuid), "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1],
+                u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
+  Nvml nvml(facts.pci_bus_id);
+  std::string driver_text = nvml.driver_version();
+  if (driver_text.empty()) driver_text = std::to_string(driver / 1000) + "." + std::to_string(driver % 1000 / 10);
+  facts.report = {{"name", prop.name},
+                  {"uuid", uuid},
+                  {"compute_capability", std::to_string(prop.major) + "." + std::to_string(prop.minor)},
+                  {"driver", driver_text},
+                  {"cuda_runtime", std::to_string(runtime / 1000) + "." + std::to_string(runtime % 1000 / 10)},
+                  {"memory_bytes", static_cast<std::int64_t>(prop.totalGlobalMem)},
+                  {"sm_count", sm_count},
+                  {"l2_bytes", l2}};
+  return facts;
+}
+
+CaseOutcome run_load(const std::vector<LibraryInfo>& libraries, const DeviceFacts& device) {
+  CaseOutcome outcome;
+  json library_details = json::array(), kernel_details = json::array();
+  std::vector<std::string> failures;
+  for (const LibraryInfo& library : libraries) {
+    void* handle = dlopen(library.path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle == nullptr) {
+      const char* why = dlerror();
+      failures.push_back("dlopen(" + library.path + ", RTLD_NOW) failed: " + (why ? why : "unknown error"));
+      library_details.push_back({{"path", library.path}, {"loaded", false}});
+      continue;
+    }
+    json missing = json::array();
+    for (const std::string& symbol : library.symbols) {
+      dlerror();
+      if (dlsym(handle, symbol.c_str()) == nullptr) {
+        missing.push_back(symbol);
+        failures.push_back(library.path + ": symbol " + symbol + " not found");
+      }
+    }
+    library_details.push_back({{"path", library.path}, {"loaded", true}, {"missing_symbols", missing}});
+  }
+
+  int optin = 0, regs_per_block = 0, max_threads = 0;
+  KW_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device.ordinal));
+  KW_CUDA_CHECK(cudaDeviceGetAttribute(&regs_per_block, cudaDevAttrMaxRegistersPerBlock, device.ordinal));
+  KW_CUDA_CHECK(cudaDeviceGetAttribute(&max_threads, cudaDevAttrMaxThreadsPerBlock, device.ordinal));
+  std::string cc = device.report["compute_capability"];
+  for (KernelInfo& kernel : Registry::instance().kernels()) {
+    try {
+      if (kernel.configure) kernel.configure();
+    } catch (const std::exception& error) {
+      failures.push_back("kernel " + kernel.name + ": configuring it failed: " + error.what());
+      continue;
+    }
+    cudaFuncAttributes attr{};
+    cudaError_t status = cudaFuncGetAttributes(&attr, kernel.function);
+    if (status == cudaErrorNoKernelImageForDevice || status == cudaErrorInvalidDeviceFunction) {
+      cudaGetLastError();
+      failures.push_back("kernel " + kernel.name + ": no kernel image for this device (compute capability " + cc +
+                         "); the build's -gencode targets do not cover it");
+      continue;
+    }
+    if (status != cudaSuccess) {
+      cudaGetLastError();
+      failures.push_back("kernel " + kernel.name + ": cudaFuncGetAttributes failed: " + cudaGetErrorString(status));
+      continue;
+    }
+    auto static_smem = static_cast<std::int64_t>(attr.sharedSizeBytes);
+    auto dynamic_smem = static_cast<std::int64_t>(kernel.dynamic_smem);
+    kernel_details.push_back({{"name", kernel.name},
+                              {"registers", attr.numRegs},
+                              {"static_smem", static_smem},
+                              {"dynamic_smem", dynamic_smem},
+                              {"dynamic_smem_limit", attr.maxDynamicSharedSizeBytes},
+                              {"local_bytes_per_thread", attr.localSizeBytes},
+                              {"max_threads_per_block", attr.maxThreadsPerBlock},
+                              {"block_threads", kernel.block_threads}});
+    std::string prefix = "kernel " + kernel.name + ": ";
+    if (static_smem + dynamic_smem > optin) {
+      failures.push_back(prefix + "asks for " + kib(static_smem + dynamic_smem) + " of shared memory (" +
+                         kib(static_smem) + " static + " + kib(dynamic_smem) + " dynamic); this device allows " +
+                         kib(optin) + " per block");
+    } else if (dynamic_smem > attr.maxDynamicSharedSizeBytes) {
+      failures.push_back(prefix + "asks for " + kib(dynamic_smem) + " of dynamic shared memory but is allowed " +
+                         kib(attr.maxDynamicSharedSizeBytes) +
+                         " (raise it with cudaFuncSetAttribute(cudaFuncAttributeMaxDynamicSharedMemorySize); this "
+                         "device allows up to " + kib(optin) + ")");
+    }
+    if (kernel.block_threads > attr.maxThreadsPerBlock) {
+      failures.push_back(prefix + "launches " + std::to_string(kernel.block_threads) + " threads per block but can run "
+                         "at most " + std::to_string(attr.maxThreadsPerBlock) + " here (" + std::to_string(attr.numRegs) +
+                         " registers per thread, " + std::to_string(regs_per_block) + " per block, device limit " +
+                         std::to_string(max_threads) + " threads)");
+    }
+  }
+  outcome.details = {{"libraries", library_details}, {"kernels", kernel_details}};
+  if (!failures.empty()) {
+    outcome.status = "failed";
+    std::string message;
+    for (const std::string& failure : failures) message += (message.empty() ? "" : "; ") + failure;
+    outcome.message = message;
+  } else {
+    outcome.message = std::to_string(libraries.size()) + " libraries and " +
+                      std::to_string(Registry::instance().kernels().size()) + " kernels load and fit this device";
+  }
+  return outcome;
+}
+
+CaseOutcome run_launch_geometry(Case& c, const DeviceFacts&, const BenchOptions& options) {
+  CaseOutcome outcome;
+  outcome.part = case_header(c);
+  ExpectedLaunch expected = c.expected_launch();
+  outcome.part["expected_launch"] = expected_launch_json(expected);
+  Prepared prepared(c, options);
+  std::vector<ObservedLaunch> launches;
+  {
+    KernelTrace trace;
+    c.run_candidate(*prepared.state);
+    launches = trace.collect();
+  }
+  json observed = json::array();
+  std::vector<std::string> problems;
+  bool matched = false;
+  std::string seen;
+  for (const ObservedLaunch& launch : launches) {
+    observed.push_back({{"kernel", launch.kernel},
+                        {"grid", dim3_json(launch.grid)},
+                        {"block", dim3_json(launch.block)},
+                        {"registers", launch.registers},
+                        {"static_smem", launch.static_smem},
+                        {"dynamic_smem", launch.dynamic_smem},
+                        {"duration_ns", launch.duration_ns}});
+    seen += (seen.empty() ? "" : ", ") + launch.kernel + " block" + dim3_text(launch.block) + " grid" +
+            dim3_text(launch.grid);
+    if (!glob_match(expected.kernel_pattern, launch.kernel)) continue;
+    matched = true;
+    if (!(launch.block == expected.block)) {
+      problems.push_back("block: expected " + dim3_text(expected.block) + ", observed " + dim3_text(launch.block) +
+                         " (" + launch.kernel + ")");
+    }
+    if (expected.grid && !(launch.grid == *expected.grid)) {
+      problems.push_back("grid: expected " + dim3_text(*expected.grid) + ", observed " + dim3_text(launch.grid));
+    }
+    if (expected.max_registers && launch.registers > *expected.max_registers) {
+      problems.push_back("registers: at most " + std::to_string(*expected.max_registers) + " expected, observed " +
+                         std::to_string(launch.registers));
+    }
+    if (expected.max_shared_bytes && launch.static_smem + launch.dynamic_smem > *expected.max_shared_bytes) {
+      problems.push_back("shared memory: at most " + kib(*expected.max_shared_bytes) + " expected, observed " +
+                         kib(launch.static_smem + launch.dynamic_smem));
+    }
+  }
+  outcome.part["launches"] = observed;
+  if (!matched) {
+    outcome.status = "failed";
+    outcome.message = "no launch of a kernel matching \"" + expected.kernel_pattern + "\"; observed: " +
+                      (seen.empty() ? "no kernel launches" : seen);
+  } else if (!problems.empty()) {
+    outcome.status = "failed";
+    for (const std::string& problem : problems) outcome.message += (outcome.message.empty() ? "" : "; ") + problem;
+  } else {
+    outcome.message = std::to_string(launches.size()) + " launch(es), geometry as declared";
+  }
+  return outcome;
+}
+
+CaseOutcome run_correctness(Case& c, const DeviceFacts&, const BenchOptions& options) {
+  CaseOutcome outcome;
+  outcome.part = case_header(c);
+  Prepared prepared(c, options);
+  c.poison_output(*prepared.state);
+  c.run_candidate(*prepared.state);
+  KW_CUDA_CHECK(cudaStreamSynchronize(prepared.stream));
+  Accuracy accuracy = c.check(*prepared.state);
+  double tolerance = c.tolerance();
+  bool finite = std::isfinite(accuracy.rel_l2_err) && std::isfinite(accuracy.max_abs_err);
+  bool passed = accuracy.nonfinite == 0 && finite && accuracy.rel_l2_err <= tolerance;
+  outcome.part["correctness"] = {{"passed", passed},
+                                 {"rel_l2_err", finite ? accuracy.rel_l2_err : 0.0},
+                                 {"max_abs_err", finite ? accuracy.max_abs_err : 0.0},
+                                 {"tolerance", tolerance},
+                                 {"nonfinite", accuracy.nonfinite}};
+  if (accuracy.nonfinite > 0) {
+    outcome.status = "failed";
+    outcome.message = std::to_string(accuracy.nonfinite) +
+                      " output values are NaN/Inf (unwritten outputs keep the NaN poison)";
+  } else if (!passed) {
+    outcome.status = "failed";
+    outcome.message = "relative L2 error " + format("%.3g", accuracy.rel_l2_err) + " exceeds the tolerance " +
+                      format("%.3g", tolerance) + " (max abs error " + format("%.3g", accuracy.max_abs_err) + ")";
+  } else {
+    outcome.message = "rel L2 " + format("%.3g", accuracy.rel_l2_err) + " <= " + format("%.3g", tolerance);
+  }
+  return outcome;
+}
+
+CaseOutcome run_quick_bench(Case& c, const DeviceFacts&, const BenchOptions& options) {
+  CaseOutcome outcome;
+  outcome.part = case_header(c);
+  Prepared prepared(c, options);
+  json skipped = json::object();
+  std::vector<Impl> impls = runnable_impls(c, skipped);
+  EventTimer timer;
+  std::vector<std::vector<double>> samples(impls.size());
+  for (const Impl& impl : impls) run_impl(c, impl, *prepared.state);  // warm-up
+  KW_CUDA_CHECK(cudaStreamSynchronize(prepared.stream));
+  for (int i = 0; i < options.quick_iterations; ++i) {
+    for (std::size_t k = 0; k < impls.size(); ++k) {
+      samples[k].push_back(timer.time_ns(prepared.stream, [&] { run_impl(c, impls[k], *prepared.state); }));
+    }
+  }
+  json medians = json::object();
+  for (std::size_t k = 0; k < impls.size(); ++k) medians[impls[k].name] = kw::common::median(samples[k]);
+  outcome.details = {{"median_ns", medians}, {"skipped_baselines", skipped}};
+  SanityRange range = c.sanity();
+  double candidate = medians["candidate"];
+  if (range.max_ns > 0 && candidate > range.max_ns) {
+    outcome.status = "failed";
+    outcome.message = "candidate median " + format("%.1f", candidate / 1000) + " us exceeds the sanity bound " +
+                      format("%.1f", range.max_ns / 1000) + " us";
+    return outcome;
+  }
+  if (!range.versus.empty()) {
+    std::string versus = "baseline:" + range.versus;
+    if (!medians.contains(versus)) {
+      outcome.message = "sanity range vs " + versus + " not checked: " +
+                        (skipped.contains(versus) ? skipped[versus].get<std::string>() : "no such baseline");
+      return outcome;
+    }
+    double speedup = medians[versus].get<double>() / candidate;
+    outcome.details["speedup"] = speedup;
+    if (speedup < range.min_speedup || speedup > range.max_speedup) {
+      outcome.status = "failed";
+      outcome.message = "candidate runs at " + format("%.2f", speedup) + "x of " + versus + " (median " +
+                        format("%.1f", candidate / 1000) + " us vs " + format("%.1f", medians[versus].get<double>() / 1000) +
+                        " us); its sanity range is " + format("%.2f", range.min_speedup) + "x.." +
+                        format("%.2f", range.max_speedup) + "x";
+      return outcome;
+    }
+    outcome.message = format("%.2f", speedup) + "x of " + versus + ", inside " + format("%.2f", range.min_speedup) +
+                      "x.." + format("%.2f", range.max_speedup) + "x";
+    return outcome;
+  }
+  outcome.message = "median " + format("%.1f", candidate / 1000) + " us";
+  return outcome;
+}
+
+CaseOutcome run_full_bench(Case& c, const DeviceFacts& device, const BenchOptions& options) {
+  CaseOutcome outcome;
+  outcome.part = case_header(c);
+  Prepared prepared(c, options);
+  cudaStream_t stream = prepared.stream;
+  json skipped = json::object();
+  std::vector<Impl> impls = runnable_impls(c, skipped);
+  EventTimer timer;
+  ClockProbe probe;
+  Nvml nvml(device.pci_bus_id);
+
+  // Writing a buffer twice the L2 size evicts whatever the previous sample left there.
+  std::size_t flush_bytes = static_cast<std::size_t>(std::max<std::int64_t>(2 * device.l2_bytes, 8 << 20));
+  void* flush = nullptr;
+  KW_CUDA_CHECK(cudaMalloc(&flush, flush_bytes));
+  auto flush_l2 = [&](int round) { KW_CUDA_CHECK(cudaMemsetAsync(flush, round & 0xFF, flush_bytes, stream)); };
+
+  // Warm-up: at least 3 runs and 20 ms of each implementation.
+  for (const Impl& impl : impls) {
+    auto started = std::chrono::steady_clock::now();
+    for (int i = 0; i < 3 || std::chrono::steady_clock::now() - started < std::chrono::milliseconds(20); ++i) {
+      run_impl(c, impl, *prepared.state);
+      KW_CUDA_CHECK(cudaStreamSynchronize(stream));
+    }
+  }
+  double reference_mhz = 0;
+  for (int i = 0; i < 3; ++i) reference_mhz = std::max(reference_mhz, probe.measure_mhz(stream));
+
+  json gpu_state = {{"sm_mhz", json::array()}, {"mem_mhz", json::array()}, {"throttle_reasons", 0}};
+  double temp_max = 0, power_max = 0;
+  std::uint64_t reasons = 0;
+  auto read_nvml = [&](bool record_clocks) -> bool {
+    auto reading = nvml.read();
+    if (!reading) return false;
+    if (record_clocks) {
+      gpu_state["sm_mhz"].push_back(reading->sm_mhz);
+      gpu_state["mem_mhz"].push_back(reading->mem_mhz);
+    }
+    temp_max = std::max(temp_max, reading->temp_c);
+    power_max = std::max(power_max, reading->power_w);
+    reasons |= reading->clocks_event_reasons;
+    return (reading->clocks_event_reasons & kThrottleMask) != 0;
+  };
+  read_nvml(true);
+
+  std::vector<std::vector<double>> samples(impls.size());
+  std::vector<std::int64_t> throttled_rounds;
+  double min_probe_mhz = reference_mhz;
+  auto started = std::chrono::steady_clock::now();
+  for (int round = 0; round < options.max_samples; ++round) {
+    // Interleaved: each round times every implementation once, rotating which
+    // goes first, so drift during the case hits all of them alike.
+    for (std::size_t k = 0; k < impls.size(); ++k) {
+      std::size_t index = (k + static_cast<std::size_t>(round)) % impls.size();
+      flush_l2(round);
+      samples[index].push_back(timer.time_ns(stream, [&] { run_impl(c, impls[index], *prepared.state); }));
+    }
+    double mhz = probe.measure_mhz(stream);
+    min_probe_mhz = std::min(min_probe_mhz, mhz);
+    bool nvml_throttled = read_nvml(false);
+    if (nvml_throttled || mhz < 0.97 * reference_mhz) throttled_rounds.push_back(round);
+
+    double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    if (round + 1 >= options.min_samples) {
+      bool quiet = true;
+      for (const auto& s : samples) quiet = quiet && kw::common::relative_noise(s) <= options.noise_target;
+      if (quiet || elapsed >= options.max_seconds) break;
+    }
+  }
+  read_nvml(true);
+  KW_CUDA_CHECK(cudaFree(flush));
+
+  json measurements = json::array();
+  double flops = c.flops(), bytes = c.bytes();
+  json noise = json::object();
+  for (std::size_t k = 0; k < impls.size(); ++k) {
+    json m{{"impl", impls[k].name},
+           {"samples_ns", samples[k]},
+           {"median_ns", kw::common::median(samples[k])},
+           {"peak_mem_bytes", prepared.state->bytes_for(impls[k].name)}};
+    if (flops > 0) m["flops"] = flops;
+    if (bytes > 0) m["bytes"] = bytes;
+    if (!throttled_rounds.empty()) m["throttled_samples"] = throttled_rounds;
+    measurements.push_back(std::move(m));
+    noise[impls[k].name] = kw::common::relative_noise(samples[k]);
+  }
+  gpu_state["throttle_reasons"] = reasons;
+  if (nvml.available()) {
+    gpu_state["temp_c_max"] = temp_max;
+    gpu_state["power_w_max"] = power_max;
+  }
+  outcome.part["measurements"] = measurements;
+  outcome.part["gpu_state"] = gpu_state;
+  outcome.details = {{"samples", samples[0].size()},
+                     {"relative_noise", noise},
+                     {"reference_sm_mhz", reference_mhz},
+                     {"min_probe_sm_mhz", min_probe_mhz},
+                     {"throttled_samples", throttled_rounds.size()},
+                     {"skipped_baselines", skipped}};
+  if (!nvml.available()) outcome.details["nvml"] = nvml.unavailable();
+  double candidate = measurements[0]["median_ns"];
+  outcome.message = std::to_string(samples[0].size()) + " samples, median " + format("%.2f", candidate / 1000) +
+                    " us, noise " + format("%.2f", 100 * noise["candidate"].get<double>()) + "%" +
+                    (flops > 0 ? ", " + format("%.1f", flops / candidate / 1000) + " TFLOP/s" : "") +
+                    (throttled_rounds.empty() ? "" : ", " + std::to_string(throttled_rounds.size()) + " throttled");
+  return outcome;
+}
+
+}  // namespace kwbench

@@ -1,0 +1,50 @@
+// The stages a bench runs, each for one case in this process (the CLI runs
+// each case in its own child process so a faulting kernel only fails its case).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "kwbench/kwbench.hpp"
+
+namespace kwbench {
+
+struct BenchOptions {
+  std::uint64_t seed = 20261121;
+  double noise_target = 0.005;  // full_bench stops when every implementation's relative noise is under this
+  double max_seconds = 5;       // full_bench time cap per case
+  int min_samples = 10;
+  int max_samples = 1000;
+  int quick_iterations = 10;
+};
+
+struct DeviceFacts {
+  int ordinal = 0;
+  std::string pci_bus_id;
+  std::int64_t l2_bytes = 0;
+  nlohmann::json report;  // the run report's "device" object
+};
+
+struct CaseOutcome {
+  std::string status = "passed";  // passed | failed | skipped
+  std::string message;
+  nlohmann::json part = nlohmann::json::object();  // the case's part of the run report
+  nlohmann::json details = nlohmann::json::object();
+};
+
+DeviceFacts probe_device();  // throws kwbench::Error when there is no usable device
+
+CaseOutcome run_launch_geometry(Case& c, const DeviceFacts& device, const BenchOptions& options);
+CaseOutcome run_correctness(Case& c, const DeviceFacts& device, const BenchOptions& options);
+CaseOutcome run_quick_bench(Case& c, const DeviceFacts& device, const BenchOptions& options);
+CaseOutcome run_full_bench(Case& c, const DeviceFacts& device, const BenchOptions& options);
+
+// The load stage is not per case: libraries, symbols and kernels of the registry.
+CaseOutcome run_load(const std::vector<LibraryInfo>& libraries, const DeviceFacts& device);
+
+nlohmann::json expected_launch_json(const ExpectedLaunch& expected);
+
+}  // namespace kwbench

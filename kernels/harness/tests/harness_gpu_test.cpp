@@ -1,0 +1,147 @@
+// The harness on a real GPU: every stage passes on correct kernels, and each
+// deliberately broken kernel fails the stage that exists to catch it, with a
+// message that says why. Skipped where there is no CUDA device.
+#include <cuda_runtime.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "../../../tests/support/subprocess.hpp"
+#include "kw/common/run_report.hpp"
+
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+class HarnessGpuTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) GTEST_SKIP() << "no CUDA device";
+  }
+
+  // Runs a bench stage; returns its JSON document.
+  json stage(const std::string& bench, const std::string& stage_name, std::vector<std::string> extra = {}) {
+    fs::path out = fs::temp_directory_path() / ("kwbench-test-" + std::to_string(getpid()) + "-" + stage_name + ".json");
+    std::vector<std::string> argv = {bench, "--stage", stage_name, "--json", out.string()};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    last_ = kw::testing::run_command(argv);
+    std::ifstream in(out);
+    EXPECT_TRUE(in.good()) << "no JSON written\n" << last_.output;
+    json document = in ? json::parse(in) : json::object();
+    fs::remove(out);
+    return document;
+  }
+
+  static json case_named(const json& document, const std::string& name) {
+    for (const json& c : document["stage"]["details"]["cases"]) {
+      if (c["name"] == name) return c;
+    }
+    ADD_FAILURE() << "no case " << name << " in " << document.dump().substr(0, 400);
+    return json::object();
+  }
+
+  kw::testing::CommandResult last_;
+};
+
+TEST_F(HarnessGpuTest, CorrectKernelsPassEveryStageAndMakeAValidReport) {
+  json report{{"schema", "kernelwatch.run/1"},
+              {"project", "kernelwatch"},
+              {"commit", std::string(40, 'a')},
+              {"branch", "main"},
+              {"agent", {{"name", "gpu-test"}, {"version", "0.1.0"}}},
+              {"started_at", "2026-11-21T10:00:00Z"},
+              {"finished_at", "2026-11-21T10:10:00Z"},
+              {"gpu_seconds", 1.0},
+              {"stages", json::array({{{"name", "build"}, {"status", "passed"}, {"duration_ms", 0}}})},
+              {"cases", json::array()}};
+  std::map<std::string, json> cases;
+  for (const char* name : {"load", "launch_geometry", "correctness", "quick_bench", "full_bench"}) {
+    std::vector<std::string> extra = {"--case", "selftest.scale/n33554432"};
+    if (std::string(name) == "load") extra = {"--library", KW_GOOD_LIBRARY, "--symbol", "kw_selftest_entry"};
+    if (std::string(name) == "full_bench") extra.insert(extra.end(), {"--max-seconds", "2"});
+    json document = stage(KW_SELFTEST_BENCH, name, extra);
+    EXPECT_EQ(document["stage"]["status"], "passed") << name << ": " << document["stage"]["message"] << "\n" << last_.output;
+    EXPECT_EQ(last_.exit_code, 0) << name;
+    report["device"] = document["device"];
+    report["stages"].push_back(document["stage"]);
+    for (const json& c : document["cases"]) cases[c["name"]].update(c);
+  }
+  for (auto& [_, c] : cases) report["cases"].push_back(c);
+  ASSERT_EQ(report["cases"].size(), 1u);
+  json c = report["cases"][0];
+  EXPECT_EQ(c["launches"][0]["block"], json({384, 1, 1}));
+  EXPECT_TRUE(c["correctness"]["passed"].get<bool>());
+  EXPECT_EQ(c["measurements"][0]["impl"], "candidate");
+  EXPECT_EQ(c["measurements"][1]["impl"], "baseline:memcpy");
+  EXPECT_GE(c["measurements"][0]["samples_ns"].size(), 10u);
+  EXPECT_GT(c["measurements"][0]["peak_mem_bytes"].get<std::int64_t>(), 2 * (std::int64_t{1} << 25) * 4 - 1);
+  // The stages' outputs assemble into a report the server accepts.
+  EXPECT_NO_THROW(kw::common::parse_run_report(report)) << report.dump().substr(0, 2000);
+}
+
+TEST_F(HarnessGpuTest, MissingTemplateInstantiationFailsLoad) {
+  json document = stage(KW_SELFTEST_BENCH, "load", {"--library", KW_BROKEN_LIBRARY, "--symbol", "kw_selftest_entry"});
+  EXPECT_EQ(document["stage"]["status"], "failed");
+  EXPECT_EQ(last_.exit_code, 1);
+  std::string message = document["stage"]["message"];
+  EXPECT_NE(message.find("RTLD_NOW) failed"), std::string::npos) << message;
+  EXPECT_NE(message.find("undefined symbol: _Z12launch_scaleILi3EEvPKfPfmP11CUstream_st"), std::string::npos) << message;
+}
+
+TEST_F(HarnessGpuTest, SharedMemoryOverTheLimitFailsLoadWithTheNumbers) {
+  json document = stage(KW_SMEM_BENCH, "load");
+  EXPECT_EQ(document["stage"]["status"], "failed");
+  EXPECT_EQ(document["stage"]["message"],
+            "kernel big_smem_kernel: asks for 160.0 KiB of dynamic shared memory but is allowed 48.0 KiB (raise it "
+            "with cudaFuncSetAttribute(cudaFuncAttributeMaxDynamicSharedMemorySize); this device allows up to 227.0 "
+            "KiB)");
+}
+
+TEST_F(HarnessGpuTest, OldKernelGeometryFailsLaunchGeometry) {
+  json document = stage(KW_BROKEN_BENCH, "launch_geometry", {"--case", "broken.block128"});
+  EXPECT_EQ(document["stage"]["status"], "failed");
+  json c = case_named(document, "broken.block128");
+  EXPECT_EQ(c["status"], "failed");
+  EXPECT_EQ(c["message"],
+            "block: expected (384,1,1), observed (128,1,1) (kwbench_selftest::scale_kernel(float const*, float*, "
+            "float, unsigned long))");
+  EXPECT_EQ(document["cases"][0]["launches"][0]["block"], json({128, 1, 1}));
+}
+
+TEST_F(HarnessGpuTest, CorrectnessCatchesUnwrittenNaNAndFaultsPerCase) {
+  json document = stage(KW_BROKEN_BENCH, "correctness",
+                        {"--case", "broken.[ounf]*"});  // ok, unwritten, nan, fault
+  EXPECT_EQ(document["stage"]["status"], "failed");
+  EXPECT_EQ(case_named(document, "broken.ok")["status"], "passed") << "a fault elsewhere must not fail this case";
+  json unwritten = case_named(document, "broken.unwritten");
+  EXPECT_EQ(unwritten["status"], "failed");
+  EXPECT_EQ(unwritten["message"], "8388608 output values are NaN/Inf (unwritten outputs keep the NaN poison)");
+  json nan = case_named(document, "broken.nan");
+  EXPECT_EQ(nan["status"], "failed");
+  EXPECT_NE(nan["message"].get<std::string>().find("output values are NaN/Inf"), std::string::npos);
+  json fault = case_named(document, "broken.fault");
+  EXPECT_EQ(fault["status"], "failed");
+  EXPECT_NE(fault["message"].get<std::string>().find("cudaErrorIllegalAddress"), std::string::npos) << fault["message"];
+}
+
+TEST_F(HarnessGpuTest, TenTimesSlowerFailsQuickBench) {
+  json document = stage(KW_BROKEN_BENCH, "quick_bench", {"--case", "broken.slow"});
+  EXPECT_EQ(document["stage"]["status"], "failed");
+  std::string message = case_named(document, "broken.slow")["message"];
+  EXPECT_NE(message.find("x of baseline:memcpy"), std::string::npos) << message;
+  EXPECT_NE(message.find("its sanity range is 0.50x..4.00x"), std::string::npos) << message;
+}
+
+TEST_F(HarnessGpuTest, ListAndUnknownCase) {
+  auto listed = kw::testing::run_command({KW_BROKEN_BENCH, "--list"});
+  EXPECT_EQ(listed.exit_code, 0);
+  EXPECT_NE(listed.output.find("broken.block128\n"), std::string::npos);
+  json document = stage(KW_BROKEN_BENCH, "correctness", {"--case", "nothing*"});
+  EXPECT_EQ(document["stage"]["message"], "no case matches \"nothing*\"");
+}
+
+}  // namespace

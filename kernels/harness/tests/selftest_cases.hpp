@@ -1,0 +1,92 @@
+// The scale case: y = a * x over n floats, candidate kernel selectable, with
+// device-to-device memcpy (the same bytes moved) as the in-run baseline.
+#pragma once
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "kwbench/kwbench.hpp"
+#include "scale_kernels.cuh"
+
+namespace kwbench_selftest {
+
+enum class Variant { good, block128, unwritten, nan, slow, fault };
+
+class ScaleCase : public kwbench::Case {
+ public:
+  ScaleCase(std::string name, std::size_t n, Variant variant) : name_(std::move(name)), n_(n), variant_(variant) {}
+
+  std::string name() const override { return name_; }
+  nlohmann::json params() const override { return {{"n", n_}, {"dtype", "fp32"}}; }
+
+  void setup(kwbench::State& state) override {
+    x_ = state.alloc_n<float>(n_);
+    y_ = state.alloc_n<float>(n_, "candidate");
+    copy_ = state.alloc_n<float>(n_, "baseline:memcpy");
+    kwbench::fill_uniform(state, x_, n_, 0.0f, 1.0f);
+  }
+
+  void run_candidate(kwbench::State& state) override {
+    const int threads = variant_ == Variant::block128 ? 128 : 384;
+    int blocks = variant_ == Variant::slow ? 4 : 132 * 8;
+    if (variant_ == Variant::unwritten || variant_ == Variant::fault) {
+      blocks = static_cast<int>((n_ / 2 + threads - 1) / threads);
+    }
+    switch (variant_) {
+      case Variant::unwritten: scale_unwritten_kernel<<<blocks, threads, 0, state.stream()>>>(x_, y_, a_, n_); break;
+      case Variant::nan: scale_nan_kernel<<<blocks, threads, 0, state.stream()>>>(x_, y_, a_, n_); break;
+      case Variant::fault: scale_fault_kernel<<<blocks, threads, 0, state.stream()>>>(x_, y_, a_, n_); break;
+      default: scale_kernel<<<blocks, threads, 0, state.stream()>>>(x_, y_, a_, n_); break;
+    }
+    KW_CUDA_CHECK_LAUNCH();
+  }
+
+  std::vector<std::string> baselines() const override { return {"memcpy"}; }
+  void run_baseline(std::size_t, kwbench::State& state) override {
+    KW_CUDA_CHECK(cudaMemcpyAsync(copy_, x_, n_ * sizeof(float), cudaMemcpyDeviceToDevice, state.stream()));
+  }
+
+  void poison_output(kwbench::State& state) override { kwbench::fill_nan(state, y_, n_ * sizeof(float)); }
+
+  kwbench::Accuracy check(kwbench::State& state) override {
+    std::vector<float> x(n_), y(n_);
+    KW_CUDA_CHECK(cudaMemcpyAsync(x.data(), x_, n_ * sizeof(float), cudaMemcpyDeviceToHost, state.stream()));
+    KW_CUDA_CHECK(cudaMemcpyAsync(y.data(), y_, n_ * sizeof(float), cudaMemcpyDeviceToHost, state.stream()));
+    KW_CUDA_CHECK(cudaStreamSynchronize(state.stream()));
+    kwbench::Accuracy accuracy;
+    double error = 0, norm = 0;
+    for (std::size_t i = 0; i < n_; ++i) {
+      double reference = static_cast<double>(a_) * x[i];
+      if (!std::isfinite(y[i])) {
+        ++accuracy.nonfinite;
+        continue;
+      }
+      double diff = y[i] - reference;
+      error += diff * diff;
+      norm += reference * reference;
+      accuracy.max_abs_err = std::max(accuracy.max_abs_err, std::abs(diff));
+    }
+    accuracy.rel_l2_err = norm > 0 ? std::sqrt(error / norm) : 0;
+    return accuracy;
+  }
+
+  double tolerance() const override { return 1e-6; }
+  kwbench::ExpectedLaunch expected_launch() const override {
+    return {"kwbench_selftest::scale*", {384, 1, 1}, std::nullopt, 64, 0};
+  }
+  kwbench::SanityRange sanity() const override { return {"memcpy", 0.5, 4.0, 0}; }
+  double bytes() const override { return 2.0 * static_cast<double>(n_) * sizeof(float); }
+  double flops() const override { return static_cast<double>(n_); }
+
+ private:
+  std::string name_;
+  std::size_t n_;
+  Variant variant_;
+  float a_ = 1.5f;
+  float* x_ = nullptr;
+  float* y_ = nullptr;
+  float* copy_ = nullptr;
+};
+
+}  // namespace kwbench_selftest
