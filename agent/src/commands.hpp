@@ -1,6 +1,9 @@
-// The `kw` subcommands. Each registers itself on the CLI11 app and returns the
+// The `kw` subcommands. Each registers itself on the CLI11 app and sets the
 // process exit code through the callback it installs.
 #pragma once
+
+#include <atomic>
+#include <string>
 
 #include <CLI/CLI.hpp>
 
@@ -9,8 +12,26 @@ namespace kw::agent {
 // Exit codes shared by every subcommand.
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitInvalid = 1;
+inline constexpr int kExitInfrastructure = 3;
 inline constexpr int kExitUsage = 64;
 
+// Raised by SIGINT/SIGTERM: the current stage is ended and the job given back.
+std::atomic<bool>& stop_requested();
+
 void add_validate_command(CLI::App& app, int& exit_code);
+void add_run_command(CLI::App& app, int& exit_code);
+void add_upload_command(CLI::App& app, int& exit_code);
+void add_agent_command(CLI::App& app, int& exit_code);
+
+// Server and token from the flags, else KW_SERVER / KW_TOKEN.
+struct ServerOptions {
+  std::string url;
+  std::string token;
+  void add_to(CLI::App& command, bool required);
+  void resolve();  // fills from the environment; throws CLI::ValidationError when missing
+};
+
+std::string host_name();
+void say(const std::string& line);  // "[kw] ..." progress on stderr
 
 }  // namespace kw::agent

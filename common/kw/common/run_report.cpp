@@ -6,6 +6,7 @@
 #include <initializer_list>
 #include <set>
 
+#include "kw/common/json_reader.hpp"
 #include "kw/common/stats.hpp"
 
 namespace kw::common {
@@ -18,152 +19,20 @@ constexpr std::array<std::string_view, 6> kStageNames = {
     "build", "load", "launch_geometry", "correctness", "quick_bench", "full_bench"};
 constexpr std::array<std::string_view, 3> kStageStatuses = {"passed", "failed", "skipped"};
 
-std::string type_name(const json& value) {
-  if (value.is_number_integer() || value.is_number_unsigned()) return "integer";
-  if (value.is_number_float()) return "number";
-  return value.type_name();
-}
-
-// One JSON object being read, with the path that names it in error messages.
-// Every accessor records the key it consumed so unknown keys (usually typos,
-// "sample_ns") can be rejected at the end.
-class ObjectReader {
- public:
-  ObjectReader(const json& value, std::string path) : value_(value), path_(std::move(path)) {
-    if (!value_.is_object()) fail(path_, "must be an object, got " + type_name(value_));
-  }
-
-  [[noreturn]] static void fail(const std::string& path, const std::string& reason) {
-    throw ValidationError(path, reason);
-  }
-
-  std::string child(std::string_view key) const {
-    return path_.empty() ? std::string(key) : path_ + "." + std::string(key);
-  }
-  const std::string& path() const { return path_; }
-
-  const json* find(std::string_view key) {
-    seen_.emplace(key);
-    auto it = value_.find(std::string(key));
-    if (it == value_.end() || it->is_null()) return nullptr;
-    return &*it;
-  }
-
-  const json& require(std::string_view key) {
-    const json* value = find(key);
-    if (value == nullptr) fail(child(key), "is required");
-    return *value;
-  }
-
-  std::string string(std::string_view key, bool allow_empty = false) {
-    return as_string(require(key), child(key), allow_empty);
-  }
-  std::optional<std::string> opt_string(std::string_view key) {
-    const json* value = find(key);
-    if (value == nullptr) return std::nullopt;
-    return as_string(*value, child(key), true);
-  }
-  std::string string_or_empty(std::string_view key) { return opt_string(key).value_or(""); }
-
-  double number(std::string_view key, double min) { return as_number(require(key), child(key), min); }
-  std::optional<double> opt_number(std::string_view key, double min) {
-    const json* value = find(key);
-    if (value == nullptr) return std::nullopt;
-    return as_number(*value, child(key), min);
-  }
-
-  std::int64_t integer(std::string_view key, std::int64_t min) {
-    return as_integer(require(key), child(key), min);
-  }
-  std::optional<std::int64_t> opt_integer(std::string_view key, std::int64_t min) {
-    const json* value = find(key);
-    if (value == nullptr) return std::nullopt;
-    return as_integer(*value, child(key), min);
-  }
-
-  bool boolean(std::string_view key) {
-    const json& value = require(key);
-    if (!value.is_boolean()) fail(child(key), "must be a boolean, got " + type_name(value));
-    return value.get<bool>();
-  }
-
-  const json& array(std::string_view key) {
-    const json& value = require(key);
-    if (!value.is_array()) fail(child(key), "must be an array, got " + type_name(value));
-    return value;
-  }
-  const json* opt_array(std::string_view key) {
-    const json* value = find(key);
-    if (value != nullptr && !value->is_array())
-      fail(child(key), "must be an array, got " + type_name(*value));
-    return value;
-  }
-
-  void reject_unknown_keys() const {
-    for (const auto& [key, _] : value_.items()) {
-      if (!seen_.contains(key)) fail(child(key), "unknown field");
-    }
-  }
-
-  static std::string as_string(const json& value, const std::string& path, bool allow_empty) {
-    if (!value.is_string()) fail(path, "must be a string, got " + type_name(value));
-    std::string text = value.get<std::string>();
-    if (!allow_empty && text.empty()) fail(path, "must not be empty");
-    return text;
-  }
-
-  static double as_number(const json& value, const std::string& path, double min) {
-    if (!value.is_number()) fail(path, "must be a number, got " + type_name(value));
-    double number = value.get<double>();
-    if (!std::isfinite(number)) fail(path, "must be finite");
-    if (number < min) {
-      fail(path, min == 0 ? "must not be negative" : "must be >= " + json(min).dump());
-    }
-    return number;
-  }
-
-  static std::int64_t as_integer(const json& value, const std::string& path, std::int64_t min) {
-    if (value.is_number_float()) {
-      double number = value.get<double>();
-      if (!std::isfinite(number) || std::trunc(number) != number)
-        fail(path, "must be an integer, got " + value.dump());
-    } else if (!value.is_number()) {
-      fail(path, "must be an integer, got " + type_name(value));
-    }
-    if (value.is_number_unsigned() &&
-        value.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
-      fail(path, "is out of range");
-    auto integer = value.get<std::int64_t>();
-    if (integer < min) {
-      fail(path, min == 0 ? "must not be negative" : "must be >= " + std::to_string(min));
-    }
-    return integer;
-  }
-
- private:
-  const json& value_;
-  std::string path_;
-  std::set<std::string, std::less<>> seen_;
-};
-
-std::string index_path(const std::string& path, std::size_t index) {
-  return path + "[" + std::to_string(index) + "]";
-}
-
 Dim3 read_dim3(const json& value, const std::string& path) {
   if (!value.is_array() || value.size() != 3)
-    ObjectReader::fail(path, "must be an array of 3 positive integers");
+    JsonReader::fail(path, "must be an array of 3 positive integers");
   Dim3 dims{};
-  for (std::size_t i = 0; i < 3; ++i) dims[i] = ObjectReader::as_integer(value[i], index_path(path, i), 1);
+  for (std::size_t i = 0; i < 3; ++i) dims[i] = JsonReader::as_integer(value[i], index_path(path, i), 1);
   return dims;
 }
 
-std::string read_commit(ObjectReader& reader, std::string_view key, bool required) {
+std::string read_commit(JsonReader& reader, std::string_view key, bool required) {
   std::optional<std::string> text =
       required ? std::optional(reader.string(key, true)) : reader.opt_string(key);
   if (!text) return {};
   if (!is_commit_sha(*text)) {
-    ObjectReader::fail(reader.child(key),
+    JsonReader::fail(reader.child(key),
                        "must be a 40-character lowercase hex commit SHA, got \"" +
                            text->substr(0, 64) + "\"");
   }
@@ -171,7 +40,7 @@ std::string read_commit(ObjectReader& reader, std::string_view key, bool require
 }
 
 AgentInfo read_agent(const json& value) {
-  ObjectReader reader(value, "agent");
+  JsonReader reader(value, "agent");
   AgentInfo agent;
   agent.name = reader.string("name");
   agent.version = reader.string("version");
@@ -181,7 +50,7 @@ AgentInfo read_agent(const json& value) {
 }
 
 DeviceInfo read_device(const json& value) {
-  ObjectReader reader(value, "device");
+  JsonReader reader(value, "device");
   DeviceInfo device;
   device.name = reader.string("name");
   device.uuid = reader.string_or_empty("uuid");
@@ -192,7 +61,7 @@ DeviceInfo read_device(const json& value) {
     bool ok = dot != std::string::npos && dot > 0 && dot + 1 < cc.size() &&
               std::all_of(cc.begin(), cc.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)) || c == '.'; }) &&
               cc.find('.', dot + 1) == std::string::npos;
-    if (!ok) ObjectReader::fail("device.compute_capability", "must look like \"9.0\", got \"" + cc + "\"");
+    if (!ok) JsonReader::fail("device.compute_capability", "must look like \"9.0\", got \"" + cc + "\"");
   }
   device.driver = reader.string_or_empty("driver");
   device.cuda_runtime = reader.string_or_empty("cuda_runtime");
@@ -204,12 +73,12 @@ DeviceInfo read_device(const json& value) {
 }
 
 Stage read_stage(const json& value, const std::string& path) {
-  ObjectReader reader(value, path);
+  JsonReader reader(value, path);
   Stage stage;
   std::string name = reader.string("name");
   auto parsed_name = stage_name_from(name);
   if (!parsed_name) {
-    ObjectReader::fail(reader.child("name"),
+    JsonReader::fail(reader.child("name"),
                        "unknown stage \"" + name +
                            "\" (expected build, load, launch_geometry, correctness, "
                            "quick_bench or full_bench)");
@@ -218,7 +87,7 @@ Stage read_stage(const json& value, const std::string& path) {
   std::string status = reader.string("status");
   auto parsed_status = stage_status_from(status);
   if (!parsed_status) {
-    ObjectReader::fail(reader.child("status"),
+    JsonReader::fail(reader.child("status"),
                        "unknown status \"" + status + "\" (expected passed, failed or skipped)");
   }
   stage.status = *parsed_status;
@@ -226,11 +95,11 @@ Stage read_stage(const json& value, const std::string& path) {
   stage.message = reader.string_or_empty("message");
   stage.log_tail = reader.string_or_empty("log_tail");
   if (const json* details = reader.find("details")) {
-    if (!details->is_object()) ObjectReader::fail(reader.child("details"), "must be an object");
+    if (!details->is_object()) JsonReader::fail(reader.child("details"), "must be an object");
     stage.details = *details;
   }
   if (stage.status != StageStatus::passed && stage.message.empty()) {
-    ObjectReader::fail(reader.child("message"),
+    JsonReader::fail(reader.child("message"),
                        "must say why when the stage is " + std::string(to_string(stage.status)));
   }
   reader.reject_unknown_keys();
@@ -238,7 +107,7 @@ Stage read_stage(const json& value, const std::string& path) {
 }
 
 ExpectedLaunch read_expected_launch(const json& value, const std::string& path) {
-  ObjectReader reader(value, path);
+  JsonReader reader(value, path);
   ExpectedLaunch expected;
   expected.kernel_pattern = reader.string("kernel_pattern");
   expected.block = read_dim3(reader.require("block"), reader.child("block"));
@@ -250,7 +119,7 @@ ExpectedLaunch read_expected_launch(const json& value, const std::string& path) 
 }
 
 Launch read_launch(const json& value, const std::string& path) {
-  ObjectReader reader(value, path);
+  JsonReader reader(value, path);
   Launch launch;
   launch.kernel = reader.string("kernel");
   launch.grid = read_dim3(reader.require("grid"), reader.child("grid"));
@@ -264,7 +133,7 @@ Launch read_launch(const json& value, const std::string& path) {
 }
 
 Correctness read_correctness(const json& value, const std::string& path) {
-  ObjectReader reader(value, path);
+  JsonReader reader(value, path);
   Correctness correctness;
   correctness.passed = reader.boolean("passed");
   correctness.rel_l2_err = reader.number("rel_l2_err", 0);
@@ -272,10 +141,10 @@ Correctness read_correctness(const json& value, const std::string& path) {
   correctness.tolerance = reader.number("tolerance", 0);
   correctness.nonfinite = reader.integer("nonfinite", 0);
   if (correctness.passed && correctness.nonfinite > 0) {
-    ObjectReader::fail(reader.child("passed"), "cannot be true with non-finite outputs");
+    JsonReader::fail(reader.child("passed"), "cannot be true with non-finite outputs");
   }
   if (correctness.passed && correctness.rel_l2_err > correctness.tolerance) {
-    ObjectReader::fail(reader.child("passed"),
+    JsonReader::fail(reader.child("passed"),
                        "cannot be true when rel_l2_err exceeds tolerance");
   }
   reader.reject_unknown_keys();
@@ -283,33 +152,33 @@ Correctness read_correctness(const json& value, const std::string& path) {
 }
 
 Measurement read_measurement(const json& value, const std::string& path) {
-  ObjectReader reader(value, path);
+  JsonReader reader(value, path);
   Measurement measurement;
   measurement.impl = reader.string("impl");
   if (measurement.impl != "candidate" &&
       !(measurement.impl.starts_with("baseline:") && measurement.impl.size() > 9)) {
-    ObjectReader::fail(reader.child("impl"),
+    JsonReader::fail(reader.child("impl"),
                        "must be \"candidate\" or \"baseline:<name>\", got \"" + measurement.impl +
                            "\"");
   }
   const json& samples = reader.array("samples_ns");
   std::string samples_path = reader.child("samples_ns");
-  if (samples.empty()) ObjectReader::fail(samples_path, "must hold at least one sample");
+  if (samples.empty()) JsonReader::fail(samples_path, "must hold at least one sample");
   measurement.samples_ns.reserve(samples.size());
   for (std::size_t i = 0; i < samples.size(); ++i) {
     const json& sample = samples[i];
     std::string sample_path = index_path(samples_path, i);
     if (!sample.is_number()) {
-      ObjectReader::fail(sample_path, "must be a number, got " + type_name(sample));
+      JsonReader::fail(sample_path, "must be a number, got " + type_name(sample));
     }
     double ns = sample.get<double>();
-    if (!std::isfinite(ns) || ns <= 0) ObjectReader::fail(sample_path, "must be finite and > 0");
+    if (!std::isfinite(ns) || ns <= 0) JsonReader::fail(sample_path, "must be finite and > 0");
     measurement.samples_ns.push_back(ns);
   }
   measurement.median_ns = reader.number("median_ns", 0);
   double computed = median(measurement.samples_ns);
   if (std::abs(measurement.median_ns - computed) > 1e-6 * computed + 1e-9) {
-    ObjectReader::fail(reader.child("median_ns"),
+    JsonReader::fail(reader.child("median_ns"),
                        "is " + json(measurement.median_ns).dump() +
                            " but the median of samples_ns is " + json(computed).dump());
   }
@@ -319,9 +188,9 @@ Measurement read_measurement(const json& value, const std::string& path) {
   if (const json* throttled = reader.opt_array("throttled_samples")) {
     std::string throttled_path = reader.child("throttled_samples");
     for (std::size_t i = 0; i < throttled->size(); ++i) {
-      std::int64_t index = ObjectReader::as_integer((*throttled)[i], index_path(throttled_path, i), 0);
+      std::int64_t index = JsonReader::as_integer((*throttled)[i], index_path(throttled_path, i), 0);
       if (index >= static_cast<std::int64_t>(measurement.samples_ns.size())) {
-        ObjectReader::fail(index_path(throttled_path, i),
+        JsonReader::fail(index_path(throttled_path, i),
                            "sample index " + std::to_string(index) + " is past the end of samples_ns");
       }
       measurement.throttled_samples.push_back(index);
@@ -331,18 +200,18 @@ Measurement read_measurement(const json& value, const std::string& path) {
   return measurement;
 }
 
-std::vector<double> read_number_array(ObjectReader& reader, std::string_view key) {
+std::vector<double> read_number_array(JsonReader& reader, std::string_view key) {
   std::vector<double> numbers;
   if (const json* array = reader.opt_array(key)) {
     for (std::size_t i = 0; i < array->size(); ++i) {
-      numbers.push_back(ObjectReader::as_number((*array)[i], index_path(reader.child(key), i), 0));
+      numbers.push_back(JsonReader::as_number((*array)[i], index_path(reader.child(key), i), 0));
     }
   }
   return numbers;
 }
 
 GpuState read_gpu_state(const json& value, const std::string& path) {
-  ObjectReader reader(value, path);
+  JsonReader reader(value, path);
   GpuState state;
   state.sm_mhz = read_number_array(reader, "sm_mhz");
   state.mem_mhz = read_number_array(reader, "mem_mhz");
@@ -355,14 +224,14 @@ GpuState read_gpu_state(const json& value, const std::string& path) {
 }
 
 Case read_case(const json& value, const std::string& path) {
-  ObjectReader reader(value, path);
+  JsonReader reader(value, path);
   Case run_case;
   run_case.name = reader.string("name");
   if (const json* params = reader.find("params")) {
-    if (!params->is_object()) ObjectReader::fail(reader.child("params"), "must be an object");
+    if (!params->is_object()) JsonReader::fail(reader.child("params"), "must be an object");
     for (const auto& [key, param] : params->items()) {
       if (param.is_object() || param.is_array()) {
-        ObjectReader::fail(reader.child("params") + "." + key,
+        JsonReader::fail(reader.child("params") + "." + key,
                            "must be a string, number or boolean");
       }
     }
@@ -385,7 +254,7 @@ Case read_case(const json& value, const std::string& path) {
       std::string measurement_path = index_path(reader.child("measurements"), i);
       Measurement measurement = read_measurement((*measurements)[i], measurement_path);
       if (!impls.insert(measurement.impl).second) {
-        ObjectReader::fail(measurement_path + ".impl",
+        JsonReader::fail(measurement_path + ".impl",
                            "duplicate implementation \"" + measurement.impl + "\" in this case");
       }
       run_case.measurements.push_back(std::move(measurement));
@@ -500,17 +369,17 @@ std::optional<double> parse_rfc3339(std::string_view text) {
 }
 
 RunReport parse_run_report(const json& document) {
-  ObjectReader reader(document, "");
+  JsonReader reader(document, "");
   RunReport report;
   report.schema = reader.string("schema");
   if (report.schema != kRunSchema) {
-    ObjectReader::fail("schema", "unknown schema version \"" + report.schema + "\" (this build reads \"" +
+    JsonReader::fail("schema", "unknown schema version \"" + report.schema + "\" (this build reads \"" +
                                      std::string(kRunSchema) + "\")");
   }
   report.project = reader.string("project");
   for (char c : report.project) {
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.')) {
-      ObjectReader::fail("project", "may hold only letters, digits, '-', '_' and '.'");
+      JsonReader::fail("project", "may hold only letters, digits, '-', '_' and '.'");
     }
   }
   report.commit = read_commit(reader, "commit", true);
@@ -524,10 +393,10 @@ RunReport parse_run_report(const json& document) {
   report.started_at = reader.string("started_at");
   report.finished_at = reader.string("finished_at");
   auto started = parse_rfc3339(report.started_at);
-  if (!started) ObjectReader::fail("started_at", "must be an RFC 3339 timestamp, got \"" + report.started_at + "\"");
+  if (!started) JsonReader::fail("started_at", "must be an RFC 3339 timestamp, got \"" + report.started_at + "\"");
   auto finished = parse_rfc3339(report.finished_at);
-  if (!finished) ObjectReader::fail("finished_at", "must be an RFC 3339 timestamp, got \"" + report.finished_at + "\"");
-  if (*finished < *started) ObjectReader::fail("finished_at", "is before started_at");
+  if (!finished) JsonReader::fail("finished_at", "must be an RFC 3339 timestamp, got \"" + report.finished_at + "\"");
+  if (*finished < *started) JsonReader::fail("finished_at", "is before started_at");
   report.gpu_seconds = reader.number("gpu_seconds", 0);
 
   const json& stages = reader.array("stages");
@@ -536,10 +405,10 @@ RunReport parse_run_report(const json& document) {
     std::string path = index_path("stages", i);
     Stage stage = read_stage(stages[i], path);
     if (!seen_stages.insert(stage.name).second) {
-      ObjectReader::fail(path + ".name", "stage \"" + std::string(to_string(stage.name)) + "\" appears twice");
+      JsonReader::fail(path + ".name", "stage \"" + std::string(to_string(stage.name)) + "\" appears twice");
     }
     if (!report.stages.empty() && stage.name < report.stages.back().name) {
-      ObjectReader::fail(path + ".name", "stage \"" + std::string(to_string(stage.name)) +
+      JsonReader::fail(path + ".name", "stage \"" + std::string(to_string(stage.name)) +
                                              "\" is out of pipeline order (after \"" +
                                              std::string(to_string(report.stages.back().name)) + "\")");
     }
@@ -553,13 +422,13 @@ RunReport parse_run_report(const json& document) {
     std::string path = index_path("cases", i);
     Case run_case = read_case(cases[i], path);
     if (!case_names.insert(run_case.name).second) {
-      ObjectReader::fail(path + ".name", "duplicate case name \"" + run_case.name + "\"");
+      JsonReader::fail(path + ".name", "duplicate case name \"" + run_case.name + "\"");
     }
     any_measurement = any_measurement || !run_case.measurements.empty();
     report.cases.push_back(std::move(run_case));
   }
   if (any_measurement && !report.device) {
-    ObjectReader::fail("device", "is required when any case has measurements");
+    JsonReader::fail("device", "is required when any case has measurements");
   }
   reader.reject_unknown_keys();
   return report;

@@ -1,0 +1,228 @@
+// kw agent: the GPU host loop. Claims a job, checks the commit out into a
+// worktree of a per-project mirror, runs the pipeline while heartbeating the
+// lease, and delivers the report through the spool (never lost, stored once).
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "commands.hpp"
+#include "git.hpp"
+#include "gpu_info.hpp"
+#include "kw/http/client.hpp"
+#include "pipeline.hpp"
+#include "repo_config.hpp"
+#include "spool.hpp"
+
+namespace kw::agent {
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+struct AgentArguments {
+  ServerOptions server;
+  std::string work_dir;
+  std::vector<std::string> repos;  // PROJECT=URL
+  std::string name;
+  double poll_seconds = 10;
+  bool once = false;
+  std::string gpu_test_double;
+};
+
+// Sleeps until the time passes or a stop is requested.
+void pause(double seconds) {
+  auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (!stop_requested() && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+// Renews the lease until stopped; raises `lost` when the server says the job
+// is no longer ours (the pipeline is then stopped).
+class Heartbeat {
+ public:
+  Heartbeat(const AgentArguments& args, std::int64_t job, double lease_seconds, std::atomic<bool>& lost)
+      : thread_([this, &args, job, lease_seconds, &lost] {
+          http::Client client(args.server.url, args.server.token, std::chrono::seconds(10));
+          std::string target = "/api/v1/jobs/" + std::to_string(job) + "/heartbeat";
+          auto period = std::chrono::duration<double>(std::max(0.2, lease_seconds / 3));
+          std::unique_lock lock(mutex_);
+          while (!wake_.wait_for(lock, period, [this] { return done_; })) {
+            try {
+              http::Response response = client.post(target, {{"agent", args.name}});
+              if (response.status == 409 || response.status == 404) {
+                say("job " + std::to_string(job) + " is no longer ours: " + response.body);
+                lost = true;
+                return;
+              }
+            } catch (const http::ConnectionError& error) {
+              say(std::string("heartbeat failed: ") + error.what());
+            }
+          }
+        }) {}
+  ~Heartbeat() {
+    {
+      std::lock_guard lock(mutex_);
+      done_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool done_ = false;
+  std::thread thread_;
+};
+
+int agent_loop(AgentArguments args) {
+  args.server.resolve();
+  if (args.name.empty()) args.name = host_name();
+  std::map<std::string, std::string> repo_urls;
+  for (const std::string& entry : args.repos) {
+    auto eq = entry.find('=');
+    if (eq == std::string::npos || eq == 0) throw CLI::ValidationError("--repo", "expected PROJECT=URL, got " + entry);
+    repo_urls[entry.substr(0, eq)] = entry.substr(eq + 1);
+  }
+  fs::path work = fs::absolute(args.work_dir);
+  fs::create_directories(work / "work");
+  Spool spool(work / "spool");
+
+  std::vector<std::string> gpus;
+  if (!args.gpu_test_double.empty()) {
+    gpus = {args.gpu_test_double};
+    say("GPU test double \"" + args.gpu_test_double + "\": benches run as if on that GPU");
+  } else {
+    GpuInventory inventory = detect_gpus();
+    gpus = inventory.models;
+    say(gpus.empty() ? "no CUDA device (" + inventory.source + "): GPU stages will be skipped"
+                     : std::to_string(gpus.size()) + " GPU(s): " + gpus.front() + " (" + inventory.source + ")");
+  }
+  http::Client client(args.server.url, args.server.token, std::chrono::seconds(30));
+  say("agent " + args.name + " polling " + args.server.url);
+
+  while (!stop_requested()) {
+    if (spool.pending() > 0) spool.deliver(client, say);
+    json job;
+    try {
+      http::Response response = client.post("/api/v1/agents/claim", {{"agent", args.name},
+                                                                      {"host", host_name()},
+                                                                      {"version", KW_VERSION},
+                                                                      {"gpus", gpus}});
+      if (response.status == 204) {
+        if (args.once && spool.pending() == 0) return kExitOk;
+        pause(args.poll_seconds);
+        continue;
+      }
+      if (response.status != 200) {
+        say("claim refused (HTTP " + std::to_string(response.status) + "): " + response.body);
+        if (response.status == 401 || response.status == 403) return kExitInfrastructure;
+        pause(args.poll_seconds);
+        continue;
+      }
+      job = response.json();
+    } catch (const http::ConnectionError& error) {
+      say(std::string("server unreachable: ") + error.what());
+      pause(args.poll_seconds);
+      continue;
+    }
+
+    std::int64_t job_id = job["id"];
+    std::string project = job["project"], commit = job["commit"];
+    say("claimed job " + std::to_string(job_id) + ": " + project + " " + commit.substr(0, 12) + " (" +
+        job.value("branch", std::string()) + ")");
+    fs::path checkout = work / "work" / ("job-" + std::to_string(job_id));
+    std::atomic<bool> lost{false};
+    json report;
+    try {
+      auto url = repo_urls.find(project);
+      if (url == repo_urls.end()) throw std::runtime_error("no --repo " + project + "=URL given to this agent");
+      fs::path mirror = update_mirror(work / "mirrors", project, url->second);
+      add_worktree(mirror, checkout, commit);
+      Heartbeat heartbeat(args, job_id, job.value("lease_seconds", 120.0), lost);
+      // Stop the pipeline on SIGTERM or when the lease is lost.
+      std::atomic<bool> stop_pipeline{false};
+      std::thread watcher([&] {
+        while (!stop_pipeline && !stop_requested() && !lost) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        stop_pipeline = true;
+      });
+      PipelineOptions options;
+      options.checkout = checkout;
+      options.commit = commit;
+      options.branch = job.value("branch", std::string("main"));
+      if (job.contains("base_commit") && job["base_commit"].is_string()) options.base_commit = job["base_commit"];
+      options.job_id = job_id;
+      options.agent_name = args.name;
+      options.agent_host = host_name();
+      options.gpu_available = !gpus.empty();
+      options.stop = &stop_pipeline;
+      options.log = say;
+      try {
+        RepoConfig config = load_repo_config(checkout / "kernelwatch.json");
+        report = run_pipeline(config, options);
+      } catch (...) {
+        stop_pipeline = true;
+        watcher.join();
+        throw;
+      }
+      bool interrupted = stop_requested() || lost;
+      stop_pipeline = true;
+      watcher.join();
+      if (interrupted) report = json();
+    } catch (const std::exception& error) {
+      say("job " + std::to_string(job_id) + " could not run: " + error.what());
+    }
+    try {
+      remove_worktree(work / "mirrors" / (project + ".git"), checkout);
+    } catch (const std::exception&) {
+    }
+
+    if (stop_requested() && !lost) {
+      // Give the job back so another agent takes it now, not at lease expiry.
+      try {
+        client.post("/api/v1/jobs/" + std::to_string(job_id) + "/release", {{"agent", args.name}});
+        say("job " + std::to_string(job_id) + " given back");
+      } catch (const http::ConnectionError&) {
+        say("job " + std::to_string(job_id) + " not given back (server unreachable); its lease will expire");
+      }
+      break;
+    }
+    if (report.is_null()) {
+      if (!lost) pause(args.poll_seconds);  // a broken job: its lease expires and it is retried or failed
+      continue;
+    }
+    spool.add("job-" + std::to_string(job_id), "/api/v1/jobs/" + std::to_string(job_id) + "/report", report);
+    spool.deliver(client, say);
+    if (args.once) {
+      while (spool.pending() > 0 && !stop_requested()) {
+        pause(1);
+        spool.deliver(client, say);
+      }
+      return kExitOk;
+    }
+  }
+  say("agent stopped");
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_agent_command(CLI::App& app, int& exit_code) {
+  auto args = std::make_shared<AgentArguments>();
+  auto* command = app.add_subcommand("agent", "Run as a GPU-host agent: claim jobs, run them, report");
+  args->server.add_to(*command, true);
+  command->add_option("--work-dir", args->work_dir, "mirrors, worktrees and the report spool live here")->required();
+  command->add_option("--repo", args->repos, "PROJECT=URL: where to fetch a project's commits (repeatable)");
+  command->add_option("--name", args->name, "agent name (default: host name)");
+  command->add_option("--poll-seconds", args->poll_seconds, "wait between claims when idle")->capture_default_str();
+  command->add_flag("--once", args->once, "exit after one job (or when none is queued)");
+  command->add_option("--gpu-test-double", args->gpu_test_double,
+                      "TEST DOUBLE: advertise and run as if this GPU model were present");
+  command->callback([args, &exit_code] { exit_code = agent_loop(*args); });
+}
+
+}  // namespace kw::agent

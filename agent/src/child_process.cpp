@@ -1,0 +1,115 @@
+#include "child_process.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+
+namespace kw::agent {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+void append_tail(std::string& tail, const char* data, std::size_t size, std::size_t limit) {
+  tail.append(data, size);
+  if (tail.size() > 2 * limit) tail.erase(0, tail.size() - limit);
+}
+
+}  // namespace
+
+std::string ChildOutcome::describe() const {
+  if (stopped) return "stopped (the agent is shutting down)";
+  if (timed_out) return "timed out after " + std::to_string(static_cast<long>(seconds)) + " s (process group killed)";
+  if (exit_code > 128) return std::string("killed by signal ") + strsignal(exit_code - 128);
+  return "exited " + std::to_string(exit_code);
+}
+
+ChildSpec shell(const std::string& command, const std::filesystem::path& cwd, double timeout_s) {
+  ChildSpec spec;
+  spec.argv = {"/bin/sh", "-c", command};
+  spec.cwd = cwd;
+  spec.timeout_s = timeout_s;
+  return spec;
+}
+
+ChildOutcome run_child(const ChildSpec& spec, const std::atomic<bool>& stop) {
+  if (spec.argv.empty()) throw std::invalid_argument("run_child: empty argv");
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
+  auto started = Clock::now();
+  pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
+  if (pid == 0) {
+    setpgid(0, 0);
+    dup2(fds[1], STDOUT_FILENO);
+    dup2(fds[1], STDERR_FILENO);
+    int null_fd = open("/dev/null", O_RDONLY);
+    if (null_fd >= 0) dup2(null_fd, STDIN_FILENO);
+    if (!spec.cwd.empty() && chdir(spec.cwd.c_str()) != 0) {
+      dprintf(STDERR_FILENO, "cannot enter %s: %s\n", spec.cwd.c_str(), std::strerror(errno));
+      _exit(126);
+    }
+    for (const auto& [key, value] : spec.env) setenv(key.c_str(), value.c_str(), 1);
+    std::vector<char*> args;
+    for (const std::string& arg : spec.argv) args.push_back(const_cast<char*>(arg.c_str()));
+    args.push_back(nullptr);
+    execvp(args[0], args.data());
+    dprintf(STDERR_FILENO, "cannot run %s: %s\n", args[0], std::strerror(errno));
+    _exit(127);
+  }
+  setpgid(pid, pid);  // also from here, so the group exists before any kill
+  close(fds[1]);
+
+  ChildOutcome outcome;
+  auto deadline = started + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(spec.timeout_s));
+  Clock::time_point kill_at{};
+  bool terminating = false, exited = false;
+  int status = 0;
+  char buffer[8192];
+  for (;;) {
+    pollfd pfd{fds[0], POLLIN, 0};
+    int ready = poll(&pfd, 1, 100);
+    if (ready > 0) {
+      ssize_t n = read(fds[0], buffer, sizeof(buffer));
+      if (n > 0) {
+        append_tail(outcome.output_tail, buffer, static_cast<std::size_t>(n), spec.tail_bytes);
+        continue;
+      }
+      if (n == 0) break;  // every writer in the group is gone
+    }
+    if (!exited && waitpid(pid, &status, WNOHANG) == pid) {
+      exited = true;
+      // Helpers it left behind still hold the pipe: end them with it.
+      kill(-pid, SIGKILL);
+    }
+    auto now = Clock::now();
+    if (!terminating && !exited && (now > deadline || stop.load())) {
+      outcome.timed_out = now > deadline;
+      outcome.stopped = !outcome.timed_out;
+      kill(-pid, SIGTERM);
+      terminating = true;
+      kill_at = now + std::chrono::seconds(5);
+    }
+    if (terminating && now > kill_at) kill(-pid, SIGKILL);
+  }
+  close(fds[0]);
+  if (!exited) {
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+  }
+  kill(-pid, SIGKILL);
+  if (outcome.output_tail.size() > spec.tail_bytes) {
+    outcome.output_tail.erase(0, outcome.output_tail.size() - spec.tail_bytes);
+  }
+  outcome.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  outcome.seconds = std::chrono::duration<double>(Clock::now() - started).count();
+  return outcome;
+}
+
+}  // namespace kw::agent

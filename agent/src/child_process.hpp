@@ -1,0 +1,39 @@
+// Runs one stage's command in its own process group with a timeout: when the
+// time runs out or the agent is told to stop, the whole group gets SIGTERM,
+// then SIGKILL, so a hung kernel or a forked helper never outlives its stage.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace kw::agent {
+
+struct ChildSpec {
+  std::vector<std::string> argv;  // argv[0] is looked up in PATH
+  std::filesystem::path cwd;
+  std::map<std::string, std::string> env;  // added to the agent's environment
+  double timeout_s = 600;
+  std::size_t tail_bytes = 16 * 1024;
+};
+
+struct ChildOutcome {
+  int exit_code = -1;  // 128 + signal when killed by one
+  bool timed_out = false;
+  bool stopped = false;  // the stop flag was raised
+  std::string output_tail;
+  double seconds = 0;
+
+  bool ok() const { return exit_code == 0 && !timed_out && !stopped; }
+  std::string describe() const;  // "exited 2", "timed out after 30 s", ...
+};
+
+ChildOutcome run_child(const ChildSpec& spec, const std::atomic<bool>& stop);
+
+// Convenience for `sh -c COMMAND`.
+ChildSpec shell(const std::string& command, const std::filesystem::path& cwd, double timeout_s);
+
+}  // namespace kw::agent

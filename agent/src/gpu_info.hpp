@@ -1,0 +1,17 @@
+// The GPUs of this host, for registration and job matching: NVML through
+// dlopen (no link dependency), nvidia-smi as the fallback.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace kw::agent {
+
+struct GpuInventory {
+  std::vector<std::string> models;  // one entry per GPU, e.g. "NVIDIA H100 80GB HBM3"
+  std::string source;               // "nvml", "nvidia-smi", or why none was found
+};
+
+GpuInventory detect_gpus();
+
+}  // namespace kw::agent

@@ -1,0 +1,328 @@
+#include "pipeline.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "adapters.hpp"
+#include "child_process.hpp"
+#include "kw/common/run_report.hpp"
+
+namespace kw::agent {
+
+namespace {
+
+using nlohmann::json;
+using common::StageName;
+namespace fs = std::filesystem;
+
+std::string tail_of(const std::string& text, std::size_t bytes = 8000) {
+  return text.size() <= bytes ? text : text.substr(text.size() - bytes);
+}
+
+std::string seconds_text(double seconds) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof(buffer), "%.1f s", seconds);
+  return buffer;
+}
+
+// ptxas -v prints, per kernel, "Compiling entry function 'NAME'" then
+// "Used N registers, ... S bytes smem ..." and "X bytes spill stores, Y bytes spill loads".
+json ptxas_report(const std::string& log) {
+  json kernels = json::array();
+  std::regex entry(R"(Compiling entry function '([^']+)')");
+  std::regex used(R"(Used (\d+) registers(?:.*?(\d+) bytes smem)?)");
+  std::regex spill(R"((\d+) bytes spill stores, (\d+) bytes spill loads)");
+  std::istringstream lines(log);
+  std::string line;
+  json current;
+  while (std::getline(lines, line)) {
+    if (line.rfind("$ ", 0) == 0) continue;  // the command line itself, as echoed into the log
+    std::smatch m;
+    if (std::regex_search(line, m, entry)) {
+      if (!current.is_null()) kernels.push_back(current);
+      current = {{"name", m[1].str()}, {"registers", 0}, {"shared_bytes", 0}, {"spill_stores", 0}, {"spill_loads", 0}};
+    } else if (!current.is_null() && std::regex_search(line, m, spill)) {
+      current["spill_stores"] = std::stoll(m[1]);
+      current["spill_loads"] = std::stoll(m[2]);
+    } else if (!current.is_null() && std::regex_search(line, m, used)) {
+      current["registers"] = std::stoll(m[1]);
+      if (m[2].matched) current["shared_bytes"] = std::stoll(m[2]);
+    }
+  }
+  if (!current.is_null()) kernels.push_back(current);
+  return kernels;
+}
+
+json make_stage(StageName name, const std::string& status, double seconds, const std::string& message,
+                const std::string& log_tail = {}, json details = json::object()) {
+  return {{"name", common::to_string(name)},
+          {"status", status},
+          {"duration_ms", static_cast<std::int64_t>(seconds * 1000)},
+          {"message", message},
+          {"log_tail", tail_of(log_tail)},
+          {"details", std::move(details)}};
+}
+
+struct Logger {
+  const PipelineOptions& options;
+  void operator()(const std::string& line) const {
+    if (options.log) options.log(line);
+  }
+};
+
+struct BenchResult {
+  std::string status = "passed";
+  std::string message;
+  std::string log_tail;
+  json details = json::object();
+  json device;
+  json cases = json::array();
+  double seconds = 0;
+};
+
+fs::path temp_json(const std::string& tag) {
+  char pattern[] = "/tmp/kw-stage-XXXXXX";
+  int fd = mkstemp(pattern);
+  if (fd < 0) throw std::runtime_error("mkstemp failed");
+  close(fd);
+  fs::path path = std::string(pattern) + "-" + tag + ".json";
+  fs::rename(pattern, path);
+  return path;
+}
+
+BenchResult run_kwbench(const BenchConfig& bench, StageName stage, const RepoConfig& config,
+                        const PipelineOptions& options) {
+  BenchResult result;
+  fs::path out = temp_json(common::to_string(stage).data());
+  ChildSpec spec;
+  spec.argv = {(options.checkout / bench.path).string(), "--stage", std::string(common::to_string(stage)), "--json",
+               out.string(), "--case", bench.cases};
+  if (stage == StageName::load) {
+    for (const LibraryCheck& library : bench.libraries) {
+      spec.argv.push_back("--library");
+      spec.argv.push_back((options.checkout / library.path).string());
+      for (const std::string& symbol : library.symbols) {
+        spec.argv.push_back("--symbol");
+        spec.argv.push_back(symbol);
+      }
+    }
+  }
+  spec.argv.insert(spec.argv.end(), bench.args.begin(), bench.args.end());
+  spec.cwd = options.checkout;
+  spec.timeout_s = config.timeout_for(stage);
+  ChildOutcome outcome = run_child(spec, *options.stop);
+  result.seconds = outcome.seconds;
+  json document;
+  if (std::ifstream in(out); in) {
+    try {
+      in >> document;
+    } catch (const std::exception&) {
+      document = json();
+    }
+  }
+  fs::remove(out);
+  if (!outcome.ok() && (outcome.timed_out || outcome.stopped || !document.is_object())) {
+    result.status = "failed";
+    result.message = bench.name + ": " + outcome.describe();
+    result.log_tail = outcome.output_tail;
+    return result;
+  }
+  if (!document.is_object() || !document.contains("stage")) {
+    result.status = "failed";
+    result.message = bench.name + ": " + outcome.describe() + " without writing its result";
+    result.log_tail = outcome.output_tail;
+    return result;
+  }
+  const json& stage_json = document["stage"];
+  result.status = stage_json.value("status", "failed");
+  result.message = bench.name + ": " + stage_json.value("message", "");
+  result.log_tail = stage_json.value("log_tail", std::string());
+  if (result.status == "failed" && result.log_tail.empty()) result.log_tail = outcome.output_tail;
+  result.details = stage_json.value("details", json::object());
+  result.device = document.value("device", json());
+  result.cases = document.value("cases", json::array());
+  return result;
+}
+
+BenchResult run_adapted(const BenchConfig& bench, StageName stage, const RepoConfig& config,
+                        const PipelineOptions& options) {
+  BenchResult result;
+  std::string harness = bench.format == BenchFormat::gbench ? "Google Benchmark" : "NVBench";
+  if (stage != StageName::full_bench) {
+    result.status = "skipped";
+    result.message = bench.name + ": a " + harness + " bench has no " + std::string(common::to_string(stage)) +
+                     " stage (only build and full_bench run)";
+    return result;
+  }
+  fs::path out = temp_json("adapted");
+  ChildSpec spec;
+  spec.argv = {(options.checkout / bench.path).string()};
+  if (bench.format == BenchFormat::gbench) {
+    spec.argv.push_back("--benchmark_format=json");
+    spec.argv.push_back("--benchmark_out=" + out.string());
+    spec.argv.push_back("--benchmark_out_format=json");
+  } else {
+    spec.argv.push_back("--json");
+    spec.argv.push_back(out.string());
+  }
+  spec.argv.insert(spec.argv.end(), bench.args.begin(), bench.args.end());
+  spec.cwd = options.checkout;
+  spec.timeout_s = config.timeout_for(stage);
+  ChildOutcome outcome = run_child(spec, *options.stop);
+  result.seconds = outcome.seconds;
+  if (!outcome.ok()) {
+    result.status = "failed";
+    result.message = bench.name + ": " + outcome.describe();
+    result.log_tail = outcome.output_tail;
+    fs::remove(out);
+    return result;
+  }
+  try {
+    std::ifstream in(out);
+    json document = json::parse(in);
+    json adapted = bench.format == BenchFormat::gbench ? adapt_gbench(document, bench.name + "/")
+                                                       : adapt_nvbench(document, out, bench.name + "/");
+    result.cases = adapted["cases"];
+    result.message = bench.name + ": " + std::to_string(result.cases.size()) + " cases from " + harness;
+  } catch (const std::exception& error) {
+    result.status = "failed";
+    result.message = bench.name + ": cannot read its " + harness + " output: " + error.what();
+    result.log_tail = outcome.output_tail;
+  }
+  fs::remove(out);
+  // Sidecars NVBench writes next to its JSON.
+  std::error_code ec;
+  fs::remove_all(out.string() + "-bin", ec);
+  fs::remove_all(out.string() + "-freqs-bin", ec);
+  return result;
+}
+
+void merge_cases(json& cases, const json& incoming) {
+  for (const json& c : incoming) {
+    bool merged = false;
+    for (json& existing : cases) {
+      if (existing["name"] == c["name"]) {
+        existing.update(c);
+        merged = true;
+        break;
+      }
+    }
+    if (!merged) cases.push_back(c);
+  }
+}
+
+}  // namespace
+
+std::string utc_now_rfc3339() {
+  auto now = std::chrono::system_clock::now();
+  std::time_t seconds = std::chrono::system_clock::to_time_t(now);
+  auto millis = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  std::tm tm{};
+  gmtime_r(&seconds, &tm);
+  char buffer[96];
+  std::snprintf(buffer, sizeof(buffer), "%04d-%02d-%02dT%02d:%02d:%02d.%03lldZ", tm.tm_year + 1900, tm.tm_mon + 1,
+                tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<long long>(millis));
+  return buffer;
+}
+
+json run_pipeline(const RepoConfig& config, const PipelineOptions& options) {
+  static const std::atomic<bool> never{false};
+  PipelineOptions opts = options;
+  if (opts.stop == nullptr) opts.stop = &never;
+  Logger log{opts};
+  std::string started_at = utc_now_rfc3339();
+  json stages = json::array();
+  json cases = json::array();
+  json device;
+  double gpu_seconds = 0;
+
+  // build
+  log("stage build started");
+  {
+    double seconds = 0;
+    std::string output;
+    std::string failure;
+    for (const std::string& command : config.build_commands) {
+      ChildSpec spec = shell(command, opts.checkout, config.build_timeout_s - seconds);
+      spec.env = config.build_env;
+      spec.tail_bytes = 256 * 1024;  // the resource report is read from it
+      ChildOutcome outcome = run_child(spec, *opts.stop);
+      seconds += outcome.seconds;
+      output += "$ " + command + "\n" + outcome.output_tail;
+      if (!outcome.ok()) {
+        failure = "`" + command + "` " + outcome.describe();
+        break;
+      }
+    }
+    json details = {{"kernels", ptxas_report(output)}, {"commands", config.build_commands}};
+    std::string status = failure.empty() ? "passed" : "failed";
+    std::string message = failure.empty() ? std::to_string(config.build_commands.size()) + " command(s) succeeded" : failure;
+    stages.push_back(make_stage(StageName::build, status, seconds, message, output, details));
+    log("stage build " + status + " in " + seconds_text(seconds) + ": " + message);
+  }
+
+  std::string failed_stage = stages.back()["status"] == "failed" ? "build" : "";
+  for (StageName stage : common::kAllStages) {
+    if (stage == StageName::build) continue;
+    std::string name(common::to_string(stage));
+    if (!failed_stage.empty()) {
+      stages.push_back(make_stage(stage, "skipped", 0, "not run: the " + failed_stage + " stage failed"));
+      log("stage " + name + " skipped: " + failed_stage + " failed");
+      continue;
+    }
+    if (!opts.gpu_available) {
+      stages.push_back(make_stage(stage, "skipped", 0, "no CUDA device"));
+      log("stage " + name + " skipped: no CUDA device");
+      continue;
+    }
+    log("stage " + name + " started");
+    double seconds = 0;
+    std::vector<std::string> messages;
+    std::string tail;
+    json details = json::object();
+    int failed = 0, passed = 0;
+    for (const BenchConfig& bench : config.benches) {
+      BenchResult result = bench.format == BenchFormat::kwbench ? run_kwbench(bench, stage, config, opts)
+                                                                : run_adapted(bench, stage, config, opts);
+      seconds += result.seconds;
+      messages.push_back(result.message);
+      if (!result.log_tail.empty()) tail += "--- " + bench.name + "\n" + result.log_tail;
+      details[bench.name] = result.details;
+      if (device.is_null() && result.device.is_object()) device = result.device;
+      merge_cases(cases, result.cases);
+      failed += result.status == "failed";
+      passed += result.status == "passed";
+      if (opts.stop->load()) break;
+    }
+    gpu_seconds += seconds;
+    std::string status = failed > 0 ? "failed" : passed > 0 ? "passed" : "skipped";
+    std::string message;
+    for (const std::string& m : messages) message += (message.empty() ? "" : "; ") + m;
+    stages.push_back(make_stage(stage, status, seconds, message, tail, details));
+    log("stage " + name + " " + status + " in " + seconds_text(seconds) + ": " + message);
+    if (status == "failed" && stage != StageName::full_bench) failed_stage = name;
+  }
+
+  json report{{"schema", common::kRunSchema},
+              {"project", config.project},
+              {"commit", opts.commit},
+              {"branch", opts.branch},
+              {"agent", {{"name", opts.agent_name}, {"version", KW_VERSION}, {"host", opts.agent_host}}},
+              {"started_at", started_at},
+              {"finished_at", utc_now_rfc3339()},
+              {"gpu_seconds", gpu_seconds},
+              {"stages", stages},
+              {"cases", cases}};
+  if (device.is_object()) report["device"] = device;
+  if (opts.base_commit) report["base_commit"] = *opts.base_commit;
+  if (opts.job_id) report["job_id"] = *opts.job_id;
+  common::parse_run_report(report);  // what we send must be what the server accepts
+  return report;
+}
+
+}  // namespace kw::agent

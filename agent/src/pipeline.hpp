@@ -1,0 +1,38 @@
+// The stages of one run over one checkout: build, then each bench's load,
+// launch_geometry, correctness, quick_bench and full_bench, every command a
+// child process group with its timeout, stopping at the first failed
+// preflight stage. Produces a validated run report.
+#pragma once
+
+#include <atomic>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "repo_config.hpp"
+
+namespace kw::agent {
+
+struct PipelineOptions {
+  std::filesystem::path checkout;
+  std::string commit;
+  std::string branch;
+  std::optional<std::string> base_commit;
+  std::optional<std::int64_t> job_id;
+  std::string agent_name;
+  std::string agent_host;
+  // No GPU: the GPU stages are skipped with "no CUDA device", never run.
+  bool gpu_available = false;
+  const std::atomic<bool>* stop = nullptr;
+  std::function<void(const std::string&)> log;
+};
+
+// Returns the run report (valid kernelwatch.run/1).
+nlohmann::json run_pipeline(const RepoConfig& config, const PipelineOptions& options);
+
+std::string utc_now_rfc3339();
+
+}  // namespace kw::agent

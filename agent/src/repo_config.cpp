@@ -1,0 +1,142 @@
+#include "repo_config.hpp"
+
+#include <fstream>
+#include <sstream>
+
+#include "kw/common/json_reader.hpp"
+
+namespace kw::agent {
+
+namespace {
+
+using common::JsonReader;
+using common::index_path;
+using nlohmann::json;
+
+constexpr double kDefaultStageTimeout = 600;
+
+std::vector<std::string> string_list(JsonReader& reader, std::string_view key, bool required) {
+  std::vector<std::string> out;
+  const json* array = required ? &reader.array(key) : reader.opt_array(key);
+  if (array == nullptr) return out;
+  for (std::size_t i = 0; i < array->size(); ++i) {
+    out.push_back(JsonReader::as_string((*array)[i], index_path(reader.child(key), i), false));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string_view to_string(BenchFormat format) {
+  switch (format) {
+    case BenchFormat::kwbench: return "kwbench";
+    case BenchFormat::gbench: return "gbench";
+    case BenchFormat::nvbench: return "nvbench";
+  }
+  return "kwbench";
+}
+
+double RepoConfig::timeout_for(common::StageName stage) const {
+  if (stage == common::StageName::build) return build_timeout_s;
+  auto it = stage_timeouts_s.find(stage);
+  return it == stage_timeouts_s.end() ? kDefaultStageTimeout : it->second;
+}
+
+RepoConfig parse_repo_config(const json& document) {
+  JsonReader reader(document, "");
+  RepoConfig config;
+  config.project = reader.string("project");
+  {
+    JsonReader build(reader.require("build"), "build");
+    config.build_commands = string_list(build, "commands", true);
+    if (config.build_commands.empty()) JsonReader::fail("build.commands", "must hold at least one command");
+    config.build_timeout_s = build.opt_number("timeout_s", 1).value_or(config.build_timeout_s);
+    if (const json* env = build.find("env")) {
+      if (!env->is_object()) JsonReader::fail("build.env", "must be an object of strings");
+      for (const auto& [key, value] : env->items()) {
+        config.build_env[key] = JsonReader::as_string(value, "build.env." + key, true);
+      }
+    }
+    build.reject_unknown_keys();
+  }
+  const json& benches = reader.array("benches");
+  if (benches.empty()) JsonReader::fail("benches", "must hold at least one bench");
+  for (std::size_t i = 0; i < benches.size(); ++i) {
+    std::string path = index_path("benches", i);
+    JsonReader b(benches[i], path);
+    BenchConfig bench;
+    bench.name = b.string("name");
+    bench.path = b.string("path");
+    std::string format = b.opt_string("format").value_or("kwbench");
+    if (format == "kwbench") {
+      bench.format = BenchFormat::kwbench;
+    } else if (format == "gbench") {
+      bench.format = BenchFormat::gbench;
+    } else if (format == "nvbench") {
+      bench.format = BenchFormat::nvbench;
+    } else {
+      JsonReader::fail(b.child("format"), "unknown format \"" + format + "\" (expected kwbench, gbench or nvbench)");
+    }
+    bench.args = string_list(b, "args", false);
+    bench.cases = b.opt_string("cases").value_or("*");
+    if (const json* libraries = b.opt_array("libraries")) {
+      if (bench.format != BenchFormat::kwbench) {
+        JsonReader::fail(b.child("libraries"), "only kwbench benches run the load stage");
+      }
+      for (std::size_t k = 0; k < libraries->size(); ++k) {
+        JsonReader library((*libraries)[k], index_path(b.child("libraries"), k));
+        bench.libraries.push_back({library.string("path"), string_list(library, "symbols", false)});
+        library.reject_unknown_keys();
+      }
+    }
+    b.reject_unknown_keys();
+    for (const BenchConfig& other : config.benches) {
+      if (other.name == bench.name) JsonReader::fail(b.child("name"), "duplicate bench name \"" + bench.name + "\"");
+    }
+    config.benches.push_back(std::move(bench));
+  }
+  if (const json* timeouts = reader.find("timeouts_s")) {
+    JsonReader t(*timeouts, "timeouts_s");
+    for (common::StageName stage : common::kAllStages) {
+      if (stage == common::StageName::build) continue;
+      if (auto seconds = t.opt_number(common::to_string(stage), 1)) config.stage_timeouts_s[stage] = *seconds;
+    }
+    t.reject_unknown_keys();
+  }
+  if (const json* thresholds = reader.find("thresholds")) {
+    JsonReader t(*thresholds, "thresholds");
+    config.min_threshold = t.opt_number("min_threshold", 0);
+    if (config.min_threshold && !(*config.min_threshold > 0 && *config.min_threshold < 1)) {
+      JsonReader::fail("thresholds.min_threshold", "must be between 0 and 1 (0.02 = 2%)");
+    }
+    if (const json* cases = t.find("cases")) {
+      JsonReader c(*cases, "thresholds.cases");
+      for (const auto& [name, value] : cases->items()) {
+        double threshold = JsonReader::as_number(value, "thresholds.cases." + name, 0);
+        if (!(threshold > 0 && threshold < 1)) {
+          JsonReader::fail("thresholds.cases." + name, "must be between 0 and 1 (0.02 = 2%)");
+        }
+        config.case_thresholds[name] = threshold;
+      }
+    }
+    t.reject_unknown_keys();
+  }
+  reader.reject_unknown_keys();
+  return config;
+}
+
+RepoConfig load_repo_config(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  if (!in) throw common::ValidationError("", "cannot open " + file.string());
+  std::stringstream text;
+  text << in.rdbuf();
+  json document;
+  try {
+    document = json::parse(text.str());
+  } catch (const json::parse_error& error) {
+    throw common::ValidationError("", file.string() + " is not valid JSON at byte " + std::to_string(error.byte));
+  }
+  return parse_repo_config(document);
+}
+
+}  // namespace kw::agent

@@ -1,0 +1,201 @@
+// kw run (one pipeline, no job), kw upload (saved reports), shared helpers.
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "commands.hpp"
+#include "git.hpp"
+#include "gpu_info.hpp"
+#include "kw/common/run_report.hpp"
+#include "kw/http/client.hpp"
+#include "pipeline.hpp"
+#include "repo_config.hpp"
+#include "spool.hpp"
+
+namespace kw::agent {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::atomic<bool>& stop_requested() {
+  static std::atomic<bool> flag{false};
+  return flag;
+}
+
+void say(const std::string& line) { std::cerr << "[kw " << utc_now_rfc3339().substr(11, 8) << "] " << line << std::endl; }
+
+std::string host_name() {
+  char name[256] = {};
+  gethostname(name, sizeof(name) - 1);
+  return name;
+}
+
+void ServerOptions::add_to(CLI::App& command, bool required) {
+  auto* server = command.add_option("--server", url, "kw-server URL (or KW_SERVER)");
+  auto* token_option = command.add_option("--token", token, "API token (or KW_TOKEN)");
+  (void)required;
+  (void)server;
+  (void)token_option;
+}
+
+void ServerOptions::resolve() {
+  if (url.empty()) {
+    if (const char* env = std::getenv("KW_SERVER")) url = env;
+  }
+  if (token.empty()) {
+    if (const char* env = std::getenv("KW_TOKEN")) token = env;
+  }
+  if (url.empty()) throw CLI::ValidationError("--server", "is required (or set KW_SERVER)");
+  if (token.empty()) throw CLI::ValidationError("--token", "is required (or set KW_TOKEN)");
+}
+
+namespace {
+
+// Posts a report; answers the server's JSON, or throws ConnectionError.
+json post_report(http::Client& client, const json& report) {
+  std::string target = report.contains("job_id")
+                           ? "/api/v1/jobs/" + std::to_string(report["job_id"].get<std::int64_t>()) + "/report"
+                           : "/api/v1/runs";
+  http::Response response = client.post(target, report);
+  json answer = response.json();
+  if (response.status / 100 != 2) {
+    throw std::runtime_error("HTTP " + std::to_string(response.status) + ": " + answer.value("message", response.body));
+  }
+  return answer;
+}
+
+struct RunArguments {
+  std::string repo = ".";
+  std::string commit = "HEAD";
+  std::string branch;
+  std::string base;
+  std::string config;
+  std::string out;
+  std::string name;
+  std::string gpu_test_double;
+  ServerOptions server;
+};
+
+int run_once(const RunArguments& args) {
+  fs::path repo = fs::absolute(args.repo);
+  std::string commit = resolve_commit(repo, args.commit);
+  std::string head = resolve_commit(repo, "HEAD");
+  // Another commit than the checkout's: measure it in a throwaway worktree.
+  fs::path checkout = repo;
+  fs::path worktree;
+  if (commit != head) {
+    worktree = fs::temp_directory_path() / ("kw-run-" + commit.substr(0, 12) + "-" + std::to_string(getpid()));
+    say("checking out " + commit.substr(0, 12) + " in " + worktree.string());
+    add_worktree(repo, worktree, commit);
+    checkout = worktree;
+  }
+  struct Cleanup {
+    fs::path repo, worktree;
+    ~Cleanup() {
+      if (!worktree.empty()) remove_worktree(repo, worktree);
+    }
+  } cleanup{repo, worktree};
+
+  RepoConfig config = load_repo_config(args.config.empty() ? checkout / "kernelwatch.json" : fs::path(args.config));
+  PipelineOptions options;
+  options.checkout = checkout;
+  options.commit = commit;
+  options.branch = args.branch.empty() ? current_branch(repo) : args.branch;
+  if (!args.base.empty()) options.base_commit = resolve_commit(repo, args.base);
+  options.agent_name = args.name.empty() ? host_name() : args.name;
+  options.agent_host = host_name();
+  if (!args.gpu_test_double.empty()) {
+    say("GPU test double \"" + args.gpu_test_double + "\": benches run as if on a GPU");
+    options.gpu_available = true;
+  } else {
+    GpuInventory gpus = detect_gpus();
+    options.gpu_available = !gpus.models.empty();
+    say(options.gpu_available ? "GPU: " + gpus.models.front() + " (" + gpus.source + ")"
+                              : "no CUDA device (" + gpus.source + "): GPU stages will be skipped");
+  }
+  options.stop = &stop_requested();
+  options.log = say;
+  json report = run_pipeline(config, options);
+
+  if (!args.out.empty()) {
+    std::ofstream(args.out) << report.dump(2) << "\n";
+    say("report written to " + args.out);
+    return kExitOk;
+  }
+  http::Client client(args.server.url, args.server.token);
+  try {
+    json answer = post_report(client, report);
+    say("run " + std::to_string(answer.value("run_id", 0)) + ": verdict " + answer.value("verdict", std::string("?")) +
+        " (" + args.server.url + "/api/v1/runs/" + std::to_string(answer.value("run_id", 0)) + ")");
+    return kExitOk;
+  } catch (const http::ConnectionError& error) {
+    fs::path dir = fs::path(std::getenv("HOME") ? std::getenv("HOME") : "/tmp") / ".kw" / "spool";
+    Spool spool(dir);
+    fs::path file = spool.add("run-" + commit.substr(0, 12) + "-" + std::to_string(std::time(nullptr)), "/api/v1/runs", report);
+    say(std::string(error.what()) + "; report saved to " + file.string() + " (send it with kw upload)");
+    return kExitInfrastructure;
+  }
+}
+
+int upload(const std::vector<std::string>& files, ServerOptions server) {
+  server.resolve();
+  http::Client client(server.url, server.token);
+  int code = kExitOk;
+  for (const std::string& file : files) {
+    std::ifstream in(file);
+    std::stringstream text;
+    text << in.rdbuf();
+    try {
+      if (!in) throw std::runtime_error("cannot open");
+      json document = json::parse(text.str());
+      if (document.contains("target") && document.contains("report")) document = document["report"];  // a spool file
+      common::parse_run_report(document);
+      json answer = post_report(client, document);
+      std::cout << file << ": run " << answer.value("run_id", 0) << ", verdict " << answer.value("verdict", std::string("?"))
+                << (answer.value("duplicate", false) ? " (already stored)" : "") << "\n";
+    } catch (const http::ConnectionError& error) {
+      std::cerr << file << ": " << error.what() << "\n";
+      return kExitInfrastructure;
+    } catch (const std::exception& error) {
+      std::cerr << file << ": " << error.what() << "\n";
+      code = kExitInvalid;
+    }
+  }
+  return code;
+}
+
+}  // namespace
+
+void add_run_command(CLI::App& app, int& exit_code) {
+  auto args = std::make_shared<RunArguments>();
+  auto* command = app.add_subcommand("run", "Build and benchmark one commit now (no job): report to a server or a file");
+  command->add_option("--repo", args->repo, "repository checkout")->capture_default_str();
+  command->add_option("--commit", args->commit, "commit to measure (a worktree is made when it is not HEAD)")
+      ->capture_default_str();
+  command->add_option("--branch", args->branch, "branch to record (default: the checkout's)");
+  command->add_option("--base", args->base, "base commit to compare with (a pull request's)");
+  command->add_option("--config", args->config, "repo config (default: <checkout>/kernelwatch.json)");
+  command->add_option("--out", args->out, "write the report to this file instead of posting it");
+  command->add_option("--name", args->name, "agent name in the report (default: host name)");
+  command->add_option("--gpu-test-double", args->gpu_test_double,
+                      "TEST DOUBLE: run the benches as if this GPU model were present (CPU benches speaking kwbench)");
+  args->server.add_to(*command, false);
+  command->callback([args, &exit_code] {
+    if (args->out.empty()) args->server.resolve();
+    exit_code = run_once(*args);
+  });
+}
+
+void add_upload_command(CLI::App& app, int& exit_code) {
+  auto files = std::make_shared<std::vector<std::string>>();
+  auto server = std::make_shared<ServerOptions>();
+  auto* command = app.add_subcommand("upload", "Post saved run reports (kw run --out, spool files) to a server");
+  command->add_option("FILE", *files, "run report JSON files")->required();
+  server->add_to(*command, true);
+  command->callback([files, server, &exit_code] { exit_code = upload(*files, *server); });
+}
+
+}  // namespace kw::agent

@@ -1,0 +1,40 @@
+// Reports waiting for the server: one file each under DIR/spool, written
+// atomically, delivered with backoff until the server accepts them (the
+// server stores a report once, so a resend after a crash is harmless), moved
+// to DIR/spool/rejected when the server refuses them for good.
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "kw/http/client.hpp"
+
+namespace kw::agent {
+
+class Spool {
+ public:
+  explicit Spool(std::filesystem::path dir);
+
+  // `target`: the server path the report goes to ("/api/v1/jobs/17/report").
+  std::filesystem::path add(const std::string& name, const std::string& target, const nlohmann::json& report);
+
+  // Tries each pending report whose backoff has passed; returns how many are
+  // still pending.
+  std::size_t deliver(http::Client& client, const std::function<void(const std::string&)>& log);
+  std::size_t pending() const;
+
+ private:
+  struct Backoff {
+    int attempts = 0;
+    std::chrono::steady_clock::time_point next{};
+  };
+  std::filesystem::path dir_;
+  std::map<std::string, Backoff> backoff_;
+};
+
+}  // namespace kw::agent

@@ -1,0 +1,264 @@
+// Unit tests of the agent's parts: repo config, process groups, the stage
+// pipeline (with the kwbench CPU test double), and the gbench/nvbench adapters.
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "../../tests/support/subprocess.hpp"
+#include "adapters.hpp"
+#include "child_process.hpp"
+#include "kw/common/run_report.hpp"
+#include "pipeline.hpp"
+#include "repo_config.hpp"
+
+namespace kw::agent {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+json valid_config() {
+  return json::parse(R"({
+    "project": "demo",
+    "build": {"commands": ["true"], "timeout_s": 60},
+    "benches": [{"name": "fake", "path": ")" KW_FAKE_BENCH R"(", "format": "kwbench"}],
+    "timeouts_s": {"full_bench": 120},
+    "thresholds": {"min_threshold": 0.02, "cases": {"fake.scale/n1m": 0.05}}
+  })");
+}
+
+std::string config_error(const std::function<void(json&)>& mutate) {
+  json config = valid_config();
+  mutate(config);
+  try {
+    parse_repo_config(config);
+  } catch (const common::ValidationError& error) {
+    return error.what();
+  }
+  return "accepted";
+}
+
+TEST(RepoConfig, ParsesAValidConfig) {
+  RepoConfig config = parse_repo_config(valid_config());
+  EXPECT_EQ(config.project, "demo");
+  EXPECT_EQ(config.build_commands, std::vector<std::string>{"true"});
+  EXPECT_EQ(config.benches[0].format, BenchFormat::kwbench);
+  EXPECT_EQ(config.timeout_for(common::StageName::full_bench), 120);
+  EXPECT_EQ(config.timeout_for(common::StageName::load), 600);
+  EXPECT_EQ(config.timeout_for(common::StageName::build), 60);
+  EXPECT_EQ(config.case_thresholds.at("fake.scale/n1m"), 0.05);
+}
+
+TEST(RepoConfig, ErrorsNameTheField) {
+  EXPECT_EQ(config_error([](json& c) { c.erase("project"); }), "project: is required");
+  EXPECT_EQ(config_error([](json& c) { c["build"]["commands"] = json::array(); }),
+            "build.commands: must hold at least one command");
+  EXPECT_EQ(config_error([](json& c) { c["benches"][0]["format"] = "criterion"; }),
+            "benches[0].format: unknown format \"criterion\" (expected kwbench, gbench or nvbench)");
+  EXPECT_EQ(config_error([](json& c) { c["benches"].push_back(c["benches"][0]); }),
+            "benches[1].name: duplicate bench name \"fake\"");
+  EXPECT_EQ(config_error([](json& c) { c["timeouts_s"]["correctnes"] = 5; }), "timeouts_s.correctnes: unknown field");
+  EXPECT_EQ(config_error([](json& c) { c["thresholds"]["min_threshold"] = 5; }),
+            "thresholds.min_threshold: must be between 0 and 1 (0.02 = 2%)");
+  EXPECT_EQ(config_error([](json& c) { c["benches"][0]["libraries"] = json::array({{{"path", 1}}}); }),
+            "benches[0].libraries[0].path: must be a string, got integer");
+  EXPECT_EQ(config_error([](json& c) {
+              c["benches"][0]["format"] = "gbench";
+              c["benches"][0]["libraries"] = json::array();
+            }),
+            "benches[0].libraries: only kwbench benches run the load stage");
+}
+
+TEST(ChildProcess, CapturesOutputAndExitCode) {
+  std::atomic<bool> stop{false};
+  ChildOutcome outcome = run_child(shell("echo hello; echo oops >&2; exit 3", "/tmp", 10), stop);
+  EXPECT_EQ(outcome.exit_code, 3);
+  EXPECT_FALSE(outcome.timed_out);
+  EXPECT_EQ(outcome.output_tail, "hello\noops\n");
+  EXPECT_EQ(outcome.describe(), "exited 3");
+}
+
+TEST(ChildProcess, TimeoutKillsTheWholeProcessGroup) {
+  fs::path pidfile = fs::temp_directory_path() / ("kw-pg-" + std::to_string(getpid()));
+  std::atomic<bool> stop{false};
+  // A background grandchild that would outlive its parent if only the parent were killed.
+  ChildOutcome outcome = run_child(
+      shell("sleep 60 & echo $! > " + pidfile.string() + "; wait", "/tmp", 0.5), stop);
+  EXPECT_TRUE(outcome.timed_out);
+  EXPECT_LT(outcome.seconds, 10);
+  EXPECT_NE(outcome.describe().find("timed out after"), std::string::npos);
+  std::ifstream in(pidfile);
+  pid_t grandchild = 0;
+  in >> grandchild;
+  ASSERT_GT(grandchild, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  std::ifstream stat("/proc/" + std::to_string(grandchild) + "/stat");
+  std::string pid_field, command, state;
+  stat >> pid_field >> command >> state;
+  EXPECT_TRUE(!stat || state == "Z") << "the grandchild survived the timeout (state " << state << ")";
+  fs::remove(pidfile);
+}
+
+TEST(ChildProcess, StopFlagEndsTheStage) {
+  std::atomic<bool> stop{false};
+  std::thread raise([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    stop = true;
+  });
+  ChildOutcome outcome = run_child(shell("sleep 60", "/tmp", 60), stop);
+  raise.join();
+  EXPECT_TRUE(outcome.stopped);
+  EXPECT_FALSE(outcome.timed_out);
+}
+
+class PipelineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/kw-pipeline-XXXXXX";
+    ASSERT_NE(mkdtemp(pattern), nullptr);
+    checkout_ = pattern;
+  }
+  void TearDown() override { fs::remove_all(checkout_); }
+
+  json run(const json& behaviour, bool gpu = true, json config = valid_config()) {
+    std::ofstream(checkout_ / "kwbench-fake.json") << behaviour.dump();
+    PipelineOptions options;
+    options.checkout = checkout_;
+    options.commit = std::string(40, 'c');
+    options.branch = "main";
+    options.agent_name = "test";
+    options.gpu_available = gpu;
+    options.log = [this](const std::string& line) { log_ += line + "\n"; };
+    return run_pipeline(parse_repo_config(config), options);
+  }
+
+  static std::vector<std::string> statuses(const json& report) {
+    std::vector<std::string> out;
+    for (const json& stage : report["stages"]) out.push_back(stage["status"]);
+    return out;
+  }
+
+  fs::path checkout_;
+  std::string log_;
+};
+
+TEST_F(PipelineTest, AllStagesPassAndTheReportIsValid) {
+  json report = run(json::object());
+  EXPECT_EQ(statuses(report), (std::vector<std::string>{"passed", "passed", "passed", "passed", "passed", "passed"}));
+  EXPECT_NO_THROW(common::parse_run_report(report));
+  ASSERT_EQ(report["cases"].size(), 2u);
+  EXPECT_TRUE(report["cases"][0].contains("launches"));
+  EXPECT_TRUE(report["cases"][0].contains("correctness"));
+  EXPECT_EQ(report["cases"][0]["measurements"].size(), 2u);
+  EXPECT_EQ(report["device"]["name"], "kwbench CPU test double");
+  // Progress: each stage's start and end.
+  EXPECT_NE(log_.find("stage build started"), std::string::npos);
+  EXPECT_NE(log_.find("stage full_bench passed in"), std::string::npos);
+}
+
+TEST_F(PipelineTest, StopsAtTheFirstFailedPreflightStage) {
+  json report = run({{"fail_stage", "launch_geometry"}});
+  EXPECT_EQ(statuses(report), (std::vector<std::string>{"passed", "passed", "failed", "skipped", "skipped", "skipped"}));
+  EXPECT_EQ(report["stages"][2]["message"], "fake: fake.scale/n1m: block: expected (384,1,1), observed (128,1,1)");
+  EXPECT_EQ(report["stages"][3]["message"], "not run: the launch_geometry stage failed");
+}
+
+TEST_F(PipelineTest, NoGpuSkipsTheGpuStages) {
+  json report = run(json::object(), false);
+  EXPECT_EQ(statuses(report), (std::vector<std::string>{"passed", "skipped", "skipped", "skipped", "skipped", "skipped"}));
+  for (std::size_t i = 1; i < 6; ++i) EXPECT_EQ(report["stages"][i]["message"], "no CUDA device");
+  EXPECT_FALSE(report.contains("device"));
+}
+
+TEST_F(PipelineTest, BuildFailureKeepsTheCompilerErrorAndSkipsTheRest) {
+  json config = valid_config();
+  config["build"]["commands"] = {"echo 'attention.cu(12): error: identifier \"tile_k\" is undefined' >&2; exit 2"};
+  json report = run(json::object(), true, config);
+  EXPECT_EQ(statuses(report), (std::vector<std::string>{"failed", "skipped", "skipped", "skipped", "skipped", "skipped"}));
+  EXPECT_NE(report["stages"][0]["message"].get<std::string>().find("exited 2"), std::string::npos);
+  EXPECT_NE(report["stages"][0]["log_tail"].get<std::string>().find("identifier \"tile_k\" is undefined"),
+            std::string::npos);
+}
+
+TEST_F(PipelineTest, StageTimeoutFailsTheStage) {
+  json config = valid_config();
+  config["timeouts_s"]["correctness"] = 1;
+  fs::path marker = checkout_ / "sleep";
+  std::ofstream(marker) << "x";
+  setenv("KW_FAKE_SLEEP_FILE", marker.c_str(), 1);
+  json report = run({{"sleep_stage", "correctness"}, {"sleep_seconds", 30}}, true, config);
+  unsetenv("KW_FAKE_SLEEP_FILE");
+  EXPECT_EQ(report["stages"][3]["status"], "failed");
+  EXPECT_NE(report["stages"][3]["message"].get<std::string>().find("timed out after"), std::string::npos)
+      << report["stages"][3]["message"];
+}
+
+TEST_F(PipelineTest, PtxasResourceReportGoesIntoBuildDetails) {
+  json config = valid_config();
+  config["build"]["commands"] = {
+      "echo \"ptxas info    : Compiling entry function '_Z6kernelPf' for 'sm_90'\"; "
+      "echo 'ptxas info    : Used 168 registers, used 1 barriers, 98304 bytes smem, 400 bytes cmem[0]'; "
+      "echo 'ptxas info    : 0 bytes stack frame, 8 bytes spill stores, 8 bytes spill loads'"};
+  json report = run(json::object(), false, config);
+  json kernels = report["stages"][0]["details"]["kernels"];
+  ASSERT_EQ(kernels.size(), 1u);
+  EXPECT_EQ(kernels[0]["name"], "_Z6kernelPf");
+  EXPECT_EQ(kernels[0]["registers"], 168);
+  EXPECT_EQ(kernels[0]["shared_bytes"], 98304);
+  EXPECT_EQ(kernels[0]["spill_stores"], 8);
+}
+
+TEST(Adapters, GoogleBenchmarkOutputOfTheInstalledLibrary) {
+  fs::path out = fs::temp_directory_path() / ("kw-gbench-" + std::to_string(getpid()) + ".json");
+  auto result = kw::testing::run_command({KW_GBENCH_SAMPLE, "--benchmark_repetitions=5", "--benchmark_min_time=0.01",
+                                          "--benchmark_out=" + out.string(), "--benchmark_out_format=json"});
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  std::ifstream in(out);
+  json adapted = adapt_gbench(json::parse(in), "gb/");
+  fs::remove(out);
+  ASSERT_EQ(adapted["cases"].size(), 2u);
+  EXPECT_EQ(adapted["cases"][0]["name"], "gb/BM_sum/1024");
+  EXPECT_EQ(adapted["cases"][1]["name"], "gb/BM_manual/manual_time");
+  for (const json& c : adapted["cases"]) {
+    const json& m = c["measurements"][0];
+    EXPECT_EQ(m["impl"], "candidate");
+    EXPECT_EQ(m["samples_ns"].size(), 5u) << "one sample per repetition, aggregates skipped";
+    EXPECT_GT(m["median_ns"].get<double>(), 0);
+  }
+}
+
+TEST(Adapters, GoogleBenchmarkUnitsAndErrors) {
+  json output{{"benchmarks",
+               {{{"name", "BM_a"}, {"run_name", "BM_a"}, {"run_type", "iteration"}, {"real_time", 2.5}, {"time_unit", "us"}},
+                {{"name", "BM_a_mean"}, {"run_name", "BM_a"}, {"run_type", "aggregate"}, {"real_time", 9}, {"time_unit", "us"}}}}};
+  json adapted = adapt_gbench(output, "");
+  EXPECT_EQ(adapted["cases"][0]["measurements"][0]["samples_ns"], json({2500.0}));
+  output["benchmarks"][0]["error_occurred"] = true;
+  output["benchmarks"][0]["error_message"] = "cudaErrorIllegalAddress";
+  EXPECT_THROW(adapt_gbench(output, ""), std::runtime_error);
+  EXPECT_THROW(adapt_gbench(json::object(), ""), std::runtime_error);
+}
+
+TEST(Adapters, NvbenchSidecarSamplesAndSummaries) {
+  fs::path file = KW_TEST_DATA_DIR "/nvbench/result.json";
+  std::ifstream in(file);
+  json adapted = adapt_nvbench(json::parse(in), file, "nv/");
+  ASSERT_EQ(adapted["cases"].size(), 2u) << "the skipped state is left out";
+  json sidecar = adapted["cases"][0];
+  EXPECT_EQ(sidecar["name"], "nv/copy/Device=0 BlockSize=2^8");
+  EXPECT_EQ(sidecar["params"]["BlockSize"], "256");
+  ASSERT_EQ(sidecar["measurements"][0]["samples_ns"].size(), 10u);
+  // The sidecar holds float32 seconds 9.8e-5 .. 1.02e-4 (tests/data/nvbench).
+  EXPECT_NEAR(sidecar["measurements"][0]["median_ns"].get<double>(), 100000, 1);
+  json summary_only = adapted["cases"][1];
+  EXPECT_EQ(summary_only["measurements"][0]["samples_ns"].size(), 1u);
+  EXPECT_NEAR(summary_only["measurements"][0]["samples_ns"][0].get<double>(), 250000, 1e-6);
+}
+
+}  // namespace
+}  // namespace kw::agent

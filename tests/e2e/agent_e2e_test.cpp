@@ -1,0 +1,177 @@
+// The agent end to end: a temporary git repo whose bench is the kwbench CPU
+// TEST DOUBLE (no GPU here), a real kw-server on embedded PostgreSQL, and
+// `kw agent` processes claiming and reporting.
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "../support/e2e.hpp"
+
+namespace {
+
+using namespace kw::testing;
+using nlohmann::json;
+
+class AgentE2eTest : public ::testing::Test {
+ protected:
+  void SetUp() override { work_dir_ = make_temp_dir("kw-e2e-agent"); }
+  void TearDown() override {
+    agents_.clear();
+    std::error_code ec;
+    fs::remove_all(work_dir_, ec);
+  }
+
+  void start_server(std::vector<std::string> args = {}) {
+    server_ = std::make_unique<ServerUnderTest>(std::move(args));
+    server_->start();
+    agent_token_ = server_->token("agent", "gpu-hosts");
+    ci_token_ = server_->token("ci", "ci");
+  }
+
+  std::int64_t submit(const std::string& commit) {
+    auto response = server_->client(ci_token_).post(
+        "/api/v1/jobs", {{"project", "demo"}, {"commit", commit}, {"branch", "main"}});
+    EXPECT_EQ(response.status, 201) << response.body;
+    return response.json()["id"];
+  }
+
+  ChildProcess& start_agent(const std::string& name, bool once = true) {
+    std::vector<std::string> argv = {KW_BINARY, "agent", "--server", server_->url(), "--token", agent_token_,
+                                     "--work-dir", (work_dir_ / name).string(), "--repo", "demo=" + repo_.dir().string(),
+                                     "--name", name, "--poll-seconds", "0.5", "--gpu-test-double", "kwbench CPU test double"};
+    if (once) argv.push_back("--once");
+    agents_.push_back(std::make_unique<ChildProcess>(argv));
+    return *agents_.back();
+  }
+
+  json run_of(const json& job) {
+    return server_->client().get("/api/v1/runs/" + std::to_string(job["run_id"].get<int>())).json();
+  }
+
+  fs::path work_dir_;
+  TrackedRepo repo_;
+  std::unique_ptr<ServerUnderTest> server_;
+  std::string agent_token_, ci_token_;
+  std::vector<std::unique_ptr<ChildProcess>> agents_;
+};
+
+TEST_F(AgentE2eTest, AgentClaimsRunsAndReports) {
+  start_server();
+  std::int64_t job = submit(repo_.commit("first"));
+  ChildProcess& agent = start_agent("host-a");
+  EXPECT_EQ(agent.wait_exit(), 0) << agent.output();
+  json done = wait_for_job(*server_, job, [](const json& j) { return j["state"] == "done"; });
+  EXPECT_EQ(done["verdict"], "pass");
+  json run = run_of(done);
+  ASSERT_EQ(run["stages"].size(), 6u);
+  for (const json& stage : run["stages"]) EXPECT_EQ(stage["status"], "passed") << stage.dump();
+  EXPECT_EQ(run["gpu_model"], "kwbench CPU test double");
+  EXPECT_EQ(run["cases"].size(), 2u);
+  // Progress lines for every stage.
+  for (const char* line : {"claimed job", "stage build started", "stage load passed", "stage full_bench passed",
+                           "delivered job-"}) {
+    EXPECT_NE(agent.output().find(line), std::string::npos) << line << "\n" << agent.output();
+  }
+}
+
+TEST_F(AgentE2eTest, ServerDownMidRunSpoolsAndDeliversExactlyOnce) {
+  start_server();
+  repo_.write("kwbench-fake.json", R"({"sleep_stage": "full_bench", "sleep_seconds": 4})");
+  fs::path marker = work_dir_ / "sleep";
+  std::ofstream(marker) << "x";
+  setenv("KW_FAKE_SLEEP_FILE", marker.c_str(), 1);
+  std::int64_t job = submit(repo_.commit("slow full bench"));
+  ChildProcess& agent = start_agent("host-a");
+  unsetenv("KW_FAKE_SLEEP_FILE");
+  agent.wait_for("stage full_bench started");
+  server_->stop();  // down while the bench runs
+  agent.wait_for("stays spooled");
+  EXPECT_TRUE(fs::exists(work_dir_ / "host-a" / "spool" / ("job-" + std::to_string(job) + ".json")));
+  server_->start();
+  EXPECT_EQ(agent.wait_exit(), 0) << agent.output();
+  EXPECT_NE(agent.output().find("delivered job-" + std::to_string(job)), std::string::npos) << agent.output();
+  EXPECT_FALSE(fs::exists(work_dir_ / "host-a" / "spool" / ("job-" + std::to_string(job) + ".json")));
+  json done = wait_for_job(*server_, job, [](const json& j) { return j["state"] == "done"; });
+  json runs = server_->client().get("/api/v1/projects/demo/runs").json();
+  EXPECT_EQ(runs.size(), 1u) << "delivered exactly once";
+}
+
+TEST_F(AgentE2eTest, KilledAgentsJobIsFinishedByAnotherAfterTheLeaseExpires) {
+  start_server({"--lease-seconds", "2"});
+  repo_.write("kwbench-fake.json", R"({"sleep_stage": "correctness", "sleep_seconds": 60})");
+  fs::path marker = work_dir_ / "sleep";
+  std::ofstream(marker) << "x";
+  setenv("KW_FAKE_SLEEP_FILE", marker.c_str(), 1);
+  std::int64_t job = submit(repo_.commit("hangs in correctness"));
+  ChildProcess& first = start_agent("host-a");
+  unsetenv("KW_FAKE_SLEEP_FILE");
+  first.wait_for("stage correctness started");
+  kill(-first.pid(), SIGKILL);  // the agent and its stage, as a host crash would
+  first.signal(SIGKILL);
+  first.wait_exit();
+  fs::remove(marker);
+  wait_for_job(*server_, job, [](const json& j) { return j["state"] == "queued"; });
+  ChildProcess& second = start_agent("host-b");
+  EXPECT_EQ(second.wait_exit(), 0) << second.output();
+  json done = wait_for_job(*server_, job, [](const json& j) { return j["state"] == "done"; });
+  EXPECT_EQ(done["attempts"], 2);
+  EXPECT_EQ(run_of(done)["agent"]["name"], "host-b");
+}
+
+TEST_F(AgentE2eTest, CommitThatDoesNotBuildFailsWithTheCompilerError) {
+  start_server();
+  repo_.write("build.sh", "echo 'attention_fwd.cu(88): error: identifier \"kBlockN\" is undefined' >&2\nexit 2\n");
+  std::int64_t job = submit(repo_.commit("broken build"));
+  ChildProcess& agent = start_agent("host-a");
+  EXPECT_EQ(agent.wait_exit(), 0) << agent.output();
+  json done = wait_for_job(*server_, job, [](const json& j) { return j["state"] == "done"; });
+  EXPECT_EQ(done["verdict"], "failed");
+  json run = run_of(done);
+  EXPECT_EQ(run["stages"][0]["status"], "failed");
+  EXPECT_EQ(run["stages"][0]["message"], "`sh build.sh` exited 2");
+  EXPECT_NE(run["stages"][0]["log_tail"].get<std::string>().find("identifier \"kBlockN\" is undefined"),
+            std::string::npos);
+  EXPECT_EQ(run["stages"][1]["message"], "not run: the build stage failed");
+}
+
+TEST_F(AgentE2eTest, SigtermEndsTheStageAndGivesTheJobBack) {
+  start_server();
+  repo_.write("kwbench-fake.json", R"({"sleep_stage": "quick_bench", "sleep_seconds": 60})");
+  fs::path marker = work_dir_ / "sleep";
+  std::ofstream(marker) << "x";
+  setenv("KW_FAKE_SLEEP_FILE", marker.c_str(), 1);
+  std::int64_t job = submit(repo_.commit("slow quick bench"));
+  ChildProcess& agent = start_agent("host-a", false);
+  unsetenv("KW_FAKE_SLEEP_FILE");
+  agent.wait_for("stage quick_bench started");
+  auto signalled = std::chrono::steady_clock::now();
+  agent.signal(SIGTERM);
+  EXPECT_EQ(agent.wait_exit(), 0) << agent.output();
+  EXPECT_LT(std::chrono::steady_clock::now() - signalled, std::chrono::seconds(20));
+  EXPECT_NE(agent.output().find("given back"), std::string::npos) << agent.output();
+  json job_state = server_->client().get("/api/v1/jobs/" + std::to_string(job)).json();
+  EXPECT_EQ(job_state["state"], "queued");
+  EXPECT_EQ(job_state["attempts"], 0);
+}
+
+TEST_F(AgentE2eTest, RunOutWorksWithoutAGpuAndUploadPostsIt) {
+  start_server();
+  repo_.commit("for kw run");
+  fs::path out = work_dir_ / "report.json";
+  auto run = run_command({KW_BINARY, "run", "--repo", repo_.dir().string(), "--out", out.string()});
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  std::ifstream in(out);
+  json report = json::parse(in);
+  EXPECT_EQ(report["stages"][0]["status"], "passed");
+  for (std::size_t i = 1; i < 6; ++i) {
+    EXPECT_EQ(report["stages"][i]["status"], "skipped");
+    EXPECT_EQ(report["stages"][i]["message"], "no CUDA device");
+  }
+  auto upload = run_command({KW_BINARY, "upload", out.string(), "--server", server_->url(), "--token", agent_token_});
+  EXPECT_EQ(upload.exit_code, 0) << upload.output;
+  EXPECT_NE(upload.output.find("verdict pass"), std::string::npos) << upload.output;
+  auto again = run_command({KW_BINARY, "upload", out.string(), "--server", server_->url(), "--token", agent_token_});
+  EXPECT_NE(again.output.find("(already stored)"), std::string::npos) << again.output;
+}
+
+}  // namespace
