@@ -79,18 +79,36 @@ struct RunArguments {
   ServerOptions server;
 };
 
+bool is_git_checkout(const fs::path& repo) {
+  try {
+    git(repo, {"rev-parse", "--git-dir"}, 30);
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
 int run_once(const RunArguments& args) {
   fs::path repo = fs::absolute(args.repo);
-  std::string commit = resolve_commit(repo, args.commit);
-  std::string head = resolve_commit(repo, "HEAD");
-  // Another commit than the checkout's: measure it in a throwaway worktree.
   fs::path checkout = repo;
   fs::path worktree;
-  if (commit != head) {
-    worktree = fs::temp_directory_path() / ("kw-run-" + commit.substr(0, 12) + "-" + std::to_string(getpid()));
-    say("checking out " + commit.substr(0, 12) + " in " + worktree.string());
-    add_worktree(repo, worktree, commit);
-    checkout = worktree;
+  std::string commit;
+  if (is_git_checkout(repo)) {
+    commit = resolve_commit(repo, args.commit);
+    // Another commit than the checkout's: measure it in a throwaway worktree.
+    if (commit != resolve_commit(repo, "HEAD")) {
+      worktree = fs::temp_directory_path() / ("kw-run-" + commit.substr(0, 12) + "-" + std::to_string(getpid()));
+      say("checking out " + commit.substr(0, 12) + " in " + worktree.string());
+      add_worktree(repo, worktree, commit);
+      checkout = worktree;
+    }
+  } else if (common::is_commit_sha(args.commit)) {
+    // A copy of a tree without its .git (e.g. shipped to a GPU host): the
+    // caller names the commit it is.
+    say(repo.string() + " is not a git checkout; measuring it as commit " + args.commit);
+    commit = args.commit;
+  } else {
+    throw std::runtime_error(repo.string() + " is not a git checkout: pass --commit with the 40-hex SHA it holds");
   }
   struct Cleanup {
     fs::path repo, worktree;
@@ -103,8 +121,8 @@ int run_once(const RunArguments& args) {
   PipelineOptions options;
   options.checkout = checkout;
   options.commit = commit;
-  options.branch = args.branch.empty() ? current_branch(repo) : args.branch;
-  if (!args.base.empty()) options.base_commit = resolve_commit(repo, args.base);
+  options.branch = !args.branch.empty() ? args.branch : worktree.empty() && !is_git_checkout(repo) ? "main" : current_branch(repo);
+  if (!args.base.empty()) options.base_commit = common::is_commit_sha(args.base) ? args.base : resolve_commit(repo, args.base);
   options.agent_name = args.name.empty() ? host_name() : args.name;
   options.agent_host = host_name();
   if (!args.gpu_test_double.empty()) {

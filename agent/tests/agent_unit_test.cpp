@@ -54,6 +54,12 @@ TEST(RepoConfig, ParsesAValidConfig) {
   EXPECT_EQ(config.case_thresholds.at("fake.scale/n1m"), 0.05);
 }
 
+TEST(RepoConfig, ThisRepositorysOwnConfigIsValid) {
+  RepoConfig config = load_repo_config(KW_SOURCE_DIR "/kernelwatch.json");
+  EXPECT_EQ(config.project, "kernelwatch");
+  EXPECT_FALSE(config.benches.empty());
+}
+
 TEST(RepoConfig, ErrorsNameTheField) {
   EXPECT_EQ(config_error([](json& c) { c.erase("project"); }), "project: is required");
   EXPECT_EQ(config_error([](json& c) { c["build"]["commands"] = json::array(); }),

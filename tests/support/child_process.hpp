@@ -74,11 +74,14 @@ class ChildProcess {
 
   void signal(int number) { kill(pid_, number); }
 
+  // Waits for the process, then for the last of its output.
   int wait_exit() {
     int status = 0;
     while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
     }
     reaped_ = true;
+    kill(-pid_, SIGKILL);  // anything it left in its group holds the pipe open
+    if (reader_.joinable()) reader_.join();
     return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
   }
 
