@@ -79,9 +79,11 @@ struct RunArguments {
   ServerOptions server;
 };
 
+// A checkout whose HEAD git can resolve (a copy of a tree may carry a .git
+// without its history).
 bool is_git_checkout(const fs::path& repo) {
   try {
-    git(repo, {"rev-parse", "--git-dir"}, 30);
+    git(repo, {"rev-parse", "--verify", "HEAD^{commit}"}, 30);
     return true;
   } catch (const std::exception&) {
     return false;
