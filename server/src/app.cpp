@@ -100,6 +100,7 @@ App::App(ServerOptions options) : options_(std::move(options)) {
   });
   register_routes();
   http_ = std::make_unique<HttpServer>(options_.http, [this](Request& request) { return router_->handle(request); });
+  notifier_ = std::make_unique<Notifier>(*pool_, options_.notifications);
 }
 
 App::~App() {
@@ -109,6 +110,10 @@ App::~App() {
 
 void App::start() {
   http_->start();
+  if (options_.notifications.public_url.empty()) {
+    options_.notifications.public_url = "http://" + options_.http.address + ":" + std::to_string(http_->port());
+  }
+  notifier_->start();
   reaper_ = std::thread([this] { reap_leases(); });
 }
 
@@ -123,6 +128,7 @@ void App::stop() {
 
 void App::wait() {
   http_->wait();
+  notifier_->stop();
   if (reaper_.joinable()) reaper_.join();
 }
 
@@ -191,6 +197,7 @@ Response App::ingest(Request& request, std::optional<std::int64_t> job_id) {
     if (!result.duplicate) {
       result.verdict = DetectionRepository::evaluate_run(tx, result.run_id, project_id, report);
       if (job_id) JobRepository::complete(tx, *job_id);
+      NotificationRepository::verdict(tx, options_.notifications, result.run_id);
     }
     return result;
   });
@@ -252,7 +259,9 @@ void App::register_routes() {
     auto [id, created, document] = with_transaction(*pool_, [&](pqxx::work& tx) {
       job.project_id = RunRepository::ensure_project(tx, project);
       auto [job_id, was_created] = JobRepository::create(tx, job);
-      return std::make_tuple(job_id, was_created, *JobRepository::get(tx, job_id));
+      json job_json = *JobRepository::get(tx, job_id);
+      if (was_created) NotificationRepository::job_queued(tx, options_.notifications, job.project_id, job_json);
+      return std::make_tuple(job_id, was_created, job_json);
     });
     return Response::json(created ? 201 : 200, document);
   });
@@ -353,6 +362,7 @@ void App::register_routes() {
         throw Conflict("run " + std::to_string(id) + " has verdict " + *previous +
                        "; only a regression can be acknowledged");
       }
+      NotificationRepository::verdict(tx, options_.notifications, id);
     });
     auto text = with_transaction(*pool_, [&](pqxx::work& tx) { return RunRepository::run_json(tx, id); });
     return Response::json_text(200, std::move(*text));

@@ -11,6 +11,7 @@
 #include "database.hpp"
 #include "http_server.hpp"
 #include "metrics.hpp"
+#include "notifier.hpp"
 #include "router.hpp"
 
 namespace kw::server {
@@ -21,6 +22,7 @@ struct ServerOptions {
   double lease_seconds = 120;
   int max_attempts = 3;
   bool reads_need_token = false;  // reads are open on loopback unless this is set
+  NotifierOptions notifications;
 };
 
 class App {
@@ -49,6 +51,7 @@ class App {
   std::unique_ptr<ConnectionPool> pool_;
   std::unique_ptr<Router> router_;
   std::unique_ptr<HttpServer> http_;
+  std::unique_ptr<Notifier> notifier_;
   int schema_version_ = 0;
 
   std::thread reaper_;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <regex>
 #include <cmath>
 #include <future>
 #include <thread>
@@ -288,7 +289,9 @@ json ProjectSettings::to_json() const {
   return {{"name", name},
           {"default_branch", default_branch},
           {"min_threshold", min_threshold},
-          {"case_thresholds", case_thresholds}};
+          {"case_thresholds", case_thresholds},
+          {"github_repo", github_repo.empty() ? json(nullptr) : json(github_repo)},
+          {"webhook_url", webhook_url.empty() ? json(nullptr) : json(webhook_url)}};
 }
 
 common::DetectionSettings DetectionRepository::detection_settings() { return {}; }
@@ -302,9 +305,13 @@ std::vector<Statement> DetectionRepository::statements() {
 }
 
 ProjectSettings DetectionRepository::settings(pqxx::work& tx, std::int64_t project_id) {
-  pqxx::row row =
-      tx.exec_params1("SELECT name, default_branch, min_threshold FROM projects WHERE id = $1", project_id);
-  ProjectSettings settings{project_id, row[0].as<std::string>(), row[1].as<std::string>(), row[2].as<double>(), {}};
+  pqxx::row row = tx.exec_params1(
+      "SELECT name, default_branch, min_threshold, COALESCE(github_repo, ''), COALESCE(webhook_url, '') "
+      "FROM projects WHERE id = $1",
+      project_id);
+  ProjectSettings settings{project_id,          row[0].as<std::string>(), row[1].as<std::string>(),
+                           row[2].as<double>(), {},                       row[3].as<std::string>(),
+                           row[4].as<std::string>()};
   for (const auto& c : tx.exec_params("SELECT case_name, min_threshold FROM case_settings WHERE project_id = $1",
                                       project_id)) {
     settings.case_thresholds[c[0].as<std::string>()] = c[1].as<double>();
@@ -341,8 +348,23 @@ ProjectSettings DetectionRepository::update_settings(pqxx::work& tx, std::int64_
               project_id, case_name, threshold_of(threshold, "case_thresholds." + case_name));
         }
       }
+    } else if (key == "github_repo") {
+      if (!value.is_null() && !(value.is_string() && std::regex_match(value.get<std::string>(),
+                                                                      std::regex("[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")))) {
+        throw Unprocessable("github_repo: must be \"owner/name\" or null");
+      }
+      tx.exec_params0("UPDATE projects SET github_repo = $2 WHERE id = $1", project_id,
+                      value.is_null() ? nullptr : value.get<std::string>().c_str());
+    } else if (key == "webhook_url") {
+      if (!value.is_null() && !(value.is_string() && (value.get<std::string>().rfind("http://", 0) == 0 ||
+                                                      value.get<std::string>().rfind("https://", 0) == 0))) {
+        throw Unprocessable("webhook_url: must be an http:// or https:// URL or null");
+      }
+      tx.exec_params0("UPDATE projects SET webhook_url = $2 WHERE id = $1", project_id,
+                      value.is_null() ? nullptr : value.get<std::string>().c_str());
     } else {
-      throw Unprocessable(key + ": unknown setting (default_branch, min_threshold, case_thresholds)");
+      throw Unprocessable(key + ": unknown setting (default_branch, min_threshold, case_thresholds, github_repo, "
+                                "webhook_url)");
     }
   }
   return settings(tx, project_id);

@@ -23,6 +23,8 @@ struct ProjectSettings {
   std::string default_branch = "main";
   double min_threshold = 0.01;
   std::map<std::string, double> case_thresholds;
+  std::string github_repo;  // "owner/name": commit statuses go there
+  std::string webhook_url;
 
   double min_threshold_for(const std::string& case_name) const;
   nlohmann::json to_json() const;
@@ -33,7 +35,8 @@ class DetectionRepository {
   static std::vector<Statement> statements();
 
   static ProjectSettings settings(pqxx::work& tx, std::int64_t project_id);
-  // Applies {"default_branch"?, "min_threshold"?, "case_thresholds"?: {case: number|null}}.
+  // Applies {"default_branch"?, "min_threshold"?, "case_thresholds"?: {case: number|null},
+  //          "github_repo"?: "owner/name"|null, "webhook_url"?: url|null}.
   static ProjectSettings update_settings(pqxx::work& tx, std::int64_t project_id, const nlohmann::json& changes);
 
   // Compares every case of a freshly stored run with its baseline, stores the

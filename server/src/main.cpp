@@ -124,6 +124,13 @@ int main(int argc, char** argv) {
   cli.add_option("--max-attempts", options.max_attempts, "claims of a job before it is failed")->capture_default_str();
   cli.add_flag("--read-token-required", options.reads_need_token, "GET endpoints need a token too");
   cli.add_flag("--print-admin-token", print_admin_token, "print an admin token (kept in DATA_DIR/admin-token)");
+  cli.add_option("--public-url", options.notifications.public_url,
+                 "base URL of links in commit statuses and webhooks (default: http://LISTEN)");
+  cli.add_option("--github-api", options.notifications.github_api, "GitHub REST API base URL")->capture_default_str();
+  cli.add_option("--github-token", options.notifications.github_token,
+                 "token for commit statuses (or KW_GITHUB_TOKEN); statuses are sent only with one");
+  cli.add_option("--webhook-secret", options.notifications.webhook_secret,
+                 "HMAC-SHA256 key for webhook signatures (or KW_WEBHOOK_SECRET)");
 
   auto* token = cli.add_subcommand("token", "manage API tokens (works while the server runs)");
   token->require_subcommand(1);
@@ -146,6 +153,12 @@ int main(int argc, char** argv) {
     return cli.exit(error);
   }
 
+  if (options.notifications.github_token.empty()) {
+    if (const char* env = std::getenv("KW_GITHUB_TOKEN")) options.notifications.github_token = env;
+  }
+  if (options.notifications.webhook_secret.empty()) {
+    if (const char* env = std::getenv("KW_WEBHOOK_SECRET")) options.notifications.webhook_secret = env;
+  }
   try {
     if (!token->parsed()) return serve(database, options, listen, print_admin_token);
 

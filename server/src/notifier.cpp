@@ -1,0 +1,206 @@
+#include "notifier.hpp"
+
+#include <cmath>
+#include <iostream>
+
+#include "outbound_http.hpp"
+
+namespace kw::server {
+
+namespace {
+
+using nlohmann::json;
+
+std::string truncate(std::string text, std::size_t limit) {
+  if (text.size() > limit) text = text.substr(0, limit - 3) + "...";
+  return text;
+}
+
+void enqueue(pqxx::work& tx, const std::string& kind, const std::string& url, const json& payload) {
+  tx.exec_params0("INSERT INTO notifications (kind, url, payload) VALUES ($1, $2, $3::jsonb)", kind, url,
+                  payload.dump());
+}
+
+struct ProjectTargets {
+  std::string name, github_repo, webhook_url;
+};
+
+ProjectTargets targets(pqxx::work& tx, std::int64_t project_id) {
+  pqxx::row row = tx.exec_params1(
+      "SELECT name, COALESCE(github_repo, ''), COALESCE(webhook_url, '') FROM projects WHERE id = $1", project_id);
+  return {row[0].as<std::string>(), row[1].as<std::string>(), row[2].as<std::string>()};
+}
+
+std::string status_url(const NotifierOptions& options, const std::string& repo, const std::string& sha) {
+  return options.github_api + "/repos/" + repo + "/statuses/" + sha;
+}
+
+}  // namespace
+
+void NotificationRepository::job_queued(pqxx::work& tx, const NotifierOptions& options, std::int64_t project_id,
+                                        const json& job) {
+  ProjectTargets project = targets(tx, project_id);
+  if (project.github_repo.empty() || options.github_token.empty()) return;
+  std::string gpu = job.value("gpu_class", std::string("any"));
+  enqueue(tx, "github_status", status_url(options, project.github_repo, job["commit"]),
+          {{"state", "pending"},
+           {"target_url", options.public_url + "/#/job/" + std::to_string(job["id"].get<std::int64_t>())},
+           {"description", "queued for benchmarking" + (gpu == "any" ? std::string() : " on " + gpu)},
+           {"context", "kernelwatch" + (gpu == "any" ? std::string() : "/" + gpu)}});
+}
+
+void NotificationRepository::verdict(pqxx::work& tx, const NotifierOptions& options, std::int64_t run_id) {
+  pqxx::row run = tx.exec_params1(
+      "SELECT r.project_id, r.commit_sha, r.branch, r.verdict, r.gpu_model, r.job_id, "
+      "       COALESCE(j.gpu_class, 'any'), COALESCE(r.acknowledged_by, ''), COALESCE(r.acknowledged_reason, '') "
+      "FROM runs r LEFT JOIN jobs j ON j.id = r.job_id WHERE r.id = $1",
+      run_id);
+  ProjectTargets project = targets(tx, run[0].as<std::int64_t>());
+  if (project.webhook_url.empty() && (project.github_repo.empty() || options.github_token.empty())) return;
+  std::string commit = run[1].as<std::string>(), verdict = run[3].as<std::string>();
+  std::string gpu_class = run[6].as<std::string>(), acknowledged_by = run[7].as<std::string>();
+
+  json regressions = json::array();
+  for (const auto& row : tx.exec_params(
+           "SELECT case_name, ratio, lower, upper FROM comparisons "
+           "WHERE run_id = $1 AND kind = 'time' AND impl = 'candidate' AND status = 'regression' "
+           "ORDER BY ratio DESC",
+           run_id)) {
+    regressions.push_back({{"case", row[0].as<std::string>()},
+                           {"ratio", row[1].as<double>()},
+                           {"lower", row[2].as<double>()},
+                           {"upper", row[3].as<double>()}});
+  }
+  std::string failed_stage;
+  if (verdict == "failed") {
+    pqxx::result stage = tx.exec_params(
+        "SELECT name, message FROM stages WHERE run_id = $1 AND status = 'failed' ORDER BY ordinal LIMIT 1", run_id);
+    failed_stage = stage.empty() ? "correctness check failed"
+                                 : stage[0][0].as<std::string>() + ": " + stage[0][1].as<std::string>();
+  }
+  std::string description;
+  if (!acknowledged_by.empty()) {
+    description = "regression acknowledged by " + acknowledged_by + ": " + run[8].as<std::string>();
+  } else if (verdict == "regression") {
+    char worst[64];
+    std::snprintf(worst, sizeof(worst), "%.3fx", regressions[0]["ratio"].get<double>());
+    description = std::to_string(regressions.size()) + " case(s) regressed; worst " +
+                  regressions[0]["case"].get<std::string>() + " " + worst;
+  } else if (verdict == "failed") {
+    description = "preflight failed: " + failed_stage;
+  } else {
+    description = verdict == "improvement" ? "improvement, no regression" : "no regression";
+  }
+  std::string link = options.public_url + "/#/run/" + std::to_string(run_id);
+  if (!project.github_repo.empty() && !options.github_token.empty()) {
+    bool good = verdict == "pass" || verdict == "improvement";
+    enqueue(tx, "github_status", status_url(options, project.github_repo, commit),
+            {{"state", good ? "success" : "failure"},
+             {"target_url", link},
+             {"description", truncate(description, 140)},  // GitHub's limit
+             {"context", "kernelwatch" + (gpu_class == "any" ? std::string() : "/" + gpu_class)}});
+  }
+  if (!project.webhook_url.empty()) {
+    json job = run[5].is_null() ? json(nullptr) : json(run[5].as<std::int64_t>());
+    enqueue(tx, "webhook", project.webhook_url,
+            {{"event", "verdict"},
+             {"project", project.name},
+             {"commit", commit},
+             {"branch", run[2].as<std::string>()},
+             {"run_id", run_id},
+             {"job_id", job},
+             {"gpu_model", run[4].as<std::string>()},
+             {"verdict", verdict},
+             {"acknowledged", !acknowledged_by.empty()},
+             {"description", description},
+             {"regressions", regressions},
+             {"url", link}});
+  }
+}
+
+Notifier::Notifier(ConnectionPool& pool, NotifierOptions options) : pool_(pool), options_(std::move(options)) {}
+
+Notifier::~Notifier() { stop(); }
+
+void Notifier::start() {
+  thread_ = std::thread([this] { run(); });
+}
+
+void Notifier::stop() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Notifier::run() {
+  std::unique_lock lock(mutex_);
+  while (!stopping_) {
+    lock.unlock();
+    bool busy = false;
+    try {
+      busy = deliver_due();
+    } catch (const std::exception& error) {
+      std::cerr << "kw-server: notifier: " << error.what() << "\n";
+    }
+    lock.lock();
+    if (!busy) wake_.wait_for(lock, std::chrono::duration<double>(options_.poll_seconds), [this] { return stopping_; });
+  }
+}
+
+bool Notifier::deliver_due() {
+  // Take up to 10 due notifications and push their next attempt out first, so
+  // another server process working the same database never sends them twice.
+  pqxx::result due = with_transaction(pool_, [](pqxx::work& tx) {
+    return tx.exec(
+        "UPDATE notifications SET next_attempt_at = now() + interval '2 minutes', attempts = attempts + 1 "
+        "WHERE id IN (SELECT id FROM notifications WHERE delivered_at IS NULL AND failed_at IS NULL "
+        "             AND next_attempt_at <= now() ORDER BY id FOR UPDATE SKIP LOCKED LIMIT 10) "
+        "RETURNING id, kind, url, payload::text, attempts");
+  });
+  for (const auto& row : due) {
+    std::int64_t id = row[0].as<std::int64_t>();
+    std::string kind = row[1].as<std::string>(), url = row[2].as<std::string>(), body = row[3].as<std::string>();
+    int attempts = row[4].as<int>();
+    std::map<std::string, std::string> headers;
+    if (kind == "github_status") {
+      headers = {{"Authorization", "Bearer " + options_.github_token},
+                 {"Accept", "application/vnd.github+json"},
+                 {"X-GitHub-Api-Version", "2022-11-28"}};
+    } else {
+      headers = {{"X-Kernelwatch-Event", "verdict"}, {"X-Kernelwatch-Delivery", std::to_string(id)}};
+      if (!options_.webhook_secret.empty()) {
+        headers["X-Kernelwatch-Signature-256"] = "sha256=" + hmac_sha256_hex(options_.webhook_secret, body);
+      }
+    }
+    std::string error;
+    try {
+      OutboundResponse response = post_json(url, body, headers);
+      if (response.status / 100 == 2) {
+        with_transaction(pool_, [&](pqxx::work& tx) {
+          tx.exec_params0("UPDATE notifications SET delivered_at = now(), last_error = NULL WHERE id = $1", id);
+        });
+        continue;
+      }
+      error = "HTTP " + std::to_string(response.status) + ": " + response.body.substr(0, 200);
+    } catch (const std::exception& failure) {
+      error = failure.what();
+    }
+    double backoff = std::min(600.0, std::pow(2.0, attempts - 1));
+    bool give_up = attempts >= options_.max_attempts;
+    std::cerr << "kw-server: notification " << id << " (" << kind << ") attempt " << attempts << " failed: " << error
+              << (give_up ? "; giving up" : "") << "\n";
+    with_transaction(pool_, [&](pqxx::work& tx) {
+      tx.exec_params0(
+          "UPDATE notifications SET last_error = $2, "
+          "  next_attempt_at = now() + make_interval(secs => $3), "
+          "  failed_at = CASE WHEN $4 THEN now() END WHERE id = $1",
+          id, error, backoff, give_up);
+    });
+  }
+  return !due.empty();
+}
+
+}  // namespace kw::server

@@ -1,0 +1,56 @@
+// Verdict notifications: GitHub commit statuses (pending when a job is
+// queued, success/failure with a description and a link on its verdict) and
+// a generic webhook signed with HMAC-SHA256. Enqueued into the notifications
+// table inside the transaction that sets the verdict; a background worker
+// sends them with retries and backoff, so ingest never waits on GitHub.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+#include <pqxx/pqxx>
+
+#include "database.hpp"
+
+namespace kw::server {
+
+struct NotifierOptions {
+  std::string github_api = "https://api.github.com";
+  std::string github_token;    // statuses are sent only when set
+  std::string webhook_secret;  // signs webhook bodies (X-Kernelwatch-Signature-256)
+  std::string public_url;      // base of links in statuses and webhooks
+  int max_attempts = 8;
+  double poll_seconds = 0.5;
+};
+
+class NotificationRepository {
+ public:
+  static void job_queued(pqxx::work& tx, const NotifierOptions& options, std::int64_t project_id,
+                         const nlohmann::json& job);
+  static void verdict(pqxx::work& tx, const NotifierOptions& options, std::int64_t run_id);
+};
+
+class Notifier {
+ public:
+  Notifier(ConnectionPool& pool, NotifierOptions options);
+  ~Notifier();
+  void start();
+  void stop();
+
+ private:
+  void run();
+  bool deliver_due();  // true when it sent something
+
+  ConnectionPool& pool_;
+  NotifierOptions options_;
+  std::thread thread_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+};
+
+}  // namespace kw::server
