@@ -214,7 +214,7 @@ int agent_loop(AgentArguments args) {
 void add_agent_command(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<AgentArguments>();
   auto* command = app.add_subcommand("agent", "Run as a GPU-host agent: claim jobs, run them, report");
-  args->server.add_to(*command, true);
+  args->server.add_to(*command);
   command->add_option("--work-dir", args->work_dir, "mirrors, worktrees and the report spool live here")->required();
   command->add_option("--repo", args->repos, "PROJECT=URL: where to fetch a project's commits (repeatable)");
   command->add_option("--name", args->name, "agent name (default: host name)");

@@ -22,12 +22,13 @@ void add_validate_command(CLI::App& app, int& exit_code);
 void add_run_command(CLI::App& app, int& exit_code);
 void add_upload_command(CLI::App& app, int& exit_code);
 void add_agent_command(CLI::App& app, int& exit_code);
+void add_gate_commands(CLI::App& app, int& exit_code);  // kw submit, kw gate
 
 // Server and token from the flags, else KW_SERVER / KW_TOKEN.
 struct ServerOptions {
   std::string url;
   std::string token;
-  void add_to(CLI::App& command, bool required);
+  void add_to(CLI::App& command);
   void resolve();  // fills from the environment; throws CLI::ValidationError when missing
 };
 

@@ -33,12 +33,9 @@ std::string host_name() {
   return name;
 }
 
-void ServerOptions::add_to(CLI::App& command, bool required) {
-  auto* server = command.add_option("--server", url, "kw-server URL (or KW_SERVER)");
-  auto* token_option = command.add_option("--token", token, "API token (or KW_TOKEN)");
-  (void)required;
-  (void)server;
-  (void)token_option;
+void ServerOptions::add_to(CLI::App& command) {
+  command.add_option("--server", url, "kw-server URL (or KW_SERVER)");
+  command.add_option("--token", token, "API token (or KW_TOKEN)");
 }
 
 void ServerOptions::resolve() {
@@ -202,7 +199,7 @@ void add_run_command(CLI::App& app, int& exit_code) {
   command->add_option("--name", args->name, "agent name in the report (default: host name)");
   command->add_option("--gpu-test-double", args->gpu_test_double,
                       "TEST DOUBLE: run the benches as if this GPU model were present (CPU benches speaking kwbench)");
-  args->server.add_to(*command, false);
+  args->server.add_to(*command);
   command->callback([args, &exit_code] {
     if (args->out.empty()) args->server.resolve();
     exit_code = run_once(*args);
@@ -214,7 +211,7 @@ void add_upload_command(CLI::App& app, int& exit_code) {
   auto server = std::make_shared<ServerOptions>();
   auto* command = app.add_subcommand("upload", "Post saved run reports (kw run --out, spool files) to a server");
   command->add_option("FILE", *files, "run report JSON files")->required();
-  server->add_to(*command, true);
+  server->add_to(*command);
   command->callback([files, server, &exit_code] { exit_code = upload(*files, *server); });
 }
 

@@ -80,6 +80,11 @@ class Session : public std::enable_shared_from_this<Session> {
     if (question != std::string::npos) request.query = parse_query(std::string_view(request.target).substr(question + 1));
     request.body = std::move(message.body());
     request.authorization = std::string(message[http::field::authorization]);
+    for (const auto& field : message) {
+      std::string name(field.name_string());
+      for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      request.headers[name] = std::string(field.value());
+    }
     beast::error_code endpoint_ec;
     auto remote = stream_.socket().remote_endpoint(endpoint_ec);
     request.from_loopback = !endpoint_ec && remote.address().is_loopback();

@@ -30,6 +30,7 @@ struct Request {
   std::map<std::string, std::string> path_params;
   std::string body;
   std::string authorization;
+  std::map<std::string, std::string> headers;  // names lower-cased
   bool from_loopback = false;
   std::optional<Caller> caller;  // set by the router once authenticated
 

@@ -1,0 +1,219 @@
+// kw submit / kw gate: the CI side. Queue a commit, wait for its verdict, and
+// exit with a code a required status check can use:
+//   0 pass, improvement or acknowledged regression; 1 regression;
+//   2 preflight or correctness failure; 3 infrastructure error or timeout.
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <thread>
+
+#include "commands.hpp"
+#include "kw/common/run_report.hpp"
+#include "kw/http/client.hpp"
+
+namespace kw::agent {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr int kExitRegression = 1;
+constexpr int kExitPreflight = 2;
+
+double parse_duration(const std::string& text) {
+  if (text.empty()) throw CLI::ValidationError("--timeout", "is empty");
+  std::size_t used = 0;
+  double value = std::stod(text, &used);
+  std::string unit = text.substr(used);
+  double scale = unit.empty() || unit == "s" ? 1 : unit == "m" ? 60 : unit == "h" ? 3600 : -1;
+  if (scale < 0 || value <= 0) throw CLI::ValidationError("--timeout", "expected e.g. 90s, 30m or 2h, got " + text);
+  return value * scale;
+}
+
+std::string fixed(double value, int digits) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof(buffer), "%.*f", digits, value);
+  return buffer;
+}
+
+std::string scientific(double value) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof(buffer), "%.2g", value);
+  return buffer;
+}
+
+// Prints the verdict's summary; returns the exit code.
+int summarize(http::Client& client, const std::string& server, const json& job) {
+  std::int64_t run_id = job["run_id"];
+  json run = client.get("/api/v1/runs/" + std::to_string(run_id)).json();
+  std::string link = server + "/#/run/" + std::to_string(run_id);
+  std::string verdict = run["verdict"];
+  std::string where = run["commit"].get<std::string>().substr(0, 12) + " on " + run["gpu_model"].get<std::string>();
+  if (verdict == "failed") {
+    std::cout << "kernelwatch: PREFLIGHT FAILED for " << where << "\n";
+    for (const json& stage : run["stages"]) {
+      if (stage["status"] == "failed") std::cout << "  stage " << stage["name"].get<std::string>() << ": " << stage["message"].get<std::string>() << "\n";
+    }
+    for (const json& c : run["cases"]) {
+      if (c.contains("correctness") && c["correctness"].is_object() && !c["correctness"].value("passed", true)) {
+        std::cout << "  correctness " << c["name"].get<std::string>() << ": rel L2 error "
+                  << scientific(c["correctness"]["rel_l2_err"]) << " > tolerance " << scientific(c["correctness"]["tolerance"]) << "\n";
+      }
+    }
+    std::cout << "  " << link << "\n";
+    return kExitPreflight;
+  }
+  if (verdict == "regression") {
+    std::cout << "kernelwatch: REGRESSION in " << where << "\n";
+    for (const json& c : run["comparisons"]) {
+      if (c["status"] != "regression" || c["kind"] != "time" || c["impl"] != "candidate") continue;
+      std::cout << "  " << c["case"].get<std::string>() << ": " << fixed(c["ratio"], 3) << "x the time of "
+                << c["baseline_reason"].get<std::string>() << " (99% interval " << fixed(c["lower"], 3) << "-"
+                << fixed(c["upper"], 3) << ", p = " << scientific(c["p_value"]) << ", threshold "
+                << fixed(100 * c["threshold"].get<double>(), 1) << "%)\n";
+    }
+    std::cout << "  " << link << "\n"
+              << "  intended? acknowledge it: POST /api/v1/runs/" << run_id << "/acknowledge {\"reason\": ...}\n";
+    return kExitRegression;
+  }
+  if (run["acknowledgement"].is_object()) {
+    std::cout << "kernelwatch: pass for " << where << " (regression acknowledged by "
+              << run["acknowledgement"]["by"].get<std::string>() << ": " << run["acknowledgement"]["reason"].get<std::string>() << ")\n";
+  } else {
+    int compared = 0, improved = 0;
+    for (const json& c : run["comparisons"]) {
+      if (c["kind"] != "time" || c["impl"] != "candidate") continue;
+      compared += c["status"] != "no-baseline";
+      improved += c["status"] == "improvement";
+    }
+    std::cout << "kernelwatch: " << (verdict == "improvement" ? "IMPROVEMENT" : "pass") << " for " << where << " ("
+              << run["cases"].size() << " cases, " << compared << " compared with a baseline, " << improved << " faster)\n";
+  }
+  std::cout << "  " << link << "\n";
+  return kExitOk;
+}
+
+int wait_and_gate(http::Client& client, const std::string& server, std::int64_t job_id, double timeout_s) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  auto next_progress = std::chrono::steady_clock::now();
+  std::string state;
+  while (!stop_requested()) {
+    http::Response response = client.get("/api/v1/jobs/" + std::to_string(job_id));
+    if (response.status == 404) {
+      std::cout << "kernelwatch: no job " << job_id << " on " << server << "\n";
+      return kExitInfrastructure;
+    }
+    if (response.status != 200) {
+      std::cout << "kernelwatch: the server answered HTTP " << response.status << ": " << response.body << "\n";
+      return kExitInfrastructure;
+    }
+    json job = response.json();
+    state = job["state"];
+    if (state == "done") return summarize(client, server, job);
+    if (state == "failed") {
+      std::cout << "kernelwatch: job " << job_id << " failed without a verdict: " << job.value("error", std::string("?"))
+                << "\n  check the GPU agents (kw agent) of this project\n";
+      return kExitInfrastructure;
+    }
+    auto now = std::chrono::steady_clock::now();
+    if (now > deadline) {
+      std::cout << "kernelwatch: no verdict for job " << job_id << " after " << static_cast<long>(timeout_s)
+                << " s (state " << state << "); are GPU agents running for this project?\n";
+      return kExitInfrastructure;
+    }
+    if (now >= next_progress) {
+      say("job " + std::to_string(job_id) + " " + state +
+          (job["agent"].is_string() ? " on " + job["agent"].get<std::string>() : std::string()));
+      next_progress = now + std::chrono::seconds(30);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  return kExitInfrastructure;
+}
+
+struct SubmitArguments {
+  ServerOptions server;
+  std::string project, commit, branch, base, gpu_class, timeout = "30m";
+  std::int64_t pr = 0;
+  bool wait = false;
+};
+
+int guarded(const std::string& server, const std::function<int()>& body) {
+  try {
+    return body();
+  } catch (const http::ConnectionError& error) {
+    std::cout << "kernelwatch: cannot reach the server " << server << ": " << error.what() << "\n";
+    return kExitInfrastructure;
+  } catch (const CLI::ParseError&) {
+    throw;
+  } catch (const std::exception& error) {
+    std::cout << "kernelwatch: " << error.what() << "\n";
+    return kExitInfrastructure;
+  }
+}
+
+}  // namespace
+
+void add_gate_commands(CLI::App& app, int& exit_code) {
+  auto submit = std::make_shared<SubmitArguments>();
+  auto* command = app.add_subcommand("submit", "CI: queue a commit for benchmarking; with --wait, exit with its verdict");
+  command->add_option("--project", submit->project, "project name")->required();
+  command->add_option("--commit", submit->commit, "40-hex commit SHA")->required();
+  command->add_option("--branch", submit->branch, "branch it was pushed to")->required();
+  command->add_option("--base", submit->base, "a pull request's base commit to compare with");
+  command->add_option("--pr", submit->pr, "pull request number");
+  command->add_option("--gpu-class", submit->gpu_class, "GPU model to run on (default: any)");
+  command->add_flag("--wait", submit->wait, "wait for the verdict and exit with it");
+  command->add_option("--timeout", submit->timeout, "with --wait: give up after this long (90s, 30m, 2h)")
+      ->capture_default_str();
+  submit->server.add_to(*command);
+  command->callback([submit, &exit_code] {
+    submit->server.resolve();
+    if (!common::is_commit_sha(submit->commit)) {
+      throw CLI::ValidationError("--commit", "must be a 40-character lowercase hex SHA, got " + submit->commit);
+    }
+    if (!submit->base.empty() && !common::is_commit_sha(submit->base)) {
+      throw CLI::ValidationError("--base", "must be a 40-character lowercase hex SHA, got " + submit->base);
+    }
+    double timeout = parse_duration(submit->timeout);
+    exit_code = guarded(submit->server.url, [&] {
+      http::Client client(submit->server.url, submit->server.token);
+      json body{{"project", submit->project}, {"commit", submit->commit}, {"branch", submit->branch}};
+      if (!submit->base.empty()) body["base_commit"] = submit->base;
+      if (submit->pr > 0) body["pr"] = submit->pr;
+      if (!submit->gpu_class.empty()) body["gpu_class"] = submit->gpu_class;
+      http::Response response = client.post("/api/v1/jobs", body);
+      if (response.status != 200 && response.status != 201) {
+        std::cout << "kernelwatch: the server refused the job (HTTP " << response.status
+                  << "): " << response.json().value("message", response.body) << "\n";
+        return kExitInfrastructure;
+      }
+      json job = response.json();
+      std::int64_t id = job["id"];
+      say("job " + std::to_string(id) + (response.status == 201 ? " queued" : " already exists") + " (" +
+          job["state"].get<std::string>() + ")");
+      if (!submit->wait) {
+        std::cout << id << "\n";
+        return kExitOk;
+      }
+      return wait_and_gate(client, submit->server.url, id, timeout);
+    });
+  });
+
+  auto gate = std::make_shared<SubmitArguments>();
+  auto job_id = std::make_shared<std::int64_t>(0);
+  auto* gate_command = app.add_subcommand("gate", "CI: wait for a job's verdict and exit with it");
+  gate_command->add_option("--job", *job_id, "job id (from kw submit)")->required();
+  gate_command->add_option("--timeout", gate->timeout, "give up after this long (90s, 30m, 2h)")->capture_default_str();
+  gate->server.add_to(*gate_command);
+  gate_command->callback([gate, job_id, &exit_code] {
+    gate->server.resolve();
+    double timeout = parse_duration(gate->timeout);
+    exit_code = guarded(gate->server.url, [&] {
+      http::Client client(gate->server.url, gate->server.token);
+      return wait_and_gate(client, gate->server.url, *job_id, timeout);
+    });
+  });
+}
+
+}  // namespace kw::agent

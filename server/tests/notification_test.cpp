@@ -1,0 +1,192 @@
+// Verdict notifications against a GITHUB API TEST DOUBLE: a local HTTP server
+// (kw-server's own HttpServer with a recording handler) standing in for
+// api.github.com and for a webhook receiver; there is no internet here.
+#include <sys/socket.h>
+
+#include <mutex>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "../../tests/support/report_factory.hpp"
+#include "outbound_http.hpp"
+#include "server_fixture.hpp"
+
+namespace kw::server::testing {
+namespace {
+
+using nlohmann::json;
+using kw::testing::make_commit;
+using kw::testing::make_report;
+using kw::testing::ReportSpec;
+
+// Records every request; answers 500 to the first `fail_first` of them.
+class GithubApiTestDouble {
+ public:
+  explicit GithubApiTestDouble(int fail_first = 0) : fail_first_(fail_first) {
+    HttpOptions options;
+    options.port = 0;
+    options.threads = 1;
+    server_ = std::make_unique<HttpServer>(options, [this](Request& request) {
+      std::lock_guard lock(mutex_);
+      requests_.push_back(request);
+      if (static_cast<int>(requests_.size()) <= fail_first_) {
+        return Response::json(500, {{"message", "test double: failing on purpose"}});
+      }
+      return Response::json(201, {{"id", requests_.size()}});
+    });
+    server_->start();
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(server_->port()); }
+
+  // Waits until `count` requests matching `filter` arrived; returns them.
+  std::vector<Request> wait_for(std::size_t count, const std::function<bool(const Request&)>& filter,
+                                std::chrono::seconds timeout = std::chrono::seconds(30)) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      std::vector<Request> matching;
+      {
+        std::lock_guard lock(mutex_);
+        for (const Request& r : requests_) {
+          if (filter(r)) matching.push_back(r);
+        }
+      }
+      if (matching.size() >= count || std::chrono::steady_clock::now() > deadline) return matching;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+
+ private:
+  int fail_first_;
+  std::mutex mutex_;
+  std::vector<Request> requests_;
+  std::unique_ptr<HttpServer> server_;
+};
+
+class NotificationTest : public ServerTest {
+ protected:
+  ServerOptions server_options() override {
+    ServerOptions options = ServerTest::server_options();
+    options.notifications.github_api = github_.url();
+    options.notifications.github_token = "ghs-test-token";
+    options.notifications.webhook_secret = "s3cret";
+    options.notifications.public_url = "https://kernelwatch.example.com";
+    options.notifications.poll_seconds = 0.1;
+    return options;
+  }
+  void configure(const json& settings) {
+    auto response = client(admin_token_).request("PUT", "/api/v1/projects/demo/settings", settings.dump());
+    ASSERT_EQ(response.status, 200) << response.body;
+  }
+
+  GithubApiTestDouble github_{0};
+};
+
+TEST_F(NotificationTest, CommitStatusPendingWhenQueuedThenFailureOnRegression) {
+  configure({{"github_repo", "acme/kernels"}});
+  json base = agent().post("/api/v1/runs", make_report({})).json();  // baseline on main
+  std::string sha = make_commit(77);
+  std::int64_t job = ci().post("/api/v1/jobs", {{"project", "demo"}, {"commit", sha}, {"branch", "pr-3"}})
+                         .json()["id"];
+  std::string path = "/repos/acme/kernels/statuses/" + sha;
+  auto on_sha = [&](const Request& r) { return r.path == path; };
+  std::vector<Request> pending = github_.wait_for(1, on_sha);
+  ASSERT_EQ(pending.size(), 1u);
+  EXPECT_EQ(pending[0].method, "POST");
+  EXPECT_EQ(pending[0].authorization, "Bearer ghs-test-token");
+  EXPECT_EQ(pending[0].headers["accept"], "application/vnd.github+json");
+  json pending_body = json::parse(pending[0].body);
+  EXPECT_EQ(pending_body["state"], "pending");
+  EXPECT_EQ(pending_body["context"], "kernelwatch");
+  EXPECT_EQ(pending_body["target_url"], "https://kernelwatch.example.com/#/job/" + std::to_string(job));
+
+  agent().post("/api/v1/agents/claim", {{"agent", "gpu-host-1"}, {"gpus", {"NVIDIA H100 80GB HBM3"}}});
+  ReportSpec slower;
+  slower.commit = sha;
+  slower.slowdown = 1.08;
+  slower.seed = 5;
+  json answer = agent().post("/api/v1/jobs/" + std::to_string(job) + "/report", make_report(slower)).json();
+  ASSERT_EQ(answer["verdict"], "regression");
+  std::vector<Request> statuses = github_.wait_for(2, on_sha);
+  ASSERT_EQ(statuses.size(), 2u);
+  json verdict = json::parse(statuses[1].body);
+  EXPECT_EQ(verdict["state"], "failure");
+  EXPECT_EQ(verdict["target_url"], "https://kernelwatch.example.com/#/run/" + std::to_string(answer["run_id"].get<int>()));
+  EXPECT_NE(verdict["description"].get<std::string>().find("case(s) regressed; worst attention.fwd/case"),
+            std::string::npos)
+      << verdict["description"];
+  EXPECT_LE(verdict["description"].get<std::string>().size(), 140u);
+  (void)base;
+}
+
+TEST_F(NotificationTest, AcknowledgementTurnsTheStatusGreen) {
+  configure({{"github_repo", "acme/kernels"}});
+  agent().post("/api/v1/runs", make_report({}));
+  ReportSpec slower;
+  slower.slowdown = 1.08;
+  slower.seed = 9;
+  json run = agent().post("/api/v1/runs", make_report(slower)).json();
+  ASSERT_EQ(run["verdict"], "regression");
+  ci().post("/api/v1/runs/" + std::to_string(run["run_id"].get<int>()) + "/acknowledge", {{"reason", "trade for memory"}});
+  std::string path = "/repos/acme/kernels/statuses/" + make_commit(9);
+  std::vector<Request> statuses = github_.wait_for(2, [&](const Request& r) { return r.path == path; });
+  ASSERT_EQ(statuses.size(), 2u);
+  json green = json::parse(statuses[1].body);
+  EXPECT_EQ(green["state"], "success");
+  EXPECT_EQ(green["description"], "regression acknowledged by ci: trade for memory");
+}
+
+class WebhookRetryTest : public NotificationTest {};
+
+TEST_F(WebhookRetryTest, WebhookIsSignedAndRetriedUntilAccepted) {
+  GithubApiTestDouble receiver(2);  // fails twice, then accepts
+  configure({{"webhook_url", receiver.url() + "/hooks/kernelwatch"}});
+  json run = agent().post("/api/v1/runs", make_report({})).json();
+  std::vector<Request> deliveries = receiver.wait_for(3, [](const Request& r) { return r.path == "/hooks/kernelwatch"; });
+  ASSERT_EQ(deliveries.size(), 3u) << "two failures, then the retry that succeeds";
+  const Request& last = deliveries.back();
+  EXPECT_EQ(last.headers.at("x-kernelwatch-signature-256"), "sha256=" + hmac_sha256_hex("s3cret", last.body));
+  EXPECT_EQ(last.headers.at("x-kernelwatch-event"), "verdict");
+  json body = json::parse(last.body);
+  EXPECT_EQ(body["verdict"], "pass");
+  EXPECT_EQ(body["run_id"], run["run_id"]);
+  EXPECT_EQ(body["project"], "demo");
+  // The outbox row shows the attempts and the delivery.
+  for (int i = 0; i < 50 && sql("SELECT delivered_at IS NOT NULL FROM notifications")[0][0].as<bool>() == false; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  pqxx::row row = sql("SELECT attempts, delivered_at IS NOT NULL, last_error IS NULL FROM notifications")[0];
+  EXPECT_EQ(row[0].as<int>(), 3);
+  EXPECT_TRUE(row[1].as<bool>());
+  // HMAC-SHA256 known answer (RFC 4231, test case 2).
+  EXPECT_EQ(hmac_sha256_hex("Jefe", "what do ya want for nothing?"),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+}
+
+TEST_F(NotificationTest, IngestDoesNotWaitForAReceiverThatNeverAnswers) {
+  // A listening socket that never accepts: connections complete in the
+  // backlog, requests are never answered.
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(address);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  ASSERT_EQ(listen(fd, 16), 0);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  configure({{"webhook_url", "http://127.0.0.1:" + std::to_string(ntohs(address.sin_port)) + "/hook"}});
+  for (int i = 0; i < 3; ++i) {
+    ReportSpec spec;
+    spec.seed = static_cast<std::uint64_t>(100 + i);
+    auto started = std::chrono::steady_clock::now();
+    auto response = agent().post("/api/v1/runs", make_report(spec));
+    auto elapsed = std::chrono::steady_clock::now() - started;
+    EXPECT_EQ(response.status, 201);
+    EXPECT_LT(elapsed, std::chrono::seconds(2)) << "ingest waited on the webhook";
+  }
+  EXPECT_EQ(sql("SELECT count(*) FROM notifications WHERE delivered_at IS NULL")[0][0].as<int>(), 3);
+  close(fd);
+}
+
+}  // namespace
+}  // namespace kw::server::testing

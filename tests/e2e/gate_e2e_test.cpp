@@ -1,0 +1,115 @@
+// The merge gate end to end: commits in a temporary git repo, `kw submit
+// --wait` as CI runs it, a real kw-server on embedded PostgreSQL, and a
+// `kw agent` whose bench is the kwbench CPU TEST DOUBLE. The exit code is
+// what a required status check sees.
+#include <gtest/gtest.h>
+
+#include "../support/e2e.hpp"
+
+namespace {
+
+using namespace kw::testing;
+using nlohmann::json;
+
+class GateE2eTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    work_dir_ = make_temp_dir("kw-e2e-gate");
+    server_.start();
+    agent_token_ = server_.token("agent", "gpu-hosts");
+    ci_token_ = server_.token("ci", "ci");
+    agent_ = std::make_unique<ChildProcess>(std::vector<std::string>{
+        KW_BINARY, "agent", "--server", server_.url(), "--token", agent_token_, "--work-dir", (work_dir_ / "agent").string(),
+        "--repo", "demo=" + repo_.dir().string(), "--name", "gpu-host-1", "--poll-seconds", "0.3",
+        "--gpu-test-double", "kwbench CPU test double"});
+    base_ = repo_.commit("baseline");
+    CommandResult first = gate(base_, "main");
+    ASSERT_EQ(first.exit_code, 0) << first.output;
+  }
+  void TearDown() override {
+    agent_->signal(SIGTERM);
+    agent_->wait_exit();
+    std::error_code ec;
+    fs::remove_all(work_dir_, ec);
+  }
+
+  CommandResult gate(const std::string& commit, const std::string& branch, bool with_base = false) {
+    std::vector<std::string> argv = {KW_BINARY, "submit", "--project", "demo", "--commit", commit, "--branch", branch,
+                                     "--wait", "--timeout", "120s", "--server", server_.url(), "--token", ci_token_};
+    if (with_base) {
+      argv.insert(argv.end(), {"--base", base_, "--pr", "7"});
+    }
+    return run_command(argv);
+  }
+
+  std::string change(const std::string& behaviour, const std::string& message) {
+    repo_.write("kwbench-fake.json", behaviour);
+    return repo_.commit(message);
+  }
+
+  fs::path work_dir_;
+  TrackedRepo repo_;
+  ServerUnderTest server_;
+  std::unique_ptr<ChildProcess> agent_;
+  std::string agent_token_, ci_token_, base_;
+};
+
+TEST_F(GateE2eTest, GatePassesAnUnchangedCommit) {
+  std::string head = change(R"({"note": "docs only"})", "unchanged kernels");
+  CommandResult result = gate(head, "pr-7", true);
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("kernelwatch: pass for " + head.substr(0, 12)), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("2 compared with a baseline"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find(server_.url() + "/#/run/"), std::string::npos);
+}
+
+TEST_F(GateE2eTest, GateFailsOnATenPercentSlowdown) {
+  std::string head = change(R"({"slowdown": 1.10})", "smaller tiles");
+  CommandResult result = gate(head, "pr-7", true);
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  EXPECT_NE(result.output.find("kernelwatch: REGRESSION in " + head.substr(0, 12)), std::string::npos) << result.output;
+  for (const char* name : {"fake.scale/n1m: 1.1", "fake.scale/n16m: 1.1"}) {
+    EXPECT_NE(result.output.find(name), std::string::npos) << name << "\n" << result.output;
+  }
+  EXPECT_NE(result.output.find("base_commit " + base_.substr(0, 12)), std::string::npos) << result.output;
+}
+
+TEST_F(GateE2eTest, GateFailsOnALaunchGeometryMismatch) {
+  std::string head = change(R"({"fail_stage": "launch_geometry"})", "benchmark calls the old kernel");
+  CommandResult result = gate(head, "pr-7", true);
+  EXPECT_EQ(result.exit_code, 2) << result.output;
+  EXPECT_NE(result.output.find("PREFLIGHT FAILED"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("stage launch_geometry: fake: fake.scale/n1m: block: expected (384,1,1), observed (128,1,1)"),
+            std::string::npos)
+      << result.output;
+}
+
+TEST_F(GateE2eTest, GatePassesAnAcknowledgedRegression) {
+  std::string head = change(R"({"slowdown": 1.10})", "intended slowdown");
+  ASSERT_EQ(gate(head, "pr-7", true).exit_code, 1);
+  json job = server_.client(ci_token_)
+                 .post("/api/v1/jobs", {{"project", "demo"}, {"commit", head}, {"branch", "pr-7"}})
+                 .json();  // the same job (idempotent): its id and run
+  auto ack = server_.client(ci_token_).post("/api/v1/runs/" + std::to_string(job["run_id"].get<int>()) + "/acknowledge",
+                                            {{"reason", "40% less memory for 10% time"}});
+  ASSERT_EQ(ack.status, 200) << ack.body;
+  CommandResult result = run_command({KW_BINARY, "gate", "--job", std::to_string(job["id"].get<int>()), "--server",
+                                      server_.url(), "--token", ci_token_});
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("regression acknowledged by ci: 40% less memory for 10% time"), std::string::npos)
+      << result.output;
+}
+
+TEST_F(GateE2eTest, GateReportsTheServerBeingDown) {
+  int closed = free_port();
+  CommandResult result = run_command({KW_BINARY, "submit", "--project", "demo", "--commit", base_, "--branch", "main",
+                                      "--wait", "--server", "http://127.0.0.1:" + std::to_string(closed), "--token",
+                                      ci_token_});
+  EXPECT_EQ(result.exit_code, 3) << result.output;
+  EXPECT_NE(result.output.find("kernelwatch: cannot reach the server http://127.0.0.1:" + std::to_string(closed)),
+            std::string::npos)
+      << result.output;
+  EXPECT_NE(result.output.find("Connection refused"), std::string::npos) << result.output;
+}
+
+}  // namespace
