@@ -114,6 +114,19 @@ TEST(Stats, HodgesLehmannLargeSampleIntervalCoversShift) {
   EXPECT_DOUBLE_EQ(shift.upper, 58);
 }
 
+TEST(Stats, MedianInterval) {
+  // n = 100, 95%: n/2 -+ 1.959964 * sqrt(100) / 2 = 50 -+ 9.80 -> ranks floor(40.2) = 40 and ceil(59.8) = 60
+  // (0-based) of 0..99.
+  V values;
+  for (int i = 99; i >= 0; --i) values.push_back(i);
+  auto [low, high] = median_interval(values);
+  EXPECT_DOUBLE_EQ(low, 40);
+  EXPECT_DOUBLE_EQ(high, 60);
+  auto [one_low, one_high] = median_interval(V{7});
+  EXPECT_DOUBLE_EQ(one_low, 7);
+  EXPECT_DOUBLE_EQ(one_high, 7);
+}
+
 TEST(Stats, RatioOfMedians) {
   V base{100, 101, 102, 103, 104, 105, 106, 107, 108, 109};
   V slower;

@@ -1,6 +1,8 @@
 #include "app.hpp"
 
+#include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include "detection_repository.hpp"
 #include "errors.hpp"
@@ -50,6 +52,28 @@ json require_object(const Request& request) {
   json body = request.json_body();
   if (!body.is_object()) throw Unprocessable("request body must be a JSON object");
   return body;
+}
+
+// The dashboard's files: "/" is index.html; no path may leave the directory.
+std::optional<Response> static_file(const std::string& root, const Request& request) {
+  if (root.empty()) return std::nullopt;
+  std::string path = request.path == "/" ? "/index.html" : request.path;
+  if (path.find("..") != std::string::npos || path.find('\0') != std::string::npos) return std::nullopt;
+  std::ifstream in(root + path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::stringstream content;
+  content << in.rdbuf();
+  static const std::map<std::string, std::string> types = {
+      {".html", "text/html; charset=utf-8"}, {".js", "text/javascript; charset=utf-8"},
+      {".mjs", "text/javascript; charset=utf-8"}, {".css", "text/css; charset=utf-8"},
+      {".png", "image/png"}, {".svg", "image/svg+xml"}, {".json", "application/json"}};
+  auto dot = path.rfind('.');
+  auto type = dot == std::string::npos ? types.end() : types.find(path.substr(dot));
+  Response response;
+  response.content_type = type == types.end() ? "application/octet-stream" : type->second;
+  response.body = content.str();
+  response.headers.emplace_back("Cache-Control", path == "/index.html" ? "no-cache" : "max-age=300");
+  return response;
 }
 
 int limit_param(const Request& request, int fallback, int max) {
@@ -386,6 +410,18 @@ void App::register_routes() {
       }
       return DetectionRepository::compare_commits(tx, project_id, base, head, gpu);
     }));
+  });
+
+  r.set_static([this](const Request& request) { return static_file(options_.dashboard_dir, request); });
+
+  r.add("GET", "/api/v1/projects/{project}/overview", Access::read(), [this](Request& request) {
+    std::string gpu = request.query_value("gpu").value_or("");
+    return Response::json_text(200, with_transaction(*pool_, [&](pqxx::work& tx) {
+                                 std::int64_t project_id = project_id_or_404(tx, request.param("project"));
+                                 std::string branch = request.query_value("branch").value_or("");
+                                 if (branch.empty()) branch = DetectionRepository::settings(tx, project_id).default_branch;
+                                 return RunRepository::overview_json(tx, project_id, branch, gpu);
+                               }));
   });
 
   r.add("GET", "/api/v1/projects/{project}/cases", Access::read(), [this](Request& request) {

@@ -23,6 +23,7 @@ struct ServerOptions {
   int max_attempts = 3;
   bool reads_need_token = false;  // reads are open on loopback unless this is set
   NotifierOptions notifications;
+  std::string dashboard_dir;  // built dashboard (dashboards/dist); empty: none served
 };
 
 class App {

@@ -124,6 +124,8 @@ int main(int argc, char** argv) {
   cli.add_option("--max-attempts", options.max_attempts, "claims of a job before it is failed")->capture_default_str();
   cli.add_flag("--read-token-required", options.reads_need_token, "GET endpoints need a token too");
   cli.add_flag("--print-admin-token", print_admin_token, "print an admin token (kept in DATA_DIR/admin-token)");
+  options.dashboard_dir = KW_DEFAULT_DASHBOARD_DIR;
+  cli.add_option("--dashboard-dir", options.dashboard_dir, "the built dashboard to serve at /")->capture_default_str();
   cli.add_option("--public-url", options.notifications.public_url,
                  "base URL of links in commit statuses and webhooks (default: http://LISTEN)");
   cli.add_option("--github-api", options.notifications.github_api, "GitHub REST API base URL")->capture_default_str();

@@ -98,6 +98,16 @@ Response Router::handle(Request& request) {
     const Route* route = match(request, path_matched);
     if (route == nullptr) {
       if (path_matched) throw MethodNotAllowed(request.method + " is not allowed on " + request.path);
+      bool api = request.path.rfind("/api/", 0) == 0;
+      if (!api && static_ && (request.method == "GET" || request.method == "HEAD")) {
+        route_label = "GET static";
+        if (auto file = static_(request)) {
+          response = std::move(*file);
+          metrics_.observe_request(route_label, response.status,
+                                   std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+          return response;
+        }
+      }
       throw NotFound("no such endpoint: " + request.path);
     }
     route_label = route->method + " " + route->pattern;

@@ -32,6 +32,9 @@ class Router {
   Router(Authenticator authenticator, Metrics& metrics, bool reads_need_token);
 
   void add(std::string method, std::string pattern, Access access, Handler handler);
+  // Answers GET requests no route matched (the dashboard's static files);
+  // nullopt means 404. Reads of static files are open like the other reads.
+  void set_static(std::function<std::optional<Response>(const Request&)> handler) { static_ = std::move(handler); }
   Response handle(Request& request);
 
  private:
@@ -47,6 +50,7 @@ class Router {
   void authorize(const Route& route, Request& request) const;
 
   std::vector<Route> routes_;
+  std::function<std::optional<Response>(const Request&)> static_;
   Authenticator authenticator_;
   Metrics& metrics_;
   bool reads_need_token_;

@@ -30,9 +30,10 @@ constexpr const char* kInsertCases = R"sql(
 WITH doc AS (SELECT $3::jsonb AS d),
 new_cases AS (
   INSERT INTO cases (run_id, project_id, ordinal, name, params, expected_launch, correctness, gpu_state, medians,
-                     candidate_location_ns)
+                     bands, candidate_location_ns)
   SELECT $1, $2, c.ordinal - 1, c.value->>'name', COALESCE(c.value->'params', '{}'), c.value->'expected_launch',
-         c.value->'correctness', c.value->'gpu_state', c.value->'medians', (c.value->>'location')::float8
+         c.value->'correctness', c.value->'gpu_state', c.value->'medians', c.value->'bands',
+         (c.value->>'location')::float8
   FROM doc, jsonb_array_elements(doc.d) WITH ORDINALITY AS c(value, ordinal)
   RETURNING id, ordinal
 ),
@@ -136,10 +137,17 @@ SELECT json_build_object(
   'finished_at', COALESCE(array_agg(extract(epoch FROM x.finished_at)), '{}'),
   'gpu_model', COALESCE(array_agg(x.gpu_model), '{}'),
   'verdict', COALESCE(array_agg(x.verdict), '{}'),
-  'median_ns', COALESCE(array_agg(x.medians), '{}'))::text
+  'status', COALESCE(array_agg(x.status), '{}'),
+  'acknowledged', COALESCE(array_agg(x.acknowledged), '{}'),
+  'median_ns', COALESCE(array_agg(x.medians), '{}'),
+  'band_ns', COALESCE(array_agg(x.bands), '{}'))::text
 FROM (
   SELECT * FROM (
-    SELECT r.id, r.commit_sha, r.finished_at, r.gpu_model, r.verdict, c.medians
+    SELECT r.id, r.commit_sha, r.finished_at, r.gpu_model, r.verdict, c.medians, c.bands,
+           r.acknowledged_at IS NOT NULL AS acknowledged,
+           COALESCE((SELECT cmp.status FROM comparisons cmp
+                     WHERE cmp.run_id = r.id AND cmp.case_name = c.name AND cmp.kind = 'time'
+                       AND cmp.impl = 'candidate'), 'no-baseline') AS status
     FROM cases c
     JOIN runs r ON r.id = c.run_id
     WHERE c.project_id = $1 AND c.name = $2 AND r.branch = $3 AND ($4 = '' OR r.gpu_model = $4)
@@ -150,13 +158,43 @@ FROM (
 ) AS x
 )sql";
 
+// One row per case and GPU model: its newest run on the branch, that run's
+// comparison, and the candidate's recent medians for a sparkline.
+constexpr const char* kOverviewJson = R"sql(
+WITH latest AS (
+  SELECT DISTINCT ON (c.name, r.gpu_model) c.name, c.run_id, c.medians, c.params, r.gpu_model, r.commit_sha,
+         r.verdict
+  FROM cases c JOIN runs r ON r.id = c.run_id
+  WHERE c.project_id = $1 AND r.branch = $2 AND ($3 = '' OR r.gpu_model = $3)
+  ORDER BY c.name, r.gpu_model, c.run_id DESC
+)
+SELECT json_build_object(
+  'gpu_models', (SELECT COALESCE(json_agg(DISTINCT g.gpu_model), '[]') FROM runs g WHERE g.project_id = $1),
+  'cases', COALESCE(json_agg(json_build_object(
+    'case', l.name, 'params', l.params, 'gpu_model', l.gpu_model, 'run_id', l.run_id, 'commit', l.commit_sha,
+    'verdict', l.verdict, 'median_ns', l.medians,
+    'comparison', (SELECT json_build_object('status', cmp.status, 'ratio', cmp.ratio, 'lower', cmp.lower,
+                                            'upper', cmp.upper)
+                   FROM comparisons cmp
+                   WHERE cmp.run_id = l.run_id AND cmp.case_name = l.name AND cmp.kind = 'time'
+                     AND cmp.impl = 'candidate'),
+    'history', (SELECT json_agg(h.candidate ORDER BY h.run_id) FROM (
+                  SELECT c2.run_id, (c2.medians->>'candidate')::float8 AS candidate
+                  FROM cases c2 JOIN runs r2 ON r2.id = c2.run_id
+                  WHERE c2.project_id = $1 AND c2.name = l.name AND r2.branch = $2 AND r2.gpu_model = l.gpu_model
+                  ORDER BY c2.run_id DESC LIMIT 30) AS h)
+  ) ORDER BY l.name, l.gpu_model), '[]'))::text
+FROM latest l
+)sql";
+
 }  // namespace
 
 std::vector<Statement> RunRepository::statements() {
   return {{"run_insert", kInsertRun},   {"run_insert_stages", kInsertStages},
           {"run_insert_cases", kInsertCases}, {"run_json", kRunJson},
           {"projects_json", kProjectsJson},   {"cases_json", kCasesJson},
-          {"runs_json", kRunsJson},           {"series_json", kSeriesJson}};
+          {"runs_json", kRunsJson},           {"series_json", kSeriesJson},
+          {"overview_json", kOverviewJson}};
 }
 
 std::int64_t RunRepository::ensure_project(pqxx::work& tx, const std::string& name) {
@@ -200,9 +238,11 @@ StoredRun RunRepository::store(pqxx::work& tx, std::int64_t project_id, const co
     for (const char* key : {"name", "params", "expected_launch", "correctness", "gpu_state", "launches"}) {
       if (auto it = source.find(key); it != source.end()) row[key] = *it;
     }
-    json median_by_impl = json::object();
+    json median_by_impl = json::object(), bands = json::object();
     for (const common::Measurement& m : c.measurements) {
       median_by_impl[m.impl] = m.median_ns;
+      auto [low, high] = common::median_interval(m.samples_ns, 0.95);
+      bands[m.impl] = {low, high};
       ordinals.number(i);
       impls.text(m.impl);
       PgArray values;
@@ -217,6 +257,7 @@ StoredRun RunRepository::store(pqxx::work& tx, std::int64_t project_id, const co
       throttled.text(marked.str());
     }
     row["medians"] = std::move(median_by_impl);
+    row["bands"] = std::move(bands);
     // The candidate's 25%-trimmed mean: the location its history threshold uses.
     if (const common::Measurement* candidate = c.candidate()) row["location"] = common::trimmed_mean(candidate->samples_ns);
     cases.push_back(std::move(row));
@@ -254,6 +295,11 @@ std::string RunRepository::cases_json(pqxx::work& tx, std::int64_t project_id) {
 
 std::string RunRepository::runs_json(pqxx::work& tx, std::int64_t project_id, const std::string& branch, int limit) {
   return tx.exec_prepared("runs_json", project_id, branch, limit)[0][0].as<std::string>();
+}
+
+std::string RunRepository::overview_json(pqxx::work& tx, std::int64_t project_id, const std::string& branch,
+                                         const std::string& gpu_model) {
+  return tx.exec_prepared("overview_json", project_id, branch, gpu_model)[0][0].as<std::string>();
 }
 
 std::string RunRepository::series_json(pqxx::work& tx, std::int64_t project_id, const std::string& case_name,

@@ -41,6 +41,8 @@ class RunRepository {
   static std::string projects_json(pqxx::work& tx);
   static std::string cases_json(pqxx::work& tx, std::int64_t project_id);
   static std::string runs_json(pqxx::work& tx, std::int64_t project_id, const std::string& branch, int limit);
+  static std::string overview_json(pqxx::work& tx, std::int64_t project_id, const std::string& branch,
+                                   const std::string& gpu_model);
   static std::string series_json(pqxx::work& tx, std::int64_t project_id, const std::string& case_name,
                                  const std::string& gpu_model, const std::string& branch, int limit);
 };

@@ -160,6 +160,18 @@ double relative_noise(std::span<const double> samples) {
   return 1.4826 * mad(samples) / std::abs(center);
 }
 
+std::pair<double, double> median_interval(std::span<const double> samples, double confidence) {
+  std::vector<double> sorted = sorted_copy(samples);
+  require_nonempty(sorted, "median_interval");
+  auto n = static_cast<double>(sorted.size());
+  double half_width = normal_quantile(0.5 + confidence / 2) * std::sqrt(n) / 2;
+  auto low = static_cast<std::ptrdiff_t>(std::floor(n / 2 - half_width));
+  auto high = static_cast<std::ptrdiff_t>(std::ceil(n / 2 + half_width));
+  low = std::clamp<std::ptrdiff_t>(low, 0, static_cast<std::ptrdiff_t>(sorted.size()) - 1);
+  high = std::clamp<std::ptrdiff_t>(high, 0, static_cast<std::ptrdiff_t>(sorted.size()) - 1);
+  return {sorted[static_cast<std::size_t>(low)], sorted[static_cast<std::size_t>(high)]};
+}
+
 double normal_cdf(double z) { return 0.5 * std::erfc(-z / std::sqrt(2.0)); }
 
 double normal_quantile(double p) {

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <span>
+#include <utility>
 #include <vector>
 
 namespace kw::common {
@@ -59,6 +60,11 @@ RatioEstimate ratio_of_medians(std::span<const double> x, std::span<const double
 MannWhitney mann_whitney_sorted(std::span<const double> x, std::span<const double> y);
 ShiftEstimate hodges_lehmann_shift_sorted(std::span<const double> x, std::span<const double> y, double confidence);
 double median_sorted(std::span<const double> sorted);
+
+// Distribution-free interval for the median: the order statistics whose
+// ranks bound it with the given confidence (normal approximation to the
+// binomial, n/2 -+ z sqrt(n)/2). Returns {low, high}.
+std::pair<double, double> median_interval(std::span<const double> samples, double confidence = 0.95);
 
 // Standard normal helpers (exposed for tests and the detector).
 double normal_cdf(double z);

@@ -1,0 +1,298 @@
+// kernelwatch dashboard: hash-routed pages over the kw-server API, charts by
+// uPlot. Every selection lives in the URL (#/p/PROJECT?gpu=..., #/run/ID, ...)
+// so links are deep and back/forward work.
+import uPlot from "./vendor/uPlot.esm.js";
+
+const app = document.getElementById("app");
+const tooltip = document.getElementById("tooltip");
+const charts = [];  // live uPlot instances, destroyed on navigation
+window.kwCharts = charts;  // the browser tests read what was drawn
+
+// ---------- helpers
+const esc = (s) => String(s ?? "").replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
+const us = (ns) => (ns == null ? "–" : (ns / 1000).toLocaleString(undefined, { maximumFractionDigits: ns < 1e5 ? 2 : 1 }) + " µs");
+const ratioText = (r) => (r == null ? "–" : r.toFixed(3) + "x");
+const badge = (status, text) => `<span class="badge ${esc(status)}">${esc(text ?? status)}</span>`;
+const family = (name) => name.split("/")[0];
+const enc = encodeURIComponent;
+
+async function api(path) {
+  const response = await fetch(path);
+  const body = await response.json().catch(() => ({}));
+  if (!response.ok) throw new Error(`${path}: ${body.message ?? response.status}`);
+  return body;
+}
+
+function parseHash() {
+  const [path, query = ""] = location.hash.replace(/^#/, "").split("?");
+  return { parts: path.split("/").filter(Boolean).map(decodeURIComponent), query: new URLSearchParams(query) };
+}
+
+function setQuery(params) {
+  const { parts } = parseHash();
+  const q = new URLSearchParams(params);
+  for (const [k, v] of [...q]) if (!v) q.delete(k);
+  location.hash = "#/" + parts.map(enc).join("/") + (q.toString() ? "?" + q : "");
+}
+
+function clearCharts() {
+  while (charts.length) charts.pop().destroy();
+}
+
+// Wheel zooms the x range, drag pans it (uPlot leaves interaction to plugins).
+function panZoomPlugin() {
+  return {
+    hooks: {
+      ready: (u) => {
+        const over = u.over;
+        let dragX = null, dragMin = 0, dragMax = 0;
+        over.addEventListener("wheel", (e) => {
+          e.preventDefault();
+          const { min, max } = u.scales.x;
+          const at = u.posToVal(e.offsetX, "x");
+          const factor = e.deltaY < 0 ? 0.8 : 1.25;
+          u.setScale("x", { min: at - (at - min) * factor, max: at + (max - at) * factor });
+        }, { passive: false });
+        over.addEventListener("mousedown", (e) => {
+          if (e.button !== 0) return;
+          dragX = e.clientX; dragMin = u.scales.x.min; dragMax = u.scales.x.max;
+        });
+        window.addEventListener("mouseup", () => { dragX = null; });
+        window.addEventListener("mousemove", (e) => {
+          if (dragX == null) return;
+          const per = (dragMax - dragMin) / u.bbox.width * devicePixelRatio;
+          const dx = (e.clientX - dragX) * per;
+          u.setScale("x", { min: dragMin - dx, max: dragMax - dx });
+        });
+      },
+    },
+  };
+}
+
+function plot(el, opts, data) {
+  const chart = new uPlot(opts, data, el);
+  charts.push(chart);
+  return chart;
+}
+
+// ---------- pages
+async function projectsPage() {
+  const projects = await api("/api/v1/projects");
+  app.innerHTML = `<h1>Projects</h1><table><thead><tr><th>project</th><th>default branch</th><th class="num">runs</th><th>last run</th></tr></thead><tbody>
+    ${projects.map((p) => `<tr class="clickable" data-href="#/p/${enc(p.name)}"><td><a href="#/p/${enc(p.name)}">${esc(p.name)}</a></td>
+      <td>${esc(p.default_branch)}</td><td class="num">${p.runs}</td><td>${esc(p.last_run_at ?? "–")}</td></tr>`).join("")}
+    </tbody></table>${projects.length ? "" : '<p class="muted">No runs yet: point an agent at this server or post a report.</p>'}`;
+}
+
+async function overviewPage(project, query) {
+  const gpu = query.get("gpu") ?? "", fam = query.get("family") ?? "";
+  const overview = await api(`/api/v1/projects/${enc(project)}/overview?gpu=${enc(gpu)}`);
+  const rows = overview.cases.filter((c) => !fam || family(c.case) === fam);
+  const families = [...new Set(overview.cases.map((c) => family(c.case)))].sort();
+  app.innerHTML = `<h1>${esc(project)}</h1>
+    <div class="filters">
+      <label>GPU model <select id="gpu"><option value="">all</option>${overview.gpu_models.map((g) => `<option ${g === gpu ? "selected" : ""}>${esc(g)}</option>`).join("")}</select></label>
+      <label>kernel family <select id="family"><option value="">all</option>${families.map((f) => `<option ${f === fam ? "selected" : ""}>${esc(f)}</option>`).join("")}</select></label>
+      <a href="#/compare?project=${enc(project)}">compare two commits</a>
+    </div>
+    <table id="overview"><thead><tr><th></th><th>case</th><th>GPU</th><th class="num">median</th><th class="num">speedup vs in-run baseline</th>
+      <th class="num">change vs previous baseline</th><th>last 30 runs</th></tr></thead><tbody>
+    ${rows.map((c, i) => {
+      const status = c.comparison?.status ?? "no-baseline";
+      const baselines = Object.entries(c.median_ns).filter(([impl]) => impl !== "candidate");
+      const speedups = baselines.map(([impl, m]) => `${(m / c.median_ns.candidate).toFixed(2)}x ${esc(impl.replace("baseline:", ""))}`).join("<br>");
+      const href = `#/p/${enc(project)}/case/${enc(c.case)}?gpu=${enc(c.gpu_model)}`;
+      return `<tr class="clickable" data-href="${href}"><td><span class="dot ${status}" title="${status}"></span></td>
+        <td><a href="${href}">${esc(c.case)}</a></td><td>${esc(c.gpu_model)}</td><td class="num">${us(c.median_ns.candidate)}</td>
+        <td class="num">${speedups || "–"}</td>
+        <td class="num">${c.comparison?.ratio ? `${ratioText(c.comparison.ratio)} <span class="muted">[${c.comparison.lower.toFixed(3)}, ${c.comparison.upper.toFixed(3)}]</span>` : "–"} ${badge(status)}</td>
+        <td><div class="spark" id="spark-${i}"></div></td></tr>`;
+    }).join("")}</tbody></table>`;
+  document.getElementById("gpu").onchange = (e) => setQuery({ gpu: e.target.value, family: fam });
+  document.getElementById("family").onchange = (e) => setQuery({ gpu, family: e.target.value });
+  rows.forEach((c, i) => {
+    const history = c.history ?? [];
+    plot(document.getElementById(`spark-${i}`), {
+      width: 160, height: 32, legend: { show: false }, cursor: { show: false }, select: { show: false },
+      axes: [{ show: false }, { show: false }], scales: { x: { time: false } },
+      series: [{}, { stroke: c.comparison?.status === "regression" ? "#d92d20" : "#2e90fa", width: 1.5, points: { show: false } }],
+    }, [history.map((_, k) => k), history]);
+  });
+}
+
+async function casePage(project, name, query) {
+  const gpu = query.get("gpu") ?? "";
+  const series = await api(`/api/v1/projects/${enc(project)}/series?case=${enc(name)}&gpu=${enc(gpu)}&limit=10000`);
+  const n = series.run_id.length;
+  const gpus = [...new Set(series.gpu_model)];
+  app.innerHTML = `<h1>${esc(name)} <span class="muted">· ${esc(project)}</span></h1>
+    <div class="filters"><label>GPU model <select id="gpu"><option value="">all</option>${gpus.concat(gpu && !gpus.includes(gpu) ? [gpu] : []).map((g) => `<option ${g === gpu ? "selected" : ""}>${esc(g)}</option>`).join("")}</select></label>
+    <span class="muted">${n} runs on the default branch · drag to pan, wheel to zoom, click a point to open its run</span></div>
+    <h2>Median time (µs) with 95% interval</h2><div class="chart" id="time-chart"></div>
+    <h2>Speedup over the in-run baselines</h2><div class="chart" id="speedup-chart"></div>`;
+  document.getElementById("gpu").onchange = (e) => setQuery({ gpu: e.target.value });
+  if (!n) return;
+  const x = series.finished_at;
+  const timeSeries = [{}], timeData = [x], bands = [];
+  for (const g of gpus) {
+    const own = (k) => series.gpu_model[k] === g;
+    const median = series.median_ns.map((m, k) => (own(k) ? m.candidate / 1000 : null));
+    const low = series.band_ns.map((b, k) => (own(k) && b.candidate ? b.candidate[0] / 1000 : null));
+    const high = series.band_ns.map((b, k) => (own(k) && b.candidate ? b.candidate[1] / 1000 : null));
+    const base = timeData.length;
+    timeData.push(median, low, high);
+    timeSeries.push({ label: g, stroke: ["#2e90fa", "#7a5af8", "#12a150", "#f79009"][bands.length / 2 % 4], width: 1.5, spanGaps: true, points: { size: 4 } },
+                    { label: `${g} low`, stroke: "transparent", spanGaps: true, points: { show: false } },
+                    { label: `${g} high`, stroke: "transparent", spanGaps: true, points: { show: false } });
+    bands.push({ series: [base + 2, base + 1], fill: "rgba(46,144,250,0.15)" }, { series: [base, base + 1], fill: "rgba(0,0,0,0)" });
+  }
+  const mark = (want) => series.median_ns.map((m, k) => (series.status[k] === "regression" && series.acknowledged[k] === want ? m.candidate / 1000 : null));
+  timeData.push(mark(false), mark(true));
+  timeSeries.push({ label: "regression", stroke: "#d92d20", paths: () => null, points: { size: 11, fill: "#d92d20", stroke: "#d92d20" } },
+                  { label: "acknowledged", stroke: "#f79009", paths: () => null, points: { size: 11, fill: "#f79009", stroke: "#f79009" } });
+  const width = Math.min(1300, app.clientWidth - 20);
+  const hover = (u) => {
+    const k = u.cursor.idx;
+    if (k == null || u.cursor.left < 0) { tooltip.hidden = true; return; }
+    const m = series.median_ns[k], rect = u.over.getBoundingClientRect();
+    tooltip.hidden = false;
+    tooltip.textContent = `${series.commit[k].slice(0, 12)}  run ${series.run_id[k]}\n${new Date(x[k] * 1000).toISOString().slice(0, 16)}  ${series.gpu_model[k]}\nmedian ${us(m.candidate)}  ${series.status[k]}${series.acknowledged[k] ? " (acknowledged)" : ""}`;
+    tooltip.style.left = rect.left + u.cursor.left + 14 + "px";
+    tooltip.style.top = rect.top + u.cursor.top + 14 + "px";
+  };
+  const common = (height) => ({
+    width, height, plugins: [panZoomPlugin()], cursor: { drag: { x: false, y: false } }, scales: { x: { time: true } },
+    hooks: { setCursor: [hover], ready: [(u) => {
+      u.over.addEventListener("click", () => { const k = u.cursor.idx; if (k != null) location.hash = `#/run/${series.run_id[k]}`; });
+      u.over.addEventListener("mouseleave", () => { tooltip.hidden = true; });
+    }] },
+  });
+  const timeChart = plot(document.getElementById("time-chart"), { ...common(320), series: timeSeries, bands, axes: [{}, { label: "µs" }] }, timeData);
+  timeChart.root.dataset.points = String(n);
+  const impls = [...new Set(series.median_ns.flatMap((m) => Object.keys(m)).filter((i) => i !== "candidate"))];
+  const speedupData = [x, ...impls.map((impl) => series.median_ns.map((m) => (m[impl] && m.candidate ? m[impl] / m.candidate : null)))];
+  plot(document.getElementById("speedup-chart"), {
+    ...common(240), axes: [{}, { label: "x" }],
+    series: [{}, ...impls.map((impl, i) => ({ label: impl.replace("baseline:", "vs "), stroke: ["#12a150", "#7a5af8", "#f79009"][i % 3], spanGaps: true, width: 1.5 }))],
+  }, speedupData);
+}
+
+async function runPage(id) {
+  const run = await api(`/api/v1/runs/${enc(id)}`);
+  const verdict = run.acknowledgement ? badge("acknowledged", "pass (acknowledged)") : badge(run.verdict);
+  const icon = { passed: "✔", failed: "✘", skipped: "–" };
+  app.innerHTML = `<h1>Run ${run.id} ${verdict}</h1>
+    <div class="card"><dl class="meta">
+      <dt>project</dt><dd><a href="#/p/${enc(run.project)}">${esc(run.project)}</a></dd>
+      <dt>commit</dt><dd><code>${esc(run.commit)}</code> on ${esc(run.branch)}${run.base_commit ? ` (base <code>${esc(run.base_commit.slice(0, 12))}</code>)` : ""}</dd>
+      <dt>GPU</dt><dd>${esc(run.gpu_model)}${run.device ? ` · CC ${esc(run.device.compute_capability)} · driver ${esc(run.device.driver)} · ${run.device.sm_count} SMs` : ""}</dd>
+      <dt>agent</dt><dd>${esc(run.agent.name)} ${esc(run.agent.version)}</dd>
+      <dt>GPU-seconds</dt><dd>${run.gpu_seconds.toFixed(1)}</dd>
+      <dt>started</dt><dd>${esc(run.started_at)}</dd>
+      ${run.acknowledgement ? `<dt>acknowledged</dt><dd>by ${esc(run.acknowledgement.by)}: ${esc(run.acknowledgement.reason)}</dd>` : ""}
+    </dl></div>
+    <h2>Preflight checklist</h2>
+    <table id="stages"><thead><tr><th></th><th>stage</th><th>status</th><th class="num">duration</th><th>message</th></tr></thead><tbody>
+    ${run.stages.map((s) => `<tr><td>${icon[s.status]}</td><td>${esc(s.name)}</td><td>${badge(s.status)}</td><td class="num">${(s.duration_ms / 1000).toFixed(1)} s</td>
+      <td>${esc(s.message)}${s.log_tail ? `<details><summary>log tail</summary><pre class="log">${esc(s.log_tail)}</pre></details>` : ""}</td></tr>`).join("")}
+    </tbody></table>
+    <h2>Comparisons</h2>${comparisonTable(run.comparisons)}
+    <h2>Cases</h2><div id="cases"></div>`;
+  const container = document.getElementById("cases");
+  run.cases.forEach((c, i) => {
+    const div = document.createElement("div");
+    div.className = "card";
+    const e = c.expected_launch;
+    const launches = c.launches.map((l) => {
+      const blockBad = e && JSON.stringify(e.block) !== JSON.stringify(l.block);
+      const gridBad = e && e.grid && JSON.stringify(e.grid) !== JSON.stringify(l.grid);
+      return `<tr><td><code>${esc(l.kernel)}</code></td><td class="${gridBad ? "mismatch" : ""}">${esc(l.grid.join("×"))}</td>
+        <td class="${blockBad ? "mismatch" : ""}">${esc(l.block.join("×"))}</td><td class="num">${l.registers}</td><td class="num">${l.static_smem + l.dynamic_smem}</td></tr>`;
+    }).join("");
+    const g = c.gpu_state;
+    div.innerHTML = `<h3>${esc(c.name)}</h3>
+      ${e ? `<p>expected: <code>${esc(e.kernel_pattern)}</code> block ${esc(e.block.join("×"))}${e.grid ? ` grid ${esc(e.grid.join("×"))}` : ""}</p>` : ""}
+      ${launches ? `<table><thead><tr><th>observed kernel</th><th>grid</th><th>block</th><th class="num">registers</th><th class="num">shared bytes</th></tr></thead><tbody>${launches}</tbody></table>` : ""}
+      ${c.correctness ? `<p>correctness ${badge(c.correctness.passed ? "passed" : "failed")} rel L2 ${c.correctness.rel_l2_err.toExponential(2)} · max abs ${c.correctness.max_abs_err.toExponential(2)} · tolerance ${c.correctness.tolerance} · non-finite ${c.correctness.nonfinite}</p>` : ""}
+      ${g ? `<p class="muted">SM ${esc(g.sm_mhz.join(" → "))} MHz · memory ${esc(g.mem_mhz.join(" → "))} MHz · throttle reasons 0x${Number(g.throttle_reasons).toString(16)}${g.temp_c_max != null ? ` · ${g.temp_c_max} °C max` : ""}${g.power_w_max != null ? ` · ${g.power_w_max} W max` : ""}</p>` : ""}
+      ${c.measurements.length ? `<table><thead><tr><th>implementation</th><th class="num">median</th><th class="num">samples</th><th class="num">throttled</th><th class="num">peak memory</th></tr></thead><tbody>
+        ${c.measurements.map((m) => `<tr><td>${esc(m.impl)}</td><td class="num">${us(m.median_ns)}</td><td class="num">${m.samples_ns.length}</td><td class="num">${m.throttled_samples.length}</td><td class="num">${m.peak_mem_bytes != null ? (m.peak_mem_bytes / 2 ** 20).toFixed(1) + " MiB" : "–"}</td></tr>`).join("")}
+        </tbody></table><div class="chart samples" id="samples-${i}"></div>` : ""}`;
+    container.appendChild(div);
+    if (!c.measurements.length) return;
+    const longest = Math.max(...c.measurements.map((m) => m.samples_ns.length));
+    plot(document.getElementById(`samples-${i}`), {
+      width: Math.min(900, app.clientWidth - 40), height: 200, scales: { x: { time: false } },
+      axes: [{ label: "sample (in the order taken)" }, { label: "µs" }],
+      series: [{}, ...c.measurements.map((m, k) => ({ label: m.impl, stroke: ["#2e90fa", "#12a150", "#7a5af8", "#f79009"][k % 4], paths: () => null, points: { size: 4, fill: ["#2e90fa", "#12a150", "#7a5af8", "#f79009"][k % 4] } }))],
+    }, [Array.from({ length: longest }, (_, k) => k), ...c.measurements.map((m) => Array.from({ length: longest }, (_, k) => (k < m.samples_ns.length ? m.samples_ns[k] / 1000 : null)))]);
+  });
+}
+
+function comparisonTable(rows) {
+  if (!rows?.length) return '<p class="muted">No comparisons.</p>';
+  return `<table class="comparisons"><thead><tr><th>case</th><th>kind</th><th>implementation</th><th>status</th><th class="num">ratio</th><th class="num">99% interval</th><th class="num">p</th><th class="num">threshold</th><th>baseline</th><th>note</th></tr></thead><tbody>
+    ${rows.map((c) => `<tr><td>${esc(c.case)}</td><td>${esc(c.kind)}</td><td>${esc(c.impl ?? "")}</td><td>${badge(c.status)}</td><td class="num">${ratioText(c.ratio)}</td>
+      <td class="num">${c.lower != null ? `${c.lower.toFixed(3)} – ${c.upper.toFixed(3)}` : "–"}</td><td class="num">${c.p_value != null ? c.p_value.toExponential(1) : "–"}</td>
+      <td class="num">${c.threshold != null ? (100 * c.threshold).toFixed(1) + "%" : "–"}</td>
+      <td>${c.baseline_run_id ? `<a href="#/run/${c.baseline_run_id}">${esc(c.baseline_reason)}</a>` : esc(c.baseline_reason ?? "")}</td><td class="muted">${esc(c.note)}</td></tr>`).join("")}</tbody></table>`;
+}
+
+async function comparePage(query) {
+  const project = query.get("project") ?? "", base = query.get("base") ?? "", head = query.get("head") ?? "";
+  app.innerHTML = `<h1>Compare two commits</h1>
+    <form class="compare" id="compare-form">
+      <label>project <input name="project" value="${esc(project)}"></label>
+      <label>base commit <input name="base" value="${esc(base)}" placeholder="40-hex SHA"></label>
+      <label>head commit <input name="head" value="${esc(head)}" placeholder="40-hex SHA"></label>
+      <button type="submit">compare</button>
+    </form><div id="compare-result"></div>`;
+  document.getElementById("compare-form").onsubmit = (e) => {
+    e.preventDefault();
+    const f = new FormData(e.target);
+    location.hash = `#/compare?project=${enc(f.get("project"))}&base=${enc(f.get("base"))}&head=${enc(f.get("head"))}`;
+  };
+  if (!base || !head) return;
+  const result = await api(`/api/v1/compare?base=${enc(base)}&head=${enc(head)}${project ? `&project=${enc(project)}` : ""}`);
+  document.getElementById("compare-result").innerHTML = result.gpus.length
+    ? result.gpus.map((g) => `<h2>${esc(g.gpu_model)}: <a href="#/run/${g.head_run_id}">run ${g.head_run_id}</a> vs <a href="#/run/${g.base_run_id}">run ${g.base_run_id}</a></h2>
+        <table id="compare-table"><thead><tr><th>case</th><th>status</th><th class="num">ratio (head / base)</th><th class="num">99% interval</th><th class="num">p</th><th class="num">threshold</th></tr></thead><tbody>
+        ${g.cases.map((c) => `<tr><td>${esc(c.case)}</td><td>${badge(c.status)}</td><td class="num">${ratioText(c.ratio)}</td>
+          <td class="num">${c.lower != null ? `${c.lower.toFixed(3)} – ${c.upper.toFixed(3)}` : "–"}</td><td class="num">${c.p_value != null ? c.p_value.toExponential(1) : "–"}</td>
+          <td class="num">${c.threshold != null ? (100 * c.threshold).toFixed(1) + "%" : "–"}</td></tr>`).join("")}</tbody></table>`).join("")
+    : '<p class="muted">No GPU model has runs of both commits.</p>';
+}
+
+async function jobPage(id) {
+  const job = await api(`/api/v1/jobs/${enc(id)}`);
+  if (job.run_id) { location.replace(`#/run/${job.run_id}`); return; }
+  app.innerHTML = `<h1>Job ${job.id} ${badge(job.state === "failed" ? "failed" : "pending", job.state)}</h1>
+    <div class="card"><dl class="meta"><dt>project</dt><dd>${esc(job.project)}</dd><dt>commit</dt><dd><code>${esc(job.commit)}</code></dd>
+    <dt>agent</dt><dd>${esc(job.agent ?? "–")}</dd><dt>attempts</dt><dd>${job.attempts} of ${job.max_attempts}</dd>${job.error ? `<dt>error</dt><dd>${esc(job.error)}</dd>` : ""}</dl></div>`;
+}
+
+// ---------- router
+async function route() {
+  clearCharts();
+  tooltip.hidden = true;
+  const { parts, query } = parseHash();
+  try {
+    if (parts[0] === "p" && parts[2] === "case" && parts[3]) await casePage(parts[1], parts[3], query);
+    else if (parts[0] === "p" && parts[1]) await overviewPage(parts[1], query);
+    else if (parts[0] === "run" && parts[1]) await runPage(parts[1]);
+    else if (parts[0] === "job" && parts[1]) await jobPage(parts[1]);
+    else if (parts[0] === "compare") await comparePage(query);
+    else await projectsPage();
+    document.body.dataset.page = parts[0] ?? "projects";
+  } catch (error) {
+    app.innerHTML = `<p class="error">${esc(error.message)}</p>`;
+  }
+  app.dataset.ready = location.hash;
+}
+
+app.addEventListener("click", (e) => {
+  const row = e.target.closest("tr.clickable");
+  if (row && !e.target.closest("a")) location.hash = row.dataset.href;
+});
+window.addEventListener("hashchange", route);
+route();

@@ -1,0 +1,249 @@
+// Browser tests of the dashboard: a real kw-server on its embedded PostgreSQL,
+// seeded through the API with a realistic history (a regression, an
+// acknowledged one, a failed preflight run, two GPU models, a 10,000-run case),
+// driven in headless Chromium (Debian's, through playwright-core). Any console
+// error fails the test; screenshots are written to KW_ARTIFACTS_DIR.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { spawn, execFileSync } from "node:child_process";
+import { mkdtempSync, mkdirSync, rmSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createServer } from "node:net";
+import { chromium } from "playwright-core";
+
+const SERVER_BINARY = process.env.KW_SERVER_BINARY;
+const DASHBOARD_DIR = process.env.KW_DASHBOARD_DIR;
+const ARTIFACTS = process.env.KW_ARTIFACTS_DIR ?? join(tmpdir(), "kw-dashboard-artifacts");
+const CHROMIUM = process.env.KW_CHROMIUM ?? "/usr/bin/chromium";
+mkdirSync(ARTIFACTS, { recursive: true });
+
+let server, dataDir, base, browser, page, tokens = {};
+const consoleErrors = [];
+const seeded = {};
+
+const freePort = () => new Promise((resolve) => {
+  const s = createServer();
+  s.listen(0, "127.0.0.1", () => { const { port } = s.address(); s.close(() => resolve(port)); });
+});
+
+const sha = (n) => (n.toString(16).padStart(8, "0") + "c0ffee" + n.toString(16)).padEnd(40, "a").slice(0, 40);
+
+// A valid kernelwatch.run/1 report with log-normal samples.
+let seed = 1;
+function rand() { seed = (seed * 1103515245 + 12345) % 2147483648; return seed / 2147483648; }
+function gauss() { return Math.sqrt(-2 * Math.log(rand() + 1e-12)) * Math.cos(2 * Math.PI * rand()); }
+function median(v) { const s = [...v].sort((a, b) => a - b); const h = (s.length - 1) / 2; return s[Math.floor(h)] + (h - Math.floor(h)) * (s[Math.ceil(h)] - s[Math.floor(h)]); }
+function measurement(impl, center, n = 30) {
+  const samples = Array.from({ length: n }, () => Math.round(center * Math.exp(0.005 * gauss()) * 10) / 10);
+  return { impl, samples_ns: samples, median_ns: median(samples) };
+}
+let clock = Date.parse("2026-11-01T00:00:00Z");
+function report({ commit, gpu = "NVIDIA H100 80GB HBM3", branch = "main", slowdown = 1, failStage = null, cases, base_commit, samples = 30 }) {
+  clock += 3600 * 1000;  // one run an hour
+  const started = new Date(clock).toISOString(), finished = new Date(clock + 120 * 1000).toISOString();
+  const stages = ["build", "load", "launch_geometry", "correctness", "quick_bench", "full_bench"].map((name, i) => ({
+    name, status: failStage === name ? "failed" : "passed", duration_ms: 1000 + 100 * i,
+    message: failStage === name ? "attention.fwd/fp16/s4096: block: expected (384,1,1), observed (128,1,1)" : "ok",
+    log_tail: failStage === name ? "[kwbench] launch_geometry failed" : "",
+  }));
+  return {
+    schema: "kernelwatch.run/1", project: "kernels", commit, branch, ...(base_commit ? { base_commit } : {}),
+    agent: { name: "gpu-host-1", version: "0.1.0" },
+    device: { name: gpu, compute_capability: gpu.includes("L4") ? "8.9" : "9.0", driver: "580.159.04", memory_bytes: 85520809984, sm_count: gpu.includes("L4") ? 58 : 132, l2_bytes: 52428800 },
+    started_at: started, finished_at: finished, gpu_seconds: 95.5, stages,
+    cases: cases.map(([name, t]) => ({
+      name, params: { dtype: "fp16" },
+      expected_launch: { kernel_pattern: "flash_fwd*", block: [384, 1, 1] },
+      launches: [{ kernel: "flash_fwd_kernel<128>", grid: [32, 16, 1], block: failStage === "launch_geometry" ? [128, 1, 1] : [384, 1, 1], registers: 168, static_smem: 0, dynamic_smem: 98304 }],
+      correctness: { passed: true, rel_l2_err: 3e-4, max_abs_err: 2e-3, tolerance: 1e-2, nonfinite: 0 },
+      measurements: [measurement("candidate", t * slowdown, samples), measurement("baseline:cudnn-sdpa", t * 0.9, samples)],
+      gpu_state: { sm_mhz: [1980, 1980], mem_mhz: [2619, 2619], throttle_reasons: 0, temp_c_max: 55, power_w_max: 610 },
+    })),
+  };
+}
+
+async function post(path, body, token) {
+  const response = await fetch(base + path, { method: "POST", headers: { authorization: `Bearer ${token}`, "content-type": "application/json" }, body: JSON.stringify(body) });
+  const json = await response.json();
+  assert.ok(response.ok, `${path}: ${response.status} ${JSON.stringify(json)}`);
+  return json;
+}
+
+const CASES = [["attention.fwd/fp16/b4_h16_s4096_d128", 580000], ["attention.fwd/fp16/b1_h1_s128_d64", 5200], ["softmax/fp32/n1m", 21000]];
+
+before(async () => {
+  assert.ok(SERVER_BINARY && DASHBOARD_DIR, "KW_SERVER_BINARY and KW_DASHBOARD_DIR must be set");
+  dataDir = mkdtempSync(join(tmpdir(), "kw-browser-"));
+  const port = await freePort();
+  base = `http://127.0.0.1:${port}`;
+  server = spawn(SERVER_BINARY, ["--data-dir", dataDir, "--listen", `127.0.0.1:${port}`, "--dashboard-dir", DASHBOARD_DIR], { stdio: ["ignore", "pipe", "pipe"] });
+  await new Promise((resolve, reject) => {
+    let out = "";
+    const timer = setTimeout(() => reject(new Error("kw-server did not start: " + out)), 90000);
+    const onData = (d) => { out += d; if (out.includes("listening on")) { clearTimeout(timer); resolve(); } };
+    server.stdout.on("data", onData);
+    server.stderr.on("data", onData);
+  });
+  for (const scope of ["agent", "ci", "admin"]) {
+    tokens[scope] = execFileSync(SERVER_BINARY, ["token", "create", "--data-dir", dataDir, "--scope", scope, "--name", scope]).toString().trim().split("\n").pop();
+  }
+  // History on main: 14 runs on the H100 and 8 on the L4, a regression at run 10
+  // (back to normal after), an acknowledged one, a failed preflight run.
+  let n = 1;
+  for (let i = 0; i < 14; ++i) {
+    const slow = i === 9 ? 1.08 : i === 12 ? 1.06 : 1;
+    const r = await post("/api/v1/runs", report({ commit: sha(n++), slowdown: slow, cases: CASES }), tokens.agent);
+    if (i === 9) seeded.regression = r.run_id;
+    if (i === 12) seeded.acknowledged = r.run_id;
+    if (i === 8) seeded.beforeRegression = sha(n - 1);
+    if (i === 9) seeded.regressionCommit = sha(n - 1);
+  }
+  await post(`/api/v1/runs/${seeded.acknowledged}/acknowledge`, { reason: "smaller tiles: 40% less memory" }, tokens.ci);
+  for (let i = 0; i < 8; ++i) await post("/api/v1/runs", report({ commit: sha(n++), gpu: "NVIDIA L4", cases: CASES.map(([c, t]) => [c, t * 3.1]) }), tokens.agent);
+  seeded.failed = (await post("/api/v1/runs", report({ commit: sha(n++), branch: "pr-12", failStage: "launch_geometry", cases: CASES.slice(0, 1) }), tokens.agent)).run_id;
+  // A case with 10,000 runs, to plot and pan. Written with SQL straight into
+  // the server's database: 10,000 posts would take minutes on a 2-core machine
+  // (kw-server-bench measures ingest); the page reads them through the API.
+  const password = readFileSync(join(dataDir, "postgres.password"), "utf8").trim();
+  const pgPort = readFileSync(join(dataDir, "postgres", "postmaster.pid"), "utf8").split("\n")[3].trim();
+  execFileSync("psql", ["-q", "-v", "ON_ERROR_STOP=1", `postgresql://kw:${password}@127.0.0.1:${pgPort}/kernelwatch`, "-c", `
+    INSERT INTO projects (name) VALUES ('history');
+    WITH p AS (SELECT id FROM projects WHERE name = 'history'),
+    r AS (
+      INSERT INTO runs (project_id, commit_sha, branch, agent_name, agent_version, gpu_model, device, started_at,
+                        finished_at, gpu_seconds, report_sha256, verdict)
+      SELECT p.id, lpad(to_hex(i), 40, 'b'), 'main', 'gpu-host-1', '0.1.0', 'NVIDIA H100 80GB HBM3', NULL,
+             timestamptz '2025-01-01' + i * interval '1 hour', timestamptz '2025-01-01' + i * interval '1 hour',
+             10, md5(i::text), 'pass'
+      FROM p, generate_series(1, 10000) AS i
+      RETURNING id, project_id)
+    INSERT INTO cases (run_id, project_id, ordinal, name, params, medians, bands, candidate_location_ns)
+    SELECT r.id, r.project_id, 0, 'long/history/case', '{}',
+           jsonb_build_object('candidate', 30000 + 3 * r.id % 900, 'baseline:cudnn-sdpa', 27000),
+           jsonb_build_object('candidate', jsonb_build_array(29900 + 3 * r.id % 900, 30100 + 3 * r.id % 900)),
+           30000
+    FROM r;`]);
+
+  browser = await chromium.launch({ executablePath: CHROMIUM, headless: true,
+    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"] });
+  page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+  page.on("console", (message) => { if (message.type() === "error") consoleErrors.push(message.text()); });
+  page.on("pageerror", (error) => consoleErrors.push(String(error)));
+});
+
+after(async () => {
+  await browser?.close();
+  if (server) { server.kill("SIGTERM"); await new Promise((r) => server.on("exit", r)); }
+  if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+});
+
+async function go(hash) {
+  await page.goto(`${base}/${hash}`);
+  await page.waitForFunction((h) => document.getElementById("app").dataset.ready === h, hash.replace(/^\//, "") || "");
+}
+const chartPoints = () => page.evaluate(() => window.kwCharts.map((u) => u.data[0].length));
+const shot = (name) => page.screenshot({ path: join(ARTIFACTS, `${name}.png`), fullPage: true });
+
+test("overview shows every case per GPU with sparklines, status and filters", async () => {
+  await go("#/p/kernels");
+  const rows = await page.locator("#overview tbody tr").count();
+  assert.equal(rows, CASES.length * 2, "one row per case and GPU model");
+  const points = await chartPoints();
+  assert.equal(points.length, rows);
+  assert.ok(points.every((p) => p >= 8), `sparklines drew their runs: ${points}`);
+  assert.match(await page.locator("#overview").innerText(), /vs cudnn-sdpa|cudnn-sdpa/);
+  await shot("overview");
+  await page.selectOption("#gpu", "NVIDIA L4");
+  await page.waitForFunction(() => new URLSearchParams(location.hash.split("?")[1]).get("gpu") === "NVIDIA L4");
+  await page.waitForFunction(() => document.querySelectorAll("#overview tbody tr").length === 3);
+  await page.selectOption("#family", "softmax");
+  await page.waitForFunction(() => document.querySelectorAll("#overview tbody tr").length === 1);
+  assert.deepEqual(consoleErrors, []);
+});
+
+test("overview -> case -> run -> compare by clicking, and back/forward", async () => {
+  await go("#/p/kernels?gpu=NVIDIA%20H100%2080GB%20HBM3");
+  await page.locator("#overview tbody tr", { hasText: "b4_h16_s4096" }).click();
+  await page.waitForFunction(() => location.hash.includes("/case/") && window.kwCharts.length === 2);
+  const points = await chartPoints();
+  assert.deepEqual(points, [14, 14], "14 H100 runs on main in both charts");
+  const marked = await page.evaluate(() => {
+    const u = window.kwCharts[0];
+    const count = (label) => u.data[u.series.findIndex((s) => s.label === label)].filter((v) => v != null).length;
+    return { regression: count("regression"), acknowledged: count("acknowledged") };
+  });
+  assert.deepEqual(marked, { regression: 1, acknowledged: 1 });
+  await shot("case-page");
+  // Hover shows the commit; clicking the regression point opens its run.
+  const box = await page.evaluate((runId) => {
+    const u = window.kwCharts[0];
+    const k = u.data[0].findIndex((_, i) => u.data[u.series.findIndex((s) => s.label === "regression")][i] != null);
+    const rect = u.over.getBoundingClientRect();
+    return { x: rect.left + u.valToPos(u.data[0][k], "x"), y: rect.top + u.valToPos(u.data[1][k], "y") };
+  });
+  await page.mouse.move(box.x, box.y);
+  await page.waitForFunction(() => !document.getElementById("tooltip").hidden);
+  assert.match(await page.locator("#tooltip").innerText(), /run \d+/);
+  await page.mouse.click(box.x, box.y);
+  await page.waitForFunction((id) => location.hash === `#/run/${id}` && document.getElementById("app").dataset.ready === `#/run/${id}`, seeded.regression);
+  assert.equal(await page.locator("#stages tbody tr").count(), 6);
+  assert.match(await page.locator("h1").innerText(), /regression/);
+  assert.match(await page.locator("table.comparisons").innerText(), /regression/);
+  const samplePoints = await chartPoints();
+  assert.ok(samplePoints.length === CASES.length && samplePoints.every((p) => p === 30), `sample charts: ${samplePoints}`);
+  await shot("run-page");
+  await page.goBack();
+  await page.waitForFunction(() => location.hash.includes("/case/") && window.kwCharts.length === 2);
+  await page.goForward();
+  await page.waitForFunction((id) => location.hash === `#/run/${id}`, seeded.regression);
+  // Compare the regression's commit with the one before it.
+  await go(`#/compare?project=kernels&base=${seeded.beforeRegression}&head=${seeded.regressionCommit}`);
+  const compare = await page.locator("#compare-table").innerText();
+  assert.match(compare, /regression/);
+  const ratios = await page.$$eval("#compare-table tbody tr td:nth-child(3)", (cells) => cells.map((c) => parseFloat(c.textContent)));
+  const effects = ratios.map((r) => Math.abs(Math.log(r)));
+  assert.deepEqual(effects, [...effects].sort((a, b) => b - a), "sorted by effect size");
+  await shot("compare-page");
+  assert.deepEqual(consoleErrors, []);
+});
+
+test("run page of a failed preflight shows the checklist and the geometry mismatch", async () => {
+  await go(`#/run/${seeded.failed}`);
+  const stages = await page.locator("#stages").innerText();
+  assert.match(stages, /launch_geometry\s+failed/);
+  assert.match(stages, /expected \(384,1,1\), observed \(128,1,1\)/);
+  assert.equal(await page.locator("td.mismatch").count(), 1, "the observed block is marked");
+  assert.match(await page.locator("h1").innerText(), /failed/);
+  await shot("failed-run");
+  assert.deepEqual(consoleErrors, []);
+});
+
+test("a 10,000-point series renders and pans without lag", async () => {
+  const started = Date.now();
+  await go("#/p/history/case/long%2Fhistory%2Fcase");
+  const loaded = Date.now() - started;
+  assert.deepEqual(await chartPoints(), [10000, 10000]);
+  const timing = await page.evaluate(async () => {
+    const u = window.kwCharts[0];
+    const frame = () => new Promise((r) => requestAnimationFrame(r));
+    const { min, max } = u.scales.x;
+    const width = (max - min) / 4;
+    const t0 = performance.now();
+    for (let i = 0; i < 30; ++i) {
+      const from = min + (max - min - width) * i / 29;
+      u.setScale("x", { min: from, max: from + width });
+      await frame();
+    }
+    const pan = (performance.now() - t0) / 30;
+    const t1 = performance.now();
+    u.setScale("x", { min, max });
+    await frame();
+    return { pan_ms_per_frame: pan, full_redraw_ms: performance.now() - t1 };
+  });
+  writeFileSync(join(ARTIFACTS, "pan-timing.json"), JSON.stringify({ ...timing, page_load_ms: loaded }, null, 2));
+  console.log("10,000-point series:", JSON.stringify({ ...timing, page_load_ms: loaded }));
+  assert.ok(timing.pan_ms_per_frame < 50, `panning took ${timing.pan_ms_per_frame} ms per frame`);
+  await shot("long-history");
+  assert.deepEqual(consoleErrors, []);
+});
