@@ -40,7 +40,8 @@ json adapt_gbench(const json& output, const std::string& prefix) {
     std::string name = entry.value("run_name", entry.value("name", ""));
     if (name.empty()) throw std::runtime_error("a Google Benchmark entry has no name");
     if (entry.value("error_occurred", false)) {
-      throw std::runtime_error("benchmark " + name + " reported an error: " + entry.value("error_message", ""));
+      throw std::runtime_error("benchmark " + name +
+                               " reported an error: " + entry.value("error_message", ""));
     }
     double time = entry.at("real_time").get<double>();
     if (!(time > 0)) throw std::runtime_error("benchmark " + name + " has a non-positive real_time");
@@ -89,7 +90,8 @@ json adapt_nvbench(const json& output, const std::filesystem::path& json_file, c
           std::ifstream in(file, std::ios::binary);
           if (!in) throw std::runtime_error("NVBench sample file " + file.string() + " is missing");
           std::vector<float> seconds(count);
-          if (!in.read(reinterpret_cast<char*>(seconds.data()), static_cast<std::streamsize>(count * sizeof(float)))) {
+          if (!in.read(reinterpret_cast<char*>(seconds.data()),
+                       static_cast<std::streamsize>(count * sizeof(float)))) {
             throw std::runtime_error("NVBench sample file " + file.string() + " holds fewer than " +
                                      std::to_string(count) + " samples");
           }

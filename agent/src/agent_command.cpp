@@ -85,7 +85,8 @@ int agent_loop(AgentArguments args) {
   std::map<std::string, std::string> repo_urls;
   for (const std::string& entry : args.repos) {
     auto eq = entry.find('=');
-    if (eq == std::string::npos || eq == 0) throw CLI::ValidationError("--repo", "expected PROJECT=URL, got " + entry);
+    if (eq == std::string::npos || eq == 0)
+      throw CLI::ValidationError("--repo", "expected PROJECT=URL, got " + entry);
     repo_urls[entry.substr(0, eq)] = entry.substr(eq + 1);
   }
   fs::path work = fs::absolute(args.work_dir);
@@ -99,8 +100,9 @@ int agent_loop(AgentArguments args) {
   } else {
     GpuInventory inventory = detect_gpus();
     gpus = inventory.models;
-    say(gpus.empty() ? "no CUDA device (" + inventory.source + "): GPU stages will be skipped"
-                     : std::to_string(gpus.size()) + " GPU(s): " + gpus.front() + " (" + inventory.source + ")");
+    say(gpus.empty()
+            ? "no CUDA device (" + inventory.source + "): GPU stages will be skipped"
+            : std::to_string(gpus.size()) + " GPU(s): " + gpus.front() + " (" + inventory.source + ")");
   }
   http::Client client(args.server.url, args.server.token, std::chrono::seconds(30));
   say("agent " + args.name + " polling " + args.server.url);
@@ -109,10 +111,9 @@ int agent_loop(AgentArguments args) {
     if (spool.pending() > 0) spool.deliver(client, say);
     json job;
     try {
-      http::Response response = client.post("/api/v1/agents/claim", {{"agent", args.name},
-                                                                      {"host", host_name()},
-                                                                      {"version", KW_VERSION},
-                                                                      {"gpus", gpus}});
+      http::Response response =
+          client.post("/api/v1/agents/claim",
+                      {{"agent", args.name}, {"host", host_name()}, {"version", KW_VERSION}, {"gpus", gpus}});
       if (response.status == 204) {
         if (args.once && spool.pending() == 0) return kExitOk;
         pause(args.poll_seconds);
@@ -140,21 +141,24 @@ int agent_loop(AgentArguments args) {
     json report;
     try {
       auto url = repo_urls.find(project);
-      if (url == repo_urls.end()) throw std::runtime_error("no --repo " + project + "=URL given to this agent");
+      if (url == repo_urls.end())
+        throw std::runtime_error("no --repo " + project + "=URL given to this agent");
       fs::path mirror = update_mirror(work / "mirrors", project, url->second);
       add_worktree(mirror, checkout, commit);
       Heartbeat heartbeat(args, job_id, job.value("lease_seconds", 120.0), lost);
       // Stop the pipeline on SIGTERM or when the lease is lost.
       std::atomic<bool> stop_pipeline{false};
       std::thread watcher([&] {
-        while (!stop_pipeline && !stop_requested() && !lost) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        while (!stop_pipeline && !stop_requested() && !lost)
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
         stop_pipeline = true;
       });
       PipelineOptions options;
       options.checkout = checkout;
       options.commit = commit;
       options.branch = job.value("branch", std::string("main"));
-      if (job.contains("base_commit") && job["base_commit"].is_string()) options.base_commit = job["base_commit"];
+      if (job.contains("base_commit") && job["base_commit"].is_string())
+        options.base_commit = job["base_commit"];
       options.job_id = job_id;
       options.agent_name = args.name;
       options.agent_host = host_name();
@@ -215,10 +219,12 @@ void add_agent_command(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<AgentArguments>();
   auto* command = app.add_subcommand("agent", "Run as a GPU-host agent: claim jobs, run them, report");
   args->server.add_to(*command);
-  command->add_option("--work-dir", args->work_dir, "mirrors, worktrees and the report spool live here")->required();
+  command->add_option("--work-dir", args->work_dir, "mirrors, worktrees and the report spool live here")
+      ->required();
   command->add_option("--repo", args->repos, "PROJECT=URL: where to fetch a project's commits (repeatable)");
   command->add_option("--name", args->name, "agent name (default: host name)");
-  command->add_option("--poll-seconds", args->poll_seconds, "wait between claims when idle")->capture_default_str();
+  command->add_option("--poll-seconds", args->poll_seconds, "wait between claims when idle")
+      ->capture_default_str();
   command->add_flag("--once", args->once, "exit after one job (or when none is queued)");
   command->add_option("--gpu-test-double", args->gpu_test_double,
                       "TEST DOUBLE: advertise and run as if this GPU model were present");

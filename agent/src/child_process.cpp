@@ -25,7 +25,8 @@ void append_tail(std::string& tail, const char* data, std::size_t size, std::siz
 
 std::string ChildOutcome::describe() const {
   if (stopped) return "stopped (the agent is shutting down)";
-  if (timed_out) return "timed out after " + std::to_string(static_cast<long>(seconds)) + " s (process group killed)";
+  if (timed_out)
+    return "timed out after " + std::to_string(static_cast<long>(seconds)) + " s (process group killed)";
   if (exit_code > 128) return std::string("killed by signal ") + strsignal(exit_code - 128);
   return "exited " + std::to_string(exit_code);
 }
@@ -67,7 +68,8 @@ ChildOutcome run_child(const ChildSpec& spec, const std::atomic<bool>& stop) {
   close(fds[1]);
 
   ChildOutcome outcome;
-  auto deadline = started + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(spec.timeout_s));
+  auto deadline =
+      started + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(spec.timeout_s));
   Clock::time_point kill_at{};
   bool terminating = false, exited = false;
   int status = 0;

@@ -26,7 +26,8 @@ double parse_duration(const std::string& text) {
   double value = std::stod(text, &used);
   std::string unit = text.substr(used);
   double scale = unit.empty() || unit == "s" ? 1 : unit == "m" ? 60 : unit == "h" ? 3600 : -1;
-  if (scale < 0 || value <= 0) throw CLI::ValidationError("--timeout", "expected e.g. 90s, 30m or 2h, got " + text);
+  if (scale < 0 || value <= 0)
+    throw CLI::ValidationError("--timeout", "expected e.g. 90s, 30m or 2h, got " + text);
   return value * scale;
 }
 
@@ -48,16 +49,21 @@ int summarize(http::Client& client, const std::string& server, const json& job) 
   json run = client.get("/api/v1/runs/" + std::to_string(run_id)).json();
   std::string link = server + "/#/run/" + std::to_string(run_id);
   std::string verdict = run["verdict"];
-  std::string where = run["commit"].get<std::string>().substr(0, 12) + " on " + run["gpu_model"].get<std::string>();
+  std::string where =
+      run["commit"].get<std::string>().substr(0, 12) + " on " + run["gpu_model"].get<std::string>();
   if (verdict == "failed") {
     std::cout << "kernelwatch: PREFLIGHT FAILED for " << where << "\n";
     for (const json& stage : run["stages"]) {
-      if (stage["status"] == "failed") std::cout << "  stage " << stage["name"].get<std::string>() << ": " << stage["message"].get<std::string>() << "\n";
+      if (stage["status"] == "failed")
+        std::cout << "  stage " << stage["name"].get<std::string>() << ": "
+                  << stage["message"].get<std::string>() << "\n";
     }
     for (const json& c : run["cases"]) {
-      if (c.contains("correctness") && c["correctness"].is_object() && !c["correctness"].value("passed", true)) {
+      if (c.contains("correctness") && c["correctness"].is_object() &&
+          !c["correctness"].value("passed", true)) {
         std::cout << "  correctness " << c["name"].get<std::string>() << ": rel L2 error "
-                  << scientific(c["correctness"]["rel_l2_err"]) << " > tolerance " << scientific(c["correctness"]["tolerance"]) << "\n";
+                  << scientific(c["correctness"]["rel_l2_err"]) << " > tolerance "
+                  << scientific(c["correctness"]["tolerance"]) << "\n";
       }
     }
     std::cout << "  " << link << "\n";
@@ -73,12 +79,14 @@ int summarize(http::Client& client, const std::string& server, const json& job) 
                 << fixed(100 * c["threshold"].get<double>(), 1) << "%)\n";
     }
     std::cout << "  " << link << "\n"
-              << "  intended? acknowledge it: POST /api/v1/runs/" << run_id << "/acknowledge {\"reason\": ...}\n";
+              << "  intended? acknowledge it: POST /api/v1/runs/" << run_id
+              << "/acknowledge {\"reason\": ...}\n";
     return kExitRegression;
   }
   if (run["acknowledgement"].is_object()) {
     std::cout << "kernelwatch: pass for " << where << " (regression acknowledged by "
-              << run["acknowledgement"]["by"].get<std::string>() << ": " << run["acknowledgement"]["reason"].get<std::string>() << ")\n";
+              << run["acknowledgement"]["by"].get<std::string>() << ": "
+              << run["acknowledgement"]["reason"].get<std::string>() << ")\n";
   } else {
     int compared = 0, improved = 0;
     for (const json& c : run["comparisons"]) {
@@ -86,8 +94,9 @@ int summarize(http::Client& client, const std::string& server, const json& job) 
       compared += c["status"] != "no-baseline";
       improved += c["status"] == "improvement";
     }
-    std::cout << "kernelwatch: " << (verdict == "improvement" ? "IMPROVEMENT" : "pass") << " for " << where << " ("
-              << run["cases"].size() << " cases, " << compared << " compared with a baseline, " << improved << " faster)\n";
+    std::cout << "kernelwatch: " << (verdict == "improvement" ? "IMPROVEMENT" : "pass") << " for " << where
+              << " (" << run["cases"].size() << " cases, " << compared << " compared with a baseline, "
+              << improved << " faster)\n";
   }
   std::cout << "  " << link << "\n";
   return kExitOk;
@@ -104,14 +113,16 @@ int wait_and_gate(http::Client& client, const std::string& server, std::int64_t 
       return kExitInfrastructure;
     }
     if (response.status != 200) {
-      std::cout << "kernelwatch: the server answered HTTP " << response.status << ": " << response.body << "\n";
+      std::cout << "kernelwatch: the server answered HTTP " << response.status << ": " << response.body
+                << "\n";
       return kExitInfrastructure;
     }
     json job = response.json();
     state = job["state"];
     if (state == "done") return summarize(client, server, job);
     if (state == "failed") {
-      std::cout << "kernelwatch: job " << job_id << " failed without a verdict: " << job.value("error", std::string("?"))
+      std::cout << "kernelwatch: job " << job_id
+                << " failed without a verdict: " << job.value("error", std::string("?"))
                 << "\n  check the GPU agents (kw agent) of this project\n";
       return kExitInfrastructure;
     }
@@ -156,7 +167,8 @@ int guarded(const std::string& server, const std::function<int()>& body) {
 
 void add_gate_commands(CLI::App& app, int& exit_code) {
   auto submit = std::make_shared<SubmitArguments>();
-  auto* command = app.add_subcommand("submit", "CI: queue a commit for benchmarking; with --wait, exit with its verdict");
+  auto* command =
+      app.add_subcommand("submit", "CI: queue a commit for benchmarking; with --wait, exit with its verdict");
   command->add_option("--project", submit->project, "project name")->required();
   command->add_option("--commit", submit->commit, "40-hex commit SHA")->required();
   command->add_option("--branch", submit->branch, "branch it was pushed to")->required();
@@ -170,7 +182,8 @@ void add_gate_commands(CLI::App& app, int& exit_code) {
   command->callback([submit, &exit_code] {
     submit->server.resolve();
     if (!common::is_commit_sha(submit->commit)) {
-      throw CLI::ValidationError("--commit", "must be a 40-character lowercase hex SHA, got " + submit->commit);
+      throw CLI::ValidationError("--commit",
+                                 "must be a 40-character lowercase hex SHA, got " + submit->commit);
     }
     if (!submit->base.empty() && !common::is_commit_sha(submit->base)) {
       throw CLI::ValidationError("--base", "must be a 40-character lowercase hex SHA, got " + submit->base);
@@ -204,7 +217,8 @@ void add_gate_commands(CLI::App& app, int& exit_code) {
   auto job_id = std::make_shared<std::int64_t>(0);
   auto* gate_command = app.add_subcommand("gate", "CI: wait for a job's verdict and exit with it");
   gate_command->add_option("--job", *job_id, "job id (from kw submit)")->required();
-  gate_command->add_option("--timeout", gate->timeout, "give up after this long (90s, 30m, 2h)")->capture_default_str();
+  gate_command->add_option("--timeout", gate->timeout, "give up after this long (90s, 30m, 2h)")
+      ->capture_default_str();
   gate->server.add_to(*gate_command);
   gate_command->callback([gate, job_id, &exit_code] {
     gate->server.resolve();

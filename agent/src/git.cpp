@@ -27,7 +27,9 @@ std::string git(const fs::path& dir, const std::vector<std::string>& args, doubl
 }
 
 namespace {
-std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+std::string first_line(const std::string& text) {
+  return text.substr(0, text.find('\n'));
+}
 }  // namespace
 
 std::string resolve_commit(const fs::path& repo, const std::string& rev) {

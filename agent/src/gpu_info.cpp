@@ -30,7 +30,8 @@ bool from_nvml(GpuInventory& inventory) {
     for (unsigned i = 0; ok && i < devices; ++i) {
       void* device = nullptr;
       char text[96] = {};
-      if (handle(i, &device) == 0 && name(device, text, sizeof(text)) == 0) inventory.models.emplace_back(text);
+      if (handle(i, &device) == 0 && name(device, text, sizeof(text)) == 0)
+        inventory.models.emplace_back(text);
     }
     if (shutdown) shutdown();
   }

@@ -7,7 +7,9 @@
 
 namespace {
 
-void on_signal(int) { kw::agent::stop_requested() = true; }
+void on_signal(int) {
+  kw::agent::stop_requested() = true;
+}
 
 }  // namespace
 

@@ -16,8 +16,8 @@ namespace kw::agent {
 
 namespace {
 
-using nlohmann::json;
 using common::StageName;
+using nlohmann::json;
 namespace fs = std::filesystem;
 
 std::string tail_of(const std::string& text, std::size_t bytes = 8000) {
@@ -45,7 +45,11 @@ json ptxas_report(const std::string& log) {
     std::smatch m;
     if (std::regex_search(line, m, entry)) {
       if (!current.is_null()) kernels.push_back(current);
-      current = {{"name", m[1].str()}, {"registers", 0}, {"shared_bytes", 0}, {"spill_stores", 0}, {"spill_loads", 0}};
+      current = {{"name", m[1].str()},
+                 {"registers", 0},
+                 {"shared_bytes", 0},
+                 {"spill_stores", 0},
+                 {"spill_loads", 0}};
     } else if (!current.is_null() && std::regex_search(line, m, spill)) {
       current["spill_stores"] = std::stoll(m[1]);
       current["spill_loads"] = std::stoll(m[2]);
@@ -100,8 +104,13 @@ BenchResult run_kwbench(const BenchConfig& bench, StageName stage, const RepoCon
   BenchResult result;
   fs::path out = temp_json(common::to_string(stage).data());
   ChildSpec spec;
-  spec.argv = {(options.checkout / bench.path).string(), "--stage", std::string(common::to_string(stage)), "--json",
-               out.string(), "--case", bench.cases};
+  spec.argv = {(options.checkout / bench.path).string(),
+               "--stage",
+               std::string(common::to_string(stage)),
+               "--json",
+               out.string(),
+               "--case",
+               bench.cases};
   if (stage == StageName::load) {
     for (const LibraryCheck& library : bench.libraries) {
       spec.argv.push_back("--library");
@@ -155,8 +164,8 @@ BenchResult run_adapted(const BenchConfig& bench, StageName stage, const RepoCon
   std::string harness = bench.format == BenchFormat::gbench ? "Google Benchmark" : "NVBench";
   if (stage != StageName::full_bench) {
     result.status = "skipped";
-    result.message = bench.name + ": a " + harness + " bench has no " + std::string(common::to_string(stage)) +
-                     " stage (only build and full_bench run)";
+    result.message = bench.name + ": a " + harness + " bench has no " +
+                     std::string(common::to_string(stage)) + " stage (only build and full_bench run)";
     return result;
   }
   fs::path out = temp_json("adapted");
@@ -225,8 +234,8 @@ std::string utc_now_rfc3339() {
   std::tm tm{};
   gmtime_r(&seconds, &tm);
   char buffer[96];
-  std::snprintf(buffer, sizeof(buffer), "%04d-%02d-%02dT%02d:%02d:%02d.%03lldZ", tm.tm_year + 1900, tm.tm_mon + 1,
-                tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<long long>(millis));
+  std::snprintf(buffer, sizeof(buffer), "%04d-%02d-%02dT%02d:%02d:%02d.%03lldZ", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<long long>(millis));
   return buffer;
 }
 
@@ -261,7 +270,8 @@ json run_pipeline(const RepoConfig& config, const PipelineOptions& options) {
     }
     json details = {{"kernels", ptxas_report(output)}, {"commands", config.build_commands}};
     std::string status = failure.empty() ? "passed" : "failed";
-    std::string message = failure.empty() ? std::to_string(config.build_commands.size()) + " command(s) succeeded" : failure;
+    std::string message =
+        failure.empty() ? std::to_string(config.build_commands.size()) + " command(s) succeeded" : failure;
     stages.push_back(make_stage(StageName::build, status, seconds, message, output, details));
     log("stage build " + status + " in " + seconds_text(seconds) + ": " + message);
   }

@@ -9,8 +9,8 @@ namespace kw::agent {
 
 namespace {
 
-using common::JsonReader;
 using common::index_path;
+using common::JsonReader;
 using nlohmann::json;
 
 constexpr double kDefaultStageTimeout = 600;
@@ -29,9 +29,12 @@ std::vector<std::string> string_list(JsonReader& reader, std::string_view key, b
 
 std::string_view to_string(BenchFormat format) {
   switch (format) {
-    case BenchFormat::kwbench: return "kwbench";
-    case BenchFormat::gbench: return "gbench";
-    case BenchFormat::nvbench: return "nvbench";
+    case BenchFormat::kwbench:
+      return "kwbench";
+    case BenchFormat::gbench:
+      return "gbench";
+    case BenchFormat::nvbench:
+      return "nvbench";
   }
   return "kwbench";
 }
@@ -75,7 +78,8 @@ RepoConfig parse_repo_config(const json& document) {
     } else if (format == "nvbench") {
       bench.format = BenchFormat::nvbench;
     } else {
-      JsonReader::fail(b.child("format"), "unknown format \"" + format + "\" (expected kwbench, gbench or nvbench)");
+      JsonReader::fail(b.child("format"),
+                       "unknown format \"" + format + "\" (expected kwbench, gbench or nvbench)");
     }
     bench.args = string_list(b, "args", false);
     bench.cases = b.opt_string("cases").value_or("*");
@@ -91,7 +95,8 @@ RepoConfig parse_repo_config(const json& document) {
     }
     b.reject_unknown_keys();
     for (const BenchConfig& other : config.benches) {
-      if (other.name == bench.name) JsonReader::fail(b.child("name"), "duplicate bench name \"" + bench.name + "\"");
+      if (other.name == bench.name)
+        JsonReader::fail(b.child("name"), "duplicate bench name \"" + bench.name + "\"");
     }
     config.benches.push_back(std::move(bench));
   }
@@ -134,7 +139,8 @@ RepoConfig load_repo_config(const std::filesystem::path& file) {
   try {
     document = json::parse(text.str());
   } catch (const json::parse_error& error) {
-    throw common::ValidationError("", file.string() + " is not valid JSON at byte " + std::to_string(error.byte));
+    throw common::ValidationError("",
+                                  file.string() + " is not valid JSON at byte " + std::to_string(error.byte));
   }
   return parse_repo_config(document);
 }

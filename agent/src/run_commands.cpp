@@ -25,7 +25,9 @@ std::atomic<bool>& stop_requested() {
   return flag;
 }
 
-void say(const std::string& line) { std::cerr << "[kw " << utc_now_rfc3339().substr(11, 8) << "] " << line << std::endl; }
+void say(const std::string& line) {
+  std::cerr << "[kw " << utc_now_rfc3339().substr(11, 8) << "] " << line << std::endl;
+}
 
 std::string host_name() {
   char name[256] = {};
@@ -53,13 +55,15 @@ namespace {
 
 // Posts a report; answers the server's JSON, or throws ConnectionError.
 json post_report(http::Client& client, const json& report) {
-  std::string target = report.contains("job_id")
-                           ? "/api/v1/jobs/" + std::to_string(report["job_id"].get<std::int64_t>()) + "/report"
-                           : "/api/v1/runs";
+  std::string target =
+      report.contains("job_id")
+          ? "/api/v1/jobs/" + std::to_string(report["job_id"].get<std::int64_t>()) + "/report"
+          : "/api/v1/runs";
   http::Response response = client.post(target, report);
   json answer = response.json();
   if (response.status / 100 != 2) {
-    throw std::runtime_error("HTTP " + std::to_string(response.status) + ": " + answer.value("message", response.body));
+    throw std::runtime_error("HTTP " + std::to_string(response.status) + ": " +
+                             answer.value("message", response.body));
   }
   return answer;
 }
@@ -96,7 +100,8 @@ int run_once(const RunArguments& args) {
     commit = resolve_commit(repo, args.commit);
     // Another commit than the checkout's: measure it in a throwaway worktree.
     if (commit != resolve_commit(repo, "HEAD")) {
-      worktree = fs::temp_directory_path() / ("kw-run-" + commit.substr(0, 12) + "-" + std::to_string(getpid()));
+      worktree =
+          fs::temp_directory_path() / ("kw-run-" + commit.substr(0, 12) + "-" + std::to_string(getpid()));
       say("checking out " + commit.substr(0, 12) + " in " + worktree.string());
       add_worktree(repo, worktree, commit);
       checkout = worktree;
@@ -107,7 +112,8 @@ int run_once(const RunArguments& args) {
     say(repo.string() + " is not a git checkout; measuring it as commit " + args.commit);
     commit = args.commit;
   } else {
-    throw std::runtime_error(repo.string() + " is not a git checkout: pass --commit with the 40-hex SHA it holds");
+    throw std::runtime_error(repo.string() +
+                             " is not a git checkout: pass --commit with the 40-hex SHA it holds");
   }
   struct Cleanup {
     fs::path repo, worktree;
@@ -116,12 +122,16 @@ int run_once(const RunArguments& args) {
     }
   } cleanup{repo, worktree};
 
-  RepoConfig config = load_repo_config(args.config.empty() ? checkout / "kernelwatch.json" : fs::path(args.config));
+  RepoConfig config =
+      load_repo_config(args.config.empty() ? checkout / "kernelwatch.json" : fs::path(args.config));
   PipelineOptions options;
   options.checkout = checkout;
   options.commit = commit;
-  options.branch = !args.branch.empty() ? args.branch : worktree.empty() && !is_git_checkout(repo) ? "main" : current_branch(repo);
-  if (!args.base.empty()) options.base_commit = common::is_commit_sha(args.base) ? args.base : resolve_commit(repo, args.base);
+  options.branch = !args.branch.empty()                         ? args.branch
+                   : worktree.empty() && !is_git_checkout(repo) ? "main"
+                                                                : current_branch(repo);
+  if (!args.base.empty())
+    options.base_commit = common::is_commit_sha(args.base) ? args.base : resolve_commit(repo, args.base);
   options.agent_name = args.name.empty() ? host_name() : args.name;
   options.agent_host = host_name();
   if (!args.gpu_test_double.empty()) {
@@ -145,13 +155,15 @@ int run_once(const RunArguments& args) {
   http::Client client(args.server.url, args.server.token);
   try {
     json answer = post_report(client, report);
-    say("run " + std::to_string(answer.value("run_id", 0)) + ": verdict " + answer.value("verdict", std::string("?")) +
-        " (" + args.server.url + "/api/v1/runs/" + std::to_string(answer.value("run_id", 0)) + ")");
+    say("run " + std::to_string(answer.value("run_id", 0)) + ": verdict " +
+        answer.value("verdict", std::string("?")) + " (" + args.server.url + "/api/v1/runs/" +
+        std::to_string(answer.value("run_id", 0)) + ")");
     return kExitOk;
   } catch (const http::ConnectionError& error) {
     fs::path dir = fs::path(std::getenv("HOME") ? std::getenv("HOME") : "/tmp") / ".kw" / "spool";
     Spool spool(dir);
-    fs::path file = spool.add("run-" + commit.substr(0, 12) + "-" + std::to_string(std::time(nullptr)), "/api/v1/runs", report);
+    fs::path file = spool.add("run-" + commit.substr(0, 12) + "-" + std::to_string(std::time(nullptr)),
+                              "/api/v1/runs", report);
     say(std::string(error.what()) + "; report saved to " + file.string() + " (send it with kw upload)");
     return kExitInfrastructure;
   }
@@ -168,10 +180,12 @@ int upload(const std::vector<std::string>& files, ServerOptions server) {
     try {
       if (!in) throw std::runtime_error("cannot open");
       json document = json::parse(text.str());
-      if (document.contains("target") && document.contains("report")) document = document["report"];  // a spool file
+      if (document.contains("target") && document.contains("report"))
+        document = document["report"];  // a spool file
       common::parse_run_report(document);
       json answer = post_report(client, document);
-      std::cout << file << ": run " << answer.value("run_id", 0) << ", verdict " << answer.value("verdict", std::string("?"))
+      std::cout << file << ": run " << answer.value("run_id", 0) << ", verdict "
+                << answer.value("verdict", std::string("?"))
                 << (answer.value("duplicate", false) ? " (already stored)" : "") << "\n";
     } catch (const http::ConnectionError& error) {
       std::cerr << file << ": " << error.what() << "\n";
@@ -188,7 +202,8 @@ int upload(const std::vector<std::string>& files, ServerOptions server) {
 
 void add_run_command(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<RunArguments>();
-  auto* command = app.add_subcommand("run", "Build and benchmark one commit now (no job): report to a server or a file");
+  auto* command =
+      app.add_subcommand("run", "Build and benchmark one commit now (no job): report to a server or a file");
   command->add_option("--repo", args->repo, "repository checkout")->capture_default_str();
   command->add_option("--commit", args->commit, "commit to measure (a worktree is made when it is not HEAD)")
       ->capture_default_str();
@@ -197,8 +212,9 @@ void add_run_command(CLI::App& app, int& exit_code) {
   command->add_option("--config", args->config, "repo config (default: <checkout>/kernelwatch.json)");
   command->add_option("--out", args->out, "write the report to this file instead of posting it");
   command->add_option("--name", args->name, "agent name in the report (default: host name)");
-  command->add_option("--gpu-test-double", args->gpu_test_double,
-                      "TEST DOUBLE: run the benches as if this GPU model were present (CPU benches speaking kwbench)");
+  command->add_option(
+      "--gpu-test-double", args->gpu_test_double,
+      "TEST DOUBLE: run the benches as if this GPU model were present (CPU benches speaking kwbench)");
   args->server.add_to(*command);
   command->callback([args, &exit_code] {
     if (args->out.empty()) args->server.resolve();
@@ -209,7 +225,8 @@ void add_run_command(CLI::App& app, int& exit_code) {
 void add_upload_command(CLI::App& app, int& exit_code) {
   auto files = std::make_shared<std::vector<std::string>>();
   auto server = std::make_shared<ServerOptions>();
-  auto* command = app.add_subcommand("upload", "Post saved run reports (kw run --out, spool files) to a server");
+  auto* command =
+      app.add_subcommand("upload", "Post saved run reports (kw run --out, spool files) to a server");
   command->add_option("FILE", *files, "run report JSON files")->required();
   server->add_to(*command);
   command->callback([files, server, &exit_code] { exit_code = upload(*files, *server); });

@@ -7,7 +7,9 @@ namespace kw::agent {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-Spool::Spool(fs::path dir) : dir_(std::move(dir)) { fs::create_directories(dir_ / "rejected"); }
+Spool::Spool(fs::path dir) : dir_(std::move(dir)) {
+  fs::create_directories(dir_ / "rejected");
+}
 
 fs::path Spool::add(const std::string& name, const std::string& target, const json& report) {
   fs::path file = dir_ / (name + ".json");
@@ -49,15 +51,18 @@ std::size_t Spool::deliver(http::Client& client, const std::function<void(const 
       if (response.status / 100 == 2) {
         json answer = response.json();
         log("delivered " + key + ": run " + std::to_string(answer.value("run_id", 0)) + ", verdict " +
-            answer.value("verdict", std::string("?")) + (answer.value("duplicate", false) ? " (already stored)" : ""));
+            answer.value("verdict", std::string("?")) +
+            (answer.value("duplicate", false) ? " (already stored)" : ""));
         fs::remove(entry.path());
         backoff_.erase(key);
         continue;
       }
-      if (response.status >= 400 && response.status < 500 && response.status != 408 && response.status != 429) {
+      if (response.status >= 400 && response.status < 500 && response.status != 408 &&
+          response.status != 429) {
         log("server refused " + key + " (HTTP " + std::to_string(response.status) + "): " + response.body +
             "; moved to rejected/");
-        std::ofstream(dir_ / "rejected" / (key + ".reason")) << response.status << " " << response.body << "\n";
+        std::ofstream(dir_ / "rejected" / (key + ".reason"))
+            << response.status << " " << response.body << "\n";
         fs::rename(entry.path(), dir_ / "rejected" / key);
         backoff_.erase(key);
         continue;

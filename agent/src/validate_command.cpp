@@ -24,8 +24,8 @@ int validate_file(const std::string& path) {
     for (const auto& c : report.cases) {
       for (const auto& m : c.measurements) samples += m.samples_ns.size();
     }
-    std::cout << path << ": valid " << common::kRunSchema << " (" << report.stages.size()
-              << " stages, " << report.cases.size() << " cases, " << samples << " samples)\n";
+    std::cout << path << ": valid " << common::kRunSchema << " (" << report.stages.size() << " stages, "
+              << report.cases.size() << " cases, " << samples << " samples)\n";
     return kExitOk;
   } catch (const common::ValidationError& error) {
     std::cerr << path << ": invalid: " << error.what() << "\n";

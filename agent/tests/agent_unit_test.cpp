@@ -68,10 +68,13 @@ TEST(RepoConfig, ErrorsNameTheField) {
             "benches[0].format: unknown format \"criterion\" (expected kwbench, gbench or nvbench)");
   EXPECT_EQ(config_error([](json& c) { c["benches"].push_back(c["benches"][0]); }),
             "benches[1].name: duplicate bench name \"fake\"");
-  EXPECT_EQ(config_error([](json& c) { c["timeouts_s"]["correctnes"] = 5; }), "timeouts_s.correctnes: unknown field");
+  EXPECT_EQ(config_error([](json& c) { c["timeouts_s"]["correctnes"] = 5; }),
+            "timeouts_s.correctnes: unknown field");
   EXPECT_EQ(config_error([](json& c) { c["thresholds"]["min_threshold"] = 5; }),
             "thresholds.min_threshold: must be between 0 and 1 (0.02 = 2%)");
-  EXPECT_EQ(config_error([](json& c) { c["benches"][0]["libraries"] = json::array({{{"path", 1}}}); }),
+  EXPECT_EQ(config_error([](json& c) {
+              c["benches"][0]["libraries"] = json::array({{{"path", 1}}});
+            }),
             "benches[0].libraries[0].path: must be a string, got integer");
   EXPECT_EQ(config_error([](json& c) {
               c["benches"][0]["format"] = "gbench";
@@ -93,8 +96,8 @@ TEST(ChildProcess, TimeoutKillsTheWholeProcessGroup) {
   fs::path pidfile = fs::temp_directory_path() / ("kw-pg-" + std::to_string(getpid()));
   std::atomic<bool> stop{false};
   // A background grandchild that would outlive its parent if only the parent were killed.
-  ChildOutcome outcome = run_child(
-      shell("sleep 60 & echo $! > " + pidfile.string() + "; wait", "/tmp", 0.5), stop);
+  ChildOutcome outcome =
+      run_child(shell("sleep 60 & echo $! > " + pidfile.string() + "; wait", "/tmp", 0.5), stop);
   EXPECT_TRUE(outcome.timed_out);
   EXPECT_LT(outcome.seconds, 10);
   EXPECT_NE(outcome.describe().find("timed out after"), std::string::npos);
@@ -155,7 +158,8 @@ class PipelineTest : public ::testing::Test {
 
 TEST_F(PipelineTest, AllStagesPassAndTheReportIsValid) {
   json report = run(json::object());
-  EXPECT_EQ(statuses(report), (std::vector<std::string>{"passed", "passed", "passed", "passed", "passed", "passed"}));
+  EXPECT_EQ(statuses(report),
+            (std::vector<std::string>{"passed", "passed", "passed", "passed", "passed", "passed"}));
   EXPECT_NO_THROW(common::parse_run_report(report));
   ASSERT_EQ(report["cases"].size(), 2u);
   EXPECT_TRUE(report["cases"][0].contains("launches"));
@@ -169,23 +173,28 @@ TEST_F(PipelineTest, AllStagesPassAndTheReportIsValid) {
 
 TEST_F(PipelineTest, StopsAtTheFirstFailedPreflightStage) {
   json report = run({{"fail_stage", "launch_geometry"}});
-  EXPECT_EQ(statuses(report), (std::vector<std::string>{"passed", "passed", "failed", "skipped", "skipped", "skipped"}));
-  EXPECT_EQ(report["stages"][2]["message"], "fake: fake.scale/n1m: block: expected (384,1,1), observed (128,1,1)");
+  EXPECT_EQ(statuses(report),
+            (std::vector<std::string>{"passed", "passed", "failed", "skipped", "skipped", "skipped"}));
+  EXPECT_EQ(report["stages"][2]["message"],
+            "fake: fake.scale/n1m: block: expected (384,1,1), observed (128,1,1)");
   EXPECT_EQ(report["stages"][3]["message"], "not run: the launch_geometry stage failed");
 }
 
 TEST_F(PipelineTest, NoGpuSkipsTheGpuStages) {
   json report = run(json::object(), false);
-  EXPECT_EQ(statuses(report), (std::vector<std::string>{"passed", "skipped", "skipped", "skipped", "skipped", "skipped"}));
+  EXPECT_EQ(statuses(report),
+            (std::vector<std::string>{"passed", "skipped", "skipped", "skipped", "skipped", "skipped"}));
   for (std::size_t i = 1; i < 6; ++i) EXPECT_EQ(report["stages"][i]["message"], "no CUDA device");
   EXPECT_FALSE(report.contains("device"));
 }
 
 TEST_F(PipelineTest, BuildFailureKeepsTheCompilerErrorAndSkipsTheRest) {
   json config = valid_config();
-  config["build"]["commands"] = {"echo 'attention.cu(12): error: identifier \"tile_k\" is undefined' >&2; exit 2"};
+  config["build"]["commands"] = {
+      "echo 'attention.cu(12): error: identifier \"tile_k\" is undefined' >&2; exit 2"};
   json report = run(json::object(), true, config);
-  EXPECT_EQ(statuses(report), (std::vector<std::string>{"failed", "skipped", "skipped", "skipped", "skipped", "skipped"}));
+  EXPECT_EQ(statuses(report),
+            (std::vector<std::string>{"failed", "skipped", "skipped", "skipped", "skipped", "skipped"}));
   EXPECT_NE(report["stages"][0]["message"].get<std::string>().find("exited 2"), std::string::npos);
   EXPECT_NE(report["stages"][0]["log_tail"].get<std::string>().find("identifier \"tile_k\" is undefined"),
             std::string::npos);
@@ -221,8 +230,9 @@ TEST_F(PipelineTest, PtxasResourceReportGoesIntoBuildDetails) {
 
 TEST(Adapters, GoogleBenchmarkOutputOfTheInstalledLibrary) {
   fs::path out = fs::temp_directory_path() / ("kw-gbench-" + std::to_string(getpid()) + ".json");
-  auto result = kw::testing::run_command({KW_GBENCH_SAMPLE, "--benchmark_repetitions=5", "--benchmark_min_time=0.01",
-                                          "--benchmark_out=" + out.string(), "--benchmark_out_format=json"});
+  auto result =
+      kw::testing::run_command({KW_GBENCH_SAMPLE, "--benchmark_repetitions=5", "--benchmark_min_time=0.01",
+                                "--benchmark_out=" + out.string(), "--benchmark_out_format=json"});
   ASSERT_EQ(result.exit_code, 0) << result.output;
   std::ifstream in(out);
   json adapted = adapt_gbench(json::parse(in), "gb/");
@@ -240,8 +250,16 @@ TEST(Adapters, GoogleBenchmarkOutputOfTheInstalledLibrary) {
 
 TEST(Adapters, GoogleBenchmarkUnitsAndErrors) {
   json output{{"benchmarks",
-               {{{"name", "BM_a"}, {"run_name", "BM_a"}, {"run_type", "iteration"}, {"real_time", 2.5}, {"time_unit", "us"}},
-                {{"name", "BM_a_mean"}, {"run_name", "BM_a"}, {"run_type", "aggregate"}, {"real_time", 9}, {"time_unit", "us"}}}}};
+               {{{"name", "BM_a"},
+                 {"run_name", "BM_a"},
+                 {"run_type", "iteration"},
+                 {"real_time", 2.5},
+                 {"time_unit", "us"}},
+                {{"name", "BM_a_mean"},
+                 {"run_name", "BM_a"},
+                 {"run_type", "aggregate"},
+                 {"real_time", 9},
+                 {"time_unit", "us"}}}}};
   json adapted = adapt_gbench(output, "");
   EXPECT_EQ(adapted["cases"][0]["measurements"][0]["samples_ns"], json({2500.0}));
   output["benchmarks"][0]["error_occurred"] = true;

@@ -28,16 +28,22 @@ int main(int argc, char** argv) {
   bool list = false;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
-    if (arg == "--list") list = true;
-    else if (arg == "--stage" && i + 1 < argc) stage = argv[++i];
-    else if (arg == "--json" && i + 1 < argc) json_path = argv[++i];
-    else if (arg == "--case" && i + 1 < argc) glob = argv[++i];
-    else if ((arg == "--library" || arg == "--symbol") && i + 1 < argc) ++i;
+    if (arg == "--list")
+      list = true;
+    else if (arg == "--stage" && i + 1 < argc)
+      stage = argv[++i];
+    else if (arg == "--json" && i + 1 < argc)
+      json_path = argv[++i];
+    else if (arg == "--case" && i + 1 < argc)
+      glob = argv[++i];
+    else if ((arg == "--library" || arg == "--symbol") && i + 1 < argc)
+      ++i;
   }
   json behaviour = json::object();
   if (std::ifstream in("kwbench-fake.json"); in) behaviour = json::parse(in);
   double slowdown = behaviour.value("slowdown", 1.0);
-  const std::vector<std::pair<std::string, double>> cases = {{"fake.scale/n1m", 20000}, {"fake.scale/n16m", 250000}};
+  const std::vector<std::pair<std::string, double>> cases = {{"fake.scale/n1m", 20000},
+                                                             {"fake.scale/n16m", 250000}};
   if (list) {
     for (const auto& [name, _] : cases) std::cout << name << "\n";
     return 0;
@@ -58,10 +64,15 @@ int main(int argc, char** argv) {
              {"l2_bytes", 0}}},
            {"cases", json::array()}};
   std::string message = fail ? "injected failure of the test double" : "test double: all cases passed";
-  if (fail && stage == "launch_geometry") message = "fake.scale/n1m: block: expected (384,1,1), observed (128,1,1)";
-  out["stage"] = {{"name", stage}, {"status", fail ? "failed" : "passed"}, {"message", message}, {"log_tail", ""},
+  if (fail && stage == "launch_geometry")
+    message = "fake.scale/n1m: block: expected (384,1,1), observed (128,1,1)";
+  out["stage"] = {{"name", stage},
+                  {"status", fail ? "failed" : "passed"},
+                  {"message", message},
+                  {"log_tail", ""},
                   {"details", json::object()}};
-  std::mt19937_64 rng(static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
+  std::mt19937_64 rng(
+      static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
   std::normal_distribution<double> noise(0, 0.005);
   for (const auto& [name, base] : cases) {
     if (fnmatch(glob.c_str(), name.c_str(), 0) != 0) continue;
@@ -69,11 +80,18 @@ int main(int argc, char** argv) {
     if (stage == "launch_geometry") {
       int block = fail ? 128 : 384;
       c["expected_launch"] = {{"kernel_pattern", "fake_kernel*"}, {"block", {384, 1, 1}}};
-      c["launches"] = json::array({{{"kernel", "fake_kernel(float*)"}, {"grid", {132, 1, 1}}, {"block", {block, 1, 1}},
-                                    {"registers", 32}, {"static_smem", 0}, {"dynamic_smem", 0}}});
+      c["launches"] = json::array({{{"kernel", "fake_kernel(float*)"},
+                                    {"grid", {132, 1, 1}},
+                                    {"block", {block, 1, 1}},
+                                    {"registers", 32},
+                                    {"static_smem", 0},
+                                    {"dynamic_smem", 0}}});
     } else if (stage == "correctness") {
-      c["correctness"] = {{"passed", !fail}, {"rel_l2_err", fail ? 0.5 : 1e-6}, {"max_abs_err", 1e-6},
-                          {"tolerance", 1e-5}, {"nonfinite", 0}};
+      c["correctness"] = {{"passed", !fail},
+                          {"rel_l2_err", fail ? 0.5 : 1e-6},
+                          {"max_abs_err", 1e-6},
+                          {"tolerance", 1e-5},
+                          {"nonfinite", 0}};
     } else if (stage == "full_bench") {
       json measurements = json::array();
       for (const auto& [impl, center] : {std::pair{std::string("candidate"), base * slowdown},

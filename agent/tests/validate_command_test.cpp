@@ -44,8 +44,7 @@ TEST_P(ValidateBrokenTest, ExitsOneNamingTheField) {
   std::string expected = GetParam().text_message().empty()
                              ? "cases[0].measurements[0].median_ns: is 1.0 but the median"
                              : GetParam().text_message();
-  EXPECT_NE(result.output.find(file.string() + ": invalid: " + expected), std::string::npos)
-      << result.output;
+  EXPECT_NE(result.output.find(file.string() + ": invalid: " + expected), std::string::npos) << result.output;
 }
 
 INSTANTIATE_TEST_SUITE_P(Variants, ValidateBrokenTest, ::testing::ValuesIn(kw::testing::broken_reports()),

@@ -47,7 +47,8 @@ std::set<std::string> flags_in(const std::string& text, const std::regex& releva
 }
 
 void expect_valid_yaml(const std::string& path) {
-  auto result = run_command({"/usr/bin/python3", "-c", "import sys, yaml; yaml.safe_load(open(sys.argv[1]))", path});
+  auto result =
+      run_command({"/usr/bin/python3", "-c", "import sys, yaml; yaml.safe_load(open(sys.argv[1]))", path});
   EXPECT_EQ(result.exit_code, 0) << path << " is not valid YAML:\n" << result.output;
 }
 
@@ -62,7 +63,8 @@ TEST_P(CiTemplateTest, ParsesAndUsesOnlyRealKwFlags) {
   std::set<std::string> flags = flags_in(text, std::regex(R"(args(\+)?=|kw submit)"));
   EXPECT_GE(flags.size(), 6u);
   for (const std::string& flag : flags) {
-    EXPECT_NE(submit_help.find(flag), std::string::npos) << GetParam() << " passes " << flag << ", unknown to kw submit";
+    EXPECT_NE(submit_help.find(flag), std::string::npos)
+        << GetParam() << " passes " << flag << ", unknown to kw submit";
   }
   for (const char* required : {"--project", "--commit", "--branch", "--wait", "--base"}) {
     EXPECT_TRUE(flags.contains(required)) << GetParam() << " does not pass " << required;

@@ -9,6 +9,7 @@
 //    (upper boundary 0.99) over the prior per-run values.
 // Both reference rules see one value per run, its median (the more robust
 // choice, which favours them); kernelwatch sees the raw samples.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -28,12 +29,12 @@ using namespace kw::common;
 
 struct Scenario {
   std::string name;
-  double jitter;               // log-normal sigma of samples within a run
-  double run_jitter = 0.002;   // per-run level offset (clocks, placement)
-  double outlier_rate = 0;     // samples hit by an outlier (x1.2 .. x3)
-  double bimodal_gap = 0;      // second mode this much slower; mix varies per run (30..70%)
-  double drift_step = 0;       // random-walk step of the run level, per run
-  double throttle_rate = 0;    // samples taken while throttled (x1.15, marked)
+  double jitter;              // log-normal sigma of samples within a run
+  double run_jitter = 0.002;  // per-run level offset (clocks, placement)
+  double outlier_rate = 0;    // samples hit by an outlier (x1.2 .. x3)
+  double bimodal_gap = 0;     // second mode this much slower; mix varies per run (30..70%)
+  double drift_step = 0;      // random-walk step of the run level, per run
+  double throttle_rate = 0;   // samples taken while throttled (x1.15, marked)
 };
 
 struct Run {
@@ -89,7 +90,8 @@ double incomplete_beta_cf(double a, double b, double x) {
 double regularized_beta(double a, double b, double x) {
   if (x <= 0) return 0;
   if (x >= 1) return 1;
-  double front = std::exp(std::lgamma(a + b) - std::lgamma(a) - std::lgamma(b) + a * std::log(x) + b * std::log(1 - x));
+  double front =
+      std::exp(std::lgamma(a + b) - std::lgamma(a) - std::lgamma(b) + a * std::log(x) + b * std::log(1 - x));
   if (x < (a + 1) / (a + b + 2)) return front * incomplete_beta_cf(a, b, x) / a;
   return 1 - front * incomplete_beta_cf(b, a, 1 - x) / b;
 }
@@ -110,6 +112,7 @@ double student_t_quantile(double p, double df) {
 
 struct Verdicts {
   bool kernelwatch_regression, kernelwatch_any, conbench_regression, conbench_any, bencher;
+  double z;  // (head - mean) / sd over the history's per-run medians: both reference rules' statistic
 };
 
 Verdicts decide(const std::vector<Run>& history, const Run& head, double t99) {
@@ -122,7 +125,8 @@ Verdicts decide(const std::vector<Run>& history, const Run& head, double t99) {
   }
   double threshold = noise_aware_threshold(locations, settings.min_threshold, settings);
   const Run& base = history.back();
-  Comparison c = compare_times({head.samples, head.throttled}, {base.samples, base.throttled}, threshold, settings);
+  Comparison c =
+      compare_times({head.samples, head.throttled}, {base.samples, base.throttled}, threshold, settings);
   v.kernelwatch_regression = c.status == ChangeStatus::regression;
   v.kernelwatch_any = c.status == ChangeStatus::regression || c.status == ChangeStatus::improvement;
 
@@ -132,6 +136,7 @@ Verdicts decide(const std::vector<Run>& history, const Run& head, double t99) {
   for (double m : medians) sq += (m - mean) * (m - mean);
   double sd = std::sqrt(sq / static_cast<double>(medians.size() - 1));
   double z = (head.median - mean) / sd;
+  v.z = z;
   v.conbench_regression = z > 5;
   v.conbench_any = std::abs(z) > 5;
   v.bencher = head.median > mean + t99 * sd;
@@ -149,12 +154,17 @@ int main(int argc, char** argv) {
       if (i + 1 >= argc) throw std::invalid_argument(arg + " needs a value");
       return std::string(argv[++i]);
     };
-    if (arg == "--aa-trials") aa_trials = std::stoi(value());
-    else if (arg == "--shift-trials") shift_trials = std::stoi(value());
-    else if (arg == "--history") history_runs = std::stoi(value());
-    else if (arg == "--json") json_out = value();
+    if (arg == "--aa-trials")
+      aa_trials = std::stoi(value());
+    else if (arg == "--shift-trials")
+      shift_trials = std::stoi(value());
+    else if (arg == "--history")
+      history_runs = std::stoi(value());
+    else if (arg == "--json")
+      json_out = value();
     else {
-      std::cerr << "usage: kw-detector-bench [--aa-trials N] [--shift-trials N] [--history RUNS] [--json FILE]\n";
+      std::cerr
+          << "usage: kw-detector-bench [--aa-trials N] [--shift-trials N] [--history RUNS] [--json FILE]\n";
       return 64;
     }
   }
@@ -177,8 +187,11 @@ int main(int argc, char** argv) {
   std::uint64_t seed = 20261121;
   for (const Scenario& scenario : scenarios) {
     for (int n : sizes) {
-      // rows: kernelwatch, conbench, bencher; columns: A/A, then each shift
-      double rate[3][6] = {};
+      // rows: kernelwatch, conbench, bencher, history z at kernelwatch's
+      // false-alarm rate; columns: A/A, then each shift
+      double rate[4][6] = {};
+      std::vector<double> z_by_column[6];
+      double kernelwatch_regression_fa = 0;
       for (std::size_t column = 0; column <= shifts.size(); ++column) {
         double shift = column == 0 ? 0 : shifts[column - 1];
         int trials = column == 0 ? aa_trials : shift_trials;
@@ -201,26 +214,50 @@ int main(int argc, char** argv) {
           hits[0] += column == 0 ? v.kernelwatch_any : v.kernelwatch_regression;
           hits[1] += column == 0 ? v.conbench_any : v.conbench_regression;
           hits[2] += v.bencher;
+          z_by_column[column].push_back(v.z);
+          if (column == 0) kernelwatch_regression_fa += v.kernelwatch_regression;
         }
         for (int rule = 0; rule < 3; ++rule) rate[rule][column] = 100.0 * hits[rule] / trials;
       }
-      const char* names[3] = {"kernelwatch", "Conbench z>5", "Bencher t-test 0.99"};
-      for (int rule = 0; rule < 3; ++rule) {
-        std::printf("| %s | %d | %s | %.2f%% | %.1f%% | %.1f%% | %.1f%% | %.1f%% | %.1f%% |\n", scenario.name.c_str(), n,
-                    names[rule], rate[rule][0], rate[rule][1], rate[rule][2], rate[rule][3], rate[rule][4],
-                    rate[rule][5]);
+      // The reference rules' statistic with its cutoff moved to give the same
+      // A/A false-alarm rate (regressions only) as kernelwatch: power at equal
+      // false alarms, the fair comparison of the two methods.
+      {
+        std::vector<double> aa = z_by_column[0];
+        std::sort(aa.begin(), aa.end());
+        auto allowed = static_cast<std::size_t>(kernelwatch_regression_fa);
+        double cutoff =
+            allowed == 0 ? aa.back() : aa[aa.size() - allowed];  // exactly `allowed` A/A values at or above
+        for (std::size_t column = 0; column <= shifts.size(); ++column) {
+          const auto& zs = z_by_column[column];
+          auto above = std::count_if(zs.begin(), zs.end(),
+                                     [&](double z) { return allowed == 0 ? z > cutoff : z >= cutoff; });
+          rate[3][column] = 100.0 * static_cast<double>(above) / static_cast<double>(zs.size());
+        }
+      }
+      const char* names[4] = {"kernelwatch", "Conbench z>5", "Bencher t-test 0.99",
+                              "history z at kernelwatch's false-alarm rate"};
+      for (int rule = 0; rule < 4; ++rule) {
+        std::printf("| %s | %d | %s | %.2f%% | %.1f%% | %.1f%% | %.1f%% | %.1f%% | %.1f%% |\n",
+                    scenario.name.c_str(), n, names[rule], rate[rule][0], rate[rule][1], rate[rule][2],
+                    rate[rule][3], rate[rule][4], rate[rule][5]);
         results.push_back({{"scenario", scenario.name},
                            {"samples_per_side", n},
                            {"rule", names[rule]},
                            {"false_alarm_pct", rate[rule][0]},
-                           {"detected_pct", {{"1%", rate[rule][1]}, {"2%", rate[rule][2]}, {"3%", rate[rule][3]},
-                                             {"5%", rate[rule][4]}, {"10%", rate[rule][5]}}}});
+                           {"detected_pct",
+                            {{"1%", rate[rule][1]},
+                             {"2%", rate[rule][2]},
+                             {"3%", rate[rule][3]},
+                             {"5%", rate[rule][4]},
+                             {"10%", rate[rule][5]}}}});
       }
       std::fflush(stdout);
     }
   }
-  std::printf("\nA/A trials per cell: %d, slowdown trials per cell: %d, history: %d runs, t_{0.99,%d} = %.4f\n",
-              aa_trials, shift_trials, history_runs, history_runs - 1, t99);
+  std::printf(
+      "\nA/A trials per cell: %d, slowdown trials per cell: %d, history: %d runs, t_{0.99,%d} = %.4f\n",
+      aa_trials, shift_trials, history_runs, history_runs - 1, t99);
   if (!json_out.empty()) std::ofstream(json_out) << results.dump(2) << "\n";
   return 0;
 }

@@ -9,7 +9,9 @@ namespace {
 
 using nlohmann::json;
 
-json example() { return kw::testing::load_example_report(KW_TEST_DATA_DIR); }
+json example() {
+  return kw::testing::load_example_report(KW_TEST_DATA_DIR);
+}
 
 TEST(RunReport, ExampleIsValidAndComplete) {
   RunReport report = parse_run_report(example());
@@ -45,9 +47,9 @@ TEST(RunReport, OptionalPartsMayBeAbsent) {
   report.erase("job_id");
   report.erase("device");
   report["cases"] = json::array();
-  report["stages"] = json::array({{{"name", "build"}, {"status", "passed"}, {"duration_ms", 10}},
-                                  {{"name", "load"}, {"status", "skipped"}, {"duration_ms", 0},
-                                   {"message", "no CUDA device"}}});
+  report["stages"] = json::array(
+      {{{"name", "build"}, {"status", "passed"}, {"duration_ms", 10}},
+       {{"name", "load"}, {"status", "skipped"}, {"duration_ms", 0}, {"message", "no CUDA device"}}});
   RunReport parsed = parse_run_report(report);
   EXPECT_FALSE(parsed.device);
   EXPECT_FALSE(parsed.base_commit);
@@ -90,7 +92,8 @@ TEST_P(BrokenReportTest, IsRejectedNamingTheField) {
     FAIL() << "accepted a broken report";
   } catch (const ValidationError& error) {
     if (GetParam().expected_message.empty()) {
-      EXPECT_TRUE(std::string(error.what()).starts_with("cases[0].measurements[0].median_ns: is 1.0 but the median"))
+      EXPECT_TRUE(
+          std::string(error.what()).starts_with("cases[0].measurements[0].median_ns: is 1.0 but the median"))
           << error.what();
     } else {
       EXPECT_EQ(error.what(), GetParam().expected_message);

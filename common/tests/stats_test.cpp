@@ -99,8 +99,8 @@ TEST(Stats, HodgesLehmannExactInterval) {
 TEST(Stats, HodgesLehmannLargeSampleIntervalCoversShift) {
   V x, y;
   for (int i = 0; i < 100; ++i) {
-    y.push_back(1000 + (i * 37 % 100));   // a permutation of 1000..1099
-    x.push_back(1050 + (i * 53 % 100));   // shifted by exactly 50
+    y.push_back(1000 + (i * 37 % 100));  // a permutation of 1000..1099
+    x.push_back(1050 + (i * 53 % 100));  // shifted by exactly 50
   }
   ShiftEstimate shift = hodges_lehmann_shift(x, y);
   EXPECT_DOUBLE_EQ(shift.estimate, 50);

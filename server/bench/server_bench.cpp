@@ -41,8 +41,12 @@ struct Result {
 };
 
 Result summarize(std::string name, std::vector<double> latencies_ms, double wall_ms, std::string note = {}) {
-  Result result{std::move(name), latencies_ms.size(), kw::common::quantile(latencies_ms, 0.5),
-                kw::common::quantile(latencies_ms, 0.99), latencies_ms.size() / (wall_ms / 1000), std::move(note)};
+  Result result{std::move(name),
+                latencies_ms.size(),
+                kw::common::quantile(latencies_ms, 0.5),
+                kw::common::quantile(latencies_ms, 0.99),
+                latencies_ms.size() / (wall_ms / 1000),
+                std::move(note)};
   std::cerr << "  " << result.name << ": p50 " << result.p50_ms << " ms, p99 " << result.p99_ms << " ms, "
             << result.per_second << " req/s\n";
   return result;
@@ -56,7 +60,8 @@ void check(bool ok, const std::string& what) {
 
 int main(int argc, char** argv) {
   CLI::App cli{"kw-server-bench"};
-  int ingest_runs = 60, series_runs = 10000, series_queries = 500, claim_jobs = 5000, agents = 50, threads = 4;
+  int ingest_runs = 60, series_runs = 10000, series_queries = 500, claim_jobs = 5000, agents = 50,
+      threads = 4;
   std::string json_out;
   cli.add_option("--ingest-runs", ingest_runs)->capture_default_str();
   cli.add_option("--series-runs", series_runs)->capture_default_str();
@@ -103,17 +108,20 @@ int main(int argc, char** argv) {
         spec.seed = static_cast<std::uint64_t>(i + 1);
         bodies.push_back(kw::testing::make_report(spec).dump());
       }
-      for (int i = 0; i < 3; ++i) check(client.request("POST", "/api/v1/runs", bodies[i]).status == 201, "warm-up ingest");
+      for (int i = 0; i < 3; ++i)
+        check(client.request("POST", "/api/v1/runs", bodies[i]).status == 201, "warm-up ingest");
       std::vector<double> latencies;
       auto start = Clock::now();
       for (int i = 3; i < ingest_runs + 3; ++i) {
         auto t0 = Clock::now();
         auto response = client.request("POST", "/api/v1/runs", bodies[i]);
         latencies.push_back(ms_since(t0));
-        check(response.status == 201, "ingest answered " + std::to_string(response.status) + ": " + response.body);
+        check(response.status == 201,
+              "ingest answered " + std::to_string(response.status) + ": " + response.body);
       }
-      results.push_back(summarize("ingest 200 cases x 100 samples (" + std::to_string(bodies[3].size() / 1024) + " KiB)",
-                                  latencies, ms_since(start)));
+      results.push_back(
+          summarize("ingest 200 cases x 100 samples (" + std::to_string(bodies[3].size() / 1024) + " KiB)",
+                    latencies, ms_since(start)));
     }
 
     // 2. Series over `series_runs` runs of one case.
@@ -130,17 +138,18 @@ int main(int argc, char** argv) {
             spec.cases = 1;
             spec.samples = 30;
             spec.seed = static_cast<std::uint64_t>(1000000 + i);
-            check(client.post("/api/v1/runs", kw::testing::make_report(spec)).status == 201, "series seed ingest");
+            check(client.post("/api/v1/runs", kw::testing::make_report(spec)).status == 201,
+                  "series seed ingest");
           }
         });
       }
       for (auto& poster : posters) poster.join();
       kw::http::Client client(url);
-      for (const auto& [label, query] :
-           std::vector<std::pair<std::string, std::string>>{{"1,000 newest points (default)", ""},
-                                                            {"all 10,000 points", "&limit=10000"}}) {
-        std::string target = "/api/v1/projects/series/series?case=" + kw::http::url_encode("attention.fwd/case0") +
-                             "&gpu=" + kw::http::url_encode("NVIDIA H100 80GB HBM3") + query;
+      for (const auto& [label, query] : std::vector<std::pair<std::string, std::string>>{
+               {"1,000 newest points (default)", ""}, {"all 10,000 points", "&limit=10000"}}) {
+        std::string target =
+            "/api/v1/projects/series/series?case=" + kw::http::url_encode("attention.fwd/case0") +
+            "&gpu=" + kw::http::url_encode("NVIDIA H100 80GB HBM3") + query;
         std::size_t points = client.get(target).json()["run_id"].size();
         std::vector<double> latencies;
         int queries = query.empty() ? series_queries : std::max(20, series_queries / 10);
@@ -151,8 +160,9 @@ int main(int argc, char** argv) {
           latencies.push_back(ms_since(t0));
           check(response.status == 200, "series answered " + std::to_string(response.status));
         }
-        results.push_back(summarize("series of 1 case over " + std::to_string(series_runs) + " runs: " + label,
-                                    latencies, ms_since(start), std::to_string(points) + " points"));
+        results.push_back(
+            summarize("series of 1 case over " + std::to_string(series_runs) + " runs: " + label, latencies,
+                      ms_since(start), std::to_string(points) + " points"));
       }
     }
 
@@ -165,7 +175,8 @@ int main(int argc, char** argv) {
         submitters.emplace_back([&] {
           kw::http::Client client(url, ci_token);
           for (int i; (i = next++) < claim_jobs;) {
-            json body{{"project", "claims"}, {"commit", kw::testing::make_commit(static_cast<std::uint64_t>(i + 1))},
+            json body{{"project", "claims"},
+                      {"commit", kw::testing::make_commit(static_cast<std::uint64_t>(i + 1))},
                       {"branch", "main"}};
             check(client.post("/api/v1/jobs", body).status == 201, "job submit");
           }
@@ -200,7 +211,8 @@ int main(int argc, char** argv) {
                          " distinct jobs, double claims: " + std::to_string(claimed.size() - unique.size());
       check(unique.size() == claimed.size() && claimed.size() == static_cast<std::size_t>(claim_jobs),
             "double or missed claims: " + note);
-      results.push_back(summarize("claim with " + std::to_string(agents) + " concurrent agents", latencies, wall, note));
+      results.push_back(
+          summarize("claim with " + std::to_string(agents) + " concurrent agents", latencies, wall, note));
     }
     app.stop();
     app.wait();
@@ -215,11 +227,15 @@ int main(int argc, char** argv) {
   json out = json::array();
   for (const Result& r : results) {
     char line[512];
-    std::snprintf(line, sizeof(line), "| %s | %zu | %.2f | %.2f | %.0f | %s |\n", r.name.c_str(), r.requests, r.p50_ms,
-                  r.p99_ms, r.per_second, r.note.c_str());
+    std::snprintf(line, sizeof(line), "| %s | %zu | %.2f | %.2f | %.0f | %s |\n", r.name.c_str(), r.requests,
+                  r.p50_ms, r.p99_ms, r.per_second, r.note.c_str());
     std::cout << line;
-    out.push_back({{"name", r.name}, {"requests", r.requests}, {"p50_ms", r.p50_ms}, {"p99_ms", r.p99_ms},
-                   {"per_second", r.per_second}, {"note", r.note}});
+    out.push_back({{"name", r.name},
+                   {"requests", r.requests},
+                   {"p50_ms", r.p50_ms},
+                   {"p99_ms", r.p99_ms},
+                   {"per_second", r.per_second},
+                   {"note", r.note}});
   }
   if (!json_out.empty()) std::ofstream(json_out) << out.dump(2) << "\n";
   return 0;

@@ -1,6 +1,7 @@
 #include "app.hpp"
 
 #include <fstream>
+#include <future>
 #include <iostream>
 #include <sstream>
 
@@ -63,10 +64,13 @@ std::optional<Response> static_file(const std::string& root, const Request& requ
   if (!in) return std::nullopt;
   std::stringstream content;
   content << in.rdbuf();
-  static const std::map<std::string, std::string> types = {
-      {".html", "text/html; charset=utf-8"}, {".js", "text/javascript; charset=utf-8"},
-      {".mjs", "text/javascript; charset=utf-8"}, {".css", "text/css; charset=utf-8"},
-      {".png", "image/png"}, {".svg", "image/svg+xml"}, {".json", "application/json"}};
+  static const std::map<std::string, std::string> types = {{".html", "text/html; charset=utf-8"},
+                                                           {".js", "text/javascript; charset=utf-8"},
+                                                           {".mjs", "text/javascript; charset=utf-8"},
+                                                           {".css", "text/css; charset=utf-8"},
+                                                           {".png", "image/png"},
+                                                           {".svg", "image/svg+xml"},
+                                                           {".json", "application/json"}};
   auto dot = path.rfind('.');
   auto type = dot == std::string::npos ? types.end() : types.find(path.substr(dot));
   Response response;
@@ -102,28 +106,35 @@ App::App(ServerOptions options) : options_(std::move(options)) {
     pqxx::connection connection(options_.database_url);
     schema_version_ = apply_migrations(connection);
   }
-  pool_ = std::make_unique<ConnectionPool>(options_.database_url,
-                                           static_cast<std::size_t>(std::max(1, options_.http.threads)) + 1,
-                                           all_statements());
+  // Two per request thread (an ingest stores on one while detection reads on
+  // the other), one each for the lease reaper and the notifier, and a spare.
+  pool_ = std::make_unique<ConnectionPool>(
+      options_.database_url, 2 * static_cast<std::size_t>(std::max(1, options_.http.threads)) + 3,
+      all_statements());
   router_ = std::make_unique<Router>(
       [this](const std::string& token) {
-        return with_transaction(*pool_, [&](pqxx::work& tx) { return TokenRepository::authenticate(tx, token); });
+        return with_transaction(*pool_,
+                                [&](pqxx::work& tx) { return TokenRepository::authenticate(tx, token); });
       },
       metrics_, options_.reads_need_token);
   metrics_.add_source([this](std::string& text) {
-    text += "# HELP kw_db_pool_connections Database connections by state.\n# TYPE kw_db_pool_connections gauge\n";
+    text +=
+        "# HELP kw_db_pool_connections Database connections by state.\n# TYPE kw_db_pool_connections gauge\n";
     std::size_t in_use = pool_->in_use();
     text += "kw_db_pool_connections{state=\"in_use\"} " + std::to_string(in_use) + "\n";
     text += "kw_db_pool_connections{state=\"idle\"} " + std::to_string(pool_->size() - in_use) + "\n";
-    text += "# HELP kw_db_pool_waits_total Times a request waited for a free connection.\n"
-            "# TYPE kw_db_pool_waits_total counter\nkw_db_pool_waits_total " +
-            std::to_string(pool_->waits()) + "\n";
+    text +=
+        "# HELP kw_db_pool_waits_total Times a request waited for a free connection.\n"
+        "# TYPE kw_db_pool_waits_total counter\nkw_db_pool_waits_total " +
+        std::to_string(pool_->waits()) + "\n";
   });
   metrics_.add_source([this](std::string& text) {
-    text += with_transaction(*pool_, [](pqxx::work& tx) { return JobRepository::counts_by_state_metrics(tx); });
+    text +=
+        with_transaction(*pool_, [](pqxx::work& tx) { return JobRepository::counts_by_state_metrics(tx); });
   });
   register_routes();
-  http_ = std::make_unique<HttpServer>(options_.http, [this](Request& request) { return router_->handle(request); });
+  http_ = std::make_unique<HttpServer>(options_.http,
+                                       [this](Request& request) { return router_->handle(request); });
   notifier_ = std::make_unique<Notifier>(*pool_, options_.notifications);
 }
 
@@ -135,7 +146,8 @@ App::~App() {
 void App::start() {
   http_->start();
   if (options_.notifications.public_url.empty()) {
-    options_.notifications.public_url = "http://" + options_.http.address + ":" + std::to_string(http_->port());
+    options_.notifications.public_url =
+        "http://" + options_.http.address + ":" + std::to_string(http_->port());
   }
   notifier_->start();
   reaper_ = std::thread([this] { reap_leases(); });
@@ -157,12 +169,14 @@ void App::wait() {
 }
 
 void App::reap_leases() {
-  auto period = std::chrono::milliseconds(static_cast<int>(std::max(0.05, options_.lease_seconds / 4) * 1000));
+  auto period =
+      std::chrono::milliseconds(static_cast<int>(std::max(0.05, options_.lease_seconds / 4) * 1000));
   std::unique_lock lock(reaper_mutex_);
   while (!reaper_wake_.wait_for(lock, period, [this] { return reaper_stop_; })) {
     lock.unlock();
     try {
-      int requeued = with_transaction(*pool_, [](pqxx::work& tx) { return JobRepository::requeue_expired(tx); });
+      int requeued =
+          with_transaction(*pool_, [](pqxx::work& tx) { return JobRepository::requeue_expired(tx); });
       if (requeued > 0) std::cerr << "kw-server: " << requeued << " expired lease(s) returned to the queue\n";
     } catch (const std::exception& error) {
       std::cerr << "kw-server: lease reaper: " << error.what() << "\n";
@@ -193,6 +207,13 @@ Response App::ingest(Request& request, std::optional<std::int64_t> job_id) {
     throw Unprocessable("job_id: a job's report goes to POST /api/v1/jobs/" + std::to_string(*report.job_id) +
                         "/report");
   }
+  // Detection only reads earlier runs, so it runs on a second connection
+  // while this one stores the report.
+  auto planned = std::async(std::launch::async, [&] {
+    return with_transaction(
+        *pool_, [&](pqxx::work& tx) { return DetectionRepository::plan(tx, report.project, report); });
+  });
+  std::shared_ptr<const DetectionRepository::Plan> plan;  // taken once, even if the transaction is retried
   // The identity of a report: its validated document with keys sorted
   // (nlohmann keeps objects ordered), so a re-post, however formatted, matches.
   if (job_id) document["job_id"] = *job_id;
@@ -203,10 +224,11 @@ Response App::ingest(Request& request, std::optional<std::int64_t> job_id) {
     if (job_id) {
       auto hold = JobRepository::lock(tx, *job_id);
       if (!hold) throw NotFound("no job " + std::to_string(*job_id));
-      if (hold->project_id != project_id) throw Unprocessable("project: does not match job " + std::to_string(*job_id));
+      if (hold->project_id != project_id)
+        throw Unprocessable("project: does not match job " + std::to_string(*job_id));
       if (hold->commit != report.commit) {
-        throw Unprocessable("commit: is " + report.commit + " but job " + std::to_string(*job_id) + " is for " +
-                            hold->commit);
+        throw Unprocessable("commit: is " + report.commit + " but job " + std::to_string(*job_id) +
+                            " is for " + hold->commit);
       }
       std::int64_t agent_id = agent_for(tx, request, report.agent.name);
       bool holds = hold->state == "running" && hold->agent_id == agent_id;
@@ -219,7 +241,8 @@ Response App::ingest(Request& request, std::optional<std::int64_t> job_id) {
     }
     StoredRun result = RunRepository::store(tx, project_id, report, document, canonical, job_id);
     if (!result.duplicate) {
-      result.verdict = DetectionRepository::evaluate_run(tx, result.run_id, project_id, report);
+      if (!plan) plan = planned.get();
+      result.verdict = DetectionRepository::finish(tx, result.run_id, *plan, report);
       if (job_id) JobRepository::complete(tx, *job_id);
       NotificationRepository::verdict(tx, options_.notifications, result.run_id);
     }
@@ -269,11 +292,13 @@ void App::register_routes() {
     NewJob job;
     std::string project = body_string(body, "project");
     job.commit = body_string(body, "commit");
-    if (!common::is_commit_sha(job.commit)) throw Unprocessable("commit: must be a 40-character lowercase hex SHA");
+    if (!common::is_commit_sha(job.commit))
+      throw Unprocessable("commit: must be a 40-character lowercase hex SHA");
     job.branch = body_string(body, "branch");
     std::string base = body_string(body, "base_commit", false);
     if (!base.empty()) {
-      if (!common::is_commit_sha(base)) throw Unprocessable("base_commit: must be a 40-character lowercase hex SHA");
+      if (!common::is_commit_sha(base))
+        throw Unprocessable("base_commit: must be a 40-character lowercase hex SHA");
       job.base_commit = base;
     }
     job.pr = body_integer(body, "pr", 1);
@@ -284,7 +309,8 @@ void App::register_routes() {
       job.project_id = RunRepository::ensure_project(tx, project);
       auto [job_id, was_created] = JobRepository::create(tx, job);
       json job_json = *JobRepository::get(tx, job_id);
-      if (was_created) NotificationRepository::job_queued(tx, options_.notifications, job.project_id, job_json);
+      if (was_created)
+        NotificationRepository::job_queued(tx, options_.notifications, job.project_id, job_json);
       return std::make_tuple(job_id, was_created, job_json);
     });
     return Response::json(created ? 201 : 200, document);
@@ -326,7 +352,8 @@ void App::register_routes() {
     return Response::json(200, *job);
   });
 
-  auto holder_action = [this](const char* verb, bool (*action)(pqxx::work&, std::int64_t, std::int64_t, double)) {
+  auto holder_action = [this](const char* verb,
+                              bool (*action)(pqxx::work&, std::int64_t, std::int64_t, double)) {
     return [this, verb, action](Request& request) {
       std::int64_t id = request.id_param("id");
       json body = require_object(request);
@@ -354,16 +381,15 @@ void App::register_routes() {
         [this](Request& request) { return ingest(request, request.id_param("id")); });
 
   r.add("GET", "/api/v1/projects", Access::read(), [this](Request&) {
-    return Response::json_text(200, with_transaction(*pool_, [](pqxx::work& tx) {
-                                 return RunRepository::projects_json(tx);
-                               }));
+    return Response::json_text(
+        200, with_transaction(*pool_, [](pqxx::work& tx) { return RunRepository::projects_json(tx); }));
   });
 
   r.add("GET", "/api/v1/projects/{project}", Access::read(), [this](Request& request) {
-    return Response::json(200, with_transaction(*pool_, [&](pqxx::work& tx) {
-                            return DetectionRepository::settings(tx, project_id_or_404(tx, request.param("project")))
-                                .to_json();
-                          }));
+    return Response::json(
+        200, with_transaction(*pool_, [&](pqxx::work& tx) {
+          return DetectionRepository::settings(tx, project_id_or_404(tx, request.param("project"))).to_json();
+        }));
   });
 
   r.add("PUT", "/api/v1/projects/{project}/settings", Access::of({}), [this](Request& request) {
@@ -395,21 +421,26 @@ void App::register_routes() {
   r.add("GET", "/api/v1/compare", Access::read(), [this](Request& request) {
     std::string base = request.query_value("base").value_or("");
     std::string head = request.query_value("head").value_or("");
-    if (!common::is_commit_sha(base)) throw BadRequest("base: must be a 40-character lowercase hex commit SHA");
-    if (!common::is_commit_sha(head)) throw BadRequest("head: must be a 40-character lowercase hex commit SHA");
+    if (!common::is_commit_sha(base))
+      throw BadRequest("base: must be a 40-character lowercase hex commit SHA");
+    if (!common::is_commit_sha(head))
+      throw BadRequest("head: must be a 40-character lowercase hex commit SHA");
     std::string gpu = request.query_value("gpu").value_or("");
-    return Response::json(200, with_transaction(*pool_, [&](pqxx::work& tx) {
-      std::int64_t project_id = 0;
-      if (auto project = request.query_value("project")) {
-        project_id = project_id_or_404(tx, *project);
-      } else {
-        pqxx::result projects = tx.exec_params("SELECT DISTINCT project_id FROM runs WHERE commit_sha = $1", head);
-        if (projects.empty()) throw NotFound("no run of commit " + head);
-        if (projects.size() > 1) throw BadRequest("commit " + head + " has runs in several projects; add project=");
-        project_id = projects[0][0].as<std::int64_t>();
-      }
-      return DetectionRepository::compare_commits(tx, project_id, base, head, gpu);
-    }));
+    return Response::json(
+        200, with_transaction(*pool_, [&](pqxx::work& tx) {
+          std::int64_t project_id = 0;
+          if (auto project = request.query_value("project")) {
+            project_id = project_id_or_404(tx, *project);
+          } else {
+            pqxx::result projects =
+                tx.exec_params("SELECT DISTINCT project_id FROM runs WHERE commit_sha = $1", head);
+            if (projects.empty()) throw NotFound("no run of commit " + head);
+            if (projects.size() > 1)
+              throw BadRequest("commit " + head + " has runs in several projects; add project=");
+            project_id = projects[0][0].as<std::int64_t>();
+          }
+          return DetectionRepository::compare_commits(tx, project_id, base, head, gpu);
+        }));
   });
 
   r.set_static([this](const Request& request) { return static_file(options_.dashboard_dir, request); });
@@ -419,14 +450,16 @@ void App::register_routes() {
     return Response::json_text(200, with_transaction(*pool_, [&](pqxx::work& tx) {
                                  std::int64_t project_id = project_id_or_404(tx, request.param("project"));
                                  std::string branch = request.query_value("branch").value_or("");
-                                 if (branch.empty()) branch = DetectionRepository::settings(tx, project_id).default_branch;
+                                 if (branch.empty())
+                                   branch = DetectionRepository::settings(tx, project_id).default_branch;
                                  return RunRepository::overview_json(tx, project_id, branch, gpu);
                                }));
   });
 
   r.add("GET", "/api/v1/projects/{project}/cases", Access::read(), [this](Request& request) {
     return Response::json_text(200, with_transaction(*pool_, [&](pqxx::work& tx) {
-                                 return RunRepository::cases_json(tx, project_id_or_404(tx, request.param("project")));
+                                 return RunRepository::cases_json(
+                                     tx, project_id_or_404(tx, request.param("project")));
                                }));
   });
 
@@ -434,8 +467,8 @@ void App::register_routes() {
     int limit = limit_param(request, 100, 1000);
     std::string branch = request.query_value("branch").value_or("");
     return Response::json_text(200, with_transaction(*pool_, [&](pqxx::work& tx) {
-                                 return RunRepository::runs_json(tx, project_id_or_404(tx, request.param("project")),
-                                                                 branch, limit);
+                                 return RunRepository::runs_json(
+                                     tx, project_id_or_404(tx, request.param("project")), branch, limit);
                                }));
   });
 
@@ -444,16 +477,16 @@ void App::register_routes() {
     if (!case_name || case_name->empty()) throw BadRequest("case: query parameter is required");
     int limit = limit_param(request, 1000, 10000);
     std::string gpu = request.query_value("gpu").value_or("");
-    return Response::json_text(200, with_transaction(*pool_, [&](pqxx::work& tx) {
-                                 std::int64_t project_id = project_id_or_404(tx, request.param("project"));
-                                 std::string branch = request.query_value("branch").value_or("");
-                                 if (branch.empty()) {
-                                   branch = tx.exec_params1("SELECT default_branch FROM projects WHERE id = $1",
-                                                            project_id)[0]
-                                                .as<std::string>();
-                                 }
-                                 return RunRepository::series_json(tx, project_id, *case_name, gpu, branch, limit);
-                               }));
+    return Response::json_text(
+        200, with_transaction(*pool_, [&](pqxx::work& tx) {
+          std::int64_t project_id = project_id_or_404(tx, request.param("project"));
+          std::string branch = request.query_value("branch").value_or("");
+          if (branch.empty()) {
+            branch = tx.exec_params1("SELECT default_branch FROM projects WHERE id = $1", project_id)[0]
+                         .as<std::string>();
+          }
+          return RunRepository::series_json(tx, project_id, *case_name, gpu, branch, limit);
+        }));
   });
 }
 

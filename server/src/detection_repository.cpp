@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <charconv>
-#include <regex>
 #include <cmath>
 #include <future>
+#include <regex>
 #include <thread>
 
 #include "errors.hpp"
@@ -15,10 +15,10 @@ namespace kw::server {
 
 namespace {
 
-using nlohmann::json;
 using common::ChangeStatus;
 using common::Comparison;
 using common::Measurement;
+using nlohmann::json;
 
 constexpr std::size_t kHistoryRuns = 30;
 
@@ -86,15 +86,18 @@ struct Baseline {
   std::string reason;
 };
 
-json names_json(const std::vector<std::string>& names) { return json(names); }
+json names_json(const std::vector<std::string>& names) {
+  return json(names);
+}
 
 std::map<std::string, Baseline> find_baselines(pqxx::work& tx, const char* statement,
-                                                const std::vector<std::string>& names, std::int64_t project_id,
-                                                const std::string& gpu, std::int64_t run_id, const std::string& key,
-                                                const std::string& reason) {
+                                               const std::vector<std::string>& names, std::int64_t project_id,
+                                               const std::string& gpu, std::int64_t run_id,
+                                               const std::string& key, const std::string& reason) {
   std::map<std::string, Baseline> found;
   if (names.empty()) return found;
-  for (const auto& row : tx.exec_prepared(statement, names_json(names).dump(), project_id, gpu, run_id, key)) {
+  for (const auto& row :
+       tx.exec_prepared(statement, names_json(names).dump(), project_id, gpu, run_id, key)) {
     Baseline b{row[1].as<std::int64_t>(), row[2].as<std::string>(), row[3].as<std::int64_t>(), ""};
     b.reason = reason + " (run " + std::to_string(b.run_id) + ", commit " + b.commit.substr(0, 12) + ")";
     found[row[0].as<std::string>()] = b;
@@ -121,8 +124,8 @@ std::vector<T> parse_pg_array(std::string_view text) {
   return values;
 }
 
-std::map<std::int64_t, std::vector<Measurement>> load_measurements(pqxx::work& tx,
-                                                                   const std::vector<std::int64_t>& case_ids) {
+std::map<std::int64_t, std::vector<Measurement>> load_measurements(
+    pqxx::work& tx, const std::vector<std::int64_t>& case_ids) {
   std::map<std::int64_t, std::vector<Measurement>> by_case;
   if (case_ids.empty()) return by_case;
   for (const auto& row : tx.exec_prepared("detection_measurements", json(case_ids).dump())) {
@@ -142,7 +145,9 @@ const Measurement* find_impl(const std::vector<Measurement>& measurements, const
   return nullptr;
 }
 
-common::Timing timing_of(const Measurement& m) { return {m.samples_ns, m.throttled_samples}; }
+common::Timing timing_of(const Measurement& m) {
+  return {m.samples_ns, m.throttled_samples};
+}
 
 struct ComparisonRow {
   std::string case_name;
@@ -162,11 +167,16 @@ struct ComparisonRow {
              {"excluded_throttled", c.excluded_throttled},
              {"note", c.note}};
     if (c.status != ChangeStatus::no_baseline) {
-      row.update({{"ratio", c.ratio},           {"ratio_of_medians", c.ratio_of_medians},
-                  {"lower", c.lower},           {"upper", c.upper},
-                  {"confidence", c.confidence}, {"p_value", c.p_value},
-                  {"threshold", c.threshold},   {"head_noise", c.head_noise},
-                  {"base_noise", c.base_noise}, {"head_samples", c.head_samples},
+      row.update({{"ratio", c.ratio},
+                  {"ratio_of_medians", c.ratio_of_medians},
+                  {"lower", c.lower},
+                  {"upper", c.upper},
+                  {"confidence", c.confidence},
+                  {"p_value", c.p_value},
+                  {"threshold", c.threshold},
+                  {"head_noise", c.head_noise},
+                  {"base_noise", c.base_noise},
+                  {"head_samples", c.head_samples},
                   {"base_samples", c.base_samples}});
     }
     return row;
@@ -175,8 +185,8 @@ struct ComparisonRow {
 
 void insert_comparisons(pqxx::work& tx, std::int64_t run_id, const std::vector<ComparisonRow>& rows) {
   if (rows.empty()) return;
-  PgArray case_name, kind, impl, baseline_run, reason, status, ratio, ratio_of_medians, lower, upper, confidence,
-      p_value, threshold, head_noise, base_noise, head_samples, base_samples, excluded, note;
+  PgArray case_name, kind, impl, baseline_run, reason, status, ratio, ratio_of_medians, lower, upper,
+      confidence, p_value, threshold, head_noise, base_noise, head_samples, base_samples, excluded, note;
   for (const ComparisonRow& row : rows) {
     const Comparison& c = row.comparison;
     case_name.text(row.case_name);
@@ -190,9 +200,15 @@ void insert_comparisons(pqxx::work& tx, std::int64_t run_id, const std::vector<C
     reason.text(row.baseline ? row.baseline->reason : "");
     status.text(common::to_string(c.status));
     bool measured = c.status != ChangeStatus::no_baseline;
-    for (auto [array, value] : {std::pair{&ratio, c.ratio}, {&ratio_of_medians, c.ratio_of_medians}, {&lower, c.lower},
-                                {&upper, c.upper}, {&confidence, c.confidence}, {&p_value, c.p_value},
-                                {&threshold, c.threshold}, {&head_noise, c.head_noise}, {&base_noise, c.base_noise}}) {
+    for (auto [array, value] : {std::pair{&ratio, c.ratio},
+                                {&ratio_of_medians, c.ratio_of_medians},
+                                {&lower, c.lower},
+                                {&upper, c.upper},
+                                {&confidence, c.confidence},
+                                {&p_value, c.p_value},
+                                {&threshold, c.threshold},
+                                {&head_noise, c.head_noise},
+                                {&base_noise, c.base_noise}}) {
       if (measured) {
         array->number(value);
       } else {
@@ -238,7 +254,8 @@ CaseResult compare_case(const std::string& name, const std::vector<Measurement>&
     result.rows.push_back({name, "time", "candidate", baseline, none});
     return result;
   }
-  Comparison time = common::compare_times(timing_of(*head_candidate), timing_of(*base_candidate), threshold, settings);
+  Comparison time =
+      common::compare_times(timing_of(*head_candidate), timing_of(*base_candidate), threshold, settings);
   result.rows.push_back({name, "time", "candidate", baseline, time});
   bool speedup_worse = false, speedup_better = false, any_speedup = false;
   for (const Measurement& m : head) {
@@ -247,8 +264,9 @@ CaseResult compare_case(const std::string& name, const std::vector<Measurement>&
     if (!base_impl) continue;
     Comparison impl_time = common::compare_times(timing_of(m), timing_of(*base_impl), threshold, settings);
     result.rows.push_back({name, "time", m.impl, baseline, impl_time});
-    Comparison speedup = common::compare_speedups(timing_of(*head_candidate), timing_of(m), timing_of(*base_candidate),
-                                                  timing_of(*base_impl), threshold, settings);
+    Comparison speedup =
+        common::compare_speedups(timing_of(*head_candidate), timing_of(m), timing_of(*base_candidate),
+                                 timing_of(*base_impl), threshold, settings);
     result.rows.push_back({name, "speedup", m.impl, baseline, speedup});
     any_speedup = true;
     speedup_worse = speedup_worse || speedup.status == ChangeStatus::regression;
@@ -261,7 +279,8 @@ CaseResult compare_case(const std::string& name, const std::vector<Measurement>&
     result.status = ChangeStatus::improvement;
   } else if (time.status != ChangeStatus::unchanged) {
     std::string& note = result.rows[0].comparison.note;
-    note += (note.empty() ? "" : "; ") + std::string("not flagged: the in-run baselines moved alike (machine drift, not the kernel)");
+    note += (note.empty() ? "" : "; ") +
+            std::string("not flagged: the in-run baselines moved alike (machine drift, not the kernel)");
   }
   return result;
 }
@@ -271,8 +290,8 @@ std::map<std::string, std::vector<double>> load_history(pqxx::work& tx, const st
                                                         const std::string& branch, std::int64_t run_id) {
   std::map<std::string, std::vector<double>> history;
   if (names.empty()) return history;
-  for (const auto& row : tx.exec_prepared("detection_history", names_json(names).dump(), project_id, gpu, branch,
-                                          run_id, static_cast<int>(kHistoryRuns))) {
+  for (const auto& row : tx.exec_prepared("detection_history", names_json(names).dump(), project_id, gpu,
+                                          branch, run_id, static_cast<int>(kHistoryRuns))) {
     history[row[0].as<std::string>()] = json::parse(row[1].c_str()).get<std::vector<double>>();
   }
   return history;
@@ -294,14 +313,19 @@ json ProjectSettings::to_json() const {
           {"webhook_url", webhook_url.empty() ? json(nullptr) : json(webhook_url)}};
 }
 
-common::DetectionSettings DetectionRepository::detection_settings() { return {}; }
+common::DetectionSettings DetectionRepository::detection_settings() {
+  return {};
+}
 
 std::vector<Statement> DetectionRepository::statements() {
   return {{"detection_baseline_commit", kBaselineAtCommit},
           {"detection_baseline_branch", kBaselineOnBranch},
           {"detection_history", kHistory},
           {"detection_measurements", kMeasurementsOf},
-          {"detection_insert", kInsertComparisons}};
+          {"detection_insert", kInsertComparisons},
+          {"detection_case_status",
+           "UPDATE cases c SET status = s.status FROM unnest($2::text[], $3::text[]) AS s(name, status) "
+           "WHERE c.run_id = $1 AND c.name = s.name"}};
 }
 
 ProjectSettings DetectionRepository::settings(pqxx::work& tx, std::int64_t project_id) {
@@ -309,22 +333,24 @@ ProjectSettings DetectionRepository::settings(pqxx::work& tx, std::int64_t proje
       "SELECT name, default_branch, min_threshold, COALESCE(github_repo, ''), COALESCE(webhook_url, '') "
       "FROM projects WHERE id = $1",
       project_id);
-  ProjectSettings settings{project_id,          row[0].as<std::string>(), row[1].as<std::string>(),
-                           row[2].as<double>(), {},                       row[3].as<std::string>(),
-                           row[4].as<std::string>()};
-  for (const auto& c : tx.exec_params("SELECT case_name, min_threshold FROM case_settings WHERE project_id = $1",
-                                      project_id)) {
+  ProjectSettings settings{
+      project_id, row[0].as<std::string>(), row[1].as<std::string>(), row[2].as<double>(),
+      {},         row[3].as<std::string>(), row[4].as<std::string>()};
+  for (const auto& c : tx.exec_params(
+           "SELECT case_name, min_threshold FROM case_settings WHERE project_id = $1", project_id)) {
     settings.case_thresholds[c[0].as<std::string>()] = c[1].as<double>();
   }
   return settings;
 }
 
-ProjectSettings DetectionRepository::update_settings(pqxx::work& tx, std::int64_t project_id, const json& changes) {
+ProjectSettings DetectionRepository::update_settings(pqxx::work& tx, std::int64_t project_id,
+                                                     const json& changes) {
   if (!changes.is_object()) throw Unprocessable("settings: must be a JSON object");
   auto threshold_of = [](const json& value, const std::string& path) {
     if (!value.is_number()) throw Unprocessable(path + ": must be a number");
     double threshold = value.get<double>();
-    if (!(threshold > 0 && threshold < 1)) throw Unprocessable(path + ": must be between 0 and 1 (0.02 = 2%)");
+    if (!(threshold > 0 && threshold < 1))
+      throw Unprocessable(path + ": must be between 0 and 1 (0.02 = 2%)");
     return threshold;
   };
   for (const auto& [key, value] : changes.items()) {
@@ -332,15 +358,18 @@ ProjectSettings DetectionRepository::update_settings(pqxx::work& tx, std::int64_
       if (!value.is_string() || value.get<std::string>().empty()) {
         throw Unprocessable("default_branch: must be a non-empty string");
       }
-      tx.exec_params0("UPDATE projects SET default_branch = $2 WHERE id = $1", project_id, value.get<std::string>());
+      tx.exec_params0("UPDATE projects SET default_branch = $2 WHERE id = $1", project_id,
+                      value.get<std::string>());
     } else if (key == "min_threshold") {
       tx.exec_params0("UPDATE projects SET min_threshold = $2 WHERE id = $1", project_id,
                       threshold_of(value, "min_threshold"));
     } else if (key == "case_thresholds") {
-      if (!value.is_object()) throw Unprocessable("case_thresholds: must be an object of case name -> number|null");
+      if (!value.is_object())
+        throw Unprocessable("case_thresholds: must be an object of case name -> number|null");
       for (const auto& [case_name, threshold] : value.items()) {
         if (threshold.is_null()) {
-          tx.exec_params0("DELETE FROM case_settings WHERE project_id = $1 AND case_name = $2", project_id, case_name);
+          tx.exec_params0("DELETE FROM case_settings WHERE project_id = $1 AND case_name = $2", project_id,
+                          case_name);
         } else {
           tx.exec_params0(
               "INSERT INTO case_settings (project_id, case_name, min_threshold) VALUES ($1, $2, $3) "
@@ -349,8 +378,9 @@ ProjectSettings DetectionRepository::update_settings(pqxx::work& tx, std::int64_
         }
       }
     } else if (key == "github_repo") {
-      if (!value.is_null() && !(value.is_string() && std::regex_match(value.get<std::string>(),
-                                                                      std::regex("[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")))) {
+      if (!value.is_null() &&
+          !(value.is_string() &&
+            std::regex_match(value.get<std::string>(), std::regex("[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")))) {
         throw Unprocessable("github_repo: must be \"owner/name\" or null");
       }
       tx.exec_params0("UPDATE projects SET github_repo = $2 WHERE id = $1", project_id,
@@ -363,16 +393,30 @@ ProjectSettings DetectionRepository::update_settings(pqxx::work& tx, std::int64_
       tx.exec_params0("UPDATE projects SET webhook_url = $2 WHERE id = $1", project_id,
                       value.is_null() ? nullptr : value.get<std::string>().c_str());
     } else {
-      throw Unprocessable(key + ": unknown setting (default_branch, min_threshold, case_thresholds, github_repo, "
-                                "webhook_url)");
+      throw Unprocessable(key +
+                          ": unknown setting (default_branch, min_threshold, case_thresholds, github_repo, "
+                          "webhook_url)");
     }
   }
   return settings(tx, project_id);
 }
 
-std::string DetectionRepository::evaluate_run(pqxx::work& tx, std::int64_t run_id, std::int64_t project_id,
-                                              const common::RunReport& report) {
-  ProjectSettings project = settings(tx, project_id);
+struct DetectionRepository::Plan {
+  std::map<std::string, Baseline> baselines;  // the rows point into it
+  std::vector<ComparisonRow> rows;
+  bool regression = false;
+  bool improvement = false;
+};
+
+std::shared_ptr<const DetectionRepository::Plan> DetectionRepository::plan(pqxx::work& tx,
+                                                                           const std::string& project_name,
+                                                                           const common::RunReport& report) {
+  auto result = std::make_shared<Plan>();
+  auto found = RunRepository::find_project(tx, project_name);
+  // Planned before the run is stored: every run this transaction sees is earlier.
+  constexpr std::int64_t kAfterEveryRun = INT64_MAX;
+  ProjectSettings project = found ? settings(tx, *found) : ProjectSettings{};
+  std::int64_t project_id = found.value_or(0);
   common::DetectionSettings detection = detection_settings();
   std::string gpu = report.device ? report.device->name : "none";
 
@@ -382,31 +426,32 @@ std::string DetectionRepository::evaluate_run(pqxx::work& tx, std::int64_t run_i
   }
   // A pull request compares with its base commit when that commit has a run
   // on this GPU model; everything else with the newest run on the default branch.
-  std::map<std::string, Baseline> baselines;
+  std::map<std::string, Baseline>& baselines = result->baselines;
   std::string default_reason = "newest run on " + project.default_branch + " on " + gpu;
   if (report.base_commit) {
-    baselines = find_baselines(tx, "detection_baseline_commit", names, project_id, gpu, run_id, *report.base_commit,
+    baselines = find_baselines(tx, "detection_baseline_commit", names, project_id, gpu, kAfterEveryRun,
+                               *report.base_commit,
                                "base_commit " + report.base_commit->substr(0, 12) + " on " + gpu);
     std::vector<std::string> missing;
     for (const std::string& name : names) {
       if (!baselines.contains(name)) missing.push_back(name);
     }
-    default_reason = "base_commit " + report.base_commit->substr(0, 12) + " has no run of this case on " + gpu +
-                     "; newest run on " + project.default_branch;
-    auto fallback = find_baselines(tx, "detection_baseline_branch", missing, project_id, gpu, run_id,
+    default_reason = "base_commit " + report.base_commit->substr(0, 12) + " has no run of this case on " +
+                     gpu + "; newest run on " + project.default_branch;
+    auto fallback = find_baselines(tx, "detection_baseline_branch", missing, project_id, gpu, kAfterEveryRun,
                                    project.default_branch, default_reason);
     baselines.merge(fallback);
   } else {
-    baselines = find_baselines(tx, "detection_baseline_branch", names, project_id, gpu, run_id,
+    baselines = find_baselines(tx, "detection_baseline_branch", names, project_id, gpu, kAfterEveryRun,
                                project.default_branch, default_reason);
   }
   std::vector<std::int64_t> case_ids;
   for (const auto& [_, b] : baselines) case_ids.push_back(b.case_id);
   auto base_measurements = load_measurements(tx, case_ids);
-  auto history = load_history(tx, names, project_id, gpu, project.default_branch, run_id);
+  auto history = load_history(tx, names, project_id, gpu, project.default_branch, kAfterEveryRun);
 
   // Cases are independent: compare them on every core (the statistics are
-  // the bulk of a large run's ingest time).
+  // the bulk of a large run's detection time).
   std::vector<const common::Case*> measured;
   for (const common::Case& c : report.cases) {
     if (c.candidate()) measured.push_back(&c);
@@ -419,10 +464,11 @@ std::string DetectionRepository::evaluate_run(pqxx::work& tx, std::int64_t run_i
       auto b = baselines.find(c.name);
       const Baseline* baseline = b == baselines.end() ? nullptr : &b->second;
       auto measurements = baseline ? base_measurements.find(baseline->case_id) : base_measurements.end();
-      const std::vector<Measurement>& base = measurements == base_measurements.end() ? kNone : measurements->second;
+      const std::vector<Measurement>& base =
+          measurements == base_measurements.end() ? kNone : measurements->second;
       auto h = history.find(c.name);
-      double threshold = common::noise_aware_threshold(
-          h == history.end() ? std::vector<double>{} : h->second, project.min_threshold_for(c.name), detection);
+      double threshold = common::noise_aware_threshold(h == history.end() ? std::vector<double>{} : h->second,
+                                                       project.min_threshold_for(c.name), detection);
       results.push_back(compare_case(c.name, c.measurements, base, baseline, threshold, detection));
     }
     return results;
@@ -432,23 +478,37 @@ std::string DetectionRepository::evaluate_run(pqxx::work& tx, std::int64_t run_i
   std::vector<std::future<std::vector<CaseResult>>> parts;
   for (std::size_t w = 0; w < workers; ++w) {
     std::size_t begin = measured.size() * w / workers, end = measured.size() * (w + 1) / workers;
-    parts.push_back(std::async(w == 0 ? std::launch::deferred : std::launch::async, compare_range, begin, end));
+    parts.push_back(
+        std::async(w == 0 ? std::launch::deferred : std::launch::async, compare_range, begin, end));
   }
-  std::vector<ComparisonRow> rows;
-  bool regression = false, improvement = false;
   for (auto& part : parts) {
-    for (CaseResult& result : part.get()) {
-      regression = regression || result.status == ChangeStatus::regression;
-      improvement = improvement || result.status == ChangeStatus::improvement;
-      for (ComparisonRow& row : result.rows) rows.push_back(std::move(row));
+    for (CaseResult& case_result : part.get()) {
+      result->regression = result->regression || case_result.status == ChangeStatus::regression;
+      result->improvement = result->improvement || case_result.status == ChangeStatus::improvement;
+      for (ComparisonRow& row : case_result.rows) result->rows.push_back(std::move(row));
     }
   }
-  insert_comparisons(tx, run_id, rows);
+  return result;
+}
 
+std::string DetectionRepository::finish(pqxx::work& tx, std::int64_t run_id, const Plan& plan,
+                                        const common::RunReport& report) {
+  insert_comparisons(tx, run_id, plan.rows);
+  PgArray names, statuses;
+  for (const ComparisonRow& row : plan.rows) {
+    if (row.kind != "time" || row.impl != "candidate") continue;
+    names.text(row.case_name);
+    statuses.text(common::to_string(row.comparison.status));
+  }
+  tx.exec_prepared0("detection_case_status", run_id, names.str(), statuses.str());
   bool failed = false;
-  for (const common::Stage& stage : report.stages) failed = failed || stage.status == common::StageStatus::failed;
+  for (const common::Stage& stage : report.stages)
+    failed = failed || stage.status == common::StageStatus::failed;
   for (const common::Case& c : report.cases) failed = failed || (c.correctness && !c.correctness->passed);
-  std::string verdict = failed ? "failed" : regression ? "regression" : improvement ? "improvement" : "pass";
+  std::string verdict = failed             ? "failed"
+                        : plan.regression  ? "regression"
+                        : plan.improvement ? "improvement"
+                                           : "pass";
   RunRepository::set_verdict(tx, run_id, verdict);
   return verdict;
 }
@@ -484,14 +544,17 @@ json DetectionRepository::compare_commits(pqxx::work& tx, std::int64_t project_i
     }
     auto measurements = load_measurements(tx, ids);
     auto history = load_history(tx, names, project_id, gpu, project.default_branch, head_run);
-    Baseline baseline{base_run, base, 0, "commit " + base.substr(0, 12) + " on " + gpu + " (run " +
-                                             std::to_string(base_run) + ")"};
+    Baseline baseline{
+        base_run, base, 0,
+        "commit " + base.substr(0, 12) + " on " + gpu + " (run " + std::to_string(base_run) + ")"};
     json rows = json::array();
     for (const auto& c : cases) {
       std::string name = c[0].as<std::string>();
-      double threshold = common::noise_aware_threshold(history[name], project.min_threshold_for(name), detection);
-      CaseResult result = compare_case(name, measurements[c[1].as<std::int64_t>()],
-                                       measurements[c[2].as<std::int64_t>()], &baseline, threshold, detection);
+      double threshold =
+          common::noise_aware_threshold(history[name], project.min_threshold_for(name), detection);
+      CaseResult result =
+          compare_case(name, measurements[c[1].as<std::int64_t>()], measurements[c[2].as<std::int64_t>()],
+                       &baseline, threshold, detection);
       if (result.rows.empty()) continue;
       json row = result.rows[0].to_json();
       row["status"] = common::to_string(result.status);
@@ -501,22 +564,27 @@ json DetectionRepository::compare_commits(pqxx::work& tx, std::int64_t project_i
       rows.push_back(std::move(row));
     }
     std::sort(rows.begin(), rows.end(), [](const json& a, const json& b) {
-      auto effect = [](const json& row) { return row.contains("ratio") ? std::abs(std::log(row["ratio"].get<double>())) : 0.0; };
+      auto effect = [](const json& row) {
+        return row.contains("ratio") ? std::abs(std::log(row["ratio"].get<double>())) : 0.0;
+      };
       return effect(a) > effect(b);
     });
-    gpus.push_back({{"gpu_model", gpu}, {"head_run_id", head_run}, {"base_run_id", base_run}, {"cases", rows}});
+    gpus.push_back(
+        {{"gpu_model", gpu}, {"head_run_id", head_run}, {"base_run_id", base_run}, {"cases", rows}});
   }
   return {{"project", project.name}, {"base", base}, {"head", head}, {"gpus", gpus}};
 }
 
 std::optional<std::string> DetectionRepository::acknowledge(pqxx::work& tx, std::int64_t run_id,
-                                                            const std::string& who, const std::string& reason) {
+                                                            const std::string& who,
+                                                            const std::string& reason) {
   pqxx::result rows = tx.exec_params("SELECT verdict FROM runs WHERE id = $1 FOR UPDATE", run_id);
   if (rows.empty()) return std::nullopt;
   std::string verdict = rows[0][0].as<std::string>();
   if (verdict == "regression") {
     tx.exec_params0(
-        "UPDATE runs SET verdict = 'pass', acknowledged_by = $2, acknowledged_reason = $3, acknowledged_at = now() "
+        "UPDATE runs SET verdict = 'pass', acknowledged_by = $2, acknowledged_reason = $3, acknowledged_at = "
+        "now() "
         "WHERE id = $1",
         run_id, who, reason);
   }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -37,12 +38,18 @@ class DetectionRepository {
   static ProjectSettings settings(pqxx::work& tx, std::int64_t project_id);
   // Applies {"default_branch"?, "min_threshold"?, "case_thresholds"?: {case: number|null},
   //          "github_repo"?: "owner/name"|null, "webhook_url"?: url|null}.
-  static ProjectSettings update_settings(pqxx::work& tx, std::int64_t project_id, const nlohmann::json& changes);
+  static ProjectSettings update_settings(pqxx::work& tx, std::int64_t project_id,
+                                         const nlohmann::json& changes);
 
-  // Compares every case of a freshly stored run with its baseline, stores the
-  // comparisons and the verdict, and returns the verdict.
-  static std::string evaluate_run(pqxx::work& tx, std::int64_t run_id, std::int64_t project_id,
-                                  const common::RunReport& report);
+  // Detection in two halves, so the first can run on its own connection while
+  // the run is being stored: `plan` reads the baselines and history (earlier
+  // runs only) and computes every comparison; `finish` stores them with the
+  // run's verdict and returns the verdict.
+  struct Plan;
+  static std::shared_ptr<const Plan> plan(pqxx::work& tx, const std::string& project,
+                                          const common::RunReport& report);
+  static std::string finish(pqxx::work& tx, std::int64_t run_id, const Plan& plan,
+                            const common::RunReport& report);
 
   // Every case of the newest run of `head` against the newest run of `base`,
   // per GPU model that has both, sorted by effect size.

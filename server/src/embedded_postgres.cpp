@@ -116,12 +116,14 @@ EmbeddedPostgres::~EmbeddedPostgres() {
   }
 }
 
-std::string EmbeddedPostgres::run_tool(const std::string& tool, const std::vector<std::string>& args, bool check) {
+std::string EmbeddedPostgres::run_tool(const std::string& tool, const std::vector<std::string>& args,
+                                       bool check) {
   std::vector<std::string> argv{(bin_dir_ / tool).string()};
   argv.insert(argv.end(), args.begin(), args.end());
   ProcessResult result = run_process(argv, run_as_);
   if (check && result.exit_code != 0) {
-    throw std::runtime_error(tool + " failed (exit " + std::to_string(result.exit_code) + "): " + result.output);
+    throw std::runtime_error(tool + " failed (exit " + std::to_string(result.exit_code) +
+                             "): " + result.output);
   }
   return result.output;
 }
@@ -137,8 +139,8 @@ void EmbeddedPostgres::init_cluster() {
   if (run_as_) {
     passwd* entry = getpwnam(run_as_->c_str());
     if (entry == nullptr) {
-      throw std::runtime_error("running as root, PostgreSQL needs an unprivileged user; no user \"" + *run_as_ +
-                               "\" exists (install the postgresql package or pass --pg-user)");
+      throw std::runtime_error("running as root, PostgreSQL needs an unprivileged user; no user \"" +
+                               *run_as_ + "\" exists (install the postgresql package or pass --pg-user)");
     }
     // The tools run as that user and must reach the cluster through data_dir.
     fs::permissions(data_dir_, fs::perms::group_exec | fs::perms::others_exec, fs::perm_options::add);
@@ -195,7 +197,8 @@ int EmbeddedPostgres::read_running_port() const {
 void EmbeddedPostgres::start() {
   if (!fs::exists(cluster_dir_ / "PG_VERSION")) {
     if (fs::exists(cluster_dir_) && !fs::is_empty(cluster_dir_)) {
-      throw std::runtime_error(cluster_dir_.string() + " exists but is not a PostgreSQL cluster; move it away");
+      throw std::runtime_error(cluster_dir_.string() +
+                               " exists but is not a PostgreSQL cluster; move it away");
     }
     init_cluster();
   } else {
@@ -242,7 +245,8 @@ void EmbeddedPostgres::ensure_database(const std::string& name) {
 }
 
 void EmbeddedPostgres::drop_database(const std::string& name) {
-  psql("postgres", "DROP DATABASE IF EXISTS " + pqxx::connection(url("postgres")).quote_name(name) + " WITH (FORCE)");
+  psql("postgres",
+       "DROP DATABASE IF EXISTS " + pqxx::connection(url("postgres")).quote_name(name) + " WITH (FORCE)");
 }
 
 }  // namespace kw::server

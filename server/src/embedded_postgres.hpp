@@ -5,8 +5,8 @@
 
 #include <filesystem>
 #include <optional>
-#include <vector>
 #include <string>
+#include <vector>
 
 namespace kw::server {
 

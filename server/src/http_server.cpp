@@ -51,19 +51,22 @@ class Session : public std::enable_shared_from_this<Session> {
     stream_.expires_after(server_.options_.read_timeout);
     auto& header = parser_->get();
     if (beast::iequals(header[http::field::expect], "100-continue")) {
-      auto continue_response = std::make_shared<http::response<http::empty_body>>(http::status::continue_, 11);
-      http::async_write(stream_, *continue_response,
-                        [self = shared_from_this(), continue_response](beast::error_code write_ec, std::size_t) {
-                          if (write_ec) return self->close();
-                          self->read_body();
-                        });
+      auto continue_response =
+          std::make_shared<http::response<http::empty_body>>(http::status::continue_, 11);
+      http::async_write(
+          stream_, *continue_response,
+          [self = shared_from_this(), continue_response](beast::error_code write_ec, std::size_t) {
+            if (write_ec) return self->close();
+            self->read_body();
+          });
       return;
     }
     read_body();
   }
 
   void read_body() {
-    http::async_read(stream_, buffer_, *parser_, beast::bind_front_handler(&Session::on_read, shared_from_this()));
+    http::async_read(stream_, buffer_, *parser_,
+                     beast::bind_front_handler(&Session::on_read, shared_from_this()));
   }
 
   void on_read(beast::error_code ec, std::size_t) {
@@ -77,7 +80,8 @@ class Session : public std::enable_shared_from_this<Session> {
     request.target = std::string(message.target());
     auto question = request.target.find('?');
     request.path = percent_decode(std::string_view(request.target).substr(0, question));
-    if (question != std::string::npos) request.query = parse_query(std::string_view(request.target).substr(question + 1));
+    if (question != std::string::npos)
+      request.query = parse_query(std::string_view(request.target).substr(question + 1));
     request.body = std::move(message.body());
     request.authorization = std::string(message[http::field::authorization]);
     for (const auto& field : message) {

@@ -25,8 +25,8 @@ struct HttpOptions {
   unsigned short port = 8080;  // 0 picks a free port
   int threads = 4;
   std::size_t body_limit = 16 * 1024 * 1024;
-  std::chrono::seconds read_timeout{30};   // to receive one whole request
-  std::chrono::seconds idle_timeout{60};   // keep-alive wait for the next request
+  std::chrono::seconds read_timeout{30};  // to receive one whole request
+  std::chrono::seconds idle_timeout{60};  // keep-alive wait for the next request
 };
 
 class Session;

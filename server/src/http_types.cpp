@@ -8,10 +8,14 @@ namespace kw::server {
 
 std::string_view to_string(Scope scope) {
   switch (scope) {
-    case Scope::read: return "read";
-    case Scope::agent: return "agent";
-    case Scope::ci: return "ci";
-    case Scope::admin: return "admin";
+    case Scope::read:
+      return "read";
+    case Scope::agent:
+      return "agent";
+    case Scope::ci:
+      return "ci";
+    case Scope::admin:
+      return "admin";
   }
   return "read";
 }

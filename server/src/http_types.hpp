@@ -37,7 +37,7 @@ struct Request {
   const std::string& param(const std::string& name) const;
   std::optional<std::string> query_value(const std::string& name) const;
   std::int64_t id_param(const std::string& name) const;  // 404 when not a positive integer
-  nlohmann::json json_body() const;                       // 400 when not JSON
+  nlohmann::json json_body() const;                      // 400 when not JSON
 };
 
 struct Response {

@@ -76,16 +76,17 @@ RETURNING id
 }  // namespace
 
 std::vector<Statement> JobRepository::statements() {
-  return {{"job_create", kCreate},   {"job_get", kGet},           {"agent_upsert", kUpsertAgent},
-          {"job_claim", kClaim},     {"job_requeue", kRequeueExpired}, {"job_heartbeat", kHeartbeat},
+  return {{"job_create", kCreate},          {"job_get", kGet},
+          {"agent_upsert", kUpsertAgent},   {"job_claim", kClaim},
+          {"job_requeue", kRequeueExpired}, {"job_heartbeat", kHeartbeat},
           {"job_release", kRelease}};
 }
 
 std::pair<std::int64_t, bool> JobRepository::create(pqxx::work& tx, const NewJob& job) {
   std::optional<std::string> pr;
   if (job.pr) pr = std::to_string(*job.pr);
-  pqxx::row row = tx.exec_prepared1("job_create", job.project_id, job.commit, job.branch, nullable(job.base_commit),
-                                    nullable(pr), job.gpu_class, job.max_attempts);
+  pqxx::row row = tx.exec_prepared1("job_create", job.project_id, job.commit, job.branch,
+                                    nullable(job.base_commit), nullable(pr), job.gpu_class, job.max_attempts);
   return {row[0].as<std::int64_t>(), row[1].as<bool>()};
 }
 
@@ -99,7 +100,8 @@ std::optional<std::int64_t> JobRepository::upsert_agent(pqxx::work& tx, const st
                                                         std::int64_t token_id, bool caller_is_admin,
                                                         const std::string& host, const std::string& version,
                                                         const nlohmann::json& gpus) {
-  pqxx::result rows = tx.exec_prepared("agent_upsert", name, token_id, host, version, gpus.dump(), caller_is_admin);
+  pqxx::result rows =
+      tx.exec_prepared("agent_upsert", name, token_id, host, version, gpus.dump(), caller_is_admin);
   if (rows.empty()) return std::nullopt;
   return rows[0][0].as<std::int64_t>();
 }
@@ -123,7 +125,8 @@ int JobRepository::requeue_expired(pqxx::work& tx) {
   return static_cast<int>(tx.exec_prepared("job_requeue").affected_rows());
 }
 
-bool JobRepository::heartbeat(pqxx::work& tx, std::int64_t job_id, std::int64_t agent_id, double lease_seconds) {
+bool JobRepository::heartbeat(pqxx::work& tx, std::int64_t job_id, std::int64_t agent_id,
+                              double lease_seconds) {
   return !tx.exec_prepared("job_heartbeat", job_id, agent_id, lease_seconds).empty();
 }
 
@@ -142,7 +145,8 @@ std::optional<JobHold> JobRepository::lock(pqxx::work& tx, std::int64_t job_id) 
 }
 
 void JobRepository::complete(pqxx::work& tx, std::int64_t job_id) {
-  tx.exec_params0("UPDATE jobs SET state = 'done', lease_expires_at = NULL, updated_at = now() WHERE id = $1", job_id);
+  tx.exec_params0("UPDATE jobs SET state = 'done', lease_expires_at = NULL, updated_at = now() WHERE id = $1",
+                  job_id);
 }
 
 std::string JobRepository::counts_by_state_metrics(pqxx::work& tx) {

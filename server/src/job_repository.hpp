@@ -42,15 +42,16 @@ class JobRepository {
 
   // Registers or refreshes an agent under the caller's token. Returns the
   // agent id, or nullopt when the name belongs to another token.
-  static std::optional<std::int64_t> upsert_agent(pqxx::work& tx, const std::string& name, std::int64_t token_id,
-                                                  bool caller_is_admin, const std::string& host,
-                                                  const std::string& version, const nlohmann::json& gpus);
-  static std::optional<std::int64_t> find_agent(pqxx::work& tx, const std::string& name, std::int64_t token_id,
-                                                bool caller_is_admin);
+  static std::optional<std::int64_t> upsert_agent(pqxx::work& tx, const std::string& name,
+                                                  std::int64_t token_id, bool caller_is_admin,
+                                                  const std::string& host, const std::string& version,
+                                                  const nlohmann::json& gpus);
+  static std::optional<std::int64_t> find_agent(pqxx::work& tx, const std::string& name,
+                                                std::int64_t token_id, bool caller_is_admin);
 
   // Claims the oldest queued job this agent's GPUs can run.
-  static std::optional<std::int64_t> claim(pqxx::work& tx, std::int64_t agent_id, const nlohmann::json& gpu_models,
-                                           double lease_seconds);
+  static std::optional<std::int64_t> claim(pqxx::work& tx, std::int64_t agent_id,
+                                           const nlohmann::json& gpu_models, double lease_seconds);
   // Expired leases: back to the queue, or failed after max_attempts.
   static int requeue_expired(pqxx::work& tx);
   static bool heartbeat(pqxx::work& tx, std::int64_t job_id, std::int64_t agent_id, double lease_seconds);

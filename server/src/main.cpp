@@ -66,9 +66,8 @@ std::string admin_token_for_up(const fs::path& data_dir, ConnectionPool& pool) {
   bool valid = !token.empty() &&
                with_transaction(pool, [&](pqxx::work& tx) { return TokenRepository::is_valid(tx, token); });
   if (!valid) {
-    token = with_transaction(pool, [](pqxx::work& tx) {
-      return TokenRepository::create(tx, "admin (kw up)", Scope::admin);
-    });
+    token = with_transaction(
+        pool, [](pqxx::work& tx) { return TokenRepository::create(tx, "admin (kw up)", Scope::admin); });
     std::ofstream out(file, std::ios::trunc);
     out << token << "\n";
     out.close();
@@ -77,7 +76,8 @@ std::string admin_token_for_up(const fs::path& data_dir, ConnectionPool& pool) {
   return token;
 }
 
-int serve(const DatabaseChoice& choice, ServerOptions options, const std::string& listen, bool print_admin_token) {
+int serve(const DatabaseChoice& choice, ServerOptions options, const std::string& listen,
+          bool print_admin_token) {
   std::tie(options.http.address, options.http.port) = parse_listen(listen);
   // Signals are taken by sigwait below, never by a worker thread.
   sigset_t signals;
@@ -92,8 +92,8 @@ int serve(const DatabaseChoice& choice, ServerOptions options, const std::string
   app.start();
   std::string url = "http://" + listen.substr(0, listen.rfind(':')) + ":" + std::to_string(app.port());
   std::cout << "kw-server listening on " << url << " (database: "
-            << (embedded ? "embedded in " + fs::absolute(choice.data_dir).string() : std::string("external")) << ")"
-            << std::endl;
+            << (embedded ? "embedded in " + fs::absolute(choice.data_dir).string() : std::string("external"))
+            << ")" << std::endl;
   if (print_admin_token) {
     std::cout << "dashboard: " << url << "/\n"
               << "admin token: " << admin_token_for_up(choice.data_dir, app.pool()) << std::endl;
@@ -118,17 +118,22 @@ int main(int argc, char** argv) {
   add_database_options(cli, database);
   cli.add_option("--listen", listen, "HOST:PORT to serve HTTP on")->capture_default_str();
   cli.add_option("--threads", options.http.threads, "HTTP worker threads")->capture_default_str();
-  cli.add_option("--body-limit", options.http.body_limit, "largest request body in bytes")->capture_default_str();
+  cli.add_option("--body-limit", options.http.body_limit, "largest request body in bytes")
+      ->capture_default_str();
   cli.add_option("--lease-seconds", options.lease_seconds, "job lease length; agents heartbeat within it")
       ->capture_default_str();
-  cli.add_option("--max-attempts", options.max_attempts, "claims of a job before it is failed")->capture_default_str();
+  cli.add_option("--max-attempts", options.max_attempts, "claims of a job before it is failed")
+      ->capture_default_str();
   cli.add_flag("--read-token-required", options.reads_need_token, "GET endpoints need a token too");
-  cli.add_flag("--print-admin-token", print_admin_token, "print an admin token (kept in DATA_DIR/admin-token)");
+  cli.add_flag("--print-admin-token", print_admin_token,
+               "print an admin token (kept in DATA_DIR/admin-token)");
   options.dashboard_dir = KW_DEFAULT_DASHBOARD_DIR;
-  cli.add_option("--dashboard-dir", options.dashboard_dir, "the built dashboard to serve at /")->capture_default_str();
+  cli.add_option("--dashboard-dir", options.dashboard_dir, "the built dashboard to serve at /")
+      ->capture_default_str();
   cli.add_option("--public-url", options.notifications.public_url,
                  "base URL of links in commit statuses and webhooks (default: http://LISTEN)");
-  cli.add_option("--github-api", options.notifications.github_api, "GitHub REST API base URL")->capture_default_str();
+  cli.add_option("--github-api", options.notifications.github_api, "GitHub REST API base URL")
+      ->capture_default_str();
   cli.add_option("--github-token", options.notifications.github_token,
                  "token for commit statuses (or KW_GITHUB_TOKEN); statuses are sent only with one");
   cli.add_option("--webhook-secret", options.notifications.webhook_secret,
@@ -140,7 +145,8 @@ int main(int argc, char** argv) {
   std::string scope_text, name, revoke_target;
   auto* create = token->add_subcommand("create", "create a token; prints it on the last line");
   add_database_options(*create, token_database);
-  create->add_option("--scope", scope_text, "agent, ci, read or admin")->required()
+  create->add_option("--scope", scope_text, "agent, ci, read or admin")
+      ->required()
       ->check(CLI::IsMember({"agent", "ci", "read", "admin"}));
   create->add_option("--name", name, "who the token is for")->required();
   auto* list = token->add_subcommand("list", "list tokens (never their secrets)");
@@ -176,8 +182,8 @@ int main(int argc, char** argv) {
       std::cout << secret << std::endl;
     } else if (list->parsed()) {
       for (const TokenInfo& info : TokenRepository::list(tx)) {
-        std::cout << info.id << "\t" << to_string(info.scope) << "\t" << info.name << "\tcreated " << info.created_at
-                  << (info.last_used_at.empty() ? "" : "\tlast used " + info.last_used_at)
+        std::cout << info.id << "\t" << to_string(info.scope) << "\t" << info.name << "\tcreated "
+                  << info.created_at << (info.last_used_at.empty() ? "" : "\tlast used " + info.last_used_at)
                   << (info.revoked_at.empty() ? "" : "\trevoked " + info.revoked_at) << "\n";
       }
     } else if (revoke->parsed()) {

@@ -27,7 +27,8 @@ struct ProjectTargets {
 
 ProjectTargets targets(pqxx::work& tx, std::int64_t project_id) {
   pqxx::row row = tx.exec_params1(
-      "SELECT name, COALESCE(github_repo, ''), COALESCE(webhook_url, '') FROM projects WHERE id = $1", project_id);
+      "SELECT name, COALESCE(github_repo, ''), COALESCE(webhook_url, '') FROM projects WHERE id = $1",
+      project_id);
   return {row[0].as<std::string>(), row[1].as<std::string>(), row[2].as<std::string>()};
 }
 
@@ -37,8 +38,8 @@ std::string status_url(const NotifierOptions& options, const std::string& repo, 
 
 }  // namespace
 
-void NotificationRepository::job_queued(pqxx::work& tx, const NotifierOptions& options, std::int64_t project_id,
-                                        const json& job) {
+void NotificationRepository::job_queued(pqxx::work& tx, const NotifierOptions& options,
+                                        std::int64_t project_id, const json& job) {
   ProjectTargets project = targets(tx, project_id);
   if (project.github_repo.empty() || options.github_token.empty()) return;
   std::string gpu = job.value("gpu_class", std::string("any"));
@@ -52,7 +53,8 @@ void NotificationRepository::job_queued(pqxx::work& tx, const NotifierOptions& o
 void NotificationRepository::verdict(pqxx::work& tx, const NotifierOptions& options, std::int64_t run_id) {
   pqxx::row run = tx.exec_params1(
       "SELECT r.project_id, r.commit_sha, r.branch, r.verdict, r.gpu_model, r.job_id, "
-      "       COALESCE(j.gpu_class, 'any'), COALESCE(r.acknowledged_by, ''), COALESCE(r.acknowledged_reason, '') "
+      "       COALESCE(j.gpu_class, 'any'), COALESCE(r.acknowledged_by, ''), COALESCE(r.acknowledged_reason, "
+      "'') "
       "FROM runs r LEFT JOIN jobs j ON j.id = r.job_id WHERE r.id = $1",
       run_id);
   ProjectTargets project = targets(tx, run[0].as<std::int64_t>());
@@ -61,11 +63,11 @@ void NotificationRepository::verdict(pqxx::work& tx, const NotifierOptions& opti
   std::string gpu_class = run[6].as<std::string>(), acknowledged_by = run[7].as<std::string>();
 
   json regressions = json::array();
-  for (const auto& row : tx.exec_params(
-           "SELECT case_name, ratio, lower, upper FROM comparisons "
-           "WHERE run_id = $1 AND kind = 'time' AND impl = 'candidate' AND status = 'regression' "
-           "ORDER BY ratio DESC",
-           run_id)) {
+  for (const auto& row :
+       tx.exec_params("SELECT case_name, ratio, lower, upper FROM comparisons "
+                      "WHERE run_id = $1 AND kind = 'time' AND impl = 'candidate' AND status = 'regression' "
+                      "ORDER BY ratio DESC",
+                      run_id)) {
     regressions.push_back({{"case", row[0].as<std::string>()},
                            {"ratio", row[1].as<double>()},
                            {"lower", row[2].as<double>()},
@@ -74,7 +76,8 @@ void NotificationRepository::verdict(pqxx::work& tx, const NotifierOptions& opti
   std::string failed_stage;
   if (verdict == "failed") {
     pqxx::result stage = tx.exec_params(
-        "SELECT name, message FROM stages WHERE run_id = $1 AND status = 'failed' ORDER BY ordinal LIMIT 1", run_id);
+        "SELECT name, message FROM stages WHERE run_id = $1 AND status = 'failed' ORDER BY ordinal LIMIT 1",
+        run_id);
     failed_stage = stage.empty() ? "correctness check failed"
                                  : stage[0][0].as<std::string>() + ": " + stage[0][1].as<std::string>();
   }
@@ -118,9 +121,12 @@ void NotificationRepository::verdict(pqxx::work& tx, const NotifierOptions& opti
   }
 }
 
-Notifier::Notifier(ConnectionPool& pool, NotifierOptions options) : pool_(pool), options_(std::move(options)) {}
+Notifier::Notifier(ConnectionPool& pool, NotifierOptions options)
+    : pool_(pool), options_(std::move(options)) {}
 
-Notifier::~Notifier() { stop(); }
+Notifier::~Notifier() {
+  stop();
+}
 
 void Notifier::start() {
   thread_ = std::thread([this] { run(); });
@@ -146,7 +152,9 @@ void Notifier::run() {
       std::cerr << "kw-server: notifier: " << error.what() << "\n";
     }
     lock.lock();
-    if (!busy) wake_.wait_for(lock, std::chrono::duration<double>(options_.poll_seconds), [this] { return stopping_; });
+    if (!busy)
+      wake_.wait_for(lock, std::chrono::duration<double>(options_.poll_seconds),
+                     [this] { return stopping_; });
   }
 }
 
@@ -162,7 +170,8 @@ bool Notifier::deliver_due() {
   });
   for (const auto& row : due) {
     std::int64_t id = row[0].as<std::int64_t>();
-    std::string kind = row[1].as<std::string>(), url = row[2].as<std::string>(), body = row[3].as<std::string>();
+    std::string kind = row[1].as<std::string>(), url = row[2].as<std::string>(),
+                body = row[3].as<std::string>();
     int attempts = row[4].as<int>();
     std::map<std::string, std::string> headers;
     if (kind == "github_status") {
@@ -180,7 +189,8 @@ bool Notifier::deliver_due() {
       OutboundResponse response = post_json(url, body, headers);
       if (response.status / 100 == 2) {
         with_transaction(pool_, [&](pqxx::work& tx) {
-          tx.exec_params0("UPDATE notifications SET delivered_at = now(), last_error = NULL WHERE id = $1", id);
+          tx.exec_params0("UPDATE notifications SET delivered_at = now(), last_error = NULL WHERE id = $1",
+                          id);
         });
         continue;
       }
@@ -190,8 +200,8 @@ bool Notifier::deliver_due() {
     }
     double backoff = std::min(600.0, std::pow(2.0, attempts - 1));
     bool give_up = attempts >= options_.max_attempts;
-    std::cerr << "kw-server: notification " << id << " (" << kind << ") attempt " << attempts << " failed: " << error
-              << (give_up ? "; giving up" : "") << "\n";
+    std::cerr << "kw-server: notification " << id << " (" << kind << ") attempt " << attempts
+              << " failed: " << error << (give_up ? "; giving up" : "") << "\n";
     with_transaction(pool_, [&](pqxx::work& tx) {
       tx.exec_params0(
           "UPDATE notifications SET last_error = $2, "

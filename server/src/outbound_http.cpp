@@ -110,8 +110,8 @@ OutboundResponse post_json(const std::string& url_text, const std::string& body,
 std::string hmac_sha256_hex(const std::string& key, const std::string& data) {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int length = 0;
-  if (HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(data.data()),
-           data.size(), digest, &length) == nullptr) {
+  if (HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+           reinterpret_cast<const unsigned char*>(data.data()), data.size(), digest, &length) == nullptr) {
     throw std::runtime_error("HMAC-SHA256 failed");
   }
   static const char* digits = "0123456789abcdef";

@@ -19,7 +19,8 @@ ProcessResult run_process(const std::vector<std::string>& argv, const std::optio
   bool drop = run_as && geteuid() == 0;
   if (drop) {
     passwd* entry = getpwnam(run_as->c_str());
-    if (entry == nullptr) throw std::runtime_error("no such user \"" + *run_as + "\" to run " + argv[0] + " as");
+    if (entry == nullptr)
+      throw std::runtime_error("no such user \"" + *run_as + "\" to run " + argv[0] + " as");
     uid = entry->pw_uid;
     gid = entry->pw_gid;
   }

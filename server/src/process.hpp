@@ -15,6 +15,7 @@ struct ProcessResult {
 // Runs argv[0] (a path) to completion. When `run_as` names a user and this
 // process is root, the child drops to that user first (PostgreSQL refuses to
 // run as root).
-ProcessResult run_process(const std::vector<std::string>& argv, const std::optional<std::string>& run_as = {});
+ProcessResult run_process(const std::vector<std::string>& argv,
+                          const std::optional<std::string>& run_as = {});
 
 }  // namespace kw::server

@@ -38,8 +38,8 @@ Router::Router(Authenticator authenticator, Metrics& metrics, bool reads_need_to
 
 void Router::add(std::string method, std::string pattern, Access access, Handler handler) {
   std::vector<std::string> segments = split_path(pattern);
-  routes_.push_back({std::move(method), std::move(pattern), std::move(segments), std::move(access),
-                     std::move(handler)});
+  routes_.push_back(
+      {std::move(method), std::move(pattern), std::move(segments), std::move(access), std::move(handler)});
 }
 
 const Router::Route* Router::match(Request& request, bool& path_matched) const {
@@ -85,8 +85,8 @@ void Router::authorize(const Route& route, Request& request) const {
     allowed += (allowed.empty() ? "" : ", ") + std::string(to_string(scope));
   }
   throw Forbidden("token \"" + request.caller->token_name + "\" has scope " +
-                  std::string(to_string(request.caller->scope)) + "; " + route.method + " " +
-                  route.pattern + " needs " + (allowed.empty() ? "admin" : allowed + " or admin"));
+                  std::string(to_string(request.caller->scope)) + "; " + route.method + " " + route.pattern +
+                  " needs " + (allowed.empty() ? "admin" : allowed + " or admin"));
 }
 
 Response Router::handle(Request& request) {
@@ -103,8 +103,9 @@ Response Router::handle(Request& request) {
         route_label = "GET static";
         if (auto file = static_(request)) {
           response = std::move(*file);
-          metrics_.observe_request(route_label, response.status,
-                                   std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+          metrics_.observe_request(
+              route_label, response.status,
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
           return response;
         }
       }

@@ -34,7 +34,9 @@ class Router {
   void add(std::string method, std::string pattern, Access access, Handler handler);
   // Answers GET requests no route matched (the dashboard's static files);
   // nullopt means 404. Reads of static files are open like the other reads.
-  void set_static(std::function<std::optional<Response>(const Request&)> handler) { static_ = std::move(handler); }
+  void set_static(std::function<std::optional<Response>(const Request&)> handler) {
+    static_ = std::move(handler);
+  }
   Response handle(Request& request);
 
  private:

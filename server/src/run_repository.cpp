@@ -144,10 +144,7 @@ SELECT json_build_object(
 FROM (
   SELECT * FROM (
     SELECT r.id, r.commit_sha, r.finished_at, r.gpu_model, r.verdict, c.medians, c.bands,
-           r.acknowledged_at IS NOT NULL AS acknowledged,
-           COALESCE((SELECT cmp.status FROM comparisons cmp
-                     WHERE cmp.run_id = r.id AND cmp.case_name = c.name AND cmp.kind = 'time'
-                       AND cmp.impl = 'candidate'), 'no-baseline') AS status
+           r.acknowledged_at IS NOT NULL AS acknowledged, c.status
     FROM cases c
     JOIN runs r ON r.id = c.run_id
     WHERE c.project_id = $1 AND c.name = $2 AND r.branch = $3 AND ($4 = '' OR r.gpu_model = $4)
@@ -190,11 +187,10 @@ FROM latest l
 }  // namespace
 
 std::vector<Statement> RunRepository::statements() {
-  return {{"run_insert", kInsertRun},   {"run_insert_stages", kInsertStages},
-          {"run_insert_cases", kInsertCases}, {"run_json", kRunJson},
-          {"projects_json", kProjectsJson},   {"cases_json", kCasesJson},
-          {"runs_json", kRunsJson},           {"series_json", kSeriesJson},
-          {"overview_json", kOverviewJson}};
+  return {
+      {"run_insert", kInsertRun}, {"run_insert_stages", kInsertStages}, {"run_insert_cases", kInsertCases},
+      {"run_json", kRunJson},     {"projects_json", kProjectsJson},     {"cases_json", kCasesJson},
+      {"runs_json", kRunsJson},   {"series_json", kSeriesJson},         {"overview_json", kOverviewJson}};
 }
 
 std::int64_t RunRepository::ensure_project(pqxx::work& tx, const std::string& name) {
@@ -218,10 +214,11 @@ StoredRun RunRepository::store(pqxx::work& tx, std::int64_t project_id, const co
   std::optional<std::string> job_text;
   if (job_id) job_text = std::to_string(*job_id);
   std::string device = report.device ? document.at("device").dump() : "null";
-  pqxx::result inserted = tx.exec_prepared(
-      "run_insert", project_id, nullable(job_text), report.commit, report.branch, nullable(report.base_commit),
-      report.agent.name, report.agent.version, report.agent.host, report.device ? report.device->name : "none", device,
-      report.started_at, report.finished_at, report.gpu_seconds, sha);
+  pqxx::result inserted =
+      tx.exec_prepared("run_insert", project_id, nullable(job_text), report.commit, report.branch,
+                       nullable(report.base_commit), report.agent.name, report.agent.version,
+                       report.agent.host, report.device ? report.device->name : "none", device,
+                       report.started_at, report.finished_at, report.gpu_seconds, sha);
   if (inserted.empty()) return *find_stored(tx, project_id, canonical);
   std::int64_t run_id = inserted[0][0].as<std::int64_t>();
 
@@ -259,18 +256,20 @@ StoredRun RunRepository::store(pqxx::work& tx, std::int64_t project_id, const co
     row["medians"] = std::move(median_by_impl);
     row["bands"] = std::move(bands);
     // The candidate's 25%-trimmed mean: the location its history threshold uses.
-    if (const common::Measurement* candidate = c.candidate()) row["location"] = common::trimmed_mean(candidate->samples_ns);
+    if (const common::Measurement* candidate = c.candidate())
+      row["location"] = common::trimmed_mean(candidate->samples_ns);
     cases.push_back(std::move(row));
   }
-  tx.exec_prepared("run_insert_cases", run_id, project_id, cases.dump(), ordinals.str(), impls.str(), samples.str(),
-                   medians.str(), flops.str(), bytes.str(), peaks.str(), throttled.str());
+  tx.exec_prepared("run_insert_cases", run_id, project_id, cases.dump(), ordinals.str(), impls.str(),
+                   samples.str(), medians.str(), flops.str(), bytes.str(), peaks.str(), throttled.str());
   return {run_id, false, "pending"};
 }
 
 std::optional<StoredRun> RunRepository::find_stored(pqxx::work& tx, std::int64_t project_id,
                                                     const std::string& canonical) {
-  pqxx::result rows = tx.exec_params("SELECT id, verdict FROM runs WHERE project_id = $1 AND report_sha256 = $2",
-                                     project_id, sha256_hex(canonical));
+  pqxx::result rows =
+      tx.exec_params("SELECT id, verdict FROM runs WHERE project_id = $1 AND report_sha256 = $2", project_id,
+                     sha256_hex(canonical));
   if (rows.empty()) return std::nullopt;
   return StoredRun{rows[0][0].as<std::int64_t>(), true, rows[0][1].as<std::string>()};
 }
@@ -293,7 +292,8 @@ std::string RunRepository::cases_json(pqxx::work& tx, std::int64_t project_id) {
   return tx.exec_prepared("cases_json", project_id)[0][0].as<std::string>();
 }
 
-std::string RunRepository::runs_json(pqxx::work& tx, std::int64_t project_id, const std::string& branch, int limit) {
+std::string RunRepository::runs_json(pqxx::work& tx, std::int64_t project_id, const std::string& branch,
+                                     int limit) {
   return tx.exec_prepared("runs_json", project_id, branch, limit)[0][0].as<std::string>();
 }
 
@@ -304,7 +304,8 @@ std::string RunRepository::overview_json(pqxx::work& tx, std::int64_t project_id
 
 std::string RunRepository::series_json(pqxx::work& tx, std::int64_t project_id, const std::string& case_name,
                                        const std::string& gpu_model, const std::string& branch, int limit) {
-  return tx.exec_prepared("series_json", project_id, case_name, branch, gpu_model, limit)[0][0].as<std::string>();
+  return tx.exec_prepared("series_json", project_id, case_name, branch, gpu_model, limit)[0][0]
+      .as<std::string>();
 }
 
 }  // namespace kw::server

@@ -33,7 +33,8 @@ class RunRepository {
                          const nlohmann::json& document, const std::string& canonical,
                          std::optional<std::int64_t> job_id);
   // The run already stored from this exact report, if any.
-  static std::optional<StoredRun> find_stored(pqxx::work& tx, std::int64_t project_id, const std::string& canonical);
+  static std::optional<StoredRun> find_stored(pqxx::work& tx, std::int64_t project_id,
+                                              const std::string& canonical);
   static void set_verdict(pqxx::work& tx, std::int64_t run_id, const std::string& verdict);
 
   // JSON documents (built by PostgreSQL) for the read endpoints.

@@ -55,9 +55,9 @@ std::string TokenRepository::create(pqxx::work& tx, const std::string& name, Sco
 
 std::vector<TokenInfo> TokenRepository::list(pqxx::work& tx) {
   std::vector<TokenInfo> tokens;
-  for (const auto& row : tx.exec(
-           "SELECT id, name, scope, created_at::text, COALESCE(last_used_at::text, ''), "
-           "COALESCE(revoked_at::text, '') FROM api_tokens ORDER BY id")) {
+  for (const auto& row :
+       tx.exec("SELECT id, name, scope, created_at::text, COALESCE(last_used_at::text, ''), "
+               "COALESCE(revoked_at::text, '') FROM api_tokens ORDER BY id")) {
     tokens.push_back({row[0].as<std::int64_t>(), row[1].as<std::string>(),
                       scope_from(row[2].as<std::string>()).value_or(Scope::read), row[3].as<std::string>(),
                       row[4].as<std::string>(), row[5].as<std::string>()});
@@ -68,10 +68,11 @@ std::vector<TokenInfo> TokenRepository::list(pqxx::work& tx) {
 int TokenRepository::revoke(pqxx::work& tx, const std::string& id_or_name) {
   bool numeric = !id_or_name.empty() && id_or_name.find_first_not_of("0123456789") == std::string::npos;
   pqxx::result result =
-      numeric ? tx.exec_params("UPDATE api_tokens SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL",
-                               std::stoll(id_or_name))
-              : tx.exec_params("UPDATE api_tokens SET revoked_at = now() WHERE name = $1 AND revoked_at IS NULL",
-                               id_or_name);
+      numeric
+          ? tx.exec_params("UPDATE api_tokens SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL",
+                           std::stoll(id_or_name))
+          : tx.exec_params("UPDATE api_tokens SET revoked_at = now() WHERE name = $1 AND revoked_at IS NULL",
+                           id_or_name);
   return static_cast<int>(result.affected_rows());
 }
 

@@ -55,14 +55,16 @@ TEST_F(ApiDocTest, EveryExampleAnswersAsDocumented) {
   ASSERT_GE(examples.size(), 20u);
   for (const Example& example : examples) {
     // curl wrapped so the example text stays as a reader would type it.
-    std::string script = "cd '" KW_SOURCE_DIR "' && export KW='" + base_url_ + "' AGENT_TOKEN='" + agent_token_ +
-                         "' CI_TOKEN='" + ci_token_ + "' ADMIN_TOKEN='" + admin_token_ +
+    std::string script = "cd '" KW_SOURCE_DIR "' && export KW='" + base_url_ + "' AGENT_TOKEN='" +
+                         agent_token_ + "' CI_TOKEN='" + ci_token_ + "' ADMIN_TOKEN='" + admin_token_ +
                          "' && curl() { command curl -sS -o /dev/null -w '%{http_code}\\n' \"$@\"; } && " +
                          example.command;
     auto result = kw::testing::run_command({"/bin/bash", "-c", script});
-    ASSERT_EQ(result.exit_code, 0) << "docs/api.md:" << example.line << "\n" << example.command << result.output;
+    ASSERT_EQ(result.exit_code, 0) << "docs/api.md:" << example.line << "\n"
+                                   << example.command << result.output;
     EXPECT_EQ(result.output, std::to_string(example.expected_status) + "\n")
-        << "docs/api.md:" << example.line << "\n" << example.command;
+        << "docs/api.md:" << example.line << "\n"
+        << example.command;
   }
 }
 

@@ -7,10 +7,10 @@
 namespace kw::server::testing {
 namespace {
 
-using nlohmann::json;
 using kw::testing::make_commit;
 using kw::testing::make_report;
 using kw::testing::ReportSpec;
+using nlohmann::json;
 
 class ApiTest : public ServerTest {};
 
@@ -46,7 +46,8 @@ TEST_F(ApiTest, PostRunStoresEverythingAndGetReturnsIt) {
     EXPECT_EQ(run["cases"][i]["launches"][0]["block"], json({128, 1, 1}));
     // Raw samples come back exactly, in order.
     EXPECT_EQ(run["cases"][i]["measurements"][0]["impl"], "candidate");
-    EXPECT_EQ(run["cases"][i]["measurements"][0]["samples_ns"], report["cases"][i]["measurements"][0]["samples_ns"]);
+    EXPECT_EQ(run["cases"][i]["measurements"][0]["samples_ns"],
+              report["cases"][i]["measurements"][0]["samples_ns"]);
   }
 }
 
@@ -143,7 +144,8 @@ TEST_F(ApiTest, ProjectsCasesRunsAndSeries) {
 
   json all_gpus = client().get("/api/v1/projects/demo/series?case=attention.fwd/case1").json();
   EXPECT_EQ(all_gpus["run_id"].size(), 5u);  // main only: the feature-branch run is not in the default series
-  json feature_series = client().get("/api/v1/projects/demo/series?case=attention.fwd/case1&branch=feature").json();
+  json feature_series =
+      client().get("/api/v1/projects/demo/series?case=attention.fwd/case1&branch=feature").json();
   EXPECT_EQ(feature_series["run_id"].size(), 1u);
   json limited = client().get("/api/v1/projects/demo/series?case=attention.fwd/case1&limit=2").json();
   ASSERT_EQ(limited["run_id"].size(), 2u);
@@ -170,8 +172,10 @@ TEST_F(ApiTest, MetricsInPrometheusFormat) {
   ASSERT_EQ(response.status, 200);
   EXPECT_EQ(response.headers["content-type"], "text/plain; version=0.0.4");
   const std::string& text = response.body;
-  EXPECT_NE(text.find("kw_http_requests_total{route=\"GET /healthz\",status=\"200\"} 1"), std::string::npos) << text;
-  EXPECT_NE(text.find("kw_http_requests_total{route=\"POST /api/v1/runs\",status=\"201\"} 1"), std::string::npos);
+  EXPECT_NE(text.find("kw_http_requests_total{route=\"GET /healthz\",status=\"200\"} 1"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("kw_http_requests_total{route=\"POST /api/v1/runs\",status=\"201\"} 1"),
+            std::string::npos);
   EXPECT_NE(text.find("kw_http_request_duration_seconds_bucket{route=\"POST /api/v1/runs\",le=\"+Inf\"} 1"),
             std::string::npos);
   EXPECT_NE(text.find("kw_jobs{state=\"queued\"} 0"), std::string::npos);

@@ -9,10 +9,10 @@
 namespace kw::server::testing {
 namespace {
 
-using nlohmann::json;
 using kw::testing::make_commit;
 using kw::testing::make_report;
 using kw::testing::ReportSpec;
+using nlohmann::json;
 
 constexpr const char* kH100 = "NVIDIA H100 80GB HBM3";
 constexpr const char* kL4 = "NVIDIA L4";
@@ -29,7 +29,9 @@ class DetectionApiTest : public ServerTest {
     answer["commit"] = spec.commit;
     return answer;
   }
-  json run(const json& answer) { return client().get("/api/v1/runs/" + std::to_string(answer["run_id"].get<int>())).json(); }
+  json run(const json& answer) {
+    return client().get("/api/v1/runs/" + std::to_string(answer["run_id"].get<int>())).json();
+  }
   // The candidate-time comparison of the case.
   json candidate_comparison(const json& answer, const std::string& case_name = "attention.fwd/case0") {
     json full = run(answer);
@@ -86,7 +88,8 @@ TEST_F(DetectionApiTest, BaseCommitChoosesItsRunAndFallsBackWhenItHasNone) {
   json with_base = post(pr);
   json c = candidate_comparison(with_base);
   EXPECT_EQ(c["baseline_run_id"], base["run_id"]);
-  EXPECT_NE(c["baseline_reason"].get<std::string>().find("base_commit " + base["commit"].get<std::string>().substr(0, 12)),
+  EXPECT_NE(c["baseline_reason"].get<std::string>().find("base_commit " +
+                                                         base["commit"].get<std::string>().substr(0, 12)),
             std::string::npos);
   // A base commit measured only on an L4: an H100 PR falls back to main's newest H100 run.
   ReportSpec l4;
@@ -96,7 +99,8 @@ TEST_F(DetectionApiTest, BaseCommitChoosesItsRunAndFallsBackWhenItHasNone) {
   json fallback = post(pr);
   json f = candidate_comparison(fallback);
   EXPECT_EQ(f["baseline_run_id"], newer_main["run_id"]);
-  EXPECT_NE(f["baseline_reason"].get<std::string>().find("has no run of this case on NVIDIA H100"), std::string::npos)
+  EXPECT_NE(f["baseline_reason"].get<std::string>().find("has no run of this case on NVIDIA H100"),
+            std::string::npos)
       << f["baseline_reason"];
 }
 
@@ -134,7 +138,8 @@ TEST_F(DetectionApiTest, EachStatusAndVerdict) {
   // The speedup over the in-run baseline is compared too.
   json full = run(same);
   bool has_speedup = false;
-  for (const json& row : full["comparisons"]) has_speedup = has_speedup || (row["kind"] == "speedup" && row["impl"] == "baseline:cudnn");
+  for (const json& row : full["comparisons"])
+    has_speedup = has_speedup || (row["kind"] == "speedup" && row["impl"] == "baseline:cudnn");
   EXPECT_TRUE(has_speedup);
 }
 
@@ -174,9 +179,11 @@ TEST_F(DetectionApiTest, ThrottledSamplesAreExcludedAndSaid) {
 
 TEST_F(DetectionApiTest, PerCaseThresholdOverride) {
   post({});
-  auto update = client(admin_token_).request(
-      "PUT", "/api/v1/projects/demo/settings",
-      json{{"min_threshold", 0.02}, {"case_thresholds", {{"attention.fwd/case0", 0.10}}}}.dump());
+  auto update =
+      client(admin_token_)
+          .request(
+              "PUT", "/api/v1/projects/demo/settings",
+              json{{"min_threshold", 0.02}, {"case_thresholds", {{"attention.fwd/case0", 0.10}}}}.dump());
   ASSERT_EQ(update.status, 200) << update.body;
   EXPECT_EQ(update.json()["case_thresholds"]["attention.fwd/case0"], 0.10);
   ReportSpec slower;
@@ -187,9 +194,14 @@ TEST_F(DetectionApiTest, PerCaseThresholdOverride) {
   EXPECT_EQ(candidate_comparison(answer, "attention.fwd/case1")["status"], "regression");
   EXPECT_EQ(candidate_comparison(answer, "attention.fwd/case1")["threshold"], 0.02);
 
-  EXPECT_EQ(client(admin_token_).request("PUT", "/api/v1/projects/demo/settings", R"({"min_threshold": 2})").status, 422);
-  EXPECT_EQ(client(admin_token_).request("PUT", "/api/v1/projects/demo/settings", R"({"treshold": 0.1})").json()["message"],
-            "treshold: unknown setting (default_branch, min_threshold, case_thresholds, github_repo, webhook_url)");
+  EXPECT_EQ(
+      client(admin_token_).request("PUT", "/api/v1/projects/demo/settings", R"({"min_threshold": 2})").status,
+      422);
+  EXPECT_EQ(
+      client(admin_token_)
+          .request("PUT", "/api/v1/projects/demo/settings", R"({"treshold": 0.1})")
+          .json()["message"],
+      "treshold: unknown setting (default_branch, min_threshold, case_thresholds, github_repo, webhook_url)");
   EXPECT_EQ(ci().request("PUT", "/api/v1/projects/demo/settings", R"({"min_threshold": 0.05})").status, 403);
   EXPECT_EQ(client().get("/api/v1/projects/demo").json()["min_threshold"], 0.02);
 }
@@ -247,13 +259,17 @@ TEST_F(DetectionApiTest, CompareTwoCommits) {
     EXPECT_NEAR(cases[i]["ratio"].get<double>(), 1.08, 0.015);
     EXPECT_LT(cases[i]["lower"].get<double>(), cases[i]["ratio"].get<double>());
     if (i > 0) {
-      EXPECT_GE(std::abs(std::log(cases[i - 1]["ratio"].get<double>())), std::abs(std::log(cases[i]["ratio"].get<double>())))
+      EXPECT_GE(std::abs(std::log(cases[i - 1]["ratio"].get<double>())),
+                std::abs(std::log(cases[i]["ratio"].get<double>())))
           << "sorted by effect size";
     }
   }
   EXPECT_EQ(client().get("/api/v1/compare?base=abc&head=" + head["commit"].get<std::string>()).status, 400);
-  EXPECT_EQ(client().get("/api/v1/compare?base=" + base["commit"].get<std::string>() + "&head=" + make_commit(999)).status,
-            404);
+  EXPECT_EQ(
+      client()
+          .get("/api/v1/compare?base=" + base["commit"].get<std::string>() + "&head=" + make_commit(999))
+          .status,
+      404);
 }
 
 TEST_F(DetectionApiTest, FortyAAndFortySlowerRunsAgainstOneBaseCommit) {
@@ -270,7 +286,8 @@ TEST_F(DetectionApiTest, FortyAAndFortySlowerRunsAgainstOneBaseCommit) {
     slower.slowdown = 1.05;
     slow_regressions += post(slower)["verdict"] == "regression";
   }
-  std::cout << "A/A regression verdicts: " << aa_regressions << "/40, 5% slower: " << slow_regressions << "/40\n";
+  std::cout << "A/A regression verdicts: " << aa_regressions << "/40, 5% slower: " << slow_regressions
+            << "/40\n";
   EXPECT_LE(aa_regressions, 1);
   EXPECT_GE(slow_regressions, 38);
 }

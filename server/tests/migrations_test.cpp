@@ -15,14 +15,15 @@ TEST(Migrations, FromEmptyThenReappliedIsANoOp) {
     pqxx::result versions = tx.exec("SELECT version, name FROM schema_migrations ORDER BY version");
     ASSERT_EQ(versions.size(), schema::kMigrations.size());
     EXPECT_EQ(versions[0][1].as<std::string>(), "001_initial");
-    for (const char* table : {"projects", "api_tokens", "agents", "jobs", "runs", "stages", "cases", "launches",
-                              "measurements"}) {
+    for (const char* table : {"projects", "api_tokens", "agents", "jobs", "runs", "stages", "cases",
+                              "launches", "measurements"}) {
       EXPECT_EQ(tx.exec_params("SELECT to_regclass($1) IS NOT NULL", table)[0][0].as<bool>(), true) << table;
     }
   }
   EXPECT_EQ(apply_migrations(connection), schema::kLatestVersion);
   pqxx::work tx(connection);
-  EXPECT_EQ(tx.exec("SELECT count(*) FROM schema_migrations")[0][0].as<std::size_t>(), schema::kMigrations.size());
+  EXPECT_EQ(tx.exec("SELECT count(*) FROM schema_migrations")[0][0].as<std::size_t>(),
+            schema::kMigrations.size());
 }
 
 TEST(Migrations, AFailingMigrationLeavesNothingBehind) {

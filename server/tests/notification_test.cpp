@@ -15,10 +15,10 @@
 namespace kw::server::testing {
 namespace {
 
-using nlohmann::json;
 using kw::testing::make_commit;
 using kw::testing::make_report;
 using kw::testing::ReportSpec;
+using nlohmann::json;
 
 // Records every request; answers 500 to the first `fail_first` of them.
 class GithubApiTestDouble {
@@ -86,8 +86,8 @@ TEST_F(NotificationTest, CommitStatusPendingWhenQueuedThenFailureOnRegression) {
   configure({{"github_repo", "acme/kernels"}});
   json base = agent().post("/api/v1/runs", make_report({})).json();  // baseline on main
   std::string sha = make_commit(77);
-  std::int64_t job = ci().post("/api/v1/jobs", {{"project", "demo"}, {"commit", sha}, {"branch", "pr-3"}})
-                         .json()["id"];
+  std::int64_t job =
+      ci().post("/api/v1/jobs", {{"project", "demo"}, {"commit", sha}, {"branch", "pr-3"}}).json()["id"];
   std::string path = "/repos/acme/kernels/statuses/" + sha;
   auto on_sha = [&](const Request& r) { return r.path == path; };
   std::vector<Request> pending = github_.wait_for(1, on_sha);
@@ -111,7 +111,8 @@ TEST_F(NotificationTest, CommitStatusPendingWhenQueuedThenFailureOnRegression) {
   ASSERT_EQ(statuses.size(), 2u);
   json verdict = json::parse(statuses[1].body);
   EXPECT_EQ(verdict["state"], "failure");
-  EXPECT_EQ(verdict["target_url"], "https://kernelwatch.example.com/#/run/" + std::to_string(answer["run_id"].get<int>()));
+  EXPECT_EQ(verdict["target_url"],
+            "https://kernelwatch.example.com/#/run/" + std::to_string(answer["run_id"].get<int>()));
   EXPECT_NE(verdict["description"].get<std::string>().find("case(s) regressed; worst attention.fwd/case"),
             std::string::npos)
       << verdict["description"];
@@ -127,7 +128,8 @@ TEST_F(NotificationTest, AcknowledgementTurnsTheStatusGreen) {
   slower.seed = 9;
   json run = agent().post("/api/v1/runs", make_report(slower)).json();
   ASSERT_EQ(run["verdict"], "regression");
-  ci().post("/api/v1/runs/" + std::to_string(run["run_id"].get<int>()) + "/acknowledge", {{"reason", "trade for memory"}});
+  ci().post("/api/v1/runs/" + std::to_string(run["run_id"].get<int>()) + "/acknowledge",
+            {{"reason", "trade for memory"}});
   std::string path = "/repos/acme/kernels/statuses/" + make_commit(9);
   std::vector<Request> statuses = github_.wait_for(2, [&](const Request& r) { return r.path == path; });
   ASSERT_EQ(statuses.size(), 2u);
@@ -142,7 +144,8 @@ TEST_F(WebhookRetryTest, WebhookIsSignedAndRetriedUntilAccepted) {
   GithubApiTestDouble receiver(2);  // fails twice, then accepts
   configure({{"webhook_url", receiver.url() + "/hooks/kernelwatch"}});
   json run = agent().post("/api/v1/runs", make_report({})).json();
-  std::vector<Request> deliveries = receiver.wait_for(3, [](const Request& r) { return r.path == "/hooks/kernelwatch"; });
+  std::vector<Request> deliveries =
+      receiver.wait_for(3, [](const Request& r) { return r.path == "/hooks/kernelwatch"; });
   ASSERT_EQ(deliveries.size(), 3u) << "two failures, then the retry that succeeds";
   const Request& last = deliveries.back();
   EXPECT_EQ(last.headers.at("x-kernelwatch-signature-256"), "sha256=" + hmac_sha256_hex("s3cret", last.body));
@@ -152,7 +155,8 @@ TEST_F(WebhookRetryTest, WebhookIsSignedAndRetriedUntilAccepted) {
   EXPECT_EQ(body["run_id"], run["run_id"]);
   EXPECT_EQ(body["project"], "demo");
   // The outbox row shows the attempts and the delivery.
-  for (int i = 0; i < 50 && sql("SELECT delivered_at IS NOT NULL FROM notifications")[0][0].as<bool>() == false; ++i) {
+  for (int i = 0;
+       i < 50 && sql("SELECT delivered_at IS NOT NULL FROM notifications")[0][0].as<bool>() == false; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   pqxx::row row = sql("SELECT attempts, delivered_at IS NOT NULL, last_error IS NULL FROM notifications")[0];

@@ -52,15 +52,15 @@ class ServerProcessTest : public ::testing::Test {
   }
 
   std::string start_server() {
-    server_ = std::make_unique<ChildProcess>(
-        std::vector<std::string>{KW_SERVER_BINARY, "--data-dir", data_dir_.string(), "--listen", "127.0.0.1:0"});
+    server_ = std::make_unique<ChildProcess>(std::vector<std::string>{
+        KW_SERVER_BINARY, "--data-dir", data_dir_.string(), "--listen", "127.0.0.1:0"});
     std::string port = server_->wait_for("listening on http://127\\.0\\.0\\.1:(\\d+)");
     return "http://127.0.0.1:" + port;
   }
 
   std::string create_token(const std::string& scope) {
-    auto result = kw::testing::run_command(
-        {KW_SERVER_BINARY, "token", "create", "--data-dir", data_dir_.string(), "--scope", scope, "--name", "t-" + scope});
+    auto result = kw::testing::run_command({KW_SERVER_BINARY, "token", "create", "--data-dir",
+                                            data_dir_.string(), "--scope", scope, "--name", "t-" + scope});
     EXPECT_EQ(result.exit_code, 0) << result.output;
     std::string text = result.output;
     while (!text.empty() && text.back() == '\n') text.pop_back();
@@ -75,8 +75,8 @@ class ServerProcessTest : public ::testing::Test {
   }
 
   // Every run the server lists must be complete: all its cases, all samples.
-  void expect_only_complete_runs(const std::string& url, const std::set<std::int64_t>& acknowledged, int cases,
-                                 int samples) {
+  void expect_only_complete_runs(const std::string& url, const std::set<std::int64_t>& acknowledged,
+                                 int cases, int samples) {
     kw::http::Client client(url);
     json runs = client.get("/api/v1/projects/demo/runs?limit=1000").json();
     std::set<std::int64_t> stored;
@@ -91,7 +91,8 @@ class ServerProcessTest : public ::testing::Test {
         ASSERT_EQ(c["measurements"][0]["samples_ns"].size(), static_cast<std::size_t>(samples));
       }
     }
-    for (std::int64_t id : acknowledged) EXPECT_TRUE(stored.contains(id)) << "acknowledged run " << id << " was lost";
+    for (std::int64_t id : acknowledged)
+      EXPECT_TRUE(stored.contains(id)) << "acknowledged run " << id << " was lost";
   }
 
   fs::path data_dir_;
@@ -106,9 +107,11 @@ TEST_F(ServerProcessTest, FirstStartCreatesClusterAndTokenWorksWhileRunning) {
   kw::http::Client client(url, token);
   auto response = client.post("/api/v1/runs", make_report({}));
   EXPECT_EQ(response.status, 201) << response.body;
-  auto listed = kw::testing::run_command({KW_SERVER_BINARY, "token", "list", "--data-dir", data_dir_.string()});
+  auto listed =
+      kw::testing::run_command({KW_SERVER_BINARY, "token", "list", "--data-dir", data_dir_.string()});
   EXPECT_NE(listed.output.find("agent\tt-agent"), std::string::npos) << listed.output;
-  auto revoked = kw::testing::run_command({KW_SERVER_BINARY, "token", "revoke", "--data-dir", data_dir_.string(), "t-agent"});
+  auto revoked = kw::testing::run_command(
+      {KW_SERVER_BINARY, "token", "revoke", "--data-dir", data_dir_.string(), "t-agent"});
   EXPECT_EQ(revoked.exit_code, 0) << revoked.output;
   EXPECT_EQ(client.post("/api/v1/runs", make_report(seeded(9))).status, 401);
 }
@@ -166,7 +169,8 @@ TEST_F(ServerProcessTest, KillDuringIngestLosesNothingCommittedAndLeavesNoPartia
 
   // The postmaster outlived kw-server; the restart adopts it.
   std::string restarted = start_server();
-  EXPECT_NE(server_->output().find("reusing the PostgreSQL already running"), std::string::npos) << server_->output();
+  EXPECT_NE(server_->output().find("reusing the PostgreSQL already running"), std::string::npos)
+      << server_->output();
   expect_only_complete_runs(restarted, acknowledged, kCases, kSamples);
 }
 

@@ -10,10 +10,10 @@
 namespace kw::server::testing {
 namespace {
 
-using nlohmann::json;
 using kw::testing::make_commit;
 using kw::testing::make_report;
 using kw::testing::ReportSpec;
+using nlohmann::json;
 
 json job_request(std::uint64_t n, const std::string& gpu_class = "") {
   json body{{"project", "demo"}, {"commit", make_commit(n)}, {"branch", "main"}};
@@ -75,7 +75,8 @@ TEST_F(QueueTest, ClaimHeartbeatReportCompletesTheJob) {
 
   auto beat = agent().post("/api/v1/jobs/" + std::to_string(h100_job) + "/heartbeat", {{"agent", "host-b"}});
   ASSERT_EQ(beat.status, 200) << beat.body;
-  auto wrong_beat = agent().post("/api/v1/jobs/" + std::to_string(h100_job) + "/heartbeat", {{"agent", "host-a"}});
+  auto wrong_beat =
+      agent().post("/api/v1/jobs/" + std::to_string(h100_job) + "/heartbeat", {{"agent", "host-a"}});
   EXPECT_EQ(wrong_beat.status, 409) << wrong_beat.body;
 
   ReportSpec spec;
@@ -181,7 +182,8 @@ TEST_F(LeaseTest, ExpiredLeaseRequeuesThenFailsAfterMaxAttempts) {
   ReportSpec spec;
   spec.commit = make_commit(11);
   spec.agent = "host-a";
-  EXPECT_EQ(agent().post("/api/v1/jobs/" + std::to_string(job_id) + "/report", make_report(spec)).status, 409);
+  EXPECT_EQ(agent().post("/api/v1/jobs/" + std::to_string(job_id) + "/report", make_report(spec)).status,
+            409);
   // The second lease expires too: max_attempts = 2, so the job fails.
   std::this_thread::sleep_for(std::chrono::milliseconds(1000));
   json job = client().get("/api/v1/jobs/" + std::to_string(job_id)).json();
@@ -194,8 +196,9 @@ TEST_F(LeaseTest, HeartbeatsKeepTheLease) {
   agent().post("/api/v1/agents/claim", claim_body("host-a"));
   for (int i = 0; i < 6; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    ASSERT_EQ(agent().post("/api/v1/jobs/" + std::to_string(job_id) + "/heartbeat", {{"agent", "host-a"}}).status,
-              200);
+    ASSERT_EQ(
+        agent().post("/api/v1/jobs/" + std::to_string(job_id) + "/heartbeat", {{"agent", "host-a"}}).status,
+        200);
   }
   EXPECT_EQ(client().get("/api/v1/jobs/" + std::to_string(job_id)).json()["state"], "running");
 }

@@ -36,9 +36,22 @@ class AgentE2eTest : public ::testing::Test {
   }
 
   ChildProcess& start_agent(const std::string& name, bool once = true) {
-    std::vector<std::string> argv = {KW_BINARY, "agent", "--server", server_->url(), "--token", agent_token_,
-                                     "--work-dir", (work_dir_ / name).string(), "--repo", "demo=" + repo_.dir().string(),
-                                     "--name", name, "--poll-seconds", "0.5", "--gpu-test-double", "kwbench CPU test double"};
+    std::vector<std::string> argv = {KW_BINARY,
+                                     "agent",
+                                     "--server",
+                                     server_->url(),
+                                     "--token",
+                                     agent_token_,
+                                     "--work-dir",
+                                     (work_dir_ / name).string(),
+                                     "--repo",
+                                     "demo=" + repo_.dir().string(),
+                                     "--name",
+                                     name,
+                                     "--poll-seconds",
+                                     "0.5",
+                                     "--gpu-test-double",
+                                     "kwbench CPU test double"};
     if (once) argv.push_back("--once");
     agents_.push_back(std::make_unique<ChildProcess>(argv));
     return *agents_.back();
@@ -68,8 +81,8 @@ TEST_F(AgentE2eTest, AgentClaimsRunsAndReports) {
   EXPECT_EQ(run["gpu_model"], "kwbench CPU test double");
   EXPECT_EQ(run["cases"].size(), 2u);
   // Progress lines for every stage.
-  for (const char* line : {"claimed job", "stage build started", "stage load passed", "stage full_bench passed",
-                           "delivered job-"}) {
+  for (const char* line : {"claimed job", "stage build started", "stage load passed",
+                           "stage full_bench passed", "delivered job-"}) {
     EXPECT_NE(agent.output().find(line), std::string::npos) << line << "\n" << agent.output();
   }
 }
@@ -120,7 +133,8 @@ TEST_F(AgentE2eTest, KilledAgentsJobIsFinishedByAnotherAfterTheLeaseExpires) {
 
 TEST_F(AgentE2eTest, CommitThatDoesNotBuildFailsWithTheCompilerError) {
   start_server();
-  repo_.write("build.sh", "echo 'attention_fwd.cu(88): error: identifier \"kBlockN\" is undefined' >&2\nexit 2\n");
+  repo_.write("build.sh",
+              "echo 'attention_fwd.cu(88): error: identifier \"kBlockN\" is undefined' >&2\nexit 2\n");
   std::int64_t job = submit(repo_.commit("broken build"));
   ChildProcess& agent = start_agent("host-a");
   EXPECT_EQ(agent.wait_exit(), 0) << agent.output();
@@ -167,10 +181,12 @@ TEST_F(AgentE2eTest, RunOutWorksWithoutAGpuAndUploadPostsIt) {
     EXPECT_EQ(report["stages"][i]["status"], "skipped");
     EXPECT_EQ(report["stages"][i]["message"], "no CUDA device");
   }
-  auto upload = run_command({KW_BINARY, "upload", out.string(), "--server", server_->url(), "--token", agent_token_});
+  auto upload =
+      run_command({KW_BINARY, "upload", out.string(), "--server", server_->url(), "--token", agent_token_});
   EXPECT_EQ(upload.exit_code, 0) << upload.output;
   EXPECT_NE(upload.output.find("verdict pass"), std::string::npos) << upload.output;
-  auto again = run_command({KW_BINARY, "upload", out.string(), "--server", server_->url(), "--token", agent_token_});
+  auto again =
+      run_command({KW_BINARY, "upload", out.string(), "--server", server_->url(), "--token", agent_token_});
   EXPECT_NE(again.output.find("(already stored)"), std::string::npos) << again.output;
 }
 

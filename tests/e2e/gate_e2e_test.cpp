@@ -2,6 +2,8 @@
 // --wait` as CI runs it, a real kw-server on embedded PostgreSQL, and a
 // `kw agent` whose bench is the kwbench CPU TEST DOUBLE. The exit code is
 // what a required status check sees.
+#include <regex>
+
 #include <gtest/gtest.h>
 
 #include "../support/e2e.hpp"
@@ -19,9 +21,9 @@ class GateE2eTest : public ::testing::Test {
     agent_token_ = server_.token("agent", "gpu-hosts");
     ci_token_ = server_.token("ci", "ci");
     agent_ = std::make_unique<ChildProcess>(std::vector<std::string>{
-        KW_BINARY, "agent", "--server", server_.url(), "--token", agent_token_, "--work-dir", (work_dir_ / "agent").string(),
-        "--repo", "demo=" + repo_.dir().string(), "--name", "gpu-host-1", "--poll-seconds", "0.3",
-        "--gpu-test-double", "kwbench CPU test double"});
+        KW_BINARY, "agent", "--server", server_.url(), "--token", agent_token_, "--work-dir",
+        (work_dir_ / "agent").string(), "--repo", "demo=" + repo_.dir().string(), "--name", "gpu-host-1",
+        "--poll-seconds", "0.3", "--gpu-test-double", "kwbench CPU test double"});
     base_ = repo_.commit("baseline");
     CommandResult first = gate(base_, "main");
     ASSERT_EQ(first.exit_code, 0) << first.output;
@@ -34,8 +36,9 @@ class GateE2eTest : public ::testing::Test {
   }
 
   CommandResult gate(const std::string& commit, const std::string& branch, bool with_base = false) {
-    std::vector<std::string> argv = {KW_BINARY, "submit", "--project", "demo", "--commit", commit, "--branch", branch,
-                                     "--wait", "--timeout", "120s", "--server", server_.url(), "--token", ci_token_};
+    std::vector<std::string> argv = {KW_BINARY, "submit",   "--project",   "demo",    "--commit",
+                                     commit,    "--branch", branch,        "--wait",  "--timeout",
+                                     "120s",    "--server", server_.url(), "--token", ci_token_};
     if (with_base) {
       argv.insert(argv.end(), {"--base", base_, "--pr", "7"});
     }
@@ -58,7 +61,8 @@ TEST_F(GateE2eTest, GatePassesAnUnchangedCommit) {
   std::string head = change(R"({"note": "docs only"})", "unchanged kernels");
   CommandResult result = gate(head, "pr-7", true);
   EXPECT_EQ(result.exit_code, 0) << result.output;
-  EXPECT_NE(result.output.find("kernelwatch: pass for " + head.substr(0, 12)), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("kernelwatch: pass for " + head.substr(0, 12)), std::string::npos)
+      << result.output;
   EXPECT_NE(result.output.find("2 compared with a baseline"), std::string::npos) << result.output;
   EXPECT_NE(result.output.find(server_.url() + "/#/run/"), std::string::npos);
 }
@@ -67,9 +71,14 @@ TEST_F(GateE2eTest, GateFailsOnATenPercentSlowdown) {
   std::string head = change(R"({"slowdown": 1.10})", "smaller tiles");
   CommandResult result = gate(head, "pr-7", true);
   EXPECT_EQ(result.exit_code, 1) << result.output;
-  EXPECT_NE(result.output.find("kernelwatch: REGRESSION in " + head.substr(0, 12)), std::string::npos) << result.output;
-  for (const char* name : {"fake.scale/n1m: 1.1", "fake.scale/n16m: 1.1"}) {
-    EXPECT_NE(result.output.find(name), std::string::npos) << name << "\n" << result.output;
+  EXPECT_NE(result.output.find("kernelwatch: REGRESSION in " + head.substr(0, 12)), std::string::npos)
+      << result.output;
+  for (const std::string name : {"fake.scale/n1m", "fake.scale/n16m"}) {
+    std::smatch match;
+    ASSERT_TRUE(std::regex_search(result.output, match, std::regex(name + R"(: ([0-9.]+)x the time of)")))
+        << name << "\n"
+        << result.output;
+    EXPECT_NEAR(std::stod(match[1]), 1.10, 0.02) << result.output;
   }
   EXPECT_NE(result.output.find("base_commit " + base_.substr(0, 12)), std::string::npos) << result.output;
 }
@@ -79,7 +88,8 @@ TEST_F(GateE2eTest, GateFailsOnALaunchGeometryMismatch) {
   CommandResult result = gate(head, "pr-7", true);
   EXPECT_EQ(result.exit_code, 2) << result.output;
   EXPECT_NE(result.output.find("PREFLIGHT FAILED"), std::string::npos) << result.output;
-  EXPECT_NE(result.output.find("stage launch_geometry: fake: fake.scale/n1m: block: expected (384,1,1), observed (128,1,1)"),
+  EXPECT_NE(result.output.find(
+                "stage launch_geometry: fake: fake.scale/n1m: block: expected (384,1,1), observed (128,1,1)"),
             std::string::npos)
       << result.output;
 }
@@ -90,24 +100,27 @@ TEST_F(GateE2eTest, GatePassesAnAcknowledgedRegression) {
   json job = server_.client(ci_token_)
                  .post("/api/v1/jobs", {{"project", "demo"}, {"commit", head}, {"branch", "pr-7"}})
                  .json();  // the same job (idempotent): its id and run
-  auto ack = server_.client(ci_token_).post("/api/v1/runs/" + std::to_string(job["run_id"].get<int>()) + "/acknowledge",
-                                            {{"reason", "40% less memory for 10% time"}});
+  auto ack = server_.client(ci_token_).post(
+      "/api/v1/runs/" + std::to_string(job["run_id"].get<int>()) + "/acknowledge",
+      {{"reason", "40% less memory for 10% time"}});
   ASSERT_EQ(ack.status, 200) << ack.body;
-  CommandResult result = run_command({KW_BINARY, "gate", "--job", std::to_string(job["id"].get<int>()), "--server",
-                                      server_.url(), "--token", ci_token_});
+  CommandResult result = run_command({KW_BINARY, "gate", "--job", std::to_string(job["id"].get<int>()),
+                                      "--server", server_.url(), "--token", ci_token_});
   EXPECT_EQ(result.exit_code, 0) << result.output;
-  EXPECT_NE(result.output.find("regression acknowledged by ci: 40% less memory for 10% time"), std::string::npos)
+  EXPECT_NE(result.output.find("regression acknowledged by ci: 40% less memory for 10% time"),
+            std::string::npos)
       << result.output;
 }
 
 TEST_F(GateE2eTest, GateReportsTheServerBeingDown) {
   int closed = free_port();
-  CommandResult result = run_command({KW_BINARY, "submit", "--project", "demo", "--commit", base_, "--branch", "main",
-                                      "--wait", "--server", "http://127.0.0.1:" + std::to_string(closed), "--token",
-                                      ci_token_});
+  CommandResult result =
+      run_command({KW_BINARY, "submit", "--project", "demo", "--commit", base_, "--branch", "main", "--wait",
+                   "--server", "http://127.0.0.1:" + std::to_string(closed), "--token", ci_token_});
   EXPECT_EQ(result.exit_code, 3) << result.output;
-  EXPECT_NE(result.output.find("kernelwatch: cannot reach the server http://127.0.0.1:" + std::to_string(closed)),
-            std::string::npos)
+  EXPECT_NE(
+      result.output.find("kernelwatch: cannot reach the server http://127.0.0.1:" + std::to_string(closed)),
+      std::string::npos)
       << result.output;
   EXPECT_NE(result.output.find("Connection refused"), std::string::npos) << result.output;
 }

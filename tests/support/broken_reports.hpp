@@ -5,8 +5,8 @@
 
 #include <fstream>
 #include <functional>
-#include <ostream>
 #include <limits>
+#include <ostream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -29,7 +29,9 @@ struct BrokenReport {
 };
 
 // gtest prints the parameter by name instead of its bytes.
-inline void PrintTo(const BrokenReport& report, std::ostream* out) { *out << report.name; }
+inline void PrintTo(const BrokenReport& report, std::ostream* out) {
+  *out << report.name;
+}
 
 inline nlohmann::json load_example_report(const std::string& data_dir) {
   std::ifstream in(data_dir + "/example-run.json");
@@ -71,7 +73,9 @@ inline std::vector<BrokenReport> broken_reports() {
       {"ZeroSample", [](json& r) { r["cases"][1]["measurements"][2]["samples_ns"][0] = 0; },
        "cases[1].measurements[2].samples_ns[0]: must be finite and > 0"},
       {"NonFiniteSample",
-       [](json& r) { r["cases"][0]["measurements"][1]["samples_ns"][3] = std::numeric_limits<double>::infinity(); },
+       [](json& r) {
+         r["cases"][0]["measurements"][1]["samples_ns"][3] = std::numeric_limits<double>::infinity();
+       },
        "cases[0].measurements[1].samples_ns[3]: must be finite and > 0",
        "cases[0].measurements[1].samples_ns[3]: must be a number, got null"},
       {"StringSample", [](json& r) { r["cases"][0]["measurements"][0]["samples_ns"][2] = "41000"; },
@@ -86,7 +90,10 @@ inline std::vector<BrokenReport> broken_reports() {
        "cases[0].measurements[2].impl: duplicate implementation \"baseline:cudnn-sdpa\" in this case"},
       {"DuplicateCaseName", [](json& r) { r["cases"][2]["name"] = r["cases"][0]["name"]; },
        "cases[2].name: duplicate case name \"attention.fwd/fp16/b16_h16_s1024_d128\""},
-      {"LaunchBlockTwoDims", [](json& r) { r["cases"][1]["launches"][0]["block"] = json::array({128, 1}); },
+      {"LaunchBlockTwoDims",
+       [](json& r) {
+         r["cases"][1]["launches"][0]["block"] = json::array({128, 1});
+       },
        "cases[1].launches[0].block: must be an array of 3 positive integers"},
       {"LaunchGridZero", [](json& r) { r["cases"][1]["launches"][0]["grid"][1] = 0; },
        "cases[1].launches[0].grid[1]: must be >= 1"},
@@ -101,7 +108,8 @@ inline std::vector<BrokenReport> broken_reports() {
        "finished_at: is before started_at"},
       {"UnknownField", [](json& r) { r["cases"][0]["measurements"][0]["sample_ns"] = json::array({1}); },
        "cases[0].measurements[0].sample_ns: unknown field"},
-      {"ThrottledIndexOutOfRange", [](json& r) { r["cases"][1]["measurements"][0]["throttled_samples"] = {99}; },
+      {"ThrottledIndexOutOfRange",
+       [](json& r) { r["cases"][1]["measurements"][0]["throttled_samples"] = {99}; },
        "cases[1].measurements[0].throttled_samples[0]: sample index 99 is past the end of samples_ns"},
       {"MissingDeviceWithMeasurements", [](json& r) { r.erase("device"); },
        "device: is required when any case has measurements"},
@@ -109,7 +117,11 @@ inline std::vector<BrokenReport> broken_reports() {
        "device.compute_capability: must look like \"9.0\", got \"sm_90\""},
       {"StagesOutOfOrder", [](json& r) { std::swap(r["stages"][0], r["stages"][1]); },
        "stages[1].name: stage \"build\" is out of pipeline order (after \"load\")"},
-      {"NotAnObject", [](json& r) { r = json::array({1, 2}); }, "report: must be an object, got array"},
+      {"NotAnObject",
+       [](json& r) {
+         r = json::array({1, 2});
+       },
+       "report: must be an object, got array"},
   };
 }
 

@@ -65,7 +65,8 @@ class ChildProcess {
     std::regex re(pattern);
     std::unique_lock lock(mutex_);
     std::smatch match;
-    bool found = changed_.wait_for(lock, timeout, [&] { return std::regex_search(output_, match, re) || eof_; });
+    bool found =
+        changed_.wait_for(lock, timeout, [&] { return std::regex_search(output_, match, re) || eof_; });
     if (!found || !std::regex_search(output_, match, re)) {
       throw std::runtime_error("child never printed /" + pattern + "/; output:\n" + output_);
     }

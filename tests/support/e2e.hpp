@@ -54,7 +54,8 @@ class ServerUnderTest {
   }
 
   void start() {
-    std::vector<std::string> argv = {KW_SERVER_BINARY, "--data-dir", data_dir_.string(), "--listen", "127.0.0.1:" + std::to_string(port_)};
+    std::vector<std::string> argv = {KW_SERVER_BINARY, "--data-dir", data_dir_.string(), "--listen",
+                                     "127.0.0.1:" + std::to_string(port_)};
     argv.insert(argv.end(), extra_.begin(), extra_.end());
     process_ = std::make_unique<ChildProcess>(argv);
     process_->wait_for("listening on http://");
@@ -67,7 +68,8 @@ class ServerUnderTest {
 
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
   std::string token(const std::string& scope, const std::string& name) {
-    auto result = run_command({KW_SERVER_BINARY, "token", "create", "--data-dir", data_dir_.string(), "--scope", scope, "--name", name});
+    auto result = run_command({KW_SERVER_BINARY, "token", "create", "--data-dir", data_dir_.string(),
+                               "--scope", scope, "--name", name});
     EXPECT_EQ(result.exit_code, 0) << result.output;
     std::string text = result.output;
     while (!text.empty() && text.back() == '\n') text.pop_back();

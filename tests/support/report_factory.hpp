@@ -21,14 +21,14 @@ struct ReportSpec {
   std::string gpu_model = "NVIDIA H100 80GB HBM3";
   int cases = 3;
   int samples = 30;
-  double noise = 0.01;          // relative, log-normal sigma
-  double slowdown = 1.0;        // candidate time multiplier
+  double noise = 0.01;             // relative, log-normal sigma
+  double slowdown = 1.0;           // candidate time multiplier
   double baseline_slowdown = 1.0;  // in-run baseline implementation's time multiplier (machine drift)
-  int throttled = 0;            // candidate samples taken while throttled (x1.3, marked)
+  int throttled = 0;               // candidate samples taken while throttled (x1.3, marked)
   std::uint64_t seed = 1;
-  std::string failed_stage;     // a stage name to mark failed, or empty
+  std::string failed_stage;  // a stage name to mark failed, or empty
   bool failed_correctness = false;
-  std::int64_t job_id = 0;      // 0 = none
+  std::int64_t job_id = 0;  // 0 = none
   std::string agent = "gpu-host-1";
 };
 
@@ -74,11 +74,11 @@ inline nlohmann::json make_report(const ReportSpec& spec) {
     json c{{"name", "attention.fwd/case" + std::to_string(i)},
            {"params", {{"S", 1024 * (i + 1)}, {"dtype", "fp16"}}},
            {"launches", json::array({{{"kernel", "flash_fwd_kernel"},
-                                       {"grid", {8, 16, 1}},
-                                       {"block", {128, 1, 1}},
-                                       {"registers", 168},
-                                       {"static_smem", 0},
-                                       {"dynamic_smem", 49152}}})},
+                                      {"grid", {8, 16, 1}},
+                                      {"block", {128, 1, 1}},
+                                      {"registers", 168},
+                                      {"static_smem", 0},
+                                      {"dynamic_smem", 49152}}})},
            {"correctness",
             {{"passed", !spec.failed_correctness},
              {"rel_l2_err", spec.failed_correctness ? 0.5 : 3e-4},

@@ -111,10 +111,14 @@ std::string throttle_note(std::size_t excluded) {
 
 std::string_view to_string(ChangeStatus status) {
   switch (status) {
-    case ChangeStatus::regression: return "regression";
-    case ChangeStatus::improvement: return "improvement";
-    case ChangeStatus::unchanged: return "unchanged";
-    case ChangeStatus::no_baseline: return "no-baseline";
+    case ChangeStatus::regression:
+      return "regression";
+    case ChangeStatus::improvement:
+      return "improvement";
+    case ChangeStatus::unchanged:
+      return "unchanged";
+    case ChangeStatus::no_baseline:
+      return "no-baseline";
   }
   return "unchanged";
 }
@@ -147,8 +151,9 @@ Comparison compare_times(const Timing& head, const Timing& base, double threshol
   return result;
 }
 
-Comparison compare_speedups(const Timing& head_candidate, const Timing& head_baseline, const Timing& base_candidate,
-                            const Timing& base_baseline, double threshold, const DetectionSettings& settings) {
+Comparison compare_speedups(const Timing& head_candidate, const Timing& head_baseline,
+                            const Timing& base_candidate, const Timing& base_baseline, double threshold,
+                            const DetectionSettings& settings) {
   // Sample i of each implementation was taken in the same interleaved round,
   // so their ratio is one speedup observation; a round with either sample
   // throttled is dropped.

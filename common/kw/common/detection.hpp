@@ -22,10 +22,10 @@ struct DetectionSettings {
   // The threshold also grows to this many times the case's run-to-run noise,
   // estimated from its history, so noisy cases need larger changes.
   double history_k = 4.0;
-  double confidence = 0.99;  // of the ratio interval
-  double alpha = 0.01;       // Mann-Whitney significance
-  std::size_t min_history = 5;   // runs needed before history widens the threshold
-  std::size_t min_samples = 5;   // per side, after dropping throttled samples
+  double confidence = 0.99;     // of the ratio interval
+  double alpha = 0.01;          // Mann-Whitney significance
+  std::size_t min_history = 5;  // runs needed before history widens the threshold
+  std::size_t min_samples = 5;  // per side, after dropping throttled samples
 };
 
 // One implementation's samples in one run.
@@ -41,7 +41,7 @@ struct Comparison {
   double lower = 1, upper = 1;  // interval for `ratio`
   double confidence = 0;
   double p_value = 1;
-  double threshold = 0;         // relative change needed to flag
+  double threshold = 0;                   // relative change needed to flag
   double head_noise = 0, base_noise = 0;  // relative noise (1.4826 MAD / median) of each side
   std::size_t head_samples = 0, base_samples = 0;
   std::size_t excluded_throttled = 0;
@@ -63,7 +63,8 @@ Comparison compare_times(const Timing& head, const Timing& base, double threshol
 // (baseline time / candidate time, higher is better), per interleaved sample
 // pair, compared between runs: regression when the speedup dropped. Machine
 // drift that slows both implementations alike cancels out.
-Comparison compare_speedups(const Timing& head_candidate, const Timing& head_baseline, const Timing& base_candidate,
-                            const Timing& base_baseline, double threshold, const DetectionSettings& settings);
+Comparison compare_speedups(const Timing& head_candidate, const Timing& head_baseline,
+                            const Timing& base_candidate, const Timing& base_baseline, double threshold,
+                            const DetectionSettings& settings);
 
 }  // namespace kw::common

@@ -130,8 +130,7 @@ class JsonReader {
     } else if (!value.is_number()) {
       fail(path, "must be an integer, got " + type_name(value));
     }
-    if (value.is_number_unsigned() &&
-        value.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
+    if (value.is_number_unsigned() && value.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
       fail(path, "is out of range");
     auto integer = value.get<std::int64_t>();
     if (integer < min) {
@@ -149,6 +148,5 @@ class JsonReader {
 inline std::string index_path(const std::string& path, std::size_t index) {
   return path + "[" + std::to_string(index) + "]";
 }
-
 
 }  // namespace kw::common

@@ -15,8 +15,8 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::array<std::string_view, 6> kStageNames = {
-    "build", "load", "launch_geometry", "correctness", "quick_bench", "full_bench"};
+constexpr std::array<std::string_view, 6> kStageNames = {"build",       "load",        "launch_geometry",
+                                                         "correctness", "quick_bench", "full_bench"};
 constexpr std::array<std::string_view, 3> kStageStatuses = {"passed", "failed", "skipped"};
 
 Dim3 read_dim3(const json& value, const std::string& path) {
@@ -33,8 +33,7 @@ std::string read_commit(JsonReader& reader, std::string_view key, bool required)
   if (!text) return {};
   if (!is_commit_sha(*text)) {
     JsonReader::fail(reader.child(key),
-                       "must be a 40-character lowercase hex commit SHA, got \"" +
-                           text->substr(0, 64) + "\"");
+                     "must be a 40-character lowercase hex commit SHA, got \"" + text->substr(0, 64) + "\"");
   }
   return *text;
 }
@@ -59,7 +58,8 @@ DeviceInfo read_device(const json& value) {
     const std::string& cc = device.compute_capability;
     auto dot = cc.find('.');
     bool ok = dot != std::string::npos && dot > 0 && dot + 1 < cc.size() &&
-              std::all_of(cc.begin(), cc.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)) || c == '.'; }) &&
+              std::all_of(cc.begin(), cc.end(),
+                          [](char c) { return std::isdigit(static_cast<unsigned char>(c)) || c == '.'; }) &&
               cc.find('.', dot + 1) == std::string::npos;
     if (!ok) JsonReader::fail("device.compute_capability", "must look like \"9.0\", got \"" + cc + "\"");
   }
@@ -78,17 +78,16 @@ Stage read_stage(const json& value, const std::string& path) {
   std::string name = reader.string("name");
   auto parsed_name = stage_name_from(name);
   if (!parsed_name) {
-    JsonReader::fail(reader.child("name"),
-                       "unknown stage \"" + name +
-                           "\" (expected build, load, launch_geometry, correctness, "
-                           "quick_bench or full_bench)");
+    JsonReader::fail(reader.child("name"), "unknown stage \"" + name +
+                                               "\" (expected build, load, launch_geometry, correctness, "
+                                               "quick_bench or full_bench)");
   }
   stage.name = *parsed_name;
   std::string status = reader.string("status");
   auto parsed_status = stage_status_from(status);
   if (!parsed_status) {
     JsonReader::fail(reader.child("status"),
-                       "unknown status \"" + status + "\" (expected passed, failed or skipped)");
+                     "unknown status \"" + status + "\" (expected passed, failed or skipped)");
   }
   stage.status = *parsed_status;
   stage.duration_ms = reader.integer("duration_ms", 0);
@@ -100,7 +99,7 @@ Stage read_stage(const json& value, const std::string& path) {
   }
   if (stage.status != StageStatus::passed && stage.message.empty()) {
     JsonReader::fail(reader.child("message"),
-                       "must say why when the stage is " + std::string(to_string(stage.status)));
+                     "must say why when the stage is " + std::string(to_string(stage.status)));
   }
   reader.reject_unknown_keys();
   return stage;
@@ -144,8 +143,7 @@ Correctness read_correctness(const json& value, const std::string& path) {
     JsonReader::fail(reader.child("passed"), "cannot be true with non-finite outputs");
   }
   if (correctness.passed && correctness.rel_l2_err > correctness.tolerance) {
-    JsonReader::fail(reader.child("passed"),
-                       "cannot be true when rel_l2_err exceeds tolerance");
+    JsonReader::fail(reader.child("passed"), "cannot be true when rel_l2_err exceeds tolerance");
   }
   reader.reject_unknown_keys();
   return correctness;
@@ -158,8 +156,7 @@ Measurement read_measurement(const json& value, const std::string& path) {
   if (measurement.impl != "candidate" &&
       !(measurement.impl.starts_with("baseline:") && measurement.impl.size() > 9)) {
     JsonReader::fail(reader.child("impl"),
-                       "must be \"candidate\" or \"baseline:<name>\", got \"" + measurement.impl +
-                           "\"");
+                     "must be \"candidate\" or \"baseline:<name>\", got \"" + measurement.impl + "\"");
   }
   const json& samples = reader.array("samples_ns");
   std::string samples_path = reader.child("samples_ns");
@@ -178,9 +175,9 @@ Measurement read_measurement(const json& value, const std::string& path) {
   measurement.median_ns = reader.number("median_ns", 0);
   double computed = median(measurement.samples_ns);
   if (std::abs(measurement.median_ns - computed) > 1e-6 * computed + 1e-9) {
-    JsonReader::fail(reader.child("median_ns"),
-                       "is " + json(measurement.median_ns).dump() +
-                           " but the median of samples_ns is " + json(computed).dump());
+    JsonReader::fail(reader.child("median_ns"), "is " + json(measurement.median_ns).dump() +
+                                                    " but the median of samples_ns is " +
+                                                    json(computed).dump());
   }
   measurement.flops = reader.opt_number("flops", 0);
   measurement.bytes = reader.opt_number("bytes", 0);
@@ -191,7 +188,7 @@ Measurement read_measurement(const json& value, const std::string& path) {
       std::int64_t index = JsonReader::as_integer((*throttled)[i], index_path(throttled_path, i), 0);
       if (index >= static_cast<std::int64_t>(measurement.samples_ns.size())) {
         JsonReader::fail(index_path(throttled_path, i),
-                           "sample index " + std::to_string(index) + " is past the end of samples_ns");
+                         "sample index " + std::to_string(index) + " is past the end of samples_ns");
       }
       measurement.throttled_samples.push_back(index);
     }
@@ -215,8 +212,7 @@ GpuState read_gpu_state(const json& value, const std::string& path) {
   GpuState state;
   state.sm_mhz = read_number_array(reader, "sm_mhz");
   state.mem_mhz = read_number_array(reader, "mem_mhz");
-  state.throttle_reasons =
-      static_cast<std::uint64_t>(reader.opt_integer("throttle_reasons", 0).value_or(0));
+  state.throttle_reasons = static_cast<std::uint64_t>(reader.opt_integer("throttle_reasons", 0).value_or(0));
   state.temp_c_max = reader.opt_number("temp_c_max", -273.15);
   state.power_w_max = reader.opt_number("power_w_max", 0);
   reader.reject_unknown_keys();
@@ -231,8 +227,7 @@ Case read_case(const json& value, const std::string& path) {
     if (!params->is_object()) JsonReader::fail(reader.child("params"), "must be an object");
     for (const auto& [key, param] : params->items()) {
       if (param.is_object() || param.is_array()) {
-        JsonReader::fail(reader.child("params") + "." + key,
-                           "must be a string, number or boolean");
+        JsonReader::fail(reader.child("params") + "." + key, "must be a string, number or boolean");
       }
     }
     run_case.params = *params;
@@ -255,7 +250,7 @@ Case read_case(const json& value, const std::string& path) {
       Measurement measurement = read_measurement((*measurements)[i], measurement_path);
       if (!impls.insert(measurement.impl).second) {
         JsonReader::fail(measurement_path + ".impl",
-                           "duplicate implementation \"" + measurement.impl + "\" in this case");
+                         "duplicate implementation \"" + measurement.impl + "\" in this case");
       }
       run_case.measurements.push_back(std::move(measurement));
     }
@@ -273,7 +268,9 @@ ValidationError::ValidationError(std::string path, const std::string& reason)
     : std::runtime_error((path.empty() ? std::string("report") : path) + ": " + reason),
       path_(std::move(path)) {}
 
-std::string_view to_string(StageName name) { return kStageNames[static_cast<std::size_t>(name)]; }
+std::string_view to_string(StageName name) {
+  return kStageNames[static_cast<std::size_t>(name)];
+}
 std::string_view to_string(StageStatus status) {
   return kStageStatuses[static_cast<std::size_t>(status)];
 }
@@ -329,8 +326,7 @@ std::optional<double> parse_rfc3339(std::string_view text) {
   if (text[4] != '-' || text[7] != '-' || (text[10] != 'T' && text[10] != 't') || text[13] != ':' ||
       text[16] != ':')
     return std::nullopt;
-  if (*month < 1 || *month > 12 || *day < 1 || *day > 31 || *hour > 23 || *minute > 59 ||
-      *second > 60)
+  if (*month < 1 || *month > 12 || *day < 1 || *day > 31 || *hour > 23 || *minute > 59 || *second > 60)
     return std::nullopt;
   std::size_t pos = 19;
   double fraction = 0;
@@ -364,8 +360,7 @@ std::optional<double> parse_rfc3339(std::string_view text) {
   int doy = (153 * (*month + (*month > 2 ? -3 : 9)) + 2) / 5 + *day - 1;
   int doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
   double days = era * 146097.0 + doe - 719468.0;
-  return days * 86400.0 + *hour * 3600.0 + *minute * 60.0 + *second + fraction -
-         offset_minutes * 60.0;
+  return days * 86400.0 + *hour * 3600.0 + *minute * 60.0 + *second + fraction - offset_minutes * 60.0;
 }
 
 RunReport parse_run_report(const json& document) {
@@ -374,7 +369,7 @@ RunReport parse_run_report(const json& document) {
   report.schema = reader.string("schema");
   if (report.schema != kRunSchema) {
     JsonReader::fail("schema", "unknown schema version \"" + report.schema + "\" (this build reads \"" +
-                                     std::string(kRunSchema) + "\")");
+                                   std::string(kRunSchema) + "\")");
   }
   report.project = reader.string("project");
   for (char c : report.project) {
@@ -393,9 +388,11 @@ RunReport parse_run_report(const json& document) {
   report.started_at = reader.string("started_at");
   report.finished_at = reader.string("finished_at");
   auto started = parse_rfc3339(report.started_at);
-  if (!started) JsonReader::fail("started_at", "must be an RFC 3339 timestamp, got \"" + report.started_at + "\"");
+  if (!started)
+    JsonReader::fail("started_at", "must be an RFC 3339 timestamp, got \"" + report.started_at + "\"");
   auto finished = parse_rfc3339(report.finished_at);
-  if (!finished) JsonReader::fail("finished_at", "must be an RFC 3339 timestamp, got \"" + report.finished_at + "\"");
+  if (!finished)
+    JsonReader::fail("finished_at", "must be an RFC 3339 timestamp, got \"" + report.finished_at + "\"");
   if (*finished < *started) JsonReader::fail("finished_at", "is before started_at");
   report.gpu_seconds = reader.number("gpu_seconds", 0);
 
@@ -409,8 +406,8 @@ RunReport parse_run_report(const json& document) {
     }
     if (!report.stages.empty() && stage.name < report.stages.back().name) {
       JsonReader::fail(path + ".name", "stage \"" + std::string(to_string(stage.name)) +
-                                             "\" is out of pipeline order (after \"" +
-                                             std::string(to_string(report.stages.back().name)) + "\")");
+                                           "\" is out of pipeline order (after \"" +
+                                           std::string(to_string(report.stages.back().name)) + "\")");
     }
     report.stages.push_back(std::move(stage));
   }
@@ -439,22 +436,24 @@ RunReport parse_run_report_text(std::string_view text) {
   try {
     document = json::parse(text);
   } catch (const json::parse_error& error) {
-    throw ValidationError("", "not valid JSON at byte " + std::to_string(error.byte) + ": " +
-                                  std::string(error.what()));
+    throw ValidationError(
+        "", "not valid JSON at byte " + std::to_string(error.byte) + ": " + std::string(error.what()));
   }
   return parse_run_report(document);
 }
 
 namespace {
 
-json dim3_json(const Dim3& dims) { return json::array({dims[0], dims[1], dims[2]}); }
+json dim3_json(const Dim3& dims) {
+  return json::array({dims[0], dims[1], dims[2]});
+}
 
 }  // namespace
 
 json to_json(const Stage& stage) {
-  return json{{"name", to_string(stage.name)},       {"status", to_string(stage.status)},
-              {"duration_ms", stage.duration_ms},    {"message", stage.message},
-              {"log_tail", stage.log_tail},          {"details", stage.details}};
+  return json{{"name", to_string(stage.name)},    {"status", to_string(stage.status)},
+              {"duration_ms", stage.duration_ms}, {"message", stage.message},
+              {"log_tail", stage.log_tail},       {"details", stage.details}};
 }
 
 json to_json(const Case& run_case) {

@@ -20,9 +20,9 @@ inline constexpr std::string_view kRunSchema = "kernelwatch.run/1";
 enum class StageName { build, load, launch_geometry, correctness, quick_bench, full_bench };
 enum class StageStatus { passed, failed, skipped };
 
-inline constexpr std::array<StageName, 6> kAllStages = {
-    StageName::build,       StageName::load,        StageName::launch_geometry,
-    StageName::correctness, StageName::quick_bench, StageName::full_bench};
+inline constexpr std::array<StageName, 6> kAllStages = {StageName::build,           StageName::load,
+                                                        StageName::launch_geometry, StageName::correctness,
+                                                        StageName::quick_bench,     StageName::full_bench};
 
 std::string_view to_string(StageName name);
 std::string_view to_string(StageStatus status);
@@ -48,7 +48,7 @@ struct AgentInfo {
 };
 
 struct DeviceInfo {
-  std::string name;                // "NVIDIA H100 80GB HBM3": the GPU model baselines are keyed by
+  std::string name;  // "NVIDIA H100 80GB HBM3": the GPU model baselines are keyed by
   std::string uuid;
   std::string compute_capability;  // "9.0"
   std::string driver;
@@ -98,8 +98,8 @@ struct Correctness {
 };
 
 struct Measurement {
-  std::string impl;                 // "candidate" or "baseline:<name>"
-  std::vector<double> samples_ns;   // raw, in the order they were taken
+  std::string impl;                // "candidate" or "baseline:<name>"
+  std::vector<double> samples_ns;  // raw, in the order they were taken
   double median_ns = 0;
   std::optional<double> flops;
   std::optional<double> bytes;
@@ -110,7 +110,7 @@ struct Measurement {
 };
 
 struct GpuState {
-  std::vector<double> sm_mhz;   // before and after the case
+  std::vector<double> sm_mhz;  // before and after the case
   std::vector<double> mem_mhz;
   std::uint64_t throttle_reasons = 0;  // NVML clocks-event bit mask, OR over the case
   std::optional<double> temp_c_max;

@@ -172,15 +172,17 @@ std::pair<double, double> median_interval(std::span<const double> samples, doubl
   return {sorted[static_cast<std::size_t>(low)], sorted[static_cast<std::size_t>(high)]};
 }
 
-double normal_cdf(double z) { return 0.5 * std::erfc(-z / std::sqrt(2.0)); }
+double normal_cdf(double z) {
+  return 0.5 * std::erfc(-z / std::sqrt(2.0));
+}
 
 double normal_quantile(double p) {
   if (!(p > 0 && p < 1)) throw std::invalid_argument("normal_quantile: p must be in (0, 1)");
   // Acklam's rational approximation, refined by one Halley step on erfc.
-  static const double a[] = {-3.969683028665376e+01, 2.209460984245205e+02, -2.759285104469687e+02,
+  static const double a[] = {-3.969683028665376e+01, 2.209460984245205e+02,  -2.759285104469687e+02,
                              1.383577518672690e+02,  -3.066479806614716e+01, 2.506628277459239e+00};
   static const double b[] = {-5.447609879822406e+01, 1.615858368580409e+02, -1.556989798598866e+02,
-                             6.680131188771972e+01,  -1.328068155288572e+01};
+                             6.680131188771972e+01, -1.328068155288572e+01};
   static const double c[] = {-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e+00,
                              -2.549732539343734e+00, 4.374664141464968e+00,  2.938163982698783e+00};
   static const double d[] = {7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00,
@@ -251,8 +253,7 @@ MannWhitney mann_whitney_sorted(std::span<const double> x, std::span<const doubl
   if (exact_applies(m, n, ties)) {
     result.exact = true;
     double mean = dm * dn / 2;
-    double p = result.u > mean ? 1 - mann_whitney_cdf(m, n, result.u - 1)
-                               : mann_whitney_cdf(m, n, result.u);
+    double p = result.u > mean ? 1 - mann_whitney_cdf(m, n, result.u - 1) : mann_whitney_cdf(m, n, result.u);
     result.p_value = std::min(1.0, 2 * p);
     return result;
   }
@@ -270,8 +271,7 @@ MannWhitney mann_whitney_sorted(std::span<const double> x, std::span<const doubl
   return result;
 }
 
-ShiftEstimate hodges_lehmann_shift(std::span<const double> x, std::span<const double> y,
-                                   double confidence) {
+ShiftEstimate hodges_lehmann_shift(std::span<const double> x, std::span<const double> y, double confidence) {
   require_nonempty(x, "hodges_lehmann x");
   require_nonempty(y, "hodges_lehmann y");
   std::vector<double> sx = sorted_copy(x), sy = sorted_copy(y);
@@ -287,8 +287,10 @@ ShiftEstimate hodges_lehmann_shift_sorted(std::span<const double> sx, std::span<
   const std::size_t m = sx.size(), n = sy.size(), count = m * n;
   ShiftEstimate result;
   std::size_t half = count / 2;  // 1-based ranks of the middle: (count + 1) / 2, and half + 1 when even
-  result.estimate = count % 2 == 1 ? kth_pairwise_difference(sx, sy, half + 1)
-                                   : (kth_pairwise_difference(sx, sy, half) + kth_pairwise_difference(sx, sy, half + 1)) / 2;
+  result.estimate =
+      count % 2 == 1
+          ? kth_pairwise_difference(sx, sy, half + 1)
+          : (kth_pairwise_difference(sx, sy, half) + kth_pairwise_difference(sx, sy, half + 1)) / 2;
 
   const double alpha = 1 - confidence;
   bool ties = std::adjacent_find(sx.begin(), sx.end()) != sx.end() ||
@@ -321,8 +323,7 @@ ShiftEstimate hodges_lehmann_shift_sorted(std::span<const double> sx, std::span<
   return result;
 }
 
-RatioEstimate ratio_of_medians(std::span<const double> x, std::span<const double> y,
-                               double confidence) {
+RatioEstimate ratio_of_medians(std::span<const double> x, std::span<const double> y, double confidence) {
   auto logs = [](std::span<const double> samples) {
     std::vector<double> out;
     out.reserve(samples.size());

@@ -25,10 +25,10 @@ double trimmed_mean(std::span<const double> samples);
 double relative_noise(std::span<const double> samples);
 
 struct MannWhitney {
-  double u = 0;         // U of the first sample: #(x > y) + 0.5 #(x == y)
-  double z = 0;         // normal score (0 when exact)
-  double p_value = 1;   // two-sided
-  bool exact = false;   // exact null distribution (small samples, no ties)
+  double u = 0;        // U of the first sample: #(x > y) + 0.5 #(x == y)
+  double z = 0;        // normal score (0 when exact)
+  double p_value = 1;  // two-sided
+  bool exact = false;  // exact null distribution (small samples, no ties)
 };
 MannWhitney mann_whitney(std::span<const double> x, std::span<const double> y);
 
@@ -44,7 +44,7 @@ ShiftEstimate hodges_lehmann_shift(std::span<const double> x, std::span<const do
                                    double confidence = 0.95);
 
 struct RatioEstimate {
-  double ratio = 1;  // median(x) / median(y)
+  double ratio = 1;     // median(x) / median(y)
   double hl_ratio = 1;  // exp(HL shift of log x vs log y)
   double lower = 1;
   double upper = 1;
@@ -58,7 +58,8 @@ RatioEstimate ratio_of_medians(std::span<const double> x, std::span<const double
 // The same three on samples already sorted ascending (detection sorts each
 // side once and reuses it).
 MannWhitney mann_whitney_sorted(std::span<const double> x, std::span<const double> y);
-ShiftEstimate hodges_lehmann_shift_sorted(std::span<const double> x, std::span<const double> y, double confidence);
+ShiftEstimate hodges_lehmann_shift_sorted(std::span<const double> x, std::span<const double> y,
+                                          double confidence);
 double median_sorted(std::span<const double> sorted);
 
 // Distribution-free interval for the median: the order statistics whose

@@ -22,12 +22,16 @@ nlohmann::json Response::json() const {
   try {
     return nlohmann::json::parse(body);
   } catch (const nlohmann::json::parse_error&) {
-    throw std::runtime_error("HTTP " + std::to_string(status) + " answer is not JSON: " + body.substr(0, 200));
+    throw std::runtime_error("HTTP " + std::to_string(status) +
+                             " answer is not JSON: " + body.substr(0, 200));
   }
 }
 
 Client::Client(const std::string& base_url, std::string token, std::chrono::milliseconds timeout)
-    : base_url_(base_url), token_(std::move(token)), timeout_(timeout), connection_(std::make_unique<Connection>()) {
+    : base_url_(base_url),
+      token_(std::move(token)),
+      timeout_(timeout),
+      connection_(std::make_unique<Connection>()) {
   constexpr std::string_view scheme = "http://";
   if (base_url.rfind(scheme, 0) != 0) {
     throw std::invalid_argument("server URL must start with http://, got \"" + base_url + "\"");
@@ -76,7 +80,8 @@ Response Client::request(const std::string& method, const std::string& target, c
       if (!token_.empty()) message.set(bhttp::field::authorization, "Bearer " + token_);
       for (const auto& [name, value] : headers) message.set(name, value);
       if (!body.empty() || method == "POST" || method == "PUT") {
-        if (message[bhttp::field::content_type].empty()) message.set(bhttp::field::content_type, "application/json");
+        if (message[bhttp::field::content_type].empty())
+          message.set(bhttp::field::content_type, "application/json");
         message.body() = body;
         message.prepare_payload();
       }
@@ -108,7 +113,8 @@ Response Client::request(const std::string& method, const std::string& target, c
       c.stream.socket().close(ec);
       c.open = false;
       if (reused && attempt == 0) continue;
-      throw ConnectionError("cannot reach " + base_url_ + " (" + method + " " + target + "): " + error.code().message());
+      throw ConnectionError("cannot reach " + base_url_ + " (" + method + " " + target +
+                            "): " + error.code().message());
     }
   }
 }

@@ -39,7 +39,9 @@ class Client {
   Response request(const std::string& method, const std::string& target, const std::string& body = {},
                    const std::map<std::string, std::string>& headers = {});
   Response get(const std::string& target) { return request("GET", target); }
-  Response post(const std::string& target, const nlohmann::json& body) { return request("POST", target, body.dump()); }
+  Response post(const std::string& target, const nlohmann::json& body) {
+    return request("POST", target, body.dump());
+  }
 
   const std::string& base_url() const { return base_url_; }
   void set_token(std::string token) { token_ = std::move(token); }

@@ -26,9 +26,13 @@ __global__ void clock_probe_kernel(unsigned long long* out) {
 
 }  // namespace
 
-ClockProbe::ClockProbe() { KW_CUDA_CHECK(cudaMalloc(&result_, 2 * sizeof(unsigned long long))); }
+ClockProbe::ClockProbe() {
+  KW_CUDA_CHECK(cudaMalloc(&result_, 2 * sizeof(unsigned long long)));
+}
 
-ClockProbe::~ClockProbe() { cudaFree(result_); }
+ClockProbe::~ClockProbe() {
+  cudaFree(result_);
+}
 
 double ClockProbe::measure_mhz(cudaStream_t stream) {
   clock_probe_kernel<<<1, 1, 0, stream>>>(result_);

@@ -11,15 +11,15 @@ namespace kwbench {
 
 namespace {
 
-#define KW_CUPTI_CHECK(call)                                                                       \
-  do {                                                                                             \
-    CUptiResult kw_result_ = (call);                                                               \
-    if (kw_result_ != CUPTI_SUCCESS) {                                                             \
-      const char* kw_text_ = nullptr;                                                              \
-      cuptiGetResultString(kw_result_, &kw_text_);                                                 \
-      throw Error(std::string(__FILE__) + ":" + std::to_string(__LINE__) + ": " + #call +         \
+#define KW_CUPTI_CHECK(call)                                                                           \
+  do {                                                                                                 \
+    CUptiResult kw_result_ = (call);                                                                   \
+    if (kw_result_ != CUPTI_SUCCESS) {                                                                 \
+      const char* kw_text_ = nullptr;                                                                  \
+      cuptiGetResultString(kw_result_, &kw_text_);                                                     \
+      throw Error(std::string(__FILE__) + ":" + std::to_string(__LINE__) + ": " + #call +              \
                   " failed: " + (kw_text_ ? kw_text_ : std::to_string(static_cast<int>(kw_result_)))); \
-    }                                                                                              \
+    }                                                                                                  \
   } while (0)
 
 // CUDA 13's CUPTI delivers CONCURRENT_KERNEL records as CUpti_ActivityKernel10.
@@ -39,7 +39,8 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
   CUpti_Activity* record = nullptr;
   std::lock_guard lock(g_mutex);
   while (cuptiActivityGetNextRecord(buffer, valid_size, &record) == CUPTI_SUCCESS) {
-    if (record->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && record->kind != CUPTI_ACTIVITY_KIND_KERNEL) continue;
+    if (record->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && record->kind != CUPTI_ACTIVITY_KIND_KERNEL)
+      continue;
     const auto* kernel = reinterpret_cast<const KernelRecord*>(record);
     ObservedLaunch launch;
     launch.kernel = demangle(kernel->name);
@@ -75,8 +76,9 @@ KernelTrace::KernelTrace() {
   // Records are read with the layout of the headers this was built with; a
   // CUPTI of another major version may deliver another layout.
   if (version / 10000 != CUPTI_API_VERSION / 10000) {
-    throw Error("CUPTI API version " + std::to_string(version) + " at run time, but this harness was built for " +
-                std::to_string(CUPTI_API_VERSION) + " (CUpti_ActivityKernel10 records); rebuild against this CUDA");
+    throw Error("CUPTI API version " + std::to_string(version) +
+                " at run time, but this harness was built for " + std::to_string(CUPTI_API_VERSION) +
+                " (CUpti_ActivityKernel10 records); rebuild against this CUDA");
   }
   {
     std::lock_guard lock(g_mutex);
@@ -97,7 +99,8 @@ std::vector<ObservedLaunch> KernelTrace::collect() {
   size_t dropped = 0;
   KW_CUPTI_CHECK(cuptiActivityGetNumDroppedRecords(nullptr, 0, &dropped));
   if (dropped > 0) {
-    throw Error("CUPTI dropped " + std::to_string(dropped) + " activity records; the observed launches are incomplete");
+    throw Error("CUPTI dropped " + std::to_string(dropped) +
+                " activity records; the observed launches are incomplete");
   }
   std::lock_guard lock(g_mutex);
   return g_launches;

@@ -25,7 +25,8 @@ namespace {
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-const std::vector<std::string> kStages = {"load", "launch_geometry", "correctness", "quick_bench", "full_bench"};
+const std::vector<std::string> kStages = {"load", "launch_geometry", "correctness", "quick_bench",
+                                          "full_bench"};
 
 struct Options {
   bool list = false;
@@ -40,7 +41,9 @@ struct Options {
   BenchOptions bench;
 };
 
-void log_line(const std::string& text) { std::cerr << "[kwbench] " << text << std::endl; }
+void log_line(const std::string& text) {
+  std::cerr << "[kwbench] " << text << std::endl;
+}
 
 std::string tail(const std::string& text, std::size_t bytes) {
   return text.size() <= bytes ? text : text.substr(text.size() - bytes);
@@ -55,7 +58,8 @@ CaseOutcome run_stage_in_process(const std::string& stage, Case& c, const Device
 }
 
 // A case run in this process, any error turned into a failed outcome.
-CaseOutcome guarded(const std::string& stage, Case& c, const DeviceFacts& device, const BenchOptions& options) {
+CaseOutcome guarded(const std::string& stage, Case& c, const DeviceFacts& device,
+                    const BenchOptions& options) {
   try {
     return run_stage_in_process(stage, c, device, options);
   } catch (const std::exception& error) {
@@ -122,7 +126,8 @@ ChildResult run_child(const Options& options, const std::string& case_name, cons
   for (;;) {
     char buffer[4096];
     ssize_t n;
-    while ((n = read(fds[0], buffer, sizeof(buffer))) > 0) result.output.append(buffer, static_cast<std::size_t>(n));
+    while ((n = read(fds[0], buffer, sizeof(buffer))) > 0)
+      result.output.append(buffer, static_cast<std::size_t>(n));
     pid_t done = waitpid(pid, &status, WNOHANG);
     if (done == pid) break;
     if (Clock::now() > deadline) {
@@ -135,7 +140,8 @@ ChildResult run_child(const Options& options, const std::string& case_name, cons
   }
   char buffer[4096];
   ssize_t n;
-  while ((n = read(fds[0], buffer, sizeof(buffer))) > 0) result.output.append(buffer, static_cast<std::size_t>(n));
+  while ((n = read(fds[0], buffer, sizeof(buffer))) > 0)
+    result.output.append(buffer, static_cast<std::size_t>(n));
   close(fds[0]);
 
   std::ifstream in(json_path);
@@ -158,7 +164,8 @@ ChildResult run_child(const Options& options, const std::string& case_name, cons
     result.outcome.status = "failed";
     result.outcome.part = {{"name", case_name}};
     if (timed_out) {
-      result.outcome.message = "timed out after " + std::to_string(static_cast<int>(options.case_timeout)) + " s";
+      result.outcome.message =
+          "timed out after " + std::to_string(static_cast<int>(options.case_timeout)) + " s";
     } else if (WIFSIGNALED(status)) {
       result.outcome.message = std::string("crashed: ") + strsignal(WTERMSIG(status));
     } else {
@@ -195,10 +202,12 @@ int child_main(const Options& options) {
     }
     if (!selected) throw Error("no case named " + options.child_case);
     CaseOutcome outcome = guarded(options.stage, *selected, device, options.bench);
-    document = {{"result", {{"status", outcome.status}, {"message", outcome.message}, {"details", outcome.details}}},
-                {"case", outcome.part}};
+    document = {
+        {"result", {{"status", outcome.status}, {"message", outcome.message}, {"details", outcome.details}}},
+        {"case", outcome.part}};
   } catch (const std::exception& error) {
-    document = {{"result", {{"status", "failed"}, {"message", error.what()}}}, {"case", {{"name", options.child_case}}}};
+    document = {{"result", {{"status", "failed"}, {"message", error.what()}}},
+                {"case", {{"name", options.child_case}}}};
   }
   write_json(options.json_path, document);
   return 0;
@@ -206,7 +215,10 @@ int child_main(const Options& options) {
 
 int stage_main(const Options& options, const std::string& self) {
   auto started = Clock::now();
-  json stage{{"name", options.stage}, {"status", "passed"}, {"message", ""}, {"log_tail", ""},
+  json stage{{"name", options.stage},
+             {"status", "passed"},
+             {"message", ""},
+             {"log_tail", ""},
              {"details", json::object()}};
   json document{{"stage", stage}, {"device", nullptr}, {"cases", json::array()}};
   auto finish = [&](int code) {
@@ -268,11 +280,13 @@ int stage_main(const Options& options, const std::string& self) {
       if (outcome.status == "failed") log_tail += "--- " + name + "\n" + tail(child.output, 4000);
     }
     double seconds = std::chrono::duration<double>(Clock::now() - case_started).count();
-    log_line(options.stage + " " + name + " " + outcome.status + " (" + std::to_string(seconds).substr(0, 5) + " s): " +
-             outcome.message);
+    log_line(options.stage + " " + name + " " + outcome.status + " (" + std::to_string(seconds).substr(0, 5) +
+             " s): " + outcome.message);
     if (!outcome.part.contains("params")) outcome.part["params"] = c->params();
     document["cases"].push_back(outcome.part);
-    case_results.push_back({{"name", name}, {"status", outcome.status}, {"message", outcome.message},
+    case_results.push_back({{"name", name},
+                            {"status", outcome.status},
+                            {"message", outcome.message},
                             {"details", outcome.details}});
     if (outcome.status == "failed") failures.push_back(name + ": " + outcome.message);
     if (outcome.status == "passed") ++passed;
@@ -281,7 +295,8 @@ int stage_main(const Options& options, const std::string& self) {
   document["stage"]["log_tail"] = tail(log_tail, 16000);
   if (!failures.empty()) {
     document["stage"]["status"] = "failed";
-    std::string message = std::to_string(failures.size()) + " of " + std::to_string(cases.size()) + " cases failed: ";
+    std::string message =
+        std::to_string(failures.size()) + " of " + std::to_string(cases.size()) + " cases failed: ";
     for (std::size_t i = 0; i < failures.size() && i < 5; ++i) message += (i ? "; " : "") + failures[i];
     document["stage"]["message"] = message;
     return finish(1);
@@ -306,7 +321,8 @@ int main(int argc, char** argv) {
   cli.add_option("--seed", options.bench.seed, "seed of the random inputs")->capture_default_str();
   cli.add_option("--noise-target", options.bench.noise_target, "full_bench: stop at this relative noise")
       ->capture_default_str();
-  cli.add_option("--max-seconds", options.bench.max_seconds, "full_bench: time cap per case")->capture_default_str();
+  cli.add_option("--max-seconds", options.bench.max_seconds, "full_bench: time cap per case")
+      ->capture_default_str();
   cli.add_option("--min-samples", options.bench.min_samples)->capture_default_str();
   cli.add_option("--max-samples", options.bench.max_samples)->capture_default_str();
   cli.add_option("--child-case", options.child_case)->group("");
@@ -321,7 +337,9 @@ int main(int argc, char** argv) {
       json names = json::array();
       for (auto& c : make_cases(options.case_glob)) {
         std::cout << c->name() << "\n";
-        names.push_back({{"name", c->name()}, {"params", c->params()}, {"baselines", c->baselines()},
+        names.push_back({{"name", c->name()},
+                         {"params", c->params()},
+                         {"baselines", c->baselines()},
                          {"expected_launch", expected_launch_json(c->expected_launch())}});
       }
       write_json(options.json_path, {{"cases", names}});

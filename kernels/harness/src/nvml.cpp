@@ -41,7 +41,8 @@ Nvml::Nvml(const std::string& pci_bus_id) {
     return;
   }
   if (nvmlReturn status = init(); status != 0) {
-    why_ = std::string("nvmlInit_v2 failed: ") + (error_string ? error_string(status) : std::to_string(status));
+    why_ =
+        std::string("nvmlInit_v2 failed: ") + (error_string ? error_string(status) : std::to_string(status));
     return;
   }
   void* device = nullptr;

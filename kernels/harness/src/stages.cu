@@ -20,7 +20,9 @@ namespace {
 
 using nlohmann::json;
 
-json dim3_json(const Dim3& d) { return json::array({d.x, d.y, d.z}); }
+json dim3_json(const Dim3& d) {
+  return json::array({d.x, d.y, d.z});
+}
 std::string dim3_text(const Dim3& d) {
   return "(" + std::to_string(d.x) + "," + std::to_string(d.y) + "," + std::to_string(d.z) + ")";
 }
@@ -122,7 +124,8 @@ DeviceFacts probe_device() {
   int count = 0;
   cudaError_t status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess || count == 0) {
-    throw Error(status == cudaSuccess ? "no CUDA device" : std::string("no CUDA device (") + cudaGetErrorName(status) + ")");
+    throw Error(status == cudaSuccess ? "no CUDA device"
+                                      : std::string("no CUDA device (") + cudaGetErrorName(status) + ")");
   }
   DeviceFacts facts;
   KW_CUDA_CHECK(cudaGetDevice(&facts.ordinal));
@@ -139,19 +142,22 @@ DeviceFacts probe_device() {
   facts.l2_bytes = l2;
   char uuid[64];
   const auto* u = reinterpret_cast<const unsigned char*>(prop.uuid.bytes);
-  std::snprintf(uuid, sizeof(uuid), "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1],
-                u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
+  std::snprintf(uuid, sizeof(uuid),
+                "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1], u[2],
+                u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
   Nvml nvml(facts.pci_bus_id);
   std::string driver_text = nvml.driver_version();
-  if (driver_text.empty()) driver_text = std::to_string(driver / 1000) + "." + std::to_string(driver % 1000 / 10);
-  facts.report = {{"name", prop.name},
-                  {"uuid", uuid},
-                  {"compute_capability", std::to_string(prop.major) + "." + std::to_string(prop.minor)},
-                  {"driver", driver_text},
-                  {"cuda_runtime", std::to_string(runtime / 1000) + "." + std::to_string(runtime % 1000 / 10)},
-                  {"memory_bytes", static_cast<std::int64_t>(prop.totalGlobalMem)},
-                  {"sm_count", sm_count},
-                  {"l2_bytes", l2}};
+  if (driver_text.empty())
+    driver_text = std::to_string(driver / 1000) + "." + std::to_string(driver % 1000 / 10);
+  facts.report = {
+      {"name", prop.name},
+      {"uuid", uuid},
+      {"compute_capability", std::to_string(prop.major) + "." + std::to_string(prop.minor)},
+      {"driver", driver_text},
+      {"cuda_runtime", std::to_string(runtime / 1000) + "." + std::to_string(runtime % 1000 / 10)},
+      {"memory_bytes", static_cast<std::int64_t>(prop.totalGlobalMem)},
+      {"sm_count", sm_count},
+      {"l2_bytes", l2}};
   return facts;
 }
 
@@ -194,13 +200,14 @@ CaseOutcome run_load(const std::vector<LibraryInfo>& libraries, const DeviceFact
     cudaError_t status = cudaFuncGetAttributes(&attr, kernel.function);
     if (status == cudaErrorNoKernelImageForDevice || status == cudaErrorInvalidDeviceFunction) {
       cudaGetLastError();
-      failures.push_back("kernel " + kernel.name + ": no kernel image for this device (compute capability " + cc +
-                         "); the build's -gencode targets do not cover it");
+      failures.push_back("kernel " + kernel.name + ": no kernel image for this device (compute capability " +
+                         cc + "); the build's -gencode targets do not cover it");
       continue;
     }
     if (status != cudaSuccess) {
       cudaGetLastError();
-      failures.push_back("kernel " + kernel.name + ": cudaFuncGetAttributes failed: " + cudaGetErrorString(status));
+      failures.push_back("kernel " + kernel.name +
+                         ": cudaFuncGetAttributes failed: " + cudaGetErrorString(status));
       continue;
     }
     auto static_smem = static_cast<std::int64_t>(attr.sharedSizeBytes);
@@ -216,19 +223,23 @@ CaseOutcome run_load(const std::vector<LibraryInfo>& libraries, const DeviceFact
     std::string prefix = "kernel " + kernel.name + ": ";
     if (static_smem + dynamic_smem > optin) {
       failures.push_back(prefix + "asks for " + kib(static_smem + dynamic_smem) + " of shared memory (" +
-                         kib(static_smem) + " static + " + kib(dynamic_smem) + " dynamic); this device allows " +
-                         kib(optin) + " per block");
+                         kib(static_smem) + " static + " + kib(dynamic_smem) +
+                         " dynamic); this device allows " + kib(optin) + " per block");
     } else if (dynamic_smem > attr.maxDynamicSharedSizeBytes) {
-      failures.push_back(prefix + "asks for " + kib(dynamic_smem) + " of dynamic shared memory but is allowed " +
-                         kib(attr.maxDynamicSharedSizeBytes) +
-                         " (raise it with cudaFuncSetAttribute(cudaFuncAttributeMaxDynamicSharedMemorySize); this "
-                         "device allows up to " + kib(optin) + ")");
+      failures.push_back(
+          prefix + "asks for " + kib(dynamic_smem) + " of dynamic shared memory but is allowed " +
+          kib(attr.maxDynamicSharedSizeBytes) +
+          " (raise it with cudaFuncSetAttribute(cudaFuncAttributeMaxDynamicSharedMemorySize); this "
+          "device allows up to " +
+          kib(optin) + ")");
     }
     if (kernel.block_threads > attr.maxThreadsPerBlock) {
-      failures.push_back(prefix + "launches " + std::to_string(kernel.block_threads) + " threads per block but can run "
-                         "at most " + std::to_string(attr.maxThreadsPerBlock) + " here (" + std::to_string(attr.numRegs) +
-                         " registers per thread, " + std::to_string(regs_per_block) + " per block, device limit " +
-                         std::to_string(max_threads) + " threads)");
+      failures.push_back(prefix + "launches " + std::to_string(kernel.block_threads) +
+                         " threads per block but can run "
+                         "at most " +
+                         std::to_string(attr.maxThreadsPerBlock) + " here (" + std::to_string(attr.numRegs) +
+                         " registers per thread, " + std::to_string(regs_per_block) +
+                         " per block, device limit " + std::to_string(max_threads) + " threads)");
     }
   }
   outcome.details = {{"libraries", library_details}, {"kernels", kernel_details}};
@@ -239,7 +250,8 @@ CaseOutcome run_load(const std::vector<LibraryInfo>& libraries, const DeviceFact
     outcome.message = message;
   } else {
     outcome.message = std::to_string(libraries.size()) + " libraries and " +
-                      std::to_string(Registry::instance().kernels().size()) + " kernels load and fit this device";
+                      std::to_string(Registry::instance().kernels().size()) +
+                      " kernels load and fit this device";
   }
   return outcome;
 }
@@ -273,29 +285,31 @@ CaseOutcome run_launch_geometry(Case& c, const DeviceFacts&, const BenchOptions&
     if (!glob_match(expected.kernel_pattern, launch.kernel)) continue;
     matched = true;
     if (!(launch.block == expected.block)) {
-      problems.push_back("block: expected " + dim3_text(expected.block) + ", observed " + dim3_text(launch.block) +
-                         " (" + launch.kernel + ")");
+      problems.push_back("block: expected " + dim3_text(expected.block) + ", observed " +
+                         dim3_text(launch.block) + " (" + launch.kernel + ")");
     }
     if (expected.grid && !(launch.grid == *expected.grid)) {
-      problems.push_back("grid: expected " + dim3_text(*expected.grid) + ", observed " + dim3_text(launch.grid));
+      problems.push_back("grid: expected " + dim3_text(*expected.grid) + ", observed " +
+                         dim3_text(launch.grid));
     }
     if (expected.max_registers && launch.registers > *expected.max_registers) {
-      problems.push_back("registers: at most " + std::to_string(*expected.max_registers) + " expected, observed " +
-                         std::to_string(launch.registers));
+      problems.push_back("registers: at most " + std::to_string(*expected.max_registers) +
+                         " expected, observed " + std::to_string(launch.registers));
     }
     if (expected.max_shared_bytes && launch.static_smem + launch.dynamic_smem > *expected.max_shared_bytes) {
-      problems.push_back("shared memory: at most " + kib(*expected.max_shared_bytes) + " expected, observed " +
-                         kib(launch.static_smem + launch.dynamic_smem));
+      problems.push_back("shared memory: at most " + kib(*expected.max_shared_bytes) +
+                         " expected, observed " + kib(launch.static_smem + launch.dynamic_smem));
     }
   }
   outcome.part["launches"] = observed;
   if (!matched) {
     outcome.status = "failed";
-    outcome.message = "no launch of a kernel matching \"" + expected.kernel_pattern + "\"; observed: " +
-                      (seen.empty() ? "no kernel launches" : seen);
+    outcome.message = "no launch of a kernel matching \"" + expected.kernel_pattern +
+                      "\"; observed: " + (seen.empty() ? "no kernel launches" : seen);
   } else if (!problems.empty()) {
     outcome.status = "failed";
-    for (const std::string& problem : problems) outcome.message += (outcome.message.empty() ? "" : "; ") + problem;
+    for (const std::string& problem : problems)
+      outcome.message += (outcome.message.empty() ? "" : "; ") + problem;
   } else {
     outcome.message = std::to_string(launches.size()) + " launch(es), geometry as declared";
   }
@@ -325,7 +339,8 @@ CaseOutcome run_correctness(Case& c, const DeviceFacts&, const BenchOptions& opt
   } else if (!passed) {
     outcome.status = "failed";
     outcome.message = "relative L2 error " + format("%.3g", accuracy.rel_l2_err) + " exceeds the tolerance " +
-                      format("%.3g", tolerance) + " (max abs error " + format("%.3g", accuracy.max_abs_err) + ")";
+                      format("%.3g", tolerance) + " (max abs error " + format("%.3g", accuracy.max_abs_err) +
+                      ")";
   } else {
     outcome.message = "rel L2 " + format("%.3g", accuracy.rel_l2_err) + " <= " + format("%.3g", tolerance);
   }
@@ -354,8 +369,8 @@ CaseOutcome run_quick_bench(Case& c, const DeviceFacts&, const BenchOptions& opt
   double candidate = medians["candidate"];
   if (range.max_ns > 0 && candidate > range.max_ns) {
     outcome.status = "failed";
-    outcome.message = "candidate median " + format("%.1f", candidate / 1000) + " us exceeds the sanity bound " +
-                      format("%.1f", range.max_ns / 1000) + " us";
+    outcome.message = "candidate median " + format("%.1f", candidate / 1000) +
+                      " us exceeds the sanity bound " + format("%.1f", range.max_ns / 1000) + " us";
     return outcome;
   }
   if (!range.versus.empty()) {
@@ -370,13 +385,13 @@ CaseOutcome run_quick_bench(Case& c, const DeviceFacts&, const BenchOptions& opt
     if (speedup < range.min_speedup || speedup > range.max_speedup) {
       outcome.status = "failed";
       outcome.message = "candidate runs at " + format("%.2f", speedup) + "x of " + versus + " (median " +
-                        format("%.1f", candidate / 1000) + " us vs " + format("%.1f", medians[versus].get<double>() / 1000) +
-                        " us); its sanity range is " + format("%.2f", range.min_speedup) + "x.." +
-                        format("%.2f", range.max_speedup) + "x";
+                        format("%.1f", candidate / 1000) + " us vs " +
+                        format("%.1f", medians[versus].get<double>() / 1000) + " us); its sanity range is " +
+                        format("%.2f", range.min_speedup) + "x.." + format("%.2f", range.max_speedup) + "x";
       return outcome;
     }
-    outcome.message = format("%.2f", speedup) + "x of " + versus + ", inside " + format("%.2f", range.min_speedup) +
-                      "x.." + format("%.2f", range.max_speedup) + "x";
+    outcome.message = format("%.2f", speedup) + "x of " + versus + ", inside " +
+                      format("%.2f", range.min_speedup) + "x.." + format("%.2f", range.max_speedup) + "x";
     return outcome;
   }
   outcome.message = "median " + format("%.1f", candidate / 1000) + " us";
@@ -398,12 +413,15 @@ CaseOutcome run_full_bench(Case& c, const DeviceFacts& device, const BenchOption
   std::size_t flush_bytes = static_cast<std::size_t>(std::max<std::int64_t>(2 * device.l2_bytes, 8 << 20));
   void* flush = nullptr;
   KW_CUDA_CHECK(cudaMalloc(&flush, flush_bytes));
-  auto flush_l2 = [&](int round) { KW_CUDA_CHECK(cudaMemsetAsync(flush, round & 0xFF, flush_bytes, stream)); };
+  auto flush_l2 = [&](int round) {
+    KW_CUDA_CHECK(cudaMemsetAsync(flush, round & 0xFF, flush_bytes, stream));
+  };
 
   // Warm-up: at least 3 runs and 20 ms of each implementation.
   for (const Impl& impl : impls) {
     auto started = std::chrono::steady_clock::now();
-    for (int i = 0; i < 3 || std::chrono::steady_clock::now() - started < std::chrono::milliseconds(20); ++i) {
+    for (int i = 0; i < 3 || std::chrono::steady_clock::now() - started < std::chrono::milliseconds(20);
+         ++i) {
       run_impl(c, impl, *prepared.state);
       KW_CUDA_CHECK(cudaStreamSynchronize(stream));
     }
@@ -484,10 +502,11 @@ CaseOutcome run_full_bench(Case& c, const DeviceFacts& device, const BenchOption
                      {"skipped_baselines", skipped}};
   if (!nvml.available()) outcome.details["nvml"] = nvml.unavailable();
   double candidate = measurements[0]["median_ns"];
-  outcome.message = std::to_string(samples[0].size()) + " samples, median " + format("%.2f", candidate / 1000) +
-                    " us, noise " + format("%.2f", 100 * noise["candidate"].get<double>()) + "%" +
-                    (flops > 0 ? ", " + format("%.1f", flops / candidate / 1000) + " TFLOP/s" : "") +
-                    (throttled_rounds.empty() ? "" : ", " + std::to_string(throttled_rounds.size()) + " throttled");
+  outcome.message =
+      std::to_string(samples[0].size()) + " samples, median " + format("%.2f", candidate / 1000) +
+      " us, noise " + format("%.2f", 100 * noise["candidate"].get<double>()) + "%" +
+      (flops > 0 ? ", " + format("%.1f", flops / candidate / 1000) + " TFLOP/s" : "") +
+      (throttled_rounds.empty() ? "" : ", " + std::to_string(throttled_rounds.size()) + " throttled");
   return outcome;
 }
 

@@ -15,10 +15,12 @@ __device__ __forceinline__ std::uint64_t splitmix64(std::uint64_t x) {
   return x ^ (x >> 31);
 }
 
-__global__ void fill_uniform_kernel(float* out, std::size_t count, float low, float high, std::uint64_t seed) {
+__global__ void fill_uniform_kernel(float* out, std::size_t count, float low, float high,
+                                    std::uint64_t seed) {
   for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < count;
        i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
-    float unit = static_cast<float>(splitmix64(seed ^ (i * 0x2545f4914f6cdd1dull)) >> 40) * (1.0f / 16777216.0f);
+    float unit =
+        static_cast<float>(splitmix64(seed ^ (i * 0x2545f4914f6cdd1dull)) >> 40) * (1.0f / 16777216.0f);
     out[i] = low + (high - low) * unit;
   }
 }
@@ -26,8 +28,8 @@ __global__ void fill_uniform_kernel(float* out, std::size_t count, float low, fl
 }  // namespace
 
 [[noreturn]] void throw_cuda_error(cudaError_t status, const char* call, const char* file, int line) {
-  throw Error(std::string(file) + ":" + std::to_string(line) + ": " + call + " failed: " + cudaGetErrorName(status) +
-              " (" + cudaGetErrorString(status) + ")");
+  throw Error(std::string(file) + ":" + std::to_string(line) + ": " + call +
+              " failed: " + cudaGetErrorName(status) + " (" + cudaGetErrorString(status) + ")");
 }
 
 State::~State() {
@@ -44,7 +46,8 @@ void* State::alloc(std::size_t bytes, const std::string& owner) {
 std::int64_t State::bytes_for(const std::string& impl) const {
   std::int64_t total = 0;
   for (const auto& [_, allocation] : allocations_) {
-    if (allocation.second.empty() || allocation.second == impl) total += static_cast<std::int64_t>(allocation.first);
+    if (allocation.second.empty() || allocation.second == impl)
+      total += static_cast<std::int64_t>(allocation.first);
   }
   return total;
 }
@@ -64,8 +67,14 @@ Registry& Registry::instance() {
   return registry;
 }
 
-void Registry::add_case(std::function<std::unique_ptr<Case>()> factory) { cases_.push_back(std::move(factory)); }
-void Registry::add_kernel(KernelInfo kernel) { kernels_.push_back(std::move(kernel)); }
-void Registry::add_library(LibraryInfo library) { libraries_.push_back(std::move(library)); }
+void Registry::add_case(std::function<std::unique_ptr<Case>()> factory) {
+  cases_.push_back(std::move(factory));
+}
+void Registry::add_kernel(KernelInfo kernel) {
+  kernels_.push_back(std::move(kernel));
+}
+void Registry::add_library(LibraryInfo library) {
+  libraries_.push_back(std::move(library));
+}
 
 }  // namespace kwbench

@@ -25,7 +25,8 @@ class HarnessGpuTest : public ::testing::Test {
 
   // Runs a bench stage; returns its JSON document.
   json stage(const std::string& bench, const std::string& stage_name, std::vector<std::string> extra = {}) {
-    fs::path out = fs::temp_directory_path() / ("kwbench-test-" + std::to_string(getpid()) + "-" + stage_name + ".json");
+    fs::path out =
+        fs::temp_directory_path() / ("kwbench-test-" + std::to_string(getpid()) + "-" + stage_name + ".json");
     std::vector<std::string> argv = {bench, "--stage", stage_name, "--json", out.string()};
     argv.insert(argv.end(), extra.begin(), extra.end());
     last_ = kw::testing::run_command(argv);
@@ -64,7 +65,8 @@ TEST_F(HarnessGpuTest, CorrectKernelsPassEveryStageAndMakeAValidReport) {
     if (std::string(name) == "load") extra = {"--library", KW_GOOD_LIBRARY, "--symbol", "kw_selftest_entry"};
     if (std::string(name) == "full_bench") extra.insert(extra.end(), {"--max-seconds", "2"});
     json document = stage(KW_SELFTEST_BENCH, name, extra);
-    EXPECT_EQ(document["stage"]["status"], "passed") << name << ": " << document["stage"]["message"] << "\n" << last_.output;
+    EXPECT_EQ(document["stage"]["status"], "passed") << name << ": " << document["stage"]["message"] << "\n"
+                                                     << last_.output;
     EXPECT_EQ(last_.exit_code, 0) << name;
     report["device"] = document["device"];
     report["stages"].push_back(document["stage"]);
@@ -84,21 +86,25 @@ TEST_F(HarnessGpuTest, CorrectKernelsPassEveryStageAndMakeAValidReport) {
 }
 
 TEST_F(HarnessGpuTest, MissingTemplateInstantiationFailsLoad) {
-  json document = stage(KW_SELFTEST_BENCH, "load", {"--library", KW_BROKEN_LIBRARY, "--symbol", "kw_selftest_entry"});
+  json document =
+      stage(KW_SELFTEST_BENCH, "load", {"--library", KW_BROKEN_LIBRARY, "--symbol", "kw_selftest_entry"});
   EXPECT_EQ(document["stage"]["status"], "failed");
   EXPECT_EQ(last_.exit_code, 1);
   std::string message = document["stage"]["message"];
   EXPECT_NE(message.find("RTLD_NOW) failed"), std::string::npos) << message;
-  EXPECT_NE(message.find("undefined symbol: _Z12launch_scaleILi3EEvPKfPfmP11CUstream_st"), std::string::npos) << message;
+  EXPECT_NE(message.find("undefined symbol: _Z12launch_scaleILi3EEvPKfPfmP11CUstream_st"), std::string::npos)
+      << message;
 }
 
 TEST_F(HarnessGpuTest, SharedMemoryOverTheLimitFailsLoadWithTheNumbers) {
   json document = stage(KW_SMEM_BENCH, "load");
   EXPECT_EQ(document["stage"]["status"], "failed");
-  EXPECT_EQ(document["stage"]["message"],
-            "kernel big_smem_kernel: asks for 160.0 KiB of dynamic shared memory but is allowed 48.0 KiB (raise it "
-            "with cudaFuncSetAttribute(cudaFuncAttributeMaxDynamicSharedMemorySize); this device allows up to 227.0 "
-            "KiB)");
+  EXPECT_EQ(
+      document["stage"]["message"],
+      "kernel big_smem_kernel: asks for 160.0 KiB of dynamic shared memory but is allowed 48.0 KiB (raise it "
+      "with cudaFuncSetAttribute(cudaFuncAttributeMaxDynamicSharedMemorySize); this device allows up to "
+      "227.0 "
+      "KiB)");
 }
 
 TEST_F(HarnessGpuTest, OldKernelGeometryFailsLaunchGeometry) {
@@ -106,26 +112,30 @@ TEST_F(HarnessGpuTest, OldKernelGeometryFailsLaunchGeometry) {
   EXPECT_EQ(document["stage"]["status"], "failed");
   json c = case_named(document, "broken.block128");
   EXPECT_EQ(c["status"], "failed");
-  EXPECT_EQ(c["message"],
-            "block: expected (384,1,1), observed (128,1,1) (kwbench_selftest::scale_kernel(float const*, float*, "
-            "float, unsigned long))");
+  EXPECT_EQ(
+      c["message"],
+      "block: expected (384,1,1), observed (128,1,1) (kwbench_selftest::scale_kernel(float const*, float*, "
+      "float, unsigned long))");
   EXPECT_EQ(document["cases"][0]["launches"][0]["block"], json({128, 1, 1}));
 }
 
 TEST_F(HarnessGpuTest, CorrectnessCatchesUnwrittenNaNAndFaultsPerCase) {
-  json document = stage(KW_BROKEN_BENCH, "correctness",
-                        {"--case", "broken.[ounf]*"});  // ok, unwritten, nan, fault
+  json document =
+      stage(KW_BROKEN_BENCH, "correctness", {"--case", "broken.[ounf]*"});  // ok, unwritten, nan, fault
   EXPECT_EQ(document["stage"]["status"], "failed");
-  EXPECT_EQ(case_named(document, "broken.ok")["status"], "passed") << "a fault elsewhere must not fail this case";
+  EXPECT_EQ(case_named(document, "broken.ok")["status"], "passed")
+      << "a fault elsewhere must not fail this case";
   json unwritten = case_named(document, "broken.unwritten");
   EXPECT_EQ(unwritten["status"], "failed");
-  EXPECT_EQ(unwritten["message"], "8388608 output values are NaN/Inf (unwritten outputs keep the NaN poison)");
+  EXPECT_EQ(unwritten["message"],
+            "8388608 output values are NaN/Inf (unwritten outputs keep the NaN poison)");
   json nan = case_named(document, "broken.nan");
   EXPECT_EQ(nan["status"], "failed");
   EXPECT_NE(nan["message"].get<std::string>().find("output values are NaN/Inf"), std::string::npos);
   json fault = case_named(document, "broken.fault");
   EXPECT_EQ(fault["status"], "failed");
-  EXPECT_NE(fault["message"].get<std::string>().find("cudaErrorIllegalAddress"), std::string::npos) << fault["message"];
+  EXPECT_NE(fault["message"].get<std::string>().find("cudaErrorIllegalAddress"), std::string::npos)
+      << fault["message"];
 }
 
 TEST_F(HarnessGpuTest, TenTimesSlowerFailsQuickBench) {

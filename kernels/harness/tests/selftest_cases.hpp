@@ -15,7 +15,8 @@ enum class Variant { good, block128, unwritten, nan, slow, fault };
 
 class ScaleCase : public kwbench::Case {
  public:
-  ScaleCase(std::string name, std::size_t n, Variant variant) : name_(std::move(name)), n_(n), variant_(variant) {}
+  ScaleCase(std::string name, std::size_t n, Variant variant)
+      : name_(std::move(name)), n_(n), variant_(variant) {}
 
   std::string name() const override { return name_; }
   nlohmann::json params() const override { return {{"n", n_}, {"dtype", "fp32"}}; }
@@ -34,10 +35,18 @@ class ScaleCase : public kwbench::Case {
       blocks = static_cast<int>((n_ / 2 + threads - 1) / threads);
     }
     switch (variant_) {
-      case Variant::unwritten: scale_unwritten_kernel<<<blocks, threads, 0, state.stream()>>>(x_, y_, a_, n_); break;
-      case Variant::nan: scale_nan_kernel<<<blocks, threads, 0, state.stream()>>>(x_, y_, a_, n_); break;
-      case Variant::fault: scale_fault_kernel<<<blocks, threads, 0, state.stream()>>>(x_, y_, a_, n_); break;
-      default: scale_kernel<<<blocks, threads, 0, state.stream()>>>(x_, y_, a_, n_); break;
+      case Variant::unwritten:
+        scale_unwritten_kernel<<<blocks, threads, 0, state.stream()>>>(x_, y_, a_, n_);
+        break;
+      case Variant::nan:
+        scale_nan_kernel<<<blocks, threads, 0, state.stream()>>>(x_, y_, a_, n_);
+        break;
+      case Variant::fault:
+        scale_fault_kernel<<<blocks, threads, 0, state.stream()>>>(x_, y_, a_, n_);
+        break;
+      default:
+        scale_kernel<<<blocks, threads, 0, state.stream()>>>(x_, y_, a_, n_);
+        break;
     }
     KW_CUDA_CHECK_LAUNCH();
   }

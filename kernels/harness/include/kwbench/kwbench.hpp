@@ -28,9 +28,9 @@ class Error : public std::runtime_error {
 
 [[noreturn]] void throw_cuda_error(cudaError_t status, const char* call, const char* file, int line);
 
-#define KW_CUDA_CHECK(call)                                                         \
-  do {                                                                              \
-    cudaError_t kw_status_ = (call);                                                \
+#define KW_CUDA_CHECK(call)                                                                            \
+  do {                                                                                                 \
+    cudaError_t kw_status_ = (call);                                                                   \
     if (kw_status_ != cudaSuccess) ::kwbench::throw_cuda_error(kw_status_, #call, __FILE__, __LINE__); \
   } while (0)
 
