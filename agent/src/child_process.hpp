@@ -17,7 +17,7 @@ struct ChildSpec {
   std::filesystem::path cwd;
   std::map<std::string, std::string> env;  // added to the agent's environment
   double timeout_s = 600;
-  std::size_t tail_bytes = 16 * 1024;
+  std::size_t tail_bytes = std::size_t{16} * 1024;
 };
 
 struct ChildOutcome {

@@ -196,8 +196,14 @@ async function runPage(id) {
     ${run.stages.map((s) => `<tr><td>${icon[s.status]}</td><td>${esc(s.name)}</td><td>${badge(s.status)}</td><td class="num">${(s.duration_ms / 1000).toFixed(1)} s</td>
       <td>${esc(s.message)}${s.log_tail ? `<details><summary>log tail</summary><pre class="log">${esc(s.log_tail)}</pre></details>` : ""}</td></tr>`).join("")}
     </tbody></table>
-    <h2>Comparisons</h2>${comparisonTable(run.comparisons)}
+    <h2>Comparisons</h2><p id="compare-link"></p>${comparisonTable(run.comparisons)}
     <h2>Cases</h2><div id="cases"></div>`;
+  const baselineRun = run.comparisons.find((c) => c.baseline_run_id)?.baseline_run_id;
+  if (baselineRun) {
+    const baseline = await api(`/api/v1/runs/${baselineRun}`);
+    document.getElementById("compare-link").innerHTML =
+      `<a id="compare-baseline" href="#/compare?project=${enc(run.project)}&base=${baseline.commit}&head=${run.commit}">compare every case with the baseline run ${baselineRun} (${esc(baseline.commit.slice(0, 12))})</a>`;
+  }
   const container = document.getElementById("cases");
   run.cases.forEach((c, i) => {
     const div = document.createElement("div");

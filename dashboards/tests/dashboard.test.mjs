@@ -197,8 +197,12 @@ test("overview -> case -> run -> compare by clicking, and back/forward", async (
   await page.waitForFunction(() => location.hash.includes("/case/") && window.kwCharts.length === 2);
   await page.goForward();
   await page.waitForFunction((id) => location.hash === `#/run/${id}`, seeded.regression);
-  // Compare the regression's commit with the one before it.
-  await go(`#/compare?project=kernels&base=${seeded.beforeRegression}&head=${seeded.regressionCommit}`);
+  // From the run to the comparison with its baseline, by clicking.
+  await page.click("#compare-baseline");
+  await page.waitForFunction(() => location.hash.startsWith("#/compare") && document.getElementById("compare-table"));
+  const params = new URLSearchParams((await page.evaluate(() => location.hash)).split("?")[1]);
+  assert.equal(params.get("base"), seeded.beforeRegression);
+  assert.equal(params.get("head"), seeded.regressionCommit);
   const compare = await page.locator("#compare-table").innerText();
   assert.match(compare, /regression/);
   const ratios = await page.$$eval("#compare-table tbody tr td:nth-child(3)", (cells) => cells.map((c) => parseFloat(c.textContent)));
