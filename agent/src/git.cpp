@@ -2,21 +2,25 @@
 
 #include <stdexcept>
 
-#include "child_process.hpp"
+#include "kw/common/subprocess.hpp"
 
 namespace kw::agent {
+
+using common::ChildOutcome;
+using common::ChildSpec;
+using common::run_child;
+using common::shell;
 
 namespace fs = std::filesystem;
 
 std::string git(const fs::path& dir, const std::vector<std::string>& args, double timeout_s) {
-  static const std::atomic<bool> never{false};
   ChildSpec spec;
   spec.argv = {"git"};
   spec.argv.insert(spec.argv.end(), args.begin(), args.end());
   spec.cwd = dir;
   spec.timeout_s = timeout_s;
   spec.env = {{"GIT_TERMINAL_PROMPT", "0"}};
-  ChildOutcome outcome = run_child(spec, never);
+  ChildOutcome outcome = run_child(spec);
   if (!outcome.ok()) {
     std::string command;
     for (const std::string& arg : args) command += " " + arg;

@@ -5,9 +5,14 @@
 #include <atomic>
 #include <sstream>
 
-#include "child_process.hpp"
+#include "kw/common/subprocess.hpp"
 
 namespace kw::agent {
+
+using common::ChildOutcome;
+using common::ChildSpec;
+using common::run_child;
+using common::shell;
 
 namespace {
 
@@ -45,9 +50,10 @@ bool from_nvml(GpuInventory& inventory) {
 GpuInventory detect_gpus() {
   GpuInventory inventory;
   if (from_nvml(inventory)) return inventory;
-  std::atomic<bool> never{false};
-  ChildSpec spec{{"nvidia-smi", "--query-gpu=name", "--format=csv,noheader"}, {}, {}, 20};
-  ChildOutcome outcome = run_child(spec, never);
+  ChildSpec spec;
+  spec.argv = {"nvidia-smi", "--query-gpu=name", "--format=csv,noheader"};
+  spec.timeout_s = 20;
+  ChildOutcome outcome = run_child(spec);
   if (outcome.ok()) {
     std::istringstream lines(outcome.output_tail);
     std::string line;

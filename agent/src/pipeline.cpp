@@ -9,10 +9,15 @@
 #include <sstream>
 
 #include "adapters.hpp"
-#include "child_process.hpp"
 #include "kw/common/run_report.hpp"
+#include "kw/common/subprocess.hpp"
 
 namespace kw::agent {
+
+using common::ChildOutcome;
+using common::ChildSpec;
+using common::run_child;
+using common::shell;
 
 namespace {
 

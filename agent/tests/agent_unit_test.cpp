@@ -11,13 +11,17 @@
 
 #include "../../tests/support/subprocess.hpp"
 #include "adapters.hpp"
-#include "child_process.hpp"
 #include "kw/common/run_report.hpp"
+#include "kw/common/subprocess.hpp"
 #include "pipeline.hpp"
 #include "repo_config.hpp"
 
 namespace kw::agent {
 namespace {
+
+using common::ChildOutcome;
+using common::run_child;
+using common::shell;
 
 namespace fs = std::filesystem;
 using nlohmann::json;

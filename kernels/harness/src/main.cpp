@@ -16,6 +16,7 @@
 #include <CLI/CLI.hpp>
 
 #include "kernel_trace.hpp"
+#include "kw/common/subprocess.hpp"
 #include "stages.hpp"
 
 namespace kwbench {
@@ -78,7 +79,7 @@ struct ChildResult {
 
 // Runs this executable for one case with a timeout; the whole process group
 // is killed when it runs out.
-ChildResult run_child(const Options& options, const std::string& case_name, const std::string& self) {
+ChildResult run_case(const Options& options, const std::string& case_name, const std::string& self) {
   char path_template[] = "/tmp/kwbench-case-XXXXXX";
   int json_fd = mkstemp(path_template);
   if (json_fd < 0) throw Error("mkstemp failed");
@@ -101,48 +102,13 @@ ChildResult run_child(const Options& options, const std::string& case_name, cons
                                    std::to_string(options.bench.min_samples),
                                    "--max-samples",
                                    std::to_string(options.bench.max_samples)};
-  int fds[2];
-  if (pipe(fds) != 0) throw Error("pipe failed");
-  pid_t pid = fork();
-  if (pid < 0) throw Error("fork failed");
-  if (pid == 0) {
-    setpgid(0, 0);
-    dup2(fds[1], STDOUT_FILENO);
-    dup2(fds[1], STDERR_FILENO);
-    close(fds[0]);
-    close(fds[1]);
-    std::vector<char*> args;
-    for (std::string& arg : argv) args.push_back(arg.data());
-    args.push_back(nullptr);
-    execv(self.c_str(), args.data());
-    _exit(127);
-  }
-  close(fds[1]);
-  fcntl(fds[0], F_SETFL, O_NONBLOCK);
+  kw::common::ChildSpec spec;
+  spec.argv = argv;
+  spec.timeout_s = options.case_timeout;
+  spec.tail_bytes = 64 * 1024;
+  kw::common::ChildOutcome child = kw::common::run_child(spec);
   ChildResult result;
-  auto deadline = Clock::now() + std::chrono::duration<double>(options.case_timeout);
-  int status = 0;
-  bool timed_out = false;
-  for (;;) {
-    char buffer[4096];
-    ssize_t n;
-    while ((n = read(fds[0], buffer, sizeof(buffer))) > 0)
-      result.output.append(buffer, static_cast<std::size_t>(n));
-    pid_t done = waitpid(pid, &status, WNOHANG);
-    if (done == pid) break;
-    if (Clock::now() > deadline) {
-      kill(-pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      timed_out = true;
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  char buffer[4096];
-  ssize_t n;
-  while ((n = read(fds[0], buffer, sizeof(buffer))) > 0)
-    result.output.append(buffer, static_cast<std::size_t>(n));
-  close(fds[0]);
+  result.output = child.output_tail;
 
   std::ifstream in(json_path);
   json document;
@@ -163,13 +129,13 @@ ChildResult run_child(const Options& options, const std::string& case_name, cons
   } else {
     result.outcome.status = "failed";
     result.outcome.part = {{"name", case_name}};
-    if (timed_out) {
+    if (child.timed_out) {
       result.outcome.message =
           "timed out after " + std::to_string(static_cast<int>(options.case_timeout)) + " s";
-    } else if (WIFSIGNALED(status)) {
-      result.outcome.message = std::string("crashed: ") + strsignal(WTERMSIG(status));
+    } else if (child.exit_code > 128) {
+      result.outcome.message = std::string("crashed: ") + strsignal(child.exit_code - 128);
     } else {
-      result.outcome.message = "exited " + std::to_string(WEXITSTATUS(status)) + " without a result";
+      result.outcome.message = "exited " + std::to_string(child.exit_code) + " without a result";
     }
   }
   return result;
@@ -275,7 +241,7 @@ int stage_main(const Options& options, const std::string& self) {
     if (options.in_process) {
       outcome = guarded(options.stage, *c, device, options.bench);
     } else {
-      ChildResult child = run_child(options, name, self);
+      ChildResult child = run_case(options, name, self);
       outcome = std::move(child.outcome);
       if (outcome.status == "failed") log_tail += "--- " + name + "\n" + tail(child.output, 4000);
     }

@@ -1,6 +1,7 @@
-// Runs one stage's command in its own process group with a timeout: when the
-// time runs out or the agent is told to stop, the whole group gets SIGTERM,
-// then SIGKILL, so a hung kernel or a forked helper never outlives its stage.
+// Runs a command in its own process group and collects its output: with a
+// timeout and a stop flag the whole group gets SIGTERM, then SIGKILL, so a
+// hung kernel or a forked helper never outlives it. The agent's stages, the
+// harness's per-case runs, kw-server's initdb/pg_ctl and the tests use it.
 #pragma once
 
 #include <atomic>
@@ -10,14 +11,17 @@
 #include <string>
 #include <vector>
 
-namespace kw::agent {
+namespace kw::common {
 
 struct ChildSpec {
   std::vector<std::string> argv;  // argv[0] is looked up in PATH
   std::filesystem::path cwd;
-  std::map<std::string, std::string> env;  // added to the agent's environment
+  std::map<std::string, std::string> env;  // added to this process's environment
   double timeout_s = 600;
   std::size_t tail_bytes = std::size_t{16} * 1024;
+  // When this process is root: the user the child runs as (PostgreSQL's
+  // tools refuse root).
+  std::string run_as;
 };
 
 struct ChildOutcome {
@@ -32,8 +36,9 @@ struct ChildOutcome {
 };
 
 ChildOutcome run_child(const ChildSpec& spec, const std::atomic<bool>& stop);
+ChildOutcome run_child(const ChildSpec& spec);  // no stop flag
 
 // Convenience for `sh -c COMMAND`.
 ChildSpec shell(const std::string& command, const std::filesystem::path& cwd, double timeout_s);
 
-}  // namespace kw::agent
+}  // namespace kw::common

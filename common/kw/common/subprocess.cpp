@@ -1,7 +1,9 @@
-#include "child_process.hpp"
+#include "kw/common/subprocess.hpp"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
+#include <pwd.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -10,7 +12,7 @@
 #include <cstring>
 #include <stdexcept>
 
-namespace kw::agent {
+namespace kw::common {
 
 namespace {
 
@@ -41,6 +43,16 @@ ChildSpec shell(const std::string& command, const std::filesystem::path& cwd, do
 
 ChildOutcome run_child(const ChildSpec& spec, const std::atomic<bool>& stop) {
   if (spec.argv.empty()) throw std::invalid_argument("run_child: empty argv");
+  uid_t uid = 0;
+  gid_t gid = 0;
+  bool drop = !spec.run_as.empty() && geteuid() == 0;
+  if (drop) {
+    passwd* entry = getpwnam(spec.run_as.c_str());
+    if (entry == nullptr)
+      throw std::runtime_error("no such user \"" + spec.run_as + "\" to run " + spec.argv[0] + " as");
+    uid = entry->pw_uid;
+    gid = entry->pw_gid;
+  }
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
   auto started = Clock::now();
@@ -57,6 +69,10 @@ ChildOutcome run_child(const ChildSpec& spec, const std::atomic<bool>& stop) {
       _exit(126);
     }
     for (const auto& [key, value] : spec.env) setenv(key.c_str(), value.c_str(), 1);
+    if (drop && (setgroups(0, nullptr) != 0 || setgid(gid) != 0 || setuid(uid) != 0)) {
+      dprintf(STDERR_FILENO, "cannot switch to user %s: %s\n", spec.run_as.c_str(), std::strerror(errno));
+      _exit(126);
+    }
     std::vector<char*> args;
     for (const std::string& arg : spec.argv) args.push_back(const_cast<char*>(arg.c_str()));
     args.push_back(nullptr);
@@ -114,4 +130,9 @@ ChildOutcome run_child(const ChildSpec& spec, const std::atomic<bool>& stop) {
   return outcome;
 }
 
-}  // namespace kw::agent
+ChildOutcome run_child(const ChildSpec& spec) {
+  static const std::atomic<bool> never{false};
+  return run_child(spec, never);
+}
+
+}  // namespace kw::common
