@@ -1,5 +1,7 @@
 #include "app.hpp"
 
+#include <boost/asio/ip/address.hpp>
+
 #include <fstream>
 #include <future>
 #include <iostream>
@@ -99,6 +101,14 @@ std::int64_t project_id_or_404(pqxx::work& tx, const std::string& name) {
   return *id;
 }
 
+bool reads_need_token(const ServerOptions& options) {
+  if (options.reads_need_token) return true;
+  boost::system::error_code ec;
+  auto address = boost::asio::ip::make_address(options.http.address, ec);
+  bool loopback = !ec && address.is_loopback();
+  return !loopback && !options.open_reads;
+}
+
 }  // namespace
 
 App::App(ServerOptions options) : options_(std::move(options)) {
@@ -116,7 +126,7 @@ App::App(ServerOptions options) : options_(std::move(options)) {
         return with_transaction(*pool_,
                                 [&](pqxx::work& tx) { return TokenRepository::authenticate(tx, token); });
       },
-      metrics_, options_.reads_need_token);
+      metrics_, reads_need_token(options_));
   metrics_.add_source([this](std::string& text) {
     text +=
         "# HELP kw_db_pool_connections Database connections by state.\n# TYPE kw_db_pool_connections gauge\n";

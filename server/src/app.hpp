@@ -21,7 +21,10 @@ struct ServerOptions {
   std::string database_url;
   double lease_seconds = 120;
   int max_attempts = 3;
-  bool reads_need_token = false;  // reads are open on loopback unless this is set
+  // Reads (GET endpoints, the dashboard) are open when the server listens on
+  // loopback; on any other address they need a token unless `open_reads`.
+  bool reads_need_token = false;
+  bool open_reads = false;
   NotifierOptions notifications;
   std::string dashboard_dir;  // built dashboard (dashboards/dist); empty: none served
 };

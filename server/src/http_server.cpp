@@ -89,9 +89,6 @@ class Session : public std::enable_shared_from_this<Session> {
       for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
       request.headers[name] = std::string(field.value());
     }
-    beast::error_code endpoint_ec;
-    auto remote = stream_.socket().remote_endpoint(endpoint_ec);
-    request.from_loopback = !endpoint_ec && remote.address().is_loopback();
 
     Response response = server_.handler_(request);
     bool keep_alive = message.keep_alive() && !server_.stopping_;

@@ -31,7 +31,6 @@ struct Request {
   std::string body;
   std::string authorization;
   std::map<std::string, std::string> headers;  // names lower-cased
-  bool from_loopback = false;
   std::optional<Caller> caller;  // set by the router once authenticated
 
   const std::string& param(const std::string& name) const;

@@ -124,7 +124,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   cli.add_option("--max-attempts", options.max_attempts, "claims of a job before it is failed")
       ->capture_default_str();
-  cli.add_flag("--read-token-required", options.reads_need_token, "GET endpoints need a token too");
+  cli.add_flag(
+      "--read-token-required", options.reads_need_token,
+      "GET endpoints need a token even on loopback (off loopback they always do, unless --open-reads)");
+  cli.add_flag("--open-reads", options.open_reads,
+               "GET endpoints and the dashboard open to anyone, on any address");
   cli.add_flag("--print-admin-token", print_admin_token,
                "print an admin token (kept in DATA_DIR/admin-token)");
   options.dashboard_dir = KW_DEFAULT_DASHBOARD_DIR;

@@ -262,6 +262,36 @@ TEST_F(TokenOnlyReadsTest, ReadsNeedAnyValidToken) {
   EXPECT_EQ(client(agent_token_).get("/api/v1/projects").status, 200);
 }
 
+// Listening on every interface, not only loopback: reads need a token by
+// default, and --open-reads opens them (the tests still connect over loopback).
+class AllInterfacesTest : public ServerTest {
+ protected:
+  ServerOptions server_options() override {
+    ServerOptions options = ServerTest::server_options();
+    options.http.address = "0.0.0.0";
+    return options;
+  }
+};
+
+TEST_F(AllInterfacesTest, ReadsNeedATokenOffLoopback) {
+  EXPECT_EQ(client().get("/api/v1/projects").status, 401);
+  EXPECT_EQ(client(read_token_).get("/api/v1/projects").status, 200);
+}
+
+class OpenReadsTest : public AllInterfacesTest {
+ protected:
+  ServerOptions server_options() override {
+    ServerOptions options = AllInterfacesTest::server_options();
+    options.open_reads = true;
+    return options;
+  }
+};
+
+TEST_F(OpenReadsTest, OpenReadsOpensThemOnAnyAddress) {
+  EXPECT_EQ(client().get("/api/v1/projects").status, 200);
+  EXPECT_EQ(client().post("/api/v1/runs", json::object()).status, 401) << "writes still need a token";
+}
+
 TEST_F(ApiTest, TokensAreStoredOnlyAsHashes) {
   pqxx::result rows = sql("SELECT token_sha256 FROM api_tokens");
   ASSERT_EQ(rows.size(), 4u);
