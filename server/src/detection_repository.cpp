@@ -22,28 +22,17 @@ using nlohmann::json;
 
 constexpr std::size_t kHistoryRuns = 30;
 
-// The newest completed run of each named case on this GPU model, either at a
-// given commit or on a branch before this run.
-constexpr const char* kBaselineAtCommit = R"sql(
+// The newest completed run of each named case on this GPU model, at a given
+// commit ($4 = 'commit') or on a branch ($4 = 'branch'); $5 names which.
+constexpr const char* kBaseline = R"sql(
 SELECT w.name, b.run_id, b.commit_sha, b.case_id
 FROM jsonb_array_elements_text($1::jsonb) AS w(name)
 CROSS JOIN LATERAL (
   SELECT r.id AS run_id, r.commit_sha, c.id AS case_id
   FROM cases c JOIN runs r ON r.id = c.run_id
-  WHERE c.project_id = $2 AND c.name = w.name AND r.gpu_model = $3 AND r.id <> $4
-    AND r.verdict IN ('pass', 'improvement', 'regression') AND r.commit_sha = $5
-  ORDER BY c.run_id DESC
-  LIMIT 1) AS b
-)sql";
-
-constexpr const char* kBaselineOnBranch = R"sql(
-SELECT w.name, b.run_id, b.commit_sha, b.case_id
-FROM jsonb_array_elements_text($1::jsonb) AS w(name)
-CROSS JOIN LATERAL (
-  SELECT r.id AS run_id, r.commit_sha, c.id AS case_id
-  FROM cases c JOIN runs r ON r.id = c.run_id
-  WHERE c.project_id = $2 AND c.name = w.name AND r.gpu_model = $3 AND r.id < $4
-    AND r.verdict IN ('pass', 'improvement', 'regression') AND r.branch = $5
+  WHERE c.project_id = $2 AND c.name = w.name AND r.gpu_model = $3
+    AND r.verdict IN ('pass', 'improvement', 'regression')
+    AND CASE WHEN $4 = 'commit' THEN r.commit_sha = $5 ELSE r.branch = $5 END
   ORDER BY c.run_id DESC
   LIMIT 1) AS b
 )sql";
@@ -90,14 +79,15 @@ json names_json(const std::vector<std::string>& names) {
   return json(names);
 }
 
-std::map<std::string, Baseline> find_baselines(pqxx::work& tx, const char* statement,
-                                               const std::vector<std::string>& names, std::int64_t project_id,
-                                               const std::string& gpu, std::int64_t run_id,
-                                               const std::string& key, const std::string& reason) {
+// `match`: "commit" or "branch", `key` the commit or branch name.
+std::map<std::string, Baseline> find_baselines(pqxx::work& tx, const std::vector<std::string>& names,
+                                               std::int64_t project_id, const std::string& gpu,
+                                               const std::string& match, const std::string& key,
+                                               const std::string& reason) {
   std::map<std::string, Baseline> found;
   if (names.empty()) return found;
   for (const auto& row :
-       tx.exec_prepared(statement, names_json(names).dump(), project_id, gpu, run_id, key)) {
+       tx.exec_prepared("detection_baseline", names_json(names).dump(), project_id, gpu, match, key)) {
     Baseline b{row[1].as<std::int64_t>(), row[2].as<std::string>(), row[3].as<std::int64_t>(), ""};
     b.reason = reason + " (run " + std::to_string(b.run_id) + ", commit " + b.commit.substr(0, 12) + ")";
     found[row[0].as<std::string>()] = b;
@@ -318,8 +308,7 @@ common::DetectionSettings DetectionRepository::detection_settings() {
 }
 
 std::vector<Statement> DetectionRepository::statements() {
-  return {{"detection_baseline_commit", kBaselineAtCommit},
-          {"detection_baseline_branch", kBaselineOnBranch},
+  return {{"detection_baseline", kBaseline},
           {"detection_history", kHistory},
           {"detection_measurements", kMeasurementsOf},
           {"detection_insert", kInsertComparisons},
@@ -429,8 +418,7 @@ std::shared_ptr<const DetectionRepository::Plan> DetectionRepository::plan(pqxx:
   std::map<std::string, Baseline>& baselines = result->baselines;
   std::string default_reason = "newest run on " + project.default_branch + " on " + gpu;
   if (report.base_commit) {
-    baselines = find_baselines(tx, "detection_baseline_commit", names, project_id, gpu, kAfterEveryRun,
-                               *report.base_commit,
+    baselines = find_baselines(tx, names, project_id, gpu, "commit", *report.base_commit,
                                "base_commit " + report.base_commit->substr(0, 12) + " on " + gpu);
     std::vector<std::string> missing;
     for (const std::string& name : names) {
@@ -438,12 +426,11 @@ std::shared_ptr<const DetectionRepository::Plan> DetectionRepository::plan(pqxx:
     }
     default_reason = "base_commit " + report.base_commit->substr(0, 12) + " has no run of this case on " +
                      gpu + "; newest run on " + project.default_branch;
-    auto fallback = find_baselines(tx, "detection_baseline_branch", missing, project_id, gpu, kAfterEveryRun,
-                                   project.default_branch, default_reason);
+    auto fallback =
+        find_baselines(tx, missing, project_id, gpu, "branch", project.default_branch, default_reason);
     baselines.merge(fallback);
   } else {
-    baselines = find_baselines(tx, "detection_baseline_branch", names, project_id, gpu, kAfterEveryRun,
-                               project.default_branch, default_reason);
+    baselines = find_baselines(tx, names, project_id, gpu, "branch", project.default_branch, default_reason);
   }
   std::vector<std::int64_t> case_ids;
   for (const auto& [_, b] : baselines) case_ids.push_back(b.case_id);

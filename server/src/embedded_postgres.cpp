@@ -16,7 +16,7 @@
 
 #include <pqxx/pqxx>
 
-#include "process.hpp"
+#include "kw/common/subprocess.hpp"
 
 namespace kw::server {
 
@@ -89,9 +89,12 @@ fs::path EmbeddedPostgres::find_bin_dir() {
   if (!candidates.empty()) {
     return std::max_element(candidates.begin(), candidates.end())->second;
   }
-  ProcessResult pg_config = run_process({"/usr/bin/env", "pg_config", "--bindir"});
-  if (pg_config.exit_code == 0) {
-    std::string dir = pg_config.output.substr(0, pg_config.output.find('\n'));
+  common::ChildSpec spec;
+  spec.argv = {"pg_config", "--bindir"};
+  spec.timeout_s = 30;
+  common::ChildOutcome pg_config = common::run_child(spec);
+  if (pg_config.ok()) {
+    std::string dir = pg_config.output_tail.substr(0, pg_config.output_tail.find('\n'));
     if (fs::exists(fs::path(dir) / "initdb")) return dir;
   }
   throw std::runtime_error(
@@ -118,14 +121,17 @@ EmbeddedPostgres::~EmbeddedPostgres() {
 
 std::string EmbeddedPostgres::run_tool(const std::string& tool, const std::vector<std::string>& args,
                                        bool check) {
-  std::vector<std::string> argv{(bin_dir_ / tool).string()};
-  argv.insert(argv.end(), args.begin(), args.end());
-  ProcessResult result = run_process(argv, run_as_);
-  if (check && result.exit_code != 0) {
-    throw std::runtime_error(tool + " failed (exit " + std::to_string(result.exit_code) +
-                             "): " + result.output);
+  common::ChildSpec spec;
+  spec.argv = {(bin_dir_ / tool).string()};
+  spec.argv.insert(spec.argv.end(), args.begin(), args.end());
+  spec.timeout_s = 300;
+  spec.tail_bytes = 64 * 1024;
+  spec.run_as = run_as_.value_or("");
+  common::ChildOutcome result = common::run_child(spec);
+  if (check && !result.ok()) {
+    throw std::runtime_error(tool + " failed (" + result.describe() + "): " + result.output_tail);
   }
-  return result.output;
+  return result.output_tail;
 }
 
 void EmbeddedPostgres::init_cluster() {
