@@ -3,18 +3,27 @@
 # with the `gpu` preset, runs every gpu-labelled test, then the harness noise
 # figure (full_bench twice on the same build). Logs and JSON go to $OUT
 # (default ./gpu-results); a summary is printed last.
-#   kernels/run-on-gpu.sh [--skip-build] [--skip-tests] [--noise] [--attention]
+#   kernels/run-on-gpu.sh [--skip-build] [--skip-tests] [--noise] [--tune]
+#                         [--attention-check] [--attention-bench]
+# --tune: kw-attention-tune (tile configurations of the attention kernel).
+# --attention-check: kw-bench-attention load, launch_geometry, correctness,
+#   quick_bench over every case.
+# --attention-bench: its full_bench, PyTorch SDPA at the same shapes, and the
+#   joined table (attention-table.md).
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 out="${OUT:-$root/gpu-results}"
 mkdir -p "$out"
-build=1 tests=1 noise=0
+build=1 tests=1 noise=0 tune=0 attention_check=0 attention_bench=0
 for arg in "$@"; do
   case "$arg" in
     --skip-build) build=0 ;;
     --skip-tests) tests=0 ;;
     --noise) noise=1 ;;
+    --tune) tune=1 ;;
+    --attention-check) attention_check=1 ;;
+    --attention-bench) attention_bench=1 ;;
     *) echo "unknown option $arg" >&2; exit 64 ;;
   esac
 done
@@ -24,13 +33,14 @@ log "device: $(nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.s
 log "cuda: $(nvcc --version | tail -1)"
 if [ "$build" = 1 ]; then
   log "configure (preset gpu)"
-  if ! cmake --preset gpu > "$out/configure.log" 2>&1; then tail -40 "$out/configure.log"; exit 1; fi
+  if ! cmake --preset gpu -DKW_ATTENTION_TUNING=$([ "$tune" = 1 ] && echo ON || echo OFF) > "$out/configure.log" 2>&1; then tail -40 "$out/configure.log"; exit 1; fi
   log "build"
   if ! cmake --build --preset gpu -j "$(nproc)" > "$out/build.log" 2>&1; then
     grep -E 'error|Error' -A3 "$out/build.log" | head -80
     exit 1
   fi
   grep -E 'ptxas info *: (Used|Compiling)|spill' "$out/build.log" > "$out/ptxas.txt" || true
+  grep -A2 'attention_forward_kernel' "$out/ptxas.txt" | grep -E 'spill|Used' | sort | uniq -c
   log "build done"
 fi
 
@@ -48,6 +58,47 @@ if [ "$noise" = 1 ]; then
     "$bench" --stage full_bench --json "$out/noise-run$run.json" 2> "$out/noise-run$run.log" || status=1
   done
   python3 kernels/tools/noise_figure.py "$out/noise-run1.json" "$out/noise-run2.json" | tee "$out/noise.md"
+fi
+if [ "$tune" = 1 ]; then
+  log "attention tile configurations"
+  build/gpu/kernels/attention/kw-attention-tune | tee "$out/tune.txt" || status=1
+fi
+
+attention=build/gpu/kernels/attention/kw-bench-attention
+stage_summary() {  # stage name, JSON file
+  python3 - "$1" "$2" <<'PY'
+import json, sys
+doc = json.load(open(sys.argv[2]))
+stage = doc["stage"]
+cases = stage.get("details", {}).get("cases", [])
+failed = [c for c in cases if c["status"] == "failed"]
+print(f"{sys.argv[1]}: {stage['status']} ({len(cases) - len(failed)}/{len(cases)} cases passed) {stage['message'][:300]}")
+for c in failed[:20]:
+    print(f"  FAILED {c['name']}: {c['message'][:300]}")
+PY
+}
+if [ "$attention_check" = 1 ]; then
+  lib=build/gpu/kernels/attention/libkw_attention.so
+  "$attention" --stage load --library "$lib" --symbol kw_attention_forward --json "$out/attention-load.json" \
+    2> "$out/attention-load.log" || status=1
+  python3 -c "import json,sys; s=json.load(open(sys.argv[1]))['stage']; print('load:', s['status'], s['message'][:400])" \
+    "$out/attention-load.json"
+  for stage in ${KW_ATTENTION_STAGES:-launch_geometry correctness quick_bench}; do
+    log "attention $stage"
+    "$attention" --stage "$stage" --json "$out/attention-$stage.json" 2> "$out/attention-$stage.log" || status=1
+    stage_summary "$stage" "$out/attention-$stage.json"
+  done
+fi
+if [ "$attention_bench" = 1 ]; then
+  log "attention full_bench"
+  "$attention" --stage full_bench --max-seconds "${KW_ATTENTION_MAX_SECONDS:-2}" --json "$out/attention-full_bench.json" \
+    2> "$out/attention-full_bench.log" || status=1
+  stage_summary full_bench "$out/attention-full_bench.json"
+  log "PyTorch SDPA"
+  PYTHONUNBUFFERED=1 python3 kernels/attention/tools/sdpa_pytorch.py --out "$out/sdpa-pytorch.json" \
+    > "$out/sdpa-pytorch.log" 2>&1 || { status=1; tail -5 "$out/sdpa-pytorch.log"; }
+  python3 kernels/attention/tools/attention_table.py "$out/attention-full_bench.json" "$out/sdpa-pytorch.json" \
+    | tee "$out/attention-table.md"
 fi
 log "done (status $status)"
 exit "$status"

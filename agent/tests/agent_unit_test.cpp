@@ -2,6 +2,7 @@
 // pipeline (with the kwbench CPU test double), and the gbench/nvbench adapters.
 #include <signal.h>
 #include <unistd.h>
+#include <algorithm>
 
 #include <filesystem>
 #include <fstream>
@@ -61,7 +62,12 @@ TEST(RepoConfig, ParsesAValidConfig) {
 TEST(RepoConfig, ThisRepositorysOwnConfigIsValid) {
   RepoConfig config = load_repo_config(KW_SOURCE_DIR "/kernelwatch.json");
   EXPECT_EQ(config.project, "kernelwatch");
-  EXPECT_FALSE(config.benches.empty());
+  auto attention = std::find_if(config.benches.begin(), config.benches.end(),
+                                [](const auto& bench) { return bench.name == "attention"; });
+  ASSERT_NE(attention, config.benches.end());
+  EXPECT_EQ(attention->path, "build/gpu/kernels/attention/kw-bench-attention");
+  ASSERT_EQ(attention->libraries.size(), 1u);
+  EXPECT_EQ(attention->libraries[0].symbols, std::vector<std::string>{"kw_attention_forward"});
 }
 
 TEST(RepoConfig, ErrorsNameTheField) {

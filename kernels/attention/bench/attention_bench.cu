@@ -1,0 +1,245 @@
+// kw-bench-attention: the attention forward kernel against cuDNN's fused SDPA
+// and cuBLAS unfused attention, on the user's small shapes and on
+// FlashAttention's benchmark shapes (16k tokens, hidden 2048), fp16 and bf16.
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <set>
+
+#include "../baselines/cublas_unfused.hpp"
+#include "../baselines/cudnn_sdpa.hpp"
+#include "../src/reference.hpp"
+#include "kw_attention/attention.hpp"
+#include "kwbench/kwbench.hpp"
+
+namespace {
+
+using kw::attention::DType;
+using kw::attention::ForwardParams;
+
+struct Shape {
+  int batch, heads, seqlen, head_dim;
+  bool causal;
+  DType dtype;
+};
+
+// Query rows compared with the fp32 reference: all of them up to 2^28
+// row-keys of reference work, else the first 256 rows of the first head, the
+// last 256 of the last head (partial tiles) and random rows up to that budget.
+std::vector<std::int64_t> rows_to_check(const Shape& s, std::mt19937_64& rng) {
+  const std::int64_t rows = static_cast<std::int64_t>(s.batch) * s.heads * s.seqlen;
+  const std::int64_t budget = std::max<std::int64_t>(4096, (std::int64_t{1} << 28) / s.seqlen);
+  std::vector<std::int64_t> out;
+  if (rows <= budget) {
+    out.resize(static_cast<std::size_t>(rows));
+    std::iota(out.begin(), out.end(), 0);
+    return out;
+  }
+  std::set<std::int64_t> picked;
+  for (std::int64_t i = 0; i < std::min<std::int64_t>(256, s.seqlen); ++i) {
+    picked.insert(i);
+    picked.insert(rows - 1 - i);
+  }
+  std::uniform_int_distribution<std::int64_t> any(0, rows - 1);
+  while (static_cast<std::int64_t>(picked.size()) < budget) picked.insert(any(rng));
+  return {picked.begin(), picked.end()};
+}
+
+class AttentionCase : public kwbench::Case {
+ public:
+  AttentionCase(std::string group, Shape shape) : group_(std::move(group)), s_(shape) {}
+
+  std::string name() const override {
+    return "attention/" + std::string(kw::attention::dtype_name(s_.dtype)) + "/d" +
+           std::to_string(s_.head_dim) + "/b" + std::to_string(s_.batch) + "h" + std::to_string(s_.heads) +
+           "s" + std::to_string(s_.seqlen) + (s_.causal ? "/causal" : "");
+  }
+
+  nlohmann::json params() const override {
+    return {{"group", group_},     {"dtype", kw::attention::dtype_name(s_.dtype)},
+            {"batch", s_.batch},   {"heads", s_.heads},
+            {"seqlen", s_.seqlen}, {"head_dim", s_.head_dim},
+            {"causal", s_.causal}, {"layout", "bhsd"}};
+  }
+
+  void setup(kwbench::State& state) override {
+    const std::size_t elements = static_cast<std::size_t>(s_.batch) * s_.heads * s_.seqlen * s_.head_dim;
+    const std::size_t rows = static_cast<std::size_t>(s_.batch) * s_.heads * s_.seqlen;
+    void* q = state.alloc(elements * 2);
+    void* k = state.alloc(elements * 2);
+    void* v = state.alloc(elements * 2);
+    for (void* tensor : {q, k, v}) {
+      // Unit variance: scaled scores then have a spread like a trained model's.
+      kw::attention::fill_random(s_.dtype, tensor, elements, std::sqrt(3.f), state.rng()(), state.stream());
+    }
+    params_.dtype = s_.dtype;
+    params_.batch = s_.batch;
+    params_.heads = s_.heads;
+    params_.seqlen_q = params_.seqlen_k = s_.seqlen;
+    params_.head_dim = s_.head_dim;
+    params_.q = kw::attention::bhsd(q, s_.heads, s_.seqlen, s_.head_dim);
+    params_.k = kw::attention::bhsd(k, s_.heads, s_.seqlen, s_.head_dim);
+    params_.v = kw::attention::bhsd(v, s_.heads, s_.seqlen, s_.head_dim);
+    params_.o_strides = params_.q;
+    params_.softmax_scale = 1.f / std::sqrt(static_cast<float>(s_.head_dim));
+    params_.causal = s_.causal;
+
+    params_.o = state.alloc(elements * 2, "candidate");
+    params_.lse = state.alloc_n<float>(rows, "candidate");
+
+    cudnn_params_ = params_;
+    cudnn_params_.o = state.alloc(elements * 2, "baseline:cudnn");
+    cudnn_params_.lse = state.alloc_n<float>(rows, "baseline:cudnn");
+    cudnn_ = std::make_unique<kw::attention::CudnnSdpa>(cudnn_params_, state.stream());
+    if (cudnn_->unavailable().empty() && cudnn_->workspace_bytes() > 0) {
+      cudnn_workspace_ = state.alloc(cudnn_->workspace_bytes(), "baseline:cudnn");
+    }
+
+    cublas_params_ = params_;
+    cublas_params_.o = state.alloc(elements * 2, "baseline:cublas_unfused");
+    cublas_params_.lse = state.alloc_n<float>(rows, "baseline:cublas_unfused");
+    try {
+      scores_ =
+          state.alloc(kw::attention::CublasUnfused::workspace_bytes(params_), "baseline:cublas_unfused");
+      cublas_ = std::make_unique<kw::attention::CublasUnfused>();
+    } catch (const std::exception& error) {
+      cublas_unavailable_ = std::string("cuBLAS unfused: ") + error.what();
+    }
+  }
+
+  void run_candidate(kwbench::State& state) override { kw::attention::forward(params_, state.stream()); }
+
+  std::vector<std::string> baselines() const override { return {"cudnn", "cublas_unfused"}; }
+  std::string baseline_unavailable(std::size_t index) const override {
+    return index == 0 ? cudnn_->unavailable() : cublas_unavailable_;
+  }
+  void run_baseline(std::size_t index, kwbench::State& state) override {
+    if (index == 0) {
+      cudnn_->run(cudnn_workspace_);
+    } else {
+      cublas_->run(cublas_params_, scores_, state.stream());
+    }
+  }
+
+  void poison_output(kwbench::State& state) override {
+    const std::size_t rows = static_cast<std::size_t>(s_.batch) * s_.heads * s_.seqlen;
+    kwbench::fill_nan(state, params_.o, rows * s_.head_dim * 2);
+    kwbench::fill_nan(state, params_.lse, rows * sizeof(float));
+  }
+
+  kwbench::Accuracy check(kwbench::State& state) override {
+    const std::vector<std::int64_t> rows = rows_to_check(s_, state.rng());
+    const int count = static_cast<int>(rows.size());
+    auto* rows_device = state.alloc_n<std::int64_t>(rows.size(), "reference");
+    auto* ref_out = state.alloc_n<float>(rows.size() * s_.head_dim, "reference");
+    auto* ref_lse = state.alloc_n<float>(rows.size(), "reference");
+    KW_CUDA_CHECK(cudaMemcpyAsync(rows_device, rows.data(), rows.size() * sizeof(std::int64_t),
+                                  cudaMemcpyHostToDevice, state.stream()));
+    kw::attention::reference_rows(params_, rows_device, count, ref_out, ref_lse, state.stream());
+    KW_CUDA_CHECK(cudaStreamSynchronize(state.stream()));
+
+    const std::size_t all_rows = static_cast<std::size_t>(s_.batch) * s_.heads * s_.seqlen;
+    std::vector<double> out = kw::attention::to_host_double(s_.dtype, params_.o, all_rows * s_.head_dim);
+    std::vector<float> lse(all_rows), expected(rows.size() * s_.head_dim), expected_lse(rows.size());
+    KW_CUDA_CHECK(cudaMemcpy(lse.data(), params_.lse, all_rows * sizeof(float), cudaMemcpyDeviceToHost));
+    KW_CUDA_CHECK(
+        cudaMemcpy(expected.data(), ref_out, expected.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    KW_CUDA_CHECK(cudaMemcpy(expected_lse.data(), ref_lse, expected_lse.size() * sizeof(float),
+                             cudaMemcpyDeviceToHost));
+
+    kwbench::Accuracy accuracy;
+    for (double x : out) accuracy.nonfinite += std::isfinite(x) ? 0 : 1;
+    for (float x : lse) accuracy.nonfinite += std::isfinite(x) ? 0 : 1;
+    double error = 0, norm = 0, lse_error = 0, lse_norm = 0;
+    for (std::size_t r = 0; r < rows.size(); ++r) {
+      for (int d = 0; d < s_.head_dim; ++d) {
+        const double got = out[static_cast<std::size_t>(rows[r]) * s_.head_dim + d];
+        const double want = expected[r * s_.head_dim + d];
+        if (!std::isfinite(got)) continue;
+        error += (got - want) * (got - want);
+        norm += want * want;
+        accuracy.max_abs_err = std::max(accuracy.max_abs_err, std::abs(got - want));
+      }
+      const double got_lse = lse[static_cast<std::size_t>(rows[r])];
+      if (std::isfinite(got_lse)) {
+        lse_error += (got_lse - expected_lse[r]) * (got_lse - expected_lse[r]);
+        lse_norm += static_cast<double>(expected_lse[r]) * expected_lse[r];
+      }
+    }
+    // One figure for both outputs: the larger relative error of O and of the LSE.
+    accuracy.rel_l2_err = std::max(norm > 0 ? std::sqrt(error / norm) : 0.0,
+                                   lse_norm > 0 ? std::sqrt(lse_error / lse_norm) : 0.0);
+    return accuracy;
+  }
+
+  double tolerance() const override { return s_.dtype == DType::fp16 ? 2e-3 : 1e-2; }
+
+  kwbench::ExpectedLaunch expected_launch() const override {
+    ForwardParams shape_only;
+    shape_only.dtype = s_.dtype;
+    shape_only.batch = s_.batch;
+    shape_only.heads = s_.heads;
+    shape_only.seqlen_q = shape_only.seqlen_k = s_.seqlen;
+    shape_only.head_dim = s_.head_dim;
+    shape_only.causal = s_.causal;
+    kw::attention::LaunchShape shape = kw::attention::launch_shape(shape_only);
+    kwbench::ExpectedLaunch expected;
+    expected.kernel_pattern = shape.kernel_pattern;
+    expected.block = {static_cast<int>(shape.block.x), 1, 1};
+    expected.grid = kwbench::Dim3{static_cast<int>(shape.grid.x), static_cast<int>(shape.grid.y),
+                                  static_cast<int>(shape.grid.z)};
+    expected.max_registers = 255;
+    expected.max_shared_bytes = static_cast<std::int64_t>(shape.dynamic_smem);
+    return expected;
+  }
+
+  // Catches the "expected 1.7x, measured 0.12x" class: far slower than cuDNN
+  // on the same inputs, or implausibly faster (work skipped).
+  kwbench::SanityRange sanity() const override { return {"cudnn", 0.25, 8.0, 0}; }
+
+  double flops() const override {
+    const double full = 4.0 * s_.batch * s_.heads * static_cast<double>(s_.seqlen) * s_.seqlen * s_.head_dim;
+    return s_.causal ? full / 2 : full;
+  }
+  double bytes() const override {
+    const double elements = static_cast<double>(s_.batch) * s_.heads * s_.seqlen * s_.head_dim;
+    return 4 * elements * 2 + static_cast<double>(s_.batch) * s_.heads * s_.seqlen * 4;
+  }
+
+ private:
+  std::string group_;
+  Shape s_;
+  ForwardParams params_, cudnn_params_, cublas_params_;
+  std::unique_ptr<kw::attention::CudnnSdpa> cudnn_;
+  void* cudnn_workspace_ = nullptr;
+  std::unique_ptr<kw::attention::CublasUnfused> cublas_;
+  std::string cublas_unavailable_;
+  void* scores_ = nullptr;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  auto& registry = kwbench::Registry::instance();
+  auto add = [&](const std::string& group, Shape shape) {
+    registry.add_case([group, shape] { return std::make_unique<AttentionCase>(group, shape); });
+  };
+  for (DType dtype : {DType::fp16, DType::bf16}) {
+    for (bool causal : {false, true}) {
+      for (int seqlen : {32, 64, 128, 256, 512}) add("user", {1, 1, seqlen, 64, causal, dtype});
+      add("user", {2, 4, 128, 64, causal, dtype});
+      for (int head_dim : {64, 128}) {
+        for (int seqlen = 512; seqlen <= 16384; seqlen *= 2) {
+          add("flash-attention", {16384 / seqlen, 2048 / head_dim, seqlen, head_dim, causal, dtype});
+        }
+      }
+    }
+  }
+  for (const kw::attention::KernelEntry& kernel : kw::attention::kernels()) {
+    registry.add_kernel(
+        {kernel.name, kernel.function, kernel.block_threads, kernel.dynamic_smem, kernel.configure});
+  }
+  return kwbench::main(argc, argv);
+}
