@@ -2,7 +2,9 @@
 // warp owns 16 or 32 query rows; K and V tiles stream through shared memory
 // with cp.async (V of step n loads during S = Q K^T of step n, K of step n+1
 // during O += P V of step n), scores stay in registers as MMA accumulators and
-// are reused directly as the A operand of P V.
+// are reused directly as the A operand of P V. The short-sequence variant
+// (Traits::kResidentKeys > 0) loads all of K and V at once and lets the warps
+// of a 16-row block split the key steps instead.
 #pragma once
 
 #include <cuda_bf16.h>
