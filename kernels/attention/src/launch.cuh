@@ -1,6 +1,7 @@
 // The launch template: one instantiation per (head dim, dtype, causal), each
-// with the tile configuration chosen for its head dim (docs/PERFORMANCE.md has
-// the measurements behind the choice).
+// with the tile configuration chosen for its head dim, plus the short-sequence
+// variant at head dim 64 (docs/PERFORMANCE.md has the measurements behind the
+// choices).
 #pragma once
 
 #include <mutex>
@@ -17,7 +18,7 @@ struct ForwardConfig;
 // steps, 2 blocks per SM: each K/V fragment read from shared memory feeds two
 // MMAs, which keeps shared-memory traffic under the tensor-core rate. It fits
 // 255 registers without spills at both head dims; 128-key steps spill at head
-// dim 64 and 16-row warps run 15-25% slower (kw-attention-tune, PERFORMANCE.md).
+// dim 64 and 16-row warps run 4-32% slower (kw-attention-tune, PERFORMANCE.md).
 template <>
 struct ForwardConfig<128> {
   using Traits = ForwardTraits<128, 128, 64, 4, 2>;
