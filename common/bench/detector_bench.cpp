@@ -123,10 +123,9 @@ Verdicts decide(const std::vector<Run>& history, const Run& head, double t99) {
     medians.push_back(run.median);
     locations.push_back(run.location);
   }
-  double threshold = noise_aware_threshold(locations, settings.min_threshold, settings);
   const Run& base = history.back();
-  Comparison c =
-      compare_times({head.samples, head.throttled}, {base.samples, base.throttled}, threshold, settings);
+  Comparison c = compare_times_with_history({head.samples, head.throttled}, {base.samples, base.throttled},
+                                            locations, settings.min_threshold, settings);
   v.kernelwatch_regression = c.status == ChangeStatus::regression;
   v.kernelwatch_any = c.status == ChangeStatus::regression || c.status == ChangeStatus::improvement;
 

@@ -1,6 +1,7 @@
 #include "kw/common/detection.hpp"
 
 #include <cmath>
+#include <optional>
 #include <random>
 
 #include <gtest/gtest.h>
@@ -104,6 +105,75 @@ TEST(Detection, NoiseAwareThreshold) {
   std::vector<double> drifting;
   for (int i = 0; i < 20; ++i) drifting.push_back(100000.0 * std::pow(1.003, i));
   EXPECT_DOUBLE_EQ(noise_aware_threshold(drifting, 0.01, kSettings), 0.01);
+}
+
+// Per-run locations: level x (1 + per-run jitter), as a stable case's history.
+std::vector<double> history_of(double level, double jitter, int runs, unsigned seed,
+                               double drift_per_run = 0) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> gauss(0, jitter);
+  std::vector<double> out;
+  for (int i = 0; i < runs; ++i) out.push_back(level * std::exp(drift_per_run * i + gauss(rng)));
+  return out;
+}
+
+TEST(Detection, ForecastAveragesAStableHistoryAndFollowsADrift) {
+  // Stable: the level is near the common value, the scale near the jitter,
+  // and the smoothing small (many runs averaged).
+  std::vector<double> stable = history_of(100000, 0.003, 30, 21);
+  std::optional<Forecast> f = forecast_level(stable, kSettings);
+  ASSERT_TRUE(f.has_value());
+  EXPECT_NEAR(f->level_ns, 100000, 300);
+  EXPECT_GT(f->scale, 0.001);
+  EXPECT_LT(f->scale, 0.006);
+  EXPECT_LE(f->smoothing, 0.3);
+  EXPECT_EQ(f->runs, 30u);
+  // Steady 0.5% per run upward drift: the forecast follows the recent runs.
+  std::vector<double> drifting = history_of(100000, 0.001, 30, 22, 0.005);
+  f = forecast_level(drifting, kSettings);
+  ASSERT_TRUE(f.has_value());
+  EXPECT_GE(f->smoothing, 0.5);
+  EXPECT_NEAR(f->level_ns / drifting.back(), 1.0, 0.01);
+  // Too short a history: no forecast.
+  EXPECT_FALSE(forecast_level(history_of(100000, 0.003, 7, 23), kSettings).has_value());
+}
+
+TEST(Detection, HistoryDecidesWhenTheBaselineRunWasALuckyOutlier) {
+  // The baseline run happened to be 1.5% slow; the head is at the usual
+  // level. Against that one run it looks 1.5% faster; against the history
+  // it is unchanged.
+  std::vector<double> history = history_of(100000, 0.002, 30, 24);
+  history.back() = 101500;
+  auto base = lognormal(101500, 0.005, 30, 25), head = lognormal(100000, 0.005, 30, 26);
+  EXPECT_EQ(compare_times(timing(head), timing(base), 0.01, kSettings).status, ChangeStatus::improvement);
+  Comparison c = compare_times_with_history(timing(head), timing(base), history, 0.01, kSettings);
+  EXPECT_EQ(c.status, ChangeStatus::unchanged);
+  EXPECT_NE(c.note.find("decided against the level forecast from 30 runs"), std::string::npos) << c.note;
+}
+
+TEST(Detection, HistoryFlagsARealSlowdownAndReportsTheThresholdUsed) {
+  std::vector<double> history = history_of(100000, 0.002, 30, 27);
+  auto base = lognormal(history.back(), 0.005, 30, 28), head = lognormal(103000, 0.005, 30, 29);
+  Comparison c = compare_times_with_history(timing(head), timing(base), history, 0.01, kSettings);
+  EXPECT_EQ(c.status, ChangeStatus::regression);
+  EXPECT_NEAR(c.ratio, 1.03, 0.01);
+  EXPECT_GE(c.threshold, 0.01);
+  EXPECT_LT(c.threshold, 0.03);
+  // Below the project's floor: not flagged, however certain.
+  head = lognormal(100700, 0.0005, 100, 30);
+  base = lognormal(history.back(), 0.0005, 100, 31);
+  EXPECT_EQ(compare_times_with_history(timing(head), timing(base), history, 0.01, kSettings).status,
+            ChangeStatus::unchanged);
+}
+
+TEST(Detection, ShortHistoryFallsBackToTheTwoRunComparison) {
+  std::vector<double> history = history_of(100000, 0.002, 3, 32);
+  auto base = lognormal(100000, 0.01, 30, 33), head = lognormal(105000, 0.01, 30, 34);
+  Comparison with = compare_times_with_history(timing(head), timing(base), history, 0.01, kSettings);
+  Comparison without = compare_times(timing(head), timing(base), 0.01, kSettings);
+  EXPECT_EQ(with.status, ChangeStatus::regression);
+  EXPECT_EQ(with.ratio, without.ratio);
+  EXPECT_EQ(with.note.find("forecast"), std::string::npos);
 }
 
 TEST(Detection, StatusNames) {

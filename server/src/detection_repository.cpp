@@ -38,10 +38,10 @@ CROSS JOIN LATERAL (
 )sql";
 
 // The candidate's per-run location over the case's recent history on the
-// default branch, oldest first.
+// default branch, oldest first, as [run id, location] pairs.
 constexpr const char* kHistory = R"sql(
 SELECT w.name, COALESCE((
-  SELECT json_agg(h.location ORDER BY h.run_id) FROM (
+  SELECT json_agg(json_build_array(h.run_id, h.location) ORDER BY h.run_id) FROM (
     SELECT c.run_id, c.candidate_location_ns AS location
     FROM cases c JOIN runs r ON r.id = c.run_id
     WHERE c.project_id = $2 AND c.name = w.name AND r.gpu_model = $3 AND r.branch = $4 AND r.id <> $5
@@ -231,8 +231,28 @@ struct CaseResult {
 // the candidate's time did and, where it has in-run baselines, its speedup
 // over at least one of them dropped too (otherwise the machine slowed, not
 // the kernel).
+// One case's recent history: run ids and candidate locations, oldest first.
+struct History {
+  std::vector<std::int64_t> run_ids;
+  std::vector<double> locations;
+
+  // The locations of runs up to and including `run_id` (the baseline): what
+  // the candidate's level is forecast from.
+  std::vector<double> through(std::int64_t run_id) const {
+    std::vector<double> out;
+    for (std::size_t i = 0; i < run_ids.size(); ++i) {
+      if (run_ids[i] <= run_id) out.push_back(locations[i]);
+    }
+    return out;
+  }
+};
+
+// `threshold` (noise-aware, from the whole history) is for the baseline
+// implementations and speedups; the candidate's time is decided against the
+// history up to its baseline run.
 CaseResult compare_case(const std::string& name, const std::vector<Measurement>& head,
-                        const std::vector<Measurement>& base, const Baseline* baseline, double threshold,
+                        const std::vector<Measurement>& base, const Baseline* baseline,
+                        const History& history, double min_threshold, double threshold,
                         const common::DetectionSettings& settings) {
   CaseResult result;
   const Measurement* head_candidate = find_impl(head, "candidate");
@@ -245,7 +265,8 @@ CaseResult compare_case(const std::string& name, const std::vector<Measurement>&
     return result;
   }
   Comparison time =
-      common::compare_times(timing_of(*head_candidate), timing_of(*base_candidate), threshold, settings);
+      common::compare_times_with_history(timing_of(*head_candidate), timing_of(*base_candidate),
+                                         history.through(baseline->run_id), min_threshold, settings);
   result.rows.push_back({name, "time", "candidate", baseline, time});
   bool speedup_worse = false, speedup_better = false, any_speedup = false;
   for (const Measurement& m : head) {
@@ -275,14 +296,18 @@ CaseResult compare_case(const std::string& name, const std::vector<Measurement>&
   return result;
 }
 
-std::map<std::string, std::vector<double>> load_history(pqxx::work& tx, const std::vector<std::string>& names,
-                                                        std::int64_t project_id, const std::string& gpu,
-                                                        const std::string& branch, std::int64_t run_id) {
-  std::map<std::string, std::vector<double>> history;
+std::map<std::string, History> load_history(pqxx::work& tx, const std::vector<std::string>& names,
+                                            std::int64_t project_id, const std::string& gpu,
+                                            const std::string& branch, std::int64_t run_id) {
+  std::map<std::string, History> history;
   if (names.empty()) return history;
   for (const auto& row : tx.exec_prepared("detection_history", names_json(names).dump(), project_id, gpu,
                                           branch, run_id, static_cast<int>(kHistoryRuns))) {
-    history[row[0].as<std::string>()] = json::parse(row[1].c_str()).get<std::vector<double>>();
+    History& h = history[row[0].as<std::string>()];
+    for (const json& point : json::parse(row[1].c_str())) {
+      h.run_ids.push_back(point[0].get<std::int64_t>());
+      h.locations.push_back(point[1].get<double>());
+    }
   }
   return history;
 }
@@ -444,6 +469,7 @@ std::shared_ptr<const DetectionRepository::Plan> DetectionRepository::plan(pqxx:
     if (c.candidate()) measured.push_back(&c);
   }
   static const std::vector<Measurement> kNone;
+  static const History kNoHistory;
   auto compare_range = [&](std::size_t begin, std::size_t end) {
     std::vector<CaseResult> results;
     for (std::size_t i = begin; i < end; ++i) {
@@ -454,9 +480,11 @@ std::shared_ptr<const DetectionRepository::Plan> DetectionRepository::plan(pqxx:
       const std::vector<Measurement>& base =
           measurements == base_measurements.end() ? kNone : measurements->second;
       auto h = history.find(c.name);
-      double threshold = common::noise_aware_threshold(h == history.end() ? std::vector<double>{} : h->second,
-                                                       project.min_threshold_for(c.name), detection);
-      results.push_back(compare_case(c.name, c.measurements, base, baseline, threshold, detection));
+      const History& case_history = h == history.end() ? kNoHistory : h->second;
+      double min_threshold = project.min_threshold_for(c.name);
+      double threshold = common::noise_aware_threshold(case_history.locations, min_threshold, detection);
+      results.push_back(compare_case(c.name, c.measurements, base, baseline, case_history, min_threshold,
+                                     threshold, detection));
     }
     return results;
   };
@@ -537,11 +565,11 @@ json DetectionRepository::compare_commits(pqxx::work& tx, std::int64_t project_i
     json rows = json::array();
     for (const auto& c : cases) {
       std::string name = c[0].as<std::string>();
-      double threshold =
-          common::noise_aware_threshold(history[name], project.min_threshold_for(name), detection);
+      double min_threshold = project.min_threshold_for(name);
+      double threshold = common::noise_aware_threshold(history[name].locations, min_threshold, detection);
       CaseResult result =
           compare_case(name, measurements[c[1].as<std::int64_t>()], measurements[c[2].as<std::int64_t>()],
-                       &baseline, threshold, detection);
+                       &baseline, history[name], min_threshold, threshold, detection);
       if (result.rows.empty()) continue;
       json row = result.rows[0].to_json();
       row["status"] = common::to_string(result.status);

@@ -272,6 +272,30 @@ TEST_F(DetectionApiTest, CompareTwoCommits) {
       404);
 }
 
+TEST_F(DetectionApiTest, WithAHistoryTheCandidateIsJudgedAgainstTheForecastLevel) {
+  ReportSpec main_run;
+  main_run.cases = 1;
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(post(main_run)["verdict"], "pass") << "history run " << i;
+  // Same speed: unchanged, and the comparison says what it was judged against.
+  json same = post(main_run);
+  json c = candidate_comparison(same);
+  EXPECT_EQ(c["status"], "unchanged") << c.dump();
+  EXPECT_NE(c["note"].get<std::string>().find("decided against the level forecast from 10 runs"),
+            std::string::npos)
+      << c.dump();
+  // A real 4% slowdown: flagged, with the change it needed.
+  ReportSpec slower = main_run;
+  slower.slowdown = 1.04;
+  json flagged = post(slower);
+  EXPECT_EQ(flagged["verdict"], "regression");
+  c = candidate_comparison(flagged);
+  EXPECT_EQ(c["status"], "regression");
+  EXPECT_NE(c["note"].get<std::string>().find("level forecast from 11 runs: +"), std::string::npos)
+      << c.dump();
+  EXPECT_GE(c["threshold"].get<double>(), 0.01);
+  EXPECT_LT(c["threshold"].get<double>(), 0.04);
+}
+
 TEST_F(DetectionApiTest, FortyAAndFortySlowerRunsAgainstOneBaseCommit) {
   ReportSpec baseline;
   baseline.cases = 3;

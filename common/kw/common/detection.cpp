@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <set>
 #include <stdexcept>
 
@@ -148,6 +149,67 @@ Comparison compare_times(const Timing& head, const Timing& base, double threshol
   Comparison result = compare(std::move(h.values), std::move(b.values), threshold, true, settings);
   result.excluded_throttled = h.excluded + b.excluded;
   result.note = throttle_note(result.excluded_throttled);
+  return result;
+}
+
+std::optional<Forecast> forecast_level(std::span<const double> history_locations_ns,
+                                       const DetectionSettings& settings) {
+  std::vector<double> logs;
+  for (double location : history_locations_ns) {
+    if (location > 0) logs.push_back(std::log(location));
+  }
+  // Fewer runs than this give too few forecast errors to choose a weight by.
+  constexpr std::size_t kMinRuns = 8;
+  if (logs.size() < std::max(settings.min_history, kMinRuns)) return std::nullopt;
+  // The first steps forecast from too little to judge a smoothing weight by.
+  constexpr std::size_t kWarmUp = 3;
+  std::optional<Forecast> best;
+  double best_error = 0;
+  for (double smoothing : {0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0}) {
+    double level = logs[0];
+    std::vector<double> errors;
+    for (std::size_t i = 1; i < logs.size(); ++i) {
+      double error = logs[i] - level;
+      if (i >= kWarmUp) errors.push_back(std::abs(error));
+      level += smoothing * error;
+    }
+    double typical = median(errors);
+    if (!best || typical < best_error) {
+      best_error = typical;
+      best = Forecast{std::exp(level), 1.4826 * typical, smoothing, logs.size()};
+    }
+  }
+  if (best->scale <= 0) return std::nullopt;  // a history of identical values has no spread to judge by
+  return best;
+}
+
+Comparison compare_times_with_history(const Timing& head, const Timing& base,
+                                      std::span<const double> history_locations_ns, double min_threshold,
+                                      const DetectionSettings& settings) {
+  std::optional<Forecast> forecast = forecast_level(history_locations_ns, settings);
+  if (!forecast || head.samples_ns.empty()) {
+    return compare_times(head, base, noise_aware_threshold(history_locations_ns, min_threshold, settings),
+                         settings);
+  }
+  Comparison result = compare_times(head, base, min_threshold, settings);
+  if (result.head_samples == 0 || result.base_samples == 0) return result;
+  double change = std::log(trimmed_mean(head.samples_ns) / forecast->level_ns);
+  double z = change / forecast->scale;
+  double floor = std::log1p(min_threshold);
+  bool agrees_slower = result.p_value < settings.history_alpha && result.ratio > 1;
+  bool agrees_faster = result.p_value < settings.history_alpha && result.ratio < 1;
+  if (z > settings.history_z && change > floor && agrees_slower) {
+    result.status = ChangeStatus::regression;
+  } else if (z < -settings.history_z && change < -floor && agrees_faster) {
+    result.status = ChangeStatus::improvement;
+  } else {
+    result.status = ChangeStatus::unchanged;
+  }
+  result.threshold = std::max(min_threshold, std::expm1(settings.history_z * forecast->scale));
+  char text[160];
+  std::snprintf(text, sizeof(text), "decided against the level forecast from %zu runs: %+.2f%% (%.1f sigma)",
+                forecast->runs, 100 * std::expm1(change), z);
+  result.note = result.note.empty() ? text : result.note + "; " + text;
   return result;
 }
 

@@ -26,6 +26,11 @@ struct DetectionSettings {
   double alpha = 0.01;          // Mann-Whitney significance
   std::size_t min_history = 5;  // runs needed before history widens the threshold
   std::size_t min_samples = 5;  // per side, after dropping throttled samples
+  // With a history: how many of its one-step forecast errors (robust spread)
+  // the head must sit above the forecast level, and the two-run Mann-Whitney
+  // p-value it must also reach in the same direction.
+  double history_z = 3.5;
+  double history_alpha = 0.05;
 };
 
 // One implementation's samples in one run.
@@ -55,9 +60,37 @@ struct Comparison {
 double noise_aware_threshold(std::span<const double> history_medians_ns, double min_threshold,
                              const DetectionSettings& settings);
 
+// The level a case's next run is expected at, from its history of per-run
+// locations (oldest first): exponential smoothing of log(location), the
+// smoothing weight chosen to minimise the history's own one-step forecast
+// errors (a stable case averages many runs, a drifting one follows the latest),
+// and the robust spread of those errors as the scale. With fewer than 8 runs
+// (or min_history): none.
+struct Forecast {
+  double level_ns = 0;
+  double scale = 0;  // of log(location): 1.4826 x median |one-step error|
+  double smoothing = 0;
+  std::size_t runs = 0;
+};
+std::optional<Forecast> forecast_level(std::span<const double> history_locations_ns,
+                                       const DetectionSettings& settings);
+
 // Times (lower is better): regression when head is slower.
 Comparison compare_times(const Timing& head, const Timing& base, double threshold,
                          const DetectionSettings& settings);
+
+// compare_times for a case with a history ending at the baseline run: the
+// ratio, interval and p-value are still head vs baseline run (the record), but
+// the status is decided against the forecast level, which pools the history
+// instead of trusting one baseline run: regression when the head's location
+// (25%-trimmed mean, as stored for the history) is more than history_z scales
+// and more than min_threshold above the forecast, and the two-run test agrees
+// (p < history_alpha, same direction). `threshold` then reports the change that
+// would have been needed. Without enough history: compare_times with the
+// noise-aware threshold.
+Comparison compare_times_with_history(const Timing& head, const Timing& base,
+                                      std::span<const double> history_locations_ns, double min_threshold,
+                                      const DetectionSettings& settings);
 
 // In-run speedup of the candidate over one baseline implementation
 // (baseline time / candidate time, higher is better), per interleaved sample
