@@ -50,7 +50,10 @@ struct Descriptor {
   Descriptor& set_desc(cudnnBackendAttributeName_t name, const Descriptor& other) {
     return set(name, CUDNN_TYPE_BACKEND_DESCRIPTOR, &other.raw);
   }
-  void finalize(const std::string& what) { check(cudnnBackendFinalize(raw), "finalize " + what); }
+  // Not const: finalizing changes the descriptor cuDNN holds behind `raw`.
+  void finalize(const std::string& what) {  // NOLINT(readability-make-member-function-const)
+    check(cudnnBackendFinalize(raw), "finalize " + what);
+  }
 };
 
 }  // namespace
@@ -207,6 +210,7 @@ CudnnSdpa::CudnnSdpa(const ForwardParams& p, cudaStream_t stream) {
 
     Descriptor& graph = g.make(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, "operation graph");
     std::vector<cudnnBackendDescriptor_t> raw_ops;
+    raw_ops.reserve(ops.size());
     for (Descriptor* op : ops) raw_ops.push_back(op->raw);
     graph.set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, &g.handle)
         .set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, raw_ops.data(),
