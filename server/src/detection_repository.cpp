@@ -458,6 +458,7 @@ std::shared_ptr<const DetectionRepository::Plan> DetectionRepository::plan(pqxx:
     baselines = find_baselines(tx, names, project_id, gpu, "branch", project.default_branch, default_reason);
   }
   std::vector<std::int64_t> case_ids;
+  case_ids.reserve(baselines.size());
   for (const auto& [_, b] : baselines) case_ids.push_back(b.case_id);
   auto base_measurements = load_measurements(tx, case_ids);
   auto history = load_history(tx, names, project_id, gpu, project.default_branch, kAfterEveryRun);
