@@ -567,10 +567,11 @@ json DetectionRepository::compare_commits(pqxx::work& tx, std::int64_t project_i
     for (const auto& c : cases) {
       std::string name = c[0].as<std::string>();
       double min_threshold = project.min_threshold_for(name);
-      double threshold = common::noise_aware_threshold(history[name].locations, min_threshold, detection);
+      const History& case_history = history[name];
+      double threshold = common::noise_aware_threshold(case_history.locations, min_threshold, detection);
       CaseResult result =
           compare_case(name, measurements[c[1].as<std::int64_t>()], measurements[c[2].as<std::int64_t>()],
-                       &baseline, history[name], min_threshold, threshold, detection);
+                       &baseline, case_history, min_threshold, threshold, detection);
       if (result.rows.empty()) continue;
       json row = result.rows[0].to_json();
       row["status"] = common::to_string(result.status);
