@@ -1,6 +1,8 @@
 #include "kw/common/stats.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <random>
 #include <stdexcept>
 #include <vector>
 
@@ -112,6 +114,39 @@ TEST(Stats, HodgesLehmannLargeSampleIntervalCoversShift) {
   // (100 - s)(101 - s) / 2 >= 4197 is s = 8 (4278), so d(4197) = 42 and symmetrically d(5804) = 58.
   EXPECT_DOUBLE_EQ(shift.lower, 42);
   EXPECT_DOUBLE_EQ(shift.upper, 58);
+}
+
+// The estimate and bounds are order statistics of the m x n differences,
+// found without listing them: checked against listing and sorting them, on
+// sizes and value sets that include heavy ties, clusters and a lone outlier.
+TEST(Stats, HodgesLehmannMatchesEveryPairwiseDifferenceSorted) {
+  std::mt19937_64 rng(7);
+  for (int trial = 0; trial < 300; ++trial) {
+    std::size_t m = 1 + rng() % 120, n = 1 + rng() % 120;
+    int levels = trial % 3 == 0 ? 4 : 1000000;  // every third trial: values from 4 levels only (ties)
+    auto draw = [&](std::size_t count, double shift) {
+      V values;
+      for (std::size_t i = 0; i < count; ++i)
+        values.push_back(shift + static_cast<double>(rng() % levels) / 7);
+      if (trial % 5 == 0) values.back() *= 50;  // an outlier
+      return values;
+    };
+    V x = draw(m, trial % 2 ? 3.0 : 0.0), y = draw(n, 0);
+    V differences;
+    for (double a : x)
+      for (double b : y) differences.push_back(a - b);
+    std::sort(differences.begin(), differences.end());
+    ShiftEstimate shift = hodges_lehmann_shift(x, y, 0.95);
+    std::size_t count = differences.size(), half = count / 2;
+    double middle = count % 2 ? differences[half] : (differences[half - 1] + differences[half]) / 2;
+    ASSERT_DOUBLE_EQ(shift.estimate, middle) << "m " << m << " n " << n << " trial " << trial;
+    // The bounds are the k-th from each end for one k (with ties, a value
+    // holds a run of ranks).
+    bool symmetric = false;
+    for (std::size_t k = 0; k < count && !symmetric; ++k)
+      symmetric = differences[k] == shift.lower && differences[count - 1 - k] == shift.upper;
+    EXPECT_TRUE(symmetric) << "lower " << shift.lower << " upper " << shift.upper << " trial " << trial;
+  }
 }
 
 TEST(Stats, MedianInterval) {

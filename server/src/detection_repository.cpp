@@ -5,6 +5,7 @@
 #include <cmath>
 #include <future>
 #include <regex>
+#include <set>
 #include <thread>
 
 #include "errors.hpp"
@@ -37,24 +38,44 @@ CROSS JOIN LATERAL (
   LIMIT 1) AS b
 )sql";
 
-// The candidate's per-run location over the case's recent history on the
-// default branch, oldest first, as [run id, location] pairs.
-constexpr const char* kHistory = R"sql(
-SELECT w.name, COALESCE((
-  SELECT json_agg(json_build_array(h.run_id, h.location) ORDER BY h.run_id) FROM (
-    SELECT c.run_id, c.candidate_location_ns AS location
-    FROM cases c JOIN runs r ON r.id = c.run_id
-    WHERE c.project_id = $2 AND c.name = w.name AND r.gpu_model = $3 AND r.branch = $4 AND r.id <> $5
-      AND r.verdict IN ('pass', 'improvement', 'regression') AND c.candidate_location_ns IS NOT NULL
-    ORDER BY c.run_id DESC
-    LIMIT $6) AS h), '[]')::text
-FROM jsonb_array_elements_text($1::jsonb) AS w(name)
+// A case's history: its candidate's per-run location over its newest
+// completed runs on the default branch on this GPU model, oldest first.
+// Nearly every run measures the same cases, so the history is first read from
+// the newest runs as a whole (one index scan on runs, then their cases by
+// run); only a case missing from some of them is looked up on its own.
+constexpr const char* kRecentRuns = R"sql(
+SELECT id FROM runs
+WHERE project_id = $1 AND gpu_model = $2 AND branch = $3 AND id <> $4
+  AND verdict IN ('pass', 'improvement', 'regression')
+ORDER BY id DESC
+LIMIT $5
+)sql";
+
+// Every case of those runs: filtering by name here costs more than in the caller.
+constexpr const char* kLocationsInRuns = R"sql(
+SELECT name, run_id, candidate_location_ns
+FROM cases
+WHERE run_id = ANY($1::bigint[]) AND candidate_location_ns IS NOT NULL
+ORDER BY run_id
+)sql";
+
+constexpr const char* kLocationsOfCase = R"sql(
+SELECT w.name, h.run_id, h.location
+FROM unnest($1::text[]) AS w(name)
+CROSS JOIN LATERAL (
+  SELECT c.run_id, c.candidate_location_ns AS location
+  FROM cases c JOIN runs r ON r.id = c.run_id
+  WHERE c.project_id = $2 AND c.name = w.name AND r.gpu_model = $3 AND r.branch = $4 AND r.id <> $5
+    AND r.verdict IN ('pass', 'improvement', 'regression') AND c.candidate_location_ns IS NOT NULL
+  ORDER BY c.run_id DESC
+  LIMIT $6) AS h
+ORDER BY w.name, h.run_id
 )sql";
 
 constexpr const char* kMeasurementsOf = R"sql(
 SELECT case_id, impl, samples_ns::text, throttled_samples::text
 FROM measurements
-WHERE case_id IN (SELECT jsonb_array_elements_text($1::jsonb)::bigint)
+WHERE case_id = ANY($1::bigint[])
 )sql";
 
 // Comparisons as parallel arrays, one element per row: one round trip, and
@@ -118,7 +139,9 @@ std::map<std::int64_t, std::vector<Measurement>> load_measurements(
     pqxx::work& tx, const std::vector<std::int64_t>& case_ids) {
   std::map<std::int64_t, std::vector<Measurement>> by_case;
   if (case_ids.empty()) return by_case;
-  for (const auto& row : tx.exec_prepared("detection_measurements", json(case_ids).dump())) {
+  PgArray ids;
+  for (std::int64_t id : case_ids) ids.number(id);
+  for (const auto& row : tx.exec_prepared("detection_measurements", ids.str())) {
     Measurement m;
     m.impl = row[1].as<std::string>();
     m.samples_ns = parse_pg_array<double>(row[2].c_str());
@@ -296,18 +319,42 @@ CaseResult compare_case(const std::string& name, const std::vector<Measurement>&
   return result;
 }
 
+// `exclude_run`: a run left out of the history (the head, when it is stored).
 std::map<std::string, History> load_history(pqxx::work& tx, const std::vector<std::string>& names,
                                             std::int64_t project_id, const std::string& gpu,
-                                            const std::string& branch, std::int64_t run_id) {
+                                            const std::string& branch, std::int64_t exclude_run) {
   std::map<std::string, History> history;
   if (names.empty()) return history;
-  for (const auto& row : tx.exec_prepared("detection_history", names_json(names).dump(), project_id, gpu,
-                                          branch, run_id, static_cast<int>(kHistoryRuns))) {
-    History& h = history[row[0].as<std::string>()];
-    for (const json& point : json::parse(row[1].c_str())) {
-      h.run_ids.push_back(point[0].get<std::int64_t>());
-      h.locations.push_back(point[1].get<double>());
+  std::set<std::string, std::less<>> wanted(names.begin(), names.end());
+  auto append = [&](const pqxx::result& rows) {
+    for (const auto& row : rows) {
+      auto name = wanted.find(std::string_view(row[0].c_str(), row[0].size()));
+      if (name == wanted.end()) continue;
+      History& h = history[*name];
+      h.run_ids.push_back(row[1].as<std::int64_t>());
+      h.locations.push_back(row[2].as<double>());
     }
+  };
+  const int limit = static_cast<int>(kHistoryRuns);
+  PgArray run_ids;
+  pqxx::result recent =
+      tx.exec_prepared("detection_recent_runs", project_id, gpu, branch, exclude_run, limit);
+  for (const auto& row : recent) run_ids.number(row[0].as<std::int64_t>());
+  append(tx.exec_prepared("detection_locations_in_runs", run_ids.str()));
+  // Fewer runs than the limit: every run was read, so the histories are whole.
+  if (recent.size() < kHistoryRuns) return history;
+  PgArray short_of_runs;
+  bool any = false;
+  for (const std::string& name : names) {
+    auto it = history.find(name);
+    if (it != history.end() && it->second.run_ids.size() >= kHistoryRuns) continue;
+    short_of_runs.text(name);
+    any = true;
+    if (it != history.end()) history.erase(it);
+  }
+  if (any) {
+    append(tx.exec_prepared("detection_locations_of_case", short_of_runs.str(), project_id, gpu, branch,
+                            exclude_run, limit));
   }
   return history;
 }
@@ -334,7 +381,9 @@ common::DetectionSettings DetectionRepository::detection_settings() {
 
 std::vector<Statement> DetectionRepository::statements() {
   return {{"detection_baseline", kBaseline},
-          {"detection_history", kHistory},
+          {"detection_recent_runs", kRecentRuns},
+          {"detection_locations_in_runs", kLocationsInRuns},
+          {"detection_locations_of_case", kLocationsOfCase},
           {"detection_measurements", kMeasurementsOf},
           {"detection_insert", kInsertComparisons},
           {"detection_case_status",

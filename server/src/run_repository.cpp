@@ -24,8 +24,10 @@ FROM jsonb_array_elements($2::jsonb) WITH ORDINALITY AS s(value, ordinal)
 )sql";
 
 // Cases and launches from a JSON array of the cases without their samples;
-// measurements as parallel arrays (samples as array literals). One round
-// trip however many cases and samples the run has.
+// measurements as parallel arrays, their samples all in one float8[] ($6)
+// that each row slices from (parsed once, where an array literal per row
+// would be parsed twice). One round trip however many cases and samples the
+// run has.
 constexpr const char* kInsertCases = R"sql(
 WITH doc AS (SELECT $3::jsonb AS d),
 new_cases AS (
@@ -47,9 +49,9 @@ new_launches AS (
   FROM new_cases nc, doc, jsonb_array_elements(doc.d->nc.ordinal->'launches') WITH ORDINALITY AS l(value, ordinal)
 )
 INSERT INTO measurements (case_id, impl, samples_ns, median_ns, flops, bytes, peak_mem_bytes, throttled_samples)
-SELECT nc.id, t.impl, t.samples::float8[], t.median, t.flops, t.bytes, t.peak, t.throttled::integer[]
-FROM unnest($4::integer[], $5::text[], $6::text[], $7::float8[], $8::float8[], $9::float8[], $10::bigint[],
-            $11::text[]) AS t(ordinal, impl, samples, median, flops, bytes, peak, throttled)
+SELECT nc.id, t.impl, ($6::float8[])[t.first:t.last], t.median, t.flops, t.bytes, t.peak, t.throttled::integer[]
+FROM unnest($4::integer[], $5::text[], $7::integer[], $8::integer[], $9::float8[], $10::float8[], $11::float8[],
+            $12::bigint[], $13::text[]) AS t(ordinal, impl, first, last, median, flops, bytes, peak, throttled)
 JOIN new_cases nc ON nc.ordinal = t.ordinal
 )sql";
 
@@ -227,7 +229,8 @@ StoredRun RunRepository::store(pqxx::work& tx, std::int64_t project_id, const co
   tx.exec_prepared("run_insert_stages", run_id, stages.dump());
 
   json cases = json::array();
-  PgArray ordinals, impls, samples, medians, flops, bytes, peaks, throttled;
+  PgArray ordinals, impls, samples, firsts, lasts, medians, flops, bytes, peaks, throttled;
+  std::size_t sample_count = 0;
   for (std::size_t i = 0; i < report.cases.size(); ++i) {
     const common::Case& c = report.cases[i];
     const json& source = document["cases"][i];
@@ -242,9 +245,10 @@ StoredRun RunRepository::store(pqxx::work& tx, std::int64_t project_id, const co
       bands[m.impl] = {low, high};
       ordinals.number(i);
       impls.text(m.impl);
-      PgArray values;
-      for (double sample : m.samples_ns) values.number(sample);
-      samples.text(values.str());
+      for (double sample : m.samples_ns) samples.number(sample);
+      firsts.number(sample_count + 1);  // PostgreSQL arrays count from 1
+      sample_count += m.samples_ns.size();
+      lasts.number(sample_count);
       medians.number(m.median_ns);
       m.flops ? flops.number(*m.flops) : flops.null();
       m.bytes ? bytes.number(*m.bytes) : bytes.null();
@@ -261,7 +265,8 @@ StoredRun RunRepository::store(pqxx::work& tx, std::int64_t project_id, const co
     cases.push_back(std::move(row));
   }
   tx.exec_prepared("run_insert_cases", run_id, project_id, cases.dump(), ordinals.str(), impls.str(),
-                   samples.str(), medians.str(), flops.str(), bytes.str(), peaks.str(), throttled.str());
+                   samples.str(), firsts.str(), lasts.str(), medians.str(), flops.str(), bytes.str(),
+                   peaks.str(), throttled.str());
   return {run_id, false, "pending"};
 }
 

@@ -296,6 +296,22 @@ TEST_F(DetectionApiTest, WithAHistoryTheCandidateIsJudgedAgainstTheForecastLevel
   EXPECT_LT(c["threshold"].get<double>(), 0.04);
 }
 
+// A history is the newest 30 runs of each case: read from the newest runs as
+// a whole, and on its own for a case that some of them did not measure.
+TEST_F(DetectionApiTest, HistoryIsTheNewestThirtyRunsOfEachCase) {
+  ReportSpec both, first_only;
+  both.cases = 2;
+  first_only.cases = 1;
+  for (int i = 0; i < 36; ++i) EXPECT_EQ(post(i % 2 == 0 ? both : first_only)["verdict"], "pass") << i;
+  json last = post(both);
+  for (auto [case_name, runs] : {std::pair{"attention.fwd/case0", 30}, {"attention.fwd/case1", 18}}) {
+    json c = candidate_comparison(last, case_name);
+    EXPECT_NE(c["note"].get<std::string>().find("level forecast from " + std::to_string(runs) + " runs"),
+              std::string::npos)
+        << case_name << ": " << c.dump();
+  }
+}
+
 TEST_F(DetectionApiTest, FortyAAndFortySlowerRunsAgainstOneBaseCommit) {
   ReportSpec baseline;
   baseline.cases = 3;

@@ -162,14 +162,16 @@ Measurement read_measurement(const json& value, const std::string& path) {
   std::string samples_path = reader.child("samples_ns");
   if (samples.empty()) JsonReader::fail(samples_path, "must hold at least one sample");
   measurement.samples_ns.reserve(samples.size());
+  // The path of a sample is built only for an error: a run holds tens of
+  // thousands of samples.
   for (std::size_t i = 0; i < samples.size(); ++i) {
     const json& sample = samples[i];
-    std::string sample_path = index_path(samples_path, i);
     if (!sample.is_number()) {
-      JsonReader::fail(sample_path, "must be a number, got " + type_name(sample));
+      JsonReader::fail(index_path(samples_path, i), "must be a number, got " + type_name(sample));
     }
     double ns = sample.get<double>();
-    if (!std::isfinite(ns) || ns <= 0) JsonReader::fail(sample_path, "must be finite and > 0");
+    if (!std::isfinite(ns) || ns <= 0)
+      JsonReader::fail(index_path(samples_path, i), "must be finite and > 0");
     measurement.samples_ns.push_back(ns);
   }
   measurement.median_ns = reader.number("median_ns", 0);

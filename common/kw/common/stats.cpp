@@ -67,49 +67,101 @@ const std::vector<double>& mann_whitney_pmf(std::size_t m, std::size_t n) {
   return it->second;
 }
 
-// The k-th smallest (1-based) of all x_i - y_j, for x and y sorted ascending.
-// The differences form a sorted matrix, so #(x_i - y_j <= t) is counted with
-// two pointers in O(m + n). Bisection on t narrows (lo, hi] until it holds
-// about m + n differences, which are then listed and selected from: the
-// m * n differences are never materialised.
-double kth_pairwise_difference(std::span<const double> x, std::span<const double> y, std::size_t k) {
+// The k-th smallest (1-based) of all x_i - y_j for each k in `ranks`, for x
+// and y sorted ascending. The differences form a sorted matrix, so
+// #(x_i - y_j <= t) is counted in one O(m + n) merge. A search on t narrows,
+// for every rank, a bracket (lo, hi] until it holds about m + n differences,
+// which are then listed and selected from: the m * n differences are never
+// materialised. Every count narrows every rank's bracket, so the ranks of an
+// estimate and its interval share most of the counting.
+std::vector<double> kth_pairwise_differences(std::span<const double> x, std::span<const double> y,
+                                             std::span<const std::size_t> ranks) {
   const std::size_t m = x.size(), n = y.size();
+  // Each step passes one y_j below x_i - t or counts the y's at or above it
+  // for x_i (x_i - y_j <= t). Arithmetic instead of an inner loop: the
+  // comparison is unpredictable, and a branch on it mispredicts.
   auto count_at_most = [&](double t) {
-    std::size_t total = 0, j = 0;
-    for (std::size_t i = 0; i < m; ++i) {
-      while (j < n && y[j] < x[i] - t) ++j;  // first y_j with x_i - y_j <= t
-      total += n - j;
+    std::size_t total = 0, i = 0, j = 0;
+    while (i < m && j < n) {
+      std::size_t below = y[j] < x[i] - t ? 1 : 0;
+      total += (n - j) * (1 - below);
+      j += below;
+      i += 1 - below;
     }
-    return total;
+    return total;  // an x left once every y is passed counts none
   };
-  double lo = x.front() - y.back(), hi = x.back() - y.front();
-  std::size_t count_lo = count_at_most(lo), count_hi = m * n;
-  if (count_lo >= k) return lo;
-  // Invariant: count(<= lo) < k <= count(<= hi).
-  for (int iteration = 0; iteration < 200 && count_hi - count_lo > m + n; ++iteration) {
-    double mid = lo + (hi - lo) / 2;
-    if (mid <= lo || mid >= hi) break;
-    std::size_t count_mid = count_at_most(mid);
-    if (count_mid >= k) {
-      hi = mid;
-      count_hi = count_mid;
-    } else {
-      lo = mid;
-      count_lo = count_mid;
+  struct Bracket {
+    double lo, hi;
+    std::size_t count_lo, count_hi;
+    int steps = 0;
+    bool stuck = false;  // (lo, hi] holds ties that no t in between can split
+  };
+  // Invariant: count(<= lo) < k <= count(<= hi). The first bracket is
+  // (-inf, inf]: the smallest and largest differences as computed here need
+  // not sit on the same side of x_i - t as the counting puts them, so they
+  // only seed the interpolation.
+  const double smallest = x.front() - y.back(), largest = x.back() - y.front();
+  const double infinity = std::numeric_limits<double>::infinity();
+  std::vector<Bracket> brackets(ranks.size(), Bracket{-infinity, infinity, 0, m * n});
+  const double margin = static_cast<double>(m + n) / 4;
+  for (int probe = 0; probe < 1000; ++probe) {
+    std::size_t widest = ranks.size();
+    for (std::size_t r = 0; r < ranks.size(); ++r) {
+      const Bracket& b = brackets[r];
+      if (b.stuck || b.count_hi - b.count_lo <= m + n) continue;
+      if (widest == ranks.size() ||
+          b.count_hi - b.count_lo > brackets[widest].count_hi - brackets[widest].count_lo)
+        widest = r;
+    }
+    if (widest == ranks.size()) break;
+    // The count is close to linear in t over a narrow bracket, so
+    // interpolating to just below and then just above the rank closes both
+    // ends in a few steps; every third step bisects, which bounds the worst
+    // case (clustered or tied differences).
+    Bracket& b = brackets[widest];
+    double lo = std::isinf(b.lo) ? smallest : b.lo, hi = std::isinf(b.hi) ? largest : b.hi;
+    double t = lo + (hi - lo) / 2;
+    if (b.steps % 3 != 2) {
+      double target = static_cast<double>(ranks[widest]) + (b.steps % 3 == 0 ? -margin : margin);
+      double fraction =
+          (target - static_cast<double>(b.count_lo)) / static_cast<double>(b.count_hi - b.count_lo);
+      t = lo + (hi - lo) * std::clamp(fraction, 0.01, 0.99);
+    }
+    ++b.steps;
+    if (!(t > b.lo && t < b.hi)) {
+      b.stuck = true;
+      continue;
+    }
+    std::size_t count = count_at_most(t);
+    for (std::size_t r = 0; r < ranks.size(); ++r) {
+      Bracket& other = brackets[r];
+      if (count < ranks[r] && t > other.lo) {
+        other.lo = t;
+        other.count_lo = count;
+      } else if (count >= ranks[r] && t < other.hi) {
+        other.hi = t;
+        other.count_hi = count;
+      }
     }
   }
-  // The differences in (lo, hi]: for row i, y_j in [x_i - hi, x_i - lo).
+  std::vector<double> result(ranks.size());
   std::vector<double> window;
-  window.reserve(count_hi - count_lo);
-  std::size_t first = 0, last = 0;
-  for (std::size_t i = 0; i < m; ++i) {
-    while (first < n && y[first] < x[i] - hi) ++first;
-    while (last < n && y[last] < x[i] - lo) ++last;
-    for (std::size_t j = first; j < last; ++j) window.push_back(x[i] - y[j]);
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    const Bracket& b = brackets[r];
+    // The differences in (lo, hi]: for row i, y_j in [x_i - hi, x_i - lo).
+    window.clear();
+    window.reserve(b.count_hi - b.count_lo);
+    std::size_t first = 0, last = 0;
+    for (std::size_t i = 0; i < m; ++i) {
+      while (first < n && y[first] < x[i] - b.hi) ++first;
+      while (last < n && y[last] < x[i] - b.lo) ++last;
+      for (std::size_t j = first; j < last; ++j) window.push_back(x[i] - y[j]);
+    }
+    auto target = window.begin() + static_cast<std::ptrdiff_t>(ranks[r] - b.count_lo - 1);
+    std::nth_element(window.begin(), target, window.end());
+    result[r] = *target;
   }
-  auto target = window.begin() + static_cast<std::ptrdiff_t>(k - count_lo - 1);
-  std::nth_element(window.begin(), target, window.end());
-  return *target;
+  return result;
 }
 
 bool exact_applies(std::size_t m, std::size_t n, bool ties) {
@@ -287,10 +339,6 @@ ShiftEstimate hodges_lehmann_shift_sorted(std::span<const double> sx, std::span<
   const std::size_t m = sx.size(), n = sy.size(), count = m * n;
   ShiftEstimate result;
   std::size_t half = count / 2;  // 1-based ranks of the middle: (count + 1) / 2, and half + 1 when even
-  result.estimate =
-      count % 2 == 1
-          ? kth_pairwise_difference(sx, sy, half + 1)
-          : (kth_pairwise_difference(sx, sy, half) + kth_pairwise_difference(sx, sy, half + 1)) / 2;
 
   const double alpha = 1 - confidence;
   bool ties = std::adjacent_find(sx.begin(), sx.end()) != sx.end() ||
@@ -318,8 +366,13 @@ ShiftEstimate hodges_lehmann_shift_sorted(std::span<const double> sx, std::span<
     result.confidence = confidence;
   }
   k = std::min(k, count);
-  result.lower = kth_pairwise_difference(sx, sy, k);
-  result.upper = kth_pairwise_difference(sx, sy, count - k + 1);
+  // The estimate is the middle difference (the mean of the two middle ones
+  // for an even count); the interval the k-th from each end.
+  const std::size_t ranks[] = {k, count % 2 == 1 ? half + 1 : half, half + 1, count - k + 1};
+  std::vector<double> d = kth_pairwise_differences(sx, sy, ranks);
+  result.estimate = (d[1] + d[2]) / 2;
+  result.lower = d[0];
+  result.upper = d[3];
   return result;
 }
 
