@@ -138,6 +138,32 @@ TEST(Detection, ForecastAveragesAStableHistoryAndFollowsADrift) {
   EXPECT_FALSE(forecast_level(history_of(100000, 0.003, 7, 23), kSettings).has_value());
 }
 
+// The smoothing starts as the running mean, so the first run (here 10% slow,
+// e.g. a cold cache on the case's first run) does not linger in the level of
+// a stable history for dozens of runs, as plain exponential smoothing with a
+// small weight would leave it (0.95^29 of it after 30 runs).
+TEST(Detection, ForecastDoesNotCarryTheFirstRun) {
+  std::vector<double> history = history_of(100000, 0.002, 30, 24);
+  history.front() = 110000;
+  std::optional<Forecast> f = forecast_level(history, kSettings);
+  ASSERT_TRUE(f.has_value());
+  EXPECT_NEAR(f->level_ns, 100000, 250) << "smoothing " << f->smoothing;
+}
+
+// In a stable history, weights whose errors came out a little smaller by
+// chance are passed over for the smoothest one within a standard error: the
+// scale is then not an understatement of the noise.
+TEST(Detection, ForecastPrefersTheSmoothestWeightWithinAStandardError) {
+  int smoothest = 0;
+  for (unsigned seed = 100; seed < 140; ++seed) {
+    std::optional<Forecast> f = forecast_level(history_of(100000, 0.003, 30, seed), kSettings);
+    ASSERT_TRUE(f.has_value());
+    smoothest += f->smoothing == 0.05;
+    EXPECT_GT(f->scale, 0.003 * 0.6) << "seed " << seed;  // about the jitter: not understated
+  }
+  EXPECT_GE(smoothest, 30) << "of 40 stable histories";
+}
+
 TEST(Detection, HistoryDecidesWhenTheBaselineRunWasALuckyOutlier) {
   // The baseline run happened to be 1.5% slow; the head is at the usual
   // level. Against that one run it looks 1.5% faster; against the history

@@ -371,12 +371,15 @@ json ProjectSettings::to_json() const {
           {"default_branch", default_branch},
           {"min_threshold", min_threshold},
           {"case_thresholds", case_thresholds},
+          {"history_z", history_z},
           {"github_repo", github_repo.empty() ? json(nullptr) : json(github_repo)},
           {"webhook_url", webhook_url.empty() ? json(nullptr) : json(webhook_url)}};
 }
 
-common::DetectionSettings DetectionRepository::detection_settings() {
-  return {};
+common::DetectionSettings DetectionRepository::detection_settings(const ProjectSettings& project) {
+  common::DetectionSettings settings;
+  settings.history_z = project.history_z;
+  return settings;
 }
 
 std::vector<Statement> DetectionRepository::statements() {
@@ -393,12 +396,12 @@ std::vector<Statement> DetectionRepository::statements() {
 
 ProjectSettings DetectionRepository::settings(pqxx::work& tx, std::int64_t project_id) {
   pqxx::row row = tx.exec_params1(
-      "SELECT name, default_branch, min_threshold, COALESCE(github_repo, ''), COALESCE(webhook_url, '') "
-      "FROM projects WHERE id = $1",
+      "SELECT name, default_branch, min_threshold, COALESCE(github_repo, ''), COALESCE(webhook_url, ''), "
+      "history_z FROM projects WHERE id = $1",
       project_id);
   ProjectSettings settings{
       project_id, row[0].as<std::string>(), row[1].as<std::string>(), row[2].as<double>(),
-      {},         row[3].as<std::string>(), row[4].as<std::string>()};
+      {},         row[5].as<double>(),      row[3].as<std::string>(), row[4].as<std::string>()};
   for (const auto& c : tx.exec_params(
            "SELECT case_name, min_threshold FROM case_settings WHERE project_id = $1", project_id)) {
     settings.case_thresholds[c[0].as<std::string>()] = c[1].as<double>();
@@ -426,6 +429,10 @@ ProjectSettings DetectionRepository::update_settings(pqxx::work& tx, std::int64_
     } else if (key == "min_threshold") {
       tx.exec_params0("UPDATE projects SET min_threshold = $2 WHERE id = $1", project_id,
                       threshold_of(value, "min_threshold"));
+    } else if (key == "history_z") {
+      if (!value.is_number() || !(value.get<double>() >= 1 && value.get<double>() <= 20))
+        throw Unprocessable("history_z: must be a number from 1 to 20 (robust forecast errors; default 3.5)");
+      tx.exec_params0("UPDATE projects SET history_z = $2 WHERE id = $1", project_id, value.get<double>());
     } else if (key == "case_thresholds") {
       if (!value.is_object())
         throw Unprocessable("case_thresholds: must be an object of case name -> number|null");
@@ -457,8 +464,8 @@ ProjectSettings DetectionRepository::update_settings(pqxx::work& tx, std::int64_
                       value.is_null() ? nullptr : value.get<std::string>().c_str());
     } else {
       throw Unprocessable(key +
-                          ": unknown setting (default_branch, min_threshold, case_thresholds, github_repo, "
-                          "webhook_url)");
+                          ": unknown setting (default_branch, min_threshold, case_thresholds, history_z, "
+                          "github_repo, webhook_url)");
     }
   }
   return settings(tx, project_id);
@@ -480,7 +487,7 @@ std::shared_ptr<const DetectionRepository::Plan> DetectionRepository::plan(pqxx:
   constexpr std::int64_t kAfterEveryRun = INT64_MAX;
   ProjectSettings project = found ? settings(tx, *found) : ProjectSettings{};
   std::int64_t project_id = found.value_or(0);
-  common::DetectionSettings detection = detection_settings();
+  common::DetectionSettings detection = detection_settings(project);
   std::string gpu = report.device ? report.device->name : "none";
 
   std::vector<std::string> names;
@@ -581,7 +588,7 @@ std::string DetectionRepository::finish(pqxx::work& tx, std::int64_t run_id, con
 json DetectionRepository::compare_commits(pqxx::work& tx, std::int64_t project_id, const std::string& base,
                                           const std::string& head, const std::string& gpu_model) {
   ProjectSettings project = settings(tx, project_id);
-  common::DetectionSettings detection = detection_settings();
+  common::DetectionSettings detection = detection_settings(project);
   // The newest run of each commit per GPU model.
   pqxx::result pairs = tx.exec_params(
       "SELECT h.gpu_model, h.id, b.id FROM "

@@ -24,6 +24,7 @@ struct ProjectSettings {
   std::string default_branch = "main";
   double min_threshold = 0.01;
   std::map<std::string, double> case_thresholds;
+  double history_z = common::DetectionSettings{}.history_z;
   std::string github_repo;  // "owner/name": commit statuses go there
   std::string webhook_url;
 
@@ -36,7 +37,7 @@ class DetectionRepository {
   static std::vector<Statement> statements();
 
   static ProjectSettings settings(pqxx::work& tx, std::int64_t project_id);
-  // Applies {"default_branch"?, "min_threshold"?, "case_thresholds"?: {case: number|null},
+  // Applies {"default_branch"?, "min_threshold"?, "case_thresholds"?: {case: number|null}, "history_z"?,
   //          "github_repo"?: "owner/name"|null, "webhook_url"?: url|null}.
   static ProjectSettings update_settings(pqxx::work& tx, std::int64_t project_id,
                                          const nlohmann::json& changes);
@@ -61,7 +62,7 @@ class DetectionRepository {
   static std::optional<std::string> acknowledge(pqxx::work& tx, std::int64_t run_id, const std::string& who,
                                                 const std::string& reason);
 
-  static common::DetectionSettings detection_settings();
+  static common::DetectionSettings detection_settings(const ProjectSettings& project);
 };
 
 }  // namespace kw::server

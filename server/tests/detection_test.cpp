@@ -201,7 +201,8 @@ TEST_F(DetectionApiTest, PerCaseThresholdOverride) {
       client(admin_token_)
           .request("PUT", "/api/v1/projects/demo/settings", R"({"treshold": 0.1})")
           .json()["message"],
-      "treshold: unknown setting (default_branch, min_threshold, case_thresholds, github_repo, webhook_url)");
+      "treshold: unknown setting (default_branch, min_threshold, case_thresholds, history_z, github_repo, "
+      "webhook_url)");
   EXPECT_EQ(ci().request("PUT", "/api/v1/projects/demo/settings", R"({"min_threshold": 0.05})").status, 403);
   EXPECT_EQ(client().get("/api/v1/projects/demo").json()["min_threshold"], 0.02);
 }
@@ -294,6 +295,35 @@ TEST_F(DetectionApiTest, WithAHistoryTheCandidateIsJudgedAgainstTheForecastLevel
       << c.dump();
   EXPECT_GE(c["threshold"].get<double>(), 0.01);
   EXPECT_LT(c["threshold"].get<double>(), 0.04);
+}
+
+// history_z is the project's sensitivity: the same slowdown against the same
+// history is flagged at the default and not when the project asks for more
+// forecast errors.
+TEST_F(DetectionApiTest, HistoryZSetsTheSensitivity) {
+  ReportSpec main_run;
+  main_run.cases = 1;
+  for (int i = 0; i < 10; ++i) post(main_run);
+  ReportSpec slower = main_run;
+  slower.slowdown = 1.025;
+  slower.branch = "feature";  // not part of main's history, so both heads see the same ten runs
+  json c = candidate_comparison(post(slower));
+  EXPECT_EQ(c["status"], "regression") << c.dump();
+  double sigmas = std::stod(c["note"].get<std::string>().substr(c["note"].get<std::string>().find('(') + 1));
+  auto update = client(admin_token_)
+                    .request("PUT", "/api/v1/projects/demo/settings", json{{"history_z", sigmas + 4}}.dump());
+  ASSERT_EQ(update.status, 200) << update.body;
+  EXPECT_EQ(update.json()["history_z"], sigmas + 4);
+  json again = candidate_comparison(post(slower));
+  EXPECT_EQ(again["status"], "unchanged") << again.dump();
+  EXPECT_GT(again["threshold"].get<double>(), c["threshold"].get<double>());
+
+  auto rejected =
+      client(admin_token_).request("PUT", "/api/v1/projects/demo/settings", R"({"history_z": 0.5})");
+  EXPECT_EQ(rejected.status, 422);
+  EXPECT_EQ(rejected.json()["message"],
+            "history_z: must be a number from 1 to 20 (robust forecast errors; default 3.5)");
+  EXPECT_EQ(client().get("/api/v1/projects/demo").json()["history_z"], sigmas + 4);
 }
 
 // A history is the newest 30 runs of each case: read from the newest runs as

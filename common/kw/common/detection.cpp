@@ -163,24 +163,41 @@ std::optional<Forecast> forecast_level(std::span<const double> history_locations
   if (logs.size() < std::max(settings.min_history, kMinRuns)) return std::nullopt;
   // The first steps forecast from too little to judge a smoothing weight by.
   constexpr std::size_t kWarmUp = 3;
-  std::optional<Forecast> best;
-  double best_error = 0;
+  std::vector<Forecast> candidates;
   for (double smoothing : {0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0}) {
     double level = logs[0];
     std::vector<double> errors;
     for (std::size_t i = 1; i < logs.size(); ++i) {
       double error = logs[i] - level;
       if (i >= kWarmUp) errors.push_back(std::abs(error));
-      level += smoothing * error;
+      // Until 1/(i+1) drops below the weight, the level is the mean of the
+      // runs so far: otherwise a small weight leaves the first run in the
+      // forecast for dozens of runs.
+      level += std::max(smoothing, 1.0 / static_cast<double>(i + 1)) * error;
     }
-    double typical = median(errors);
-    if (!best || typical < best_error) {
-      best_error = typical;
-      best = Forecast{std::exp(level), 1.4826 * typical, smoothing, logs.size()};
-    }
+    // The root mean square error, each error capped at 2.5 robust sigmas:
+    // nearly as precise as the plain one for normal noise (the median
+    // absolute error wastes most of a short history, and its noise becomes
+    // false alarms), yet a one-off run moves it little.
+    double cap = 2.5 * 1.4826 * median(errors), squares = 0;
+    for (double e : errors) squares += std::min(e, cap) * std::min(e, cap);
+    candidates.push_back(
+        {std::exp(level), std::sqrt(squares / static_cast<double>(errors.size())), smoothing, logs.size()});
   }
-  if (best->scale <= 0) return std::nullopt;  // a history of identical values has no spread to judge by
-  return best;
+  // The smoothest weight whose error is within one standard error of the
+  // least (the RMS of k errors has a relative standard error of about
+  // 1/sqrt(2k)). Taking the least outright favours, in a stable history, a
+  // weight whose errors were small by chance, and its scale then understates
+  // the noise: the false alarms of the far tail.
+  double least =
+      std::min_element(candidates.begin(), candidates.end(), [](const Forecast& a, const Forecast& b) {
+        return a.scale < b.scale;
+      })->scale;
+  double within = least * (1 + 1 / std::sqrt(2.0 * static_cast<double>(logs.size() - kWarmUp)));
+  const Forecast& chosen = *std::find_if(candidates.begin(), candidates.end(),
+                                         [&](const Forecast& f) { return f.scale <= within; });
+  if (chosen.scale <= 0) return std::nullopt;  // a history of identical values has no spread to judge by
+  return chosen;
 }
 
 Comparison compare_times_with_history(const Timing& head, const Timing& base,

@@ -30,7 +30,7 @@ struct DetectionSettings {
   // the head must sit above the forecast level, and the two-run Mann-Whitney
   // p-value it must also reach in the same direction.
   double history_z = 3.5;
-  double history_alpha = 0.05;
+  double history_alpha = 0.1;
 };
 
 // One implementation's samples in one run.
@@ -64,11 +64,11 @@ double noise_aware_threshold(std::span<const double> history_medians_ns, double 
 // locations (oldest first): exponential smoothing of log(location), the
 // smoothing weight chosen to minimise the history's own one-step forecast
 // errors (a stable case averages many runs, a drifting one follows the latest),
-// and the robust spread of those errors as the scale. With fewer than 8 runs
+// and the size of those errors as the scale. With fewer than 8 runs
 // (or min_history): none.
 struct Forecast {
   double level_ns = 0;
-  double scale = 0;  // of log(location): 1.4826 x median |one-step error|
+  double scale = 0;  // of log(location): RMS one-step error, each capped at 2.5 robust sigmas
   double smoothing = 0;
   std::size_t runs = 0;
 };
