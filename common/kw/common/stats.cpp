@@ -77,18 +77,13 @@ const std::vector<double>& mann_whitney_pmf(std::size_t m, std::size_t n) {
 std::vector<double> kth_pairwise_differences(std::span<const double> x, std::span<const double> y,
                                              std::span<const std::size_t> ranks) {
   const std::size_t m = x.size(), n = y.size();
-  // Each step passes one y_j below x_i - t or counts the y's at or above it
-  // for x_i (x_i - y_j <= t). Arithmetic instead of an inner loop: the
-  // comparison is unpredictable, and a branch on it mispredicts.
   auto count_at_most = [&](double t) {
-    std::size_t total = 0, i = 0, j = 0;
-    while (i < m && j < n) {
-      std::size_t below = y[j] < x[i] - t ? 1 : 0;
-      total += (n - j) * (1 - below);
-      j += below;
-      i += 1 - below;
+    std::size_t total = 0, j = 0;
+    for (std::size_t i = 0; i < m; ++i) {
+      while (j < n && y[j] < x[i] - t) ++j;  // first y_j with x_i - y_j <= t
+      total += n - j;
     }
-    return total;  // an x left once every y is passed counts none
+    return total;
   };
   struct Bracket {
     double lo, hi;
