@@ -41,8 +41,9 @@ CROSS JOIN LATERAL (
 // A case's history: its candidate's per-run location over its newest
 // completed runs on the default branch on this GPU model, oldest first.
 // Nearly every run measures the same cases, so the history is first read from
-// the newest runs as a whole (one index scan on runs, then their cases by
-// run); only a case missing from some of them is looked up on its own.
+// the newest runs as a whole (one index scan on runs, then their one row each
+// in run_locations); only a case missing from some of them is looked up on its
+// own.
 constexpr const char* kRecentRuns = R"sql(
 SELECT id FROM runs
 WHERE project_id = $1 AND gpu_model = $2 AND branch = $3 AND id <> $4
@@ -53,10 +54,10 @@ LIMIT $5
 
 // Every case of those runs: filtering by name here costs more than in the caller.
 constexpr const char* kLocationsInRuns = R"sql(
-SELECT name, run_id, candidate_location_ns
-FROM cases
-WHERE run_id = ANY($1::bigint[]) AND candidate_location_ns IS NOT NULL
-ORDER BY run_id
+SELECT u.name, l.run_id, u.location
+FROM run_locations l, unnest(l.case_names, l.locations) AS u(name, location)
+WHERE l.run_id = ANY($1::bigint[])
+ORDER BY l.run_id
 )sql";
 
 constexpr const char* kLocationsOfCase = R"sql(

@@ -47,6 +47,10 @@ new_launches AS (
          (l.value->>'registers')::int, (l.value->>'static_smem')::bigint, (l.value->>'dynamic_smem')::bigint,
          (l.value->>'duration_ns')::float8
   FROM new_cases nc, doc, jsonb_array_elements(doc.d->nc.ordinal->'launches') WITH ORDINALITY AS l(value, ordinal)
+),
+new_locations AS (
+  INSERT INTO run_locations (run_id, case_names, locations)
+  SELECT $1, $14::text[], $15::float8[]
 )
 INSERT INTO measurements (case_id, impl, samples_ns, median_ns, flops, bytes, peak_mem_bytes, throttled_samples)
 SELECT nc.id, t.impl, ($6::float8[])[t.first:t.last], t.median, t.flops, t.bytes, t.peak, t.throttled::integer[]
@@ -229,7 +233,8 @@ StoredRun RunRepository::store(pqxx::work& tx, std::int64_t project_id, const co
   tx.exec_prepared("run_insert_stages", run_id, stages.dump());
 
   json cases = json::array();
-  PgArray ordinals, impls, samples, firsts, lasts, medians, flops, bytes, peaks, throttled;
+  PgArray ordinals, impls, samples, firsts, lasts, medians, flops, bytes, peaks, throttled, located_names,
+      locations;
   std::size_t sample_count = 0;
   for (std::size_t i = 0; i < report.cases.size(); ++i) {
     const common::Case& c = report.cases[i];
@@ -260,13 +265,17 @@ StoredRun RunRepository::store(pqxx::work& tx, std::int64_t project_id, const co
     row["medians"] = std::move(median_by_impl);
     row["bands"] = std::move(bands);
     // The candidate's 25%-trimmed mean: the location its history threshold uses.
-    if (const common::Measurement* candidate = c.candidate())
-      row["location"] = common::trimmed_mean(candidate->samples_ns);
+    if (const common::Measurement* candidate = c.candidate()) {
+      double location = common::trimmed_mean(candidate->samples_ns);
+      row["location"] = location;
+      located_names.text(c.name);
+      locations.number(location);
+    }
     cases.push_back(std::move(row));
   }
   tx.exec_prepared("run_insert_cases", run_id, project_id, cases.dump(), ordinals.str(), impls.str(),
                    samples.str(), firsts.str(), lasts.str(), medians.str(), flops.str(), bytes.str(),
-                   peaks.str(), throttled.str());
+                   peaks.str(), throttled.str(), located_names.str(), locations.str());
   return {run_id, false, "pending"};
 }
 

@@ -26,6 +26,35 @@ TEST(Migrations, FromEmptyThenReappliedIsANoOp) {
             schema::kMigrations.size());
 }
 
+// 006 copies the locations of runs stored before it into run_locations, so
+// detection's history does not start again from nothing on upgrade.
+TEST(Migrations, RunLocationsAreFilledFromRunsStoredBefore) {
+  TestDatabase database;
+  pqxx::connection connection(database.url());
+  {
+    pqxx::work tx(connection);
+    // The database as it was at version 5, with one run of three cases (one without a candidate).
+    tx.exec("DROP TABLE run_locations");
+    tx.exec("DELETE FROM schema_migrations WHERE version = 6");
+    tx.exec("INSERT INTO projects (name) VALUES ('demo')");
+    tx.exec(
+        "INSERT INTO runs (project_id, commit_sha, branch, agent_name, agent_version, gpu_model, started_at, "
+        "finished_at, gpu_seconds, report_sha256, verdict) "
+        "SELECT id, repeat('a', 40), 'main', 'host', '1', 'NVIDIA H100', now(), now(), 1, 'x', 'pass' "
+        "FROM projects");
+    tx.exec(
+        "INSERT INTO cases (run_id, project_id, ordinal, name, params, candidate_location_ns) "
+        "SELECT r.id, r.project_id, c.ordinal, c.name, '{}', c.location FROM runs r, "
+        "(VALUES (1, 'b', 200.5), (0, 'a', 100.25), (2, 'c', NULL)) AS c(ordinal, name, location)");
+    tx.commit();
+  }
+  EXPECT_EQ(apply_migrations(connection), schema::kLatestVersion);
+  pqxx::work tx(connection);
+  pqxx::row row = tx.exec1("SELECT case_names::text, locations::text FROM run_locations");
+  EXPECT_EQ(row[0].as<std::string>(), "{a,b}");
+  EXPECT_EQ(row[1].as<std::string>(), "{100.25,200.5}");
+}
+
 TEST(Migrations, AFailingMigrationLeavesNothingBehind) {
   TestDatabase database;
   pqxx::connection connection(database.url());
