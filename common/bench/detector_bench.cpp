@@ -60,7 +60,7 @@ Run simulate_run(std::mt19937_64& rng, const Scenario& s, double level, int n) {
     run.samples.push_back(t);
   }
   run.median = median(run.samples);
-  run.location = trimmed_mean(run.samples);
+  run.location = location({run.samples, run.throttled}, DetectionSettings{});
   return run;
 }
 

@@ -1,4 +1,5 @@
 #include "kw/common/detection.hpp"
+#include "kw/common/stats.hpp"
 
 #include <cmath>
 #include <optional>
@@ -136,6 +137,16 @@ TEST(Detection, ForecastAveragesAStableHistoryAndFollowsADrift) {
   EXPECT_NEAR(f->level_ns / drifting.back(), 1.0, 0.01);
   // Too short a history: no forecast.
   EXPECT_FALSE(forecast_level(history_of(100000, 0.003, 7, 23), kSettings).has_value());
+}
+
+TEST(Detection, LocationLeavesThrottledSamplesOut) {
+  std::vector<double> samples = {100, 101, 99, 100, 250, 260, 100, 101, 99, 270};
+  std::vector<std::int64_t> throttled = {4, 5, 9};
+  EXPECT_DOUBLE_EQ(location({samples, throttled}, kSettings),
+                   trimmed_mean(std::vector<double>{100, 101, 99, 100, 100, 101, 99}));
+  // Fewer than min_samples left: every sample counts, as in the comparison.
+  std::vector<std::int64_t> most = {0, 1, 2, 3, 4, 5};
+  EXPECT_DOUBLE_EQ(location({samples, most}, kSettings), trimmed_mean(samples));
 }
 
 // The smoothing starts as the running mean, so the first run (here 10% slow,

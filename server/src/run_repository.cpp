@@ -1,5 +1,6 @@
 #include "run_repository.hpp"
 
+#include "kw/common/detection.hpp"
 #include "kw/common/stats.hpp"
 #include "pg_array.hpp"
 #include "tokens.hpp"
@@ -264,9 +265,10 @@ StoredRun RunRepository::store(pqxx::work& tx, std::int64_t project_id, const co
     }
     row["medians"] = std::move(median_by_impl);
     row["bands"] = std::move(bands);
-    // The candidate's 25%-trimmed mean: the location its history threshold uses.
+    // The candidate's location: what its history is made of.
     if (const common::Measurement* candidate = c.candidate()) {
-      double location = common::trimmed_mean(candidate->samples_ns);
+      double location = common::location({candidate->samples_ns, candidate->throttled_samples},
+                                         common::DetectionSettings{});
       row["location"] = location;
       located_names.text(c.name);
       locations.number(location);

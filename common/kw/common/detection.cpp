@@ -124,6 +124,10 @@ std::string_view to_string(ChangeStatus status) {
   return "unchanged";
 }
 
+double location(const Timing& timing, const DetectionSettings& settings) {
+  return trimmed_mean(unthrottled(timing, settings.min_samples).values);
+}
+
 double noise_aware_threshold(std::span<const double> history_medians_ns, double min_threshold,
                              const DetectionSettings& settings) {
   if (history_medians_ns.size() < settings.min_history) return min_threshold;
@@ -210,7 +214,7 @@ Comparison compare_times_with_history(const Timing& head, const Timing& base,
   }
   Comparison result = compare_times(head, base, min_threshold, settings);
   if (result.head_samples == 0 || result.base_samples == 0) return result;
-  double change = std::log(trimmed_mean(head.samples_ns) / forecast->level_ns);
+  double change = std::log(location(head, settings) / forecast->level_ns);
   double z = change / forecast->scale;
   double floor = std::log1p(min_threshold);
   bool agrees_slower = result.p_value < settings.history_alpha && result.ratio > 1;

@@ -53,6 +53,12 @@ struct Comparison {
   std::string note;
 };
 
+// A run's location, the value a case's history is made of: the 25%-trimmed
+// mean of the samples not taken while throttled (of all of them when fewer
+// than min_samples remain), so a throttled stretch moves neither the history
+// nor the run judged against it.
+double location(const Timing& timing, const DetectionSettings& settings);
+
 // The threshold for a case: max(min_threshold, history_k x run-to-run noise),
 // where run-to-run noise is the interquartile spread of successive differences
 // of log(median) over the case's recent history (oldest first). Successive
@@ -83,7 +89,7 @@ Comparison compare_times(const Timing& head, const Timing& base, double threshol
 // ratio, interval and p-value are still head vs baseline run (the record), but
 // the status is decided against the forecast level, which pools the history
 // instead of trusting one baseline run: regression when the head's location
-// (25%-trimmed mean, as stored for the history) is more than history_z scales
+// (as stored for the history) is more than history_z scales
 // and more than min_threshold above the forecast, and the two-run test agrees
 // (p < history_alpha, same direction). `threshold` then reports the change that
 // would have been needed. Without enough history: compare_times with the
