@@ -27,7 +27,7 @@ constexpr std::size_t kHistoryRuns = 30;
 // commit ($4 = 'commit') or on a branch ($4 = 'branch'); $5 names which.
 constexpr const char* kBaseline = R"sql(
 SELECT w.name, b.run_id, b.commit_sha, b.case_id
-FROM jsonb_array_elements_text($1::jsonb) AS w(name)
+FROM unnest($1::text[]) AS w(name)
 CROSS JOIN LATERAL (
   SELECT r.id AS run_id, r.commit_sha, c.id AS case_id
   FROM cases c JOIN runs r ON r.id = c.run_id
@@ -97,10 +97,6 @@ struct Baseline {
   std::string reason;
 };
 
-json names_json(const std::vector<std::string>& names) {
-  return json(names);
-}
-
 // `match`: "commit" or "branch", `key` the commit or branch name.
 std::map<std::string, Baseline> find_baselines(pqxx::work& tx, const std::vector<std::string>& names,
                                                std::int64_t project_id, const std::string& gpu,
@@ -108,8 +104,9 @@ std::map<std::string, Baseline> find_baselines(pqxx::work& tx, const std::vector
                                                const std::string& reason) {
   std::map<std::string, Baseline> found;
   if (names.empty()) return found;
-  for (const auto& row :
-       tx.exec_prepared("detection_baseline", names_json(names).dump(), project_id, gpu, match, key)) {
+  PgArray wanted;
+  for (const std::string& name : names) wanted.text(name);
+  for (const auto& row : tx.exec_prepared("detection_baseline", wanted.str(), project_id, gpu, match, key)) {
     Baseline b{row[1].as<std::int64_t>(), row[2].as<std::string>(), row[3].as<std::int64_t>(), ""};
     b.reason = reason + " (run " + std::to_string(b.run_id) + ", commit " + b.commit.substr(0, 12) + ")";
     found[row[0].as<std::string>()] = b;
