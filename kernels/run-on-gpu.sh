@@ -33,7 +33,7 @@ log "device: $(nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.s
 log "cuda: $(nvcc --version | tail -1)"
 if [ "$build" = 1 ]; then
   log "configure (preset gpu)"
-  if ! cmake --preset gpu -DKW_ATTENTION_TUNING=$([ "$tune" = 1 ] && echo ON || echo OFF) > "$out/configure.log" 2>&1; then tail -40 "$out/configure.log"; exit 1; fi
+  if ! cmake --preset gpu -DKW_BUILD_TESTS=ON -DKW_ATTENTION_TUNING=$([ "$tune" = 1 ] && echo ON || echo OFF) > "$out/configure.log" 2>&1; then tail -40 "$out/configure.log"; exit 1; fi
   log "build"
   if ! cmake --build --preset gpu -j "$(nproc)" > "$out/build.log" 2>&1; then
     grep -E 'error|Error' -A3 "$out/build.log" | head -80

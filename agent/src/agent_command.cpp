@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "commands.hpp"
+#include "built_commits.hpp"
 #include "git.hpp"
 #include "gpu_info.hpp"
 #include "kw/http/client.hpp"
@@ -90,6 +91,7 @@ int agent_loop(AgentArguments args) {
     repo_urls[entry.substr(0, eq)] = entry.substr(eq + 1);
   }
   fs::path work = fs::absolute(args.work_dir);
+  BuiltCommits built(work / "built", 8);
   fs::create_directories(work / "work");
   Spool spool(work / "spool");
 
@@ -167,6 +169,11 @@ int agent_loop(AgentArguments args) {
       options.log = say;
       try {
         RepoConfig config = load_repo_config(checkout / "kernelwatch.json");
+        if (options.base_commit && config.full_bench.ab && options.gpu_available) {
+          std::string why;
+          options.base_checkout = built.get(mirror, *options.base_commit, stop_pipeline, say, why);
+          if (!options.base_checkout) say(why + "; the server will compare with the stored history instead");
+        }
         report = run_pipeline(config, options);
       } catch (...) {
         stop_pipeline = true;
@@ -181,7 +188,10 @@ int agent_loop(AgentArguments args) {
       say("job " + std::to_string(job_id) + " could not run: " + error.what());
     }
     try {
-      remove_worktree(work / "mirrors" / (project + ".git"), checkout);
+      // A commit that built is kept for pull requests based on it.
+      bool built_ok = report.is_object() && !report["stages"].empty() && report["stages"][0]["status"] == "passed";
+      fs::path mirror = work / "mirrors" / (project + ".git");
+      if (!built_ok || !built.adopt(mirror, checkout, commit)) remove_worktree(mirror, checkout);
     } catch (const std::exception&) {
     }
 

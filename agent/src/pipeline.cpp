@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -9,6 +10,8 @@
 #include <sstream>
 
 #include "adapters.hpp"
+#include "built_commits.hpp"
+#include "replicates.hpp"
 #include "kw/common/run_report.hpp"
 #include "kw/common/subprocess.hpp"
 
@@ -216,6 +219,24 @@ BenchResult run_adapted(const BenchConfig& bench, StageName stage, const RepoCon
   return result;
 }
 
+BenchResult run_replicates(const BenchConfig& bench, const RepoConfig& config, const PipelineOptions& options) {
+  ReplicateOptions replicate_options;
+  replicate_options.checkout = options.checkout;
+  if (config.full_bench.ab) replicate_options.base_checkout = options.base_checkout;
+  replicate_options.stop = options.stop;
+  replicate_options.log = options.log;
+  ReplicatedBench replicated = run_replicated_full_bench(bench, config, replicate_options);
+  BenchResult result;
+  result.status = replicated.status;
+  result.message = replicated.message;
+  result.log_tail = replicated.log_tail;
+  result.details = std::move(replicated.details);
+  result.device = std::move(replicated.device);
+  result.cases = std::move(replicated.cases);
+  result.seconds = replicated.seconds;
+  return result;
+}
+
 void merge_cases(json& cases, const json& incoming) {
   for (const json& c : incoming) {
     bool merged = false;
@@ -260,19 +281,7 @@ json run_pipeline(const RepoConfig& config, const PipelineOptions& options) {
   {
     double seconds = 0;
     std::string output;
-    std::string failure;
-    for (const std::string& command : config.build_commands) {
-      ChildSpec spec = shell(command, opts.checkout, config.build_timeout_s - seconds);
-      spec.env = config.build_env;
-      spec.tail_bytes = 256 * 1024;  // the resource report is read from it
-      ChildOutcome outcome = run_child(spec, *opts.stop);
-      seconds += outcome.seconds;
-      output += "$ " + command + "\n" + outcome.output_tail;
-      if (!outcome.ok()) {
-        failure = "`" + command + "` " + outcome.describe();
-        break;
-      }
-    }
+    std::string failure = build_checkout(config, opts.checkout, *opts.stop, output, seconds);
     json details = {{"kernels", ptxas_report(output)}, {"commands", config.build_commands}};
     std::string status = failure.empty() ? "passed" : "failed";
     std::string message =
@@ -290,6 +299,12 @@ json run_pipeline(const RepoConfig& config, const PipelineOptions& options) {
       log("stage " + name + " skipped: " + failed_stage + " failed");
       continue;
     }
+    if (!opts.only_stages.empty() &&
+        std::find(opts.only_stages.begin(), opts.only_stages.end(), stage) == opts.only_stages.end()) {
+      stages.push_back(make_stage(stage, "skipped", 0, "not selected (kw run --stages)"));
+      log("stage " + name + " skipped: not selected");
+      continue;
+    }
     if (!opts.gpu_available) {
       stages.push_back(make_stage(stage, "skipped", 0, "no CUDA device"));
       log("stage " + name + " skipped: no CUDA device");
@@ -302,8 +317,9 @@ json run_pipeline(const RepoConfig& config, const PipelineOptions& options) {
     json details = json::object();
     int failed = 0, passed = 0;
     for (const BenchConfig& bench : config.benches) {
-      BenchResult result = bench.format == BenchFormat::kwbench ? run_kwbench(bench, stage, config, opts)
-                                                                : run_adapted(bench, stage, config, opts);
+      BenchResult result = bench.format != BenchFormat::kwbench ? run_adapted(bench, stage, config, opts)
+                           : stage == StageName::full_bench     ? run_replicates(bench, config, opts)
+                                                                : run_kwbench(bench, stage, config, opts);
       seconds += result.seconds;
       messages.push_back(result.message);
       if (!result.log_tail.empty()) tail += "--- " + bench.name + "\n" + result.log_tail;

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "repo_config.hpp"
+#include "kw/common/run_report.hpp"
 
 namespace kw::agent {
 
@@ -21,9 +22,16 @@ struct PipelineOptions {
   std::string commit;
   std::string branch;
   std::optional<std::string> base_commit;
+  // base_commit's built checkout: full_bench then measures base and head
+  // alternately in this run (A/B). Without it the server compares with the
+  // stored history.
+  std::optional<std::filesystem::path> base_checkout;
   std::optional<std::int64_t> job_id;
   std::string agent_name;
   std::string agent_host;
+  // Stages after build to run; empty: all. The others are reported skipped
+  // (a re-measurement of a commit whose preflight already passed).
+  std::vector<common::StageName> only_stages;
   // No GPU: the GPU stages are skipped with "no CUDA device", never run.
   bool gpu_available = false;
   const std::atomic<bool>* stop = nullptr;

@@ -108,6 +108,35 @@ RepoConfig parse_repo_config(const json& document) {
     }
     t.reject_unknown_keys();
   }
+  if (const json* full_bench = reader.find("full_bench")) {
+    JsonReader f(*full_bench, "full_bench");
+    FullBenchConfig& fb = config.full_bench;
+    auto count = [&](const char* key, int& into, int least) {
+      if (auto value = f.opt_integer(key, least)) {
+        if (*value > 1000) JsonReader::fail(f.child(key), "must be at most 1000");
+        into = static_cast<int>(*value);
+      }
+    };
+    count("replicates", fb.replicates, 1);
+    count("max_replicates", fb.max_replicates, 1);
+    count("confirm_replicates", fb.confirm_replicates, 0);
+    count("min_samples", fb.min_samples, 1);
+    if (auto value = f.opt_integer("max_samples", 1)) fb.max_samples = static_cast<int>(std::min<std::int64_t>(*value, 100000));
+    if (fb.max_samples < fb.min_samples) JsonReader::fail("full_bench.max_samples", "must be at least full_bench.min_samples");
+    if (fb.max_replicates < fb.replicates)
+      JsonReader::fail("full_bench.max_replicates", "must be at least full_bench.replicates");
+    fb.budget_s = f.opt_number("budget_s", 1).value_or(fb.budget_s);
+    fb.replicate_seconds = f.opt_number("replicate_seconds", 0.001).value_or(fb.replicate_seconds);
+    fb.target_se = f.opt_number("target_se", 0).value_or(fb.target_se);
+    fb.noise_target = f.opt_number("noise_target", 0).value_or(fb.noise_target);
+    for (auto [key, into] : {std::pair{"ab", &fb.ab}, std::pair{"context_pass", &fb.context_pass}}) {
+      if (const json* flag = f.find(key)) {
+        if (!flag->is_boolean()) JsonReader::fail(f.child(key), "must be true or false");
+        *into = flag->get<bool>();
+      }
+    }
+    f.reject_unknown_keys();
+  }
   if (const json* thresholds = reader.find("thresholds")) {
     JsonReader t(*thresholds, "thresholds");
     config.min_threshold = t.opt_number("min_threshold", 0);

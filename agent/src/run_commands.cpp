@@ -6,6 +6,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "built_commits.hpp"
 #include "commands.hpp"
 #include "git.hpp"
 #include "gpu_info.hpp"
@@ -77,6 +78,9 @@ struct RunArguments {
   std::string out;
   std::string name;
   std::string gpu_test_double;
+  std::string cache_dir;
+  std::size_t cache_size = 8;
+  std::vector<std::string> stages;
   ServerOptions server;
 };
 
@@ -145,6 +149,22 @@ int run_once(const RunArguments& args) {
   }
   options.stop = &stop_requested();
   options.log = say;
+  for (const std::string& stage : args.stages) {
+    auto name = common::stage_name_from(stage);
+    if (!name || *name == common::StageName::build)
+      throw std::runtime_error("--stages: unknown stage \"" + stage +
+                               "\" (load, launch_geometry, correctness, quick_bench, full_bench)");
+    options.only_stages.push_back(*name);
+  }
+  if (options.base_commit && config.full_bench.ab && options.gpu_available && is_git_checkout(repo)) {
+    fs::path cache = !args.cache_dir.empty() ? fs::path(args.cache_dir)
+                                            : fs::path(std::getenv("HOME") ? std::getenv("HOME") : "/tmp") /
+                                                  ".kw" / "built";
+    BuiltCommits built(cache, args.cache_size);
+    std::string why;
+    options.base_checkout = built.get(repo, *options.base_commit, stop_requested(), say, why);
+    if (!options.base_checkout) say(why + "; the server will compare with the stored history instead");
+  }
   json report = run_pipeline(config, options);
 
   if (!args.out.empty()) {
@@ -208,13 +228,22 @@ void add_run_command(CLI::App& app, int& exit_code) {
   command->add_option("--commit", args->commit, "commit to measure (a worktree is made when it is not HEAD)")
       ->capture_default_str();
   command->add_option("--branch", args->branch, "branch to record (default: the checkout's)");
-  command->add_option("--base", args->base, "base commit to compare with (a pull request's)");
+  command->add_option("--base", args->base,
+                      "base commit to compare with (a pull request's): built too, and measured alternately with "
+                      "the head in full_bench");
   command->add_option("--config", args->config, "repo config (default: <checkout>/kernelwatch.json)");
   command->add_option("--out", args->out, "write the report to this file instead of posting it");
   command->add_option("--name", args->name, "agent name in the report (default: host name)");
   command->add_option(
       "--gpu-test-double", args->gpu_test_double,
       "TEST DOUBLE: run the benches as if this GPU model were present (CPU benches speaking kwbench)");
+  command->add_option("--stages", args->stages,
+                      "run only these stages after build (the others are reported skipped), e.g. full_bench "
+                      "to measure a commit again");
+  command->add_option("--cache-dir", args->cache_dir,
+                      "built commits kept for A/B bases (default: ~/.kw/built)");
+  command->add_option("--cache-size", args->cache_size, "built commits kept, least recently used evicted first")
+      ->capture_default_str();
   args->server.add_to(*command);
   command->callback([args, &exit_code] {
     if (args->out.empty()) args->server.resolve();

@@ -1,7 +1,9 @@
 // kwbench CPU TEST DOUBLE: a CPU program that speaks the kwbench command line
-// (--list, --stage S --json FILE --case GLOB) so the agent and the CI gate can
-// be tested end to end on machines without a GPU. It times nothing real: its
-// samples are drawn log-normal around fixed case times.
+// (--list, --stage S --json FILE --case GLOB | --case-list FILE, --impls GLOB)
+// so the agent and the CI gate can be tested end to end on machines without
+// a GPU. It times nothing real: its samples are drawn log-normal around fixed
+// case times, and, as a real GPU process does, each invocation (a replicate)
+// sits at a level of its own: 0.5% between processes, 0.5% within one.
 //
 // Behaviour comes from kwbench-fake.json in the working directory (the
 // checkout), so a commit can change it:
@@ -24,7 +26,7 @@
 using nlohmann::json;
 
 int main(int argc, char** argv) {
-  std::string stage, json_path, glob = "*";
+  std::string stage, json_path, glob = "*", case_list, impls = "*";
   bool list = false;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -36,6 +38,10 @@ int main(int argc, char** argv) {
       json_path = argv[++i];
     else if (arg == "--case" && i + 1 < argc)
       glob = argv[++i];
+    else if (arg == "--case-list" && i + 1 < argc)
+      case_list = argv[++i];
+    else if (arg == "--impls" && i + 1 < argc)
+      impls = argv[++i];
     else if ((arg == "--library" || arg == "--symbol") && i + 1 < argc)
       ++i;
   }
@@ -44,8 +50,22 @@ int main(int argc, char** argv) {
   double slowdown = behaviour.value("slowdown", 1.0);
   const std::vector<std::pair<std::string, double>> cases = {{"fake.scale/n1m", 20000},
                                                              {"fake.scale/n16m", 250000}};
+  auto selected = [&](const std::string& name) {
+    if (case_list.empty()) return fnmatch(glob.c_str(), name.c_str(), 0) == 0;
+    std::ifstream in(case_list);
+    for (std::string line; std::getline(in, line);) {
+      if (line == name) return true;
+    }
+    return false;
+  };
   if (list) {
-    for (const auto& [name, _] : cases) std::cout << name << "\n";
+    json listed = json::array();
+    for (const auto& [name, _] : cases) {
+      if (!selected(name)) continue;
+      std::cout << name << "\n";
+      listed.push_back({{"name", name}, {"baselines", {"memcpy"}}});
+    }
+    if (!json_path.empty()) std::ofstream(json_path) << json{{"cases", listed}}.dump();
     return 0;
   }
   if (behaviour.value("sleep_stage", "") == stage) {
@@ -74,8 +94,9 @@ int main(int argc, char** argv) {
   std::mt19937_64 rng(
       static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
   std::normal_distribution<double> noise(0, 0.005);
+  const double process_level = std::exp(noise(rng));
   for (const auto& [name, base] : cases) {
-    if (fnmatch(glob.c_str(), name.c_str(), 0) != 0) continue;
+    if (!selected(name)) continue;
     json c{{"name", name}, {"params", {{"harness", "fake"}}}};
     if (stage == "launch_geometry") {
       int block = fail ? 128 : 384;
@@ -96,8 +117,9 @@ int main(int argc, char** argv) {
       json measurements = json::array();
       for (const auto& [impl, center] : {std::pair{std::string("candidate"), base * slowdown},
                                          std::pair{std::string("baseline:memcpy"), base * 0.8}}) {
+        if (fnmatch(impls.c_str(), impl.c_str(), 0) != 0) continue;
         std::vector<double> samples;
-        for (int i = 0; i < 30; ++i) samples.push_back(center * std::exp(noise(rng)));
+        for (int i = 0; i < 30; ++i) samples.push_back(center * process_level * std::exp(noise(rng)));
         std::vector<double> sorted = samples;
         std::sort(sorted.begin(), sorted.end());
         double median = sorted[14] + 0.5 * (sorted[15] - sorted[14]);

@@ -17,7 +17,6 @@ namespace kw::server {
 namespace {
 
 using common::ChangeStatus;
-using common::Comparison;
 using common::Measurement;
 using nlohmann::json;
 
@@ -54,17 +53,19 @@ LIMIT $5
 
 // Every case of those runs: filtering by name here costs more than in the caller.
 constexpr const char* kLocationsInRuns = R"sql(
-SELECT u.name, l.run_id, u.location
-FROM run_locations l, unnest(l.case_names, l.locations) AS u(name, location)
+SELECT u.name, l.run_id, u.location, u.replicates, u.replicate_sd
+FROM run_locations l,
+     unnest(l.case_names, l.locations, l.replicate_counts, l.replicate_sds) AS u(name, location, replicates, replicate_sd)
 WHERE l.run_id = ANY($1::bigint[])
 ORDER BY l.run_id
 )sql";
 
 constexpr const char* kLocationsOfCase = R"sql(
-SELECT w.name, h.run_id, h.location
+SELECT w.name, h.run_id, h.location, h.replicates, h.replicate_sd
 FROM unnest($1::text[]) AS w(name)
 CROSS JOIN LATERAL (
-  SELECT c.run_id, c.candidate_location_ns AS location
+  SELECT c.run_id, c.candidate_location_ns AS location, c.candidate_replicates AS replicates,
+         c.candidate_replicate_sd AS replicate_sd
   FROM cases c JOIN runs r ON r.id = c.run_id
   WHERE c.project_id = $2 AND c.name = w.name AND r.gpu_model = $3 AND r.branch = $4 AND r.id <> $5
     AND r.verdict IN ('pass', 'improvement', 'regression') AND c.candidate_location_ns IS NOT NULL
@@ -74,9 +75,9 @@ ORDER BY w.name, h.run_id
 )sql";
 
 constexpr const char* kMeasurementsOf = R"sql(
-SELECT case_id, impl, samples_ns::text, throttled_samples::text
+SELECT case_id, impl, samples_ns::text, throttled_samples::text, COALESCE(replicates, '{}')::text
 FROM measurements
-WHERE case_id = ANY($1::bigint[])
+WHERE case_id = ANY($1::bigint[]) AND side = 'head'
 )sql";
 
 // Comparisons as parallel arrays, one element per row: one round trip, and
@@ -84,10 +85,17 @@ WHERE case_id = ANY($1::bigint[])
 constexpr const char* kInsertComparisons = R"sql(
 INSERT INTO comparisons (run_id, case_name, kind, impl, baseline_run_id, baseline_reason, status, ratio,
                          ratio_of_medians, lower, upper, confidence, p_value, threshold, head_noise, base_noise,
-                         head_samples, base_samples, excluded_throttled, note)
-SELECT $1, * FROM unnest($2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[], $7::text[], $8::float8[],
-                         $9::float8[], $10::float8[], $11::float8[], $12::float8[], $13::float8[], $14::float8[],
-                         $15::float8[], $16::float8[], $17::integer[], $18::integer[], $19::integer[], $20::text[])
+                         head_samples, base_samples, excluded_throttled, note, method, se, df, first_pass)
+SELECT $1, t.case_name, t.kind, t.impl, t.baseline_run_id, t.baseline_reason, t.status, t.ratio, t.ratio_of_medians,
+       t.lower, t.upper, t.confidence, t.p_value, t.threshold, t.head_noise, t.base_noise, t.head_samples,
+       t.base_samples, t.excluded_throttled, t.note, t.method, t.se, t.df, t.first_pass::jsonb
+FROM unnest($2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[], $7::text[], $8::float8[], $9::float8[],
+            $10::float8[], $11::float8[], $12::float8[], $13::float8[], $14::float8[], $15::float8[], $16::float8[],
+            $17::integer[], $18::integer[], $19::integer[], $20::text[], $21::text[], $22::float8[], $23::float8[],
+            $24::text[])
+  AS t(case_name, kind, impl, baseline_run_id, baseline_reason, status, ratio, ratio_of_medians, lower, upper,
+       confidence, p_value, threshold, head_noise, base_noise, head_samples, base_samples, excluded_throttled, note,
+       method, se, df, first_pass)
 )sql";
 
 struct Baseline {
@@ -156,6 +164,7 @@ std::map<std::int64_t, std::vector<Measurement>> load_measurements(
     m.impl = row[1].as<std::string>();
     m.samples_ns = parse_pg_array<double>(row[2].c_str());
     m.throttled_samples = parse_pg_array<std::int64_t>(row[3].c_str());
+    m.replicates = parse_pg_array<std::int64_t>(row[4].c_str());
     by_case[row[0].as<std::int64_t>()].push_back(std::move(m));
   }
   return by_case;
@@ -169,69 +178,92 @@ const Measurement* find_impl(const std::vector<Measurement>& measurements, const
 }
 
 common::Timing timing_of(const Measurement& m) {
-  return {m.samples_ns, m.throttled_samples};
+  return {m.samples_ns, m.throttled_samples, m.replicates};
+}
+
+json test_json(const common::CaseTest& test, ChangeStatus status) {
+  return {{"method", common::to_string(test.method)},
+          {"status", common::to_string(status)},
+          {"ratio", test.ratio},
+          {"lower", test.lower},
+          {"upper", test.upper},
+          {"p_value", test.p_value},
+          {"se", test.se},
+          {"df", test.df},
+          {"head_replicates", test.head_replicates},
+          {"base_replicates", test.base_replicates},
+          {"note", test.note}};
 }
 
 struct ComparisonRow {
   std::string case_name;
-  std::string kind;  // "time" or "speedup"
   std::string impl;
   const Baseline* baseline = nullptr;
-  Comparison comparison;
+  common::CaseTest test;
+  ChangeStatus status = ChangeStatus::no_baseline;
+  double ratio_of_medians = 1;
+  double min_threshold = 0;
+  std::size_t excluded_throttled = 0;
+  std::optional<json> first_pass;  // the first pass's test, for a case measured again
+  std::string reason;              // what it was compared with (the baseline run's reason by default)
 
-  json to_json() const {
-    const Comparison& c = comparison;
+  bool measured() const { return test.method != common::CaseTest::Method::none; }
+  std::string reason_text() const { return !reason.empty() ? reason : baseline ? baseline->reason : ""; }
+
+  json to_json(const common::DetectionSettings& settings) const {
     json row{{"case", case_name},
-             {"kind", kind},
+             {"kind", "time"},
              {"impl", impl},
              {"baseline_run_id", baseline ? json(baseline->run_id) : json(nullptr)},
-             {"baseline_reason", baseline ? baseline->reason : ""},
-             {"status", common::to_string(c.status)},
-             {"excluded_throttled", c.excluded_throttled},
-             {"note", c.note}};
-    if (c.status != ChangeStatus::no_baseline) {
-      row.update({{"ratio", c.ratio},
-                  {"ratio_of_medians", c.ratio_of_medians},
-                  {"lower", c.lower},
-                  {"upper", c.upper},
-                  {"confidence", c.confidence},
-                  {"p_value", c.p_value},
-                  {"threshold", c.threshold},
-                  {"head_noise", c.head_noise},
-                  {"base_noise", c.base_noise},
-                  {"head_samples", c.head_samples},
-                  {"base_samples", c.base_samples}});
+             {"baseline_reason", reason_text()},
+             {"status", common::to_string(status)},
+             {"excluded_throttled", excluded_throttled},
+             {"note", test.note},
+             {"method", measured() ? json(common::to_string(test.method)) : json(nullptr)},
+             {"first_pass", first_pass ? *first_pass : json(nullptr)}};
+    if (measured()) {
+      row.update({{"ratio", test.ratio},
+                  {"ratio_of_medians", ratio_of_medians},
+                  {"lower", test.lower},
+                  {"upper", test.upper},
+                  {"confidence", 1 - settings.run_alpha},
+                  {"p_value", test.p_value},
+                  {"threshold", min_threshold},
+                  {"head_noise", test.head_replicate_sd},
+                  {"base_noise", test.base_replicate_sd},
+                  {"head_samples", test.head_replicates},
+                  {"base_samples", test.base_replicates},
+                  {"se", test.se},
+                  {"df", test.df}});
     }
     return row;
   }
 };
 
-void insert_comparisons(pqxx::work& tx, std::int64_t run_id, const std::vector<ComparisonRow>& rows) {
+void insert_comparisons(pqxx::work& tx, std::int64_t run_id, const std::vector<ComparisonRow>& rows,
+                        const common::DetectionSettings& settings) {
   if (rows.empty()) return;
   PgArray case_name, kind, impl, baseline_run, reason, status, ratio, ratio_of_medians, lower, upper,
-      confidence, p_value, threshold, head_noise, base_noise, head_samples, base_samples, excluded, note;
+      confidence, p_value, threshold, head_noise, base_noise, head_samples, base_samples, excluded, note, method,
+      se, df, first_pass;
   for (const ComparisonRow& row : rows) {
-    const Comparison& c = row.comparison;
+    const common::CaseTest& t = row.test;
     case_name.text(row.case_name);
-    kind.text(row.kind);
+    kind.text("time");
     impl.text(row.impl);
     if (row.baseline) {
       baseline_run.number(row.baseline->run_id);
     } else {
       baseline_run.null();
     }
-    reason.text(row.baseline ? row.baseline->reason : "");
-    status.text(common::to_string(c.status));
-    bool measured = c.status != ChangeStatus::no_baseline;
-    for (auto [array, value] : {std::pair{&ratio, c.ratio},
-                                {&ratio_of_medians, c.ratio_of_medians},
-                                {&lower, c.lower},
-                                {&upper, c.upper},
-                                {&confidence, c.confidence},
-                                {&p_value, c.p_value},
-                                {&threshold, c.threshold},
-                                {&head_noise, c.head_noise},
-                                {&base_noise, c.base_noise}}) {
+    reason.text(row.reason_text());
+    status.text(common::to_string(row.status));
+    bool measured = row.measured();
+    for (auto [array, value] :
+         {std::pair{&ratio, t.ratio}, {&ratio_of_medians, row.ratio_of_medians}, {&lower, t.lower},
+          {&upper, t.upper}, {&confidence, 1 - settings.run_alpha}, {&p_value, t.p_value},
+          {&threshold, row.min_threshold}, {&head_noise, t.head_replicate_sd}, {&base_noise, t.base_replicate_sd},
+          {&se, t.se}, {&df, t.df}}) {
       if (measured) {
         array->number(value);
       } else {
@@ -239,35 +271,36 @@ void insert_comparisons(pqxx::work& tx, std::int64_t run_id, const std::vector<C
       }
     }
     if (measured) {
-      head_samples.number(c.head_samples);
-      base_samples.number(c.base_samples);
+      head_samples.number(t.head_replicates);
+      base_samples.number(t.base_replicates);
+      method.text(common::to_string(t.method));
     } else {
       head_samples.null();
       base_samples.null();
+      method.null();
     }
-    excluded.number(c.excluded_throttled);
-    note.text(c.note);
+    excluded.number(row.excluded_throttled);
+    note.text(t.note);
+    if (row.first_pass) {
+      first_pass.text(row.first_pass->dump());
+    } else {
+      first_pass.null();
+    }
   }
   tx.exec_prepared0("detection_insert", run_id, case_name.str(), kind.str(), impl.str(), baseline_run.str(),
                     reason.str(), status.str(), ratio.str(), ratio_of_medians.str(), lower.str(), upper.str(),
                     confidence.str(), p_value.str(), threshold.str(), head_noise.str(), base_noise.str(),
-                    head_samples.str(), base_samples.str(), excluded.str(), note.str());
+                    head_samples.str(), base_samples.str(), excluded.str(), note.str(), method.str(), se.str(),
+                    df.str(), first_pass.str());
 }
 
-struct CaseResult {
-  ChangeStatus status = ChangeStatus::no_baseline;
-  std::vector<ComparisonRow> rows;
-};
-
-// One case: the time of every implementation present in both runs, and the
-// in-run speedup over each baseline implementation. The case regressed when
-// the candidate's time did and, where it has in-run baselines, its speedup
-// over at least one of them dropped too (otherwise the machine slowed, not
-// the kernel).
-// One case's recent history: run ids and candidate locations, oldest first.
+// One case's recent history: run ids, candidate locations and replicate
+// spreads, oldest first.
 struct History {
   std::vector<std::int64_t> run_ids;
   std::vector<double> locations;
+  std::vector<std::int64_t> replicate_counts;  // 0 where the run had none recorded
+  std::vector<double> replicate_sds;
 
   // The locations of runs up to and including `run_id` (the baseline): what
   // the candidate's level is forecast from.
@@ -280,53 +313,110 @@ struct History {
   }
 };
 
-// `threshold` (noise-aware, from the whole history) is for the baseline
-// implementations and speedups; the candidate's time is decided against the
-// history up to its baseline run.
-CaseResult compare_case(const std::string& name, const std::vector<Measurement>& head,
-                        const std::vector<Measurement>& base, const Baseline* baseline,
-                        const History& history, double min_threshold, double threshold,
-                        const common::DetectionSettings& settings) {
-  CaseResult result;
-  const Measurement* head_candidate = find_impl(head, "candidate");
-  const Measurement* base_candidate = find_impl(base, "candidate");
-  if (!head_candidate) return result;
-  if (!baseline || !base_candidate) {
-    Comparison none;
-    none.note = baseline ? "the baseline run has no candidate measurement for this case" : "no baseline run";
-    result.rows.push_back({name, "time", "candidate", baseline, none});
-    return result;
+// The noise of one GPU model, learned from the histories of every case in
+// this run: replicate spread pooled over runs and cases, and the median
+// forecast error of the cases with a long enough history. Conservative
+// defaults stand in where nothing is stored.
+struct GpuNoise {
+  common::PooledSd replicate;
+  common::PooledSd run;
+};
+
+GpuNoise learn_gpu_noise(const std::map<std::string, History>& histories,
+                         const common::DetectionSettings& settings) {
+  GpuNoise noise;
+  std::vector<double> sds;
+  std::vector<std::int64_t> counts;
+  std::vector<double> scales;
+  double errors = 0;
+  for (const auto& [_, h] : histories) {
+    sds.insert(sds.end(), h.replicate_sds.begin(), h.replicate_sds.end());
+    counts.insert(counts.end(), h.replicate_counts.begin(), h.replicate_counts.end());
+    if (auto forecast = common::forecast_level(h.locations, settings)) {
+      scales.push_back(forecast->scale);
+      errors += static_cast<double>(forecast->errors);
+    }
   }
-  Comparison time =
-      common::compare_times_with_history(timing_of(*head_candidate), timing_of(*base_candidate),
-                                         history.through(baseline->run_id), min_threshold, settings);
-  result.rows.push_back({name, "time", "candidate", baseline, time});
-  bool speedup_worse = false, speedup_better = false, any_speedup = false;
-  for (const Measurement& m : head) {
-    if (m.is_candidate()) continue;
-    const Measurement* base_impl = find_impl(base, m.impl);
-    if (!base_impl) continue;
-    Comparison impl_time = common::compare_times(timing_of(m), timing_of(*base_impl), threshold, settings);
-    result.rows.push_back({name, "time", m.impl, baseline, impl_time});
-    Comparison speedup =
-        common::compare_speedups(timing_of(*head_candidate), timing_of(m), timing_of(*base_candidate),
-                                 timing_of(*base_impl), threshold, settings);
-    result.rows.push_back({name, "speedup", m.impl, baseline, speedup});
-    any_speedup = true;
-    speedup_worse = speedup_worse || speedup.status == ChangeStatus::regression;
-    speedup_better = speedup_better || speedup.status == ChangeStatus::improvement;
+  noise.replicate = common::pool_replicate_sds(sds, counts);
+  if (!scales.empty()) {
+    std::nth_element(scales.begin(), scales.begin() + static_cast<std::ptrdiff_t>(scales.size() / 2), scales.end());
+    noise.run = {scales[scales.size() / 2], errors};
   }
-  result.status = ChangeStatus::unchanged;
-  if (time.status == ChangeStatus::regression && (!any_speedup || speedup_worse)) {
-    result.status = ChangeStatus::regression;
-  } else if (time.status == ChangeStatus::improvement && (!any_speedup || speedup_better)) {
-    result.status = ChangeStatus::improvement;
-  } else if (time.status != ChangeStatus::unchanged) {
-    std::string& note = result.rows[0].comparison.note;
-    note += (note.empty() ? "" : "; ") +
-            std::string("not flagged: the in-run baselines moved alike (machine drift, not the kernel)");
+  return noise;
+}
+
+// A case's noise model: its own replicate spread shrunk towards the GPU
+// model's, and the GPU model's between-run spread (the case's own history
+// enters through its forecast).
+common::NoiseModel case_noise(const History& history, const GpuNoise& gpu,
+                              const common::DetectionSettings& settings) {
+  common::NoiseModel defaults = common::default_noise(), model = defaults;
+  common::PooledSd gpu_replicate =
+      gpu.replicate.df > 0 ? gpu.replicate : common::PooledSd{defaults.replicate_sd, 0};
+  common::PooledSd own = common::pool_replicate_sds(history.replicate_sds, history.replicate_counts);
+  common::PooledSd replicate = common::shrink(own, gpu_replicate.sd, settings.prior_df);
+  model.replicate_sd = replicate.sd;
+  model.replicate_df = own.df + gpu_replicate.df > 0 ? replicate.df : 0;
+  if (gpu.run.df > 0) {
+    model.run_sd = gpu.run.sd;
+    model.run_df = gpu.run.df;
   }
-  return result;
+  return model;
+}
+
+std::size_t throttled_count(const Measurement& m) {
+  return m.throttled_samples.size();
+}
+
+// One implementation of one case: A/B when the report measured the base in
+// the same job, else against the stored history up to the baseline run.
+ComparisonRow compare_impl(const std::string& name, const std::string& impl, const common::Case* head_case,
+                           const Measurement& head, const Measurement* in_job_base,
+                           const Measurement* stored_base, const Baseline* baseline,
+                           std::vector<double> history_locations, const common::NoiseModel& noise,
+                           double min_threshold, const common::DetectionSettings& settings,
+                           const std::optional<std::string>& base_commit = std::nullopt) {
+  ComparisonRow row;
+  row.case_name = name;
+  row.impl = impl;
+  row.baseline = baseline;
+  row.min_threshold = min_threshold;
+  row.excluded_throttled = throttled_count(head);
+  std::vector<double> head_locations = common::replicate_locations(timing_of(head), settings);
+  auto test_with = [&](std::optional<std::int64_t> before) {
+    std::vector<double> h = common::replicate_locations(timing_of(head), settings, before);
+    if (in_job_base) {
+      std::vector<double> b = common::replicate_locations(timing_of(*in_job_base), settings, before);
+      return common::test_ab(h, b, noise, settings);
+    }
+    return common::test_history(h, history_locations, noise, settings);
+  };
+  if (in_job_base) {
+    row.baseline = nullptr;
+    row.reason = base_commit ? "base_commit " + base_commit->substr(0, 12) +
+                                   " measured in this job, its replicates alternating with the head's"
+                             : "base measured in this job";
+    row.test = test_with(std::nullopt);
+    row.ratio_of_medians = head.median_ns / in_job_base->median_ns;
+  } else if (baseline && stored_base) {
+    if (history_locations.empty()) history_locations.push_back(common::location(timing_of(*stored_base), settings));
+    row.test = test_with(std::nullopt);
+    row.ratio_of_medians = head.median_ns / stored_base->median_ns;
+  } else {
+    row.test.head_replicates = head_locations.size();
+    row.test.note = baseline ? "the baseline run has no " + impl + " measurement for this case" : "no baseline run";
+  }
+  if (row.excluded_throttled > 0) {
+    row.test.note += (row.test.note.empty() ? "" : "; ") + std::to_string(row.excluded_throttled) +
+                     " sample(s) taken while throttled were left out of the replicate locations";
+  }
+  if (head_case && head_case->first_pass_replicates && row.measured()) {
+    // The status of the first pass is only indicative: the decision is the
+    // run's, over all replicates.
+    row.first_pass = test_json(test_with(*head_case->first_pass_replicates), ChangeStatus::unchanged);
+    row.first_pass->erase("status");
+  }
+  return row;
 }
 
 // `exclude_run`: a run left out of the history (the head, when it is stored).
@@ -346,8 +436,11 @@ std::map<std::string, History> load_history(pqxx::work& tx, const std::vector<st
     for (const auto& row : rows) {
       auto found = by_name.find(std::string_view(row[0].c_str(), row[0].size()));
       if (found == by_name.end()) continue;
-      found->second->run_ids.push_back(number_of<std::int64_t>(row[1]));
-      found->second->locations.push_back(number_of<double>(row[2]));
+      History& h = *found->second;
+      h.run_ids.push_back(number_of<std::int64_t>(row[1]));
+      h.locations.push_back(number_of<double>(row[2]));
+      h.replicate_counts.push_back(row[3].is_null() ? 0 : number_of<std::int64_t>(row[3]));
+      h.replicate_sds.push_back(row[4].is_null() ? 0 : number_of<double>(row[4]));
     }
   };
   const int limit = static_cast<int>(kHistoryRuns);
@@ -385,14 +478,15 @@ json ProjectSettings::to_json() const {
           {"default_branch", default_branch},
           {"min_threshold", min_threshold},
           {"case_thresholds", case_thresholds},
-          {"history_z", history_z},
+          {"run_alpha", run_alpha},
           {"github_repo", github_repo.empty() ? json(nullptr) : json(github_repo)},
           {"webhook_url", webhook_url.empty() ? json(nullptr) : json(webhook_url)}};
 }
 
 common::DetectionSettings DetectionRepository::detection_settings(const ProjectSettings& project) {
   common::DetectionSettings settings;
-  settings.history_z = project.history_z;
+  settings.run_alpha = project.run_alpha;
+  settings.min_threshold = project.min_threshold;
   return settings;
 }
 
@@ -411,7 +505,7 @@ std::vector<Statement> DetectionRepository::statements() {
 ProjectSettings DetectionRepository::settings(pqxx::work& tx, std::int64_t project_id) {
   pqxx::row row = tx.exec_params1(
       "SELECT name, default_branch, min_threshold, COALESCE(github_repo, ''), COALESCE(webhook_url, ''), "
-      "history_z FROM projects WHERE id = $1",
+      "run_alpha FROM projects WHERE id = $1",
       project_id);
   ProjectSettings settings{
       project_id, row[0].as<std::string>(), row[1].as<std::string>(), row[2].as<double>(),
@@ -443,10 +537,12 @@ ProjectSettings DetectionRepository::update_settings(pqxx::work& tx, std::int64_
     } else if (key == "min_threshold") {
       tx.exec_params0("UPDATE projects SET min_threshold = $2 WHERE id = $1", project_id,
                       threshold_of(value, "min_threshold"));
-    } else if (key == "history_z") {
-      if (!value.is_number() || !(value.get<double>() >= 1 && value.get<double>() <= 20))
-        throw Unprocessable("history_z: must be a number from 1 to 20 (robust forecast errors; default 3.5)");
-      tx.exec_params0("UPDATE projects SET history_z = $2 WHERE id = $1", project_id, value.get<double>());
+    } else if (key == "run_alpha") {
+      if (!value.is_number() || !(value.get<double>() > 0 && value.get<double>() <= 0.2))
+        throw Unprocessable(
+            "run_alpha: must be a number above 0 and at most 0.2 (the chance that a run of an unchanged build "
+            "flags any case; default 0.01)");
+      tx.exec_params0("UPDATE projects SET run_alpha = $2 WHERE id = $1", project_id, value.get<double>());
     } else if (key == "case_thresholds") {
       if (!value.is_object())
         throw Unprocessable("case_thresholds: must be an object of case name -> number|null");
@@ -478,7 +574,7 @@ ProjectSettings DetectionRepository::update_settings(pqxx::work& tx, std::int64_
                       value.is_null() ? nullptr : value.get<std::string>().c_str());
     } else {
       throw Unprocessable(key +
-                          ": unknown setting (default_branch, min_threshold, case_thresholds, history_z, "
+                          ": unknown setting (default_branch, min_threshold, case_thresholds, run_alpha, "
                           "github_repo, webhook_url)");
     }
   }
@@ -487,10 +583,60 @@ ProjectSettings DetectionRepository::update_settings(pqxx::work& tx, std::int64_
 
 struct DetectionRepository::Plan {
   std::map<std::string, Baseline> baselines;  // the rows point into it
+  common::DetectionSettings settings;
   std::vector<ComparisonRow> rows;
   bool regression = false;
   bool improvement = false;
+  json detection;  // the run's decision, stored with it
 };
+
+namespace {
+
+// Every implementation of every measured case, then the run's decision over
+// the candidates alone (Holm at run_alpha); baseline implementations are
+// context: their statuses come from a decision of their own, and their median
+// change across cases is the machine-drift signal.
+void decide_run(std::vector<ComparisonRow>& rows, const common::DetectionSettings& settings, json& detection,
+                bool& regression, bool& improvement) {
+  for (bool candidates : {true, false}) {
+    std::vector<common::CaseTest> tests;
+    std::vector<double> thresholds;
+    std::vector<ComparisonRow*> members;
+    for (ComparisonRow& row : rows) {
+      if ((row.impl == "candidate") != candidates) continue;
+      tests.push_back(row.test);
+      thresholds.push_back(row.min_threshold);
+      members.push_back(&row);
+    }
+    common::Decision decision = common::decide(tests, thresholds, settings);
+    for (std::size_t i = 0; i < members.size(); ++i) members[i]->status = decision.statuses[i];
+    if (candidates) {
+      regression = decision.regression;
+      improvement = decision.improvement;
+      std::size_t compared = 0;
+      for (const common::CaseTest& t : tests) compared += t.method != common::CaseTest::Method::none;
+      detection["comparisons"] = compared;
+    }
+  }
+  std::vector<double> baseline_effects;
+  for (const ComparisonRow& row : rows) {
+    if (row.impl != "candidate" && row.measured()) baseline_effects.push_back(row.test.effect);
+  }
+  if (!baseline_effects.empty()) {
+    auto middle = baseline_effects.begin() + static_cast<std::ptrdiff_t>(baseline_effects.size() / 2);
+    std::nth_element(baseline_effects.begin(), middle, baseline_effects.end());
+    double drift = std::expm1(*middle);
+    std::size_t same_way = 0;
+    for (double e : baseline_effects) same_way += (e > 0) == (*middle > 0);
+    detection["machine_drift"] = {{"median_change", drift},
+                                  {"comparisons", baseline_effects.size()},
+                                  {"same_direction", same_way},
+                                  {"flagged", std::abs(drift) > 0.5 * settings.min_threshold &&
+                                                  same_way * 4 >= baseline_effects.size() * 3}};
+  }
+}
+
+}  // namespace
 
 std::shared_ptr<const DetectionRepository::Plan> DetectionRepository::plan(pqxx::work& tx,
                                                                            const std::string& project_name,
@@ -502,6 +648,7 @@ std::shared_ptr<const DetectionRepository::Plan> DetectionRepository::plan(pqxx:
   ProjectSettings project = found ? settings(tx, *found) : ProjectSettings{};
   std::int64_t project_id = found.value_or(0);
   common::DetectionSettings detection = detection_settings(project);
+  result->settings = detection;
   std::string gpu = report.device ? report.device->name : "none";
 
   std::vector<std::string> names;
@@ -509,7 +656,8 @@ std::shared_ptr<const DetectionRepository::Plan> DetectionRepository::plan(pqxx:
     if (c.candidate()) names.push_back(c.name);
   }
   // A pull request compares with its base commit when that commit has a run
-  // on this GPU model; everything else with the newest run on the default branch.
+  // on this GPU model; everything else with the newest run on the default
+  // branch. Cases whose base was measured in this job need neither.
   std::map<std::string, Baseline>& baselines = result->baselines;
   std::string default_reason = "newest run on " + project.default_branch + " on " + gpu;
   if (report.base_commit) {
@@ -532,9 +680,9 @@ std::shared_ptr<const DetectionRepository::Plan> DetectionRepository::plan(pqxx:
   for (const auto& [_, b] : baselines) case_ids.push_back(b.case_id);
   auto base_measurements = load_measurements(tx, case_ids);
   auto history = load_history(tx, names, project_id, gpu, project.default_branch, kAfterEveryRun);
+  GpuNoise gpu_noise = learn_gpu_noise(history, detection);
 
-  // Cases are independent: compare them on every core (the statistics are
-  // the bulk of a large run's detection time).
+  // Cases are independent: compare them on every core.
   std::vector<const common::Case*> measured;
   for (const common::Case& c : report.cases) {
     if (c.candidate()) measured.push_back(&c);
@@ -542,49 +690,63 @@ std::shared_ptr<const DetectionRepository::Plan> DetectionRepository::plan(pqxx:
   static const std::vector<Measurement> kNone;
   static const History kNoHistory;
   auto compare_range = [&](std::size_t begin, std::size_t end) {
-    std::vector<CaseResult> results;
+    std::vector<ComparisonRow> rows;
     for (std::size_t i = begin; i < end; ++i) {
       const common::Case& c = *measured[i];
       auto b = baselines.find(c.name);
       const Baseline* baseline = b == baselines.end() ? nullptr : &b->second;
-      auto measurements = baseline ? base_measurements.find(baseline->case_id) : base_measurements.end();
-      const std::vector<Measurement>& base =
-          measurements == base_measurements.end() ? kNone : measurements->second;
+      auto stored = baseline ? base_measurements.find(baseline->case_id) : base_measurements.end();
+      const std::vector<Measurement>& base = stored == base_measurements.end() ? kNone : stored->second;
       auto h = history.find(c.name);
       const History& case_history = h == history.end() ? kNoHistory : h->second;
+      common::NoiseModel noise = case_noise(case_history, gpu_noise, detection);
       double min_threshold = project.min_threshold_for(c.name);
-      double threshold = common::noise_aware_threshold(case_history.locations, min_threshold, detection);
-      results.push_back(compare_case(c.name, c.measurements, base, baseline, case_history, min_threshold,
-                                     threshold, detection));
+      for (const Measurement& m : c.measurements) {
+        const Measurement* in_job = nullptr;
+        for (const Measurement& bm : c.base_measurements) {
+          if (bm.impl == m.impl) in_job = &bm;
+        }
+        // Only the candidate has a stored history; a baseline implementation
+        // is judged against the baseline run alone.
+        std::vector<double> locations;
+        if (m.is_candidate() && baseline) locations = case_history.through(baseline->run_id);
+        rows.push_back(compare_impl(c.name, m.impl, &c, m, in_job, find_impl(base, m.impl), baseline,
+                                    std::move(locations), noise, min_threshold, detection, report.base_commit));
+      }
     }
-    return results;
+    return rows;
   };
   std::size_t workers = std::clamp<std::size_t>(std::thread::hardware_concurrency(), 1, 8);
   workers = std::min(workers, std::max<std::size_t>(1, measured.size() / 16));
-  std::vector<std::future<std::vector<CaseResult>>> parts;
+  std::vector<std::future<std::vector<ComparisonRow>>> parts;
   for (std::size_t w = 0; w < workers; ++w) {
     std::size_t begin = measured.size() * w / workers, end = measured.size() * (w + 1) / workers;
     parts.push_back(
         std::async(w == 0 ? std::launch::deferred : std::launch::async, compare_range, begin, end));
   }
   for (auto& part : parts) {
-    for (CaseResult& case_result : part.get()) {
-      result->regression = result->regression || case_result.status == ChangeStatus::regression;
-      result->improvement = result->improvement || case_result.status == ChangeStatus::improvement;
-      for (ComparisonRow& row : case_result.rows) result->rows.push_back(std::move(row));
-    }
+    for (ComparisonRow& row : part.get()) result->rows.push_back(std::move(row));
   }
+  result->detection = {{"run_alpha", detection.run_alpha},
+                       {"noise_prior",
+                        {{"gpu_model", gpu},
+                         {"replicate_sd", gpu_noise.replicate.df > 0 ? gpu_noise.replicate.sd
+                                                                     : common::default_noise().replicate_sd},
+                         {"replicate_df", gpu_noise.replicate.df},
+                         {"run_sd", gpu_noise.run.df > 0 ? gpu_noise.run.sd : common::default_noise().run_sd},
+                         {"run_df", gpu_noise.run.df}}}};
+  decide_run(result->rows, detection, result->detection, result->regression, result->improvement);
   return result;
 }
 
 std::string DetectionRepository::finish(pqxx::work& tx, std::int64_t run_id, const Plan& plan,
                                         const common::RunReport& report) {
-  insert_comparisons(tx, run_id, plan.rows);
+  insert_comparisons(tx, run_id, plan.rows, plan.settings);
   PgArray names, statuses;
   for (const ComparisonRow& row : plan.rows) {
-    if (row.kind != "time" || row.impl != "candidate") continue;
+    if (row.impl != "candidate") continue;
     names.text(row.case_name);
-    statuses.text(common::to_string(row.comparison.status));
+    statuses.text(common::to_string(row.status));
   }
   tx.exec_prepared0("detection_case_status", run_id, names.str(), statuses.str());
   bool failed = false;
@@ -596,6 +758,7 @@ std::string DetectionRepository::finish(pqxx::work& tx, std::int64_t run_id, con
                         : plan.improvement ? "improvement"
                                            : "pass";
   RunRepository::set_verdict(tx, run_id, verdict);
+  tx.exec_params0("UPDATE runs SET detection = $2::jsonb WHERE id = $1", run_id, plan.detection.dump());
   return verdict;
 }
 
@@ -630,34 +793,50 @@ json DetectionRepository::compare_commits(pqxx::work& tx, std::int64_t project_i
     }
     auto measurements = load_measurements(tx, ids);
     auto history = load_history(tx, names, project_id, gpu, project.default_branch, head_run);
+    GpuNoise gpu_noise = learn_gpu_noise(history, detection);
     Baseline baseline{
         base_run, base, 0,
         "commit " + base.substr(0, 12) + " on " + gpu + " (run " + std::to_string(base_run) + ")"};
-    json rows = json::array();
+    std::vector<ComparisonRow> rows;
     for (const auto& c : cases) {
       std::string name = c[0].as<std::string>();
-      double min_threshold = project.min_threshold_for(name);
+      const std::vector<Measurement>& head_measurements = measurements[c[1].as<std::int64_t>()];
+      const std::vector<Measurement>& base_measurements = measurements[c[2].as<std::int64_t>()];
       const History& case_history = history[name];
-      double threshold = common::noise_aware_threshold(case_history.locations, min_threshold, detection);
-      CaseResult result =
-          compare_case(name, measurements[c[1].as<std::int64_t>()], measurements[c[2].as<std::int64_t>()],
-                       &baseline, case_history, min_threshold, threshold, detection);
-      if (result.rows.empty()) continue;
-      json row = result.rows[0].to_json();
-      row["status"] = common::to_string(result.status);
-      row["comparisons"] = json::array();
-      for (const ComparisonRow& comparison : result.rows) row["comparisons"].push_back(comparison.to_json());
-      for (const char* drop : {"kind", "impl", "baseline_run_id", "baseline_reason"}) row.erase(drop);
-      rows.push_back(std::move(row));
+      common::NoiseModel noise = case_noise(case_history, gpu_noise, detection);
+      for (const Measurement& m : head_measurements) {
+        std::vector<double> locations;
+        if (m.is_candidate()) locations = case_history.through(base_run);
+        rows.push_back(compare_impl(name, m.impl, nullptr, m, nullptr, find_impl(base_measurements, m.impl),
+                                    &baseline, std::move(locations), noise, project.min_threshold_for(name),
+                                    detection));
+      }
     }
-    std::sort(rows.begin(), rows.end(), [](const json& a, const json& b) {
+    json decision;
+    bool regression = false, improvement = false;
+    decide_run(rows, detection, decision, regression, improvement);
+    json out = json::array();
+    for (const ComparisonRow& row : rows) {
+      if (row.impl != "candidate") continue;
+      json entry = row.to_json(detection);
+      entry["comparisons"] = json::array();
+      for (const ComparisonRow& other : rows) {
+        if (other.case_name == row.case_name) entry["comparisons"].push_back(other.to_json(detection));
+      }
+      for (const char* drop : {"kind", "impl", "baseline_run_id", "baseline_reason"}) entry.erase(drop);
+      out.push_back(std::move(entry));
+    }
+    std::sort(out.begin(), out.end(), [](const json& a, const json& b) {
       auto effect = [](const json& row) {
         return row.contains("ratio") ? std::abs(std::log(row["ratio"].get<double>())) : 0.0;
       };
       return effect(a) > effect(b);
     });
-    gpus.push_back(
-        {{"gpu_model", gpu}, {"head_run_id", head_run}, {"base_run_id", base_run}, {"cases", rows}});
+    gpus.push_back({{"gpu_model", gpu},
+                    {"head_run_id", head_run},
+                    {"base_run_id", base_run},
+                    {"detection", decision},
+                    {"cases", out}});
   }
   return {{"project", project.name}, {"base", base}, {"head", head}, {"gpus", gpus}};
 }

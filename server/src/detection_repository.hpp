@@ -24,7 +24,7 @@ struct ProjectSettings {
   std::string default_branch = "main";
   double min_threshold = 0.01;
   std::map<std::string, double> case_thresholds;
-  double history_z = common::DetectionSettings{}.history_z;
+  double run_alpha = common::DetectionSettings{}.run_alpha;
   std::string github_repo;  // "owner/name": commit statuses go there
   std::string webhook_url;
 
@@ -37,7 +37,7 @@ class DetectionRepository {
   static std::vector<Statement> statements();
 
   static ProjectSettings settings(pqxx::work& tx, std::int64_t project_id);
-  // Applies {"default_branch"?, "min_threshold"?, "case_thresholds"?: {case: number|null}, "history_z"?,
+  // Applies {"default_branch"?, "min_threshold"?, "case_thresholds"?: {case: number|null}, "run_alpha"?,
   //          "github_repo"?: "owner/name"|null, "webhook_url"?: url|null}.
   static ProjectSettings update_settings(pqxx::work& tx, std::int64_t project_id,
                                          const nlohmann::json& changes);

@@ -1,5 +1,6 @@
 #include "migrations.hpp"
 
+#include <algorithm>
 #include <iostream>
 #include <stdexcept>
 
@@ -7,7 +8,7 @@
 
 namespace kw::server {
 
-int apply_migrations(pqxx::connection& connection) {
+int apply_migrations(pqxx::connection& connection, int up_to) {
   pqxx::work tx(connection);
   tx.exec(
       "CREATE TABLE IF NOT EXISTS schema_migrations ("
@@ -23,14 +24,14 @@ int apply_migrations(pqxx::connection& connection) {
                              "); run a newer kw-server");
   }
   for (const schema::Migration& migration : schema::kMigrations) {
-    if (migration.version <= current) continue;
+    if (migration.version <= current || migration.version > up_to) continue;
     std::cerr << "kw-server: applying migration " << migration.name << "\n";
     tx.exec(std::string(migration.sql));
     tx.exec_params("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", migration.version,
                    std::string(migration.name));
   }
   tx.commit();
-  return schema::kLatestVersion;
+  return std::min(up_to, schema::kLatestVersion);
 }
 
 }  // namespace kw::server

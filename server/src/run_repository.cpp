@@ -33,10 +33,11 @@ constexpr const char* kInsertCases = R"sql(
 WITH doc AS (SELECT $3::jsonb AS d),
 new_cases AS (
   INSERT INTO cases (run_id, project_id, ordinal, name, params, expected_launch, correctness, gpu_state, medians,
-                     bands, candidate_location_ns)
+                     bands, candidate_location_ns, first_pass_replicates, candidate_replicates, candidate_replicate_sd)
   SELECT $1, $2, c.ordinal - 1, c.value->>'name', COALESCE(c.value->'params', '{}'), c.value->'expected_launch',
          c.value->'correctness', c.value->'gpu_state', c.value->'medians', c.value->'bands',
-         (c.value->>'location')::float8
+         (c.value->>'location')::float8, (c.value->>'first_pass_replicates')::integer,
+         (c.value->>'replicates')::integer, (c.value->>'replicate_sd')::float8
   FROM doc, jsonb_array_elements(doc.d) WITH ORDINALITY AS c(value, ordinal)
   RETURNING id, ordinal
 ),
@@ -50,13 +51,16 @@ new_launches AS (
   FROM new_cases nc, doc, jsonb_array_elements(doc.d->nc.ordinal->'launches') WITH ORDINALITY AS l(value, ordinal)
 ),
 new_locations AS (
-  INSERT INTO run_locations (run_id, case_names, locations)
-  SELECT $1, $14::text[], $15::float8[]
+  INSERT INTO run_locations (run_id, case_names, locations, replicate_counts, replicate_sds)
+  SELECT $1, $14::text[], $15::float8[], $16::integer[], $17::float8[]
 )
-INSERT INTO measurements (case_id, impl, samples_ns, median_ns, flops, bytes, peak_mem_bytes, throttled_samples)
-SELECT nc.id, t.impl, ($6::float8[])[t.first:t.last], t.median, t.flops, t.bytes, t.peak, t.throttled::integer[]
+INSERT INTO measurements (case_id, side, impl, samples_ns, median_ns, flops, bytes, peak_mem_bytes,
+                          throttled_samples, replicates)
+SELECT nc.id, t.side, t.impl, ($6::float8[])[t.first:t.last], t.median, t.flops, t.bytes, t.peak,
+       t.throttled::integer[], t.replicates::integer[]
 FROM unnest($4::integer[], $5::text[], $7::integer[], $8::integer[], $9::float8[], $10::float8[], $11::float8[],
-            $12::bigint[], $13::text[]) AS t(ordinal, impl, first, last, median, flops, bytes, peak, throttled)
+            $12::bigint[], $13::text[], $18::text[], $19::text[])
+  AS t(ordinal, impl, first, last, median, flops, bytes, peak, throttled, side, replicates)
 JOIN new_cases nc ON nc.ordinal = t.ordinal
 )sql";
 
@@ -66,7 +70,7 @@ SELECT json_build_object(
   'base_commit', r.base_commit,
   'agent', json_build_object('name', r.agent_name, 'version', r.agent_version, 'host', r.agent_host),
   'gpu_model', r.gpu_model, 'device', r.device, 'started_at', r.started_at, 'finished_at', r.finished_at,
-  'gpu_seconds', r.gpu_seconds, 'verdict', r.verdict, 'created_at', r.created_at,
+  'gpu_seconds', r.gpu_seconds, 'verdict', r.verdict, 'created_at', r.created_at, 'detection', r.detection,
   'acknowledgement', CASE WHEN r.acknowledged_at IS NULL THEN NULL ELSE json_build_object(
       'by', r.acknowledged_by, 'reason', r.acknowledged_reason, 'at', r.acknowledged_at) END,
   'comparisons', (SELECT COALESCE(json_agg(json_build_object(
@@ -75,7 +79,8 @@ SELECT json_build_object(
                       'ratio', x.ratio, 'ratio_of_medians', x.ratio_of_medians, 'lower', x.lower, 'upper', x.upper,
                       'confidence', x.confidence, 'p_value', x.p_value, 'threshold', x.threshold,
                       'head_noise', x.head_noise, 'base_noise', x.base_noise, 'head_samples', x.head_samples,
-                      'base_samples', x.base_samples, 'excluded_throttled', x.excluded_throttled, 'note', x.note)
+                      'base_samples', x.base_samples, 'excluded_throttled', x.excluded_throttled, 'note', x.note,
+                      'method', x.method, 'se', x.se, 'df', x.df, 'first_pass', x.first_pass)
                     ORDER BY c.ordinal, x.kind DESC, x.impl <> 'candidate', x.impl), '[]')
                   FROM comparisons x JOIN cases c ON c.run_id = x.run_id AND c.name = x.case_name
                   WHERE x.run_id = r.id),
@@ -91,12 +96,18 @@ SELECT json_build_object(
                                   'static_smem', l.static_smem, 'dynamic_smem', l.dynamic_smem,
                                   'duration_ns', l.duration_ns) ORDER BY l.ordinal), '[]')
                               FROM launches l WHERE l.case_id = c.id),
+                 'first_pass_replicates', c.first_pass_replicates,
                  'measurements', (SELECT COALESCE(json_agg(json_build_object(
                                       'impl', m.impl, 'samples_ns', m.samples_ns, 'median_ns', m.median_ns,
                                       'flops', m.flops, 'bytes', m.bytes, 'peak_mem_bytes', m.peak_mem_bytes,
-                                      'throttled_samples', m.throttled_samples)
+                                      'throttled_samples', m.throttled_samples, 'replicates', m.replicates)
                                       ORDER BY m.impl <> 'candidate', m.impl), '[]')
-                                  FROM measurements m WHERE m.case_id = c.id)
+                                  FROM measurements m WHERE m.case_id = c.id AND m.side = 'head'),
+                 'base_measurements', (SELECT json_agg(json_build_object(
+                                      'impl', m.impl, 'samples_ns', m.samples_ns, 'median_ns', m.median_ns,
+                                      'throttled_samples', m.throttled_samples, 'replicates', m.replicates)
+                                      ORDER BY m.impl <> 'candidate', m.impl)
+                                  FROM measurements m WHERE m.case_id = c.id AND m.side = 'base')
                ) ORDER BY c.ordinal), '[]')
             FROM cases c WHERE c.run_id = r.id)
 )::text
@@ -235,49 +246,72 @@ StoredRun RunRepository::store(pqxx::work& tx, std::int64_t project_id, const co
 
   json cases = json::array();
   PgArray ordinals, impls, samples, firsts, lasts, medians, flops, bytes, peaks, throttled, located_names,
-      locations;
+      locations, replicate_counts, replicate_sds, sides, replicates;
   std::size_t sample_count = 0;
+  const common::DetectionSettings detection;
   for (std::size_t i = 0; i < report.cases.size(); ++i) {
     const common::Case& c = report.cases[i];
     const json& source = document["cases"][i];
     json row = json::object();
-    for (const char* key : {"name", "params", "expected_launch", "correctness", "gpu_state", "launches"}) {
+    for (const char* key : {"name", "params", "expected_launch", "correctness", "gpu_state", "launches",
+                            "first_pass_replicates"}) {
       if (auto it = source.find(key); it != source.end()) row[key] = *it;
     }
     json median_by_impl = json::object(), bands = json::object();
-    for (const common::Measurement& m : c.measurements) {
-      median_by_impl[m.impl] = m.median_ns;
-      auto [low, high] = common::median_interval(m.samples_ns, 0.95);
-      bands[m.impl] = {low, high};
-      ordinals.number(i);
-      impls.text(m.impl);
-      for (double sample : m.samples_ns) samples.number(sample);
-      firsts.number(sample_count + 1);  // PostgreSQL arrays count from 1
-      sample_count += m.samples_ns.size();
-      lasts.number(sample_count);
-      medians.number(m.median_ns);
-      m.flops ? flops.number(*m.flops) : flops.null();
-      m.bytes ? bytes.number(*m.bytes) : bytes.null();
-      m.peak_mem_bytes ? peaks.number(*m.peak_mem_bytes) : peaks.null();
-      PgArray marked;
-      for (std::int64_t index : m.throttled_samples) marked.number(index);
-      throttled.text(marked.str());
+    for (const auto* list : {&c.measurements, &c.base_measurements}) {
+      const bool head = list == &c.measurements;
+      for (const common::Measurement& m : *list) {
+        if (head) {
+          median_by_impl[m.impl] = m.median_ns;
+          auto [low, high] = common::median_interval(m.samples_ns, 0.95);
+          bands[m.impl] = {low, high};
+        }
+        ordinals.number(i);
+        impls.text(m.impl);
+        sides.text(head ? "head" : "base");
+        for (double sample : m.samples_ns) samples.number(sample);
+        firsts.number(sample_count + 1);  // PostgreSQL arrays count from 1
+        sample_count += m.samples_ns.size();
+        lasts.number(sample_count);
+        medians.number(m.median_ns);
+        m.flops ? flops.number(*m.flops) : flops.null();
+        m.bytes ? bytes.number(*m.bytes) : bytes.null();
+        m.peak_mem_bytes ? peaks.number(*m.peak_mem_bytes) : peaks.null();
+        PgArray marked;
+        for (std::int64_t index : m.throttled_samples) marked.number(index);
+        throttled.text(marked.str());
+        if (m.replicates.empty()) {
+          replicates.null();
+        } else {
+          PgArray indices;
+          for (std::int64_t index : m.replicates) indices.number(index);
+          replicates.text(indices.str());
+        }
+      }
     }
     row["medians"] = std::move(median_by_impl);
     row["bands"] = std::move(bands);
-    // The candidate's location: what its history is made of.
+    // The candidate's location and replicate spread: what its history and
+    // the noise prior are made of.
     if (const common::Measurement* candidate = c.candidate()) {
-      double location = common::location({candidate->samples_ns, candidate->throttled_samples},
-                                         common::DetectionSettings{});
+      common::Timing timing{candidate->samples_ns, candidate->throttled_samples, candidate->replicates};
+      std::vector<double> per_replicate = common::replicate_locations(timing, detection);
+      double location = common::location(timing, detection);
+      std::optional<double> sd = common::replicate_log_sd(per_replicate);
       row["location"] = location;
+      row["replicates"] = per_replicate.size();
+      if (sd) row["replicate_sd"] = *sd;
       located_names.text(c.name);
       locations.number(location);
+      replicate_counts.number(per_replicate.size());
+      sd ? replicate_sds.number(*sd) : replicate_sds.null();
     }
     cases.push_back(std::move(row));
   }
   tx.exec_prepared("run_insert_cases", run_id, project_id, cases.dump(), ordinals.str(), impls.str(),
                    samples.str(), firsts.str(), lasts.str(), medians.str(), flops.str(), bytes.str(),
-                   peaks.str(), throttled.str(), located_names.str(), locations.str());
+                   peaks.str(), throttled.str(), located_names.str(), locations.str(), replicate_counts.str(),
+                   replicate_sds.str(), sides.str(), replicates.str());
   return {run_id, false, "pending"};
 }
 

@@ -29,13 +29,11 @@ TEST(Migrations, FromEmptyThenReappliedIsANoOp) {
 // 006 copies the locations of runs stored before it into run_locations, so
 // detection's history does not start again from nothing on upgrade.
 TEST(Migrations, RunLocationsAreFilledFromRunsStoredBefore) {
-  TestDatabase database;
+  TestDatabase database(5);
   pqxx::connection connection(database.url());
   {
     pqxx::work tx(connection);
     // The database as it was at version 5, with one run of three cases (one without a candidate).
-    tx.exec("DROP TABLE run_locations");
-    tx.exec("DELETE FROM schema_migrations WHERE version = 6");
     tx.exec("INSERT INTO projects (name) VALUES ('demo')");
     tx.exec(
         "INSERT INTO runs (project_id, commit_sha, branch, agent_name, agent_version, gpu_model, started_at, "
@@ -53,6 +51,41 @@ TEST(Migrations, RunLocationsAreFilledFromRunsStoredBefore) {
   pqxx::row row = tx.exec1("SELECT case_names::text, locations::text FROM run_locations");
   EXPECT_EQ(row[0].as<std::string>(), "{a,b}");
   EXPECT_EQ(row[1].as<std::string>(), "{100.25,200.5}");
+}
+
+// 007: rows stored before replicates keep working: their samples are one
+// replicate (NULL replicate indices and spreads), on the head side, and every
+// project gets the default false-alarm rate in place of history_z.
+TEST(Migrations, ReplicatesLeaveOlderRowsAsOneReplicate) {
+  TestDatabase database(6);
+  pqxx::connection connection(database.url());
+  {
+    pqxx::work tx(connection);
+    tx.exec("INSERT INTO projects (name, history_z) VALUES ('demo', 5)");
+    tx.exec(
+        "INSERT INTO runs (project_id, commit_sha, branch, agent_name, agent_version, gpu_model, started_at, "
+        "finished_at, gpu_seconds, report_sha256, verdict) "
+        "SELECT id, repeat('a', 40), 'main', 'host', '1', 'NVIDIA H100', now(), now(), 1, 'x', 'pass' FROM projects");
+    tx.exec(
+        "INSERT INTO cases (run_id, project_id, ordinal, name, params, candidate_location_ns) "
+        "SELECT id, project_id, 0, 'a', '{}', 100 FROM runs");
+    tx.exec("INSERT INTO measurements (case_id, impl, samples_ns, median_ns) SELECT id, 'candidate', '{100}', 100 FROM cases");
+    tx.exec("INSERT INTO run_locations SELECT id, '{a}', '{100}' FROM runs");
+    tx.commit();
+  }
+  EXPECT_EQ(apply_migrations(connection), schema::kLatestVersion);
+  pqxx::work tx(connection);
+  pqxx::row m = tx.exec1("SELECT side, replicates IS NULL FROM measurements");
+  EXPECT_EQ(m[0].as<std::string>(), "head");
+  EXPECT_TRUE(m[1].as<bool>());
+  pqxx::row l = tx.exec1("SELECT replicate_counts IS NULL, replicate_sds IS NULL FROM run_locations");
+  EXPECT_TRUE(l[0].as<bool>());
+  EXPECT_TRUE(l[1].as<bool>());
+  EXPECT_DOUBLE_EQ(tx.exec1("SELECT run_alpha FROM projects")[0].as<double>(), 0.01);
+  // The same implementation may now be stored for both sides of an A/B.
+  tx.exec("INSERT INTO measurements (case_id, side, impl, samples_ns, median_ns) "
+          "SELECT id, 'base', 'candidate', '{101}', 101 FROM cases");
+  EXPECT_EQ(tx.exec1("SELECT count(*) FROM measurements")[0].as<int>(), 2);
 }
 
 TEST(Migrations, AFailingMigrationLeavesNothingBehind) {

@@ -103,7 +103,7 @@ TEST_F(NotificationTest, CommitStatusPendingWhenQueuedThenFailureOnRegression) {
   agent().post("/api/v1/agents/claim", {{"agent", "gpu-host-1"}, {"gpus", {"NVIDIA H100 80GB HBM3"}}});
   ReportSpec slower;
   slower.commit = sha;
-  slower.slowdown = 1.08;
+  slower.slowdown = 1.25;
   slower.seed = 5;
   json answer = agent().post("/api/v1/jobs/" + std::to_string(job) + "/report", make_report(slower)).json();
   ASSERT_EQ(answer["verdict"], "regression");
@@ -124,7 +124,7 @@ TEST_F(NotificationTest, AcknowledgementTurnsTheStatusGreen) {
   configure({{"github_repo", "acme/kernels"}});
   agent().post("/api/v1/runs", make_report({}));
   ReportSpec slower;
-  slower.slowdown = 1.08;
+  slower.slowdown = 1.25;
   slower.seed = 9;
   json run = agent().post("/api/v1/runs", make_report(slower)).json();
   ASSERT_EQ(run["verdict"], "regression");

@@ -52,12 +52,13 @@ inline EmbeddedPostgres& test_postgres() {
 // A fresh database with the schema applied; dropped at destruction.
 class TestDatabase {
  public:
-  TestDatabase() {
+  // `schema_version`: migrate only this far (tests of a later migration).
+  explicit TestDatabase(int schema_version = INT_MAX) {
     static std::atomic<int> counter{0};
     name_ = "kwtest_" + std::to_string(getpid()) + "_" + std::to_string(counter++);
     test_postgres().ensure_database(name_);
     pqxx::connection connection(url());
-    apply_migrations(connection);
+    apply_migrations(connection, schema_version);
   }
   ~TestDatabase() {
     try {

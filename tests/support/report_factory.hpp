@@ -30,6 +30,16 @@ struct ReportSpec {
   bool failed_correctness = false;
   std::int64_t job_id = 0;  // 0 = none
   std::string agent = "gpu-host-1";
+  // Replicates (0: a report of an older agent, its samples one replicate):
+  // `samples` per replicate, each replicate's level moved by
+  // replicate_noise (log sd), as separate processes on a GPU are.
+  int replicates = 0;
+  double replicate_noise = 0.005;
+  // base_commit's candidate measured in the same job (needs base_commit and
+  // replicates), alternating with the head's.
+  bool ab = false;
+  double base_slowdown = 1.0;
+  double run_shift = 1.0;  // the whole run's level (both sides of an A/B): between-run drift
 };
 
 inline std::string make_commit(std::uint64_t n) {
@@ -48,8 +58,18 @@ inline nlohmann::json make_report(const ReportSpec& spec) {
     for (int i = 0; i < spec.samples; ++i) out.push_back(std::round(center * std::exp(gauss(rng)) * 10) / 10);
     return out;
   };
+  std::normal_distribution<double> replicate_gauss(0.0, spec.replicate_noise);
   auto measurement = [&](const std::string& impl, double center, int throttled) {
-    std::vector<double> s = samples(center);
+    center *= spec.run_shift;
+    std::vector<double> s;
+    std::vector<int> replicate_of;
+    for (int r = 0; r < std::max(1, spec.replicates); ++r) {
+      double level = spec.replicates > 0 ? center * std::exp(replicate_gauss(rng)) : center;
+      for (double v : samples(level)) {
+        s.push_back(v);
+        replicate_of.push_back(r);
+      }
+    }
     std::vector<int> marked;
     for (int i = 0; i < throttled && i < static_cast<int>(s.size()); ++i) {
       s[static_cast<std::size_t>(i)] *= 1.3;
@@ -57,6 +77,7 @@ inline nlohmann::json make_report(const ReportSpec& spec) {
     }
     json m{{"impl", impl}, {"samples_ns", s}, {"median_ns", kw::common::median(s)}, {"flops", 1e9}};
     if (!marked.empty()) m["throttled_samples"] = marked;
+    if (spec.replicates > 0) m["replicates"] = replicate_of;
     return m;
   };
   json stages = json::array();
@@ -88,6 +109,11 @@ inline nlohmann::json make_report(const ReportSpec& spec) {
            {"measurements",
             json::array({measurement("candidate", base * spec.slowdown, spec.throttled),
                          measurement("baseline:cudnn", base * 0.9 * spec.baseline_slowdown, 0)})}};
+    if (spec.ab) {
+      json base_candidate = measurement("candidate", base * spec.base_slowdown, 0);
+      base_candidate.erase("flops");
+      c["base_measurements"] = json::array({base_candidate});
+    }
     cases.push_back(std::move(c));
   }
   json report{{"schema", "kernelwatch.run/1"},

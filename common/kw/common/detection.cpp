@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
+#include <map>
+#include <numeric>
 #include <set>
 #include <stdexcept>
 
@@ -12,100 +15,85 @@ namespace kw::common {
 
 namespace {
 
-struct Kept {
-  std::vector<double> values;
-  std::size_t excluded = 0;
-};
-
-// Drops throttled samples, unless that leaves too few to compare (then all
-// are kept and the comparison says so).
-Kept unthrottled(const Timing& timing, std::size_t min_samples) {
-  Kept kept;
-  std::set<std::int64_t> throttled(timing.throttled.begin(), timing.throttled.end());
-  for (std::size_t i = 0; i < timing.samples_ns.size(); ++i) {
-    if (throttled.contains(static_cast<std::int64_t>(i))) {
-      ++kept.excluded;
-    } else {
-      kept.values.push_back(timing.samples_ns[i]);
-    }
-  }
-  if (kept.values.size() < min_samples) {
-    kept.values.assign(timing.samples_ns.begin(), timing.samples_ns.end());
-    kept.excluded = 0;
-  }
-  return kept;
+double mean(std::span<const double> values) {
+  return std::accumulate(values.begin(), values.end(), 0.0) / static_cast<double>(values.size());
 }
 
-// One side of a comparison, sorted once: its median, noise and log-times
-// come from the same sorted copy.
-struct Side {
-  std::vector<double> sorted;
-  std::vector<double> sorted_logs;
-  double median = 0;
-  double noise = 0;
-
-  explicit Side(std::vector<double> values) : sorted(std::move(values)) {
-    std::sort(sorted.begin(), sorted.end());
-    median = median_sorted(sorted);
-    std::vector<double> deviations;
-    deviations.reserve(sorted.size());
-    for (double v : sorted) deviations.push_back(std::abs(v - median));
-    std::sort(deviations.begin(), deviations.end());
-    noise = median == 0 ? 0 : 1.4826 * median_sorted(deviations) / std::abs(median);
-    sorted_logs.reserve(sorted.size());
-    for (double v : sorted) sorted_logs.push_back(std::log(v));  // log keeps the order
+std::vector<double> logs_of(std::span<const double> values) {
+  std::vector<double> out;
+  out.reserve(values.size());
+  for (double v : values) {
+    if (!(v > 0)) throw std::invalid_argument("detection: locations must be > 0");
+    out.push_back(std::log(v));
   }
-};
-
-// `higher_is_worse`: for times a ratio above 1 is a regression; for speedups
-// a ratio below 1 is.
-Comparison compare(std::vector<double> head_values, std::vector<double> base_values, double threshold,
-                   bool higher_is_worse, const DetectionSettings& settings) {
-  Comparison result;
-  result.threshold = threshold;
-  result.head_samples = head_values.size();
-  result.base_samples = base_values.size();
-  if (head_values.empty() || base_values.empty()) {
-    result.note = "no samples to compare";
-    return result;
-  }
-  for (double v : head_values) {
-    if (!(v > 0)) throw std::invalid_argument("compare: samples must be > 0");
-  }
-  for (double v : base_values) {
-    if (!(v > 0)) throw std::invalid_argument("compare: samples must be > 0");
-  }
-  Side head(std::move(head_values)), base(std::move(base_values));
-  ShiftEstimate shift = hodges_lehmann_shift_sorted(head.sorted_logs, base.sorted_logs, settings.confidence);
-  MannWhitney test = mann_whitney_sorted(head.sorted, base.sorted);
-  double ratio = std::exp(shift.estimate), lower = std::exp(shift.lower), upper = std::exp(shift.upper);
-  result.ratio = ratio;
-  result.ratio_of_medians = head.median / base.median;
-  result.lower = lower;
-  result.upper = upper;
-  result.confidence = shift.confidence;
-  result.p_value = test.p_value;
-  result.head_noise = head.noise;
-  result.base_noise = base.noise;
-
-  bool significant = test.p_value < settings.alpha;
-  bool slower = lower > 1 && ratio > 1 + threshold;
-  bool faster = upper < 1 && ratio < 1 / (1 + threshold);
-  bool worse = higher_is_worse ? slower : faster;
-  bool better = higher_is_worse ? faster : slower;
-  if (significant && worse) {
-    result.status = ChangeStatus::regression;
-  } else if (significant && better) {
-    result.status = ChangeStatus::improvement;
-  } else {
-    result.status = ChangeStatus::unchanged;
-  }
-  return result;
+  return out;
 }
 
-std::string throttle_note(std::size_t excluded) {
-  return excluded == 0 ? std::string()
-                       : std::to_string(excluded) + " sample(s) taken while throttled were excluded";
+double sum_of_squares(std::span<const double> values) {
+  double m = mean(values), total = 0;
+  for (double v : values) total += (v - m) * (v - m);
+  return total;
+}
+
+// Weight of a learned prior: its own degrees of freedom, but never so many
+// that a run's own evidence cannot move it; the conservative default counts
+// as prior_df.
+double prior_weight(double learned_df, const DetectionSettings& settings) {
+  return learned_df > 0 ? std::clamp(learned_df, 2.0, 4 * settings.prior_df) : settings.prior_df;
+}
+
+// log Beta(a, b) incomplete ratio by Lentz's continued fraction.
+double incomplete_beta_fraction(double a, double b, double x) {
+  constexpr double kTiny = 1e-300;
+  double c = 1, d = 1 - (a + b) * x / (a + 1);
+  if (std::abs(d) < kTiny) d = kTiny;
+  d = 1 / d;
+  double h = d;
+  for (int m = 1; m <= 500; ++m) {
+    double m2 = 2.0 * m;
+    double aa = m * (b - m) * x / ((a + m2 - 1) * (a + m2));
+    d = 1 + aa * d;
+    if (std::abs(d) < kTiny) d = kTiny;
+    c = 1 + aa / c;
+    if (std::abs(c) < kTiny) c = kTiny;
+    d = 1 / d;
+    h *= d * c;
+    aa = -(a + m) * (a + b + m) * x / ((a + m2) * (a + m2 + 1));
+    d = 1 + aa * d;
+    if (std::abs(d) < kTiny) d = kTiny;
+    c = 1 + aa / c;
+    if (std::abs(c) < kTiny) c = kTiny;
+    d = 1 / d;
+    double step = d * c;
+    h *= step;
+    if (std::abs(step - 1) < 1e-15) break;
+  }
+  return h;
+}
+
+// Regularized incomplete beta I_x(a, b).
+double regularized_incomplete_beta(double a, double b, double x) {
+  if (x <= 0) return 0;
+  if (x >= 1) return 1;
+  double front =
+      std::exp(std::lgamma(a + b) - std::lgamma(a) - std::lgamma(b) + a * std::log(x) + b * std::log1p(-x));
+  if (x < (a + 1) / (a + b + 2)) return front * incomplete_beta_fraction(a, b, x) / a;
+  return 1 - front * incomplete_beta_fraction(b, a, 1 - x) / b;
+}
+
+void finish_test(CaseTest& test, const DetectionSettings& settings) {
+  double t = test.se > 0 ? test.effect / test.se : 0;
+  test.p_value = test.se > 0 ? student_t_two_sided_p(t, test.df) : 1;
+  double half = student_t_quantile(1 - settings.run_alpha, test.df) * test.se;
+  test.ratio = std::exp(test.effect);
+  test.lower = std::exp(test.effect - half);
+  test.upper = std::exp(test.effect + half);
+}
+
+std::string percent(double log_ratio) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%+.2f%%", 100 * std::expm1(log_ratio));
+  return text;
 }
 
 }  // namespace
@@ -124,36 +112,90 @@ std::string_view to_string(ChangeStatus status) {
   return "unchanged";
 }
 
-double location(const Timing& timing, const DetectionSettings& settings) {
-  return trimmed_mean(unthrottled(timing, settings.min_samples).values);
-}
-
-double noise_aware_threshold(std::span<const double> history_medians_ns, double min_threshold,
-                             const DetectionSettings& settings) {
-  if (history_medians_ns.size() < settings.min_history) return min_threshold;
-  std::vector<double> steps;
-  for (std::size_t i = 1; i < history_medians_ns.size(); ++i) {
-    if (history_medians_ns[i] > 0 && history_medians_ns[i - 1] > 0) {
-      steps.push_back(std::log(history_medians_ns[i] / history_medians_ns[i - 1]));
-    }
+std::string_view to_string(CaseTest::Method method) {
+  switch (method) {
+    case CaseTest::Method::none:
+      return "none";
+    case CaseTest::Method::ab:
+      return "ab";
+    case CaseTest::Method::history:
+      return "history";
+    case CaseTest::Method::baseline_run:
+      return "baseline-run";
   }
-  if (steps.size() + 1 < settings.min_history) return min_threshold;
-  // Interquartile range / 1.349 estimates a normal sigma while ignoring a
-  // quarter of outlying steps at each end; a difference of two runs has
-  // sqrt(2) times one run's spread.
-  double step_sigma = (quantile(steps, 0.75) - quantile(steps, 0.25)) / 1.34898;
-  double run_sigma = step_sigma / std::sqrt(2.0);
-  return std::max(min_threshold, std::expm1(settings.history_k * run_sigma));
+  return "none";
 }
 
-Comparison compare_times(const Timing& head, const Timing& base, double threshold,
-                         const DetectionSettings& settings) {
-  Kept h = unthrottled(head, settings.min_samples);
-  Kept b = unthrottled(base, settings.min_samples);
-  Comparison result = compare(std::move(h.values), std::move(b.values), threshold, true, settings);
-  result.excluded_throttled = h.excluded + b.excluded;
-  result.note = throttle_note(result.excluded_throttled);
-  return result;
+NoiseModel default_noise() {
+  return {};
+}
+
+double student_t_two_sided_p(double t, double df) {
+  if (!(df > 0)) throw std::invalid_argument("student_t: df must be > 0");
+  if (!std::isfinite(t)) return 0;
+  return regularized_incomplete_beta(df / 2, 0.5, df / (df + t * t));
+}
+
+double student_t_quantile(double p, double df) {
+  if (!(p > 0 && p < 1)) throw std::invalid_argument("student_t_quantile: p must be in (0, 1)");
+  // The t with two-sided tail 1 - p, by bisection on the monotone p-value.
+  double lo = 0, hi = 1;
+  while (student_t_two_sided_p(hi, df) > 1 - p && hi < 1e6) hi *= 2;
+  for (int i = 0; i < 100; ++i) {
+    double mid = (lo + hi) / 2;
+    (student_t_two_sided_p(mid, df) > 1 - p ? lo : hi) = mid;
+  }
+  return (lo + hi) / 2;
+}
+
+std::vector<double> replicate_locations(const Timing& timing, const DetectionSettings& settings,
+                                        std::optional<std::int64_t> before) {
+  if (!timing.replicates.empty() && timing.replicates.size() != timing.samples_ns.size())
+    throw std::invalid_argument("replicate_locations: one replicate index per sample");
+  std::set<std::int64_t> throttled(timing.throttled.begin(), timing.throttled.end());
+  struct Group {
+    std::vector<double> kept, all;
+  };
+  std::map<std::int64_t, Group> groups;
+  for (std::size_t i = 0; i < timing.samples_ns.size(); ++i) {
+    std::int64_t replicate = timing.replicates.empty() ? 0 : timing.replicates[i];
+    if (before && replicate >= *before) continue;
+    Group& group = groups[replicate];
+    group.all.push_back(timing.samples_ns[i]);
+    if (!throttled.contains(static_cast<std::int64_t>(i))) group.kept.push_back(timing.samples_ns[i]);
+  }
+  std::vector<double> locations;
+  for (const auto& [_, group] : groups) {
+    locations.push_back(trimmed_mean(group.kept.size() >= settings.min_samples ? group.kept : group.all));
+  }
+  return locations;
+}
+
+double location(const Timing& timing, const DetectionSettings& settings) {
+  std::vector<double> locations = replicate_locations(timing, settings);
+  if (locations.empty()) throw std::invalid_argument("location: no samples");
+  return std::exp(mean(logs_of(locations)));
+}
+
+std::optional<double> replicate_log_sd(std::span<const double> locations) {
+  if (locations.size() < 2) return std::nullopt;
+  return std::sqrt(sum_of_squares(logs_of(locations)) / static_cast<double>(locations.size() - 1));
+}
+
+PooledSd pool_replicate_sds(std::span<const double> sds, std::span<const std::int64_t> counts) {
+  double squares = 0, df = 0;
+  for (std::size_t i = 0; i < sds.size() && i < counts.size(); ++i) {
+    if (counts[i] < 2 || !std::isfinite(sds[i]) || sds[i] < 0) continue;
+    squares += static_cast<double>(counts[i] - 1) * sds[i] * sds[i];
+    df += static_cast<double>(counts[i] - 1);
+  }
+  return df > 0 ? PooledSd{std::sqrt(squares / df), df} : PooledSd{};
+}
+
+PooledSd shrink(PooledSd estimate, double prior_sd, double prior_df) {
+  double df = estimate.df + prior_df;
+  if (df <= 0) return {prior_sd, 0};
+  return {std::sqrt((estimate.df * estimate.sd * estimate.sd + prior_df * prior_sd * prior_sd) / df), df};
 }
 
 std::optional<Forecast> forecast_level(std::span<const double> history_locations_ns,
@@ -185,8 +227,8 @@ std::optional<Forecast> forecast_level(std::span<const double> history_locations
     // false alarms), yet a one-off run moves it little.
     double cap = 2.5 * 1.4826 * median(errors), squares = 0;
     for (double e : errors) squares += std::min(e, cap) * std::min(e, cap);
-    candidates.push_back(
-        {std::exp(level), std::sqrt(squares / static_cast<double>(errors.size())), smoothing, logs.size()});
+    candidates.push_back({std::exp(level), std::sqrt(squares / static_cast<double>(errors.size())), smoothing,
+                          logs.size(), errors.size()});
   }
   // The smoothest weight whose error is within one standard error of the
   // least (the RMS of k errors has a relative standard error of about
@@ -204,63 +246,114 @@ std::optional<Forecast> forecast_level(std::span<const double> history_locations
   return chosen;
 }
 
-Comparison compare_times_with_history(const Timing& head, const Timing& base,
-                                      std::span<const double> history_locations_ns, double min_threshold,
-                                      const DetectionSettings& settings) {
-  std::optional<Forecast> forecast = forecast_level(history_locations_ns, settings);
-  if (!forecast || head.samples_ns.empty()) {
-    return compare_times(head, base, noise_aware_threshold(history_locations_ns, min_threshold, settings),
-                         settings);
+CaseTest test_ab(std::span<const double> head_locations, std::span<const double> base_locations,
+                 const NoiseModel& noise, const DetectionSettings& settings) {
+  CaseTest test;
+  test.head_replicates = head_locations.size();
+  test.base_replicates = base_locations.size();
+  if (head_locations.empty() || base_locations.empty()) {
+    test.note = "no measurement of both base and head";
+    return test;
   }
-  Comparison result = compare_times(head, base, min_threshold, settings);
-  if (result.head_samples == 0 || result.base_samples == 0) return result;
-  double change = std::log(location(head, settings) / forecast->level_ns);
-  double z = change / forecast->scale;
-  double floor = std::log1p(min_threshold);
-  bool agrees_slower = result.p_value < settings.history_alpha && result.ratio > 1;
-  bool agrees_faster = result.p_value < settings.history_alpha && result.ratio < 1;
-  if (z > settings.history_z && change > floor && agrees_slower) {
-    result.status = ChangeStatus::regression;
-  } else if (z < -settings.history_z && change < -floor && agrees_faster) {
-    result.status = ChangeStatus::improvement;
-  } else {
-    result.status = ChangeStatus::unchanged;
-  }
-  result.threshold = std::max(min_threshold, std::expm1(settings.history_z * forecast->scale));
-  char text[160];
-  std::snprintf(text, sizeof(text), "decided against the level forecast from %zu runs: %+.2f%% (%.1f sigma)",
-                forecast->runs, 100 * std::expm1(change), z);
-  result.note = result.note.empty() ? text : result.note + "; " + text;
-  return result;
+  test.method = CaseTest::Method::ab;
+  std::vector<double> head = logs_of(head_locations), base = logs_of(base_locations);
+  test.head_replicate_sd = replicate_log_sd(head_locations).value_or(0);
+  test.base_replicate_sd = replicate_log_sd(base_locations).value_or(0);
+  test.effect = mean(head) - mean(base);
+  double data_df = static_cast<double>(head.size() + base.size()) - 2;
+  double data_sd = data_df > 0 ? std::sqrt((sum_of_squares(head) + sum_of_squares(base)) / data_df) : 0;
+  PooledSd pooled =
+      shrink({data_sd, data_df}, noise.replicate_sd, prior_weight(noise.replicate_df, settings));
+  test.df = pooled.df;
+  test.se = pooled.sd * std::sqrt(1 / static_cast<double>(head.size()) + 1 / static_cast<double>(base.size()));
+  finish_test(test, settings);
+  char text[200];
+  std::snprintf(text, sizeof(text),
+                "A/B in one job: %zu head vs %zu base replicates, %s, between-replicate sd %.2f%% (%.0f df)",
+                head.size(), base.size(), percent(test.effect).c_str(), 100 * pooled.sd, pooled.df);
+  test.note = text;
+  return test;
 }
 
-Comparison compare_speedups(const Timing& head_candidate, const Timing& head_baseline,
-                            const Timing& base_candidate, const Timing& base_baseline, double threshold,
-                            const DetectionSettings& settings) {
-  // Sample i of each implementation was taken in the same interleaved round,
-  // so their ratio is one speedup observation; a round with either sample
-  // throttled is dropped.
-  auto speedups = [&](const Timing& candidate, const Timing& baseline, std::size_t& excluded) {
-    std::set<std::int64_t> throttled(candidate.throttled.begin(), candidate.throttled.end());
-    throttled.insert(baseline.throttled.begin(), baseline.throttled.end());
-    std::size_t rounds = std::min(candidate.samples_ns.size(), baseline.samples_ns.size());
-    std::vector<double> kept, all;
-    for (std::size_t i = 0; i < rounds; ++i) {
-      double speedup = baseline.samples_ns[i] / candidate.samples_ns[i];
-      all.push_back(speedup);
-      if (!throttled.contains(static_cast<std::int64_t>(i))) kept.push_back(speedup);
-    }
-    if (kept.size() < settings.min_samples) return all;
-    excluded += rounds - kept.size();
-    return kept;
-  };
-  std::size_t excluded = 0;
-  std::vector<double> head = speedups(head_candidate, head_baseline, excluded);
-  std::vector<double> base = speedups(base_candidate, base_baseline, excluded);
-  Comparison result = compare(std::move(head), std::move(base), threshold, false, settings);
-  result.excluded_throttled = excluded;
-  result.note = throttle_note(excluded);
-  return result;
+CaseTest test_history(std::span<const double> head_locations, std::span<const double> history_locations_ns,
+                      const NoiseModel& noise, const DetectionSettings& settings) {
+  CaseTest test;
+  test.head_replicates = head_locations.size();
+  std::vector<double> history;
+  for (double v : history_locations_ns) {
+    if (v > 0) history.push_back(v);
+  }
+  if (head_locations.empty() || history.empty()) {
+    test.note = head_locations.empty() ? "no head measurement" : "no baseline run";
+    return test;
+  }
+  std::vector<double> head = logs_of(head_locations);
+  test.head_replicate_sd = replicate_log_sd(head_locations).value_or(0);
+  double head_level = mean(head);
+  double weight = prior_weight(noise.run_df, settings);
+  char text[200];
+  if (std::optional<Forecast> forecast = forecast_level(history, settings)) {
+    test.method = CaseTest::Method::history;
+    PooledSd scale =
+        shrink({forecast->scale, static_cast<double>(forecast->errors)}, noise.run_sd, weight);
+    test.effect = head_level - std::log(forecast->level_ns);
+    test.se = scale.sd;
+    test.df = scale.df;
+    test.base_replicates = forecast->runs;
+    finish_test(test, settings);
+    std::snprintf(text, sizeof(text),
+                  "against the level forecast from %zu runs: %s, between-run sd %.2f%% (%.0f df)",
+                  forecast->runs, percent(test.effect).c_str(), 100 * scale.sd, scale.df);
+  } else {
+    // Too short a history to learn its own spread: the mean of its newest
+    // runs, judged with the between-run prior alone.
+    test.method = CaseTest::Method::baseline_run;
+    std::size_t n = std::min<std::size_t>(history.size(), 5);
+    std::vector<double> newest = logs_of(std::span<const double>(history).last(n));
+    test.effect = head_level - mean(newest);
+    test.se = noise.run_sd * std::sqrt(1 + 1 / static_cast<double>(n));
+    test.df = weight;
+    test.base_replicates = n;
+    finish_test(test, settings);
+    std::snprintf(text, sizeof(text), "against the mean of %zu stored run(s): %s, between-run prior sd %.2f%%", n,
+                  percent(test.effect).c_str(), 100 * noise.run_sd);
+  }
+  test.note = text;
+  return test;
+}
+
+Decision decide(std::span<const CaseTest> tests, std::span<const double> min_thresholds,
+                const DetectionSettings& settings) {
+  if (min_thresholds.size() != tests.size())
+    throw std::invalid_argument("decide: one threshold per test");
+  Decision decision;
+  decision.statuses.assign(tests.size(), ChangeStatus::no_baseline);
+  std::vector<std::size_t> order;
+  for (std::size_t i = 0; i < tests.size(); ++i) {
+    if (tests[i].method != CaseTest::Method::none) order.push_back(i);
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return tests[a].p_value < tests[b].p_value; });
+  const double m = static_cast<double>(order.size());
+  bool rejecting = true;
+  for (std::size_t rank = 0; rank < order.size(); ++rank) {
+    const std::size_t i = order[rank];
+    const CaseTest& test = tests[i];
+    rejecting = rejecting && test.p_value <= settings.run_alpha / (m - static_cast<double>(rank));
+    const double floor = std::log1p(min_thresholds[i]);
+    ChangeStatus status = ChangeStatus::unchanged;
+    if (rejecting && test.effect > floor) status = ChangeStatus::regression;
+    if (rejecting && test.effect < -floor) status = ChangeStatus::improvement;
+    decision.statuses[i] = status;
+    decision.regression = decision.regression || status == ChangeStatus::regression;
+    decision.improvement = decision.improvement || status == ChangeStatus::improvement;
+  }
+  return decision;
+}
+
+bool needs_confirmation(const CaseTest& test, double min_threshold, const DetectionSettings& settings) {
+  return test.method != CaseTest::Method::none && test.p_value < settings.screen_alpha &&
+         std::abs(test.effect) > 0.5 * std::log1p(min_threshold);
 }
 
 }  // namespace kw::common

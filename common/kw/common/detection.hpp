@@ -1,7 +1,15 @@
-// Regression detection for one case: is the head run's timing distribution
-// slower or faster than the baseline run's by more than the case's threshold,
-// with statistical confidence? One implementation, used by kw-server and by
-// kw-detector-bench, so the benchmark measures exactly what ships.
+// Regression detection: the case rule and the run verdict, as pure functions.
+// kw-server calls them on stored history, the agent on its own first pass (to
+// choose which cases to measure again) and kw-detector-bench on an empirical
+// noise model, so all three judge exactly alike. docs/detection.md explains
+// the model to users.
+//
+// The unit of evidence is the replicate: one fresh measurement of a case
+// (its own process, allocations and warm-up). Samples inside one replicate are
+// not independent draws of "this commit on this GPU model": between
+// replicates and between runs the level moves by 5-25x the within-replicate
+// error, so every test here works on replicate locations, with the
+// between-replicate and between-run variance in it.
 #pragma once
 
 #include <cstdint>
@@ -19,91 +27,135 @@ std::string_view to_string(ChangeStatus status);
 struct DetectionSettings {
   // Smallest relative change ever flagged (per project, per-case override).
   double min_threshold = 0.01;
-  // The threshold also grows to this many times the case's run-to-run noise,
-  // estimated from its history, so noisy cases need larger changes.
-  double history_k = 4.0;
-  double confidence = 0.99;     // of the ratio interval
-  double alpha = 0.01;          // Mann-Whitney significance
-  std::size_t min_history = 5;  // runs needed before history widens the threshold
-  std::size_t min_samples = 5;  // per side, after dropping throttled samples
-  // With a history: how many of its one-step forecast errors (robust spread)
-  // the head must sit above the forecast level, and the two-run Mann-Whitney
-  // p-value it must also reach in the same direction.
-  double history_z = 3.5;
-  double history_alpha = 0.1;
+  // Family-wise false-alarm rate of one run: the chance that a run of an
+  // unchanged build flags any case (Holm over the run's comparisons).
+  double run_alpha = 0.01;
+  // The agent's first pass measures a case again when its unadjusted
+  // p-value is under this (and the change is past half the threshold).
+  double screen_alpha = 0.05;
+  // With a history: how many runs the forecast needs.
+  std::size_t min_history = 8;
+  std::size_t min_samples = 5;  // per replicate, after dropping throttled samples
+  // Degrees of freedom given to the noise prior when it is combined with
+  // what the run itself shows.
+  double prior_df = 8;
 };
 
-// One implementation's samples in one run.
+// Noise of one case on one GPU model, on the log scale (0.01 = 1%), with the
+// degrees of freedom behind each estimate.
+struct NoiseModel {
+  // Between replicates of one job (fresh process, allocations, warm-up).
+  double replicate_sd = 0.01;
+  double replicate_df = 0;
+  // Between runs (jobs) of the same build: what a run's location (the mean of
+  // its replicates) scatters by from run to run.
+  double run_sd = 0.015;
+  double run_df = 0;
+};
+
+// The conservative default before anything is stored for a GPU model.
+NoiseModel default_noise();
+
+// One implementation's samples in one run. `replicates[i]` is the replicate
+// sample i came from; empty means one replicate (reports of older agents).
 struct Timing {
   std::span<const double> samples_ns;
   std::span<const std::int64_t> throttled;  // indices of samples taken while throttled
+  std::span<const std::int64_t> replicates;
 };
 
-struct Comparison {
-  ChangeStatus status = ChangeStatus::no_baseline;
-  double ratio = 1;             // Hodges-Lehmann estimate of head / base (times: > 1 is slower)
-  double ratio_of_medians = 1;  // median(head) / median(base)
-  double lower = 1, upper = 1;  // interval for `ratio`
-  double confidence = 0;
-  double p_value = 1;
-  double threshold = 0;                   // relative change needed to flag
-  double head_noise = 0, base_noise = 0;  // relative noise (1.4826 MAD / median) of each side
-  std::size_t head_samples = 0, base_samples = 0;
-  std::size_t excluded_throttled = 0;
-  std::string note;
-};
+// The location of each replicate, oldest first: the 25%-trimmed mean of its
+// samples not taken while throttled (of all of them when fewer than
+// min_samples remain), so a throttled stretch moves no location. Replicates
+// at or past `before` are left out (the first pass of a re-measured case).
+std::vector<double> replicate_locations(const Timing& timing, const DetectionSettings& settings,
+                                        std::optional<std::int64_t> before = std::nullopt);
 
-// A run's location, the value a case's history is made of: the 25%-trimmed
-// mean of the samples not taken while throttled (of all of them when fewer
-// than min_samples remain), so a throttled stretch moves neither the history
-// nor the run judged against it.
+// A run's location: the geometric mean of its replicate locations, the value
+// a case's history is made of.
 double location(const Timing& timing, const DetectionSettings& settings);
 
-// The threshold for a case: max(min_threshold, history_k x run-to-run noise),
-// where run-to-run noise is the interquartile spread of successive differences
-// of log(median) over the case's recent history (oldest first). Successive
-// differences ignore slow drift, which is not noise.
-double noise_aware_threshold(std::span<const double> history_medians_ns, double min_threshold,
-                             const DetectionSettings& settings);
+// Sample standard deviation of log(replicate location); nullopt below two
+// replicates.
+std::optional<double> replicate_log_sd(std::span<const double> locations);
 
 // The level a case's next run is expected at, from its history of per-run
 // locations (oldest first): exponential smoothing of log(location), the
-// smoothing weight chosen to minimise the history's own one-step forecast
-// errors (a stable case averages many runs, a drifting one follows the latest),
-// and the size of those errors as the scale. With fewer than 8 runs
-// (or min_history): none.
+// smoothing weight chosen on the history's own one-step forecast errors (a
+// stable case averages many runs, a drifting one follows the latest), and the
+// size of those errors as the scale. Below min_history runs: none.
 struct Forecast {
   double level_ns = 0;
   double scale = 0;  // of log(location): RMS one-step error, each capped at 2.5 robust sigmas
   double smoothing = 0;
   std::size_t runs = 0;
+  std::size_t errors = 0;  // one-step errors behind the scale
 };
 std::optional<Forecast> forecast_level(std::span<const double> history_locations_ns,
                                        const DetectionSettings& settings);
 
-// Times (lower is better): regression when head is slower.
-Comparison compare_times(const Timing& head, const Timing& base, double threshold,
-                         const DetectionSettings& settings);
+// One case's test, before the run's multiplicity correction. Effects are
+// log(head / base): > 0 is slower.
+struct CaseTest {
+  enum class Method {
+    none,         // no baseline: nothing to compare with
+    ab,           // base and head measured alternately in the same job
+    history,      // head against the level forecast from the case's history
+    baseline_run  // head against one stored baseline run, with the between-run prior
+  };
+  Method method = Method::none;
+  double effect = 0;
+  double se = 0;
+  double df = 0;
+  double p_value = 1;
+  double ratio = 1, lower = 1, upper = 1;  // exp(effect) and its interval at 1 - run_alpha
+  std::size_t head_replicates = 0, base_replicates = 0;
+  double head_replicate_sd = 0, base_replicate_sd = 0;
+  std::string note;
+};
+std::string_view to_string(CaseTest::Method method);
 
-// compare_times for a case with a history ending at the baseline run: the
-// ratio, interval and p-value are still head vs baseline run (the record), but
-// the status is decided against the forecast level, which pools the history
-// instead of trusting one baseline run: regression when the head's location
-// (as stored for the history) is more than history_z scales
-// and more than min_threshold above the forecast, and the two-run test agrees
-// (p < history_alpha, same direction). `threshold` then reports the change that
-// would have been needed. Without enough history: compare_times with the
-// noise-aware threshold.
-Comparison compare_times_with_history(const Timing& head, const Timing& base,
-                                      std::span<const double> history_locations_ns, double min_threshold,
-                                      const DetectionSettings& settings);
+// Base and head measured alternately in one job: Welch-free pooled t-test on
+// the replicate locations, the pooled variance shrunk towards the prior's
+// between-replicate variance.
+CaseTest test_ab(std::span<const double> head_locations, std::span<const double> base_locations,
+                 const NoiseModel& noise, const DetectionSettings& settings);
 
-// In-run speedup of the candidate over one baseline implementation
-// (baseline time / candidate time, higher is better), per interleaved sample
-// pair, compared between runs: regression when the speedup dropped. Machine
-// drift that slows both implementations alike cancels out.
-Comparison compare_speedups(const Timing& head_candidate, const Timing& head_baseline,
-                            const Timing& base_candidate, const Timing& base_baseline, double threshold,
-                            const DetectionSettings& settings);
+// Head against its history (per-run locations, oldest first, up to the
+// baseline run): with min_history runs, against the forecast with its scale
+// shrunk towards the prior's between-run sd; with fewer, against the mean of
+// the newest runs with the prior alone.
+CaseTest test_history(std::span<const double> head_locations, std::span<const double> history_locations_ns,
+                      const NoiseModel& noise, const DetectionSettings& settings);
+
+// The run's decision over its candidate comparisons: Holm's step-down at
+// run_alpha, and a flagged case must also move past its threshold.
+struct Decision {
+  std::vector<ChangeStatus> statuses;  // one per test, in order
+  bool regression = false;
+  bool improvement = false;
+};
+Decision decide(std::span<const CaseTest> tests, std::span<const double> min_thresholds,
+                const DetectionSettings& settings);
+
+// Cases the agent measures again: unadjusted p under screen_alpha and a
+// change past half the threshold, in either direction.
+bool needs_confirmation(const CaseTest& test, double min_threshold, const DetectionSettings& settings);
+
+// Pools per-run replicate sds (each with its replicate count) into one
+// between-replicate estimate and its degrees of freedom.
+struct PooledSd {
+  double sd = 0;
+  double df = 0;
+};
+PooledSd pool_replicate_sds(std::span<const double> sds, std::span<const std::int64_t> counts);
+
+// Shrinks an estimate with `df` degrees of freedom towards a prior with
+// `prior_df` (a weighted mean of variances).
+PooledSd shrink(PooledSd estimate, double prior_sd, double prior_df);
+
+// Student's t: two-sided p-value, and the quantile for a two-sided interval.
+double student_t_two_sided_p(double t, double df);
+double student_t_quantile(double p, double df);
 
 }  // namespace kw::common

@@ -195,6 +195,19 @@ Measurement read_measurement(const json& value, const std::string& path) {
       measurement.throttled_samples.push_back(index);
     }
   }
+  if (const json* replicates = reader.opt_array("replicates")) {
+    std::string replicates_path = reader.child("replicates");
+    if (replicates->size() != measurement.samples_ns.size()) {
+      JsonReader::fail(replicates_path, "must hold one replicate index per sample (" +
+                                            std::to_string(measurement.samples_ns.size()) + "), got " +
+                                            std::to_string(replicates->size()));
+    }
+    measurement.replicates.reserve(replicates->size());
+    for (std::size_t i = 0; i < replicates->size(); ++i) {
+      measurement.replicates.push_back(
+          JsonReader::as_integer((*replicates)[i], index_path(replicates_path, i), 0));
+    }
+  }
   reader.reject_unknown_keys();
   return measurement;
 }
@@ -245,18 +258,22 @@ Case read_case(const json& value, const std::string& path) {
   if (const json* correctness = reader.find("correctness")) {
     run_case.correctness = read_correctness(*correctness, reader.child("correctness"));
   }
-  if (const json* measurements = reader.opt_array("measurements")) {
+  for (auto [key, into] : {std::pair{"measurements", &run_case.measurements},
+                            std::pair{"base_measurements", &run_case.base_measurements}}) {
+    const json* measurements = reader.opt_array(key);
+    if (!measurements) continue;
     std::set<std::string, std::less<>> impls;
     for (std::size_t i = 0; i < measurements->size(); ++i) {
-      std::string measurement_path = index_path(reader.child("measurements"), i);
+      std::string measurement_path = index_path(reader.child(key), i);
       Measurement measurement = read_measurement((*measurements)[i], measurement_path);
       if (!impls.insert(measurement.impl).second) {
         JsonReader::fail(measurement_path + ".impl",
                          "duplicate implementation \"" + measurement.impl + "\" in this case");
       }
-      run_case.measurements.push_back(std::move(measurement));
+      into->push_back(std::move(measurement));
     }
   }
+  run_case.first_pass_replicates = reader.opt_integer("first_pass_replicates", 1);
   if (const json* gpu_state = reader.find("gpu_state")) {
     run_case.gpu_state = read_gpu_state(*gpu_state, reader.child("gpu_state"));
   }
@@ -293,6 +310,13 @@ std::optional<StageStatus> stage_status_from(std::string_view text) {
 
 const Measurement* Case::candidate() const {
   for (const Measurement& measurement : measurements) {
+    if (measurement.is_candidate()) return &measurement;
+  }
+  return nullptr;
+}
+
+const Measurement* Case::base_candidate() const {
+  for (const Measurement& measurement : base_measurements) {
     if (measurement.is_candidate()) return &measurement;
   }
   return nullptr;
@@ -424,6 +448,9 @@ RunReport parse_run_report(const json& document) {
       JsonReader::fail(path + ".name", "duplicate case name \"" + run_case.name + "\"");
     }
     any_measurement = any_measurement || !run_case.measurements.empty();
+    if (!run_case.base_measurements.empty() && !report.base_commit) {
+      JsonReader::fail(path + ".base_measurements", "needs base_commit: they are that commit's measurements");
+    }
     report.cases.push_back(std::move(run_case));
   }
   if (any_measurement && !report.device) {
@@ -483,16 +510,22 @@ json to_json(const Case& run_case) {
                               {"tolerance", c->tolerance},
                               {"nonfinite", c->nonfinite}};
   }
-  json measurements = json::array();
-  for (const Measurement& m : run_case.measurements) {
-    json j{{"impl", m.impl}, {"samples_ns", m.samples_ns}, {"median_ns", m.median_ns}};
-    if (m.flops) j["flops"] = *m.flops;
-    if (m.bytes) j["bytes"] = *m.bytes;
-    if (m.peak_mem_bytes) j["peak_mem_bytes"] = *m.peak_mem_bytes;
-    if (!m.throttled_samples.empty()) j["throttled_samples"] = m.throttled_samples;
-    measurements.push_back(std::move(j));
-  }
-  out["measurements"] = std::move(measurements);
+  auto measurements_json = [](const std::vector<Measurement>& list) {
+    json measurements = json::array();
+    for (const Measurement& m : list) {
+      json j{{"impl", m.impl}, {"samples_ns", m.samples_ns}, {"median_ns", m.median_ns}};
+      if (m.flops) j["flops"] = *m.flops;
+      if (m.bytes) j["bytes"] = *m.bytes;
+      if (m.peak_mem_bytes) j["peak_mem_bytes"] = *m.peak_mem_bytes;
+      if (!m.throttled_samples.empty()) j["throttled_samples"] = m.throttled_samples;
+      if (!m.replicates.empty()) j["replicates"] = m.replicates;
+      measurements.push_back(std::move(j));
+    }
+    return measurements;
+  };
+  out["measurements"] = measurements_json(run_case.measurements);
+  if (!run_case.base_measurements.empty()) out["base_measurements"] = measurements_json(run_case.base_measurements);
+  if (run_case.first_pass_replicates) out["first_pass_replicates"] = *run_case.first_pass_replicates;
   if (const auto& g = run_case.gpu_state) {
     json state{{"sm_mhz", g->sm_mhz}, {"mem_mhz", g->mem_mhz}, {"throttle_reasons", g->throttle_reasons}};
     if (g->temp_c_max) state["temp_c_max"] = *g->temp_c_max;

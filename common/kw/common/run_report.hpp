@@ -105,6 +105,9 @@ struct Measurement {
   std::optional<double> bytes;
   std::optional<std::int64_t> peak_mem_bytes;
   std::vector<std::int64_t> throttled_samples;  // indices into samples_ns
+  // The replicate each sample came from (0, 1, ...), one per sample; empty
+  // in reports of older agents: the samples are then one replicate.
+  std::vector<std::int64_t> replicates;
 
   bool is_candidate() const { return impl == "candidate"; }
 };
@@ -124,9 +127,16 @@ struct Case {
   std::vector<Launch> launches;
   std::optional<Correctness> correctness;
   std::vector<Measurement> measurements;
+  // base_commit's build measured in the same job, replicates alternating
+  // with the head's (a pull request's A/B).
+  std::vector<Measurement> base_measurements;
+  // Set on a case the agent measured again after its first pass: replicates
+  // below this index are the first pass, the rest the confirmation.
+  std::optional<std::int64_t> first_pass_replicates;
   std::optional<GpuState> gpu_state;
 
   const Measurement* candidate() const;
+  const Measurement* base_candidate() const;
 };
 
 struct RunReport {

@@ -97,6 +97,7 @@ ChildOutcome run_child(const ChildSpec& spec, const std::atomic<bool>& stop) {
       ssize_t n = read(fds[0], buffer, sizeof(buffer));
       if (n > 0) {
         append_tail(outcome.output_tail, buffer, static_cast<std::size_t>(n), spec.tail_bytes);
+        if (spec.echo) (void)!write(STDERR_FILENO, buffer, static_cast<std::size_t>(n));
         continue;
       }
       if (n == 0) break;  // every writer in the group is gone

@@ -19,6 +19,9 @@ struct ChildSpec {
   std::map<std::string, std::string> env;  // added to this process's environment
   double timeout_s = 600;
   std::size_t tail_bytes = std::size_t{16} * 1024;
+  // Also copy the child's output to this process's stderr as it comes (its
+  // progress lines).
+  bool echo = false;
   // When this process is root: the user the child runs as (PostgreSQL's
   // tools refuse root).
   std::string run_as;

@@ -11,6 +11,7 @@
 #include "../baselines/cublas_unfused.hpp"
 #include "../baselines/cudnn_sdpa.hpp"
 #include "../src/reference.hpp"
+#include "injected_slowdown.hpp"
 #include "kw_attention/attention.hpp"
 #include "kwbench/kwbench.hpp"
 
@@ -89,31 +90,86 @@ class AttentionCase : public kwbench::Case {
     params_.o = state.alloc(elements * 2, "candidate");
     params_.lse = state.alloc_n<float>(rows, "candidate");
 
-    cudnn_params_ = params_;
-    cudnn_params_.o = state.alloc(elements * 2, "baseline:cudnn");
-    cudnn_params_.lse = state.alloc_n<float>(rows, "baseline:cudnn");
-    cudnn_ = std::make_unique<kw::attention::CudnnSdpa>(cudnn_params_, state.stream());
-    if (cudnn_->unavailable().empty() && cudnn_->workspace_bytes() > 0) {
-      cudnn_workspace_ = state.alloc(cudnn_->workspace_bytes(), "baseline:cudnn");
+    // Baselines are built only when this stage times them: a cuDNN plan and
+    // the unfused scores (up to 17 GB) cost more than the candidate's run.
+    if (state.wants("baseline:cudnn")) {
+      cudnn_params_ = params_;
+      cudnn_params_.o = state.alloc(elements * 2, "baseline:cudnn");
+      cudnn_params_.lse = state.alloc_n<float>(rows, "baseline:cudnn");
+      cudnn_ = std::make_unique<kw::attention::CudnnSdpa>(cudnn_params_, state.stream());
+      if (cudnn_->unavailable().empty() && cudnn_->workspace_bytes() > 0) {
+        cudnn_workspace_ = state.alloc(cudnn_->workspace_bytes(), "baseline:cudnn");
+      }
     }
+    cublas_unavailable_.clear();
+    if (state.wants("baseline:cublas_unfused")) {
+      cublas_params_ = params_;
+      cublas_params_.o = state.alloc(elements * 2, "baseline:cublas_unfused");
+      cublas_params_.lse = state.alloc_n<float>(rows, "baseline:cublas_unfused");
+      try {
+        scores_ =
+            state.alloc(kw::attention::CublasUnfused::workspace_bytes(params_), "baseline:cublas_unfused");
+        cublas_ = std::make_unique<kw::attention::CublasUnfused>();
+      } catch (const std::exception& error) {
+        cublas_unavailable_ = std::string("cuBLAS unfused: ") + error.what();
+      }
+    }
+    if (double fraction = injected_slowdown(name()); fraction > 0) calibrate_injected_slowdown(state, fraction);
+  }
 
-    cublas_params_ = params_;
-    cublas_params_.o = state.alloc(elements * 2, "baseline:cublas_unfused");
-    cublas_params_.lse = state.alloc_n<float>(rows, "baseline:cublas_unfused");
-    try {
-      scores_ =
-          state.alloc(kw::attention::CublasUnfused::workspace_bytes(params_), "baseline:cublas_unfused");
-      cublas_ = std::make_unique<kw::attention::CublasUnfused>();
-    } catch (const std::exception& error) {
-      cublas_unavailable_ = std::string("cuBLAS unfused: ") + error.what();
-    }
+  void teardown(kwbench::State&) override {
+    cudnn_.reset();
+    cublas_.reset();
+    cudnn_workspace_ = scores_ = nullptr;
   }
 
   void run_candidate(kwbench::State& state) override { kw::attention::forward(params_, state.stream()); }
 
+  // The power tests' "correct change that makes this case slower": the
+  // kernel's spin is calibrated until the candidate runs `fraction` slower
+  // than without it (each step re-measures; blocks overlap other blocks'
+  // work, so the needed spin is not simply proportional).
+  void calibrate_injected_slowdown(kwbench::State& state, double fraction) {
+    auto median_ns = [&] {
+      cudaEvent_t start, stop;
+      KW_CUDA_CHECK(cudaEventCreate(&start));
+      KW_CUDA_CHECK(cudaEventCreate(&stop));
+      std::vector<float> times;
+      for (int i = 0; i < 25; ++i) {
+        KW_CUDA_CHECK(cudaEventRecord(start, state.stream()));
+        run_candidate(state);
+        KW_CUDA_CHECK(cudaEventRecord(stop, state.stream()));
+        KW_CUDA_CHECK(cudaEventSynchronize(stop));
+        float ms = 0;
+        KW_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+        times.push_back(ms);
+      }
+      KW_CUDA_CHECK(cudaEventDestroy(start));
+      KW_CUDA_CHECK(cudaEventDestroy(stop));
+      std::nth_element(times.begin(), times.begin() + 12, times.end());
+      return 1e6 * static_cast<double>(times[12]);
+    };
+    int clock_khz = 0, device = 0;
+    KW_CUDA_CHECK(cudaGetDevice(&device));
+    KW_CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, device));
+    params_.spin_cycles = 0;
+    for (int i = 0; i < 3; ++i) run_candidate(state);
+    const double plain = median_ns();
+    double cycles = fraction * plain * clock_khz * 1e-6;  // as if one wave of blocks
+    for (int step = 0; step < 4; ++step) {
+      params_.spin_cycles = static_cast<long long>(std::max(1.0, cycles));
+      const double achieved = median_ns() / plain - 1;
+      if (achieved <= 0) break;
+      cycles *= fraction / achieved;
+    }
+    params_.spin_cycles = static_cast<long long>(std::max(1.0, cycles));
+  }
+
   std::vector<std::string> baselines() const override { return {"cudnn", "cublas_unfused"}; }
   std::string baseline_unavailable(std::size_t index) const override {
-    return index == 0 ? cudnn_->unavailable() : cublas_unavailable_;
+    if (index == 0) return cudnn_ ? cudnn_->unavailable() : "not set up: not timed in this stage";
+    if (!cublas_ && cublas_unavailable_.empty()) return "not set up: not timed in this stage";
+    return cublas_unavailable_;
   }
   void run_baseline(std::size_t index, kwbench::State& state) override {
     if (index == 0) {

@@ -78,6 +78,7 @@ void validate_shape(const ForwardParams& p) {
 
 void validate(const ForwardParams& p) {
   validate_shape(p);
+  require(p.spin_cycles >= 0, "spin_cycles " + std::to_string(p.spin_cycles) + " must be >= 0");
   require(std::isfinite(p.softmax_scale) && p.softmax_scale > 0,
           "softmax_scale " + std::to_string(p.softmax_scale) + " must be finite and positive");
   check_tensor("q", p.q.data, p.q, p.head_dim);

@@ -140,6 +140,11 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
   const std::uint32_t k_smem = q_smem + Traits::kSmemQ;
   const std::uint32_t v_smem = k_smem + Traits::kSmemK;
   if (q_smem % 256 != 0) __trap();  // the XOR addressing below needs 256-byte aligned tiles
+  if (params.spin_cycles > 0) {
+    const long long until = clock64() + params.spin_cycles;
+    while (clock64() < until) {
+    }
+  }
 
   // Causal blocks get heavier with the query index: start the heavy ones first.
   const int m_block = kCausal ? static_cast<int>(gridDim.x - 1 - blockIdx.x) : static_cast<int>(blockIdx.x);

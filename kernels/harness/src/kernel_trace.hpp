@@ -35,6 +35,5 @@ class KernelTrace {
 };
 
 std::string demangle(const char* name);
-bool glob_match(const std::string& pattern, const std::string& text);
 
 }  // namespace kwbench

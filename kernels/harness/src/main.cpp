@@ -1,17 +1,26 @@
 // The bench command line: lists cases, runs one stage over the selected cases
-// (each case in its own child process unless --in-process), writes the stage
-// and the cases' part of the run report as JSON, and prints progress.
-#include <fcntl.h>
+// and writes the stage and the cases' part of the run report as JSON.
+//
+// The cases of a stage run in one child process (CUDA, libraries and the
+// process are set up once), which appends one JSON line per case as it goes.
+// A crash, a timeout or a sticky CUDA error ends that child; the case it was
+// running fails with the cause and a fresh child continues at the next case,
+// so a faulting kernel only fails its own case. A full_bench invocation is one
+// replicate of every selected case: fresh allocations and warm-up per case, in
+// an order shuffled by --order-seed; the agent runs several and merges them.
+#include <execinfo.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iostream>
+#include <map>
+#include <random>
 #include <sstream>
-#include <thread>
 
 #include <CLI/CLI.hpp>
 
@@ -33,12 +42,14 @@ struct Options {
   bool list = false;
   std::string stage;
   std::string case_glob = "*";
+  std::string case_list;  // a file of case names, one per line (instead of --case)
   std::string json_path;
   std::vector<std::string> libraries;
   std::vector<std::string> symbols;
   bool in_process = false;
-  std::string child_case;  // internal: run exactly this case in this process
+  std::string child_cases;  // internal: run the cases named in this file in this process
   double case_timeout = 600;
+  std::uint64_t order_seed = 0;  // 0: registration order
   BenchOptions bench;
 };
 
@@ -72,80 +83,70 @@ CaseOutcome guarded(const std::string& stage, Case& c, const DeviceFacts& device
   }
 }
 
-struct ChildResult {
-  CaseOutcome outcome;
-  std::string output;
-};
-
-// Runs this executable for one case with a timeout; the whole process group
-// is killed when it runs out.
-ChildResult run_case(const Options& options, const std::string& case_name, const std::string& self) {
-  char path_template[] = "/tmp/kwbench-case-XXXXXX";
-  int json_fd = mkstemp(path_template);
-  if (json_fd < 0) throw Error("mkstemp failed");
-  close(json_fd);
-  std::string json_path = path_template;
-  std::vector<std::string> argv = {self,
-                                   "--stage",
-                                   options.stage,
-                                   "--child-case",
-                                   case_name,
-                                   "--json",
-                                   json_path,
-                                   "--seed",
-                                   std::to_string(options.bench.seed),
-                                   "--noise-target",
-                                   std::to_string(options.bench.noise_target),
-                                   "--max-seconds",
-                                   std::to_string(options.bench.max_seconds),
-                                   "--min-samples",
-                                   std::to_string(options.bench.min_samples),
-                                   "--max-samples",
-                                   std::to_string(options.bench.max_samples)};
-  kw::common::ChildSpec spec;
-  spec.argv = argv;
-  spec.timeout_s = options.case_timeout;
-  spec.tail_bytes = 64 * 1024;
-  kw::common::ChildOutcome child = kw::common::run_child(spec);
-  ChildResult result;
-  result.output = child.output_tail;
-
-  std::ifstream in(json_path);
-  json document;
-  bool parsed = false;
-  if (in) {
-    try {
-      in >> document;
-      parsed = document.contains("case");
-    } catch (const std::exception&) {
-    }
-  }
-  std::remove(json_path.c_str());
-  if (parsed) {
-    result.outcome.status = document["result"]["status"];
-    result.outcome.message = document["result"]["message"];
-    result.outcome.details = document["result"].value("details", json::object());
-    result.outcome.part = document["case"];
-  } else {
-    result.outcome.status = "failed";
-    result.outcome.part = {{"name", case_name}};
-    if (child.timed_out) {
-      result.outcome.message =
-          "timed out after " + std::to_string(static_cast<int>(options.case_timeout)) + " s";
-    } else if (child.exit_code > 128) {
-      result.outcome.message = std::string("crashed: ") + strsignal(child.exit_code - 128);
-    } else {
-      result.outcome.message = "exited " + std::to_string(child.exit_code) + " without a result";
-    }
-  }
-  return result;
+json outcome_line(const CaseOutcome& outcome, double seconds) {
+  return {{"result",
+           {{"status", outcome.status},
+            {"message", outcome.message},
+            {"details", outcome.details},
+            {"seconds", seconds}}},
+          {"case", outcome.part}};
 }
 
-std::vector<std::unique_ptr<Case>> make_cases(const std::string& glob) {
+CaseOutcome outcome_from_line(const json& line) {
+  CaseOutcome outcome;
+  outcome.status = line["result"]["status"];
+  outcome.message = line["result"]["message"];
+  outcome.details = line["result"].value("details", json::object());
+  outcome.part = line["case"];
+  return outcome;
+}
+
+// `globs`: one glob, or several separated by commas (any of them matches).
+std::vector<std::unique_ptr<Case>> make_cases(const std::string& globs) {
+  std::vector<std::string> patterns;
+  std::stringstream split(globs);
+  for (std::string pattern; std::getline(split, pattern, ',');) patterns.push_back(pattern);
   std::vector<std::unique_ptr<Case>> cases;
   for (auto& factory : Registry::instance().cases()) {
     std::unique_ptr<Case> c = factory();
-    if (glob_match(glob, c->name())) cases.push_back(std::move(c));
+    for (const std::string& pattern : patterns) {
+      if (glob_match(pattern, c->name())) {
+        cases.push_back(std::move(c));
+        break;
+      }
+    }
+  }
+  return cases;
+}
+
+std::vector<std::string> read_names(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error("cannot read the case list " + path);
+  std::vector<std::string> names;
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty()) names.push_back(line);
+  }
+  return names;
+}
+
+// The selected cases, in run order: --case-list's order, else registration
+// order; shuffled when an order seed is given.
+std::vector<std::unique_ptr<Case>> select_cases(const Options& options) {
+  std::vector<std::unique_ptr<Case>> cases;
+  if (!options.case_list.empty()) {
+    std::map<std::string, std::unique_ptr<Case>> by_name;
+    for (auto& c : make_cases("*")) by_name[c->name()] = std::move(c);
+    for (const std::string& name : read_names(options.case_list)) {
+      auto it = by_name.find(name);
+      if (it == by_name.end()) throw Error("--case-list names \"" + name + "\", which is no case of this bench");
+      if (it->second) cases.push_back(std::move(it->second));
+    }
+  } else {
+    cases = make_cases(options.case_glob);
+  }
+  if (options.order_seed != 0) {
+    std::mt19937_64 rng(options.order_seed);
+    std::shuffle(cases.begin(), cases.end(), rng);
   }
   return cases;
 }
@@ -157,26 +158,202 @@ void write_json(const std::string& path, const json& document) {
   out << document.dump(2) << "\n";
 }
 
+void append_line(std::ofstream& out, const json& line) {
+  out << line.dump() << "\n";
+  out.flush();
+}
+
+// A cudaError that poisons the context: every later call fails with it, so
+// the process cannot run another case.
+bool context_is_broken() {
+  cudaGetLastError();  // clears an error that is not sticky
+  if (cudaDeviceSynchronize() == cudaSuccess) return false;
+  cudaGetLastError();
+  return cudaDeviceSynchronize() != cudaSuccess;
+}
+
+// A fatal signal in a child prints where it happened (the parent keeps the
+// output tail in the stage's log), then ends the process as the signal would.
+void print_backtrace_and_die(int signal_number) {
+  const char* what = strsignal(signal_number);
+  (void)!write(STDERR_FILENO, "[kwbench] fatal signal: ", 24);
+  (void)!write(STDERR_FILENO, what, std::strlen(what));
+  (void)!write(STDERR_FILENO, "\n", 1);
+  void* frames[64];
+  int depth = backtrace(frames, 64);
+  backtrace_symbols_fd(frames, depth, STDERR_FILENO);
+  signal(signal_number, SIG_DFL);
+  raise(signal_number);
+}
+
+// The child: runs the named cases in order, one JSON line as each starts and
+// ends; the per-case timeout is an alarm, whose default action ends the
+// process, so the parent sees which case it was.
 int child_main(const Options& options) {
-  json document;
+  for (int fatal : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) signal(fatal, print_backtrace_and_die);
+  std::ofstream out(options.json_path, std::ios::app);
+  if (!out) return 3;
+  DeviceFacts device;
   try {
-    DeviceFacts device = probe_device();
-    auto cases = make_cases(options.child_case);
-    std::unique_ptr<Case> selected;
-    for (auto& c : cases) {
-      if (c->name() == options.child_case) selected = std::move(c);
-    }
-    if (!selected) throw Error("no case named " + options.child_case);
-    CaseOutcome outcome = guarded(options.stage, *selected, device, options.bench);
-    document = {
-        {"result", {{"status", outcome.status}, {"message", outcome.message}, {"details", outcome.details}}},
-        {"case", outcome.part}};
+    device = probe_device();
   } catch (const std::exception& error) {
-    document = {{"result", {{"status", "failed"}, {"message", error.what()}}},
-                {"case", {{"name", options.child_case}}}};
+    append_line(out, {{"fatal", error.what()}});
+    return 3;
   }
-  write_json(options.json_path, document);
+  std::map<std::string, std::unique_ptr<Case>> by_name;
+  for (auto& c : make_cases("*")) by_name[c->name()] = std::move(c);
+  for (const std::string& name : read_names(options.child_cases)) {
+    auto it = by_name.find(name);
+    append_line(out, {{"started", name}});
+    auto started = Clock::now();
+    CaseOutcome outcome;
+    if (it == by_name.end() || !it->second) {
+      outcome.status = "failed";
+      outcome.message = "no case named " + name;
+      outcome.part = {{"name", name}};
+    } else {
+      alarm(static_cast<unsigned>(std::max(1.0, options.case_timeout)));
+      outcome = guarded(options.stage, *it->second, device, options.bench);
+      alarm(0);
+      // Its handles and plans go with it, as when each case had a process:
+      // dozens of live cuDNN handles in one process crashed cuDNN.
+      it->second.reset();
+    }
+    double seconds = std::chrono::duration<double>(Clock::now() - started).count();
+    append_line(out, outcome_line(outcome, seconds));
+    log_line(options.stage + " " + name + " " + outcome.status + " (" + std::to_string(seconds).substr(0, 5) +
+             " s): " + outcome.message);
+    if (outcome.status == "failed" && context_is_broken()) return 4;
+  }
   return 0;
+}
+
+std::string temp_path(const char* tag) {
+  std::string pattern = std::string("/tmp/kwbench-") + tag + "-XXXXXX";
+  std::vector<char> buffer(pattern.begin(), pattern.end());
+  buffer.push_back('\0');
+  int fd = mkstemp(buffer.data());
+  if (fd < 0) throw Error(std::string("mkstemp failed: ") + std::strerror(errno));
+  close(fd);
+  return buffer.data();
+}
+
+struct CaseRun {
+  std::string name;
+  CaseOutcome outcome;
+  double seconds = 0;
+  std::string output;  // the child's output tail, for a failed case
+};
+
+// Runs `names` in child processes, a fresh one after each crash, timeout or
+// broken context, continuing at the case after the one that ended it.
+std::vector<CaseRun> run_in_children(const Options& options, const std::vector<std::string>& names,
+                                     const std::string& self) {
+  std::vector<CaseRun> runs;
+  std::size_t next = 0;
+  std::string list_path = temp_path("cases"), lines_path = temp_path("lines");
+  while (next < names.size()) {
+    {
+      std::ofstream list(list_path, std::ios::trunc);
+      for (std::size_t i = next; i < names.size(); ++i) list << names[i] << "\n";
+    }
+    std::ofstream(lines_path, std::ios::trunc).close();
+    std::vector<std::string> argv = {self,
+                                     "--stage",
+                                     options.stage,
+                                     "--child-cases",
+                                     list_path,
+                                     "--json",
+                                     lines_path,
+                                     "--case-timeout",
+                                     std::to_string(options.case_timeout),
+                                     "--seed",
+                                     std::to_string(options.bench.seed),
+                                     "--noise-target",
+                                     std::to_string(options.bench.noise_target),
+                                     "--max-seconds",
+                                     std::to_string(options.bench.max_seconds),
+                                     "--min-samples",
+                                     std::to_string(options.bench.min_samples),
+                                     "--max-samples",
+                                     std::to_string(options.bench.max_samples),
+                                     "--impls",
+                                     options.bench.impls,
+                                     "--order-offset",
+                                     std::to_string(options.bench.order_offset)};
+    kw::common::ChildSpec spec;
+    spec.argv = argv;
+    // The per-case alarm ends a hung case; this bounds a child that hangs
+    // outside one (at start-up or teardown).
+    spec.timeout_s = options.case_timeout * static_cast<double>(names.size() - next + 1) + 60;
+    spec.tail_bytes = 64 * 1024;
+    spec.echo = true;
+    kw::common::ChildOutcome child = kw::common::run_child(spec);
+
+    std::ifstream in(lines_path);
+    std::string started;
+    std::string fatal;
+    std::size_t finished = 0;
+    for (std::string text; std::getline(in, text);) {
+      json line;
+      try {
+        line = json::parse(text);
+      } catch (const std::exception&) {
+        break;  // a line cut short by the crash
+      }
+      if (line.contains("fatal")) {
+        fatal = line["fatal"];
+      } else if (line.contains("started")) {
+        started = line["started"];
+      } else if (line.contains("result")) {
+        CaseOutcome outcome = outcome_from_line(line);
+        double seconds = line["result"].value("seconds", 0.0);
+        runs.push_back({started, std::move(outcome), seconds, ""});
+        if (runs.back().outcome.status == "failed") runs.back().output = child.output_tail;
+        started.clear();
+        ++finished;
+      }
+    }
+    next += finished;
+    if (next >= names.size()) break;
+    std::string cause;
+    if (!fatal.empty()) {
+      // Nothing can run here (no device, no context): every remaining case fails alike.
+      for (; next < names.size(); ++next) {
+        CaseOutcome outcome;
+        outcome.status = "failed";
+        outcome.message = fatal;
+        outcome.part = {{"name", names[next]}};
+        runs.push_back({names[next], outcome, 0, child.output_tail});
+      }
+      break;
+    }
+    if (child.timed_out || child.exit_code == 128 + SIGALRM) {
+      cause = "timed out after " + std::to_string(static_cast<int>(options.case_timeout)) + " s";
+    } else if (child.exit_code == 4) {
+      cause = "";  // the case failed and broke the CUDA context: already reported
+    } else if (child.exit_code > 128) {
+      cause = std::string("crashed: ") + strsignal(child.exit_code - 128);
+    } else {
+      cause = "the bench process " + child.describe() + " without a result";
+    }
+    if (!cause.empty()) {
+      // The case that was running when the child ended (or, if it ended
+      // between cases, the next one) fails with the cause.
+      std::string name = started.empty() ? names[next] : started;
+      CaseOutcome outcome;
+      outcome.status = "failed";
+      outcome.message = cause;
+      outcome.part = {{"name", name}};
+      runs.push_back({name, outcome, 0, child.output_tail});
+      ++next;
+    }
+    log_line(options.stage + ": a fresh process continues at case " + std::to_string(next + 1) + " of " +
+             std::to_string(names.size()));
+  }
+  std::remove(list_path.c_str());
+  std::remove(lines_path.c_str());
+  return runs;
 }
 
 int stage_main(const Options& options, const std::string& self) {
@@ -223,46 +400,58 @@ int stage_main(const Options& options, const std::string& self) {
     return finish(outcome.status == "failed" ? 1 : 0);
   }
 
-  auto cases = make_cases(options.case_glob);
+  auto cases = select_cases(options);
   if (cases.empty()) {
     document["stage"]["status"] = "failed";
     document["stage"]["message"] = "no case matches \"" + options.case_glob + "\"";
     return finish(1);
   }
+  std::vector<CaseRun> runs;
+  if (options.in_process) {
+    for (auto& c : cases) {
+      log_line(options.stage + " " + c->name() + " ...");
+      auto case_started = Clock::now();
+      CaseOutcome outcome = guarded(options.stage, *c, device, options.bench);
+      runs.push_back({c->name(), std::move(outcome),
+                      std::chrono::duration<double>(Clock::now() - case_started).count(), ""});
+    }
+  } else {
+    std::vector<std::string> names;
+    for (auto& c : cases) names.push_back(c->name());
+    runs = run_in_children(options, names, self);
+  }
+
+  std::map<std::string, Case*> by_name;
+  for (auto& c : cases) by_name[c->name()] = c.get();
   std::vector<std::string> failures;
   std::string log_tail;
   json case_results = json::array();
   int passed = 0;
-  for (auto& c : cases) {
-    std::string name = c->name();
-    log_line(options.stage + " " + name + " ...");
-    auto case_started = Clock::now();
-    CaseOutcome outcome;
-    if (options.in_process) {
-      outcome = guarded(options.stage, *c, device, options.bench);
-    } else {
-      ChildResult child = run_case(options, name, self);
-      outcome = std::move(child.outcome);
-      if (outcome.status == "failed") log_tail += "--- " + name + "\n" + tail(child.output, 4000);
-    }
-    double seconds = std::chrono::duration<double>(Clock::now() - case_started).count();
-    log_line(options.stage + " " + name + " " + outcome.status + " (" + std::to_string(seconds).substr(0, 5) +
-             " s): " + outcome.message);
-    if (!outcome.part.contains("params")) outcome.part["params"] = c->params();
+  for (CaseRun& run : runs) {
+    CaseOutcome& outcome = run.outcome;
+    if (options.in_process)
+      log_line(options.stage + " " + run.name + " " + outcome.status + " (" +
+               std::to_string(run.seconds).substr(0, 5) + " s): " + outcome.message);
+    if (!outcome.part.contains("params") && by_name.count(run.name)) outcome.part["params"] = by_name[run.name]->params();
     document["cases"].push_back(outcome.part);
-    case_results.push_back({{"name", name},
+    case_results.push_back({{"name", run.name},
                             {"status", outcome.status},
                             {"message", outcome.message},
+                            {"seconds", run.seconds},
                             {"details", outcome.details}});
-    if (outcome.status == "failed") failures.push_back(name + ": " + outcome.message);
+    if (outcome.status == "failed") {
+      failures.push_back(run.name + ": " + outcome.message);
+      if (!run.output.empty()) log_tail += "--- " + run.name + "\n" + tail(run.output, 4000);
+    }
     if (outcome.status == "passed") ++passed;
   }
   document["stage"]["details"]["cases"] = case_results;
+  if (options.order_seed != 0) document["stage"]["details"]["order_seed"] = options.order_seed;
   document["stage"]["log_tail"] = tail(log_tail, 16000);
   if (!failures.empty()) {
     document["stage"]["status"] = "failed";
     std::string message =
-        std::to_string(failures.size()) + " of " + std::to_string(cases.size()) + " cases failed: ";
+        std::to_string(failures.size()) + " of " + std::to_string(runs.size()) + " cases failed: ";
     for (std::size_t i = 0; i < failures.size() && i < 5; ++i) message += (i ? "; " : "") + failures[i];
     document["stage"]["message"] = message;
     return finish(1);
@@ -278,26 +467,41 @@ int main(int argc, char** argv) {
   Options options;
   cli.add_flag("--list", options.list, "print the case names, one per line");
   cli.add_option("--stage", options.stage, "stage to run")->check(CLI::IsMember(kStages));
-  cli.add_option("--case", options.case_glob, "glob over case names")->capture_default_str();
+  cli.add_option("--case", options.case_glob, "glob over case names (several: comma-separated)")
+      ->capture_default_str();
+  cli.add_option("--case-list", options.case_list, "a file naming the cases to run, one per line, in order");
   cli.add_option("--json", options.json_path, "write the stage result and cases here");
   cli.add_option("--library", options.libraries, "load stage: a shared library to dlopen (RTLD_NOW)");
   cli.add_option("--symbol", options.symbols, "load stage: a symbol each --library must resolve");
   cli.add_flag("--in-process", options.in_process, "run all cases in this process (no fault isolation)");
   cli.add_option("--case-timeout", options.case_timeout, "seconds per case")->capture_default_str();
   cli.add_option("--seed", options.bench.seed, "seed of the random inputs")->capture_default_str();
+  cli.add_option("--order-seed", options.order_seed,
+                 "shuffle the case order with this seed, and rotate which implementation goes first (0: as "
+                 "registered)")
+      ->capture_default_str();
   cli.add_option("--noise-target", options.bench.noise_target, "full_bench: stop at this relative noise")
       ->capture_default_str();
   cli.add_option("--max-seconds", options.bench.max_seconds, "full_bench: time cap per case")
       ->capture_default_str();
   cli.add_option("--min-samples", options.bench.min_samples)->capture_default_str();
   cli.add_option("--max-samples", options.bench.max_samples)->capture_default_str();
-  cli.add_option("--child-case", options.child_case)->group("");
+  cli.add_option("--impls", options.bench.impls,
+                 "full_bench: glob over the implementations to time (candidate, baseline:NAME)")
+      ->capture_default_str();
+  cli.add_option("--child-cases", options.child_cases)->group("");
+  cli.add_option("--order-offset", options.bench.order_offset)->group("");
+  // A bench's own arguments (kernelwatch.json) come first and the agent's
+  // after them: the last value of an option wins.
+  for (CLI::Option* option : cli.get_options()) option->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   try {
     cli.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
     int code = cli.exit(error);
     return code == 0 ? 0 : 2;
   }
+  if (options.order_seed != 0 && options.bench.order_offset == 0)
+    options.bench.order_offset = static_cast<unsigned>(options.order_seed % 7919);
   try {
     if (options.list) {
       json names = json::array();
@@ -315,7 +519,7 @@ int main(int argc, char** argv) {
       std::cerr << "one of --list or --stage is required\n" << cli.help();
       return 2;
     }
-    if (!options.child_case.empty()) return child_main(options);
+    if (!options.child_cases.empty()) return child_main(options);
     char self[4096] = {};
     ssize_t length = readlink("/proc/self/exe", self, sizeof(self) - 1);
     if (length <= 0) throw Error("cannot resolve /proc/self/exe");

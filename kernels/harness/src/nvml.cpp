@@ -64,13 +64,15 @@ Nvml::~Nvml() {
 
 std::optional<GpuReading> Nvml::read() {
   if (!available()) return std::nullopt;
-  static auto clock = symbol<ClockFn>(library_, "nvmlDeviceGetClockInfo");
+  // Resolved per instance, never cached across instances: a bench process
+  // opens and closes NVML once per case, and the library may come back at
+  // another address (cached pointers crashed the second case of a process).
+  auto clock = symbol<ClockFn>(library_, "nvmlDeviceGetClockInfo");
   // Renamed in newer drivers; the old name still resolves on older ones.
-  static auto reasons = symbol<ReasonsFn>(library_, "nvmlDeviceGetCurrentClocksEventReasons")
-                            ? symbol<ReasonsFn>(library_, "nvmlDeviceGetCurrentClocksEventReasons")
-                            : symbol<ReasonsFn>(library_, "nvmlDeviceGetCurrentClocksThrottleReasons");
-  static auto temperature = symbol<TemperatureFn>(library_, "nvmlDeviceGetTemperature");
-  static auto power = symbol<PowerFn>(library_, "nvmlDeviceGetPowerUsage");
+  auto reasons = symbol<ReasonsFn>(library_, "nvmlDeviceGetCurrentClocksEventReasons");
+  if (reasons == nullptr) reasons = symbol<ReasonsFn>(library_, "nvmlDeviceGetCurrentClocksThrottleReasons");
+  auto temperature = symbol<TemperatureFn>(library_, "nvmlDeviceGetTemperature");
+  auto power = symbol<PowerFn>(library_, "nvmlDeviceGetPowerUsage");
   GpuReading reading;
   unsigned int value = 0;
   unsigned long long mask = 0;

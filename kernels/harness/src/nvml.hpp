@@ -16,9 +16,12 @@ struct GpuReading {
   double power_w = 0;
 };
 
-// NVML reasons that mean the SM clock was held down (power cap, thermal,
-// hardware slowdown, power brake); idle and application-clock settings are not.
-inline constexpr std::uint64_t kThrottleMask = 0x4 | 0x8 | 0x20 | 0x40 | 0x80;
+// NVML reasons that mark a sample throttled: hardware slowdown, software and
+// hardware thermal slowdown, power brake. The software power cap (0x4) is
+// recorded but marks nothing: an H100 under sustained load reports it on
+// nearly every round (seen at 400-530 W), so it would mark everything; a cap
+// that really pulls the clock down is caught by the in-band clock probe.
+inline constexpr std::uint64_t kThrottleMask = 0x8 | 0x20 | 0x40 | 0x80;
 
 class Nvml {
  public:

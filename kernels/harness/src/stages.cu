@@ -40,19 +40,40 @@ std::string format(const char* pattern, double value) {
 }
 
 // A stream and state for one case, set up with fresh seeded inputs.
+// Torn down in reverse: the case's handles while its stream lives, then its
+// allocations, then the stream.
 struct Prepared {
+  Case& c;
   cudaStream_t stream = nullptr;
   std::unique_ptr<State> state;
 
-  Prepared(Case& c, const BenchOptions& options) {
+  Prepared(Case& the_case, const BenchOptions& options) : c(the_case) {
     KW_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    state = std::make_unique<State>(stream, options.seed ^ std::hash<std::string>{}(c.name()));
-    c.setup(*state);
-    KW_CUDA_CHECK(cudaStreamSynchronize(stream));
+    state = std::make_unique<State>(stream, options.seed ^ std::hash<std::string>{}(c.name()), options.impls);
+    try {
+      c.setup(*state);
+      KW_CUDA_CHECK(cudaStreamSynchronize(stream));
+    } catch (...) {
+      release();
+      throw;
+    }
   }
-  ~Prepared() {
+  Prepared(const Prepared&) = delete;
+  Prepared& operator=(const Prepared&) = delete;
+  ~Prepared() { release(); }
+
+ private:
+  void release() {
+    if (state) {
+      cudaStreamSynchronize(stream);  // teardown: an error here has nowhere to go
+      try {
+        c.teardown(*state);
+      } catch (...) {
+      }
+    }
     state.reset();
     if (stream) cudaStreamDestroy(stream);
+    stream = nullptr;
   }
 };
 
@@ -84,10 +105,12 @@ struct Impl {
   std::size_t baseline_index;  // unused for the candidate
 };
 
-std::vector<Impl> runnable_impls(Case& c, json& skipped) {
-  std::vector<Impl> impls{{"candidate", 0}};
+std::vector<Impl> runnable_impls(Case& c, json& skipped, const std::string& timed = "*") {
+  std::vector<Impl> impls;
+  if (glob_match(timed, "candidate")) impls.push_back({"candidate", 0});
   std::vector<std::string> names = c.baselines();
   for (std::size_t i = 0; i < names.size(); ++i) {
+    if (!glob_match(timed, "baseline:" + names[i])) continue;
     std::string why = c.baseline_unavailable(i);
     if (why.empty()) {
       impls.push_back({"baseline:" + names[i], i});
@@ -401,10 +424,12 @@ CaseOutcome run_quick_bench(Case& c, const DeviceFacts&, const BenchOptions& opt
 CaseOutcome run_full_bench(Case& c, const DeviceFacts& device, const BenchOptions& options) {
   CaseOutcome outcome;
   outcome.part = case_header(c);
+  auto setup_started = std::chrono::steady_clock::now();
   Prepared prepared(c, options);
   cudaStream_t stream = prepared.stream;
   json skipped = json::object();
-  std::vector<Impl> impls = runnable_impls(c, skipped);
+  std::vector<Impl> impls = runnable_impls(c, skipped, options.impls);
+  if (impls.empty()) throw Error("no implementation of this case matches --impls \"" + options.impls + "\"");
   EventTimer timer;
   ClockProbe probe;
   Nvml nvml(device.pci_bus_id);
@@ -417,17 +442,27 @@ CaseOutcome run_full_bench(Case& c, const DeviceFacts& device, const BenchOption
     KW_CUDA_CHECK(cudaMemsetAsync(flush, round & 0xFF, flush_bytes, stream));
   };
 
-  // Warm-up: at least 3 runs and 20 ms of each implementation.
-  for (const Impl& impl : impls) {
+  // Warm-up in the measurement's own pattern (L2 flush, every implementation
+  // in turn) until the GPU settles: its clocks and power state after the
+  // setup's idle gap take tens of milliseconds to reach the level the timed
+  // rounds then see, and samples taken before that are a transient, not the
+  // case.
+  {
     auto started = std::chrono::steady_clock::now();
-    for (int i = 0; i < 3 || std::chrono::steady_clock::now() - started < std::chrono::milliseconds(20);
-         ++i) {
-      run_impl(c, impl, *prepared.state);
+    for (int round = 0; round < options.warmup_rounds ||
+                        std::chrono::steady_clock::now() - started <
+                            std::chrono::duration<double>(options.warmup_seconds);
+         ++round) {
+      for (const Impl& impl : impls) {
+        flush_l2(round);
+        run_impl(c, impl, *prepared.state);
+      }
       KW_CUDA_CHECK(cudaStreamSynchronize(stream));
     }
   }
   double reference_mhz = 0;
   for (int i = 0; i < 3; ++i) reference_mhz = std::max(reference_mhz, probe.measure_mhz(stream));
+  double setup_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - setup_started).count();
 
   json gpu_state = {{"sm_mhz", json::array()}, {"mem_mhz", json::array()}, {"throttle_reasons", 0}};
   double temp_max = 0, power_max = 0;
@@ -454,7 +489,7 @@ CaseOutcome run_full_bench(Case& c, const DeviceFacts& device, const BenchOption
     // Interleaved: each round times every implementation once, rotating which
     // goes first, so drift during the case hits all of them alike.
     for (std::size_t k = 0; k < impls.size(); ++k) {
-      std::size_t index = (k + static_cast<std::size_t>(round)) % impls.size();
+      std::size_t index = (k + static_cast<std::size_t>(round) + options.order_offset) % impls.size();
       flush_l2(round);
       samples[index].push_back(timer.time_ns(stream, [&] { run_impl(c, impls[index], *prepared.state); }));
     }
@@ -495,17 +530,21 @@ CaseOutcome run_full_bench(Case& c, const DeviceFacts& device, const BenchOption
   outcome.part["measurements"] = measurements;
   outcome.part["gpu_state"] = gpu_state;
   outcome.details = {{"samples", samples[0].size()},
+                     {"setup_seconds", setup_seconds},
+                     {"measure_seconds",
+                      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()},
                      {"relative_noise", noise},
                      {"reference_sm_mhz", reference_mhz},
                      {"min_probe_sm_mhz", min_probe_mhz},
                      {"throttled_samples", throttled_rounds.size()},
                      {"skipped_baselines", skipped}};
   if (!nvml.available()) outcome.details["nvml"] = nvml.unavailable();
-  double candidate = measurements[0]["median_ns"];
+  double first = measurements[0]["median_ns"];
   outcome.message =
-      std::to_string(samples[0].size()) + " samples, median " + format("%.2f", candidate / 1000) +
-      " us, noise " + format("%.2f", 100 * noise["candidate"].get<double>()) + "%" +
-      (flops > 0 ? ", " + format("%.1f", flops / candidate / 1000) + " TFLOP/s" : "") +
+      std::to_string(samples[0].size()) + " samples, " + impls[0].name + " median " +
+      format("%.2f", first / 1000) + " us, noise " + format("%.2f", 100 * noise[impls[0].name].get<double>()) +
+      "%" +
+      (flops > 0 ? ", " + format("%.1f", flops / first / 1000) + " TFLOP/s" : "") +
       (throttled_rounds.empty() ? "" : ", " + std::to_string(throttled_rounds.size()) + " throttled");
   return outcome;
 }

@@ -1,5 +1,5 @@
 // The stages a bench runs, each for one case in this process (the CLI runs
-// each case in its own child process so a faulting kernel only fails its case).
+// the cases in a child process and starts a fresh one after a faulting case).
 #pragma once
 
 #include <cstdint>
@@ -19,6 +19,10 @@ struct BenchOptions {
   int min_samples = 10;
   int max_samples = 1000;
   int quick_iterations = 10;
+  int warmup_rounds = 5;        // full_bench: interleaved rounds before timing, at least
+  double warmup_seconds = 0.1;  // and at least this long
+  std::string impls = "*";        // full_bench: glob over the implementations timed
+  unsigned order_offset = 0;      // full_bench: which implementation goes first in round 0
 };
 
 struct DeviceFacts {

@@ -43,6 +43,10 @@ void* State::alloc(std::size_t bytes, const std::string& owner) {
   return pointer;
 }
 
+bool State::wants(const std::string& impl) const {
+  return glob_match(timed_, impl);
+}
+
 std::int64_t State::bytes_for(const std::string& impl) const {
   std::int64_t total = 0;
   for (const auto& [_, allocation] : allocations_) {

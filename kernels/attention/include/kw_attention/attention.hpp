@@ -40,6 +40,9 @@ struct ForwardParams {
   // Key j is visible to query i only when j <= i (top-left aligned, as
   // PyTorch's is_causal).
   bool causal = false;
+  // Fault injection for the regression detector's power tests: each block
+  // first waits this many SM cycles. Always 0 outside those tests.
+  long long spin_cycles = 0;
 };
 
 // Contiguous [B, H, S, D] strides.

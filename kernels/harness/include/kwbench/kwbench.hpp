@@ -72,13 +72,17 @@ struct Accuracy {
 // attributed to an implementation so peak device memory can be reported.
 class State {
  public:
-  State(cudaStream_t stream, std::uint64_t seed) : stream_(stream), rng_(seed) {}
+  // `timed`: glob over the implementations this stage times ("candidate",
+  // "baseline:NAME"); setup() may skip building the others.
+  State(cudaStream_t stream, std::uint64_t seed, std::string timed = "*")
+      : stream_(stream), rng_(seed), timed_(std::move(timed)) {}
   ~State();
   State(const State&) = delete;
   State& operator=(const State&) = delete;
 
   cudaStream_t stream() const { return stream_; }
   std::mt19937_64& rng() { return rng_; }
+  bool wants(const std::string& impl) const;
 
   // `owner`: "" (inputs/outputs every implementation needs), "candidate" or
   // "baseline:<name>".
@@ -92,6 +96,7 @@ class State {
  private:
   cudaStream_t stream_;
   std::mt19937_64 rng_;
+  std::string timed_;
   std::vector<std::pair<void*, std::pair<std::size_t, std::string>>> allocations_;
 };
 
@@ -104,6 +109,10 @@ class Case {
   // Allocate and fill inputs with fresh seeded random data (never zeros),
   // outputs, workspaces, and the reference if it is computed up front.
   virtual void setup(State& state) = 0;
+  // Release what setup() made beyond State allocations (library handles,
+  // plans) while its stream still exists; the harness calls it after each
+  // stage of the case, and may call setup() again later in the same process.
+  virtual void teardown(State&) {}
   virtual void run_candidate(State& state) = 0;
   virtual std::vector<std::string> baselines() const { return {}; }
   // Empty string: ready; otherwise why this baseline cannot run here (skipped).
@@ -159,6 +168,10 @@ class Registry {
 // Runs the command line; returns the process exit code: 0 passed or skipped,
 // 1 the stage failed, 2 usage or harness error.
 int main(int argc, char** argv);
+
+// Shell-style glob (* and ?) over a whole name: case selection, kernel
+// patterns.
+bool glob_match(const std::string& pattern, const std::string& text);
 
 // Helpers for cases.
 void fill_uniform(State& state, float* device, std::size_t count, float low, float high);

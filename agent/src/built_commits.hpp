@@ -1,0 +1,47 @@
+// A cache of built commits on a GPU host: worktrees whose build succeeded,
+// kept for pull-request bases and re-runs, bounded and evicted least recently
+// used first. Main's own runs fill it (the agent adopts a measured worktree),
+// so a PR's base is usually built already.
+#pragma once
+
+#include <atomic>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+
+namespace kw::agent {
+
+class BuiltCommits {
+ public:
+  BuiltCommits(std::filesystem::path dir, std::size_t capacity);
+
+  // A built checkout of `commit` (40 hex): from the cache, or checked out of
+  // `repo` and built with that commit's own kernelwatch.json. nullopt, with
+  // the reason in `why`, when it cannot be had.
+  std::optional<std::filesystem::path> get(const std::filesystem::path& repo, const std::string& commit,
+                                           const std::atomic<bool>& stop,
+                                           const std::function<void(const std::string&)>& log, std::string& why);
+
+  // Takes a worktree of `repo` whose build succeeded into the cache (moved,
+  // not copied); false when it could not be.
+  bool adopt(const std::filesystem::path& repo, const std::filesystem::path& worktree, const std::string& commit);
+
+  const std::filesystem::path& dir() const { return dir_; }
+
+ private:
+  void mark_used(const std::filesystem::path& entry);
+  void evict(const std::filesystem::path& repo);
+
+  std::filesystem::path dir_;
+  std::size_t capacity_;
+};
+
+struct RepoConfig;
+
+// Runs the build commands in `checkout`; the combined output tail in
+// `output`, the failure (empty on success) returned.
+std::string build_checkout(const RepoConfig& config, const std::filesystem::path& checkout,
+                           const std::atomic<bool>& stop, std::string& output, double& seconds);
+
+}  // namespace kw::agent

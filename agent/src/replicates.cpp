@@ -1,0 +1,391 @@
+#include "replicates.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+
+#include "kw/common/detection.hpp"
+#include "kw/common/stats.hpp"
+#include "kw/common/subprocess.hpp"
+
+namespace kw::agent {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+fs::path temp_file(const std::string& tag) {
+  char pattern[] = "/tmp/kw-replicate-XXXXXX";
+  int fd = mkstemp(pattern);
+  if (fd < 0) throw std::runtime_error("mkstemp failed");
+  close(fd);
+  fs::path path = std::string(pattern) + "-" + tag;
+  fs::rename(pattern, path);
+  return path;
+}
+
+struct PassResult {
+  bool ok = false;
+  std::string failure;  // why the pass produced nothing
+  std::string log_tail;
+  json document;
+  double seconds = 0;
+};
+
+enum class Side { head, base };
+
+// One pass of the bench over `names`, in an order shuffled by `order_seed`.
+PassResult run_pass(const fs::path& checkout, const BenchConfig& bench, const RepoConfig& config,
+                    const std::vector<std::string>& names, std::uint64_t order_seed, const std::string& impls,
+                    const std::atomic<bool>& stop) {
+  PassResult result;
+  fs::path list = temp_file("cases.txt"), out = temp_file("pass.json");
+  {
+    std::ofstream file(list);
+    for (const std::string& name : names) file << name << "\n";
+  }
+  const FullBenchConfig& fb = config.full_bench;
+  common::ChildSpec spec;
+  spec.argv = {(checkout / bench.path).string(), "--stage", "full_bench", "--json", out.string()};
+  // The bench's own arguments first: the replicate settings after them win.
+  spec.argv.insert(spec.argv.end(), bench.args.begin(), bench.args.end());
+  for (const std::string& arg :
+       {std::string("--case-list"), list.string(), std::string("--order-seed"), std::to_string(order_seed),
+        std::string("--max-seconds"), std::to_string(fb.replicate_seconds), std::string("--min-samples"),
+        std::to_string(fb.min_samples), std::string("--max-samples"), std::to_string(fb.max_samples),
+        std::string("--noise-target"), std::to_string(fb.noise_target)}) {
+    spec.argv.push_back(arg);
+  }
+  spec.argv.push_back("--impls");
+  spec.argv.push_back(impls);
+  spec.cwd = checkout;
+  spec.timeout_s = config.timeout_for(common::StageName::full_bench);
+  common::ChildOutcome outcome = common::run_child(spec, stop);
+  result.seconds = outcome.seconds;
+  result.log_tail = outcome.output_tail;
+  if (std::ifstream in(out); in) {
+    try {
+      in >> result.document;
+    } catch (const std::exception&) {
+      result.document = json();
+    }
+  }
+  std::error_code ec;
+  fs::remove(out, ec);
+  fs::remove(list, ec);
+  if (!result.document.is_object() || !result.document.contains("stage")) {
+    result.failure = outcome.describe() + " without writing its result";
+    return result;
+  }
+  result.ok = true;
+  return result;
+}
+
+// Which replicate index each case has reached on each side.
+struct Counts {
+  std::map<std::string, std::int64_t> head, base;
+  std::map<std::string, std::int64_t>& of(Side side) { return side == Side::head ? head : base; }
+};
+
+std::vector<double> candidate_locations(const json& c, const char* key) {
+  if (!c.contains(key)) return {};
+  for (const json& m : c[key]) {
+    if (m.value("impl", "") != "candidate") continue;
+    std::vector<double> samples = m["samples_ns"].get<std::vector<double>>();
+    std::vector<std::int64_t> throttled = m.value("throttled_samples", std::vector<std::int64_t>{});
+    std::vector<std::int64_t> replicates = m.value("replicates", std::vector<std::int64_t>{});
+    return common::replicate_locations({samples, throttled, replicates}, common::DetectionSettings{});
+  }
+  return {};
+}
+
+// The standard error of the candidate's log level (A/B: of the difference)
+// from the replicates so far; infinite below two replicates a side.
+double standard_error(const json& c, bool ab) {
+  std::vector<double> head = candidate_locations(c, "measurements");
+  auto sd = common::replicate_log_sd(head);
+  if (!sd) return INFINITY;
+  if (!ab) return *sd / std::sqrt(static_cast<double>(head.size()));
+  std::vector<double> base = candidate_locations(c, "base_measurements");
+  auto base_sd = common::replicate_log_sd(base);
+  if (!base_sd) return INFINITY;
+  double pooled = std::sqrt(((head.size() - 1) * *sd * *sd + (base.size() - 1) * *base_sd * *base_sd) /
+                            static_cast<double>(head.size() + base.size() - 2));
+  return pooled * std::sqrt(1.0 / static_cast<double>(head.size()) + 1.0 / static_cast<double>(base.size()));
+}
+
+std::string fixed(double value, int digits) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.*f", digits, value);
+  return text;
+}
+
+}  // namespace
+
+void merge_replicate(json& accumulated, const json& pass_case, std::int64_t replicate,
+                     const char* measurements_key) {
+  if (!accumulated.contains(measurements_key)) accumulated[measurements_key] = json::array();
+  json& into = accumulated[measurements_key];
+  for (const json& m : pass_case.value("measurements", json::array())) {
+    json* target = nullptr;
+    for (json& existing : into) {
+      if (existing["impl"] == m["impl"]) target = &existing;
+    }
+    if (target == nullptr) {
+      json fresh = m;
+      fresh["samples_ns"] = json::array();
+      fresh["throttled_samples"] = json::array();
+      fresh["replicates"] = json::array();
+      into.push_back(std::move(fresh));
+      target = &into.back();
+    }
+    const std::size_t offset = (*target)["samples_ns"].size();
+    for (const json& sample : m["samples_ns"]) {
+      (*target)["samples_ns"].push_back(sample);
+      (*target)["replicates"].push_back(replicate);
+    }
+    for (const json& index : m.value("throttled_samples", json::array()))
+      (*target)["throttled_samples"].push_back(index.get<std::int64_t>() + static_cast<std::int64_t>(offset));
+    (*target)["median_ns"] = common::median((*target)["samples_ns"].get<std::vector<double>>());
+  }
+  if (pass_case.contains("gpu_state")) {
+    const json& state = pass_case["gpu_state"];
+    if (!accumulated.contains("gpu_state")) {
+      accumulated["gpu_state"] = state;
+    } else {
+      json& merged = accumulated["gpu_state"];
+      merged["throttle_reasons"] =
+          merged.value("throttle_reasons", std::uint64_t{0}) | state.value("throttle_reasons", std::uint64_t{0});
+      for (const char* key : {"sm_mhz", "mem_mhz"}) {
+        // First and last reading over every replicate: before and after the case.
+        if (state.contains(key) && !state[key].empty()) {
+          if (!merged.contains(key) || merged[key].empty()) merged[key] = state[key];
+          else merged[key] = json::array({merged[key].front(), state[key].back()});
+        }
+      }
+      for (const char* key : {"temp_c_max", "power_w_max"}) {
+        if (state.contains(key))
+          merged[key] = std::max(merged.value(key, state[key].get<double>()), state[key].get<double>());
+      }
+    }
+  }
+}
+
+ReplicatedBench run_replicated_full_bench(const BenchConfig& bench, const RepoConfig& config,
+                                          const ReplicateOptions& options) {
+  static const std::atomic<bool> never{false};
+  const std::atomic<bool>& stop = options.stop ? *options.stop : never;
+  auto log = [&](const std::string& line) {
+    if (options.log) options.log(line);
+  };
+  const FullBenchConfig& fb = config.full_bench;
+  const bool ab = options.base_checkout.has_value();
+  ReplicatedBench result;
+  std::uint64_t seed = options.seed != 0 ? options.seed
+                                         : static_cast<std::uint64_t>(
+                                               std::chrono::system_clock::now().time_since_epoch().count());
+
+  std::map<std::string, json> cases;  // accumulated, by name
+  std::vector<std::string> order;     // first-seen order, for the report
+  Counts counts;
+  std::string failures;
+  json passes = json::array();
+  std::vector<std::string> all;             // every case the bench lists
+  std::vector<std::string> with_baselines;  // those with baseline implementations
+  bool head_failed = false;
+
+  // One replicate of `names` on both sides (head only without a base), in
+  // ABBA order across replicates.
+  int pass_number = 0;
+  // Every replicate times the candidate alone, on both sides: no side sits
+  // in a power state that baselines made, and main and pull-request runs
+  // measure alike. The baselines get a context pass of their own.
+  std::string impls = "candidate";
+  double setup_seconds = 0, measure_seconds = 0;
+  auto replicate = [&](const std::vector<std::string>& names) {
+    std::vector<Side> sides{Side::head};
+    if (ab) sides = (pass_number % 2 == 0) ? std::vector<Side>{Side::head, Side::base}
+                                           : std::vector<Side>{Side::base, Side::head};
+    for (Side side : sides) {
+      if (stop.load()) return;
+      const fs::path& checkout = side == Side::head ? options.checkout : *options.base_checkout;
+      std::uint64_t order_seed = seed + 7919 * static_cast<std::uint64_t>(pass_number) + (side == Side::base);
+      PassResult pass = run_pass(checkout, bench, config, names, order_seed | 1, impls, stop);
+      result.seconds += pass.seconds;
+      const char* side_name = side == Side::head ? "head" : "base";
+      passes.push_back({{"side", side_name}, {"cases", names.size()}, {"seconds", pass.seconds}});
+      if (!pass.ok) {
+        failures += std::string(failures.empty() ? "" : "; ") + side_name + " pass " +
+                    std::to_string(pass_number) + ": " + pass.failure;
+        result.log_tail += "--- " + std::string(side_name) + " pass\n" + pass.log_tail;
+        if (side == Side::head) head_failed = true;
+        continue;
+      }
+      if (result.device.is_null()) result.device = pass.document.value("device", json());
+      const json& stage = pass.document["stage"];
+      for (const json& c : stage["details"].value("cases", json::array())) {
+        const json& d = c.value("details", json::object());
+        setup_seconds += d.value("setup_seconds", 0.0);
+        measure_seconds += d.value("measure_seconds", 0.0);
+      }
+      if (stage.value("status", "") == "failed") {
+        failures += std::string(failures.empty() ? "" : "; ") + side_name + ": " + stage.value("message", "");
+        result.log_tail += stage.value("log_tail", std::string());
+        if (side == Side::head) head_failed = true;
+      }
+      for (const json& c : pass.document.value("cases", json::array())) {
+        if (!c.contains("measurements")) continue;  // a failed case
+        std::string name = c["name"];
+        auto [it, fresh] = cases.try_emplace(name, json::object());
+        if (fresh) {
+          order.push_back(name);
+          it->second["name"] = name;
+          it->second["params"] = c.value("params", json::object());
+        }
+        std::int64_t& index = counts.of(side)[name];
+        merge_replicate(it->second, c, index, side == Side::head ? "measurements" : "base_measurements");
+        ++index;
+      }
+    }
+    ++pass_number;
+  };
+
+  auto progress = [&](const std::string& what) {
+    log("full_bench " + bench.name + ": " + what + " (" + fixed(result.seconds, 1) + " s of " +
+        fixed(fb.budget_s, 0) + " s)");
+  };
+
+  // The cases: what the bench lists under its glob.
+  {
+    fs::path listing = temp_file("list.json");
+    common::ChildSpec spec;
+    spec.argv = {(options.checkout / bench.path).string(), "--list", "--case", bench.cases, "--json",
+                 listing.string()};
+    spec.cwd = options.checkout;
+    spec.timeout_s = 120;
+    common::ChildOutcome outcome = common::run_child(spec, stop);
+    json listed;
+    if (std::ifstream in(listing); in) {
+      try {
+        in >> listed;
+      } catch (const std::exception&) {
+      }
+    }
+    std::error_code ec;
+    fs::remove(listing, ec);
+    if (!outcome.ok() || !listed.contains("cases")) {
+      result.status = "failed";
+      result.message = bench.name + ": --list " + outcome.describe();
+      result.log_tail = outcome.output_tail;
+      return result;
+    }
+    for (const json& c : listed["cases"]) {
+      all.push_back(c["name"]);
+      if (!c.value("baselines", json::array()).empty()) with_baselines.push_back(c["name"]);
+    }
+  }
+
+  // First pass: the minimum replicates of every case.
+  for (int r = 0; r < fb.replicates && !stop.load(); ++r) {
+    replicate(all);
+    progress("replicate " + std::to_string(r + 1) + " of every case");
+    if (head_failed && cases.empty()) break;
+  }
+  // Adaptive: more replicates of the cases whose level is still uncertain,
+  // while the budget allows a pass of them.
+  std::map<std::string, double> per_case_seconds;
+  for (int r = fb.replicates; r < fb.max_replicates && !stop.load(); ++r) {
+    std::vector<std::string> uncertain;
+    for (const std::string& name : order) {
+      if (counts.head[name] < fb.replicates) continue;  // failed in the first pass
+      if (standard_error(cases[name], ab) > fb.target_se) uncertain.push_back(name);
+    }
+    if (uncertain.empty()) break;
+    double pass_estimate = result.seconds / std::max(1, pass_number) *
+                           static_cast<double>(uncertain.size()) / static_cast<double>(all.size());
+    if (result.seconds + pass_estimate > fb.budget_s) {
+      progress(std::to_string(uncertain.size()) + " case(s) above the target spread, budget spent");
+      break;
+    }
+    replicate(uncertain);
+    progress("replicate " + std::to_string(r + 1) + " of " + std::to_string(uncertain.size()) +
+             " case(s) above the target spread");
+  }
+  // Confirmation (A/B): a case the first pass screens as changed is
+  // measured again; the run is judged on all its replicates.
+  if (ab && fb.confirm_replicates > 0 && !stop.load()) {
+    common::DetectionSettings settings;
+    if (config.min_threshold) settings.min_threshold = *config.min_threshold;
+    std::vector<std::string> screened;
+    for (const std::string& name : order) {
+      std::vector<double> head = candidate_locations(cases[name], "measurements");
+      std::vector<double> base = candidate_locations(cases[name], "base_measurements");
+      common::CaseTest test = common::test_ab(head, base, common::default_noise(), settings);
+      auto threshold = config.case_thresholds.find(name);
+      double min_threshold = threshold == config.case_thresholds.end() ? settings.min_threshold : threshold->second;
+      if (common::needs_confirmation(test, min_threshold, settings)) screened.push_back(name);
+    }
+    if (!screened.empty()) {
+      for (const std::string& name : screened) cases[name]["first_pass_replicates"] = counts.head[name];
+      for (int r = 0; r < fb.confirm_replicates && !stop.load(); ++r) replicate(screened);
+      progress(std::to_string(screened.size()) + " case(s) screened by the first pass measured again");
+    }
+    result.details["confirmed_cases"] = screened;
+  }
+
+  if (fb.context_pass && !stop.load() && !with_baselines.empty()) {
+    // Context for the speedup series and the machine-drift signal: the
+    // head's baseline implementations, one replicate, after the candidate's.
+    impls = "baseline:*";
+    ++pass_number;
+    PassResult pass = run_pass(options.checkout, bench, config, with_baselines, seed + 1, impls, stop);
+    result.seconds += pass.seconds;
+    passes.push_back({{"side", "head baselines"}, {"cases", with_baselines.size()}, {"seconds", pass.seconds}});
+    if (pass.ok) {
+      for (const json& c : pass.document.value("cases", json::array())) {
+        auto it = cases.find(c.value("name", ""));
+        if (it != cases.end() && c.contains("measurements")) merge_replicate(it->second, c, 0, "measurements");
+      }
+    }
+    progress("baseline implementations of the head, one replicate");
+  }
+
+  for (const std::string& name : order) {
+    json& c = cases[name];
+    // A case without a full set of head replicates keeps what it has; one
+    // whose base never ran is judged against the stored history instead.
+    if (c.contains("base_measurements") && !c.contains("measurements")) c.erase("base_measurements");
+    if (!c.contains("measurements")) continue;
+    result.cases.push_back(std::move(c));
+  }
+  std::int64_t fewest = INT64_MAX, most = 0;
+  for (const auto& [_, n] : counts.head) {
+    fewest = std::min(fewest, n);
+    most = std::max(most, n);
+  }
+  result.details["passes"] = passes;
+  // Where the candidate passes' time went: per-case setup (allocations,
+  // inputs, warm-up) against timed rounds; the rest is process start-up.
+  result.details["setup_seconds"] = setup_seconds;
+  result.details["measure_seconds"] = measure_seconds;
+  result.details["ab"] = ab;
+  result.details["seconds"] = result.seconds;
+  if (failures.empty() && !stop.load()) {
+    result.message = bench.name + ": " + std::to_string(result.cases.size()) + " cases, " +
+                     (counts.head.empty() ? "0" : std::to_string(fewest)) + "-" + std::to_string(most) +
+                     " replicates" + (ab ? " of base and head alternating" : "") + " in " +
+                     fixed(result.seconds, 1) + " s";
+  } else {
+    result.status = "failed";
+    result.message = bench.name + ": " + (stop.load() ? std::string("stopped") : failures);
+  }
+  return result;
+}
+
+}  // namespace kw::agent

@@ -1,0 +1,50 @@
+// full_bench as replicates (docs/detection.md): each pass runs the bench once
+// over the selected cases (one process, fresh allocations and warm-up per
+// case, the case order shuffled per pass), and a case's replicates are its
+// passes. With a base checkout the base's passes alternate with the head's
+// (ABBA...) in the same job. The number of replicates adapts to the spread
+// seen between them within the stage's GPU-seconds budget, and cases the
+// first pass screens as changed are measured again before the report goes out.
+#pragma once
+
+#include <atomic>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "repo_config.hpp"
+
+namespace kw::agent {
+
+struct ReplicatedBench {
+  std::string status = "passed";
+  std::string message;
+  std::string log_tail;
+  nlohmann::json details = nlohmann::json::object();
+  nlohmann::json device;
+  nlohmann::json cases = nlohmann::json::array();  // with measurements, base_measurements, first_pass_replicates
+  double seconds = 0;
+};
+
+struct ReplicateOptions {
+  std::filesystem::path checkout;
+  std::optional<std::filesystem::path> base_checkout;  // A/B when set
+  const std::atomic<bool>* stop = nullptr;
+  std::function<void(const std::string&)> log;
+  std::uint64_t seed = 0;  // of the case orders; 0: from the clock
+};
+
+ReplicatedBench run_replicated_full_bench(const BenchConfig& bench, const RepoConfig& config,
+                                          const ReplicateOptions& options);
+
+// One bench pass's cases merged into the accumulated ones as replicate
+// `replicate` (exposed for tests): samples appended, throttled indices and
+// replicate indices shifted accordingly, medians recomputed.
+void merge_replicate(nlohmann::json& accumulated, const nlohmann::json& pass_case, std::int64_t replicate,
+                     const char* measurements_key);
+
+}  // namespace kw::agent

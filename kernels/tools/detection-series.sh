@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# On the GPU machine: the A/A and power series behind the verdict targets
+# (docs/detection.md, docs/PERFORMANCE.md). Builds kw, makes a scratch git
+# history of this tree (commits A, B = A + a no-op change, C = A + an
+# injected slowdown), then measures with `kw run --stages full_bench`:
+#   main-N.json   B alone (main runs of one build; posted as successive main
+#                 commits by kernels/tools/post-series.sh)
+#   pr-N.json     B against base A in the same job (A/A pull requests)
+#   power-N.json  C against base A (C: the D=128 S>=2048 cases 3% slower,
+#                 attention/fp16/d64/b1h1s128 10% slower)
+# Every report keeps each sample's replicate: the empirical noise model of
+# kw-detector-bench is extracted from them. Results go to $OUT/series.tar.gz.
+#   SERIES="main:3 pr:3 power:2" [SERIES_CASES=GLOB] kernels/tools/detection-series.sh
+set -uo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+out="${OUT:-$root/gpu-results}"
+work="${SERIES_WORK:-/tmp/kw-series}"
+series="${SERIES:-main:2 pr:2}"
+# Every tiny shape and every S >= 2048 shape: the subset the targets name.
+cases="${SERIES_CASES:-attention/*/d64/b1h1s*,attention/*/d64/b2h4s128*,attention/*s2048*,attention/*s4096*,attention/*s8192*,attention/*s16384*}"
+injected="${SERIES_INJECT:-attention/*/d128/*s2048*=0.03;attention/*/d128/*s4096*=0.03;attention/*/d128/*s8192*=0.03;attention/*/d128/*s16384*=0.03;attention/fp16/d64/b1h1s128=0.10}"
+mkdir -p "$out/series" "$work"
+log() { printf '[series %s] %s\n' "$(date -u +%H:%M:%S)" "$*"; }
+git_() { git -c user.name=kernelwatch -c user.email=kw@localhost -c advice.detachedHead=false "$@"; }
+
+kw="$root/build/gpu/agent/kw"
+if [ ! -x "$kw" ]; then
+  log "building kw"
+  (cd "$root" && cmake --preset gpu -DKW_BUILD_TESTS=OFF > "$out/series/kw-configure.log" 2>&1 &&
+    cmake --build --preset gpu -j "$(nproc)" --target kw > "$out/series/kw-build.log" 2>&1) ||
+    { tail -30 "$out/series/kw-build.log"; exit 1; }
+fi
+
+# The scratch history: the series config builds only the attention bench.
+if [ ! -d "$work/b/.git" ]; then
+  log "scratch history in $work"
+  rm -rf "$work/b" "$work/c" "$work/built"
+  mkdir -p "$work/b"
+  (cd "$root" && tar --exclude=./build --exclude=./.git --exclude=./gpu-results --exclude=./dashboards/node_modules \
+    -cf - .) | tar -C "$work/b" -xf -
+  cat > "$work/b/kernelwatch.json" <<EOF
+{
+  "project": "kernelwatch",
+  "build": {"commands": ["cmake --preset gpu -DKW_BUILD_TESTS=OFF -DKW_BUILD_AGENT=OFF",
+                         "cmake --build --preset gpu -j $(nproc) --target kw-bench-attention"]},
+  "benches": [{"name": "attention", "path": "build/gpu/kernels/attention/kw-bench-attention", "cases": "$cases"}],
+  "full_bench": $(python3 -c "import json; f = json.load(open('$root/kernelwatch.json'))['full_bench']; f['context_pass'] = False; print(json.dumps(f))")
+}
+EOF
+  (cd "$work/b" && git_ init -q -b main && git_ add -A && git_ commit -qm "A" &&
+    echo "<!-- a no-op change -->" >> README.md && git_ commit -qam "B: no-op")
+  git_ clone -q "$work/b" "$work/c"
+  (cd "$work/c" && git_ checkout -q HEAD~1 && git_ checkout -q -b power &&
+    sed -i "s|kInjectedSlowdown = \"\"|kInjectedSlowdown = \"$injected\"|" kernels/attention/bench/injected_slowdown.hpp &&
+    grep -q "$injected" kernels/attention/bench/injected_slowdown.hpp && git_ commit -qam "C: injected slowdown")
+fi
+base=$(git -C "$work/b" rev-parse HEAD~1)
+log "A=$base B=$(git -C "$work/b" rev-parse HEAD) C=$(git -C "$work/c" rev-parse HEAD)"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu,power.draw --format=csv,noheader
+
+run() {  # kind index repo [base]
+  local kind=$1 i=$2 repo=$3 extra=()
+  [ $# -ge 4 ] && extra=(--base "$4")
+  local started=$SECONDS
+  "$kw" run --repo "$repo" --stages full_bench --cache-dir "$work/built" --name series --branch "$kind" \
+    "${extra[@]}" --out "$out/series/$kind-$i.json" > "$out/series/$kind-$i.log" 2>&1
+  local status=$?
+  tar -C "$out" -czf "$out/series.tar.gz" series  # after every run: a call cut short keeps what it measured
+  log "$kind $i: exit $status in $((SECONDS - started)) s; $(grep -E 'stage (build|full_bench) (passed|failed)' "$out/series/$kind-$i.log" | sed 's/.*stage //' | tr '\n' ' ' | cut -c1-300)"
+}
+
+for item in $series; do
+  kind=${item%%:*} count=${item##*:}
+  for i in $(seq 1 "$count"); do
+    n=$(ls "$out/series" | grep -c "^$kind-.*\.json$")
+    case "$kind" in
+      main) run main $((n + 1)) "$work/b" ;;
+      pr) run pr $((n + 1)) "$work/b" "$base" ;;
+      power) run power $((n + 1)) "$work/c" "$base" ;;
+      *) echo "unknown series $kind" >&2; exit 64 ;;
+    esac
+  done
+done
+rm -rf "$out/series"
+log "done: $(du -h "$out/series.tar.gz" | cut -f1)"
