@@ -10,6 +10,8 @@
 // slowdown in one large case:
 //  - pr: base and head measured alternately in one job (k replicates each,
 //    plus the confirmation of screened cases), as the agent does;
+// The slowed case rotates over the model's large cases (D=128, S >= 2048),
+// so detection is their average, with each case's own rate beside it.
 //  - main: the head against a 30-run history, run levels resampled from the
 //    case's run residuals.
 // On the main scenario two reference rules see the same run locations:
@@ -21,6 +23,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -244,7 +247,7 @@ int main(int argc, char** argv) {
   std::string model_path = KW_DEFAULT_NOISE_MODEL, json_path;
   Settings settings;
   std::uint64_t seed = 20261123;
-  std::string large = "attention/fp16/d128/b4h16s4096";
+  std::string large;  // empty: every D=128, S >= 2048 case
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     auto value = [&]() -> std::string {
@@ -256,7 +259,7 @@ int main(int argc, char** argv) {
     else if (arg == "--trials") settings.trials = std::stoi(value());
     else if (arg == "--seed") seed = std::stoull(value());
     else if (arg == "--replicates") settings.replicates = std::stoi(value());
-    else if (arg == "--large-case") large = value();
+    else if (arg == "--large-case") large = value();  // a substring of the cases to slow
     else {
       std::cerr << "usage: kw-detector-bench [--model FILE] [--json OUT] [--trials N] [--seed S] [--replicates K] "
                    "[--large-case NAME]\n";
@@ -265,22 +268,31 @@ int main(int argc, char** argv) {
   }
   auto started = std::chrono::steady_clock::now();
   Model model = load_model(model_path);
-  std::size_t target = model.cases.size();
+  std::vector<std::size_t> targets;
   for (std::size_t i = 0; i < model.cases.size(); ++i) {
-    if (model.cases[i].name == large) target = i;
+    const std::string& name = model.cases[i].name;
+    bool is_large = !large.empty() && name.find(large) != std::string::npos;
+    for (const char* size : {"s2048", "s4096", "s8192", "s16384"}) {
+      is_large = is_large || (large.empty() && name.find("/d128/") != std::string::npos &&
+                              name.find(size) != std::string::npos);
+    }
+    if (is_large) targets.push_back(i);
   }
-  if (target == model.cases.size()) {
-    std::cerr << "kw-detector-bench: no case " << large << " in the model\n";
+  if (targets.empty()) {
+    std::cerr << "kw-detector-bench: no large case in the model\n";
     return 2;
   }
+  std::map<std::string, std::map<double, int>> per_case;  // learned prior, PR: detections per slowdown
   std::cout << "noise model: " << model.cases.size() << " cases measured on " << model.device << " ("
             << model_path << ")\n";
   std::cout << settings.cases_per_run << " comparisons per run, " << settings.replicates
-            << " replicates a side, " << settings.trials << " runs per cell; slowdowns in " << large << "\n\n";
+            << " replicates a side, " << settings.trials << " runs per cell; slowdowns rotate over "
+            << targets.size() << " large cases\n\n";
 
   json results = json::object();
   results["model"] = {{"path", model_path}, {"device", model.device}, {"cases", model.cases.size()}};
-  results["settings"] = {{"cases_per_run", settings.cases_per_run},
+  results["settings"] = {{"large_cases", targets.size()},
+                         {"cases_per_run", settings.cases_per_run},
                          {"replicates", settings.replicates},
                          {"confirm_replicates", settings.confirm},
                          {"history_runs", settings.history},
@@ -298,7 +310,12 @@ int main(int argc, char** argv) {
     for (double shift : shifts) {
       std::mt19937_64 rng(seed + static_cast<std::uint64_t>(shift * 1000));
       Tally tally;
-      for (int t = 0; t < settings.trials; ++t) pr_run(model, settings, target, shift, rng, tally);
+      for (int t = 0; t < settings.trials; ++t) {
+        std::size_t target = targets[static_cast<std::size_t>(t) % targets.size()];
+        Tally before = tally;
+        pr_run(model, settings, target, shift, rng, tally);
+        if (learned_noise && shift > 0) per_case[model.cases[target].name][shift] += tally.detected - before.detected;
+      }
       pr_tallies.push_back(tally);
       pr[shift == 0 ? "aa" : "slower_" + std::to_string(static_cast<int>(shift * 100)) + "pct"] = tally.to_json();
     }
@@ -314,7 +331,8 @@ int main(int argc, char** argv) {
       std::mt19937_64 rng(seed + 7 + static_cast<std::uint64_t>(shift * 1000));
       MainTally tally;
       int trials = std::max(100, settings.trials / 4);  // 30-run histories per case: slower
-      for (int t = 0; t < trials; ++t) main_run_trial(model, settings, target, shift, rng, tally);
+      for (int t = 0; t < trials; ++t)
+        main_run_trial(model, settings, targets[static_cast<std::size_t>(t) % targets.size()], shift, rng, tally);
       main_tallies.push_back(tally);
       std::string key = shift == 0 ? "aa" : "slower_" + std::to_string(static_cast<int>(shift * 100)) + "pct";
       main[key] = {{"kernelwatch", tally.kernelwatch.to_json()},
@@ -336,6 +354,25 @@ int main(int argc, char** argv) {
     }
     results[learned_noise ? "learned_prior" : "default_prior"] = {{"pr", pr}, {"main", main}};
   }
+  std::printf("\nPR A/B detection per large case (learned prior), %d runs each:\n",
+              settings.trials / static_cast<int>(targets.size()));
+  json per_case_json = json::object();
+  for (const auto& [name, by_shift] : per_case) {
+    double runs = static_cast<double>(settings.trials) / static_cast<double>(targets.size());
+    const CaseModel* c = nullptr;
+    for (const CaseModel& m : model.cases) {
+      if (m.name == name) c = &m;
+    }
+    std::printf("  %-40s between-replicate sd %.2f%%:", name.c_str(), 100 * c->ab_between_sd);
+    json row{{"ab_between_sd", c->ab_between_sd}};
+    for (const auto& [shift, hits] : by_shift) {
+      std::printf("  %d%% %s", static_cast<int>(shift * 100), percent(hits / runs).c_str());
+      row["slower_" + std::to_string(static_cast<int>(shift * 100)) + "pct"] = hits / runs;
+    }
+    std::printf("\n");
+    per_case_json[name] = row;
+  }
+  results["pr_detection_per_large_case"] = per_case_json;
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   results["seconds"] = seconds;
   std::printf("\n%.1f s\n", seconds);

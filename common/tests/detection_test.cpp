@@ -65,7 +65,7 @@ TEST(Detection, ReplicateLocationsGroupSamplesByReplicate) {
 TEST(Detection, ABFalseAlarmsAreNominalWhenLevelsMoveBetweenReplicates) {
   std::mt19937_64 rng(1);
   std::normal_distribution<double> within(0, 0.0005);
-  int alarms = 0;
+  int alarms = 0, default_alarms = 0;
   const int trials = 4000;
   for (int t = 0; t < trials; ++t) {
     std::vector<double> head_samples, base_samples;
@@ -79,12 +79,14 @@ TEST(Detection, ABFalseAlarmsAreNominalWhenLevelsMoveBetweenReplicates) {
         }
       }
     }
-    CaseTest test = test_ab(replicate_locations(timing(head_samples, {}, head_reps), kSettings),
-                            replicate_locations(timing(base_samples, {}, base_reps), kSettings), default_noise(),
-                            kSettings);
-    alarms += test.p_value < 0.05;
+    std::vector<double> head = replicate_locations(timing(head_samples, {}, head_reps), kSettings);
+    std::vector<double> base = replicate_locations(timing(base_samples, {}, base_reps), kSettings);
+    alarms += test_ab(head, base, NoiseModel{0.01, 100, 0.01, 100}, kSettings).p_value < 0.05;
+    default_alarms += test_ab(head, base, default_noise(), kSettings).p_value < 0.05;
   }
   EXPECT_NEAR(static_cast<double>(alarms) / trials, 0.05, 0.015);
+  // The default prior (before anything is learned) errs on the quiet side.
+  EXPECT_LT(default_alarms, alarms);
 }
 
 TEST(Detection, ABFindsAThreePercentSlowdownAndReportsIt) {
@@ -123,6 +125,21 @@ TEST(Detection, HolmKeepsTheRunLevelFalseAlarmRate) {
   }
   EXPECT_LE(flagged_runs, 20) << "of " << runs;  // 1% nominal, 2% allowed for the simulation's own noise
   EXPECT_GT(naive_runs, 400);
+}
+
+// One replicate 2.4x slow (a stall, another process on the GPU) must not
+// decide the case either way: it is left out and the note says so.
+TEST(Detection, AnOutlierReplicateIsLeftOut) {
+  std::vector<double> head = {1148.9, 475.8, 478.1, 481.2, 477.7}, base = {465.4, 468.4, 461.7, 470.3, 463.6};
+  NoiseModel noise{0.006, 100, 0.01, 50};
+  CaseTest test = test_ab(head, base, noise, kSettings);
+  EXPECT_NEAR(test.ratio, 478.2 / 465.9, 0.003);
+  EXPECT_LT(test.p_value, 1e-5);
+  EXPECT_NE(test.note.find("1 outlier replicate(s) left out"), std::string::npos) << test.note;
+  // A real 3% change of every replicate is never left out.
+  std::vector<double> slower = {480, 479.5, 481, 478.8};
+  std::vector<double> same = {466, 465.5, 467, 464.8};
+  EXPECT_EQ(test_ab(slower, same, noise, kSettings).note.find("outlier"), std::string::npos);
 }
 
 TEST(Detection, ACertainChangeUnderTheThresholdIsUnchanged) {

@@ -190,6 +190,8 @@ test("overview -> case -> run -> compare by clicking, and back/forward", async (
   assert.equal(await page.locator("#stages tbody tr").count(), 6);
   assert.match(await page.locator("h1").innerText(), /regression/);
   assert.match(await page.locator("table.comparisons").innerText(), /regression/);
+  // How it was judged: the run's false-alarm rate over its candidate comparisons and the noise used.
+  assert.match(await page.locator("#decision").innerText(), /Judged on 3 candidate comparison\(s\), at most 1\.0% chance of any false flag/);
   const samplePoints = await chartPoints();
   assert.ok(samplePoints.length === CASES.length && samplePoints.every((p) => p === 30), `sample charts: ${samplePoints}`);
   await shot("run-page");
