@@ -7,8 +7,8 @@
 #include <mutex>
 #include <thread>
 
-#include "commands.hpp"
 #include "built_commits.hpp"
+#include "commands.hpp"
 #include "git.hpp"
 #include "gpu_info.hpp"
 #include "kw/http/client.hpp"
@@ -189,7 +189,8 @@ int agent_loop(AgentArguments args) {
     }
     try {
       // A commit that built is kept for pull requests based on it.
-      bool built_ok = report.is_object() && !report["stages"].empty() && report["stages"][0]["status"] == "passed";
+      bool built_ok =
+          report.is_object() && !report["stages"].empty() && report["stages"][0]["status"] == "passed";
       fs::path mirror = work / "mirrors" / (project + ".git");
       if (!built_ok || !built.adopt(mirror, checkout, commit)) remove_worktree(mirror, checkout);
     } catch (const std::exception&) {

@@ -55,7 +55,8 @@ void BuiltCommits::evict(const fs::path& repo) {
 
 std::optional<fs::path> BuiltCommits::get(const fs::path& repo, const std::string& commit,
                                           const std::atomic<bool>& stop,
-                                          const std::function<void(const std::string&)>& log, std::string& why) {
+                                          const std::function<void(const std::string&)>& log,
+                                          std::string& why) {
   fs::path entry = dir_ / commit;
   if (fs::exists(entry / kBuiltMarker)) {
     mark_used(entry);

@@ -21,11 +21,13 @@ class BuiltCommits {
   // the reason in `why`, when it cannot be had.
   std::optional<std::filesystem::path> get(const std::filesystem::path& repo, const std::string& commit,
                                            const std::atomic<bool>& stop,
-                                           const std::function<void(const std::string&)>& log, std::string& why);
+                                           const std::function<void(const std::string&)>& log,
+                                           std::string& why);
 
   // Takes a worktree of `repo` whose build succeeded into the cache (moved,
   // not copied); false when it could not be.
-  bool adopt(const std::filesystem::path& repo, const std::filesystem::path& worktree, const std::string& commit);
+  bool adopt(const std::filesystem::path& repo, const std::filesystem::path& worktree,
+             const std::string& commit);
 
   const std::filesystem::path& dir() const { return dir_; }
 

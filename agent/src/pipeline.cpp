@@ -11,9 +11,9 @@
 
 #include "adapters.hpp"
 #include "built_commits.hpp"
-#include "replicates.hpp"
 #include "kw/common/run_report.hpp"
 #include "kw/common/subprocess.hpp"
+#include "replicates.hpp"
 
 namespace kw::agent {
 
@@ -219,7 +219,8 @@ BenchResult run_adapted(const BenchConfig& bench, StageName stage, const RepoCon
   return result;
 }
 
-BenchResult run_replicates(const BenchConfig& bench, const RepoConfig& config, const PipelineOptions& options) {
+BenchResult run_replicates(const BenchConfig& bench, const RepoConfig& config,
+                           const PipelineOptions& options) {
   ReplicateOptions replicate_options;
   replicate_options.checkout = options.checkout;
   if (config.full_bench.ab) replicate_options.base_checkout = options.base_checkout;

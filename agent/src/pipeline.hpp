@@ -12,8 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "repo_config.hpp"
 #include "kw/common/run_report.hpp"
+#include "repo_config.hpp"
 
 namespace kw::agent {
 

@@ -160,13 +160,15 @@ void merge_replicate(json& accumulated, const json& pass_case, std::int64_t repl
       accumulated["gpu_state"] = state;
     } else {
       json& merged = accumulated["gpu_state"];
-      merged["throttle_reasons"] =
-          merged.value("throttle_reasons", std::uint64_t{0}) | state.value("throttle_reasons", std::uint64_t{0});
+      merged["throttle_reasons"] = merged.value("throttle_reasons", std::uint64_t{0}) |
+                                   state.value("throttle_reasons", std::uint64_t{0});
       for (const char* key : {"sm_mhz", "mem_mhz"}) {
         // First and last reading over every replicate: before and after the case.
         if (state.contains(key) && !state[key].empty()) {
-          if (!merged.contains(key) || merged[key].empty()) merged[key] = state[key];
-          else merged[key] = json::array({merged[key].front(), state[key].back()});
+          if (!merged.contains(key) || merged[key].empty())
+            merged[key] = state[key];
+          else
+            merged[key] = json::array({merged[key].front(), state[key].back()});
         }
       }
       for (const char* key : {"temp_c_max", "power_w_max"}) {
@@ -187,9 +189,10 @@ ReplicatedBench run_replicated_full_bench(const BenchConfig& bench, const RepoCo
   const FullBenchConfig& fb = config.full_bench;
   const bool ab = options.base_checkout.has_value();
   ReplicatedBench result;
-  std::uint64_t seed = options.seed != 0 ? options.seed
-                                         : static_cast<std::uint64_t>(
-                                               std::chrono::system_clock::now().time_since_epoch().count());
+  std::uint64_t seed =
+      options.seed != 0
+          ? options.seed
+          : static_cast<std::uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
 
   std::map<std::string, json> cases;  // accumulated, by name
   std::vector<std::string> order;     // first-seen order, for the report
@@ -210,8 +213,9 @@ ReplicatedBench run_replicated_full_bench(const BenchConfig& bench, const RepoCo
   double setup_seconds = 0, measure_seconds = 0;
   auto replicate = [&](const std::vector<std::string>& names) {
     std::vector<Side> sides{Side::head};
-    if (ab) sides = (pass_number % 2 == 0) ? std::vector<Side>{Side::head, Side::base}
-                                           : std::vector<Side>{Side::base, Side::head};
+    if (ab)
+      sides = (pass_number % 2 == 0) ? std::vector<Side>{Side::head, Side::base}
+                                     : std::vector<Side>{Side::base, Side::head};
     for (Side side : sides) {
       if (stop.load()) return;
       const fs::path& checkout = side == Side::head ? options.checkout : *options.base_checkout;
@@ -265,7 +269,11 @@ ReplicatedBench run_replicated_full_bench(const BenchConfig& bench, const RepoCo
   {
     fs::path listing = temp_file("list.json");
     common::ChildSpec spec;
-    spec.argv = {(options.checkout / bench.path).string(), "--list", "--case", bench.cases, "--json",
+    spec.argv = {(options.checkout / bench.path).string(),
+                 "--list",
+                 "--case",
+                 bench.cases,
+                 "--json",
                  listing.string()};
     spec.cwd = options.checkout;
     spec.timeout_s = 120;
@@ -307,8 +315,8 @@ ReplicatedBench run_replicated_full_bench(const BenchConfig& bench, const RepoCo
       if (standard_error(cases[name], ab) > fb.target_se) uncertain.push_back(name);
     }
     if (uncertain.empty()) break;
-    double pass_estimate = result.seconds / std::max(1, pass_number) *
-                           static_cast<double>(uncertain.size()) / static_cast<double>(all.size());
+    double pass_estimate = result.seconds / std::max(1, pass_number) * static_cast<double>(uncertain.size()) /
+                           static_cast<double>(all.size());
     if (result.seconds + pass_estimate > fb.budget_s) {
       progress(std::to_string(uncertain.size()) + " case(s) above the target spread, budget spent");
       break;
@@ -328,7 +336,8 @@ ReplicatedBench run_replicated_full_bench(const BenchConfig& bench, const RepoCo
       std::vector<double> base = candidate_locations(cases[name], "base_measurements");
       common::CaseTest test = common::test_ab(head, base, common::default_noise(), settings);
       auto threshold = config.case_thresholds.find(name);
-      double min_threshold = threshold == config.case_thresholds.end() ? settings.min_threshold : threshold->second;
+      double min_threshold =
+          threshold == config.case_thresholds.end() ? settings.min_threshold : threshold->second;
       if (common::needs_confirmation(test, min_threshold, settings)) screened.push_back(name);
     }
     if (!screened.empty()) {
@@ -346,11 +355,13 @@ ReplicatedBench run_replicated_full_bench(const BenchConfig& bench, const RepoCo
     ++pass_number;
     PassResult pass = run_pass(options.checkout, bench, config, with_baselines, seed + 1, impls, stop);
     result.seconds += pass.seconds;
-    passes.push_back({{"side", "head baselines"}, {"cases", with_baselines.size()}, {"seconds", pass.seconds}});
+    passes.push_back(
+        {{"side", "head baselines"}, {"cases", with_baselines.size()}, {"seconds", pass.seconds}});
     if (pass.ok) {
       for (const json& c : pass.document.value("cases", json::array())) {
         auto it = cases.find(c.value("name", ""));
-        if (it != cases.end() && c.contains("measurements")) merge_replicate(it->second, c, 0, "measurements");
+        if (it != cases.end() && c.contains("measurements"))
+          merge_replicate(it->second, c, 0, "measurements");
       }
     }
     progress("baseline implementations of the head, one replicate");

@@ -26,7 +26,8 @@ struct ReplicatedBench {
   std::string log_tail;
   nlohmann::json details = nlohmann::json::object();
   nlohmann::json device;
-  nlohmann::json cases = nlohmann::json::array();  // with measurements, base_measurements, first_pass_replicates
+  nlohmann::json cases =
+      nlohmann::json::array();  // with measurements, base_measurements, first_pass_replicates
   double seconds = 0;
 };
 

@@ -121,8 +121,10 @@ RepoConfig parse_repo_config(const json& document) {
     count("max_replicates", fb.max_replicates, 1);
     count("confirm_replicates", fb.confirm_replicates, 0);
     count("min_samples", fb.min_samples, 1);
-    if (auto value = f.opt_integer("max_samples", 1)) fb.max_samples = static_cast<int>(std::min<std::int64_t>(*value, 100000));
-    if (fb.max_samples < fb.min_samples) JsonReader::fail("full_bench.max_samples", "must be at least full_bench.min_samples");
+    if (auto value = f.opt_integer("max_samples", 1))
+      fb.max_samples = static_cast<int>(std::min<std::int64_t>(*value, 100000));
+    if (fb.max_samples < fb.min_samples)
+      JsonReader::fail("full_bench.max_samples", "must be at least full_bench.min_samples");
     if (fb.max_replicates < fb.replicates)
       JsonReader::fail("full_bench.max_replicates", "must be at least full_bench.replicates");
     fb.budget_s = f.opt_number("budget_s", 1).value_or(fb.budget_s);

@@ -157,9 +157,9 @@ int run_once(const RunArguments& args) {
     options.only_stages.push_back(*name);
   }
   if (options.base_commit && config.full_bench.ab && options.gpu_available && is_git_checkout(repo)) {
-    fs::path cache = !args.cache_dir.empty() ? fs::path(args.cache_dir)
-                                            : fs::path(std::getenv("HOME") ? std::getenv("HOME") : "/tmp") /
-                                                  ".kw" / "built";
+    fs::path cache = !args.cache_dir.empty()
+                         ? fs::path(args.cache_dir)
+                         : fs::path(std::getenv("HOME") ? std::getenv("HOME") : "/tmp") / ".kw" / "built";
     BuiltCommits built(cache, args.cache_size);
     std::string why;
     options.base_checkout = built.get(repo, *options.base_commit, stop_requested(), say, why);
@@ -228,9 +228,10 @@ void add_run_command(CLI::App& app, int& exit_code) {
   command->add_option("--commit", args->commit, "commit to measure (a worktree is made when it is not HEAD)")
       ->capture_default_str();
   command->add_option("--branch", args->branch, "branch to record (default: the checkout's)");
-  command->add_option("--base", args->base,
-                      "base commit to compare with (a pull request's): built too, and measured alternately with "
-                      "the head in full_bench");
+  command->add_option(
+      "--base", args->base,
+      "base commit to compare with (a pull request's): built too, and measured alternately with "
+      "the head in full_bench");
   command->add_option("--config", args->config, "repo config (default: <checkout>/kernelwatch.json)");
   command->add_option("--out", args->out, "write the report to this file instead of posting it");
   command->add_option("--name", args->name, "agent name in the report (default: host name)");
@@ -242,7 +243,8 @@ void add_run_command(CLI::App& app, int& exit_code) {
                       "to measure a commit again");
   command->add_option("--cache-dir", args->cache_dir,
                       "built commits kept for A/B bases (default: ~/.kw/built)");
-  command->add_option("--cache-size", args->cache_size, "built commits kept, least recently used evicted first")
+  command
+      ->add_option("--cache-size", args->cache_size, "built commits kept, least recently used evicted first")
       ->capture_default_str();
   args->server.add_to(*command);
   command->callback([args, &exit_code] {

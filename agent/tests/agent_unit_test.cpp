@@ -15,6 +15,7 @@
 #include "kw/common/run_report.hpp"
 #include "kw/common/subprocess.hpp"
 #include "pipeline.hpp"
+#include "replicates.hpp"
 #include "repo_config.hpp"
 
 namespace kw::agent {
@@ -91,6 +92,47 @@ TEST(RepoConfig, ErrorsNameTheField) {
               c["benches"][0]["libraries"] = json::array();
             }),
             "benches[0].libraries: only kwbench benches run the load stage");
+}
+
+TEST(RepoConfig, FullBenchSettings) {
+  json config = valid_config();
+  config["full_bench"] = {{"replicates", 3}, {"max_replicates", 5}, {"budget_s", 90}, {"ab", false}};
+  RepoConfig parsed = parse_repo_config(config);
+  EXPECT_EQ(parsed.full_bench.replicates, 3);
+  EXPECT_EQ(parsed.full_bench.max_replicates, 5);
+  EXPECT_EQ(parsed.full_bench.budget_s, 90);
+  EXPECT_FALSE(parsed.full_bench.ab);
+  EXPECT_TRUE(parsed.full_bench.context_pass);
+  EXPECT_EQ(config_error([](json& c) {
+              c["full_bench"] = {{"replicates", 4}, {"max_replicates", 2}};
+            }),
+            "full_bench.max_replicates: must be at least full_bench.replicates");
+  EXPECT_EQ(config_error([](json& c) {
+              c["full_bench"] = {{"replicas", 4}};
+            }),
+            "full_bench.replicas: unknown field");
+  EXPECT_EQ(config_error([](json& c) {
+              c["full_bench"] = {{"ab", "yes"}};
+            }),
+            "full_bench.ab: must be true or false");
+}
+
+// One pass's case appended as a replicate: indices shifted, medians redone.
+TEST(Replicates, MergeAppendsAPassAsTheNextReplicate) {
+  json accumulated = json::object();
+  json pass0 = {{"name", "c"},
+                {"measurements", {{{"impl", "candidate"}, {"samples_ns", {10, 12, 11}}, {"median_ns", 11}}}}};
+  json pass1 = {
+      {"name", "c"},
+      {"measurements",
+       {{{"impl", "candidate"}, {"samples_ns", {20, 22}}, {"median_ns", 21}, {"throttled_samples", {1}}}}}};
+  merge_replicate(accumulated, pass0, 0, "measurements");
+  merge_replicate(accumulated, pass1, 1, "measurements");
+  const json& m = accumulated["measurements"][0];
+  EXPECT_EQ(m["samples_ns"], json({10, 12, 11, 20, 22}));
+  EXPECT_EQ(m["replicates"], json({0, 0, 0, 1, 1}));
+  EXPECT_EQ(m["throttled_samples"], json({4}));
+  EXPECT_EQ(m["median_ns"], 12);
 }
 
 TEST(ChildProcess, CapturesOutputAndExitCode) {
@@ -179,6 +221,55 @@ TEST_F(PipelineTest, AllStagesPassAndTheReportIsValid) {
   // Progress: each stage's start and end.
   EXPECT_NE(log_.find("stage build started"), std::string::npos);
   EXPECT_NE(log_.find("stage full_bench passed in"), std::string::npos);
+}
+
+// full_bench as replicates of the kwbench test double: every sample tagged
+// with its replicate, and with a base checkout the base measured in the same
+// run, its passes alternating with the head's.
+TEST_F(PipelineTest, FullBenchMeasuresReplicatesAndTheBaseInTheSameJob) {
+  json config = valid_config();
+  config["full_bench"] = {{"replicates", 3}, {"max_replicates", 3}, {"confirm_replicates", 2}};
+  json report = run(json::object(), true, config);
+  const json& candidate = report["cases"][0]["measurements"][0];
+  EXPECT_EQ(candidate["impl"], "candidate");
+  EXPECT_EQ(candidate["replicates"].front(), 0);
+  EXPECT_EQ(candidate["replicates"].back(), 2);
+  EXPECT_FALSE(report["cases"][0].contains("base_measurements"));
+  EXPECT_NE(log_.find("replicate 3 of every case"), std::string::npos) << log_;
+
+  // The same checkout as its own base (a no-op pull request), the head 30% slower.
+  std::ofstream(checkout_ / "kwbench-fake.json") << json{{"slowdown", 1.3}}.dump();
+  char pattern[] = "/tmp/kw-base-XXXXXX";
+  ASSERT_NE(mkdtemp(pattern), nullptr);
+  fs::path base = pattern;
+  std::ofstream(base / "kwbench-fake.json") << "{}";
+  PipelineOptions options;
+  options.checkout = checkout_;
+  options.base_checkout = base;
+  options.base_commit = std::string(40, 'b');
+  options.commit = std::string(40, 'c');
+  options.branch = "pr";
+  options.agent_name = "test";
+  options.gpu_available = true;
+  options.only_stages = {common::StageName::full_bench};
+  options.log = [this](const std::string& line) { log_ += line + "\n"; };
+  json ab = run_pipeline(parse_repo_config(config), options);
+  fs::remove_all(base);
+  EXPECT_NO_THROW(common::parse_run_report(ab));
+  EXPECT_EQ(statuses(ab),
+            (std::vector<std::string>{"passed", "skipped", "skipped", "skipped", "skipped", "passed"}));
+  const json& c = ab["cases"][0];
+  ASSERT_TRUE(c.contains("base_measurements")) << c.dump();
+  const json& base_candidate = c["base_measurements"][0];
+  EXPECT_EQ(base_candidate["impl"], "candidate");
+  EXPECT_LT(base_candidate["median_ns"].get<double>() * 1.2, c["measurements"][0]["median_ns"].get<double>());
+  // 30% slower is screened and confirmed: 3 + 2 replicates a side.
+  EXPECT_EQ(c["first_pass_replicates"], 3);
+  EXPECT_EQ(c["measurements"][0]["replicates"].back(), 4);
+  EXPECT_EQ(base_candidate["replicates"].back(), 4);
+  // The head's baselines: one context replicate.
+  EXPECT_EQ(c["measurements"][1]["impl"], "baseline:memcpy");
+  EXPECT_EQ(c["measurements"][1]["replicates"].back(), 0);
 }
 
 TEST_F(PipelineTest, StopsAtTheFirstFailedPreflightStage) {

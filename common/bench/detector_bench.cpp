@@ -77,7 +77,8 @@ double draw(const std::vector<double>& residuals, std::mt19937_64& rng) {
   return residuals[std::uniform_int_distribution<std::size_t>(0, residuals.size() - 1)(rng)];
 }
 
-std::vector<double> replicates(const std::vector<double>& residuals, double level, int k, std::mt19937_64& rng) {
+std::vector<double> replicates(const std::vector<double>& residuals, double level, int k,
+                               std::mt19937_64& rng) {
   std::vector<double> out;
   for (int i = 0; i < k; ++i) out.push_back(level * std::exp(draw(residuals, rng)));
   return out;
@@ -128,41 +129,21 @@ struct Tally {
     json out{{"runs", runs},
              {"run_false_verdict_rate", runs ? static_cast<double>(false_runs) / runs : 0},
              {"comparisons", comparisons},
-             {"comparison_false_flag_rate", comparisons ? static_cast<double>(false_comparisons) / comparisons : 0}};
+             {"comparison_false_flag_rate",
+              comparisons ? static_cast<double>(false_comparisons) / comparisons : 0}};
     if (detected >= 0) out["detection_rate"] = runs ? static_cast<double>(detected) / runs : 0;
     out["confirmation_passes_per_run"] = runs ? static_cast<double>(confirmed) / runs : 0;
     return out;
   }
 };
 
-// One simulated run of `settings.cases_per_run` cases; `target` (an index)
-// is slowed by `shift`. Counts flags on the others as false.
-void pr_run(const Model& model, const Settings& s, std::size_t target, double shift, std::mt19937_64& rng,
-            Tally& tally) {
-  DetectionSettings detection;
-  std::vector<CaseTest> tests;
-  std::vector<double> thresholds;
-  for (int i = 0; i < s.cases_per_run; ++i) {
-    const CaseModel& c = model.cases[static_cast<std::size_t>(i) % model.cases.size()];
-    double slow = static_cast<std::size_t>(i) == target ? shift : 0;
-    NoiseModel noise = s.learned_noise ? learned(c, true) : default_noise();
-    std::vector<double> head = replicates(c.ab_replicate_residuals, c.level_ns * (1 + slow), s.replicates, rng);
-    std::vector<double> base = replicates(c.ab_replicate_residuals, c.level_ns, s.replicates, rng);
-    CaseTest test = test_ab(head, base, noise, detection);
-    if (needs_confirmation(test, detection.min_threshold, detection)) {
-      ++tally.confirmed;
-      for (double v : replicates(c.ab_replicate_residuals, c.level_ns * (1 + slow), s.confirm, rng))
-        head.push_back(v);
-      for (double v : replicates(c.ab_replicate_residuals, c.level_ns, s.confirm, rng)) base.push_back(v);
-      test = test_ab(head, base, noise, detection);
-    }
-    tests.push_back(test);
-    thresholds.push_back(detection.min_threshold);
-  }
-  Decision decision = decide(tests, thresholds, detection);
+// A run's decision: the slowed case detected or not, a flag on any other a
+// false one.
+void count_decision(const Decision& decision, std::size_t target, Tally& tally) {
   bool any_false = false;
   for (std::size_t i = 0; i < decision.statuses.size(); ++i) {
-    bool flagged = decision.statuses[i] == ChangeStatus::regression || decision.statuses[i] == ChangeStatus::improvement;
+    bool flagged =
+        decision.statuses[i] == ChangeStatus::regression || decision.statuses[i] == ChangeStatus::improvement;
     if (i == target) {
       tally.detected += decision.statuses[i] == ChangeStatus::regression;
       continue;
@@ -175,12 +156,40 @@ void pr_run(const Model& model, const Settings& s, std::size_t target, double sh
   tally.false_runs += any_false;
 }
 
+// One simulated run of `settings.cases_per_run` cases; `target` (an index)
+// is slowed by `shift`. Counts flags on the others as false.
+void pr_run(const Model& model, const Settings& s, std::size_t target, double shift, std::mt19937_64& rng,
+            Tally& tally) {
+  DetectionSettings detection;
+  std::vector<CaseTest> tests;
+  std::vector<double> thresholds;
+  for (int i = 0; i < s.cases_per_run; ++i) {
+    const CaseModel& c = model.cases[static_cast<std::size_t>(i) % model.cases.size()];
+    double slow = static_cast<std::size_t>(i) == target ? shift : 0;
+    NoiseModel noise = s.learned_noise ? learned(c, true) : default_noise();
+    std::vector<double> head =
+        replicates(c.ab_replicate_residuals, c.level_ns * (1 + slow), s.replicates, rng);
+    std::vector<double> base = replicates(c.ab_replicate_residuals, c.level_ns, s.replicates, rng);
+    CaseTest test = test_ab(head, base, noise, detection);
+    if (needs_confirmation(test, detection.min_threshold, detection)) {
+      ++tally.confirmed;
+      for (double v : replicates(c.ab_replicate_residuals, c.level_ns * (1 + slow), s.confirm, rng))
+        head.push_back(v);
+      for (double v : replicates(c.ab_replicate_residuals, c.level_ns, s.confirm, rng)) base.push_back(v);
+      test = test_ab(head, base, noise, detection);
+    }
+    tests.push_back(test);
+    thresholds.push_back(detection.min_threshold);
+  }
+  count_decision(decide(tests, thresholds, detection), target, tally);
+}
+
 struct MainTally {
   Tally kernelwatch, conbench, bencher;
 };
 
-void main_run_trial(const Model& model, const Settings& s, std::size_t target, double shift, std::mt19937_64& rng,
-                    MainTally& tally) {
+void main_run_trial(const Model& model, const Settings& s, std::size_t target, double shift,
+                    std::mt19937_64& rng, MainTally& tally) {
   DetectionSettings detection;
   std::vector<CaseTest> tests;
   std::vector<double> thresholds;
@@ -215,20 +224,8 @@ void main_run_trial(const Model& model, const Settings& s, std::size_t target, d
       bencher_false = bencher_false || bencher;
     }
   }
-  Decision decision = decide(tests, thresholds, detection);
-  bool any_false = false;
-  for (std::size_t i = 0; i < decision.statuses.size(); ++i) {
-    bool flagged = decision.statuses[i] == ChangeStatus::regression || decision.statuses[i] == ChangeStatus::improvement;
-    if (i == target) {
-      tally.kernelwatch.detected += decision.statuses[i] == ChangeStatus::regression;
-      continue;
-    }
-    ++tally.kernelwatch.comparisons;
-    tally.kernelwatch.false_comparisons += flagged;
-    any_false = any_false || flagged;
-  }
-  for (Tally* t : {&tally.kernelwatch, &tally.conbench, &tally.bencher}) ++t->runs;
-  tally.kernelwatch.false_runs += any_false;
+  count_decision(decide(tests, thresholds, detection), target, tally.kernelwatch);
+  for (Tally* t : {&tally.conbench, &tally.bencher}) ++t->runs;
   tally.conbench.false_runs += conbench_false;
   tally.bencher.false_runs += bencher_false;
   tally.conbench.detected += conbench_hit;
@@ -254,15 +251,22 @@ int main(int argc, char** argv) {
       if (i + 1 >= argc) throw std::runtime_error(arg + " needs a value");
       return argv[++i];
     };
-    if (arg == "--model") model_path = value();
-    else if (arg == "--json") json_path = value();
-    else if (arg == "--trials") settings.trials = std::stoi(value());
-    else if (arg == "--seed") seed = std::stoull(value());
-    else if (arg == "--replicates") settings.replicates = std::stoi(value());
-    else if (arg == "--large-case") large = value();  // a substring of the cases to slow
+    if (arg == "--model")
+      model_path = value();
+    else if (arg == "--json")
+      json_path = value();
+    else if (arg == "--trials")
+      settings.trials = std::stoi(value());
+    else if (arg == "--seed")
+      seed = std::stoull(value());
+    else if (arg == "--replicates")
+      settings.replicates = std::stoi(value());
+    else if (arg == "--large-case")
+      large = value();  // a substring of the cases to slow
     else {
-      std::cerr << "usage: kw-detector-bench [--model FILE] [--json OUT] [--trials N] [--seed S] [--replicates K] "
-                   "[--large-case NAME]\n";
+      std::cerr
+          << "usage: kw-detector-bench [--model FILE] [--json OUT] [--trials N] [--seed S] [--replicates K] "
+             "[--large-case NAME]\n";
       return 2;
     }
   }
@@ -314,17 +318,20 @@ int main(int argc, char** argv) {
         std::size_t target = targets[static_cast<std::size_t>(t) % targets.size()];
         Tally before = tally;
         pr_run(model, settings, target, shift, rng, tally);
-        if (learned_noise && shift > 0) per_case[model.cases[target].name][shift] += tally.detected - before.detected;
+        if (learned_noise && shift > 0)
+          per_case[model.cases[target].name][shift] += tally.detected - before.detected;
       }
       pr_tallies.push_back(tally);
-      pr[shift == 0 ? "aa" : "slower_" + std::to_string(static_cast<int>(shift * 100)) + "pct"] = tally.to_json();
+      pr[shift == 0 ? "aa" : "slower_" + std::to_string(static_cast<int>(shift * 100)) + "pct"] =
+          tally.to_json();
     }
-    std::printf("%-28s %12s %14s %10s %10s %10s\n", ("pr A/B, " + prior).c_str(),
-                percent(static_cast<double>(pr_tallies[0].false_runs) / pr_tallies[0].runs).c_str(),
-                percent(static_cast<double>(pr_tallies[0].false_comparisons) / pr_tallies[0].comparisons).c_str(),
-                percent(static_cast<double>(pr_tallies[1].detected) / pr_tallies[1].runs).c_str(),
-                percent(static_cast<double>(pr_tallies[2].detected) / pr_tallies[2].runs).c_str(),
-                percent(static_cast<double>(pr_tallies[3].detected) / pr_tallies[3].runs).c_str());
+    std::printf(
+        "%-28s %12s %14s %10s %10s %10s\n", ("pr A/B, " + prior).c_str(),
+        percent(static_cast<double>(pr_tallies[0].false_runs) / pr_tallies[0].runs).c_str(),
+        percent(static_cast<double>(pr_tallies[0].false_comparisons) / pr_tallies[0].comparisons).c_str(),
+        percent(static_cast<double>(pr_tallies[1].detected) / pr_tallies[1].runs).c_str(),
+        percent(static_cast<double>(pr_tallies[2].detected) / pr_tallies[2].runs).c_str(),
+        percent(static_cast<double>(pr_tallies[3].detected) / pr_tallies[3].runs).c_str());
     json main = json::object();
     std::vector<MainTally> main_tallies;
     for (double shift : shifts) {
@@ -332,25 +339,28 @@ int main(int argc, char** argv) {
       MainTally tally;
       int trials = std::max(100, settings.trials / 4);  // 30-run histories per case: slower
       for (int t = 0; t < trials; ++t)
-        main_run_trial(model, settings, targets[static_cast<std::size_t>(t) % targets.size()], shift, rng, tally);
+        main_run_trial(model, settings, targets[static_cast<std::size_t>(t) % targets.size()], shift, rng,
+                       tally);
       main_tallies.push_back(tally);
       std::string key = shift == 0 ? "aa" : "slower_" + std::to_string(static_cast<int>(shift * 100)) + "pct";
       main[key] = {{"kernelwatch", tally.kernelwatch.to_json()},
                    {"conbench", tally.conbench.to_json()},
                    {"bencher", tally.bencher.to_json()}};
     }
-    for (auto [label, pick] : {std::pair{"main vs history", 0}, {"  Conbench rule", 1}, {"  Bencher rule", 2}}) {
+    for (auto [label, pick] :
+         {std::pair{"main vs history", 0}, {"  Conbench rule", 1}, {"  Bencher rule", 2}}) {
       auto of = [&](const MainTally& t) -> const Tally& {
         return pick == 0 ? t.kernelwatch : pick == 1 ? t.conbench : t.bencher;
       };
-      std::printf("%-28s %12s %14s %10s %10s %10s\n", (std::string(label) + (pick == 0 ? ", " + prior : "")).c_str(),
-                  percent(static_cast<double>(of(main_tallies[0]).false_runs) / of(main_tallies[0]).runs).c_str(),
-                  percent(static_cast<double>(of(main_tallies[0]).false_comparisons) /
-                          of(main_tallies[0]).comparisons)
-                      .c_str(),
-                  percent(static_cast<double>(of(main_tallies[1]).detected) / of(main_tallies[1]).runs).c_str(),
-                  percent(static_cast<double>(of(main_tallies[2]).detected) / of(main_tallies[2]).runs).c_str(),
-                  percent(static_cast<double>(of(main_tallies[3]).detected) / of(main_tallies[3]).runs).c_str());
+      std::printf(
+          "%-28s %12s %14s %10s %10s %10s\n", (std::string(label) + (pick == 0 ? ", " + prior : "")).c_str(),
+          percent(static_cast<double>(of(main_tallies[0]).false_runs) / of(main_tallies[0]).runs).c_str(),
+          percent(static_cast<double>(of(main_tallies[0]).false_comparisons) /
+                  of(main_tallies[0]).comparisons)
+              .c_str(),
+          percent(static_cast<double>(of(main_tallies[1]).detected) / of(main_tallies[1]).runs).c_str(),
+          percent(static_cast<double>(of(main_tallies[2]).detected) / of(main_tallies[2]).runs).c_str(),
+          percent(static_cast<double>(of(main_tallies[3]).detected) / of(main_tallies[3]).runs).c_str());
     }
     results[learned_noise ? "learned_prior" : "default_prior"] = {{"pr", pr}, {"main", main}};
   }

@@ -52,7 +52,8 @@ TEST(Detection, ReplicateLocationsGroupSamplesByReplicate) {
   // The first pass only.
   EXPECT_EQ(replicate_locations(timing(samples, throttled, replicates), settings, 2).size(), 2u);
   // A run's location is their geometric mean.
-  EXPECT_NEAR(location(timing(samples, throttled, replicates), settings), std::cbrt(101.0 * 201 * 150.5), 1e-9);
+  EXPECT_NEAR(location(timing(samples, throttled, replicates), settings), std::cbrt(101.0 * 201 * 150.5),
+              1e-9);
   // No replicate indices: one replicate.
   EXPECT_EQ(replicate_locations(timing(samples), settings).size(), 1u);
   std::vector<std::int64_t> short_indices = {0, 1};
@@ -71,7 +72,8 @@ TEST(Detection, ABFalseAlarmsAreNominalWhenLevelsMoveBetweenReplicates) {
     std::vector<double> head_samples, base_samples;
     std::vector<std::int64_t> head_reps, base_reps;
     for (int r = 0; r < 4; ++r) {
-      for (auto [samples, reps] : {std::pair{&head_samples, &head_reps}, std::pair{&base_samples, &base_reps}}) {
+      for (auto [samples, reps] :
+           {std::pair{&head_samples, &head_reps}, std::pair{&base_samples, &base_reps}}) {
         double level = 1e5 * std::exp(std::normal_distribution<double>(0, 0.01)(rng));
         for (int i = 0; i < 200; ++i) {
           samples->push_back(level * std::exp(within(rng)));
@@ -118,7 +120,8 @@ TEST(Detection, HolmKeepsTheRunLevelFalseAlarmRate) {
       tests.push_back(test_ab(replicates_of(1e5, 0.008, 4, rng), replicates_of(1e5, 0.008, 4, rng),
                               NoiseModel{0.008, 100, 0.01, 20}, kSettings));
     std::vector<double> thresholds(cases, 0.005);
-    flagged_runs += decide(tests, thresholds, kSettings).regression || decide(tests, thresholds, kSettings).improvement;
+    flagged_runs +=
+        decide(tests, thresholds, kSettings).regression || decide(tests, thresholds, kSettings).improvement;
     bool naive = false;
     for (const CaseTest& t : tests) naive = naive || t.p_value < 0.01;
     naive_runs += naive;
@@ -161,7 +164,8 @@ TEST(Detection, NoBaselineIsNotCountedAndSaysSo) {
   std::vector<double> thresholds = {0.01};
   EXPECT_EQ(decide(std::span<const CaseTest>(&none, 1), thresholds, kSettings).statuses[0],
             ChangeStatus::no_baseline);
-  CaseTest no_history = test_history(std::vector<double>{1e5}, std::vector<double>{}, default_noise(), kSettings);
+  CaseTest no_history =
+      test_history(std::vector<double>{1e5}, std::vector<double>{}, default_noise(), kSettings);
   EXPECT_EQ(no_history.method, CaseTest::Method::none);
   EXPECT_EQ(no_history.note, "no baseline run");
 }

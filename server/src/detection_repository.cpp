@@ -244,8 +244,8 @@ void insert_comparisons(pqxx::work& tx, std::int64_t run_id, const std::vector<C
                         const common::DetectionSettings& settings) {
   if (rows.empty()) return;
   PgArray case_name, kind, impl, baseline_run, reason, status, ratio, ratio_of_medians, lower, upper,
-      confidence, p_value, threshold, head_noise, base_noise, head_samples, base_samples, excluded, note, method,
-      se, df, first_pass;
+      confidence, p_value, threshold, head_noise, base_noise, head_samples, base_samples, excluded, note,
+      method, se, df, first_pass;
   for (const ComparisonRow& row : rows) {
     const common::CaseTest& t = row.test;
     case_name.text(row.case_name);
@@ -259,11 +259,17 @@ void insert_comparisons(pqxx::work& tx, std::int64_t run_id, const std::vector<C
     reason.text(row.reason_text());
     status.text(common::to_string(row.status));
     bool measured = row.measured();
-    for (auto [array, value] :
-         {std::pair{&ratio, t.ratio}, {&ratio_of_medians, row.ratio_of_medians}, {&lower, t.lower},
-          {&upper, t.upper}, {&confidence, 1 - settings.run_alpha}, {&p_value, t.p_value},
-          {&threshold, row.min_threshold}, {&head_noise, t.head_replicate_sd}, {&base_noise, t.base_replicate_sd},
-          {&se, t.se}, {&df, t.df}}) {
+    for (auto [array, value] : {std::pair{&ratio, t.ratio},
+                                {&ratio_of_medians, row.ratio_of_medians},
+                                {&lower, t.lower},
+                                {&upper, t.upper},
+                                {&confidence, 1 - settings.run_alpha},
+                                {&p_value, t.p_value},
+                                {&threshold, row.min_threshold},
+                                {&head_noise, t.head_replicate_sd},
+                                {&base_noise, t.base_replicate_sd},
+                                {&se, t.se},
+                                {&df, t.df}}) {
       if (measured) {
         array->number(value);
       } else {
@@ -290,8 +296,8 @@ void insert_comparisons(pqxx::work& tx, std::int64_t run_id, const std::vector<C
   tx.exec_prepared0("detection_insert", run_id, case_name.str(), kind.str(), impl.str(), baseline_run.str(),
                     reason.str(), status.str(), ratio.str(), ratio_of_medians.str(), lower.str(), upper.str(),
                     confidence.str(), p_value.str(), threshold.str(), head_noise.str(), base_noise.str(),
-                    head_samples.str(), base_samples.str(), excluded.str(), note.str(), method.str(), se.str(),
-                    df.str(), first_pass.str());
+                    head_samples.str(), base_samples.str(), excluded.str(), note.str(), method.str(),
+                    se.str(), df.str(), first_pass.str());
 }
 
 // One case's recent history: run ids, candidate locations and replicate
@@ -339,7 +345,8 @@ GpuNoise learn_gpu_noise(const std::map<std::string, History>& histories,
   }
   noise.replicate = common::pool_replicate_sds(sds, counts);
   if (!scales.empty()) {
-    std::nth_element(scales.begin(), scales.begin() + static_cast<std::ptrdiff_t>(scales.size() / 2), scales.end());
+    std::nth_element(scales.begin(), scales.begin() + static_cast<std::ptrdiff_t>(scales.size() / 2),
+                     scales.end());
     noise.run = {scales[scales.size() / 2], errors};
   }
   return noise;
@@ -399,12 +406,14 @@ ComparisonRow compare_impl(const std::string& name, const std::string& impl, con
     row.test = test_with(std::nullopt);
     row.ratio_of_medians = head.median_ns / in_job_base->median_ns;
   } else if (baseline && stored_base) {
-    if (history_locations.empty()) history_locations.push_back(common::location(timing_of(*stored_base), settings));
+    if (history_locations.empty())
+      history_locations.push_back(common::location(timing_of(*stored_base), settings));
     row.test = test_with(std::nullopt);
     row.ratio_of_medians = head.median_ns / stored_base->median_ns;
   } else {
     row.test.head_replicates = head_locations.size();
-    row.test.note = baseline ? "the baseline run has no " + impl + " measurement for this case" : "no baseline run";
+    row.test.note =
+        baseline ? "the baseline run has no " + impl + " measurement for this case" : "no baseline run";
   }
   if (row.excluded_throttled > 0) {
     row.test.note += (row.test.note.empty() ? "" : "; ") + std::to_string(row.excluded_throttled) +
@@ -540,7 +549,8 @@ ProjectSettings DetectionRepository::update_settings(pqxx::work& tx, std::int64_
     } else if (key == "run_alpha") {
       if (!value.is_number() || !(value.get<double>() > 0 && value.get<double>() <= 0.2))
         throw Unprocessable(
-            "run_alpha: must be a number above 0 and at most 0.2 (the chance that a run of an unchanged build "
+            "run_alpha: must be a number above 0 and at most 0.2 (the chance that a run of an unchanged "
+            "build "
             "flags any case; default 0.01)");
       tx.exec_params0("UPDATE projects SET run_alpha = $2 WHERE id = $1", project_id, value.get<double>());
     } else if (key == "case_thresholds") {
@@ -711,7 +721,8 @@ std::shared_ptr<const DetectionRepository::Plan> DetectionRepository::plan(pqxx:
         std::vector<double> locations;
         if (m.is_candidate() && baseline) locations = case_history.through(baseline->run_id);
         rows.push_back(compare_impl(c.name, m.impl, &c, m, in_job, find_impl(base, m.impl), baseline,
-                                    std::move(locations), noise, min_threshold, detection, report.base_commit));
+                                    std::move(locations), noise, min_threshold, detection,
+                                    report.base_commit));
       }
     }
     return rows;

@@ -135,7 +135,8 @@ TEST_F(DetectionApiTest, EachStatusAndVerdict) {
   EXPECT_EQ(c["threshold"], 0.01);
 
   json back_to_normal = post({});  // against the mean of the stored runs: faster
-  EXPECT_EQ(candidate_comparison(back_to_normal)["status"], "improvement") << candidate_comparison(back_to_normal);
+  EXPECT_EQ(candidate_comparison(back_to_normal)["status"], "improvement")
+      << candidate_comparison(back_to_normal);
 
   json same = post({});
   EXPECT_EQ(same["verdict"], "pass");
@@ -202,7 +203,8 @@ TEST_F(DetectionApiTest, ThrottledSamplesAreExcludedAndSaid) {
   EXPECT_EQ(answer["verdict"], "pass");
   json c = candidate_comparison(answer);
   EXPECT_EQ(c["excluded_throttled"], 6);
-  EXPECT_NE(c["note"].get<std::string>().find("6 sample(s) taken while throttled were left out"), std::string::npos)
+  EXPECT_NE(c["note"].get<std::string>().find("6 sample(s) taken while throttled were left out"),
+            std::string::npos)
       << c["note"];
 }
 
@@ -325,7 +327,8 @@ TEST_F(DetectionApiTest, WithAHistoryTheCandidateIsJudgedAgainstTheForecastLevel
   c = candidate_comparison(flagged);
   EXPECT_EQ(c["status"], "regression");
   EXPECT_EQ(c["method"], "history");
-  EXPECT_NE(c["note"].get<std::string>().find("level forecast from 11 runs: +"), std::string::npos) << c.dump();
+  EXPECT_NE(c["note"].get<std::string>().find("level forecast from 11 runs: +"), std::string::npos)
+      << c.dump();
 }
 
 // run_alpha is the project's sensitivity: the same slowdown against the same
@@ -341,18 +344,20 @@ TEST_F(DetectionApiTest, RunAlphaSetsTheSensitivity) {
   json c = candidate_comparison(post(slower));
   EXPECT_EQ(c["status"], "regression") << c.dump();
   double stricter = c["p_value"].get<double>() / 4;
-  auto update =
-      client(admin_token_).request("PUT", "/api/v1/projects/demo/settings", json{{"run_alpha", stricter}}.dump());
+  auto update = client(admin_token_)
+                    .request("PUT", "/api/v1/projects/demo/settings", json{{"run_alpha", stricter}}.dump());
   ASSERT_EQ(update.status, 200) << update.body;
   EXPECT_DOUBLE_EQ(update.json()["run_alpha"].get<double>(), stricter);
   json again = candidate_comparison(post(slower));
   EXPECT_EQ(again["status"], "unchanged") << again.dump();
 
-  auto rejected = client(admin_token_).request("PUT", "/api/v1/projects/demo/settings", R"({"run_alpha": 0.5})");
+  auto rejected =
+      client(admin_token_).request("PUT", "/api/v1/projects/demo/settings", R"({"run_alpha": 0.5})");
   EXPECT_EQ(rejected.status, 422);
-  EXPECT_EQ(rejected.json()["message"],
-            "run_alpha: must be a number above 0 and at most 0.2 (the chance that a run of an unchanged build "
-            "flags any case; default 0.01)");
+  EXPECT_EQ(
+      rejected.json()["message"],
+      "run_alpha: must be a number above 0 and at most 0.2 (the chance that a run of an unchanged build "
+      "flags any case; default 0.01)");
 }
 
 // A history is the newest 30 runs of each case: read from the newest runs as
@@ -398,7 +403,8 @@ TEST_F(DetectionApiTest, FortyAAndFortySlowerPullRequestsMeasuredInTheirJob) {
       EXPECT_EQ(candidate_comparison(slow)["method"], "ab");
     }
   }
-  std::cout << "A/A verdicts other than pass: " << aa_flagged << "/40, 5% slower: " << slow_regressions << "/40\n";
+  std::cout << "A/A verdicts other than pass: " << aa_flagged << "/40, 5% slower: " << slow_regressions
+            << "/40\n";
   EXPECT_LE(aa_flagged, 1);
   EXPECT_GE(slow_regressions, 38);
 }

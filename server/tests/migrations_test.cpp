@@ -65,11 +65,14 @@ TEST(Migrations, ReplicatesLeaveOlderRowsAsOneReplicate) {
     tx.exec(
         "INSERT INTO runs (project_id, commit_sha, branch, agent_name, agent_version, gpu_model, started_at, "
         "finished_at, gpu_seconds, report_sha256, verdict) "
-        "SELECT id, repeat('a', 40), 'main', 'host', '1', 'NVIDIA H100', now(), now(), 1, 'x', 'pass' FROM projects");
+        "SELECT id, repeat('a', 40), 'main', 'host', '1', 'NVIDIA H100', now(), now(), 1, 'x', 'pass' FROM "
+        "projects");
     tx.exec(
         "INSERT INTO cases (run_id, project_id, ordinal, name, params, candidate_location_ns) "
         "SELECT id, project_id, 0, 'a', '{}', 100 FROM runs");
-    tx.exec("INSERT INTO measurements (case_id, impl, samples_ns, median_ns) SELECT id, 'candidate', '{100}', 100 FROM cases");
+    tx.exec(
+        "INSERT INTO measurements (case_id, impl, samples_ns, median_ns) SELECT id, 'candidate', '{100}', "
+        "100 FROM cases");
     tx.exec("INSERT INTO run_locations SELECT id, '{a}', '{100}' FROM runs");
     tx.commit();
   }
@@ -83,8 +86,9 @@ TEST(Migrations, ReplicatesLeaveOlderRowsAsOneReplicate) {
   EXPECT_TRUE(l[1].as<bool>());
   EXPECT_DOUBLE_EQ(tx.exec1("SELECT run_alpha FROM projects")[0].as<double>(), 0.01);
   // The same implementation may now be stored for both sides of an A/B.
-  tx.exec("INSERT INTO measurements (case_id, side, impl, samples_ns, median_ns) "
-          "SELECT id, 'base', 'candidate', '{101}', 101 FROM cases");
+  tx.exec(
+      "INSERT INTO measurements (case_id, side, impl, samples_ns, median_ns) "
+      "SELECT id, 'base', 'candidate', '{101}', 101 FROM cases");
   EXPECT_EQ(tx.exec1("SELECT count(*) FROM measurements")[0].as<int>(), 2);
 }
 

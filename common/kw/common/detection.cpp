@@ -110,8 +110,7 @@ std::vector<double> without_outliers(std::vector<double> logs, double replicate_
 }
 
 std::string outlier_note(std::size_t dropped) {
-  return dropped == 0 ? std::string()
-                      : "; " + std::to_string(dropped) + " outlier replicate(s) left out";
+  return dropped == 0 ? std::string() : "; " + std::to_string(dropped) + " outlier replicate(s) left out";
 }
 
 void finish_test(CaseTest& test, const DetectionSettings& settings) {
@@ -300,7 +299,8 @@ CaseTest test_ab(std::span<const double> head_locations, std::span<const double>
   PooledSd pooled =
       shrink({data_sd, data_df}, noise.replicate_sd, prior_weight(noise.replicate_df, settings));
   test.df = pooled.df;
-  test.se = pooled.sd * std::sqrt(1 / static_cast<double>(head.size()) + 1 / static_cast<double>(base.size()));
+  test.se =
+      pooled.sd * std::sqrt(1 / static_cast<double>(head.size()) + 1 / static_cast<double>(base.size()));
   finish_test(test, settings);
   char text[200];
   std::snprintf(text, sizeof(text),
@@ -330,8 +330,7 @@ CaseTest test_history(std::span<const double> head_locations, std::span<const do
   char text[200];
   if (std::optional<Forecast> forecast = forecast_level(history, settings)) {
     test.method = CaseTest::Method::history;
-    PooledSd scale =
-        shrink({forecast->scale, static_cast<double>(forecast->errors)}, noise.run_sd, weight);
+    PooledSd scale = shrink({forecast->scale, static_cast<double>(forecast->errors)}, noise.run_sd, weight);
     test.effect = head_level - std::log(forecast->level_ns);
     test.se = scale.sd;
     test.df = scale.df;
@@ -351,7 +350,8 @@ CaseTest test_history(std::span<const double> head_locations, std::span<const do
     test.df = weight;
     test.base_replicates = n;
     finish_test(test, settings);
-    std::snprintf(text, sizeof(text), "against the mean of %zu stored run(s): %s, between-run prior sd %.2f%%", n,
+    std::snprintf(text, sizeof(text),
+                  "against the mean of %zu stored run(s): %s, between-run prior sd %.2f%%", n,
                   percent(test.effect).c_str(), 100 * noise.run_sd);
   }
   test.note = text + outlier_note(dropped);
@@ -360,8 +360,7 @@ CaseTest test_history(std::span<const double> head_locations, std::span<const do
 
 Decision decide(std::span<const CaseTest> tests, std::span<const double> min_thresholds,
                 const DetectionSettings& settings) {
-  if (min_thresholds.size() != tests.size())
-    throw std::invalid_argument("decide: one threshold per test");
+  if (min_thresholds.size() != tests.size()) throw std::invalid_argument("decide: one threshold per test");
   Decision decision;
   decision.statuses.assign(tests.size(), ChangeStatus::no_baseline);
   std::vector<std::size_t> order;

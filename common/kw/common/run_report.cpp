@@ -259,7 +259,7 @@ Case read_case(const json& value, const std::string& path) {
     run_case.correctness = read_correctness(*correctness, reader.child("correctness"));
   }
   for (auto [key, into] : {std::pair{"measurements", &run_case.measurements},
-                            std::pair{"base_measurements", &run_case.base_measurements}}) {
+                           std::pair{"base_measurements", &run_case.base_measurements}}) {
     const json* measurements = reader.opt_array(key);
     if (!measurements) continue;
     std::set<std::string, std::less<>> impls;
@@ -524,7 +524,8 @@ json to_json(const Case& run_case) {
     return measurements;
   };
   out["measurements"] = measurements_json(run_case.measurements);
-  if (!run_case.base_measurements.empty()) out["base_measurements"] = measurements_json(run_case.base_measurements);
+  if (!run_case.base_measurements.empty())
+    out["base_measurements"] = measurements_json(run_case.base_measurements);
   if (run_case.first_pass_replicates) out["first_pass_replicates"] = *run_case.first_pass_replicates;
   if (const auto& g = run_case.gpu_state) {
     json state{{"sm_mhz", g->sm_mhz}, {"mem_mhz", g->mem_mhz}, {"throttle_reasons", g->throttle_reasons}};

@@ -114,7 +114,8 @@ class AttentionCase : public kwbench::Case {
         cublas_unavailable_ = std::string("cuBLAS unfused: ") + error.what();
       }
     }
-    if (double fraction = injected_slowdown(name()); fraction > 0) calibrate_injected_slowdown(state, fraction);
+    if (double fraction = injected_slowdown(name()); fraction > 0)
+      calibrate_injected_slowdown(state, fraction);
   }
 
   void teardown(kwbench::State&) override {

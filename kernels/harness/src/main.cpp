@@ -138,7 +138,8 @@ std::vector<std::unique_ptr<Case>> select_cases(const Options& options) {
     for (auto& c : make_cases("*")) by_name[c->name()] = std::move(c);
     for (const std::string& name : read_names(options.case_list)) {
       auto it = by_name.find(name);
-      if (it == by_name.end()) throw Error("--case-list names \"" + name + "\", which is no case of this bench");
+      if (it == by_name.end())
+        throw Error("--case-list names \"" + name + "\", which is no case of this bench");
       if (it->second) cases.push_back(std::move(it->second));
     }
   } else {
@@ -432,7 +433,8 @@ int stage_main(const Options& options, const std::string& self) {
     if (options.in_process)
       log_line(options.stage + " " + run.name + " " + outcome.status + " (" +
                std::to_string(run.seconds).substr(0, 5) + " s): " + outcome.message);
-    if (!outcome.part.contains("params") && by_name.count(run.name)) outcome.part["params"] = by_name[run.name]->params();
+    if (!outcome.part.contains("params") && by_name.count(run.name))
+      outcome.part["params"] = by_name[run.name]->params();
     document["cases"].push_back(outcome.part);
     case_results.push_back({{"name", run.name},
                             {"status", outcome.status},

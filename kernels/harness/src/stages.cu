@@ -449,9 +449,9 @@ CaseOutcome run_full_bench(Case& c, const DeviceFacts& device, const BenchOption
   // case.
   {
     auto started = std::chrono::steady_clock::now();
-    for (int round = 0; round < options.warmup_rounds ||
-                        std::chrono::steady_clock::now() - started <
-                            std::chrono::duration<double>(options.warmup_seconds);
+    for (int round = 0;
+         round < options.warmup_rounds ||
+         std::chrono::steady_clock::now() - started < std::chrono::duration<double>(options.warmup_seconds);
          ++round) {
       for (const Impl& impl : impls) {
         flush_l2(round);
@@ -462,7 +462,8 @@ CaseOutcome run_full_bench(Case& c, const DeviceFacts& device, const BenchOption
   }
   double reference_mhz = 0;
   for (int i = 0; i < 3; ++i) reference_mhz = std::max(reference_mhz, probe.measure_mhz(stream));
-  double setup_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - setup_started).count();
+  double setup_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - setup_started).count();
 
   json gpu_state = {{"sm_mhz", json::array()}, {"mem_mhz", json::array()}, {"throttle_reasons", 0}};
   double temp_max = 0, power_max = 0;
@@ -529,21 +530,21 @@ CaseOutcome run_full_bench(Case& c, const DeviceFacts& device, const BenchOption
   }
   outcome.part["measurements"] = measurements;
   outcome.part["gpu_state"] = gpu_state;
-  outcome.details = {{"samples", samples[0].size()},
-                     {"setup_seconds", setup_seconds},
-                     {"measure_seconds",
-                      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()},
-                     {"relative_noise", noise},
-                     {"reference_sm_mhz", reference_mhz},
-                     {"min_probe_sm_mhz", min_probe_mhz},
-                     {"throttled_samples", throttled_rounds.size()},
-                     {"skipped_baselines", skipped}};
+  outcome.details = {
+      {"samples", samples[0].size()},
+      {"setup_seconds", setup_seconds},
+      {"measure_seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()},
+      {"relative_noise", noise},
+      {"reference_sm_mhz", reference_mhz},
+      {"min_probe_sm_mhz", min_probe_mhz},
+      {"throttled_samples", throttled_rounds.size()},
+      {"skipped_baselines", skipped}};
   if (!nvml.available()) outcome.details["nvml"] = nvml.unavailable();
   double first = measurements[0]["median_ns"];
   outcome.message =
       std::to_string(samples[0].size()) + " samples, " + impls[0].name + " median " +
-      format("%.2f", first / 1000) + " us, noise " + format("%.2f", 100 * noise[impls[0].name].get<double>()) +
-      "%" +
+      format("%.2f", first / 1000) + " us, noise " +
+      format("%.2f", 100 * noise[impls[0].name].get<double>()) + "%" +
       (flops > 0 ? ", " + format("%.1f", flops / first / 1000) + " TFLOP/s" : "") +
       (throttled_rounds.empty() ? "" : ", " + std::to_string(throttled_rounds.size()) + " throttled");
   return outcome;

@@ -21,8 +21,8 @@ struct BenchOptions {
   int quick_iterations = 10;
   int warmup_rounds = 5;        // full_bench: interleaved rounds before timing, at least
   double warmup_seconds = 0.1;  // and at least this long
-  std::string impls = "*";        // full_bench: glob over the implementations timed
-  unsigned order_offset = 0;      // full_bench: which implementation goes first in round 0
+  std::string impls = "*";      // full_bench: glob over the implementations timed
+  unsigned order_offset = 0;    // full_bench: which implementation goes first in round 0
 };
 
 struct DeviceFacts {
