@@ -9,6 +9,9 @@ posted after them, each as its own commit on its own branch, based on the last
 main commit. Their verdicts come from the A/B measured in the job.
 
   post_series.py --server URL --token AGENT_TOKEN [--json OUT] --main M1.json ... --pr P1.json ... --power W1.json ...
+
+The series measured on the H100 is committed: tar -xzf docs/results/detection-series-h100.tar.gz
+gives main-01..10.json, pr-01..04.json and power-01..04.json.
 """
 import argparse
 import hashlib
@@ -33,6 +36,19 @@ def request(server, token, method, path, body=None):
             return json.loads(response.read())
     except urllib.error.HTTPError as error:
         raise SystemExit(f"{method} {path}: HTTP {error.code}: {error.read().decode()[:500]}")
+
+
+def full_bench_cost(report):
+    """The full_bench stage's wall time and where it went, from the report."""
+    stage = next(s for s in report["stages"] if s["name"] == "full_bench")
+    cost = {"seconds": stage["duration_ms"] / 1000, "cases": len(report["cases"])}
+    for bench in stage["details"].values():
+        passes = bench.get("passes", [])
+        candidate = [p for p in passes if p["side"] in ("head", "base")]
+        cost.update({"passes": len(passes), "context_pass_seconds": sum(p["seconds"] for p in passes if p["side"] == "head baselines"),
+                     "setup_seconds": bench.get("setup_seconds"), "measure_seconds": bench.get("measure_seconds"),
+                     "full_pass_seconds": [round(p["seconds"], 1) for p in candidate if p["cases"] == cost["cases"]]})
+    return cost
 
 
 def flagged(run):
@@ -70,7 +86,7 @@ def main():
             compared = [c for c in run["comparisons"] if c["impl"] == "candidate" and c.get("method")]
             entry = {"kind": kind, "file": path, "run_id": answer["run_id"], "verdict": answer["verdict"],
                      "comparisons": len(compared), "flagged": flagged(run),
-                     "methods": sorted({c["method"] for c in compared})}
+                     "methods": sorted({c["method"] for c in compared}), "full_bench": full_bench_cost(report)}
             if kind == "power":
                 injected = [c for c in compared
                             if INJECTED[0] in c["case"] and any(s in c["case"] for s in INJECTED[1])]
@@ -80,7 +96,8 @@ def main():
                                  for c in compared if c["case"] == TINY]
             results.append(entry)
             print(f"{kind} {i}: run {answer['run_id']} verdict {answer['verdict']} "
-                  f"({len(compared)} comparisons by {'/'.join(entry['methods'])}; flagged: "
+                  f"(full_bench {entry['full_bench']['seconds']:.1f} s for {entry['full_bench']['cases']} cases; "
+                  f"{len(compared)} comparisons by {'/'.join(entry['methods'])}; flagged: "
                   + (", ".join(f"{n} {s} {r:.3f}" for n, s, r, _ in entry["flagged"]) or "none") + ")")
             if kind == "power":
                 for c in entry["injected"] + entry["tiny"]:

@@ -389,7 +389,6 @@ ComparisonRow compare_impl(const std::string& name, const std::string& impl, con
   row.baseline = baseline;
   row.min_threshold = min_threshold;
   row.excluded_throttled = throttled_count(head);
-  std::vector<double> head_locations = common::replicate_locations(timing_of(head), settings);
   auto test_with = [&](std::optional<std::int64_t> before) {
     std::vector<double> h = common::replicate_locations(timing_of(head), settings, before);
     if (in_job_base) {
@@ -411,7 +410,7 @@ ComparisonRow compare_impl(const std::string& name, const std::string& impl, con
     row.test = test_with(std::nullopt);
     row.ratio_of_medians = head.median_ns / stored_base->median_ns;
   } else {
-    row.test.head_replicates = head_locations.size();
+    row.test.head_replicates = common::replicate_locations(timing_of(head), settings).size();
     row.test.note =
         baseline ? "the baseline run has no " + impl + " measurement for this case" : "no baseline run";
   }

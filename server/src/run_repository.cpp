@@ -296,7 +296,7 @@ StoredRun RunRepository::store(pqxx::work& tx, std::int64_t project_id, const co
     if (const common::Measurement* candidate = c.candidate()) {
       common::Timing timing{candidate->samples_ns, candidate->throttled_samples, candidate->replicates};
       std::vector<double> per_replicate = common::replicate_locations(timing, detection);
-      double location = common::location(timing, detection);
+      double location = common::location(per_replicate);
       std::optional<double> sd = common::replicate_log_sd(per_replicate);
       row["location"] = location;
       row["replicates"] = per_replicate.size();

@@ -6,6 +6,15 @@
 namespace kw::server::testing {
 namespace {
 
+// One completed main run of the (only) project, as older schemas stored it.
+void insert_one_run(pqxx::work& tx) {
+  tx.exec(
+      "INSERT INTO runs (project_id, commit_sha, branch, agent_name, agent_version, gpu_model, started_at, "
+      "finished_at, gpu_seconds, report_sha256, verdict) "
+      "SELECT id, repeat('a', 40), 'main', 'host', '1', 'NVIDIA H100', now(), now(), 1, 'x', 'pass' FROM "
+      "projects");
+}
+
 TEST(Migrations, FromEmptyThenReappliedIsANoOp) {
   // TestDatabase applies them from empty.
   TestDatabase database;
@@ -35,11 +44,7 @@ TEST(Migrations, RunLocationsAreFilledFromRunsStoredBefore) {
     pqxx::work tx(connection);
     // The database as it was at version 5, with one run of three cases (one without a candidate).
     tx.exec("INSERT INTO projects (name) VALUES ('demo')");
-    tx.exec(
-        "INSERT INTO runs (project_id, commit_sha, branch, agent_name, agent_version, gpu_model, started_at, "
-        "finished_at, gpu_seconds, report_sha256, verdict) "
-        "SELECT id, repeat('a', 40), 'main', 'host', '1', 'NVIDIA H100', now(), now(), 1, 'x', 'pass' "
-        "FROM projects");
+    insert_one_run(tx);
     tx.exec(
         "INSERT INTO cases (run_id, project_id, ordinal, name, params, candidate_location_ns) "
         "SELECT r.id, r.project_id, c.ordinal, c.name, '{}', c.location FROM runs r, "
@@ -62,11 +67,7 @@ TEST(Migrations, ReplicatesLeaveOlderRowsAsOneReplicate) {
   {
     pqxx::work tx(connection);
     tx.exec("INSERT INTO projects (name, history_z) VALUES ('demo', 5)");
-    tx.exec(
-        "INSERT INTO runs (project_id, commit_sha, branch, agent_name, agent_version, gpu_model, started_at, "
-        "finished_at, gpu_seconds, report_sha256, verdict) "
-        "SELECT id, repeat('a', 40), 'main', 'host', '1', 'NVIDIA H100', now(), now(), 1, 'x', 'pass' FROM "
-        "projects");
+    insert_one_run(tx);
     tx.exec(
         "INSERT INTO cases (run_id, project_id, ordinal, name, params, candidate_location_ns) "
         "SELECT id, project_id, 0, 'a', '{}', 100 FROM runs");

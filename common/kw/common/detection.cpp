@@ -203,10 +203,13 @@ std::vector<double> replicate_locations(const Timing& timing, const DetectionSet
   return locations;
 }
 
+double location(std::span<const double> replicate_locations) {
+  if (replicate_locations.empty()) throw std::invalid_argument("location: no samples");
+  return std::exp(mean(logs_of(replicate_locations)));
+}
+
 double location(const Timing& timing, const DetectionSettings& settings) {
-  std::vector<double> locations = replicate_locations(timing, settings);
-  if (locations.empty()) throw std::invalid_argument("location: no samples");
-  return std::exp(mean(logs_of(locations)));
+  return location(replicate_locations(timing, settings));
 }
 
 std::optional<double> replicate_log_sd(std::span<const double> locations) {

@@ -78,6 +78,7 @@ std::vector<double> replicate_locations(const Timing& timing, const DetectionSet
 
 // A run's location: the geometric mean of its replicate locations, the value
 // a case's history is made of.
+double location(std::span<const double> replicate_locations);
 double location(const Timing& timing, const DetectionSettings& settings);
 
 // Sample standard deviation of log(replicate location); nullopt below two
