@@ -93,20 +93,34 @@ struct Counts {
   std::map<std::string, std::int64_t>& of(Side side) { return side == Side::head ? head : base; }
 };
 
-std::vector<double> candidate_locations(const json& c, const char* key) {
+// The candidate's replicate locations and, where the bench reports them,
+// their SM clocks.
+struct Replicates {
+  std::vector<double> locations, clocks;
+};
+Replicates candidate_replicates(const json& c, const char* key) {
   if (!c.contains(key)) return {};
   for (const json& m : c[key]) {
     if (m.value("impl", "") != "candidate") continue;
     std::vector<double> samples = m["samples_ns"].get<std::vector<double>>();
     std::vector<std::int64_t> throttled = m.value("throttled_samples", std::vector<std::int64_t>{});
     std::vector<std::int64_t> replicates = m.value("replicates", std::vector<std::int64_t>{});
-    return common::replicate_locations({samples, throttled, replicates}, common::DetectionSettings{});
+    std::vector<double> clocks = m.value("sm_mhz", std::vector<double>{});
+    common::Timing timing{samples, throttled, replicates, clocks};
+    return {common::replicate_locations(timing, common::DetectionSettings{}),
+            common::replicate_clocks(timing)};
   }
   return {};
 }
 
-// The standard error of the candidate's log level (A/B: of the difference)
-// from the replicates so far; infinite below two replicates a side.
+std::vector<double> candidate_locations(const json& c, const char* key) {
+  return candidate_replicates(c, key).locations;
+}
+
+// The standard error of the candidate's log level from the replicates so
+// far; infinite below two replicates a side. A/B: the difference's, over
+// sqrt(2), so that one target asks as many replicates a side of a pull
+// request as of a main run.
 double standard_error(const json& c, bool ab) {
   std::vector<double> head = candidate_locations(c, "measurements");
   auto sd = common::replicate_log_sd(head);
@@ -117,7 +131,8 @@ double standard_error(const json& c, bool ab) {
   if (!base_sd) return INFINITY;
   double pooled = std::sqrt(((head.size() - 1) * *sd * *sd + (base.size() - 1) * *base_sd * *base_sd) /
                             static_cast<double>(head.size() + base.size() - 2));
-  return pooled * std::sqrt(1.0 / static_cast<double>(head.size()) + 1.0 / static_cast<double>(base.size()));
+  return pooled *
+         std::sqrt((1.0 / static_cast<double>(head.size()) + 1.0 / static_cast<double>(base.size())) / 2);
 }
 
 std::string fixed(double value, int digits) {
@@ -142,10 +157,19 @@ void merge_replicate(json& accumulated, const json& pass_case, std::int64_t repl
       fresh["samples_ns"] = json::array();
       fresh["throttled_samples"] = json::array();
       fresh["replicates"] = json::array();
+      fresh["sm_mhz"] = json::array();
       into.push_back(std::move(fresh));
       target = &into.back();
     }
     const std::size_t offset = (*target)["samples_ns"].size();
+    // Clocks stay only while every replicate has them, one per sample.
+    if (target->contains("sm_mhz")) {
+      if (m.contains("sm_mhz") && m["sm_mhz"].size() == m["samples_ns"].size()) {
+        for (const json& mhz : m["sm_mhz"]) (*target)["sm_mhz"].push_back(mhz);
+      } else {
+        target->erase("sm_mhz");
+      }
+    }
     for (const json& sample : m["samples_ns"]) {
       (*target)["samples_ns"].push_back(sample);
       (*target)["replicates"].push_back(replicate);
@@ -188,6 +212,7 @@ ReplicatedBench run_replicated_full_bench(const BenchConfig& bench, const RepoCo
   };
   const FullBenchConfig& fb = config.full_bench;
   const bool ab = options.base_checkout.has_value();
+  const double budget_s = fb.budget_s * (ab ? 2 : 1);  // the setting is per side
   ReplicatedBench result;
   std::uint64_t seed =
       options.seed != 0
@@ -262,7 +287,7 @@ ReplicatedBench run_replicated_full_bench(const BenchConfig& bench, const RepoCo
 
   auto progress = [&](const std::string& what) {
     log("full_bench " + bench.name + ": " + what + " (" + fixed(result.seconds, 1) + " s of " +
-        fixed(fb.budget_s, 0) + " s)");
+        fixed(budget_s, 0) + " s)");
   };
 
   // The cases: what the bench lists under its glob.
@@ -317,7 +342,7 @@ ReplicatedBench run_replicated_full_bench(const BenchConfig& bench, const RepoCo
     if (uncertain.empty()) break;
     double pass_estimate = result.seconds / std::max(1, pass_number) * static_cast<double>(uncertain.size()) /
                            static_cast<double>(all.size());
-    if (result.seconds + pass_estimate > fb.budget_s) {
+    if (result.seconds + pass_estimate > budget_s) {
       progress(std::to_string(uncertain.size()) + " case(s) above the target spread, budget spent");
       break;
     }
@@ -332,9 +357,10 @@ ReplicatedBench run_replicated_full_bench(const BenchConfig& bench, const RepoCo
     if (config.min_threshold) settings.min_threshold = *config.min_threshold;
     std::vector<std::string> screened;
     for (const std::string& name : order) {
-      std::vector<double> head = candidate_locations(cases[name], "measurements");
-      std::vector<double> base = candidate_locations(cases[name], "base_measurements");
-      common::CaseTest test = common::test_ab(head, base, common::default_noise(), settings);
+      Replicates head = candidate_replicates(cases[name], "measurements");
+      Replicates base = candidate_replicates(cases[name], "base_measurements");
+      common::CaseTest test = common::test_ab(head.locations, base.locations, common::default_noise(),
+                                              settings, head.clocks, base.clocks);
       auto threshold = config.case_thresholds.find(name);
       double min_threshold =
           threshold == config.case_thresholds.end() ? settings.min_threshold : threshold->second;
@@ -348,9 +374,11 @@ ReplicatedBench run_replicated_full_bench(const BenchConfig& bench, const RepoCo
     result.details["confirmed_cases"] = screened;
   }
 
-  if (fb.context_pass && !stop.load() && !with_baselines.empty()) {
-    // Context for the speedup series and the machine-drift signal: the
-    // head's baseline implementations, one replicate, after the candidate's.
+  // Context for the speedup series and the machine-drift signal of a run
+  // judged against its history: the head's baseline implementations, one
+  // replicate, after the candidate's. An A/B run is judged against its
+  // base, measured in the same job, and skips it.
+  if (fb.context_pass && !ab && !stop.load() && !with_baselines.empty()) {
     impls = "baseline:*";
     ++pass_number;
     PassResult pass = run_pass(options.checkout, bench, config, with_baselines, seed + 1, impls, stop);

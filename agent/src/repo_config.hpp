@@ -35,14 +35,14 @@ struct FullBenchConfig {
   int replicates = 4;               // first pass, per side
   int max_replicates = 8;           // per side, adaptive passes included
   int confirm_replicates = 4;       // added per side to a case the first pass screens (A/B)
-  double budget_s = 200;            // GPU seconds of the whole stage, every pass of both sides
+  double budget_s = 200;            // GPU seconds of the whole stage per side (A/B: twice this in all)
   double replicate_seconds = 0.25;  // time cap of one case in one replicate
   double target_se = 0.0025;        // stop adding replicates once log-level standard error is under this
   int min_samples = 10;             // per case per replicate
   int max_samples = 200;            // per case per replicate
   double noise_target = 0.005;      // a replicate stops early once its samples are this quiet
   bool ab = true;                   // measure base_commit's build in the same job when there is one
-  bool context_pass = true;         // one replicate of the baseline implementations, for the speedup series
+  bool context_pass = true;         // one replicate of the baselines, for the speedup series (not in A/B)
 };
 
 struct RepoConfig {

@@ -42,6 +42,8 @@ struct CaseModel {
   double level_ns = 0;
   double between_sd = 0, ab_between_sd = 0, run_sd = 0;
   std::vector<double> replicate_residuals, ab_replicate_residuals, run_residuals;
+  // A/B replicates with their SM clock: (log time, log clock) residual pairs.
+  std::vector<std::pair<double, double>> ab_clock_residuals;
 };
 
 struct Model {
@@ -65,6 +67,8 @@ Model load_model(const std::string& path) {
     m.replicate_residuals = c.at("replicate_residuals").get<std::vector<double>>();
     m.ab_replicate_residuals = c.at("ab_replicate_residuals").get<std::vector<double>>();
     m.run_residuals = c.at("run_residuals").get<std::vector<double>>();
+    if (c.contains("ab_clock_residuals"))
+      m.ab_clock_residuals = c["ab_clock_residuals"].get<std::vector<std::pair<double, double>>>();
     if (m.replicate_residuals.empty() || m.ab_replicate_residuals.empty() || m.run_residuals.size() < 2)
       throw std::runtime_error("noise model: case " + m.name + " has too few residuals");
     model.cases.push_back(std::move(m));
@@ -75,13 +79,6 @@ Model load_model(const std::string& path) {
 
 double draw(const std::vector<double>& residuals, std::mt19937_64& rng) {
   return residuals[std::uniform_int_distribution<std::size_t>(0, residuals.size() - 1)(rng)];
-}
-
-std::vector<double> replicates(const std::vector<double>& residuals, double level, int k,
-                               std::mt19937_64& rng) {
-  std::vector<double> out;
-  for (int i = 0; i < k; ++i) out.push_back(level * std::exp(draw(residuals, rng)));
-  return out;
 }
 
 // A main run's replicate locations: the run's level (a run residual, which
@@ -121,6 +118,7 @@ struct Settings {
   int history = 30;
   int trials = 2000;
   bool learned_noise = true;
+  bool clocks = true;  // pull requests compare at equal clock where the model has clocks
 };
 
 struct Tally {
@@ -167,16 +165,31 @@ void pr_run(const Model& model, const Settings& s, std::size_t target, double sh
     const CaseModel& c = model.cases[static_cast<std::size_t>(i) % model.cases.size()];
     double slow = static_cast<std::size_t>(i) == target ? shift : 0;
     NoiseModel noise = s.learned_noise ? learned(c, true) : default_noise();
-    std::vector<double> head =
-        replicates(c.ab_replicate_residuals, c.level_ns * (1 + slow), s.replicates, rng);
-    std::vector<double> base = replicates(c.ab_replicate_residuals, c.level_ns, s.replicates, rng);
-    CaseTest test = test_ab(head, base, noise, detection);
+    // Replicates of one side: with clocks where the model has them (the
+    // test then compares at equal clock, as on real reports).
+    struct Side {
+      std::vector<double> locations, clocks;
+    } head, base;
+    auto measure = [&](Side& side, double level, int k) {
+      for (int r = 0; r < k; ++r) {
+        if (s.clocks && !c.ab_clock_residuals.empty()) {
+          const auto& [time, clock] = c.ab_clock_residuals[std::uniform_int_distribution<std::size_t>(
+              0, c.ab_clock_residuals.size() - 1)(rng)];
+          side.locations.push_back(level * std::exp(time));
+          side.clocks.push_back(1800 * std::exp(clock));
+        } else {
+          side.locations.push_back(level * std::exp(draw(c.ab_replicate_residuals, rng)));
+        }
+      }
+    };
+    measure(head, c.level_ns * (1 + slow), s.replicates);
+    measure(base, c.level_ns, s.replicates);
+    CaseTest test = test_ab(head.locations, base.locations, noise, detection, head.clocks, base.clocks);
     if (needs_confirmation(test, detection.min_threshold, detection)) {
       ++tally.confirmed;
-      for (double v : replicates(c.ab_replicate_residuals, c.level_ns * (1 + slow), s.confirm, rng))
-        head.push_back(v);
-      for (double v : replicates(c.ab_replicate_residuals, c.level_ns, s.confirm, rng)) base.push_back(v);
-      test = test_ab(head, base, noise, detection);
+      measure(head, c.level_ns * (1 + slow), s.confirm);
+      measure(base, c.level_ns, s.confirm);
+      test = test_ab(head.locations, base.locations, noise, detection, head.clocks, base.clocks);
     }
     tests.push_back(test);
     thresholds.push_back(detection.min_threshold);
@@ -263,10 +276,12 @@ int main(int argc, char** argv) {
       settings.replicates = std::stoi(value());
     else if (arg == "--large-case")
       large = value();  // a substring of the cases to slow
+    else if (arg == "--no-clocks")
+      settings.clocks = false;  // pull requests compare plain times, as before clocks were reported
     else {
       std::cerr
           << "usage: kw-detector-bench [--model FILE] [--json OUT] [--trials N] [--seed S] [--replicates K] "
-             "[--large-case NAME]\n";
+             "[--large-case NAME] [--no-clocks]\n";
       return 2;
     }
   }
@@ -287,8 +302,14 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::map<std::string, std::map<double, int>> per_case;  // learned prior, PR: detections per slowdown
+  std::size_t with_clocks = 0;
+  for (const CaseModel& c : model.cases) with_clocks += !c.ab_clock_residuals.empty();
   std::cout << "noise model: " << model.cases.size() << " cases measured on " << model.device << " ("
-            << model_path << ")\n";
+            << model_path << "); pull requests "
+            << (settings.clocks && with_clocks > 0
+                    ? "at equal SM clock (" + std::to_string(with_clocks) + " cases with clocks)"
+                    : std::string("on plain times"))
+            << "\n";
   std::cout << settings.cases_per_run << " comparisons per run, " << settings.replicates
             << " replicates a side, " << settings.trials << " runs per cell; slowdowns rotate over "
             << targets.size() << " large cases\n\n";
@@ -298,6 +319,7 @@ int main(int argc, char** argv) {
   results["settings"] = {{"large_cases", targets.size()},
                          {"cases_per_run", settings.cases_per_run},
                          {"replicates", settings.replicates},
+                         {"pr_at_equal_clock", settings.clocks},
                          {"confirm_replicates", settings.confirm},
                          {"history_runs", settings.history},
                          {"trials", settings.trials},

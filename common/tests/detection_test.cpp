@@ -14,7 +14,7 @@ const DetectionSettings kSettings;
 
 Timing timing(const std::vector<double>& samples, const std::vector<std::int64_t>& throttled = {},
               const std::vector<std::int64_t>& replicates = {}) {
-  return {samples, throttled, replicates};
+  return {samples, throttled, replicates, {}};
 }
 
 // k replicate locations of a case at `level`, each moved by the
@@ -106,6 +106,78 @@ TEST(Detection, ABFindsAThreePercentSlowdownAndReportsIt) {
   Decision d = decide(std::span<const CaseTest>(&test, 1), tests_thresholds, kSettings);
   EXPECT_EQ(d.statuses[0], ChangeStatus::regression);
   EXPECT_TRUE(d.regression);
+}
+
+// A power-capped case: each replicate gets its own SM clock (sd 4%), its
+// time following the clock, and 0.3% of noise besides.
+struct ClockedReplicates {
+  std::vector<double> locations, clocks;
+};
+ClockedReplicates clocked_replicates(double level, double clock_shift, int k, std::mt19937_64& rng) {
+  std::normal_distribution<double> clock(0, 0.04), rest(0, 0.003);
+  ClockedReplicates out;
+  for (int i = 0; i < k; ++i) {
+    double log_clock = clock(rng) + clock_shift;
+    out.clocks.push_back(1800 * std::exp(log_clock));
+    out.locations.push_back(level * std::exp(-log_clock + rest(rng)));
+  }
+  return out;
+}
+
+TEST(Detection, ABComparesAtEqualClockWhereTheClockMovesBetweenReplicates) {
+  std::mt19937_64 rng(5);
+  int found_with_clocks = 0, found_without = 0, false_with_clocks = 0;
+  const int trials = 400;
+  for (int t = 0; t < trials; ++t) {
+    ClockedReplicates base = clocked_replicates(1e6, 0, 6, rng), head = clocked_replicates(1.03e6, 0, 6, rng);
+    CaseTest with =
+        test_ab(head.locations, base.locations, default_noise(), kSettings, head.clocks, base.clocks);
+    CaseTest without = test_ab(head.locations, base.locations, default_noise(), kSettings);
+    ASSERT_TRUE(with.clock_adjusted);
+    EXPECT_NEAR(with.clock_slope, -1, 0.25);
+    EXPECT_FALSE(without.clock_adjusted);
+    found_with_clocks += with.p_value < 1e-3 && with.ratio > 1.01;
+    found_without += without.p_value < 1e-3 && without.ratio > 1.01;
+    ClockedReplicates again = clocked_replicates(1e6, 0, 6, rng);
+    false_with_clocks +=
+        test_ab(again.locations, base.locations, default_noise(), kSettings, again.clocks, base.clocks)
+            .p_value < 1e-3;
+  }
+  EXPECT_GT(found_with_clocks, trials * 95 / 100);
+  EXPECT_LT(found_without, trials / 4);
+  EXPECT_LE(false_with_clocks, trials / 100);
+  ClockedReplicates base = clocked_replicates(1e6, 0, 6, rng), head = clocked_replicates(1.03e6, 0, 6, rng);
+  CaseTest test =
+      test_ab(head.locations, base.locations, default_noise(), kSettings, head.clocks, base.clocks);
+  EXPECT_NE(test.note.find("at equal SM clock"), std::string::npos) << test.note;
+}
+
+TEST(Detection, AChangeOfTheClockItselfIsShownAsAClockShift) {
+  // The head draws more power and runs at a 5% lower clock, 5% slower: at
+  // equal clock it is unchanged, and the shift says why it was slower.
+  std::mt19937_64 rng(6);
+  ClockedReplicates base = clocked_replicates(1e6, 0, 8, rng), head = clocked_replicates(1e6, -0.05, 8, rng);
+  CaseTest test =
+      test_ab(head.locations, base.locations, default_noise(), kSettings, head.clocks, base.clocks);
+  EXPECT_NEAR(test.clock_shift, -0.05, 0.04);
+  EXPECT_NEAR(test.ratio, 1.0, 0.01);
+  // Clocks that did not move leave the plain comparison.
+  std::vector<double> steady(8, 1980.0);
+  CaseTest plain = test_ab(head.locations, base.locations, default_noise(), kSettings, steady, steady);
+  EXPECT_FALSE(plain.clock_adjusted);
+  // Clocks per replicate: one per location on each side, or none are used.
+  std::vector<double> short_clocks(3, 1980.0);
+  EXPECT_FALSE(test_ab(head.locations, base.locations, default_noise(), kSettings, short_clocks, base.clocks)
+                   .clock_adjusted);
+}
+
+TEST(Detection, ReplicateClocksAverageEachReplicate) {
+  std::vector<double> samples{10, 11, 12, 13}, clocks{1800, 1900, 1700, 1710};
+  std::vector<std::int64_t> replicates{0, 0, 1, 1};
+  Timing t{samples, {}, replicates, clocks};
+  EXPECT_EQ(replicate_clocks(t), (std::vector<double>{1850, 1705}));
+  EXPECT_EQ(replicate_clocks(t, 1), (std::vector<double>{1850}));
+  EXPECT_TRUE(replicate_clocks(timing(samples, {}, replicates)).empty());
 }
 
 // A run of 76 unchanged cases: Holm keeps the chance of any false flag near

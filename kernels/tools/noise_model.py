@@ -8,6 +8,10 @@ tails that a normal model would smooth away.
 
   noise_model.py --device "NVIDIA H100 80GB HBM3" --out model.json main-*.json pr-*.json
 
+A/B replicates that carry their SM clock (measurements[].sm_mhz) also give
+(time, clock) residual pairs: the bench's pull requests draw those, and the
+A/B test compares at equal clock as it does on real reports.
+
 Replicate locations follow common::replicate_locations: the 25%-trimmed mean
 of a replicate's samples not marked throttled (all of them when fewer than 5
 remain)."""
@@ -36,6 +40,18 @@ def replicate_locations(measurement, min_samples=5):
         if i not in throttled:
             kept.append(value)
     return [trimmed_mean(kept if len(kept) >= min_samples else every) for _, (kept, every) in sorted(groups.items())]
+
+
+def replicate_clocks(measurement):
+    """Mean SM clock of each replicate, in replicate order; None without clocks."""
+    clocks = measurement.get("sm_mhz")
+    if not clocks:
+        return None
+    replicates = measurement.get("replicates") or [0] * len(clocks)
+    groups = {}
+    for value, replicate in zip(clocks, replicates):
+        groups.setdefault(replicate, []).append(value)
+    return [sum(v) / len(v) for _, v in sorted(groups.items())]
 
 
 def within_sd(measurement):
@@ -73,7 +89,7 @@ def main():
         report = json.load(open(path))
         kind = "main" if report["branch"] == "main" else "ab"
         for c in report["cases"]:
-            entry = cases.setdefault(c["name"], {"main": [], "ab": [], "run_logs": [], "within": []})
+            entry = cases.setdefault(c["name"], {"main": [], "ab": [], "ab_clock": [], "run_logs": [], "within": []})
             for side in ("measurements", "base_measurements"):
                 m = candidate(c.get(side))
                 if m is None:
@@ -85,6 +101,15 @@ def main():
                     # Deviations from a mean of k are sqrt((k-1)/k) of a
                     # replicate's own: scaled back.
                     entry[kind] += [(x - mean) * math.sqrt(k / (k - 1)) for x in logs]
+                    clocks = replicate_clocks(m)
+                    if kind == "ab" and clocks and len(clocks) == k:
+                        # A replicate's time and clock residuals together:
+                        # the A/B test compares at equal clock.
+                        log_clocks = [math.log(f) for f in clocks]
+                        clock_mean = sum(log_clocks) / k
+                        entry["ab_clock"] += [((x - mean) * math.sqrt(k / (k - 1)),
+                                               (f - clock_mean) * math.sqrt(k / (k - 1)))
+                                              for x, f in zip(logs, log_clocks)]
                 w = within_sd(m)
                 if w is not None:
                     entry["within"].append(w)
@@ -110,6 +135,7 @@ def main():
             # candidate alone: their replicates scatter differently.
             "replicate_residuals": [round(x, 6) for x in entry["main"]],
             "ab_replicate_residuals": [round(x, 6) for x in entry["ab"]],
+            "ab_clock_residuals": [[round(t, 6), round(f, 6)] for t, f in entry["ab_clock"]],
             "run_residuals": [round((x - grand) * scale, 6) for x in runs],
         })
     model = {

@@ -10,8 +10,10 @@ main commit. Their verdicts come from the A/B measured in the job.
 
   post_series.py --server URL --token AGENT_TOKEN [--json OUT] --main M1.json ... --pr P1.json ... --power W1.json ...
 
-The series measured on the H100 is committed: tar -xzf docs/results/detection-series-h100.tar.gz
-gives main-01..10.json, pr-01..04.json and power-01..04.json.
+The series measured on the H100 are committed: docs/results/detection-series-h100.tar.gz
+(main-01..10, pr-01..04, power-01..04: the first harness, plain-time A/B) and
+docs/results/detection-series-h100-clock.tar.gz (main-01, pr-01..07,
+power-01..07: batched timing, per-sample clocks, A/B at equal clock).
 """
 import argparse
 import hashlib

@@ -75,7 +75,8 @@ ORDER BY w.name, h.run_id
 )sql";
 
 constexpr const char* kMeasurementsOf = R"sql(
-SELECT case_id, impl, samples_ns::text, throttled_samples::text, COALESCE(replicates, '{}')::text
+SELECT case_id, impl, samples_ns::text, throttled_samples::text, COALESCE(replicates, '{}')::text,
+       COALESCE(sm_mhz, '{}')::text
 FROM measurements
 WHERE case_id = ANY($1::bigint[]) AND side = 'head'
 )sql";
@@ -165,6 +166,7 @@ std::map<std::int64_t, std::vector<Measurement>> load_measurements(
     m.samples_ns = parse_pg_array<double>(row[2].c_str());
     m.throttled_samples = parse_pg_array<std::int64_t>(row[3].c_str());
     m.replicates = parse_pg_array<std::int64_t>(row[4].c_str());
+    m.sm_mhz = parse_pg_array<double>(row[5].c_str());
     by_case[row[0].as<std::int64_t>()].push_back(std::move(m));
   }
   return by_case;
@@ -178,7 +180,7 @@ const Measurement* find_impl(const std::vector<Measurement>& measurements, const
 }
 
 common::Timing timing_of(const Measurement& m) {
-  return {m.samples_ns, m.throttled_samples, m.replicates};
+  return {m.samples_ns, m.throttled_samples, m.replicates, m.sm_mhz};
 }
 
 json test_json(const common::CaseTest& test, ChangeStatus status) {
@@ -393,7 +395,8 @@ ComparisonRow compare_impl(const std::string& name, const std::string& impl, con
     std::vector<double> h = common::replicate_locations(timing_of(head), settings, before);
     if (in_job_base) {
       std::vector<double> b = common::replicate_locations(timing_of(*in_job_base), settings, before);
-      return common::test_ab(h, b, noise, settings);
+      return common::test_ab(h, b, noise, settings, common::replicate_clocks(timing_of(head), before),
+                             common::replicate_clocks(timing_of(*in_job_base), before));
     }
     return common::test_history(h, history_locations, noise, settings);
   };

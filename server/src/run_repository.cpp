@@ -55,12 +55,12 @@ new_locations AS (
   SELECT $1, $14::text[], $15::float8[], $16::integer[], $17::float8[]
 )
 INSERT INTO measurements (case_id, side, impl, samples_ns, median_ns, flops, bytes, peak_mem_bytes,
-                          throttled_samples, replicates)
+                          throttled_samples, replicates, sm_mhz)
 SELECT nc.id, t.side, t.impl, ($6::float8[])[t.first:t.last], t.median, t.flops, t.bytes, t.peak,
-       t.throttled::integer[], t.replicates::integer[]
+       t.throttled::integer[], t.replicates::integer[], t.sm_mhz::float8[]
 FROM unnest($4::integer[], $5::text[], $7::integer[], $8::integer[], $9::float8[], $10::float8[], $11::float8[],
-            $12::bigint[], $13::text[], $18::text[], $19::text[])
-  AS t(ordinal, impl, first, last, median, flops, bytes, peak, throttled, side, replicates)
+            $12::bigint[], $13::text[], $18::text[], $19::text[], $20::text[])
+  AS t(ordinal, impl, first, last, median, flops, bytes, peak, throttled, side, replicates, sm_mhz)
 JOIN new_cases nc ON nc.ordinal = t.ordinal
 )sql";
 
@@ -100,12 +100,14 @@ SELECT json_build_object(
                  'measurements', (SELECT COALESCE(json_agg(json_build_object(
                                       'impl', m.impl, 'samples_ns', m.samples_ns, 'median_ns', m.median_ns,
                                       'flops', m.flops, 'bytes', m.bytes, 'peak_mem_bytes', m.peak_mem_bytes,
-                                      'throttled_samples', m.throttled_samples, 'replicates', m.replicates)
+                                      'throttled_samples', m.throttled_samples, 'replicates', m.replicates,
+                                      'sm_mhz', m.sm_mhz)
                                       ORDER BY m.impl <> 'candidate', m.impl), '[]')
                                   FROM measurements m WHERE m.case_id = c.id AND m.side = 'head'),
                  'base_measurements', (SELECT json_agg(json_build_object(
                                       'impl', m.impl, 'samples_ns', m.samples_ns, 'median_ns', m.median_ns,
-                                      'throttled_samples', m.throttled_samples, 'replicates', m.replicates)
+                                      'throttled_samples', m.throttled_samples, 'replicates', m.replicates,
+                                      'sm_mhz', m.sm_mhz)
                                       ORDER BY m.impl <> 'candidate', m.impl)
                                   FROM measurements m WHERE m.case_id = c.id AND m.side = 'base')
                ) ORDER BY c.ordinal), '[]')
@@ -246,7 +248,7 @@ StoredRun RunRepository::store(pqxx::work& tx, std::int64_t project_id, const co
 
   json cases = json::array();
   PgArray ordinals, impls, samples, firsts, lasts, medians, flops, bytes, peaks, throttled, located_names,
-      locations, replicate_counts, replicate_sds, sides, replicates;
+      locations, replicate_counts, replicate_sds, sides, replicates, clocks;
   std::size_t sample_count = 0;
   const common::DetectionSettings detection;
   for (std::size_t i = 0; i < report.cases.size(); ++i) {
@@ -287,6 +289,13 @@ StoredRun RunRepository::store(pqxx::work& tx, std::int64_t project_id, const co
           for (std::int64_t index : m.replicates) indices.number(index);
           replicates.text(indices.str());
         }
+        if (m.sm_mhz.empty()) {
+          clocks.null();
+        } else {
+          PgArray mhz;
+          for (double value : m.sm_mhz) mhz.number(value);
+          clocks.text(mhz.str());
+        }
       }
     }
     row["medians"] = std::move(median_by_impl);
@@ -294,7 +303,7 @@ StoredRun RunRepository::store(pqxx::work& tx, std::int64_t project_id, const co
     // The candidate's location and replicate spread: what its history and
     // the noise prior are made of.
     if (const common::Measurement* candidate = c.candidate()) {
-      common::Timing timing{candidate->samples_ns, candidate->throttled_samples, candidate->replicates};
+      common::Timing timing{candidate->samples_ns, candidate->throttled_samples, candidate->replicates, candidate->sm_mhz};
       std::vector<double> per_replicate = common::replicate_locations(timing, detection);
       double location = common::location(per_replicate);
       std::optional<double> sd = common::replicate_log_sd(per_replicate);
@@ -311,7 +320,7 @@ StoredRun RunRepository::store(pqxx::work& tx, std::int64_t project_id, const co
   tx.exec_prepared("run_insert_cases", run_id, project_id, cases.dump(), ordinals.str(), impls.str(),
                    samples.str(), firsts.str(), lasts.str(), medians.str(), flops.str(), bytes.str(),
                    peaks.str(), throttled.str(), located_names.str(), locations.str(), replicate_counts.str(),
-                   replicate_sds.str(), sides.str(), replicates.str());
+                   replicate_sds.str(), sides.str(), replicates.str(), clocks.str());
   return {run_id, false, "pending"};
 }
 

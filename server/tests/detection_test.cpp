@@ -4,9 +4,12 @@
 // in-job A/B of pull requests, and the A/A vs 5%-slower verdict counts.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <map>
 #include <random>
 
 #include "../../tests/support/report_factory.hpp"
+#include "kw/common/stats.hpp"
 #include "server_fixture.hpp"
 
 namespace kw::server::testing {
@@ -407,6 +410,59 @@ TEST_F(DetectionApiTest, FortyAAndFortySlowerPullRequestsMeasuredInTheirJob) {
             << "/40\n";
   EXPECT_LE(aa_flagged, 1);
   EXPECT_GE(slow_regressions, 38);
+}
+
+// A pull request on a power-capped GPU: each replicate runs at its own SM
+// clock (4% apart) and its time follows it. The report carries each
+// sample's clock, the verdict compares at equal clock, and the clocks are
+// stored and served back.
+TEST_F(DetectionApiTest, PullRequestComparedAtEqualClock) {
+  ReportSpec pr;
+  pr.cases = 1;
+  pr.branch = "pr";
+  pr.base_commit = make_commit(1);
+  pr.ab = true;
+  pr.replicates = 8;
+  pr.replicate_noise = 0.002;
+  pr.slowdown = 1.03;
+  json report = make_report(pr);
+  std::mt19937_64 rng(11);
+  std::normal_distribution<double> clock(0, 0.04);
+  for (const char* side : {"measurements", "base_measurements"}) {
+    json& m = report["cases"][0][side][0];
+    ASSERT_EQ(m["impl"], "candidate");
+    std::map<std::int64_t, double> mhz;
+    for (const json& r : m["replicates"]) mhz.try_emplace(r.get<std::int64_t>(), 1800 * std::exp(clock(rng)));
+    std::vector<double> samples, clocks;
+    for (std::size_t i = 0; i < m["samples_ns"].size(); ++i) {
+      double f = mhz[m["replicates"][i].get<std::int64_t>()];
+      samples.push_back(m["samples_ns"][i].get<double>() * 1800 / f);
+      clocks.push_back(f);
+    }
+    m["samples_ns"] = samples;
+    m["sm_mhz"] = clocks;
+    m["median_ns"] = common::median(samples);
+  }
+  json plain = report;
+  for (const char* side : {"measurements", "base_measurements"}) plain["cases"][0][side][0].erase("sm_mhz");
+  plain["commit"] = make_commit(601);
+  report["commit"] = make_commit(600);
+
+  auto response = agent().post("/api/v1/runs", report);
+  ASSERT_EQ(response.status, 201) << response.body;
+  json full = client().get("/api/v1/runs/" + std::to_string(response.json()["run_id"].get<int>())).json();
+  json c = candidate_comparison(response.json());
+  EXPECT_EQ(c["status"], "regression") << c.dump();
+  EXPECT_NEAR(c["ratio"].get<double>(), 1.03, 0.01) << c.dump();
+  EXPECT_NE(c["note"].get<std::string>().find("at equal SM clock"), std::string::npos) << c["note"];
+  EXPECT_EQ(full["cases"][0]["measurements"][0]["sm_mhz"], report["cases"][0]["measurements"][0]["sm_mhz"]);
+
+  // The same replicates without their clocks: the 4% clock spread hides 3%.
+  auto without = agent().post("/api/v1/runs", plain);
+  ASSERT_EQ(without.status, 201) << without.body;
+  json p = candidate_comparison(without.json());
+  EXPECT_EQ(p["status"], "unchanged") << p.dump();
+  EXPECT_EQ(p["note"].get<std::string>().find("at equal SM clock"), std::string::npos) << p["note"];
 }
 
 // A case the agent measured again shows its first pass beside the decision

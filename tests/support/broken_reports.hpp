@@ -111,6 +111,22 @@ inline std::vector<BrokenReport> broken_reports() {
       {"ThrottledIndexOutOfRange",
        [](json& r) { r["cases"][1]["measurements"][0]["throttled_samples"] = {99}; },
        "cases[1].measurements[0].throttled_samples[0]: sample index 99 is past the end of samples_ns"},
+      {"ClockPerSampleMissing",
+       [](json& r) {
+         json& m = r["cases"][1]["measurements"][0];
+         m["samples_ns"] = {100.0, 101.0, 102.0};
+         m["median_ns"] = 101.0;
+         m.erase("throttled_samples");
+         m["sm_mhz"] = {1980.0, 1965.0};
+       },
+       "cases[1].measurements[0].sm_mhz: must hold one clock per sample (3), got 2"},
+      {"ClockNotPositive",
+       [](json& r) {
+         json& m = r["cases"][0]["measurements"][0];
+         m["sm_mhz"] = std::vector<double>(m["samples_ns"].size(), 1980.0);
+         m["sm_mhz"][3] = 0.0;
+       },
+       "cases[0].measurements[0].sm_mhz[3]: must be a clock in MHz, > 0 and <= 100000"},
       {"MissingDeviceWithMeasurements", [](json& r) { r.erase("device"); },
        "device: is required when any case has measurements"},
       {"BadComputeCapability", [](json& r) { r["device"]["compute_capability"] = "sm_90"; },

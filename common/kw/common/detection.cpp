@@ -203,6 +203,24 @@ std::vector<double> replicate_locations(const Timing& timing, const DetectionSet
   return locations;
 }
 
+std::vector<double> replicate_clocks(const Timing& timing, std::optional<std::int64_t> before) {
+  if (timing.sm_mhz.empty()) return {};
+  if (timing.sm_mhz.size() != timing.samples_ns.size())
+    throw std::invalid_argument("replicate_clocks: one clock per sample");
+  if (!timing.replicates.empty() && timing.replicates.size() != timing.samples_ns.size())
+    throw std::invalid_argument("replicate_clocks: one replicate index per sample");
+  std::map<std::int64_t, std::pair<double, std::size_t>> sums;
+  for (std::size_t i = 0; i < timing.sm_mhz.size(); ++i) {
+    std::int64_t replicate = timing.replicates.empty() ? 0 : timing.replicates[i];
+    if (before && replicate >= *before) continue;
+    sums[replicate].first += timing.sm_mhz[i];
+    ++sums[replicate].second;
+  }
+  std::vector<double> clocks;
+  for (const auto& [_, sum] : sums) clocks.push_back(sum.first / static_cast<double>(sum.second));
+  return clocks;
+}
+
 double location(std::span<const double> replicate_locations) {
   if (replicate_locations.empty()) throw std::invalid_argument("location: no samples");
   return std::exp(mean(logs_of(replicate_locations)));
@@ -281,8 +299,55 @@ std::optional<Forecast> forecast_level(std::span<const double> history_locations
   return chosen;
 }
 
+namespace {
+
+// Below this within-side spread of log clock the clock did not move enough
+// to estimate a slope by, and the test compares plain times.
+constexpr double kMinClockSd = 0.0025;
+
+struct ClockFit {
+  bool applied = false;
+  double slope = 0, shift = 0;
+  double extra_variance = 0;  // the slope's uncertainty in the effect, per unit of error variance
+};
+
+// Moves each replicate's log time to the clock all replicates averaged, with
+// one least-squares slope inside the sides.
+ClockFit adjust_to_common_clock(std::vector<double>& head, std::vector<double>& base,
+                                std::span<const double> head_clocks, std::span<const double> base_clocks) {
+  ClockFit fit;
+  if (head_clocks.size() != head.size() || base_clocks.size() != base.size() || head.size() < 2 ||
+      base.size() < 2)
+    return fit;
+  for (double mhz : head_clocks)
+    if (!(mhz > 0)) return fit;
+  for (double mhz : base_clocks)
+    if (!(mhz > 0)) return fit;
+  std::vector<double> hx = logs_of(head_clocks), bx = logs_of(base_clocks);
+  const double hx_mean = mean(hx), bx_mean = mean(bx), hy_mean = mean(head), by_mean = mean(base);
+  fit.shift = hx_mean - bx_mean;
+  const double sxx = sum_of_squares(hx) + sum_of_squares(bx);
+  const double within_df = static_cast<double>(head.size() + base.size()) - 2;
+  if (sxx / within_df < kMinClockSd * kMinClockSd) return fit;
+  double sxy = 0;
+  for (std::size_t i = 0; i < head.size(); ++i) sxy += (hx[i] - hx_mean) * (head[i] - hy_mean);
+  for (std::size_t i = 0; i < base.size(); ++i) sxy += (bx[i] - bx_mean) * (base[i] - by_mean);
+  fit.slope = std::clamp(sxy / sxx, -1.25, 0.0);
+  const double center =
+      (hx_mean * static_cast<double>(hx.size()) + bx_mean * static_cast<double>(bx.size())) /
+      static_cast<double>(hx.size() + bx.size());
+  for (std::size_t i = 0; i < head.size(); ++i) head[i] -= fit.slope * (hx[i] - center);
+  for (std::size_t i = 0; i < base.size(); ++i) base[i] -= fit.slope * (bx[i] - center);
+  fit.extra_variance = fit.shift * fit.shift / sxx;
+  fit.applied = true;
+  return fit;
+}
+
+}  // namespace
+
 CaseTest test_ab(std::span<const double> head_locations, std::span<const double> base_locations,
-                 const NoiseModel& noise, const DetectionSettings& settings) {
+                 const NoiseModel& noise, const DetectionSettings& settings,
+                 std::span<const double> head_clocks, std::span<const double> base_clocks) {
   CaseTest test;
   test.head_replicates = head_locations.size();
   test.base_replicates = base_locations.size();
@@ -291,25 +356,38 @@ CaseTest test_ab(std::span<const double> head_locations, std::span<const double>
     return test;
   }
   test.method = CaseTest::Method::ab;
+  std::vector<double> head_logs = logs_of(head_locations), base_logs = logs_of(base_locations);
+  ClockFit clock = adjust_to_common_clock(head_logs, base_logs, head_clocks, base_clocks);
+  test.clock_adjusted = clock.applied;
+  test.clock_slope = clock.slope;
+  test.clock_shift = clock.shift;
+  const double prior_sd = clock.applied ? noise.clock_adjusted_sd : noise.replicate_sd;
+  const double prior_df = clock.applied ? settings.prior_df : prior_weight(noise.replicate_df, settings);
   std::size_t dropped = 0;
-  std::vector<double> head = without_outliers(logs_of(head_locations), noise.replicate_sd, settings, dropped);
-  std::vector<double> base = without_outliers(logs_of(base_locations), noise.replicate_sd, settings, dropped);
+  std::vector<double> head = without_outliers(head_logs, prior_sd, settings, dropped);
+  std::vector<double> base = without_outliers(base_logs, prior_sd, settings, dropped);
   test.head_replicate_sd = replicate_log_sd(head_locations).value_or(0);
   test.base_replicate_sd = replicate_log_sd(base_locations).value_or(0);
   test.effect = mean(head) - mean(base);
-  double data_df = static_cast<double>(head.size() + base.size()) - 2;
+  double data_df = static_cast<double>(head.size() + base.size()) - 2 - (clock.applied ? 1 : 0);
   double data_sd = data_df > 0 ? std::sqrt((sum_of_squares(head) + sum_of_squares(base)) / data_df) : 0;
-  PooledSd pooled =
-      shrink({data_sd, data_df}, noise.replicate_sd, prior_weight(noise.replicate_df, settings));
+  PooledSd pooled = shrink({data_sd, std::max(data_df, 0.0)}, prior_sd, prior_df);
   test.df = pooled.df;
-  test.se =
-      pooled.sd * std::sqrt(1 / static_cast<double>(head.size()) + 1 / static_cast<double>(base.size()));
+  test.se = pooled.sd * std::sqrt(1 / static_cast<double>(head.size()) +
+                                  1 / static_cast<double>(base.size()) + clock.extra_variance);
   finish_test(test, settings);
-  char text[200];
+  char text[300];
   std::snprintf(text, sizeof(text),
                 "A/B in one job: %zu head vs %zu base replicates, %s, between-replicate sd %.2f%% (%.0f df)",
                 head.size(), base.size(), percent(test.effect).c_str(), 100 * pooled.sd, pooled.df);
-  test.note = text + outlier_note(dropped);
+  test.note = text;
+  if (clock.applied) {
+    std::snprintf(text, sizeof(text),
+                  "; at equal SM clock (time ~ clock^%.2f; the head ran at %s the base's clock)", clock.slope,
+                  percent(clock.shift).c_str());
+    test.note += text;
+  }
+  test.note += outlier_note(dropped);
   return test;
 }
 

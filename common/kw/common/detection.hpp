@@ -56,6 +56,11 @@ struct NoiseModel {
   // its replicates) scatters by from run to run.
   double run_sd = 0.015;
   double run_df = 0;
+  // Between replicates of one job once they are compared at equal SM clock
+  // (test_ab with clocks): in the H100 pull requests, 0.3-1.5% (median 0.9%)
+  // for the large cases against 1.6% before (docs/results/noise-model-h100.json).
+  // A conservative default; not learned yet.
+  double clock_adjusted_sd = 0.01;
 };
 
 // The conservative default before anything is stored for a GPU model.
@@ -67,6 +72,7 @@ struct Timing {
   std::span<const double> samples_ns;
   std::span<const std::int64_t> throttled;  // indices of samples taken while throttled
   std::span<const std::int64_t> replicates;
+  std::span<const double> sm_mhz;  // the SM clock of each sample; may be empty
 };
 
 // The location of each replicate, oldest first: the 25%-trimmed mean of its
@@ -75,6 +81,10 @@ struct Timing {
 // at or past `before` are left out (the first pass of a re-measured case).
 std::vector<double> replicate_locations(const Timing& timing, const DetectionSettings& settings,
                                         std::optional<std::int64_t> before = std::nullopt);
+
+// The mean SM clock of each replicate, in the order of replicate_locations;
+// empty when the timing has no clocks.
+std::vector<double> replicate_clocks(const Timing& timing, std::optional<std::int64_t> before = std::nullopt);
 
 // A run's location: the geometric mean of its replicate locations, the value
 // a case's history is made of.
@@ -117,6 +127,11 @@ struct CaseTest {
   double ratio = 1, lower = 1, upper = 1;  // exp(effect) and its interval at 1 - run_alpha
   std::size_t head_replicates = 0, base_replicates = 0;
   double head_replicate_sd = 0, base_replicate_sd = 0;
+  // A/B with clocks: the replicates were compared at equal SM clock, log
+  // time on log clock with this common slope; clock_shift is log(head clock
+  // / base clock), a change's own effect on the clock (its power draw).
+  bool clock_adjusted = false;
+  double clock_slope = 0, clock_shift = 0;
   std::string note;
 };
 std::string_view to_string(CaseTest::Method method);
@@ -124,8 +139,18 @@ std::string_view to_string(CaseTest::Method method);
 // Base and head measured alternately in one job: Welch-free pooled t-test on
 // the replicate locations, the pooled variance shrunk towards the prior's
 // between-replicate variance.
+//
+// With each replicate's SM clock (both sides, one per location) and a clock
+// that moved between replicates, the test is an analysis of covariance: log
+// time against log clock with one slope for both sides (between -1.25, time
+// following the clock, and 0), so the comparison is at equal clock, as on a
+// GPU with locked clocks. Under a power cap the clock a replicate gets moves
+// by several percent with the GPU's temperature: that is most of the
+// between-replicate spread of the large cases, and none of the change's
+// doing. What a change does to the clock itself is clock_shift.
 CaseTest test_ab(std::span<const double> head_locations, std::span<const double> base_locations,
-                 const NoiseModel& noise, const DetectionSettings& settings);
+                 const NoiseModel& noise, const DetectionSettings& settings,
+                 std::span<const double> head_clocks = {}, std::span<const double> base_clocks = {});
 
 // Head against its history (per-run locations, oldest first, up to the
 // baseline run): with min_history runs, against the forecast with its scale

@@ -208,6 +208,21 @@ Measurement read_measurement(const json& value, const std::string& path) {
           JsonReader::as_integer((*replicates)[i], index_path(replicates_path, i), 0));
     }
   }
+  if (const json* clocks = reader.opt_array("sm_mhz")) {
+    std::string clocks_path = reader.child("sm_mhz");
+    if (clocks->size() != measurement.samples_ns.size()) {
+      JsonReader::fail(clocks_path, "must hold one clock per sample (" +
+                                        std::to_string(measurement.samples_ns.size()) + "), got " +
+                                        std::to_string(clocks->size()));
+    }
+    measurement.sm_mhz.reserve(clocks->size());
+    for (std::size_t i = 0; i < clocks->size(); ++i) {
+      double mhz = JsonReader::as_number((*clocks)[i], index_path(clocks_path, i), 0);
+      if (!std::isfinite(mhz) || mhz <= 0 || mhz > 1e5)
+        JsonReader::fail(index_path(clocks_path, i), "must be a clock in MHz, > 0 and <= 100000");
+      measurement.sm_mhz.push_back(mhz);
+    }
+  }
   reader.reject_unknown_keys();
   return measurement;
 }
@@ -519,6 +534,7 @@ json to_json(const Case& run_case) {
       if (m.peak_mem_bytes) j["peak_mem_bytes"] = *m.peak_mem_bytes;
       if (!m.throttled_samples.empty()) j["throttled_samples"] = m.throttled_samples;
       if (!m.replicates.empty()) j["replicates"] = m.replicates;
+      if (!m.sm_mhz.empty()) j["sm_mhz"] = m.sm_mhz;
       measurements.push_back(std::move(j));
     }
     return measurements;

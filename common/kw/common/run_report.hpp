@@ -108,6 +108,9 @@ struct Measurement {
   // The replicate each sample came from (0, 1, ...), one per sample; empty
   // in reports of older agents: the samples are then one replicate.
   std::vector<std::int64_t> replicates;
+  // The SM clock (MHz) each sample ran at, one per sample, as the bench's
+  // in-band probe saw it; empty when the bench does not report it.
+  std::vector<double> sm_mhz;
 
   bool is_candidate() const { return impl == "candidate"; }
 };

@@ -17,6 +17,12 @@
 
 namespace {
 
+__global__ void spin_cycles_kernel(long long cycles) {
+  const long long until = clock64() + cycles;
+  while (clock64() < until) {
+  }
+}
+
 using kw::attention::DType;
 using kw::attention::ForwardParams;
 
@@ -127,43 +133,48 @@ class AttentionCase : public kwbench::Case {
   void run_candidate(kwbench::State& state) override { kw::attention::forward(params_, state.stream()); }
 
   // The power tests' "correct change that makes this case slower": the
-  // kernel's spin is calibrated until the candidate runs `fraction` slower
-  // than without it (each step re-measures; blocks overlap other blocks'
-  // work, so the needed spin is not simply proportional).
+  // kernel's last block spins for `fraction` of the candidate's own time,
+  // counted in SM cycles at the clock it ran at, so the case runs `fraction`
+  // slower at whatever clock the measurement later sees. One timing of
+  // the plain kernel sets it: a 3% slowdown is then 3% +- a few hundredths,
+  // where re-measuring the slowed kernel would add the noise of two timings.
   void calibrate_injected_slowdown(kwbench::State& state, double fraction) {
-    auto median_ns = [&] {
-      cudaEvent_t start, stop;
-      KW_CUDA_CHECK(cudaEventCreate(&start));
-      KW_CUDA_CHECK(cudaEventCreate(&stop));
-      std::vector<float> times;
-      for (int i = 0; i < 25; ++i) {
-        KW_CUDA_CHECK(cudaEventRecord(start, state.stream()));
-        run_candidate(state);
-        KW_CUDA_CHECK(cudaEventRecord(stop, state.stream()));
-        KW_CUDA_CHECK(cudaEventSynchronize(stop));
-        float ms = 0;
-        KW_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-        times.push_back(ms);
-      }
-      KW_CUDA_CHECK(cudaEventDestroy(start));
-      KW_CUDA_CHECK(cudaEventDestroy(stop));
-      std::nth_element(times.begin(), times.begin() + 12, times.end());
-      return 1e6 * static_cast<double>(times[12]);
+    cudaEvent_t start, stop;
+    KW_CUDA_CHECK(cudaEventCreate(&start));
+    KW_CUDA_CHECK(cudaEventCreate(&stop));
+    auto time_ns = [&](auto&& launch) {
+      KW_CUDA_CHECK(cudaEventRecord(start, state.stream()));
+      launch();
+      KW_CUDA_CHECK(cudaEventRecord(stop, state.stream()));
+      KW_CUDA_CHECK(cudaEventSynchronize(stop));
+      float ms = 0;
+      KW_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+      return 1e6 * static_cast<double>(ms);
     };
-    int clock_khz = 0, device = 0;
-    KW_CUDA_CHECK(cudaGetDevice(&device));
-    KW_CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, device));
     params_.spin_cycles = 0;
-    for (int i = 0; i < 3; ++i) run_candidate(state);
-    const double plain = median_ns();
-    double cycles = fraction * plain * clock_khz * 1e-6;  // as if one wave of blocks
-    for (int step = 0; step < 4; ++step) {
-      params_.spin_cycles = static_cast<long long>(std::max(1.0, cycles));
-      const double achieved = median_ns() / plain - 1;
-      if (achieved <= 0) break;
-      cycles *= fraction / achieved;
+    params_.spin_counter = nullptr;
+    int device = 0, sms = 0;
+    KW_CUDA_CHECK(cudaGetDevice(&device));
+    KW_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    const kw::attention::LaunchShape shape = kw::attention::launch_shape(params_);
+    if (static_cast<long long>(shape.grid.x) * shape.grid.y * shape.grid.z > sms) {
+      params_.spin_counter = state.alloc_n<unsigned int>(1, "candidate");
+      KW_CUDA_CHECK(cudaMemsetAsync(params_.spin_counter, 0, sizeof(unsigned int), state.stream()));
     }
-    params_.spin_cycles = static_cast<long long>(std::max(1.0, cycles));
+    for (int i = 0; i < 3; ++i) run_candidate(state);
+    std::vector<double> plain;
+    for (int i = 0; i < 25; ++i) plain.push_back(time_ns([&] { run_candidate(state); }));
+    // The SM clock right after: a single thread spinning a known number of cycles.
+    constexpr long long kProbeCycles = 1 << 21;
+    const double probe_ns = time_ns([&] {
+      spin_cycles_kernel<<<1, 1, 0, state.stream()>>>(kProbeCycles);
+      KW_CUDA_CHECK(cudaGetLastError());
+    });
+    KW_CUDA_CHECK(cudaEventDestroy(start));
+    KW_CUDA_CHECK(cudaEventDestroy(stop));
+    const double cycles_per_ns = static_cast<double>(kProbeCycles) / probe_ns;
+    std::nth_element(plain.begin(), plain.begin() + 12, plain.end());
+    params_.spin_cycles = std::max(1LL, std::llround(fraction * plain[12] * cycles_per_ns));
   }
 
   std::vector<std::string> baselines() const override { return {"cudnn", "cublas_unfused"}; }

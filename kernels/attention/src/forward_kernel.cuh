@@ -119,6 +119,20 @@ __device__ __forceinline__ void combine_key_splits(const ForwardParams& params, 
   }
 }
 
+// The injected slowdown (ForwardParams::spin_cycles): the block that
+// finishes last spins, so the kernel ends that many cycles later.
+__device__ inline void spin_if_last_block(const ForwardParams& params) {
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  __threadfence();
+  const unsigned int blocks = gridDim.x * gridDim.y * gridDim.z;
+  if (atomicAdd(params.spin_counter, 1u) != blocks - 1) return;
+  *params.spin_counter = 0;  // ready for the stream's next launch
+  const long long until = clock64() + params.spin_cycles;
+  while (clock64() < until) {
+  }
+}
+
 }  // namespace detail
 
 template <typename Traits, typename T, bool kCausal>
@@ -140,7 +154,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
   const std::uint32_t k_smem = q_smem + Traits::kSmemQ;
   const std::uint32_t v_smem = k_smem + Traits::kSmemK;
   if (q_smem % 256 != 0) __trap();  // the XOR addressing below needs 256-byte aligned tiles
-  if (params.spin_cycles > 0) {
+  if (params.spin_cycles > 0 && params.spin_counter == nullptr) {
     const long long until = clock64() + params.spin_cycles;
     while (clock64() < until) {
     }
@@ -398,6 +412,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
       }
     }
   }
+  if (params.spin_cycles > 0 && params.spin_counter != nullptr) detail::spin_if_last_block(params);
 }
 
 }  // namespace kw::attention

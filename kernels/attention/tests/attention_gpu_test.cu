@@ -4,6 +4,7 @@
 // bitwise repeatability, and the validation errors. Skipped without a GPU.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <string>
@@ -55,6 +56,33 @@ kw::attention::TensorRef strides(const Problem& p, const void* data, int seqlen)
   const std::int64_t d = p.head_dim;
   return {data, static_cast<std::int64_t>(seqlen) * p.heads * d, d, p.heads * d};
 }
+
+// Self-attention over fresh random fp16 [B, H, S, D] inputs (seeds 1-3),
+// the output pointer left for the caller.
+struct RandomSelfAttention {
+  std::size_t elems;
+  DeviceBuffer q, k, v;
+  ForwardParams params;
+  RandomSelfAttention(int batch, int heads, int seqlen, int head_dim, bool causal)
+      : elems(static_cast<std::size_t>(batch) * heads * seqlen * head_dim),
+        q(elems * 2),
+        k(elems * 2),
+        v(elems * 2) {
+    kw::attention::fill_random(DType::fp16, q.data, elems, 1.7f, 1, nullptr);
+    kw::attention::fill_random(DType::fp16, k.data, elems, 1.7f, 2, nullptr);
+    kw::attention::fill_random(DType::fp16, v.data, elems, 1.7f, 3, nullptr);
+    params.batch = batch;
+    params.heads = heads;
+    params.seqlen_q = params.seqlen_k = seqlen;
+    params.head_dim = head_dim;
+    params.q = kw::attention::bhsd(q.data, heads, seqlen, head_dim);
+    params.k = kw::attention::bhsd(k.data, heads, seqlen, head_dim);
+    params.v = kw::attention::bhsd(v.data, heads, seqlen, head_dim);
+    params.o_strides = params.q;
+    params.softmax_scale = 0.088f;
+    params.causal = causal;
+  }
+};
 
 // Runs the kernel on fresh random inputs; returns (relative L2 error of O,
 // max |LSE error|, count of non-finite outputs) against the GPU reference.
@@ -227,23 +255,10 @@ TEST_F(AttentionGpuTest, RepeatedRunsAreBitwiseIdentical) {
   // 4 x 8 heads x 500 keys at d=64 takes the short, key-split kernel.
   for (auto [seqlen, head_dim, causal] : {std::tuple{1500, 128, false}, std::tuple{1500, 128, true},
                                           std::tuple{500, 64, false}, std::tuple{500, 64, true}}) {
-    const int batch = 4, heads = 8;
-    const std::size_t elems = static_cast<std::size_t>(batch) * heads * seqlen * head_dim;
-    DeviceBuffer q(elems * 2), k(elems * 2), v(elems * 2), o1(elems * 2), o2(elems * 2);
-    kw::attention::fill_random(DType::fp16, q.data, elems, 1.7f, 1, nullptr);
-    kw::attention::fill_random(DType::fp16, k.data, elems, 1.7f, 2, nullptr);
-    kw::attention::fill_random(DType::fp16, v.data, elems, 1.7f, 3, nullptr);
-    ForwardParams params;
-    params.batch = batch;
-    params.heads = heads;
-    params.seqlen_q = params.seqlen_k = seqlen;
-    params.head_dim = head_dim;
-    params.q = kw::attention::bhsd(q.data, heads, seqlen, head_dim);
-    params.k = kw::attention::bhsd(k.data, heads, seqlen, head_dim);
-    params.v = kw::attention::bhsd(v.data, heads, seqlen, head_dim);
-    params.o_strides = params.q;
-    params.softmax_scale = 0.088f;
-    params.causal = causal;
+    RandomSelfAttention problem(4, 8, seqlen, head_dim, causal);
+    const std::size_t elems = problem.elems;
+    ForwardParams& params = problem.params;
+    DeviceBuffer o1(elems * 2), o2(elems * 2);
     std::vector<std::uint16_t> first(elems), second(elems);
     for (int run = 0; run < 5; ++run) {
       params.o = run == 0 ? o1.data : o2.data;
@@ -254,6 +269,54 @@ TEST_F(AttentionGpuTest, RepeatedRunsAreBitwiseIdentical) {
       if (run > 0) ASSERT_EQ(first, second) << "run " << run << (causal ? " causal" : "");
     }
   }
+}
+
+TEST_F(AttentionGpuTest, InjectedSpinDelaysTheKernelAndLeavesItsOutputAlone) {
+  // The power tests' injected slowdown: the last block of the grid spins,
+  // so a many-wave kernel ends later by about the spin, its output as before,
+  // and the counter is back at 0 for the next launch.
+  RandomSelfAttention problem(4, 16, 2048, 128, false);
+  const std::size_t elems = problem.elems;
+  ForwardParams& params = problem.params;
+  DeviceBuffer o1(elems * 2), o2(elems * 2), counter(4);
+  CUDA_OK(cudaMemset(counter.data, 0, 4));
+  cudaEvent_t start, stop;
+  CUDA_OK(cudaEventCreate(&start));
+  CUDA_OK(cudaEventCreate(&stop));
+  auto median_ms = [&] {
+    std::vector<float> times;
+    for (int i = 0; i < 21; ++i) {
+      EXPECT_EQ(cudaEventRecord(start), cudaSuccess);
+      kw::attention::forward(params, nullptr);
+      EXPECT_EQ(cudaEventRecord(stop), cudaSuccess);
+      EXPECT_EQ(cudaEventSynchronize(stop), cudaSuccess);
+      float ms = 0;
+      EXPECT_EQ(cudaEventElapsedTime(&ms, start, stop), cudaSuccess);
+      times.push_back(ms);
+    }
+    std::nth_element(times.begin(), times.begin() + 10, times.end());
+    return times[10];
+  };
+  params.o = o1.data;
+  const float plain_ms = median_ms();
+  params.o = o2.data;
+  params.spin_counter = static_cast<unsigned int*>(counter.data);
+  params.spin_cycles = 20'000'000;  // 10-12 ms at the H100's clocks, many times the kernel
+  const float spun_ms = median_ms();
+  int clock_khz = 0;
+  CUDA_OK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0));
+  const float spin_ms_at_max_clock = 20'000'000.f / static_cast<float>(clock_khz);
+  EXPECT_GT(spun_ms - plain_ms, 0.9f * spin_ms_at_max_clock) << plain_ms << " ms plain, " << spun_ms << " ms";
+  EXPECT_LT(spun_ms - plain_ms, 1.6f * spin_ms_at_max_clock) << plain_ms << " ms plain, " << spun_ms << " ms";
+  unsigned int left = 1;
+  CUDA_OK(cudaMemcpy(&left, counter.data, 4, cudaMemcpyDeviceToHost));
+  EXPECT_EQ(left, 0u);
+  std::vector<std::uint16_t> first(elems), second(elems);
+  CUDA_OK(cudaMemcpy(first.data(), o1.data, elems * 2, cudaMemcpyDeviceToHost));
+  CUDA_OK(cudaMemcpy(second.data(), o2.data, elems * 2, cudaMemcpyDeviceToHost));
+  EXPECT_EQ(first, second);
+  CUDA_OK(cudaEventDestroy(start));
+  CUDA_OK(cudaEventDestroy(stop));
 }
 
 TEST_F(AttentionGpuTest, UnsupportedInputsAreRejectedWithTheFieldNamed) {

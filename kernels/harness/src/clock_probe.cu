@@ -28,19 +28,27 @@ __global__ void clock_probe_kernel(unsigned long long* out) {
 
 ClockProbe::ClockProbe() {
   KW_CUDA_CHECK(cudaMalloc(&result_, 2 * sizeof(unsigned long long)));
+  if (cudaError_t error = cudaMallocHost(&host_, 2 * sizeof(unsigned long long)); error != cudaSuccess) {
+    cudaFree(result_);
+    KW_CUDA_CHECK(error);
+  }
+  host_[0] = host_[1] = 0;
 }
 
 ClockProbe::~ClockProbe() {
   cudaFree(result_);
+  cudaFreeHost(host_);
 }
 
-double ClockProbe::measure_mhz(cudaStream_t stream) {
+void ClockProbe::enqueue(cudaStream_t stream) {
   clock_probe_kernel<<<1, 1, 0, stream>>>(result_);
   KW_CUDA_CHECK_LAUNCH();
-  unsigned long long host[2] = {};
-  KW_CUDA_CHECK(cudaMemcpyAsync(host, result_, sizeof(host), cudaMemcpyDeviceToHost, stream));
-  KW_CUDA_CHECK(cudaStreamSynchronize(stream));
-  return host[1] == 0 ? 0 : static_cast<double>(host[0]) * 1000.0 / static_cast<double>(host[1]);
+  KW_CUDA_CHECK(
+      cudaMemcpyAsync(host_, result_, 2 * sizeof(unsigned long long), cudaMemcpyDeviceToHost, stream));
+}
+
+double ClockProbe::mhz() const {
+  return host_[1] == 0 ? 0 : static_cast<double>(host_[0]) * 1000.0 / static_cast<double>(host_[1]);
 }
 
 }  // namespace kwbench

@@ -13,11 +13,14 @@ class ClockProbe {
   ~ClockProbe();
   ClockProbe(const ClockProbe&) = delete;
   ClockProbe& operator=(const ClockProbe&) = delete;
-  // SM clock in MHz measured on `stream` (synchronizes it).
-  double measure_mhz(cudaStream_t stream);
+  // SM clock in MHz: `enqueue` queues the probe behind the stream's work;
+  // `mhz` reads it once the stream has been synchronized.
+  void enqueue(cudaStream_t stream);
+  double mhz() const;
 
  private:
   unsigned long long* result_ = nullptr;
+  unsigned long long* host_ = nullptr;  // pinned: the copy back does not block the host
 };
 
 }  // namespace kwbench

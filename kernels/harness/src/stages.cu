@@ -99,6 +99,47 @@ struct EventTimer {
   }
 };
 
+// Start and stop events for the rounds of one batch, each implementation's
+// own, recorded while the batch is queued and read once it has finished.
+class EventBatch {
+ public:
+  explicit EventBatch(std::size_t impls) : impls_(impls) {}
+  ~EventBatch() {
+    for (cudaEvent_t event : events_) cudaEventDestroy(event);
+  }
+  EventBatch(const EventBatch&) = delete;
+  EventBatch& operator=(const EventBatch&) = delete;
+  void reserve(int rounds) {
+    while (events_.size() < 2 * impls_ * static_cast<std::size_t>(rounds)) {
+      cudaEvent_t event = nullptr;
+      KW_CUDA_CHECK(cudaEventCreate(&event));
+      events_.push_back(event);
+    }
+  }
+  void start(int round, std::size_t impl, cudaStream_t stream) {
+    KW_CUDA_CHECK(cudaEventRecord(events_.at(index(round, impl)), stream));
+  }
+  void stop(int round, std::size_t impl, cudaStream_t stream) {
+    KW_CUDA_CHECK(cudaEventRecord(events_.at(index(round, impl) + 1), stream));
+  }
+  double elapsed_ns(int round, std::size_t impl) const {
+    float ms = 0;
+    KW_CUDA_CHECK(cudaEventElapsedTime(&ms, events_[index(round, impl)], events_[index(round, impl) + 1]));
+    return static_cast<double>(ms) * 1e6;
+  }
+
+ private:
+  std::size_t index(int round, std::size_t impl) const {
+    return 2 * (static_cast<std::size_t>(round) * impls_ + impl);
+  }
+  std::size_t impls_;
+  std::vector<cudaEvent_t> events_;
+};
+
+// Queued work per batch of timed rounds, and a bound on the events it holds.
+constexpr double kBatchSeconds = 0.01;
+constexpr int kMaxBatchRounds = 256;
+
 // The implementations of a case that can run here: candidate first.
 struct Impl {
   std::string name;
@@ -430,7 +471,6 @@ CaseOutcome run_full_bench(Case& c, const DeviceFacts& device, const BenchOption
   json skipped = json::object();
   std::vector<Impl> impls = runnable_impls(c, skipped, options.impls);
   if (impls.empty()) throw Error("no implementation of this case matches --impls \"" + options.impls + "\"");
-  EventTimer timer;
   ClockProbe probe;
   Nvml nvml(device.pci_bus_id);
 
@@ -441,29 +481,6 @@ CaseOutcome run_full_bench(Case& c, const DeviceFacts& device, const BenchOption
   auto flush_l2 = [&](int round) {
     KW_CUDA_CHECK(cudaMemsetAsync(flush, round & 0xFF, flush_bytes, stream));
   };
-
-  // Warm-up in the measurement's own pattern (L2 flush, every implementation
-  // in turn) until the GPU settles: its clocks and power state after the
-  // setup's idle gap take tens of milliseconds to reach the level the timed
-  // rounds then see, and samples taken before that are a transient, not the
-  // case.
-  {
-    auto started = std::chrono::steady_clock::now();
-    for (int round = 0;
-         round < options.warmup_rounds ||
-         std::chrono::steady_clock::now() - started < std::chrono::duration<double>(options.warmup_seconds);
-         ++round) {
-      for (const Impl& impl : impls) {
-        flush_l2(round);
-        run_impl(c, impl, *prepared.state);
-      }
-      KW_CUDA_CHECK(cudaStreamSynchronize(stream));
-    }
-  }
-  double reference_mhz = 0;
-  for (int i = 0; i < 3; ++i) reference_mhz = std::max(reference_mhz, probe.measure_mhz(stream));
-  double setup_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - setup_started).count();
 
   json gpu_state = {{"sm_mhz", json::array()}, {"mem_mhz", json::array()}, {"throttle_reasons", 0}};
   double temp_max = 0, power_max = 0;
@@ -480,27 +497,87 @@ CaseOutcome run_full_bench(Case& c, const DeviceFacts& device, const BenchOption
     reasons |= reading->clocks_event_reasons;
     return (reading->clocks_event_reasons & kThrottleMask) != 0;
   };
+
+  // Rounds run in batches that the host queues whole before it waits: the
+  // GPU works back to back, in one pattern from the warm-up to the last
+  // sample, and the clock probe, the NVML read and the host's bookkeeping
+  // happen between batches or while the GPU works, never between two
+  // samples of a batch (#15: no per-sample host work the GPU waits on).
+  EventBatch events(impls.size());
+  std::vector<std::vector<double>> samples(impls.size());
+  auto run_batch = [&](int first_round, int rounds, bool timed) {
+    for (int round = first_round; round < first_round + rounds; ++round) {
+      // Interleaved: each round times every implementation once, rotating
+      // which goes first, so drift hits all of them alike.
+      for (std::size_t k = 0; k < impls.size(); ++k) {
+        std::size_t index = (k + static_cast<std::size_t>(round) + options.order_offset) % impls.size();
+        flush_l2(round);
+        if (timed) events.start(round - first_round, index, stream);
+        run_impl(c, impls[index], *prepared.state);
+        if (timed) events.stop(round - first_round, index, stream);
+      }
+    }
+    probe.enqueue(stream);
+  };
+
+  // Warm-up until the GPU settles: its clocks and power state after the
+  // setup's idle gap take tens of milliseconds to reach the level that
+  // continuous work holds. Each warm-up batch re-sizes the batches (the
+  // first round alone also loads the kernels).
+  double reference_mhz = 0;
+  int batch_rounds = 1;
+  {
+    auto started = std::chrono::steady_clock::now();
+    for (int round = 0;
+         round < options.warmup_rounds || std::chrono::steady_clock::now() - started <
+                                              std::chrono::duration<double>(options.warmup_seconds);) {
+      auto batch_started = std::chrono::steady_clock::now();
+      run_batch(round, batch_rounds, false);
+      KW_CUDA_CHECK(cudaStreamSynchronize(stream));
+      reference_mhz = std::max(reference_mhz, probe.mhz());
+      double per_round =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - batch_started).count() /
+          batch_rounds;
+      round += batch_rounds;
+      batch_rounds =
+          std::clamp(static_cast<int>(kBatchSeconds / std::max(per_round, 1e-7)), 1, kMaxBatchRounds);
+    }
+  }
+  double setup_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - setup_started).count();
   read_nvml(true);
 
-  std::vector<std::vector<double>> samples(impls.size());
   std::vector<std::int64_t> throttled_rounds;
-  double min_probe_mhz = reference_mhz;
+  double min_probe_mhz = reference_mhz, probe_mhz_sum = 0;
+  int probes = 0;
+  // The SM clock each round ran at, as the probe after its batch saw it:
+  // under a power cap the clock moves by several percent between
+  // replicates, and the detection compares replicates at equal clock.
+  std::vector<double> sample_mhz;
   auto started = std::chrono::steady_clock::now();
-  for (int round = 0; round < options.max_samples; ++round) {
-    // Interleaved: each round times every implementation once, rotating which
-    // goes first, so drift during the case hits all of them alike.
-    for (std::size_t k = 0; k < impls.size(); ++k) {
-      std::size_t index = (k + static_cast<std::size_t>(round) + options.order_offset) % impls.size();
-      flush_l2(round);
-      samples[index].push_back(timer.time_ns(stream, [&] { run_impl(c, impls[index], *prepared.state); }));
+  for (int round = 0; round < options.max_samples;) {
+    int rounds = std::min(batch_rounds, options.max_samples - round);
+    if (round < options.min_samples)
+      rounds = std::max(rounds, std::min(options.min_samples, options.max_samples) - round);
+    events.reserve(rounds);
+    run_batch(round, rounds, true);
+    bool nvml_throttled = read_nvml(false);  // while the batch runs
+    KW_CUDA_CHECK(cudaStreamSynchronize(stream));
+    for (int r = 0; r < rounds; ++r) {
+      for (std::size_t k = 0; k < impls.size(); ++k) samples[k].push_back(events.elapsed_ns(r, k));
     }
-    double mhz = probe.measure_mhz(stream);
+    double mhz = probe.mhz();
     min_probe_mhz = std::min(min_probe_mhz, mhz);
-    bool nvml_throttled = read_nvml(false);
-    if (nvml_throttled || mhz < 0.97 * reference_mhz) throttled_rounds.push_back(round);
+    probe_mhz_sum += mhz;
+    ++probes;
+    sample_mhz.insert(sample_mhz.end(), static_cast<std::size_t>(rounds), mhz);
+    if (nvml_throttled || mhz < 0.97 * reference_mhz) {
+      for (int r = round; r < round + rounds; ++r) throttled_rounds.push_back(r);
+    }
+    round += rounds;
 
     double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    if (round + 1 >= options.min_samples) {
+    if (round >= options.min_samples) {
       bool quiet = true;
       for (const auto& s : samples) quiet = quiet && kw::common::relative_noise(s) <= options.noise_target;
       if (quiet || elapsed >= options.max_seconds) break;
@@ -520,6 +597,8 @@ CaseOutcome run_full_bench(Case& c, const DeviceFacts& device, const BenchOption
     if (flops > 0) m["flops"] = flops;
     if (bytes > 0) m["bytes"] = bytes;
     if (!throttled_rounds.empty()) m["throttled_samples"] = throttled_rounds;
+    if (std::all_of(sample_mhz.begin(), sample_mhz.end(), [](double mhz) { return mhz > 0; }))
+      m["sm_mhz"] = sample_mhz;
     measurements.push_back(std::move(m));
     noise[impls[k].name] = kw::common::relative_noise(samples[k]);
   }
@@ -537,6 +616,7 @@ CaseOutcome run_full_bench(Case& c, const DeviceFacts& device, const BenchOption
       {"relative_noise", noise},
       {"reference_sm_mhz", reference_mhz},
       {"min_probe_sm_mhz", min_probe_mhz},
+      {"mean_probe_sm_mhz", probes > 0 ? probe_mhz_sum / probes : 0.0},
       {"throttled_samples", throttled_rounds.size()},
       {"skipped_baselines", skipped}};
   if (!nvml.available()) outcome.details["nvml"] = nvml.unavailable();

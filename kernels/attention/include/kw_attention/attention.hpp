@@ -40,9 +40,14 @@ struct ForwardParams {
   // Key j is visible to query i only when j <= i (top-left aligned, as
   // PyTorch's is_causal).
   bool causal = false;
-  // Fault injection for the regression detector's power tests: each block
-  // first waits this many SM cycles. Always 0 outside those tests.
+  // Fault injection for the regression detector's power tests: the kernel
+  // takes spin_cycles SM cycles longer. With `spin_counter` (one zeroed
+  // unsigned int, used by one stream) the last block of the grid to finish
+  // spins, whatever the grid; without, every block spins as it starts, exact
+  // for a grid that fits in one wave and free of the counter's atomics,
+  // which cost a tiny kernel more than the spin. Always 0 outside those tests.
   long long spin_cycles = 0;
+  unsigned int* spin_counter = nullptr;
 };
 
 // Contiguous [B, H, S, D] strides.
