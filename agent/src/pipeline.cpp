@@ -70,14 +70,21 @@ json ptxas_report(const std::string& log) {
   return kernels;
 }
 
-json make_stage(StageName name, const std::string& status, double seconds, const std::string& message,
-                const std::string& log_tail = {}, json details = json::object()) {
+// A stage's cost: its wall time, and the time its bench processes held the
+// GPU (0 for build, which uses none).
+json make_stage(StageName name, const std::string& status, double wall_seconds, double gpu_seconds,
+                const std::string& message, const std::string& log_tail = {}, json details = json::object()) {
   return {{"name", common::to_string(name)},
           {"status", status},
-          {"duration_ms", static_cast<std::int64_t>(seconds * 1000)},
+          {"duration_ms", static_cast<std::int64_t>(wall_seconds * 1000)},
+          {"gpu_seconds", gpu_seconds},
           {"message", message},
           {"log_tail", tail_of(log_tail)},
           {"details", std::move(details)}};
+}
+
+double seconds_since(std::chrono::steady_clock::time_point started) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
 }
 
 struct Logger {
@@ -287,7 +294,7 @@ json run_pipeline(const RepoConfig& config, const PipelineOptions& options) {
     std::string status = failure.empty() ? "passed" : "failed";
     std::string message =
         failure.empty() ? std::to_string(config.build_commands.size()) + " command(s) succeeded" : failure;
-    stages.push_back(make_stage(StageName::build, status, seconds, message, output, details));
+    stages.push_back(make_stage(StageName::build, status, seconds, 0, message, output, details));
     log("stage build " + status + " in " + seconds_text(seconds) + ": " + message);
   }
 
@@ -296,22 +303,23 @@ json run_pipeline(const RepoConfig& config, const PipelineOptions& options) {
     if (stage == StageName::build) continue;
     std::string name(common::to_string(stage));
     if (!failed_stage.empty()) {
-      stages.push_back(make_stage(stage, "skipped", 0, "not run: the " + failed_stage + " stage failed"));
+      stages.push_back(make_stage(stage, "skipped", 0, 0, "not run: the " + failed_stage + " stage failed"));
       log("stage " + name + " skipped: " + failed_stage + " failed");
       continue;
     }
     if (!opts.only_stages.empty() &&
         std::find(opts.only_stages.begin(), opts.only_stages.end(), stage) == opts.only_stages.end()) {
-      stages.push_back(make_stage(stage, "skipped", 0, "not selected (kw run --stages)"));
+      stages.push_back(make_stage(stage, "skipped", 0, 0, "not selected (kw run --stages)"));
       log("stage " + name + " skipped: not selected");
       continue;
     }
     if (!opts.gpu_available) {
-      stages.push_back(make_stage(stage, "skipped", 0, "no CUDA device"));
+      stages.push_back(make_stage(stage, "skipped", 0, 0, "no CUDA device"));
       log("stage " + name + " skipped: no CUDA device");
       continue;
     }
     log("stage " + name + " started");
+    const auto stage_started = std::chrono::steady_clock::now();
     double seconds = 0;
     std::vector<std::string> messages;
     std::string tail;
@@ -335,8 +343,10 @@ json run_pipeline(const RepoConfig& config, const PipelineOptions& options) {
     std::string status = failed > 0 ? "failed" : passed > 0 ? "passed" : "skipped";
     std::string message;
     for (const std::string& m : messages) message += (message.empty() ? "" : "; ") + m;
-    stages.push_back(make_stage(stage, status, seconds, message, tail, details));
-    log("stage " + name + " " + status + " in " + seconds_text(seconds) + ": " + message);
+    const double wall = seconds_since(stage_started);
+    stages.push_back(make_stage(stage, status, wall, seconds, message, tail, details));
+    log("stage " + name + " " + status + " in " + seconds_text(wall) + " (" + seconds_text(seconds) +
+        " on the GPU): " + message);
     if (status == "failed" && stage != StageName::full_bench) failed_stage = name;
   }
 

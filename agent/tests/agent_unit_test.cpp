@@ -221,6 +221,15 @@ TEST_F(PipelineTest, AllStagesPassAndTheReportIsValid) {
   // Progress: each stage's start and end.
   EXPECT_NE(log_.find("stage build started"), std::string::npos);
   EXPECT_NE(log_.find("stage full_bench passed in"), std::string::npos);
+  // Each stage's cost: wall time, and the GPU time of its bench processes,
+  // which the stage's own work around them can only add to.
+  EXPECT_EQ(report["stages"][0]["gpu_seconds"], 0.0);
+  for (std::size_t i = 1; i < 6; ++i) {
+    const json& stage = report["stages"][i];
+    EXPECT_GT(stage["gpu_seconds"].get<double>(), 0) << stage.dump();
+    EXPECT_LE(stage["gpu_seconds"].get<double>(), stage["duration_ms"].get<double>() / 1000 + 0.001)
+        << stage.dump();
+  }
 }
 
 // full_bench as replicates of the kwbench test double: every sample tagged

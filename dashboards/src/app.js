@@ -177,6 +177,25 @@ async function casePage(project, name, query) {
   }, speedupData);
 }
 
+// The stages in the order they ran, each as wide as its wall time; the
+// darker part is the time its bench processes held the GPU.
+function stageTimeline(stages) {
+  const total = stages.reduce((sum, s) => sum + s.duration_ms, 0);
+  if (total <= 0) return "";
+  let offset = 0;
+  const bars = stages.map((s) => {
+    const left = (100 * offset) / total, width = (100 * s.duration_ms) / total;
+    offset += s.duration_ms;
+    const gpu = s.gpu_seconds ?? null;
+    const gpuShare = gpu === null || s.duration_ms <= 0 ? 0 : Math.min(100, (100 * gpu * 1000) / s.duration_ms);
+    const title = `${s.name}: ${(s.duration_ms / 1000).toFixed(1)} s${gpu === null ? "" : `, ${gpu.toFixed(1)} s on the GPU`} (${s.status})`;
+    return `<div class="stage-bar ${esc(s.status)}" style="left:${left}%;width:${width}%" title="${esc(title)}">
+      <div class="gpu" style="width:${gpuShare}%"></div><span>${esc(s.name)}</span></div>`;
+  }).join("");
+  return `<div id="timeline" class="timeline">${bars}</div>
+    <p class="muted">${(total / 1000).toFixed(1)} s from the start of the build to the report; darker: on the GPU</p>`;
+}
+
 async function runPage(id) {
   const run = await api(`/api/v1/runs/${enc(id)}`);
   const verdict = run.acknowledgement ? badge("acknowledged", "pass (acknowledged)") : badge(run.verdict);
@@ -191,9 +210,10 @@ async function runPage(id) {
       <dt>started</dt><dd>${esc(run.started_at)}</dd>
       ${run.acknowledgement ? `<dt>acknowledged</dt><dd>by ${esc(run.acknowledgement.by)}: ${esc(run.acknowledgement.reason)}</dd>` : ""}
     </dl></div>
-    <h2>Preflight checklist</h2>
-    <table id="stages"><thead><tr><th></th><th>stage</th><th>status</th><th class="num">duration</th><th>message</th></tr></thead><tbody>
+    <h2>Preflight checklist</h2>${stageTimeline(run.stages)}
+    <table id="stages"><thead><tr><th></th><th>stage</th><th>status</th><th class="num">duration</th><th class="num">on the GPU</th><th>message</th></tr></thead><tbody>
     ${run.stages.map((s) => `<tr><td>${icon[s.status]}</td><td>${esc(s.name)}</td><td>${badge(s.status)}</td><td class="num">${(s.duration_ms / 1000).toFixed(1)} s</td>
+      <td class="num">${s.gpu_seconds == null ? "" : `${s.gpu_seconds.toFixed(1)} s`}</td>
       <td>${esc(s.message)}${s.log_tail ? `<details><summary>log tail</summary><pre class="log">${esc(s.log_tail)}</pre></details>` : ""}</td></tr>`).join("")}
     </tbody></table>
     <h2>Comparisons</h2>${decisionSummary(run)}<p id="compare-link"></p>${comparisonTable(run.comparisons)}

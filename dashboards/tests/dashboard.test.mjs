@@ -43,7 +43,7 @@ function report({ commit, gpu = "NVIDIA H100 80GB HBM3", branch = "main", slowdo
   clock += 3600 * 1000;  // one run an hour
   const started = new Date(clock).toISOString(), finished = new Date(clock + 120 * 1000).toISOString();
   const stages = ["build", "load", "launch_geometry", "correctness", "quick_bench", "full_bench"].map((name, i) => ({
-    name, status: failStage === name ? "failed" : "passed", duration_ms: 1000 + 100 * i,
+    name, status: failStage === name ? "failed" : "passed", duration_ms: 1000 + 100 * i, gpu_seconds: i === 0 ? 0 : 0.5,
     message: failStage === name ? "attention.fwd/fp16/s4096: block: expected (384,1,1), observed (128,1,1)" : "ok",
     log_tail: failStage === name ? "[kwbench] launch_geometry failed" : "",
   }));
@@ -188,6 +188,17 @@ test("overview -> case -> run -> compare by clicking, and back/forward", async (
   await page.mouse.click(box.x, box.y);
   await page.waitForFunction((id) => location.hash === `#/run/${id}` && document.getElementById("app").dataset.ready === `#/run/${id}`, seeded.regression);
   assert.equal(await page.locator("#stages tbody tr").count(), 6);
+  // The stages as a timeline: six bars in order, each as wide as its wall
+  // time, the GPU's share darker; the table says both.
+  const bars = await page.locator("#timeline .stage-bar").evaluateAll((els) =>
+    els.map((e) => ({ left: parseFloat(e.style.left), width: parseFloat(e.style.width), gpu: parseFloat(e.querySelector(".gpu").style.width), title: e.title })));
+  assert.equal(bars.length, 6);
+  assert.ok(Math.abs(bars[5].width / bars[0].width - 1500 / 1000) < 1e-3, JSON.stringify(bars));
+  assert.ok(Math.abs(bars[5].left + bars[5].width - 100) < 1e-3);
+  assert.equal(bars[0].gpu, 0);
+  assert.ok(Math.abs(bars[1].gpu - 100 * 0.5 / 1.1) < 1e-3);
+  assert.match(bars[5].title, /full_bench: 1\.5 s, 0\.5 s on the GPU \(passed\)/);
+  assert.match(await page.locator("#stages").innerText(), /1\.5 s\s+0\.5 s/);
   assert.match(await page.locator("h1").innerText(), /regression/);
   assert.match(await page.locator("table.comparisons").innerText(), /regression/);
   // How it was judged: the run's false-alarm rate over its candidate comparisons and the noise used.

@@ -18,9 +18,9 @@ RETURNING id
 )sql";
 
 constexpr const char* kInsertStages = R"sql(
-INSERT INTO stages (run_id, ordinal, name, status, duration_ms, message, log_tail, details)
+INSERT INTO stages (run_id, ordinal, name, status, duration_ms, gpu_seconds, message, log_tail, details)
 SELECT $1, s.ordinal - 1, s.value->>'name', s.value->>'status', (s.value->>'duration_ms')::bigint,
-       s.value->>'message', s.value->>'log_tail', s.value->'details'
+       (s.value->>'gpu_seconds')::float8, s.value->>'message', s.value->>'log_tail', s.value->'details'
 FROM jsonb_array_elements($2::jsonb) WITH ORDINALITY AS s(value, ordinal)
 )sql";
 
@@ -85,7 +85,8 @@ SELECT json_build_object(
                   FROM comparisons x JOIN cases c ON c.run_id = x.run_id AND c.name = x.case_name
                   WHERE x.run_id = r.id),
   'stages', (SELECT COALESCE(json_agg(json_build_object(
-                 'name', s.name, 'status', s.status, 'duration_ms', s.duration_ms, 'message', s.message,
+                 'name', s.name, 'status', s.status, 'duration_ms', s.duration_ms,
+                 'gpu_seconds', s.gpu_seconds, 'message', s.message,
                  'log_tail', s.log_tail, 'details', s.details) ORDER BY s.ordinal), '[]')
              FROM stages s WHERE s.run_id = r.id),
   'cases', (SELECT COALESCE(json_agg(json_build_object(

@@ -102,6 +102,8 @@ inline std::vector<BrokenReport> broken_reports() {
       {"CorrectnessPassedWithNaN", [](json& r) { r["cases"][0]["correctness"]["nonfinite"] = 3; },
        "cases[0].correctness.passed: cannot be true with non-finite outputs"},
       {"NegativeGpuSeconds", [](json& r) { r["gpu_seconds"] = -1.5; }, "gpu_seconds: must not be negative"},
+      {"NegativeStageGpuSeconds", [](json& r) { r["stages"][5]["gpu_seconds"] = -2.0; },
+       "stages[5].gpu_seconds: must not be negative"},
       {"BadTimestamp", [](json& r) { r["started_at"] = "yesterday"; },
        "started_at: must be an RFC 3339 timestamp, got \"yesterday\""},
       {"FinishedBeforeStarted", [](json& r) { r["finished_at"] = "2026-11-21T09:59:59Z"; },

@@ -91,6 +91,7 @@ Stage read_stage(const json& value, const std::string& path) {
   }
   stage.status = *parsed_status;
   stage.duration_ms = reader.integer("duration_ms", 0);
+  stage.gpu_seconds = reader.opt_number("gpu_seconds", 0);
   stage.message = reader.string_or_empty("message");
   stage.log_tail = reader.string_or_empty("log_tail");
   if (const json* details = reader.find("details")) {
@@ -495,9 +496,11 @@ json dim3_json(const Dim3& dims) {
 }  // namespace
 
 json to_json(const Stage& stage) {
-  return json{{"name", to_string(stage.name)},    {"status", to_string(stage.status)},
-              {"duration_ms", stage.duration_ms}, {"message", stage.message},
-              {"log_tail", stage.log_tail},       {"details", stage.details}};
+  json out{{"name", to_string(stage.name)},    {"status", to_string(stage.status)},
+           {"duration_ms", stage.duration_ms}, {"message", stage.message},
+           {"log_tail", stage.log_tail},       {"details", stage.details}};
+  if (stage.gpu_seconds) out["gpu_seconds"] = *stage.gpu_seconds;
+  return out;
 }
 
 json to_json(const Case& run_case) {

@@ -61,7 +61,10 @@ struct DeviceInfo {
 struct Stage {
   StageName name = StageName::build;
   StageStatus status = StageStatus::skipped;
-  std::int64_t duration_ms = 0;
+  std::int64_t duration_ms = 0;  // wall time of the stage
+  // GPU time of the stage: the bench processes' time on the GPU (absent in
+  // reports of older agents; 0 for build).
+  std::optional<double> gpu_seconds;
   std::string message;
   std::string log_tail;
   nlohmann::json details = nlohmann::json::object();
