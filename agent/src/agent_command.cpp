@@ -91,7 +91,7 @@ int agent_loop(AgentArguments args) {
     repo_urls[entry.substr(0, eq)] = entry.substr(eq + 1);
   }
   fs::path work = fs::absolute(args.work_dir);
-  BuiltCommits built(work / "built", 8);
+  BuiltCommits built(work / "built", 8, work / "ccache");
   fs::create_directories(work / "work");
   Spool spool(work / "spool");
 
@@ -157,6 +157,7 @@ int agent_loop(AgentArguments args) {
       });
       PipelineOptions options;
       options.checkout = checkout;
+      options.ccache_dir = work / "ccache";
       options.commit = commit;
       options.branch = job.value("branch", std::string("main"));
       if (job.contains("base_commit") && job["base_commit"].is_string())

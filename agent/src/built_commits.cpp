@@ -1,6 +1,9 @@
 #include "built_commits.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <vector>
 
@@ -19,12 +22,54 @@ constexpr const char* kBuiltMarker = ".kw-built";
 
 }  // namespace
 
+std::map<std::string, std::string> compiler_cache_env(const fs::path& ccache_dir, const fs::path& checkout,
+                                                      std::string& description) {
+  if (ccache_dir.empty()) {
+    description = "none";
+    return {};
+  }
+  fs::path ccache;
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "";
+  for (std::size_t start = 0; start <= dirs.size();) {
+    std::size_t end = dirs.find(':', start);
+    if (end == std::string::npos) end = dirs.size();
+    fs::path candidate = fs::path(dirs.substr(start, end - start)) / "ccache";
+    if (end > start && access(candidate.c_str(), X_OK) == 0) {
+      ccache = candidate;
+      break;
+    }
+    start = end + 1;
+  }
+  if (ccache.empty()) {
+    description = "none: ccache is not installed (apt-get install ccache)";
+    return {};
+  }
+  std::map<std::string, std::string> env;
+  auto set = [&](const char* name, const std::string& value) {
+    if (std::getenv(name) == nullptr) env[name] = value;
+  };
+  // CMake (3.17+) takes a compiler launcher from these at configure time.
+  for (const char* lang : {"C", "CXX", "CUDA"})
+    set(("CMAKE_" + std::string(lang) + "_COMPILER_LAUNCHER").c_str(), ccache.string());
+  set("CCACHE_DIR", fs::absolute(ccache_dir).string());
+  set("CCACHE_BASEDIR", fs::absolute(checkout).string());
+  set("CCACHE_NOHASHDIR", "1");  // debug info's working directory would split the cache per worktree
+  description = "ccache (" + ccache.string() + ", cache in " + fs::absolute(ccache_dir).string() + ")";
+  return env;
+}
+
 std::string build_checkout(const RepoConfig& config, const fs::path& checkout, const std::atomic<bool>& stop,
-                           std::string& output, double& seconds) {
+                           std::string& output, double& seconds, const fs::path& ccache_dir,
+                           std::string* compiler_cache) {
   seconds = 0;
+  std::string description;
+  std::map<std::string, std::string> env = compiler_cache_env(ccache_dir, checkout, description);
+  for (const auto& [name, value] : config.build_env) env[name] = value;  // the repository's own settings win
+  if (compiler_cache) *compiler_cache = description;
   for (const std::string& command : config.build_commands) {
     common::ChildSpec spec = common::shell(command, checkout, config.build_timeout_s - seconds);
-    spec.env = config.build_env;
+    spec.env = env;
     spec.tail_bytes = 256 * 1024;  // the resource report is read from it
     common::ChildOutcome outcome = common::run_child(spec, stop);
     seconds += outcome.seconds;
@@ -34,7 +79,8 @@ std::string build_checkout(const RepoConfig& config, const fs::path& checkout, c
   return "";
 }
 
-BuiltCommits::BuiltCommits(fs::path dir, std::size_t capacity) : dir_(std::move(dir)), capacity_(capacity) {
+BuiltCommits::BuiltCommits(fs::path dir, std::size_t capacity, fs::path ccache_dir)
+    : dir_(std::move(dir)), capacity_(capacity), ccache_dir_(std::move(ccache_dir)) {
   fs::create_directories(dir_);
 }
 
@@ -74,7 +120,8 @@ std::optional<fs::path> BuiltCommits::get(const fs::path& repo, const std::strin
   double seconds = 0;
   std::string failure;
   try {
-    failure = build_checkout(load_repo_config(entry / "kernelwatch.json"), entry, stop, output, seconds);
+    failure = build_checkout(load_repo_config(entry / "kernelwatch.json"), entry, stop, output, seconds,
+                             ccache_dir_);
   } catch (const std::exception& error) {
     failure = error.what();
   }

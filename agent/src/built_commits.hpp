@@ -7,6 +7,7 @@
 #include <atomic>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -14,7 +15,9 @@ namespace kw::agent {
 
 class BuiltCommits {
  public:
-  BuiltCommits(std::filesystem::path dir, std::size_t capacity);
+  // Builds go through the compiler cache in `ccache_dir` where ccache is
+  // installed (see build_checkout).
+  BuiltCommits(std::filesystem::path dir, std::size_t capacity, std::filesystem::path ccache_dir = {});
 
   // A built checkout of `commit` (40 hex): from the cache, or checked out of
   // `repo` and built with that commit's own kernelwatch.json. nullopt, with
@@ -37,13 +40,27 @@ class BuiltCommits {
 
   std::filesystem::path dir_;
   std::size_t capacity_;
+  std::filesystem::path ccache_dir_;
 };
 
 struct RepoConfig;
 
-// Runs the build commands in `checkout`; the combined output tail in
-// `output`, the failure (empty on success) returned.
+// The environment that sends a CMake build's C, C++ and CUDA compiles
+// through ccache with its cache in `ccache_dir`, keyed on paths relative to
+// `checkout` so that every worktree of a project shares it: empty when
+// ccache is not installed (on PATH) or no directory is given. A variable
+// the environment or the repository's build.env already sets is left alone.
+// `description` says which, for the build stage's details.
+std::map<std::string, std::string> compiler_cache_env(const std::filesystem::path& ccache_dir,
+                                                      const std::filesystem::path& checkout,
+                                                      std::string& description);
+
+// Runs the build commands in `checkout` (through ccache in `ccache_dir`
+// where it is installed); the combined output tail in `output`, the failure
+// (empty on success) returned.
 std::string build_checkout(const RepoConfig& config, const std::filesystem::path& checkout,
-                           const std::atomic<bool>& stop, std::string& output, double& seconds);
+                           const std::atomic<bool>& stop, std::string& output, double& seconds,
+                           const std::filesystem::path& ccache_dir = {},
+                           std::string* compiler_cache = nullptr);
 
 }  // namespace kw::agent

@@ -289,8 +289,12 @@ json run_pipeline(const RepoConfig& config, const PipelineOptions& options) {
   {
     double seconds = 0;
     std::string output;
-    std::string failure = build_checkout(config, opts.checkout, *opts.stop, output, seconds);
-    json details = {{"kernels", ptxas_report(output)}, {"commands", config.build_commands}};
+    std::string compiler_cache;
+    std::string failure =
+        build_checkout(config, opts.checkout, *opts.stop, output, seconds, opts.ccache_dir, &compiler_cache);
+    json details = {{"kernels", ptxas_report(output)},
+                    {"commands", config.build_commands},
+                    {"compiler_cache", compiler_cache}};
     std::string status = failure.empty() ? "passed" : "failed";
     std::string message =
         failure.empty() ? std::to_string(config.build_commands.size()) + " command(s) succeeded" : failure;

@@ -34,6 +34,9 @@ struct PipelineOptions {
   std::vector<common::StageName> only_stages;
   // No GPU: the GPU stages are skipped with "no CUDA device", never run.
   bool gpu_available = false;
+  // The compiler cache's directory (build through ccache where installed);
+  // empty: no compiler cache.
+  std::filesystem::path ccache_dir;
   const std::atomic<bool>* stop = nullptr;
   std::function<void(const std::string&)> log;
 };

@@ -160,7 +160,9 @@ int run_once(const RunArguments& args) {
     fs::path cache = !args.cache_dir.empty()
                          ? fs::path(args.cache_dir)
                          : fs::path(std::getenv("HOME") ? std::getenv("HOME") : "/tmp") / ".kw" / "built";
-    BuiltCommits built(cache, args.cache_size);
+    // The base builds in the cache go through ccache beside it; the
+    // checkout's own build is the user's and left as it is configured.
+    BuiltCommits built(cache, args.cache_size, cache.parent_path() / "ccache");
     std::string why;
     options.base_checkout = built.get(repo, *options.base_commit, stop_requested(), say, why);
     if (!options.base_checkout) say(why + "; the server will compare with the stored history instead");

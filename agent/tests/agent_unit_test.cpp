@@ -12,6 +12,7 @@
 
 #include "../../tests/support/subprocess.hpp"
 #include "adapters.hpp"
+#include "built_commits.hpp"
 #include "kw/common/run_report.hpp"
 #include "kw/common/subprocess.hpp"
 #include "pipeline.hpp"
@@ -339,6 +340,45 @@ TEST_F(PipelineTest, PtxasResourceReportGoesIntoBuildDetails) {
   EXPECT_EQ(kernels[0]["registers"], 168);
   EXPECT_EQ(kernels[0]["shared_bytes"], 98304);
   EXPECT_EQ(kernels[0]["spill_stores"], 8);
+}
+
+// Two worktrees of one project share the compiler cache: the second build
+// compiles nothing (paths relative to each checkout). ccache is one of the
+// packages `scripts/kw test` installs.
+TEST(CompilerCache, WorktreesOfAProjectShareIt) {
+  char pattern[] = "/tmp/kw-ccache-XXXXXX";
+  ASSERT_NE(mkdtemp(pattern), nullptr);
+  fs::path root = pattern;
+  for (const char* tree : {"a", "b"}) {
+    fs::create_directories(root / tree);
+    std::ofstream(root / tree / "CMakeLists.txt")
+        << "cmake_minimum_required(VERSION 3.20)\nproject(tiny CXX)\nadd_executable(tiny main.cpp)\n";
+    std::ofstream(root / tree / "main.cpp") << "#include <cstdio>\nint main() { std::puts(\"tiny\"); }\n";
+  }
+  RepoConfig config;
+  config.build_commands = {"cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release", "cmake --build build"};
+  std::atomic<bool> stop{false};
+  std::string output, cache;
+  double seconds = 0;
+  ASSERT_EQ(build_checkout(config, root / "a", stop, output, seconds, root / "ccache", &cache), "") << output;
+  ASSERT_NE(cache.find("ccache ("), std::string::npos) << cache;
+  ASSERT_EQ(build_checkout(config, root / "b", stop, output, seconds, root / "ccache", &cache), "") << output;
+  common::ChildSpec stats = common::shell("ccache --print-stats", root, 30);
+  stats.env = {{"CCACHE_DIR", (root / "ccache").string()}};
+  common::ChildOutcome outcome = common::run_child(stats, stop);
+  ASSERT_TRUE(outcome.ok()) << outcome.output_tail;
+  auto counter = [&](const std::string& name) {
+    std::size_t at = outcome.output_tail.find("\n" + name + "\t");
+    return at == std::string::npos ? -1 : std::stoll(outcome.output_tail.substr(at + name.size() + 2));
+  };
+  // What tree a compiled (CMake's compiler checks too), tree b found.
+  EXPECT_GE(counter("cache_miss"), 1) << outcome.output_tail;
+  EXPECT_EQ(counter("direct_cache_hit") + counter("preprocessed_cache_hit"), counter("cache_miss"))
+      << outcome.output_tail;
+  // Without a cache directory the build is plain.
+  EXPECT_TRUE(compiler_cache_env({}, root / "a", cache).empty());
+  EXPECT_EQ(cache, "none");
+  fs::remove_all(root);
 }
 
 TEST(Adapters, GoogleBenchmarkOutputOfTheInstalledLibrary) {
