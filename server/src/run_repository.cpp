@@ -214,6 +214,23 @@ std::vector<Statement> RunRepository::statements() {
       {"runs_json", kRunsJson},   {"series_json", kSeriesJson},         {"overview_json", kOverviewJson}};
 }
 
+namespace {
+
+// One row's array as an element of a text[] column; NULL when empty (older
+// reports without it).
+template <typename T>
+void add_array_or_null(PgArray& column, const std::vector<T>& values) {
+  if (values.empty()) {
+    column.null();
+    return;
+  }
+  PgArray row;
+  for (const T& value : values) row.number(value);
+  column.text(row.str());
+}
+
+}  // namespace
+
 std::int64_t RunRepository::ensure_project(pqxx::work& tx, const std::string& name) {
   pqxx::result rows = tx.exec_params(
       "INSERT INTO projects (name) VALUES ($1) ON CONFLICT (name) DO NOTHING RETURNING id", name);
@@ -283,20 +300,8 @@ StoredRun RunRepository::store(pqxx::work& tx, std::int64_t project_id, const co
         PgArray marked;
         for (std::int64_t index : m.throttled_samples) marked.number(index);
         throttled.text(marked.str());
-        if (m.replicates.empty()) {
-          replicates.null();
-        } else {
-          PgArray indices;
-          for (std::int64_t index : m.replicates) indices.number(index);
-          replicates.text(indices.str());
-        }
-        if (m.sm_mhz.empty()) {
-          clocks.null();
-        } else {
-          PgArray mhz;
-          for (double value : m.sm_mhz) mhz.number(value);
-          clocks.text(mhz.str());
-        }
+        add_array_or_null(replicates, m.replicates);
+        add_array_or_null(clocks, m.sm_mhz);
       }
     }
     row["medians"] = std::move(median_by_impl);
@@ -304,7 +309,8 @@ StoredRun RunRepository::store(pqxx::work& tx, std::int64_t project_id, const co
     // The candidate's location and replicate spread: what its history and
     // the noise prior are made of.
     if (const common::Measurement* candidate = c.candidate()) {
-      common::Timing timing{candidate->samples_ns, candidate->throttled_samples, candidate->replicates, candidate->sm_mhz};
+      common::Timing timing{candidate->samples_ns, candidate->throttled_samples, candidate->replicates,
+                            candidate->sm_mhz};
       std::vector<double> per_replicate = common::replicate_locations(timing, detection);
       double location = common::location(per_replicate);
       std::optional<double> sd = common::replicate_log_sd(per_replicate);
