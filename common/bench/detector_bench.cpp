@@ -13,7 +13,9 @@
 // The slowed case rotates over the model's large cases (D=128, S >= 2048),
 // so detection is their average, with each case's own rate beside it.
 //  - main: the head against a 30-run history, run levels resampled from the
-//    case's run residuals.
+//    case's run residuals; where the model has runs with clocks, (level,
+//    clock) run pairs and (time, clock) replicate pairs, judged at equal
+//    clock as kw-server does.
 // On the main scenario two reference rules see the same run locations:
 //  - Conbench lookback z-score: |x - mean| / sd over the history > 5;
 //  - Bencher t-test threshold: x > mean + t_{0.99, n-1} sd.
@@ -44,6 +46,10 @@ struct CaseModel {
   std::vector<double> replicate_residuals, ab_replicate_residuals, run_residuals;
   // A/B replicates with their SM clock: (log time, log clock) residual pairs.
   std::vector<std::pair<double, double>> ab_clock_residuals;
+  // Runs of one build with their clock: (log level, log clock) residual
+  // pairs, and the sd of the level at equal clock.
+  std::vector<std::pair<double, double>> run_clock_residuals;
+  double run_clock_sd = 0;
 };
 
 struct Model {
@@ -69,6 +75,10 @@ Model load_model(const std::string& path) {
     m.run_residuals = c.at("run_residuals").get<std::vector<double>>();
     if (c.contains("ab_clock_residuals"))
       m.ab_clock_residuals = c["ab_clock_residuals"].get<std::vector<std::pair<double, double>>>();
+    if (c.contains("run_clock_residuals") && !m.ab_clock_residuals.empty()) {
+      m.run_clock_residuals = c["run_clock_residuals"].get<std::vector<std::pair<double, double>>>();
+      m.run_clock_sd = c.at("run_clock_sd");
+    }
     if (m.replicate_residuals.empty() || m.ab_replicate_residuals.empty() || m.run_residuals.size() < 2)
       throw std::runtime_error("noise model: case " + m.name + " has too few residuals");
     model.cases.push_back(std::move(m));
@@ -81,18 +91,54 @@ double draw(const std::vector<double>& residuals, std::mt19937_64& rng) {
   return residuals[std::uniform_int_distribution<std::size_t>(0, residuals.size() - 1)(rng)];
 }
 
+// The centre of drawn replicate residuals as a run's location takes it
+// (outliers left out): centring on it makes the run's location its drawn
+// level, where centring on the plain mean would move every other replicate
+// by a share of an outlier that location() then leaves out.
+double kept_centre(const std::vector<double>& residuals) {
+  std::vector<double> values;
+  for (double r : residuals) values.push_back(std::exp(r));
+  return std::log(location(values));
+}
+
 // A main run's replicate locations: the run's level (a run residual, which
 // already holds the mean of its replicates' noise) and centred replicate
 // residuals around it.
 std::vector<double> main_run(const CaseModel& c, double shift, int k, std::mt19937_64& rng) {
   std::vector<double> r;
   for (int i = 0; i < k; ++i) r.push_back(draw(c.replicate_residuals, rng));
-  double mean = 0;
-  for (double x : r) mean += x / k;
+  const double centre = kept_centre(r);
   double level = c.level_ns * (1 + shift) * std::exp(draw(c.run_residuals, rng));
   std::vector<double> out;
-  for (double x : r) out.push_back(level * std::exp(x - mean));
+  for (double x : r) out.push_back(level * std::exp(x - centre));
   return out;
+}
+
+// A main run with clocks: the run's (level, clock) pair, its replicates'
+// (time, clock) pairs centred around it.
+struct ClockedRun {
+  std::vector<double> locations, clocks;
+};
+ClockedRun main_run_with_clocks(const CaseModel& c, double shift, int k, std::mt19937_64& rng) {
+  auto pick = [&](const std::vector<std::pair<double, double>>& pairs) {
+    return pairs[std::uniform_int_distribution<std::size_t>(0, pairs.size() - 1)(rng)];
+  };
+  std::vector<std::pair<double, double>> r;
+  std::vector<double> times;
+  double clock_mean = 0;
+  for (int i = 0; i < k; ++i) {
+    r.push_back(pick(c.ab_clock_residuals));
+    times.push_back(r.back().first);
+    clock_mean += r.back().second / k;
+  }
+  const double time_centre = kept_centre(times);
+  const auto [level, clock] = pick(c.run_clock_residuals);
+  ClockedRun run;
+  for (const auto& [time, mhz] : r) {
+    run.locations.push_back(c.level_ns * (1 + shift) * std::exp(level + time - time_centre));
+    run.clocks.push_back(1800 * std::exp(clock + mhz - clock_mean));
+  }
+  return run;
 }
 
 double geometric_mean(const std::vector<double>& values) {
@@ -102,11 +148,11 @@ double geometric_mean(const std::vector<double>& values) {
 }
 
 // What kw-server learns after many runs of the model's cases.
-NoiseModel learned(const CaseModel& c, bool ab) {
+NoiseModel learned(const CaseModel& c, bool ab, bool clocks) {
   NoiseModel noise;
   noise.replicate_sd = ab ? c.ab_between_sd : c.between_sd;
   noise.replicate_df = 100;
-  noise.run_sd = c.run_sd;
+  noise.run_sd = clocks ? c.run_clock_sd : c.run_sd;
   noise.run_df = 100;
   return noise;
 }
@@ -118,7 +164,7 @@ struct Settings {
   int history = 30;
   int trials = 2000;
   bool learned_noise = true;
-  bool clocks = true;  // pull requests compare at equal clock where the model has clocks
+  bool clocks = true;  // compare at equal clock where the model has clocks
 };
 
 struct Tally {
@@ -164,7 +210,7 @@ void pr_run(const Model& model, const Settings& s, std::size_t target, double sh
   for (int i = 0; i < s.cases_per_run; ++i) {
     const CaseModel& c = model.cases[static_cast<std::size_t>(i) % model.cases.size()];
     double slow = static_cast<std::size_t>(i) == target ? shift : 0;
-    NoiseModel noise = s.learned_noise ? learned(c, true) : default_noise();
+    NoiseModel noise = s.learned_noise ? learned(c, true, false) : default_noise();
     // Replicates of one side: with clocks where the model has them (the
     // test then compares at equal clock, as on real reports).
     struct Side {
@@ -211,11 +257,27 @@ void main_run_trial(const Model& model, const Settings& s, std::size_t target, d
   for (int i = 0; i < s.cases_per_run; ++i) {
     const CaseModel& c = model.cases[static_cast<std::size_t>(i) % model.cases.size()];
     double slow = static_cast<std::size_t>(i) == target ? shift : 0;
-    std::vector<double> history;
-    for (int r = 0; r < s.history; ++r) history.push_back(geometric_mean(main_run(c, 0, s.replicates, rng)));
-    std::vector<double> head = main_run(c, slow, s.replicates, rng);
-    NoiseModel noise = s.learned_noise ? learned(c, false) : default_noise();
-    tests.push_back(test_history(head, history, noise, detection));
+    const bool clocked = s.clocks && !c.run_clock_residuals.empty();
+    std::vector<double> history, head, head_clocks;
+    std::vector<RunClock> history_clocks;
+    for (int r = 0; r < s.history; ++r) {
+      if (clocked) {
+        ClockedRun run = main_run_with_clocks(c, 0, s.replicates, rng);
+        history.push_back(geometric_mean(run.locations));
+        history_clocks.push_back(run_clock(run.locations, run.clocks));
+      } else {
+        history.push_back(geometric_mean(main_run(c, 0, s.replicates, rng)));
+      }
+    }
+    if (clocked) {
+      ClockedRun run = main_run_with_clocks(c, slow, s.replicates, rng);
+      head = run.locations;
+      head_clocks = run.clocks;
+    } else {
+      head = main_run(c, slow, s.replicates, rng);
+    }
+    NoiseModel noise = s.learned_noise ? learned(c, false, clocked) : default_noise();
+    tests.push_back(test_history(head, history, noise, detection, head_clocks, history_clocks));
     thresholds.push_back(detection.min_threshold);
     // The reference rules on the same run locations.
     double mean = 0, squares = 0, n = static_cast<double>(history.size());
@@ -277,7 +339,7 @@ int main(int argc, char** argv) {
     else if (arg == "--large-case")
       large = value();  // a substring of the cases to slow
     else if (arg == "--no-clocks")
-      settings.clocks = false;  // pull requests compare plain times, as before clocks were reported
+      settings.clocks = false;  // plain times, as before clocks were reported
     else {
       std::cerr
           << "usage: kw-detector-bench [--model FILE] [--json OUT] [--trials N] [--seed S] [--replicates K] "
@@ -302,12 +364,16 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::map<std::string, std::map<double, int>> per_case;  // learned prior, PR: detections per slowdown
-  std::size_t with_clocks = 0;
-  for (const CaseModel& c : model.cases) with_clocks += !c.ab_clock_residuals.empty();
+  std::size_t with_clocks = 0, runs_with_clocks = 0;
+  for (const CaseModel& c : model.cases) {
+    with_clocks += !c.ab_clock_residuals.empty();
+    runs_with_clocks += !c.run_clock_residuals.empty();
+  }
   std::cout << "noise model: " << model.cases.size() << " cases measured on " << model.device << " ("
-            << model_path << "); pull requests "
+            << model_path << "); "
             << (settings.clocks && with_clocks > 0
-                    ? "at equal SM clock (" + std::to_string(with_clocks) + " cases with clocks)"
+                    ? "at equal SM clock: pull requests in " + std::to_string(with_clocks) +
+                          " cases, main runs in " + std::to_string(runs_with_clocks)
                     : std::string("on plain times"))
             << "\n";
   std::cout << settings.cases_per_run << " comparisons per run, " << settings.replicates
@@ -319,7 +385,7 @@ int main(int argc, char** argv) {
   results["settings"] = {{"large_cases", targets.size()},
                          {"cases_per_run", settings.cases_per_run},
                          {"replicates", settings.replicates},
-                         {"pr_at_equal_clock", settings.clocks},
+                         {"at_equal_clock", settings.clocks},
                          {"confirm_replicates", settings.confirm},
                          {"history_runs", settings.history},
                          {"trials", settings.trials},

@@ -309,6 +309,28 @@ TEST(Detection, ForecastPrefersTheSmoothestWeightWithinAStandardError) {
   EXPECT_GE(smoothest, 30) << "of 40 stable histories";
 }
 
+// A run whose level was far off (half its replicates stalled, or a mode
+// jump) neither drags the forecast for the runs after it nor is left out of
+// the spread: the head at the usual level passes, one as far off as that
+// run is not a sure flag.
+TEST(Detection, AFarRunInTheHistoryMovesTheForecastLittle) {
+  for (unsigned seed = 300; seed < 320; ++seed) {
+    std::vector<double> history = history_of(100000, 0.003, 30, seed);
+    history[24] *= 1.5;
+    std::optional<Forecast> f = forecast_level(history, kSettings);
+    ASSERT_TRUE(f.has_value());
+    EXPECT_NEAR(f->level_ns, 100000, 600) << "seed " << seed << ", smoothing " << f->smoothing;
+    std::mt19937_64 rng(seed);
+    NoiseModel noise{0.005, 100, 0.003, 100};
+    EXPECT_GT(test_history(replicates_of(100000, 0.002, 4, rng), history, noise, kSettings).p_value, 0.01)
+        << "seed " << seed;
+  }
+  // Its first run far off: the forecast starts from the median of the first three.
+  std::vector<double> history = history_of(100000, 0.003, 12, 7);
+  history[0] *= 1.5;
+  EXPECT_NEAR(forecast_level(history, kSettings)->level_ns, 100000, 600);
+}
+
 TEST(Detection, HistoryJudgesTheHeadAgainstTheForecastWithItsOwnSpread) {
   std::mt19937_64 rng(5);
   std::vector<double> history = history_of(100000, 0.004, 30, 24);
@@ -333,6 +355,93 @@ TEST(Detection, ShortHistoryIsJudgedWithTheBetweenRunPrior) {
   // 15% slower is not.
   test = test_history(replicates_of(115000, 0.001, 4, rng), history, default_noise(), kSettings);
   EXPECT_LT(test.p_value, 1e-3);
+}
+
+TEST(Detection, RunClockSumsTheReplicatesDeviations) {
+  std::vector<double> locations = {100, 110}, clocks = {2000, 1800};
+  RunClock clock = run_clock(locations, clocks);
+  EXPECT_NEAR(clock.mhz, std::sqrt(2000.0 * 1800.0), 1e-9);
+  const double dx = std::log(2000.0 / 1800.0) / 2, dy = std::log(100.0 / 110.0) / 2;
+  EXPECT_NEAR(clock.sxx, 2 * dx * dx, 1e-12);
+  EXPECT_NEAR(clock.sxy, 2 * dx * dy, 1e-12);
+  EXPECT_EQ(clock.replicates, 2);
+  EXPECT_EQ(run_clock(locations, std::vector<double>{2000}).mhz, 0);  // one clock per replicate, or none
+  EXPECT_EQ(run_clock(locations, std::vector<double>{2000, 0}).mhz, 0);
+}
+
+// Main runs of a power-capped case: each run settles at its own clock (sd
+// 1.5%), its replicates a little around it (sd 1%), the time following the
+// clock, with 0.2% of other noise.
+struct ClockedRun {
+  std::vector<double> locations, clocks;
+};
+ClockedRun clocked_run(double level, double log_clock, std::mt19937_64& rng) {
+  std::normal_distribution<double> within(0, 0.01), rest(0, 0.002);
+  ClockedRun run;
+  for (int r = 0; r < 4; ++r) {
+    double x = log_clock + within(rng);
+    run.clocks.push_back(1800 * std::exp(x));
+    run.locations.push_back(level * std::exp(-x + rest(rng)));
+  }
+  return run;
+}
+
+TEST(Detection, HistoryAtEqualClockSeesThroughTheClockARunSettledAt) {
+  std::mt19937_64 rng(11);
+  std::normal_distribution<double> run_clock_noise(0, 0.015);
+  std::vector<double> history;
+  std::vector<RunClock> clocks;
+  for (int r = 0; r < 30; ++r) {
+    ClockedRun run = clocked_run(1e6, run_clock_noise(rng), rng);
+    history.push_back(location(run.locations));
+    clocks.push_back(run_clock(run.locations, run.clocks));
+  }
+  // As learned from such histories at equal clock.
+  NoiseModel noise{0.01, 100, 0.003, 100};
+  // The same code at a clock 3% lower: 3% slower on plain times.
+  ClockedRun same = clocked_run(1e6, -0.03, rng);
+  CaseTest plain = test_history(same.locations, history, noise, kSettings);
+  CaseTest at_clock = test_history(same.locations, history, noise, kSettings, same.clocks, clocks);
+  EXPECT_FALSE(plain.clock_adjusted);
+  ASSERT_TRUE(at_clock.clock_adjusted);
+  EXPECT_NEAR(at_clock.clock_slope, -1, 0.1);
+  EXPECT_NEAR(at_clock.clock_shift, -0.03, 0.015);  // the head's replicates move too
+  EXPECT_GT(at_clock.p_value, 0.01) << at_clock.note;
+  EXPECT_LT(std::abs(std::log(at_clock.ratio)), 0.006) << at_clock.note;
+  EXPECT_NE(at_clock.note.find("at equal SM clock"), std::string::npos) << at_clock.note;
+  // A real 2% slowdown at the history's clock: lost in the runs' clock
+  // spread on plain times, clear at equal clock.
+  ClockedRun slower = clocked_run(1.02e6, 0, rng);
+  plain = test_history(slower.locations, history, noise, kSettings);
+  at_clock = test_history(slower.locations, history, noise, kSettings, slower.clocks, clocks);
+  EXPECT_GT(plain.p_value, 1e-3) << plain.note;
+  EXPECT_LT(at_clock.p_value, 1e-5) << at_clock.note;
+  EXPECT_NEAR(at_clock.ratio, 1.02, 0.006);
+}
+
+TEST(Detection, HistoryRunsWithoutClocksAreLeftOutOnceEnoughHaveThem) {
+  std::mt19937_64 rng(12);
+  std::vector<double> history;
+  std::vector<RunClock> clocks;
+  for (int r = 0; r < 30; ++r) {
+    ClockedRun run = clocked_run(1e6, 0, rng);
+    history.push_back(location(run.locations));
+    // The oldest 20 were stored before the agent reported clocks.
+    clocks.push_back(r < 20 ? RunClock{} : run_clock(run.locations, run.clocks));
+  }
+  ClockedRun head = clocked_run(1e6, 0, rng);
+  CaseTest test = test_history(head.locations, history, default_noise(), kSettings, head.clocks, clocks);
+  ASSERT_TRUE(test.clock_adjusted);
+  EXPECT_EQ(test.base_replicates, 10u);
+  EXPECT_NE(test.note.find("20 run(s) without clocks left out"), std::string::npos) << test.note;
+  // Fewer than min_history with clocks: the whole history on plain times.
+  for (int r = 20; r < 25; ++r) clocks[static_cast<std::size_t>(r)] = RunClock{};
+  test = test_history(head.locations, history, default_noise(), kSettings, head.clocks, clocks);
+  EXPECT_FALSE(test.clock_adjusted);
+  EXPECT_EQ(test.base_replicates, 30u);
+  // A head without clocks: plain times.
+  test = test_history(head.locations, history, default_noise(), kSettings, {}, clocks);
+  EXPECT_FALSE(test.clock_adjusted);
 }
 
 TEST(Detection, PooledAndShrunkSpread) {

@@ -53,19 +53,21 @@ LIMIT $5
 
 // Every case of those runs: filtering by name here costs more than in the caller.
 constexpr const char* kLocationsInRuns = R"sql(
-SELECT u.name, l.run_id, u.location, u.replicates, u.replicate_sd
+SELECT u.name, l.run_id, u.location, u.replicates, u.replicate_sd, u.clock_mhz, u.clock_sxx, u.clock_sxy
 FROM run_locations l,
-     unnest(l.case_names, l.locations, l.replicate_counts, l.replicate_sds) AS u(name, location, replicates, replicate_sd)
+     unnest(l.case_names, l.locations, l.replicate_counts, l.replicate_sds, l.clock_mhz, l.clock_sxx, l.clock_sxy)
+       AS u(name, location, replicates, replicate_sd, clock_mhz, clock_sxx, clock_sxy)
 WHERE l.run_id = ANY($1::bigint[])
 ORDER BY l.run_id
 )sql";
 
 constexpr const char* kLocationsOfCase = R"sql(
-SELECT w.name, h.run_id, h.location, h.replicates, h.replicate_sd
+SELECT w.name, h.run_id, h.location, h.replicates, h.replicate_sd, h.clock_mhz, h.clock_sxx, h.clock_sxy
 FROM unnest($1::text[]) AS w(name)
 CROSS JOIN LATERAL (
   SELECT c.run_id, c.candidate_location_ns AS location, c.candidate_replicates AS replicates,
-         c.candidate_replicate_sd AS replicate_sd
+         c.candidate_replicate_sd AS replicate_sd, c.candidate_clock_mhz AS clock_mhz,
+         c.candidate_clock_sxx AS clock_sxx, c.candidate_clock_sxy AS clock_sxy
   FROM cases c JOIN runs r ON r.id = c.run_id
   WHERE c.project_id = $2 AND c.name = w.name AND r.gpu_model = $3 AND r.branch = $4 AND r.id <> $5
     AND r.verdict IN ('pass', 'improvement', 'regression') AND c.candidate_location_ns IS NOT NULL
@@ -302,22 +304,42 @@ void insert_comparisons(pqxx::work& tx, std::int64_t run_id, const std::vector<C
                     se.str(), df.str(), first_pass.str());
 }
 
-// One case's recent history: run ids, candidate locations and replicate
-// spreads, oldest first.
+// A history as a case is judged against it: run locations and their clocks.
+struct RunHistory {
+  std::vector<double> locations;
+  std::vector<common::RunClock> clocks;  // mhz 0 where a run reported none
+};
+
+// One case's recent history: run ids, candidate locations, replicate
+// spreads and clocks, oldest first.
 struct History {
   std::vector<std::int64_t> run_ids;
   std::vector<double> locations;
   std::vector<std::int64_t> replicate_counts;  // 0 where the run had none recorded
   std::vector<double> replicate_sds;
+  std::vector<common::RunClock> clocks;
 
-  // The locations of runs up to and including `run_id` (the baseline): what
-  // the candidate's level is forecast from.
-  std::vector<double> through(std::int64_t run_id) const {
-    std::vector<double> out;
+  // The runs up to and including `run_id` (the baseline): what the
+  // candidate's level is forecast from.
+  RunHistory through(std::int64_t run_id) const {
+    RunHistory out;
     for (std::size_t i = 0; i < run_ids.size(); ++i) {
-      if (run_ids[i] <= run_id) out.push_back(locations[i]);
+      if (run_ids[i] > run_id) continue;
+      out.locations.push_back(locations[i]);
+      out.clocks.push_back(clocks[i]);
     }
     return out;
+  }
+
+  // At the newest run's clock, where the history has clocks: the forecast
+  // errors the between-run noise is learned from are then those at equal
+  // clock, as the head is judged.
+  std::vector<double> at_clock(const common::DetectionSettings& settings) const {
+    for (auto clock = clocks.rbegin(); clock != clocks.rend(); ++clock) {
+      if (clock->mhz > 0)
+        return common::history_at_clock(locations, clocks, {clock->mhz, 0, 0, 0}, settings).locations_ns;
+    }
+    return locations;
   }
 };
 
@@ -340,7 +362,7 @@ GpuNoise learn_gpu_noise(const std::map<std::string, History>& histories,
   for (const auto& [_, h] : histories) {
     sds.insert(sds.end(), h.replicate_sds.begin(), h.replicate_sds.end());
     counts.insert(counts.end(), h.replicate_counts.begin(), h.replicate_counts.end());
-    if (auto forecast = common::forecast_level(h.locations, settings)) {
+    if (auto forecast = common::forecast_level(h.at_clock(settings), settings)) {
       scales.push_back(forecast->scale);
       errors += static_cast<double>(forecast->errors);
     }
@@ -381,9 +403,9 @@ std::size_t throttled_count(const Measurement& m) {
 // the same job, else against the stored history up to the baseline run.
 ComparisonRow compare_impl(const std::string& name, const std::string& impl, const common::Case* head_case,
                            const Measurement& head, const Measurement* in_job_base,
-                           const Measurement* stored_base, const Baseline* baseline,
-                           std::vector<double> history_locations, const common::NoiseModel& noise,
-                           double min_threshold, const common::DetectionSettings& settings,
+                           const Measurement* stored_base, const Baseline* baseline, RunHistory history,
+                           const common::NoiseModel& noise, double min_threshold,
+                           const common::DetectionSettings& settings,
                            const std::optional<std::string>& base_commit = std::nullopt) {
   ComparisonRow row;
   row.case_name = name;
@@ -398,7 +420,8 @@ ComparisonRow compare_impl(const std::string& name, const std::string& impl, con
       return common::test_ab(h, b, noise, settings, common::replicate_clocks(timing_of(head), before),
                              common::replicate_clocks(timing_of(*in_job_base), before));
     }
-    return common::test_history(h, history_locations, noise, settings);
+    return common::test_history(h, history.locations, noise, settings,
+                                common::replicate_clocks(timing_of(head), before), history.clocks);
   };
   if (in_job_base) {
     row.baseline = nullptr;
@@ -408,8 +431,10 @@ ComparisonRow compare_impl(const std::string& name, const std::string& impl, con
     row.test = test_with(std::nullopt);
     row.ratio_of_medians = head.median_ns / in_job_base->median_ns;
   } else if (baseline && stored_base) {
-    if (history_locations.empty())
-      history_locations.push_back(common::location(timing_of(*stored_base), settings));
+    if (history.locations.empty()) {
+      history.locations.push_back(common::location(timing_of(*stored_base), settings));
+      history.clocks.emplace_back();
+    }
     row.test = test_with(std::nullopt);
     row.ratio_of_medians = head.median_ns / stored_base->median_ns;
   } else {
@@ -452,6 +477,10 @@ std::map<std::string, History> load_history(pqxx::work& tx, const std::vector<st
       h.locations.push_back(number_of<double>(row[2]));
       h.replicate_counts.push_back(row[3].is_null() ? 0 : number_of<std::int64_t>(row[3]));
       h.replicate_sds.push_back(row[4].is_null() ? 0 : number_of<double>(row[4]));
+      h.clocks.push_back(row[5].is_null()
+                             ? common::RunClock{}
+                             : common::RunClock{number_of<double>(row[5]), number_of<double>(row[6]),
+                                                number_of<double>(row[7]), h.replicate_counts.back()});
     }
   };
   const int limit = static_cast<int>(kHistoryRuns);
@@ -720,11 +749,10 @@ std::shared_ptr<const DetectionRepository::Plan> DetectionRepository::plan(pqxx:
         }
         // Only the candidate has a stored history; a baseline implementation
         // is judged against the baseline run alone.
-        std::vector<double> locations;
-        if (m.is_candidate() && baseline) locations = case_history.through(baseline->run_id);
+        RunHistory runs;
+        if (m.is_candidate() && baseline) runs = case_history.through(baseline->run_id);
         rows.push_back(compare_impl(c.name, m.impl, &c, m, in_job, find_impl(base, m.impl), baseline,
-                                    std::move(locations), noise, min_threshold, detection,
-                                    report.base_commit));
+                                    std::move(runs), noise, min_threshold, detection, report.base_commit));
       }
     }
     return rows;
@@ -818,10 +846,10 @@ json DetectionRepository::compare_commits(pqxx::work& tx, std::int64_t project_i
       const History& case_history = history[name];
       common::NoiseModel noise = case_noise(case_history, gpu_noise, detection);
       for (const Measurement& m : head_measurements) {
-        std::vector<double> locations;
-        if (m.is_candidate()) locations = case_history.through(base_run);
+        RunHistory runs;
+        if (m.is_candidate()) runs = case_history.through(base_run);
         rows.push_back(compare_impl(name, m.impl, nullptr, m, nullptr, find_impl(base_measurements, m.impl),
-                                    &baseline, std::move(locations), noise, project.min_threshold_for(name),
+                                    &baseline, std::move(runs), noise, project.min_threshold_for(name),
                                     detection));
       }
     }

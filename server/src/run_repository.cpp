@@ -33,11 +33,13 @@ constexpr const char* kInsertCases = R"sql(
 WITH doc AS (SELECT $3::jsonb AS d),
 new_cases AS (
   INSERT INTO cases (run_id, project_id, ordinal, name, params, expected_launch, correctness, gpu_state, medians,
-                     bands, candidate_location_ns, first_pass_replicates, candidate_replicates, candidate_replicate_sd)
+                     bands, candidate_location_ns, first_pass_replicates, candidate_replicates, candidate_replicate_sd,
+                     candidate_clock_mhz, candidate_clock_sxx, candidate_clock_sxy)
   SELECT $1, $2, c.ordinal - 1, c.value->>'name', COALESCE(c.value->'params', '{}'), c.value->'expected_launch',
          c.value->'correctness', c.value->'gpu_state', c.value->'medians', c.value->'bands',
          (c.value->>'location')::float8, (c.value->>'first_pass_replicates')::integer,
-         (c.value->>'replicates')::integer, (c.value->>'replicate_sd')::float8
+         (c.value->>'replicates')::integer, (c.value->>'replicate_sd')::float8,
+         (c.value->>'clock_mhz')::float8, (c.value->>'clock_sxx')::float8, (c.value->>'clock_sxy')::float8
   FROM doc, jsonb_array_elements(doc.d) WITH ORDINALITY AS c(value, ordinal)
   RETURNING id, ordinal
 ),
@@ -51,8 +53,10 @@ new_launches AS (
   FROM new_cases nc, doc, jsonb_array_elements(doc.d->nc.ordinal->'launches') WITH ORDINALITY AS l(value, ordinal)
 ),
 new_locations AS (
-  INSERT INTO run_locations (run_id, case_names, locations, replicate_counts, replicate_sds)
-  SELECT $1, $14::text[], $15::float8[], $16::integer[], $17::float8[]
+  INSERT INTO run_locations (run_id, case_names, locations, replicate_counts, replicate_sds, clock_mhz, clock_sxx,
+                             clock_sxy)
+  SELECT $1, $14::text[], $15::float8[], $16::integer[], $17::float8[], $21::float8[], $22::float8[],
+         $23::float8[]
 )
 INSERT INTO measurements (case_id, side, impl, samples_ns, median_ns, flops, bytes, peak_mem_bytes,
                           throttled_samples, replicates, sm_mhz)
@@ -266,7 +270,8 @@ StoredRun RunRepository::store(pqxx::work& tx, std::int64_t project_id, const co
 
   json cases = json::array();
   PgArray ordinals, impls, samples, firsts, lasts, medians, flops, bytes, peaks, throttled, located_names,
-      locations, replicate_counts, replicate_sds, sides, replicates, clocks;
+      locations, replicate_counts, replicate_sds, sides, replicates, clocks, run_clocks, run_clock_sxx,
+      run_clock_sxy;
   std::size_t sample_count = 0;
   const common::DetectionSettings detection;
   for (std::size_t i = 0; i < report.cases.size(); ++i) {
@@ -321,13 +326,28 @@ StoredRun RunRepository::store(pqxx::work& tx, std::int64_t project_id, const co
       locations.number(location);
       replicate_counts.number(per_replicate.size());
       sd ? replicate_sds.number(*sd) : replicate_sds.null();
+      // Its clock: what a later run is judged against at equal clock.
+      common::RunClock clock = common::run_clock(per_replicate, common::replicate_clocks(timing));
+      if (clock.mhz > 0) {
+        row["clock_mhz"] = clock.mhz;
+        row["clock_sxx"] = clock.sxx;
+        row["clock_sxy"] = clock.sxy;
+        run_clocks.number(clock.mhz);
+        run_clock_sxx.number(clock.sxx);
+        run_clock_sxy.number(clock.sxy);
+      } else {
+        run_clocks.null();
+        run_clock_sxx.null();
+        run_clock_sxy.null();
+      }
     }
     cases.push_back(std::move(row));
   }
   tx.exec_prepared("run_insert_cases", run_id, project_id, cases.dump(), ordinals.str(), impls.str(),
                    samples.str(), firsts.str(), lasts.str(), medians.str(), flops.str(), bytes.str(),
                    peaks.str(), throttled.str(), located_names.str(), locations.str(), replicate_counts.str(),
-                   replicate_sds.str(), sides.str(), replicates.str(), clocks.str());
+                   replicate_sds.str(), sides.str(), replicates.str(), clocks.str(), run_clocks.str(),
+                   run_clock_sxx.str(), run_clock_sxy.str());
   return {run_id, false, "pending"};
 }
 

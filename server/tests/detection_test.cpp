@@ -52,6 +52,24 @@ class DetectionApiTest : public ServerTest {
   std::uint64_t next_seed_ = 1000;
 };
 
+// A power-capped GPU: each replicate of a measurement runs at its own SM
+// clock (the run's log clock plus `within` of log sd) and its time follows
+// the clock; the measurement carries each sample's clock.
+void put_clocks(json& m, double run_log_clock, double within, std::mt19937_64& rng) {
+  std::normal_distribution<double> clock(run_log_clock, within);
+  std::map<std::int64_t, double> mhz;
+  for (const json& r : m["replicates"]) mhz.try_emplace(r.get<std::int64_t>(), 1800 * std::exp(clock(rng)));
+  std::vector<double> samples, clocks;
+  for (std::size_t i = 0; i < m["samples_ns"].size(); ++i) {
+    double f = mhz[m["replicates"][i].get<std::int64_t>()];
+    samples.push_back(m["samples_ns"][i].get<double>() * 1800 / f);
+    clocks.push_back(f);
+  }
+  m["samples_ns"] = samples;
+  m["sm_mhz"] = clocks;
+  m["median_ns"] = common::median(samples);
+}
+
 TEST_F(DetectionApiTest, FirstRunHasNoBaseline) {
   json first = post({});
   EXPECT_EQ(first["verdict"], "pass");
@@ -427,21 +445,10 @@ TEST_F(DetectionApiTest, PullRequestComparedAtEqualClock) {
   pr.slowdown = 1.03;
   json report = make_report(pr);
   std::mt19937_64 rng(11);
-  std::normal_distribution<double> clock(0, 0.04);
   for (const char* side : {"measurements", "base_measurements"}) {
     json& m = report["cases"][0][side][0];
     ASSERT_EQ(m["impl"], "candidate");
-    std::map<std::int64_t, double> mhz;
-    for (const json& r : m["replicates"]) mhz.try_emplace(r.get<std::int64_t>(), 1800 * std::exp(clock(rng)));
-    std::vector<double> samples, clocks;
-    for (std::size_t i = 0; i < m["samples_ns"].size(); ++i) {
-      double f = mhz[m["replicates"][i].get<std::int64_t>()];
-      samples.push_back(m["samples_ns"][i].get<double>() * 1800 / f);
-      clocks.push_back(f);
-    }
-    m["samples_ns"] = samples;
-    m["sm_mhz"] = clocks;
-    m["median_ns"] = common::median(samples);
+    put_clocks(m, 0, 0.04, rng);
   }
   json plain = report;
   for (const char* side : {"measurements", "base_measurements"}) plain["cases"][0][side][0].erase("sm_mhz");
@@ -463,6 +470,41 @@ TEST_F(DetectionApiTest, PullRequestComparedAtEqualClock) {
   json p = candidate_comparison(without.json());
   EXPECT_EQ(p["status"], "unchanged") << p.dump();
   EXPECT_EQ(p["note"].get<std::string>().find("at equal SM clock"), std::string::npos) << p["note"];
+}
+
+// Main runs on a power-capped GPU: each settles at its own clock (1.5%
+// apart), its replicates around it. A main commit is judged against its
+// history at that history's slope of time on clock: the same code at a
+// clock 4% lower passes, 2.5% slower at the usual clock is flagged.
+TEST_F(DetectionApiTest, MainRunJudgedAgainstItsHistoryAtEqualClock) {
+  std::mt19937_64 rng(12);
+  std::normal_distribution<double> run_clock(0, 0.015);
+  auto post_main = [&](double slowdown, double log_clock) {
+    ReportSpec spec;
+    spec.cases = 1;
+    spec.replicates = 4;
+    spec.replicate_noise = 0.001;
+    spec.noise = 0.002;
+    spec.slowdown = slowdown;
+    spec.commit = make_commit(next_commit_++);
+    spec.seed = next_seed_++;
+    json report = make_report(spec);
+    put_clocks(report["cases"][0]["measurements"][0], log_clock, 0.01, rng);
+    auto response = agent().post("/api/v1/runs", report);
+    EXPECT_EQ(response.status, 201) << response.body;
+    return response.json();
+  };
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(post_main(1.0, run_clock(rng))["verdict"], "pass");
+  json lower_clock = post_main(1.0, -0.04);
+  json c = candidate_comparison(lower_clock);
+  EXPECT_EQ(lower_clock["verdict"], "pass") << c.dump();
+  EXPECT_EQ(c["method"], "history") << c.dump();
+  EXPECT_NE(c["note"].get<std::string>().find("at equal SM clock"), std::string::npos) << c["note"];
+  EXPECT_NEAR(c["ratio"].get<double>(), 1.0, 0.01) << c.dump();
+  json slower = post_main(1.025, 0);
+  c = candidate_comparison(slower);
+  EXPECT_EQ(slower["verdict"], "regression") << c.dump();
+  EXPECT_NEAR(c["ratio"].get<double>(), 1.025, 0.01) << c.dump();
 }
 
 // A case the agent measured again shows its first pass beside the decision

@@ -87,7 +87,9 @@ std::vector<double> replicate_locations(const Timing& timing, const DetectionSet
 std::vector<double> replicate_clocks(const Timing& timing, std::optional<std::int64_t> before = std::nullopt);
 
 // A run's location: the geometric mean of its replicate locations, the value
-// a case's history is made of.
+// a case's history is made of. With four or more replicates, outliers (more
+// than 9% from their median, at most a quarter) are left out, as they are
+// of the head that is judged against it.
 double location(std::span<const double> replicate_locations);
 double location(const Timing& timing, const DetectionSettings& settings);
 
@@ -102,13 +104,45 @@ std::optional<double> replicate_log_sd(std::span<const double> locations);
 // size of those errors as the scale. Below min_history runs: none.
 struct Forecast {
   double level_ns = 0;
-  double scale = 0;  // of log(location): RMS one-step error, each capped at 2.5 robust sigmas
+  double scale = 0;  // of log(location): RMS one-step error
   double smoothing = 0;
   std::size_t runs = 0;
   std::size_t errors = 0;  // one-step errors behind the scale
 };
 std::optional<Forecast> forecast_level(std::span<const double> history_locations_ns,
                                        const DetectionSettings& settings);
+
+// A run's SM clock, for judging it against its history at equal clock: the
+// geometric mean of its replicates' clocks, and within the run the sums of
+// the replicates' log-clock deviations squared (sxx) and times their
+// log-location deviations (sxy), from which the history pools one slope.
+// Outliers are left out as location() leaves them out. mhz 0: the run
+// reported no clocks.
+struct RunClock {
+  double mhz = 0;
+  double sxx = 0, sxy = 0;
+  std::int64_t replicates = 0;
+};
+RunClock run_clock(std::span<const double> replicate_locations, std::span<const double> replicate_clocks);
+
+// A history's run locations moved to one SM clock (the head's), with the
+// slope of log time on log clock pooled inside its runs and the head, as
+// test_ab does inside one job: under a power cap a run's level follows the
+// clock it settled at, which is no change of the code. Runs without clocks
+// are left out when at least min_history runs have them; otherwise, or when
+// the clock did not move inside the runs, the locations are returned as
+// they are (adjusted false).
+struct ClockedHistory {
+  std::vector<double> locations_ns;
+  bool adjusted = false;
+  double slope = 0;
+  double sxx = 0;            // pooled within-run; the slope's variance is sd^2 / sxx
+  double mean_log_mhz = 0;   // of the history runs kept
+  std::size_t left_out = 0;  // runs without clocks
+};
+ClockedHistory history_at_clock(std::span<const double> history_locations_ns,
+                                std::span<const RunClock> history_clocks, const RunClock& head,
+                                const DetectionSettings& settings);
 
 // One case's test, before the run's multiplicity correction. Effects are
 // log(head / base): > 0 is slower.
@@ -127,9 +161,10 @@ struct CaseTest {
   double ratio = 1, lower = 1, upper = 1;  // exp(effect) and its interval at 1 - run_alpha
   std::size_t head_replicates = 0, base_replicates = 0;
   double head_replicate_sd = 0, base_replicate_sd = 0;
-  // A/B with clocks: the replicates were compared at equal SM clock, log
-  // time on log clock with this common slope; clock_shift is log(head clock
-  // / base clock), a change's own effect on the clock (its power draw).
+  // With clocks: compared at equal SM clock, log time on log clock with
+  // this common slope; clock_shift is log(head clock / base clock) (A/B: a
+  // change's own effect on the clock, its power draw; history: against the
+  // mean clock of the runs it was judged against).
   bool clock_adjusted = false;
   double clock_slope = 0, clock_shift = 0;
   std::string note;
@@ -155,9 +190,13 @@ CaseTest test_ab(std::span<const double> head_locations, std::span<const double>
 // Head against its history (per-run locations, oldest first, up to the
 // baseline run): with min_history runs, against the forecast with its scale
 // shrunk towards the prior's between-run sd; with fewer, against the mean of
-// the newest runs with the prior alone.
+// the newest runs with the prior alone. With the head's replicate clocks and
+// each history run's clock, the history is first moved to the head's clock
+// (history_at_clock).
 CaseTest test_history(std::span<const double> head_locations, std::span<const double> history_locations_ns,
-                      const NoiseModel& noise, const DetectionSettings& settings);
+                      const NoiseModel& noise, const DetectionSettings& settings,
+                      std::span<const double> head_clocks = {},
+                      std::span<const RunClock> history_clocks = {});
 
 // The run's decision over its candidate comparisons: Holm's step-down at
 // run_alpha, and a flagged case must also move past its threshold.
