@@ -168,6 +168,25 @@ int agent_loop(AgentArguments args) {
       options.gpu_available = !gpus.empty();
       options.stop = &stop_pipeline;
       options.log = say;
+      // Progress for `kw submit --wait` and the job page; the report stays
+      // the record, so a stage the server did not take is only logged.
+      options.on_stage = [&](const json& event) {
+        json body{{"agent", args.name}};
+        if (event.contains("started")) {
+          body["started"] = event["started"];
+        } else {
+          body["stage"] = event;
+          body["stage"].erase("details");  // the report carries them
+        }
+        try {
+          http::Response response = client.post("/api/v1/jobs/" + std::to_string(job_id) + "/stages", body);
+          if (response.status != 200)
+            say("stage not recorded on the server (HTTP " + std::to_string(response.status) +
+                "): " + response.body);
+        } catch (const http::ConnectionError& error) {
+          say(std::string("stage not recorded on the server: ") + error.what());
+        }
+      };
       try {
         RepoConfig config = load_repo_config(checkout / "kernelwatch.json");
         if (options.base_commit && config.full_bench.ab && options.gpu_available) {

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <map>
 #include <thread>
 
 #include "commands.hpp"
@@ -102,9 +103,42 @@ int summarize(http::Client& client, const std::string& server, const json& job) 
   return kExitOk;
 }
 
+// The stages the agent streamed since the last poll, as they start and end;
+// a failed one with the end of its log, the moment it fails.
+void print_new_stages(const json& job, std::map<std::string, std::string>& shown) {
+  if (!job.contains("stages") || !job["stages"].is_array()) return;
+  for (const json& stage : job["stages"]) {
+    const std::string name = stage.value("name", ""), status = stage.value("status", "");
+    std::string& last = shown[name];
+    if (last == status) continue;
+    last = status;
+    std::string line = "  stage " + name + " " + (status == "failed" ? "FAILED" : status);
+    if ((status == "passed" || status == "failed") && stage["duration_ms"].is_number()) {
+      char seconds[32];
+      std::snprintf(seconds, sizeof(seconds), " in %.1f s", stage["duration_ms"].get<double>() / 1000);
+      line += seconds;
+    }
+    const std::string message = stage.value("message", "");
+    if (status != "started" && status != "passed" && !message.empty()) line += ": " + message;
+    std::cout << line << "\n";
+    const std::string tail = stage.value("log_tail", "");
+    if (status == "failed" && !tail.empty()) {
+      // Its last lines: the compiler's or the bench's own words.
+      std::size_t start = tail.size();
+      for (int lines = 0; lines < 25 && start > 0; ++lines) {
+        std::size_t newline = tail.rfind('\n', start - 1);
+        start = newline == std::string::npos ? 0 : newline;
+      }
+      std::cout << "  --- end of its log\n" << tail.substr(start == 0 ? 0 : start + 1) << "\n";
+    }
+    std::cout.flush();
+  }
+}
+
 int wait_and_gate(http::Client& client, const std::string& server, std::int64_t job_id, double timeout_s) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
   auto next_progress = std::chrono::steady_clock::now();
+  std::map<std::string, std::string> shown;
   std::string state;
   while (!stop_requested()) {
     http::Response response = client.get("/api/v1/jobs/" + std::to_string(job_id));
@@ -119,6 +153,7 @@ int wait_and_gate(http::Client& client, const std::string& server, std::int64_t 
     }
     json job = response.json();
     state = job["state"];
+    print_new_stages(job, shown);
     if (state == "done") return summarize(client, server, job);
     if (state == "failed") {
       std::cout << "kernelwatch: job " << job_id

@@ -92,6 +92,12 @@ struct Logger {
   void operator()(const std::string& line) const {
     if (options.log) options.log(line);
   }
+  void started(StageName stage) const {
+    if (options.on_stage) options.on_stage({{"started", common::to_string(stage)}});
+  }
+  void ended(const json& stage) const {
+    if (options.on_stage) options.on_stage(stage);
+  }
 };
 
 struct BenchResult {
@@ -286,6 +292,7 @@ json run_pipeline(const RepoConfig& config, const PipelineOptions& options) {
 
   // build
   log("stage build started");
+  log.started(StageName::build);
   {
     double seconds = 0;
     std::string output;
@@ -300,6 +307,7 @@ json run_pipeline(const RepoConfig& config, const PipelineOptions& options) {
         failure.empty() ? std::to_string(config.build_commands.size()) + " command(s) succeeded" : failure;
     stages.push_back(make_stage(StageName::build, status, seconds, 0, message, output, details));
     log("stage build " + status + " in " + seconds_text(seconds) + ": " + message);
+    log.ended(stages.back());
   }
 
   std::string failed_stage = stages.back()["status"] == "failed" ? "build" : "";
@@ -309,20 +317,24 @@ json run_pipeline(const RepoConfig& config, const PipelineOptions& options) {
     if (!failed_stage.empty()) {
       stages.push_back(make_stage(stage, "skipped", 0, 0, "not run: the " + failed_stage + " stage failed"));
       log("stage " + name + " skipped: " + failed_stage + " failed");
+      log.ended(stages.back());
       continue;
     }
     if (!opts.only_stages.empty() &&
         std::find(opts.only_stages.begin(), opts.only_stages.end(), stage) == opts.only_stages.end()) {
       stages.push_back(make_stage(stage, "skipped", 0, 0, "not selected (kw run --stages)"));
       log("stage " + name + " skipped: not selected");
+      log.ended(stages.back());
       continue;
     }
     if (!opts.gpu_available) {
       stages.push_back(make_stage(stage, "skipped", 0, 0, "no CUDA device"));
       log("stage " + name + " skipped: no CUDA device");
+      log.ended(stages.back());
       continue;
     }
     log("stage " + name + " started");
+    log.started(stage);
     const auto stage_started = std::chrono::steady_clock::now();
     double seconds = 0;
     std::vector<std::string> messages;
@@ -351,6 +363,7 @@ json run_pipeline(const RepoConfig& config, const PipelineOptions& options) {
     stages.push_back(make_stage(stage, status, wall, seconds, message, tail, details));
     log("stage " + name + " " + status + " in " + seconds_text(wall) + " (" + seconds_text(seconds) +
         " on the GPU): " + message);
+    log.ended(stages.back());
     if (status == "failed" && stage != StageName::full_bench) failed_stage = name;
   }
 

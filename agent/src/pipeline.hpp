@@ -39,6 +39,9 @@ struct PipelineOptions {
   std::filesystem::path ccache_dir;
   const std::atomic<bool>* stop = nullptr;
   std::function<void(const std::string&)> log;
+  // Each stage as it starts ({"started": NAME}) and as it ends (the stage as
+  // the report will hold it): `kw agent` streams them to the server.
+  std::function<void(const nlohmann::json&)> on_stage;
 };
 
 // Returns the run report (valid kernelwatch.run/1).

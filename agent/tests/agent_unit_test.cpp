@@ -196,6 +196,7 @@ class PipelineTest : public ::testing::Test {
     options.agent_name = "test";
     options.gpu_available = gpu;
     options.log = [this](const std::string& line) { log_ += line + "\n"; };
+    options.on_stage = [this](const json& event) { events_.push_back(event); };
     return run_pipeline(parse_repo_config(config), options);
   }
 
@@ -207,6 +208,7 @@ class PipelineTest : public ::testing::Test {
 
   fs::path checkout_;
   std::string log_;
+  std::vector<json> events_;  // what on_stage was given, in order
 };
 
 TEST_F(PipelineTest, AllStagesPassAndTheReportIsValid) {
@@ -292,6 +294,24 @@ TEST_F(PipelineTest, StopsAtTheFirstFailedPreflightStage) {
   EXPECT_EQ(report["stages"][2]["message"],
             "fake: fake.scale/n1m: block: expected (384,1,1), observed (128,1,1)");
   EXPECT_EQ(report["stages"][3]["message"], "not run: the launch_geometry stage failed");
+}
+
+// What `kw agent` streams to the server: each stage as it starts and as it
+// ends, exactly as the report will hold it, the failed one before any later
+// stage is decided.
+TEST_F(PipelineTest, EachStageIsGivenOutAsItStartsAndEnds) {
+  json report = run({{"fail_stage", "launch_geometry"}});
+  std::vector<std::string> seen;
+  for (const json& event : events_) {
+    seen.push_back(event.contains("started")
+                       ? "started " + event["started"].get<std::string>()
+                       : event["name"].get<std::string>() + " " + event["status"].get<std::string>());
+  }
+  EXPECT_EQ(seen,
+            (std::vector<std::string>{"started build", "build passed", "started load", "load passed",
+                                      "started launch_geometry", "launch_geometry failed",
+                                      "correctness skipped", "quick_bench skipped", "full_bench skipped"}));
+  EXPECT_EQ(events_[5], report["stages"][2]);
 }
 
 TEST_F(PipelineTest, NoGpuSkipsTheGpuStages) {

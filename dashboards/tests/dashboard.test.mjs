@@ -236,6 +236,27 @@ test("run page of a failed preflight shows the checklist and the geometry mismat
   assert.deepEqual(consoleErrors, []);
 });
 
+test("job page shows the stages its agent streams, a failed one with its log, as they come", async () => {
+  const job = await post("/api/v1/jobs", { project: "kernels", commit: sha(9001), branch: "pr-31" }, tokens.ci);
+  await post("/api/v1/agents/claim", { agent: "gpu-host-2", gpus: ["NVIDIA H100 80GB HBM3"] }, tokens.agent);
+  const stream = (body) => post(`/api/v1/jobs/${job.id}/stages`, { agent: "gpu-host-2", ...body }, tokens.agent);
+  await stream({ stage: { name: "build", status: "passed", duration_ms: 40900, gpu_seconds: 0, message: "ok" } });
+  await stream({ started: "load" });
+  await go(`#/job/${job.id}`);
+  let table = await page.locator("#job-stages").innerText();
+  assert.match(table, /build\s+passed\s+40\.9 s/);
+  assert.match(table, /load\s+running/);
+  // The page follows the job: the failure appears without a reload.
+  await stream({ stage: { name: "load", status: "passed", duration_ms: 1400, message: "ok" } });
+  await stream({ stage: { name: "launch_geometry", status: "failed", duration_ms: 2100, message: "attention: block: expected (384,1,1), observed (128,1,1)", log_tail: "[kwbench] launch_geometry failed" } });
+  await page.waitForFunction(() => document.querySelector('#job-stages tr[data-stage="launch_geometry"]') !== null, null, { timeout: 10000 });
+  table = await page.locator("#job-stages").innerText();
+  assert.match(table, /launch_geometry\s+failed\s+2\.1 s\s+attention: block: expected \(384,1,1\), observed \(128,1,1\)/);
+  assert.match(await page.locator("pre.log").innerText(), /launch_geometry failed/);
+  await shot("job-stages");
+  assert.deepEqual(consoleErrors, []);
+});
+
 test("a 10,000-point series renders and pans without lag", async () => {
   const started = Date.now();
   await go("#/p/history/case/long%2Fhistory%2Fcase");

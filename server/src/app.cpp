@@ -3,6 +3,7 @@
 #include <boost/asio/ip/address.hpp>
 
 #include <fstream>
+#include <functional>
 #include <future>
 #include <iostream>
 #include <sstream>
@@ -49,6 +50,36 @@ std::optional<std::int64_t> body_integer(const json& body, const std::string& fi
   auto value = it->get<std::int64_t>();
   if (value < min) throw Unprocessable(field + ": must be >= " + std::to_string(min));
   return value;
+}
+
+// A streamed stage: {"agent", "started": NAME} as a stage starts, or
+// {"agent", "stage": {...}} with the stage as its report will hold it.
+StageProgress stage_progress(const json& body) {
+  constexpr std::size_t kMaxText = 64 * 1024;
+  const bool started = body.contains("started"), ended = body.contains("stage");
+  if (started == ended) throw Unprocessable("started or stage: exactly one is required");
+  StageProgress progress;
+  if (started) {
+    progress.name = body_string(body, "started");
+    if (!common::stage_name_from(progress.name)) {
+      throw Unprocessable(
+          "started: unknown stage \"" + progress.name +
+          "\" (expected build, load, launch_geometry, correctness, quick_bench or full_bench)");
+    }
+    progress.status = "started";
+  } else {
+    common::Stage stage = common::parse_stage(body["stage"]);
+    progress.name = common::to_string(stage.name);
+    progress.status = common::to_string(stage.status);
+    progress.duration_ms = stage.duration_ms;
+    progress.gpu_seconds = stage.gpu_seconds;
+    progress.message = std::move(stage.message);
+    progress.log_tail = std::move(stage.log_tail);
+    if (progress.message.size() > kMaxText) throw Unprocessable("stage.message: at most 65536 bytes");
+    if (progress.log_tail.size() > kMaxText) throw Unprocessable("stage.log_tail: at most 65536 bytes");
+  }
+  progress.ordinal = static_cast<int>(*common::stage_name_from(progress.name));
+  return progress;
 }
 
 json require_object(const Request& request) {
@@ -362,23 +393,31 @@ void App::register_routes() {
     return Response::json(200, *job);
   });
 
-  auto holder_action = [this](const char* verb,
-                              bool (*action)(pqxx::work&, std::int64_t, std::int64_t, double)) {
-    return [this, verb, action](Request& request) {
-      std::int64_t id = request.id_param("id");
-      json body = require_object(request);
-      std::string name = body_string(body, "agent");
-      auto job = with_transaction(*pool_, [&](pqxx::work& tx) {
-        std::int64_t agent_id = agent_for(tx, request, name);
-        if (!action(tx, id, agent_id, options_.lease_seconds)) {
-          auto current = JobRepository::get(tx, id);
-          if (!current) throw NotFound("no job " + std::to_string(id));
-          throw Conflict("agent \"" + name + "\" does not hold job " + std::to_string(id) + " (state " +
-                         current->value("state", "") + "); cannot " + verb);
-        }
-        return *JobRepository::get(tx, id);
-      });
-      return Response::json(200, job);
+  // What the holder of a running job does to it: `action` returns false
+  // when this agent does not hold the job, answered 404 or 409.
+  auto as_holder = [this](Request& request, const json& body, const char* verb,
+                          const std::function<bool(pqxx::work&, std::int64_t, std::int64_t)>& action) {
+    std::int64_t id = request.id_param("id");
+    std::string name = body_string(body, "agent");
+    auto job = with_transaction(*pool_, [&](pqxx::work& tx) {
+      std::int64_t agent_id = agent_for(tx, request, name);
+      if (!action(tx, id, agent_id)) {
+        auto current = JobRepository::get(tx, id);
+        if (!current) throw NotFound("no job " + std::to_string(id));
+        throw Conflict("agent \"" + name + "\" does not hold job " + std::to_string(id) + " (state " +
+                       current->value("state", "") + "); cannot " + verb);
+      }
+      return *JobRepository::get(tx, id);
+    });
+    return Response::json(200, job);
+  };
+  auto holder_action = [this, as_holder](const char* verb,
+                                         bool (*action)(pqxx::work&, std::int64_t, std::int64_t, double)) {
+    return [this, as_holder, verb, action](Request& request) {
+      return as_holder(request, require_object(request), verb,
+                       [&](pqxx::work& tx, std::int64_t id, std::int64_t agent_id) {
+                         return action(tx, id, agent_id, options_.lease_seconds);
+                       });
     };
   };
   r.add("POST", "/api/v1/jobs/{id}/heartbeat", agent, holder_action("heartbeat", &JobRepository::heartbeat));
@@ -386,6 +425,15 @@ void App::register_routes() {
         holder_action("release", [](pqxx::work& tx, std::int64_t job, std::int64_t agent_id, double) {
           return JobRepository::release(tx, job, agent_id);
         }));
+
+  r.add("POST", "/api/v1/jobs/{id}/stages", agent, [this, as_holder](Request& request) {
+    json body = require_object(request);
+    StageProgress progress = stage_progress(body);
+    return as_holder(request, body, "record a stage",
+                     [&](pqxx::work& tx, std::int64_t id, std::int64_t agent_id) {
+                       return JobRepository::record_stage(tx, id, agent_id, options_.lease_seconds, progress);
+                     });
+  });
 
   r.add("POST", "/api/v1/jobs/{id}/report", agent,
         [this](Request& request) { return ingest(request, request.id_param("id")); });

@@ -363,7 +363,7 @@ GpuNoise learn_gpu_noise(const std::map<std::string, History>& histories,
     sds.insert(sds.end(), h.replicate_sds.begin(), h.replicate_sds.end());
     counts.insert(counts.end(), h.replicate_counts.begin(), h.replicate_counts.end());
     if (auto forecast = common::forecast_level(h.at_clock(settings), settings)) {
-      scales.push_back(forecast->scale);
+      scales.push_back(forecast->typical_scale);
       errors += static_cast<double>(forecast->errors);
     }
   }

@@ -1,5 +1,7 @@
 #include "job_repository.hpp"
 
+#include <cstdio>
+
 #include "run_repository.hpp"
 
 namespace kw::server {
@@ -19,7 +21,11 @@ SELECT json_build_object(
   'pr', j.pr, 'gpu_class', j.gpu_class, 'state', j.state, 'attempts', j.attempts,
   'max_attempts', j.max_attempts, 'agent', a.name, 'lease_expires_at', j.lease_expires_at, 'error', j.error,
   'created_at', j.created_at, 'updated_at', j.updated_at,
-  'run_id', r.id, 'verdict', r.verdict)::text
+  'run_id', r.id, 'verdict', r.verdict,
+  'stages', (SELECT COALESCE(json_agg(json_build_object(
+                 'name', s.name, 'status', s.status, 'duration_ms', s.duration_ms, 'gpu_seconds', s.gpu_seconds,
+                 'message', s.message, 'log_tail', s.log_tail, 'updated_at', s.updated_at) ORDER BY s.ordinal), '[]')
+             FROM job_stages s WHERE s.job_id = j.id AND s.attempt = j.attempts))::text
 FROM jobs j
 JOIN projects p ON p.id = j.project_id
 LEFT JOIN agents a ON a.id = j.agent_id
@@ -73,13 +79,29 @@ WHERE id = $1 AND state = 'running' AND agent_id = $2
 RETURNING id
 )sql";
 
+// Only the holder of a running job records its stages; the lease is renewed
+// in the same statement.
+constexpr const char* kRecordStage = R"sql(
+WITH held AS (
+  UPDATE jobs SET lease_expires_at = now() + make_interval(secs => $3), updated_at = now()
+  WHERE id = $1 AND state = 'running' AND agent_id = $2
+  RETURNING id, attempts
+)
+INSERT INTO job_stages (job_id, attempt, name, ordinal, status, duration_ms, gpu_seconds, message, log_tail)
+SELECT id, attempts, $4, $5, $6, $7::bigint, $8::float8, $9, $10 FROM held
+ON CONFLICT (job_id, attempt, name) DO UPDATE
+  SET status = EXCLUDED.status, duration_ms = EXCLUDED.duration_ms, gpu_seconds = EXCLUDED.gpu_seconds,
+      message = EXCLUDED.message, log_tail = EXCLUDED.log_tail, updated_at = now()
+RETURNING job_id
+)sql";
+
 }  // namespace
 
 std::vector<Statement> JobRepository::statements() {
   return {{"job_create", kCreate},          {"job_get", kGet},
           {"agent_upsert", kUpsertAgent},   {"job_claim", kClaim},
           {"job_requeue", kRequeueExpired}, {"job_heartbeat", kHeartbeat},
-          {"job_release", kRelease}};
+          {"job_release", kRelease},        {"job_record_stage", kRecordStage}};
 }
 
 std::pair<std::int64_t, bool> JobRepository::create(pqxx::work& tx, const NewJob& job) {
@@ -118,7 +140,10 @@ std::optional<std::int64_t> JobRepository::claim(pqxx::work& tx, std::int64_t ag
                                                  const nlohmann::json& gpu_models, double lease_seconds) {
   pqxx::result rows = tx.exec_prepared("job_claim", agent_id, gpu_models.dump(), lease_seconds);
   if (rows.empty()) return std::nullopt;
-  return rows[0][0].as<std::int64_t>();
+  const auto job_id = rows[0][0].as<std::int64_t>();
+  // A fresh attempt: what an earlier holder streamed is no progress of this one.
+  tx.exec_params0("DELETE FROM job_stages WHERE job_id = $1", job_id);
+  return job_id;
 }
 
 int JobRepository::requeue_expired(pqxx::work& tx) {
@@ -132,6 +157,20 @@ bool JobRepository::heartbeat(pqxx::work& tx, std::int64_t job_id, std::int64_t 
 
 bool JobRepository::release(pqxx::work& tx, std::int64_t job_id, std::int64_t agent_id) {
   return !tx.exec_prepared("job_release", job_id, agent_id).empty();
+}
+
+bool JobRepository::record_stage(pqxx::work& tx, std::int64_t job_id, std::int64_t agent_id,
+                                 double lease_seconds, const StageProgress& stage) {
+  std::optional<std::string> duration, gpu;
+  if (stage.duration_ms) duration = std::to_string(*stage.duration_ms);
+  if (stage.gpu_seconds) {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%.17g", *stage.gpu_seconds);
+    gpu = text;
+  }
+  return !tx.exec_prepared("job_record_stage", job_id, agent_id, lease_seconds, stage.name, stage.ordinal,
+                           stage.status, nullable(duration), nullable(gpu), stage.message, stage.log_tail)
+              .empty();
 }
 
 std::optional<JobHold> JobRepository::lock(pqxx::work& tx, std::int64_t job_id) {

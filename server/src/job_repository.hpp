@@ -23,6 +23,18 @@ struct NewJob {
   int max_attempts = 3;
 };
 
+// One stage as an agent streams it: `status` is "started" or a report
+// stage's status; the numbers are absent while it runs.
+struct StageProgress {
+  std::string name;
+  int ordinal = 0;
+  std::string status;
+  std::optional<std::int64_t> duration_ms;
+  std::optional<double> gpu_seconds;
+  std::string message;
+  std::string log_tail;
+};
+
 struct JobHold {
   std::int64_t job_id = 0;
   std::int64_t project_id = 0;
@@ -56,6 +68,10 @@ class JobRepository {
   static int requeue_expired(pqxx::work& tx);
   static bool heartbeat(pqxx::work& tx, std::int64_t job_id, std::int64_t agent_id, double lease_seconds);
   static bool release(pqxx::work& tx, std::int64_t job_id, std::int64_t agent_id);
+  // Records a stage of the job's current attempt (and renews the lease, as
+  // a heartbeat does). False when this agent does not hold the job.
+  static bool record_stage(pqxx::work& tx, std::int64_t job_id, std::int64_t agent_id, double lease_seconds,
+                           const StageProgress& stage);
   static std::optional<JobHold> lock(pqxx::work& tx, std::int64_t job_id);
   static void complete(pqxx::work& tx, std::int64_t job_id);
   static std::string counts_by_state_metrics(pqxx::work& tx);

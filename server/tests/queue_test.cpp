@@ -128,6 +128,74 @@ TEST_F(QueueTest, ReleaseReturnsTheJobWithoutSpendingAnAttempt) {
   EXPECT_EQ(released.json()["attempts"], 0);
 }
 
+// The holder streams each stage as it starts and ends; the job shows them in
+// order, the failed one with its message and log, before any report.
+TEST_F(QueueTest, StreamedStagesShowOnTheJobBeforeItsReport) {
+  std::int64_t job_id = ci().post("/api/v1/jobs", job_request(1)).json()["id"];
+  ASSERT_EQ(agent().post("/api/v1/agents/claim", claim_body("host-a")).status, 200);
+  const std::string stages = "/api/v1/jobs/" + std::to_string(job_id) + "/stages";
+  auto post = [&](const json& body) { return agent().post(stages, body); };
+  ASSERT_EQ(post({{"agent", "host-a"}, {"started", "build"}}).status, 200);
+  json built{{"name", "build"},
+             {"status", "passed"},
+             {"duration_ms", 40900},
+             {"gpu_seconds", 0},
+             {"message", "2 command(s) succeeded"},
+             {"details", {{"kernels", json::array()}}}};
+  ASSERT_EQ(post({{"agent", "host-a"}, {"stage", built}}).status, 200);
+  ASSERT_EQ(post({{"agent", "host-a"}, {"started", "correctness"}}).status, 200);
+  auto running = client().get("/api/v1/jobs/" + std::to_string(job_id)).json();
+  ASSERT_EQ(running["stages"].size(), 2u) << running.dump();
+  EXPECT_EQ(running["stages"][1]["status"], "started");
+  json failed{{"name", "correctness"},
+              {"status", "failed"},
+              {"duration_ms", 1200},
+              {"gpu_seconds", 0.8},
+              {"message", "attention: 1 of 76 cases failed"},
+              {"log_tail", "rel_l2_err 0.3 > 0.01"}};
+  auto answer = post({{"agent", "host-a"}, {"stage", failed}});
+  ASSERT_EQ(answer.status, 200) << answer.body;
+  json job = answer.json();
+  EXPECT_EQ(job["state"], "running");
+  ASSERT_EQ(job["stages"].size(), 2u);
+  EXPECT_EQ(job["stages"][0]["name"], "build");
+  EXPECT_EQ(job["stages"][0]["duration_ms"], 40900);
+  EXPECT_EQ(job["stages"][1]["name"], "correctness");
+  EXPECT_EQ(job["stages"][1]["status"], "failed");
+  EXPECT_EQ(job["stages"][1]["message"], "attention: 1 of 76 cases failed");
+  EXPECT_EQ(job["stages"][1]["log_tail"], "rel_l2_err 0.3 > 0.01");
+  EXPECT_DOUBLE_EQ(job["stages"][1]["gpu_seconds"].get<double>(), 0.8);
+
+  // Bad input names what is wrong and stores nothing.
+  auto unknown = post({{"agent", "host-a"}, {"started", "benchmarks"}});
+  EXPECT_EQ(unknown.status, 422);
+  EXPECT_NE(unknown.json()["message"].get<std::string>().find("started: unknown stage \"benchmarks\""),
+            std::string::npos)
+      << unknown.body;
+  json silent = failed;
+  silent["message"] = "";
+  auto no_reason = post({{"agent", "host-a"}, {"stage", silent}});
+  EXPECT_EQ(no_reason.status, 422);
+  EXPECT_EQ(no_reason.json()["message"], "stage.message: must say why when the stage is failed");
+  EXPECT_EQ(post({{"agent", "host-a"}}).status, 422);
+  json long_log = failed;
+  long_log["log_tail"] = std::string(70000, 'x');
+  EXPECT_EQ(post({{"agent", "host-a"}, {"stage", long_log}}).status, 422);
+  // Only the holder.
+  agent().post("/api/v1/agents/claim", claim_body("host-b"));
+  auto other = post({{"agent", "host-b"}, {"started", "load"}});
+  EXPECT_EQ(other.status, 409) << other.body;
+  EXPECT_EQ(sql("SELECT count(*) FROM job_stages")[0][0].as<int>(), 2);
+
+  // Given back and claimed again: a fresh list.
+  ASSERT_EQ(agent().post("/api/v1/jobs/" + std::to_string(job_id) + "/release", {{"agent", "host-a"}}).status,
+            200);
+  EXPECT_EQ(client().get("/api/v1/jobs/" + std::to_string(job_id)).json()["stages"].size(), 0u);
+  auto again = agent().post("/api/v1/agents/claim", claim_body("host-b"));
+  ASSERT_EQ(again.json()["id"], job_id);
+  EXPECT_EQ(again.json()["stages"].size(), 0u) << again.body;
+}
+
 TEST_F(QueueTest, TwentyConcurrentClaimersOnTwoHundredJobsEachClaimedOnce) {
   for (int i = 0; i < 200; ++i) ASSERT_EQ(ci().post("/api/v1/jobs", job_request(1000 + i)).status, 201);
   std::vector<std::vector<std::int64_t>> claimed(20);

@@ -92,6 +92,19 @@ TEST_F(GateE2eTest, GateFailsOnALaunchGeometryMismatch) {
                 "stage launch_geometry: fake: fake.scale/n1m: block: expected (384,1,1), observed (128,1,1)"),
             std::string::npos)
       << result.output;
+  // Each stage as the agent streamed it, the failed one before the verdict,
+  // and the stages after it never started.
+  std::size_t built = result.output.find("  stage build passed in ");
+  std::size_t failed = result.output.find("  stage launch_geometry FAILED in ");
+  std::size_t verdict = result.output.find("PREFLIGHT FAILED");
+  ASSERT_NE(built, std::string::npos) << result.output;
+  ASSERT_NE(failed, std::string::npos) << result.output;
+  EXPECT_LT(built, failed);
+  EXPECT_LT(failed, verdict);
+  EXPECT_NE(result.output.find("  stage correctness skipped: not run: the launch_geometry stage failed"),
+            std::string::npos)
+      << result.output;
+  EXPECT_EQ(result.output.find("  stage correctness started"), std::string::npos) << result.output;
 }
 
 TEST_F(GateE2eTest, GatePassesAnAcknowledgedRegression) {

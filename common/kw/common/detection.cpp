@@ -315,9 +315,14 @@ std::optional<Forecast> forecast_level(std::span<const double> history_locations
     // noise. Capping the errors at 2.5 robust sigmas left those jumps out,
     // and each one in a head was then a false verdict. The level above is
     // clipped, so a far run counts once here, not in every later error.
-    double squares = 0;
-    for (double e : errors) squares += e * e;
-    candidates.push_back({std::exp(level), std::sqrt(squares / static_cast<double>(errors.size())), smoothing,
+    const double cap = 2.5 * 1.4826 * median(errors);
+    double squares = 0, capped = 0;
+    for (double e : errors) {
+      squares += e * e;
+      capped += std::min(e, cap) * std::min(e, cap);
+    }
+    const auto n = static_cast<double>(errors.size());
+    candidates.push_back({std::exp(level), std::sqrt(squares / n), std::sqrt(capped / n), smoothing,
                           logs.size(), errors.size()});
   }
   // The smoothest weight whose error is within one standard error of the

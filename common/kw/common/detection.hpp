@@ -105,6 +105,10 @@ std::optional<double> replicate_log_sd(std::span<const double> locations);
 struct Forecast {
   double level_ns = 0;
   double scale = 0;  // of log(location): RMS one-step error
+  // The same with each error capped at 2.5 robust sigmas: the typical
+  // spread, without the history's far runs (what a GPU model's between-run
+  // prior is learned from: one regression run must not widen every case's).
+  double typical_scale = 0;
   double smoothing = 0;
   std::size_t runs = 0;
   std::size_t errors = 0;  // one-step errors behind the scale

@@ -476,6 +476,11 @@ RunReport parse_run_report(const json& document) {
   return report;
 }
 
+Stage parse_stage(const json& value, const std::string& path) {
+  if (!value.is_object()) JsonReader::fail(path, "must be an object");
+  return read_stage(value, path);
+}
+
 RunReport parse_run_report_text(std::string_view text) {
   json document;
   try {

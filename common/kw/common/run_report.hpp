@@ -168,6 +168,10 @@ RunReport parse_run_report(const nlohmann::json& document);
 // Parses text first (a JSON syntax error is reported with its byte offset).
 RunReport parse_run_report_text(std::string_view text);
 
+// One stage as in a report's `stages` (an agent streams each as it ends,
+// before the report); `path` names it in errors.
+Stage parse_stage(const nlohmann::json& value, const std::string& path = "stage");
+
 nlohmann::json to_json(const RunReport& report);
 nlohmann::json to_json(const Case& run_case);
 nlohmann::json to_json(const Stage& stage);
