@@ -1,7 +1,8 @@
 // kw submit / kw gate: the CI side. Queue a commit, wait for its verdict, and
 // exit with a code a required status check can use:
 //   0 pass, improvement or acknowledged regression; 1 regression;
-//   2 preflight or correctness failure; 3 infrastructure error or timeout.
+//   2 preflight or correctness failure; 3 infrastructure error, timeout, or
+//   no case measured (verdict no-data).
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -52,6 +53,16 @@ int summarize(http::Client& client, const std::string& server, const json& job) 
   std::string verdict = run["verdict"];
   std::string where =
       run["commit"].get<std::string>().substr(0, 12) + " on " + run["gpu_model"].get<std::string>();
+  if (verdict == "no-data") {
+    std::cout << "kernelwatch: NO DATA for " << where << ": no case was measured, so nothing can be judged\n";
+    for (const json& stage : run["stages"]) {
+      if (stage["status"] == "skipped")
+        std::cout << "  stage " << stage["name"].get<std::string>()
+                  << " skipped: " << stage["message"].get<std::string>() << "\n";
+    }
+    std::cout << "  " << link << "\n";
+    return kExitInfrastructure;
+  }
   if (verdict == "failed") {
     std::cout << "kernelwatch: PREFLIGHT FAILED for " << where << "\n";
     for (const json& stage : run["stages"]) {

@@ -793,8 +793,14 @@ std::string DetectionRepository::finish(pqxx::work& tx, std::int64_t run_id, con
   bool failed = false;
   for (const common::Stage& stage : report.stages)
     failed = failed || stage.status == common::StageStatus::failed;
-  for (const common::Case& c : report.cases) failed = failed || (c.correctness && !c.correctness->passed);
+  bool measured = false;
+  for (const common::Case& c : report.cases) {
+    failed = failed || (c.correctness && !c.correctness->passed);
+    measured = measured || c.candidate() != nullptr;
+  }
+  // Nothing measured is no evidence of no regression.
   std::string verdict = failed             ? "failed"
+                        : !measured        ? "no-data"
                         : plan.regression  ? "regression"
                         : plan.improvement ? "improvement"
                                            : "pass";

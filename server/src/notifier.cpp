@@ -91,6 +91,13 @@ void NotificationRepository::verdict(pqxx::work& tx, const NotifierOptions& opti
                   regressions[0]["case"].get<std::string>() + " " + worst;
   } else if (verdict == "failed") {
     description = "preflight failed: " + failed_stage;
+  } else if (verdict == "no-data") {
+    pqxx::result skipped = tx.exec_params(
+        "SELECT name, message FROM stages WHERE run_id = $1 AND status = 'skipped' AND name = 'full_bench'",
+        run_id);
+    description =
+        "no data: no case was measured" +
+        (skipped.empty() ? std::string() : " (full_bench skipped: " + skipped[0][1].as<std::string>() + ")");
   } else {
     description = verdict == "improvement" ? "improvement, no regression" : "no regression";
   }

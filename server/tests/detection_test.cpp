@@ -128,6 +128,18 @@ TEST_F(DetectionApiTest, BaseCommitChoosesItsRunAndFallsBackWhenItHasNone) {
       << f["baseline_reason"];
 }
 
+// A run that measured nothing (its GPU stages skipped on a host without a
+// GPU) is no evidence of no regression: never pass, never a baseline.
+TEST_F(DetectionApiTest, ARunWithNothingMeasuredIsNoData) {
+  json good = post({});
+  ReportSpec empty;
+  empty.cases = 0;
+  json nothing = post(empty);
+  EXPECT_EQ(nothing["verdict"], "no-data");
+  json next = post({});
+  EXPECT_EQ(candidate_comparison(next)["baseline_run_id"], good["run_id"]);
+}
+
 TEST_F(DetectionApiTest, FailedRunsAreNeverBaselines) {
   json good = post({});
   ReportSpec broken;

@@ -107,6 +107,24 @@ TEST_F(GateE2eTest, GateFailsOnALaunchGeometryMismatch) {
   EXPECT_EQ(result.output.find("  stage correctness started"), std::string::npos) << result.output;
 }
 
+// A GPU host whose GPU is gone: every GPU stage is skipped, nothing is
+// measured, and the gate says so instead of passing.
+TEST_F(GateE2eTest, GateSaysNoDataWhenNothingWasMeasured) {
+  agent_->signal(SIGTERM);
+  agent_->wait_exit();
+  agent_ = std::make_unique<ChildProcess>(std::vector<std::string>{
+      KW_BINARY, "agent", "--server", server_.url(), "--token", agent_token_, "--work-dir",
+      (work_dir_ / "agent").string(), "--repo", "demo=" + repo_.dir().string(), "--name", "gpu-host-1",
+      "--poll-seconds", "0.3"});
+  std::string head = change(R"({"note": "docs only"})", "unchanged kernels");
+  CommandResult result = gate(head, "pr-7", true);
+  EXPECT_EQ(result.exit_code, 3) << result.output;
+  EXPECT_NE(result.output.find("kernelwatch: NO DATA for " + head.substr(0, 12)), std::string::npos)
+      << result.output;
+  EXPECT_NE(result.output.find("stage full_bench skipped: no CUDA device"), std::string::npos)
+      << result.output;
+}
+
 TEST_F(GateE2eTest, GatePassesAnAcknowledgedRegression) {
   std::string head = change(R"({"slowdown": 1.10})", "intended slowdown");
   ASSERT_EQ(gate(head, "pr-7", true).exit_code, 1);
