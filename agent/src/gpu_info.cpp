@@ -2,8 +2,12 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <atomic>
+#include <fstream>
+#include <limits>
 #include <sstream>
+#include <thread>
 
 #include "kw/common/subprocess.hpp"
 
@@ -65,6 +69,33 @@ GpuInventory detect_gpus() {
     inventory.source = "no NVML library and no working nvidia-smi";
   }
   return inventory;
+}
+
+nlohmann::json host_cpu_device() {
+  std::string model;
+  if (std::ifstream cpuinfo("/proc/cpuinfo"); cpuinfo) {
+    for (std::string line; std::getline(cpuinfo, line);) {
+      if (line.rfind("model name", 0) != 0) continue;
+      auto colon = line.find(':');
+      if (colon != std::string::npos) model = line.substr(line.find_first_not_of(" \t", colon + 1));
+      break;
+    }
+  }
+  std::int64_t memory_kib = 0;
+  if (std::ifstream meminfo("/proc/meminfo"); meminfo) {
+    for (std::string key; meminfo >> key;) {
+      if (key == "MemTotal:") {
+        meminfo >> memory_kib;
+        break;
+      }
+      meminfo.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
+    }
+  }
+  nlohmann::json device{{"kind", "cpu"},
+                        {"name", model.empty() ? std::string("unknown CPU") : model},
+                        {"memory_bytes", std::max<std::int64_t>(memory_kib * 1024, 1)}};
+  if (unsigned cores = std::thread::hardware_concurrency(); cores > 0) device["sm_count"] = cores;
+  return device;
 }
 
 }  // namespace kw::agent

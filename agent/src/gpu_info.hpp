@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace kw::agent {
 
 struct GpuInventory {
@@ -13,5 +15,9 @@ struct GpuInventory {
 };
 
 GpuInventory detect_gpus();
+
+// This host's CPU as a run report's device ({"kind": "cpu", "name", "memory_bytes",
+// "sm_count": logical cores}), from /proc/cpuinfo and /proc/meminfo.
+nlohmann::json host_cpu_device();
 
 }  // namespace kw::agent

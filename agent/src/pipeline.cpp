@@ -11,6 +11,7 @@
 
 #include "adapters.hpp"
 #include "built_commits.hpp"
+#include "gpu_info.hpp"
 #include "kw/common/run_report.hpp"
 #include "kw/common/subprocess.hpp"
 #include "replicates.hpp"
@@ -327,7 +328,13 @@ json run_pipeline(const RepoConfig& config, const PipelineOptions& options) {
       log.ended(stages.back());
       continue;
     }
-    if (!opts.gpu_available) {
+    // Without a GPU only a Google Benchmark bench's full_bench can run: a
+    // CPU benchmark (one that needs a GPU fails with its own error).
+    const bool runs_on_cpu =
+        stage == StageName::full_bench &&
+        std::any_of(config.benches.begin(), config.benches.end(),
+                    [](const BenchConfig& b) { return b.format == BenchFormat::gbench; });
+    if (!opts.gpu_available && !runs_on_cpu) {
       stages.push_back(make_stage(stage, "skipped", 0, 0, "no CUDA device"));
       log("stage " + name + " skipped: no CUDA device");
       log.ended(stages.back());
@@ -342,6 +349,10 @@ json run_pipeline(const RepoConfig& config, const PipelineOptions& options) {
     json details = json::object();
     int failed = 0, passed = 0;
     for (const BenchConfig& bench : config.benches) {
+      if (!opts.gpu_available && bench.format != BenchFormat::gbench) {
+        messages.push_back(bench.name + ": skipped, no CUDA device");
+        continue;
+      }
       BenchResult result = bench.format != BenchFormat::kwbench ? run_adapted(bench, stage, config, opts)
                            : stage == StageName::full_bench     ? run_replicates(bench, config, opts)
                                                                 : run_kwbench(bench, stage, config, opts);
@@ -365,6 +376,17 @@ json run_pipeline(const RepoConfig& config, const PipelineOptions& options) {
         " on the GPU): " + message);
     log.ended(stages.back());
     if (status == "failed" && stage != StageName::full_bench) failed_stage = name;
+  }
+
+  // A CPU benchmark on a host without a GPU says nothing of its device: the
+  // host's CPU is what it ran on, and what its baselines are keyed by.
+  if (device.is_null() && !opts.gpu_available) {
+    for (const json& c : cases) {
+      if (!c.value("measurements", json::array()).empty()) {
+        device = host_cpu_device();
+        break;
+      }
+    }
   }
 
   json report{{"schema", common::kRunSchema},

@@ -322,6 +322,32 @@ TEST_F(PipelineTest, NoGpuSkipsTheGpuStages) {
   EXPECT_FALSE(report.contains("device"));
 }
 
+// A host without a GPU still runs a Google Benchmark bench (a CPU
+// benchmark) and skips only what needs a GPU; the report's device is the
+// host's CPU. The bench is the real Google Benchmark library's output.
+TEST_F(PipelineTest, NoGpuStillRunsCpuBenchmarksOnTheHostCpu) {
+  if (std::string(KW_GBENCH_SAMPLE).empty()) GTEST_SKIP() << "Google Benchmark not installed";
+  json config = valid_config();
+  config["benches"].push_back({{"name", "gb"},
+                               {"path", KW_GBENCH_SAMPLE},
+                               {"format", "gbench"},
+                               {"args", {"--benchmark_repetitions=5", "--benchmark_min_time=0.01"}}});
+  json report = run(json::object(), false, config);
+  EXPECT_EQ(statuses(report),
+            (std::vector<std::string>{"passed", "skipped", "skipped", "skipped", "skipped", "passed"}));
+  EXPECT_EQ(report["stages"][1]["message"], "no CUDA device");
+  EXPECT_NE(report["stages"][5]["message"].get<std::string>().find("fake: skipped, no CUDA device"),
+            std::string::npos)
+      << report["stages"][5]["message"];
+  ASSERT_EQ(report["cases"].size(), 2u) << report["cases"].dump();
+  EXPECT_EQ(report["cases"][0]["name"], "gb/BM_sum/1024");
+  EXPECT_EQ(report["cases"][0]["measurements"][0]["samples_ns"].size(), 5u);
+  ASSERT_TRUE(report.contains("device"));
+  EXPECT_EQ(report["device"]["kind"], "cpu");
+  EXPECT_FALSE(report["device"]["name"].get<std::string>().empty());
+  EXPECT_GT(report["device"]["memory_bytes"].get<std::int64_t>(), 1);
+}
+
 TEST_F(PipelineTest, BuildFailureKeepsTheCompilerErrorAndSkipsTheRest) {
   json config = valid_config();
   config["build"]["commands"] = {

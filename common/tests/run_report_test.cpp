@@ -56,6 +56,22 @@ TEST(RunReport, OptionalPartsMayBeAbsent) {
   EXPECT_EQ(parsed.stages[1].message, "no CUDA device");
 }
 
+// A CPU benchmark on a host without a GPU: its device is the host's CPU,
+// with no compute capability or SM count, and it round-trips as such.
+TEST(RunReport, ACpuDeviceNeedsNoGpuFields) {
+  json report = example();
+  report["device"] = {
+      {"kind", "cpu"}, {"name", "AMD EPYC 9654 96-Core Processor"}, {"memory_bytes", 25000000000}};
+  RunReport parsed = parse_run_report(report);
+  ASSERT_TRUE(parsed.device);
+  EXPECT_EQ(parsed.device->kind, "cpu");
+  EXPECT_EQ(parsed.device->compute_capability, "");
+  json written = to_json(parsed);
+  EXPECT_EQ(written["device"]["kind"], "cpu");
+  EXPECT_FALSE(written["device"].contains("compute_capability"));
+  EXPECT_EQ(to_json(parse_run_report(written)), written);
+}
+
 TEST(RunReport, SyntaxErrorNamesTheByte) {
   try {
     parse_run_report_text("{\"schema\": ");

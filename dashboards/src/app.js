@@ -204,7 +204,9 @@ async function runPage(id) {
     <div class="card"><dl class="meta">
       <dt>project</dt><dd><a href="#/p/${enc(run.project)}">${esc(run.project)}</a></dd>
       <dt>commit</dt><dd><code>${esc(run.commit)}</code> on ${esc(run.branch)}${run.base_commit ? ` (base <code>${esc(run.base_commit.slice(0, 12))}</code>)` : ""}</dd>
-      <dt>GPU</dt><dd>${esc(run.gpu_model)}${run.device ? ` · CC ${esc(run.device.compute_capability)} · driver ${esc(run.device.driver)} · ${run.device.sm_count} SMs` : ""}</dd>
+      ${run.device?.kind === "cpu"
+        ? `<dt>CPU</dt><dd>${esc(run.gpu_model)}${run.device.sm_count ? ` · ${run.device.sm_count} cores` : ""} (no GPU: a CPU benchmark)</dd>`
+        : `<dt>GPU</dt><dd>${esc(run.gpu_model)}${run.device ? ` · CC ${esc(run.device.compute_capability)} · driver ${esc(run.device.driver)} · ${run.device.sm_count} SMs` : ""}</dd>`}
       <dt>agent</dt><dd>${esc(run.agent.name)} ${esc(run.agent.version)}</dd>
       <dt>GPU-seconds</dt><dd>${run.gpu_seconds.toFixed(1)}</dd>
       <dt>started</dt><dd>${esc(run.started_at)}</dd>

@@ -35,23 +35,17 @@ class AgentE2eTest : public ::testing::Test {
     return response.json()["id"];
   }
 
-  ChildProcess& start_agent(const std::string& name, bool once = true) {
-    std::vector<std::string> argv = {KW_BINARY,
-                                     "agent",
-                                     "--server",
-                                     server_->url(),
-                                     "--token",
-                                     agent_token_,
-                                     "--work-dir",
-                                     (work_dir_ / name).string(),
-                                     "--repo",
-                                     "demo=" + repo_.dir().string(),
-                                     "--name",
-                                     name,
-                                     "--poll-seconds",
-                                     "0.5",
-                                     "--gpu-test-double",
-                                     "kwbench CPU test double"};
+  // `gpu_double`: the agent takes the kwbench CPU TEST DOUBLE for a GPU;
+  // without it, this machine has none.
+  ChildProcess& start_agent(const std::string& name, bool once = true, bool gpu_double = true) {
+    std::vector<std::string> argv = {KW_BINARY,        "agent",
+                                     "--server",       server_->url(),
+                                     "--token",        agent_token_,
+                                     "--work-dir",     (work_dir_ / name).string(),
+                                     "--repo",         "demo=" + repo_.dir().string(),
+                                     "--name",         name,
+                                     "--poll-seconds", "0.5"};
+    if (gpu_double) argv.insert(argv.end(), {"--gpu-test-double", "kwbench CPU test double"});
     if (once) argv.push_back("--once");
     agents_.push_back(std::make_unique<ChildProcess>(argv));
     return *agents_.back();
@@ -85,6 +79,57 @@ TEST_F(AgentE2eTest, AgentClaimsRunsAndReports) {
                            "stage full_bench passed", "delivered job-"}) {
     EXPECT_NE(agent.output().find(line), std::string::npos) << line << "\n" << agent.output();
   }
+}
+
+// A Google Benchmark repository on a host without a GPU (this one): the
+// agent builds it against the installed library, runs its CPU benchmarks
+// and skips only what needs a GPU; the device is the host's CPU, and the
+// second commit is judged against the first.
+TEST_F(AgentE2eTest, GoogleBenchmarkRepositoryWithoutAGpuGetsARealVerdict) {
+  start_server();
+  repo_.write("bench.cpp", R"(#include <benchmark/benchmark.h>
+#include <numeric>
+#include <vector>
+static void BM_sum(benchmark::State& state) {
+  std::vector<double> values(static_cast<std::size_t>(state.range(0)), 1.0);
+  for (auto _ : state) benchmark::DoNotOptimize(std::accumulate(values.begin(), values.end(), 0.0));
+}
+BENCHMARK(BM_sum)->Arg(4096);
+BENCHMARK_MAIN();
+)");
+  json config{
+      {"project", "demo"},
+      {"build",
+       {{"commands", {"c++ -O2 -std=c++17 -o bench bench.cpp -lbenchmark -lpthread"}}, {"timeout_s", 120}}},
+      {"benches",
+       {{{"name", "cpu"},
+         {"path", "bench"},
+         {"format", "gbench"},
+         {"args", {"--benchmark_repetitions=5", "--benchmark_min_time=0.02"}}}}}};
+  repo_.write("kernelwatch.json", config.dump(2));
+  json runs[2];
+  for (int i = 0; i < 2; ++i) {
+    if (i == 1) repo_.write("README.md", "docs only\n");
+    std::int64_t job = submit(repo_.commit(i == 0 ? "a gbench repository" : "docs only"));
+    ChildProcess& agent = start_agent("cpu-host-" + std::to_string(i), true, false);
+    EXPECT_EQ(agent.wait_exit(), 0) << agent.output();
+    json done = wait_for_job(*server_, job, [](const json& j) { return j["state"] == "done"; });
+    runs[i] = run_of(done);
+  }
+  const json& second = runs[1];
+  EXPECT_EQ(second["device"]["kind"], "cpu") << second["device"];
+  EXPECT_EQ(second["gpu_model"], runs[0]["gpu_model"]);
+  EXPECT_EQ(second["stages"][1]["message"], "no CUDA device");
+  EXPECT_EQ(second["stages"][5]["status"], "passed") << second["stages"][5];
+  ASSERT_EQ(second["cases"].size(), 1u);
+  EXPECT_EQ(second["cases"][0]["name"], "cpu/BM_sum/4096");
+  // Judged: against the first run, with the between-run prior (CPU timing
+  // on a loaded runner may move, so the outcome itself is not asserted).
+  EXPECT_NE(second["verdict"], "no-data");
+  ASSERT_FALSE(second["comparisons"].empty());
+  const json& c = second["comparisons"][0];
+  EXPECT_EQ(c["method"], "baseline-run") << c.dump();
+  EXPECT_EQ(c["baseline_run_id"], runs[0]["id"]) << c.dump();
 }
 
 TEST_F(AgentE2eTest, ServerDownMidRunSpoolsAndDeliversExactlyOnce) {

@@ -51,10 +51,15 @@ AgentInfo read_agent(const json& value) {
 DeviceInfo read_device(const json& value) {
   JsonReader reader(value, "device");
   DeviceInfo device;
+  device.kind = reader.opt_string("kind").value_or("gpu");
+  if (device.kind != "gpu" && device.kind != "cpu")
+    JsonReader::fail("device.kind", "must be \"gpu\" or \"cpu\", got \"" + device.kind + "\"");
+  const bool gpu = device.kind == "gpu";
   device.name = reader.string("name");
   device.uuid = reader.string_or_empty("uuid");
-  device.compute_capability = reader.string("compute_capability");
-  {
+  device.compute_capability =
+      gpu ? reader.string("compute_capability") : reader.string_or_empty("compute_capability");
+  if (!device.compute_capability.empty()) {
     const std::string& cc = device.compute_capability;
     auto dot = cc.find('.');
     bool ok = dot != std::string::npos && dot > 0 && dot + 1 < cc.size() &&
@@ -66,7 +71,7 @@ DeviceInfo read_device(const json& value) {
   device.driver = reader.string_or_empty("driver");
   device.cuda_runtime = reader.string_or_empty("cuda_runtime");
   device.memory_bytes = reader.integer("memory_bytes", 1);
-  device.sm_count = reader.integer("sm_count", 1);
+  device.sm_count = gpu ? reader.integer("sm_count", 1) : reader.opt_integer("sm_count", 1).value_or(0);
   device.l2_bytes = reader.opt_integer("l2_bytes", 0).value_or(0);
   reader.reject_unknown_keys();
   return device;
@@ -573,14 +578,16 @@ json to_json(const RunReport& report) {
   if (report.base_commit) out["base_commit"] = *report.base_commit;
   if (report.job_id) out["job_id"] = *report.job_id;
   if (const auto& d = report.device) {
-    out["device"] = json{{"name", d->name},
-                         {"uuid", d->uuid},
-                         {"compute_capability", d->compute_capability},
-                         {"driver", d->driver},
-                         {"cuda_runtime", d->cuda_runtime},
-                         {"memory_bytes", d->memory_bytes},
-                         {"sm_count", d->sm_count},
-                         {"l2_bytes", d->l2_bytes}};
+    json device{{"name", d->name},
+                {"uuid", d->uuid},
+                {"driver", d->driver},
+                {"cuda_runtime", d->cuda_runtime},
+                {"memory_bytes", d->memory_bytes},
+                {"l2_bytes", d->l2_bytes}};
+    if (d->kind != "gpu") device["kind"] = d->kind;
+    if (!d->compute_capability.empty()) device["compute_capability"] = d->compute_capability;
+    if (d->sm_count > 0) device["sm_count"] = d->sm_count;
+    out["device"] = std::move(device);
   }
   json stages = json::array();
   for (const Stage& stage : report.stages) stages.push_back(to_json(stage));

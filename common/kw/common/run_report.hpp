@@ -48,7 +48,10 @@ struct AgentInfo {
 };
 
 struct DeviceInfo {
-  std::string name;  // "NVIDIA H100 80GB HBM3": the GPU model baselines are keyed by
+  // "gpu", or "cpu" for a CPU benchmark on a host without a GPU (then
+  // compute_capability and sm_count may be absent: "" and 0).
+  std::string kind = "gpu";
+  std::string name;  // "NVIDIA H100 80GB HBM3": the model baselines are keyed by
   std::string uuid;
   std::string compute_capability;  // "9.0"
   std::string driver;
