@@ -141,6 +141,7 @@ int agent_loop(AgentArguments args) {
     fs::path checkout = work / "work" / ("job-" + std::to_string(job_id));
     std::atomic<bool> lost{false};
     json report;
+    std::string cannot_run;  // why no report can be made of this job
     try {
       auto url = repo_urls.find(project);
       if (url == repo_urls.end())
@@ -205,7 +206,8 @@ int agent_loop(AgentArguments args) {
       watcher.join();
       if (interrupted) report = json();
     } catch (const std::exception& error) {
-      say("job " + std::to_string(job_id) + " could not run: " + error.what());
+      cannot_run = error.what();
+      say("job " + std::to_string(job_id) + " could not run: " + cannot_run);
     }
     try {
       // A commit that built is kept for pull requests based on it.
@@ -226,8 +228,25 @@ int agent_loop(AgentArguments args) {
       }
       break;
     }
+    if (report.is_null() && !lost && !cannot_run.empty()) {
+      // Retrying would fail alike: the job fails now, with the reason on the
+      // server for `kw submit` to print.
+      try {
+        http::Response response = client.post("/api/v1/jobs/" + std::to_string(job_id) + "/fail",
+                                              {{"agent", args.name}, {"reason", cannot_run}});
+        if (response.status == 200) {
+          say("job " + std::to_string(job_id) + " failed on the server: " + cannot_run);
+          if (args.once) return kExitOk;
+          continue;
+        }
+        say("job " + std::to_string(job_id) + " not failed on the server (HTTP " +
+            std::to_string(response.status) + "): " + response.body);
+      } catch (const http::ConnectionError& error) {
+        say("job " + std::to_string(job_id) + " not failed on the server: " + error.what());
+      }
+    }
     if (report.is_null()) {
-      if (!lost) pause(args.poll_seconds);  // a broken job: its lease expires and it is retried or failed
+      if (!lost) pause(args.poll_seconds);  // its lease expires and it is retried or failed
       continue;
     }
     spool.add("job-" + std::to_string(job_id), "/api/v1/jobs/" + std::to_string(job_id) + "/report", report);

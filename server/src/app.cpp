@@ -435,6 +435,21 @@ void App::register_routes() {
                      });
   });
 
+  r.add("POST", "/api/v1/jobs/{id}/fail", agent, [this, as_holder](Request& request) {
+    json body = require_object(request);
+    std::string reason = body_string(body, "reason");
+    if (reason.size() > 4096) throw Unprocessable("reason: at most 4096 bytes");
+    std::string error = "agent \"" + body_string(body, "agent") + "\" could not run it: " + reason;
+    return as_holder(request, body, "fail it", [&](pqxx::work& tx, std::int64_t id, std::int64_t agent_id) {
+      if (!JobRepository::fail(tx, id, agent_id, error)) return false;
+      json job = *JobRepository::get(tx, id);
+      std::int64_t project_id =
+          tx.exec_params1("SELECT project_id FROM jobs WHERE id = $1", id)[0].as<std::int64_t>();
+      NotificationRepository::job_failed(tx, options_.notifications, project_id, job);
+      return true;
+    });
+  });
+
   r.add("POST", "/api/v1/jobs/{id}/report", agent,
         [this](Request& request) { return ingest(request, request.id_param("id")); });
 

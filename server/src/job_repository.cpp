@@ -79,6 +79,12 @@ WHERE id = $1 AND state = 'running' AND agent_id = $2
 RETURNING id
 )sql";
 
+constexpr const char* kFail = R"sql(
+UPDATE jobs SET state = 'failed', error = $3, lease_expires_at = NULL, updated_at = now()
+WHERE id = $1 AND state = 'running' AND agent_id = $2
+RETURNING id
+)sql";
+
 // Only the holder of a running job records its stages; the lease is renewed
 // in the same statement.
 constexpr const char* kRecordStage = R"sql(
@@ -98,10 +104,15 @@ RETURNING job_id
 }  // namespace
 
 std::vector<Statement> JobRepository::statements() {
-  return {{"job_create", kCreate},          {"job_get", kGet},
-          {"agent_upsert", kUpsertAgent},   {"job_claim", kClaim},
-          {"job_requeue", kRequeueExpired}, {"job_heartbeat", kHeartbeat},
-          {"job_release", kRelease},        {"job_record_stage", kRecordStage}};
+  return {{"job_create", kCreate},
+          {"job_get", kGet},
+          {"agent_upsert", kUpsertAgent},
+          {"job_claim", kClaim},
+          {"job_requeue", kRequeueExpired},
+          {"job_heartbeat", kHeartbeat},
+          {"job_release", kRelease},
+          {"job_record_stage", kRecordStage},
+          {"job_fail", kFail}};
 }
 
 std::pair<std::int64_t, bool> JobRepository::create(pqxx::work& tx, const NewJob& job) {
@@ -157,6 +168,11 @@ bool JobRepository::heartbeat(pqxx::work& tx, std::int64_t job_id, std::int64_t 
 
 bool JobRepository::release(pqxx::work& tx, std::int64_t job_id, std::int64_t agent_id) {
   return !tx.exec_prepared("job_release", job_id, agent_id).empty();
+}
+
+bool JobRepository::fail(pqxx::work& tx, std::int64_t job_id, std::int64_t agent_id,
+                         const std::string& reason) {
+  return !tx.exec_prepared("job_fail", job_id, agent_id, reason).empty();
 }
 
 bool JobRepository::record_stage(pqxx::work& tx, std::int64_t job_id, std::int64_t agent_id,

@@ -68,6 +68,9 @@ class JobRepository {
   static int requeue_expired(pqxx::work& tx);
   static bool heartbeat(pqxx::work& tx, std::int64_t job_id, std::int64_t agent_id, double lease_seconds);
   static bool release(pqxx::work& tx, std::int64_t job_id, std::int64_t agent_id);
+  // The holder could not run the job (no report can be made): it fails now,
+  // with the reason, instead of after its lease expired max_attempts times.
+  static bool fail(pqxx::work& tx, std::int64_t job_id, std::int64_t agent_id, const std::string& reason);
   // Records a stage of the job's current attempt (and renews the lease, as
   // a heartbeat does). False when this agent does not hold the job.
   static bool record_stage(pqxx::work& tx, std::int64_t job_id, std::int64_t agent_id, double lease_seconds,

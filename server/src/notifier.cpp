@@ -50,6 +50,18 @@ void NotificationRepository::job_queued(pqxx::work& tx, const NotifierOptions& o
            {"context", "kernelwatch" + (gpu == "any" ? std::string() : "/" + gpu)}});
 }
 
+void NotificationRepository::job_failed(pqxx::work& tx, const NotifierOptions& options,
+                                        std::int64_t project_id, const json& job) {
+  ProjectTargets project = targets(tx, project_id);
+  if (project.github_repo.empty() || options.github_token.empty()) return;
+  std::string gpu = job.value("gpu_class", std::string("any"));
+  enqueue(tx, "github_status", status_url(options, project.github_repo, job["commit"]),
+          {{"state", "error"},
+           {"target_url", options.public_url + "/#/job/" + std::to_string(job["id"].get<std::int64_t>())},
+           {"description", truncate("could not run: " + job.value("error", std::string()), 140)},
+           {"context", "kernelwatch" + (gpu == "any" ? std::string() : "/" + gpu)}});
+}
+
 void NotificationRepository::verdict(pqxx::work& tx, const NotifierOptions& options, std::int64_t run_id) {
   pqxx::row run = tx.exec_params1(
       "SELECT r.project_id, r.commit_sha, r.branch, r.verdict, r.gpu_model, r.job_id, "

@@ -32,6 +32,9 @@ class NotificationRepository {
   static void job_queued(pqxx::work& tx, const NotifierOptions& options, std::int64_t project_id,
                          const nlohmann::json& job);
   static void verdict(pqxx::work& tx, const NotifierOptions& options, std::int64_t run_id);
+  // A job that ended without a run (its agent could not run it).
+  static void job_failed(pqxx::work& tx, const NotifierOptions& options, std::int64_t project_id,
+                         const nlohmann::json& job);
 };
 
 class Notifier {

@@ -196,6 +196,26 @@ TEST_F(QueueTest, StreamedStagesShowOnTheJobBeforeItsReport) {
   EXPECT_EQ(again.json()["stages"].size(), 0u) << again.body;
 }
 
+// An agent that cannot make a report of a job fails it at once, with the
+// reason, instead of letting its lease expire max_attempts times.
+TEST_F(QueueTest, TheHolderFailsAJobItCannotRunWithTheReason) {
+  std::int64_t job_id = ci().post("/api/v1/jobs", job_request(1)).json()["id"];
+  ASSERT_EQ(agent().post("/api/v1/agents/claim", claim_body("host-a")).status, 200);
+  const std::string fail = "/api/v1/jobs/" + std::to_string(job_id) + "/fail";
+  EXPECT_EQ(agent().post(fail, {{"agent", "host-a"}}).json()["message"], "reason: is required");
+  agent().post("/api/v1/agents/claim", claim_body("host-b"));
+  EXPECT_EQ(agent().post(fail, {{"agent", "host-b"}, {"reason", "not mine"}}).status, 409);
+  auto failed =
+      agent().post(fail, {{"agent", "host-a"}, {"reason", "kernelwatch.json: benches: is required"}});
+  ASSERT_EQ(failed.status, 200) << failed.body;
+  EXPECT_EQ(failed.json()["state"], "failed");
+  EXPECT_EQ(failed.json()["error"],
+            "agent \"host-a\" could not run it: kernelwatch.json: benches: is required");
+  // Not claimed again.
+  EXPECT_EQ(agent().post("/api/v1/agents/claim", claim_body("host-a")).status, 204);
+  EXPECT_EQ(agent().post(fail, {{"agent", "host-a"}, {"reason", "again"}}).status, 409);
+}
+
 TEST_F(QueueTest, TwentyConcurrentClaimersOnTwoHundredJobsEachClaimedOnce) {
   for (int i = 0; i < 200; ++i) ASSERT_EQ(ci().post("/api/v1/jobs", job_request(1000 + i)).status, 201);
   std::vector<std::vector<std::int64_t>> claimed(20);

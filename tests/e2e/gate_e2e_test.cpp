@@ -2,6 +2,7 @@
 // --wait` as CI runs it, a real kw-server on embedded PostgreSQL, and a
 // `kw agent` whose bench is the kwbench CPU TEST DOUBLE. The exit code is
 // what a required status check sees.
+#include <chrono>
 #include <regex>
 
 #include <gtest/gtest.h>
@@ -123,6 +124,22 @@ TEST_F(GateE2eTest, GateSaysNoDataWhenNothingWasMeasured) {
       << result.output;
   EXPECT_NE(result.output.find("stage full_bench skipped: no CUDA device"), std::string::npos)
       << result.output;
+}
+
+// A commit the agent cannot make a report of (its kernelwatch.json is
+// broken): the job fails at once with the reason, and the gate prints it.
+TEST_F(GateE2eTest, GateSaysWhyTheAgentCouldNotRunTheJob) {
+  repo_.write("kernelwatch.json", R"({"project": "demo", "build": {"commands": ["true"]}})");
+  std::string head = repo_.commit("config without benches");
+  auto started = std::chrono::steady_clock::now();
+  CommandResult result = gate(head, "pr-7", true);
+  EXPECT_EQ(result.exit_code, 3) << result.output;
+  EXPECT_NE(result.output.find("failed without a verdict: agent \"gpu-host-1\" could not run it: "),
+            std::string::npos)
+      << result.output;
+  EXPECT_NE(result.output.find("benches"), std::string::npos) << result.output;
+  // At once, not after three lease expiries.
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(60)) << result.output;
 }
 
 TEST_F(GateE2eTest, GatePassesAnAcknowledgedRegression) {
