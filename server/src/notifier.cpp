@@ -38,28 +38,32 @@ std::string status_url(const NotifierOptions& options, const std::string& repo, 
 
 }  // namespace
 
-void NotificationRepository::job_queued(pqxx::work& tx, const NotifierOptions& options,
-                                        std::int64_t project_id, const json& job) {
+namespace {
+
+// The GitHub status of a job that has no run yet (or never will), linking
+// its job page.
+void job_status(pqxx::work& tx, const NotifierOptions& options, std::int64_t project_id, const json& job,
+                const std::string& state, const std::string& description) {
   ProjectTargets project = targets(tx, project_id);
   if (project.github_repo.empty() || options.github_token.empty()) return;
   std::string gpu = job.value("gpu_class", std::string("any"));
   enqueue(tx, "github_status", status_url(options, project.github_repo, job["commit"]),
-          {{"state", "pending"},
+          {{"state", state},
            {"target_url", options.public_url + "/#/job/" + std::to_string(job["id"].get<std::int64_t>())},
-           {"description", "queued for benchmarking" + (gpu == "any" ? std::string() : " on " + gpu)},
+           {"description", truncate(description + (gpu == "any" ? std::string() : " on " + gpu), 140)},
            {"context", "kernelwatch" + (gpu == "any" ? std::string() : "/" + gpu)}});
+}
+
+}  // namespace
+
+void NotificationRepository::job_queued(pqxx::work& tx, const NotifierOptions& options,
+                                        std::int64_t project_id, const json& job) {
+  job_status(tx, options, project_id, job, "pending", "queued for benchmarking");
 }
 
 void NotificationRepository::job_failed(pqxx::work& tx, const NotifierOptions& options,
                                         std::int64_t project_id, const json& job) {
-  ProjectTargets project = targets(tx, project_id);
-  if (project.github_repo.empty() || options.github_token.empty()) return;
-  std::string gpu = job.value("gpu_class", std::string("any"));
-  enqueue(tx, "github_status", status_url(options, project.github_repo, job["commit"]),
-          {{"state", "error"},
-           {"target_url", options.public_url + "/#/job/" + std::to_string(job["id"].get<std::int64_t>())},
-           {"description", truncate("could not run: " + job.value("error", std::string()), 140)},
-           {"context", "kernelwatch" + (gpu == "any" ? std::string() : "/" + gpu)}});
+  job_status(tx, options, project_id, job, "error", "could not run: " + job.value("error", std::string()));
 }
 
 void NotificationRepository::verdict(pqxx::work& tx, const NotifierOptions& options, std::int64_t run_id) {
