@@ -146,9 +146,13 @@ void print_new_stages(const json& job, std::map<std::string, std::string>& shown
   }
 }
 
-int wait_and_gate(http::Client& client, const std::string& server, std::int64_t job_id, double timeout_s) {
+// `said`: the job's state as the caller already printed it (kw submit), so
+// it is not said twice; progress is printed when the state or agent changes,
+// and every 30 s.
+int wait_and_gate(http::Client& client, const std::string& server, std::int64_t job_id, double timeout_s,
+                  std::string said = {}) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-  auto next_progress = std::chrono::steady_clock::now();
+  auto next_progress = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   std::map<std::string, std::string> shown;
   std::string state;
   while (!stop_requested()) {
@@ -178,9 +182,10 @@ int wait_and_gate(http::Client& client, const std::string& server, std::int64_t 
                 << " s (state " << state << "); are GPU agents running for this project?\n";
       return kExitInfrastructure;
     }
-    if (now >= next_progress) {
-      say("job " + std::to_string(job_id) + " " + state +
-          (job["agent"].is_string() ? " on " + job["agent"].get<std::string>() : std::string()));
+    std::string progress = state + (job["agent"].is_string() ? " on " + job["agent"].get<std::string>() : "");
+    if (progress != said || now >= next_progress) {
+      say("job " + std::to_string(job_id) + " " + progress);
+      said = progress;
       next_progress = now + std::chrono::seconds(30);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
@@ -249,13 +254,14 @@ void add_gate_commands(CLI::App& app, int& exit_code) {
       }
       json job = response.json();
       std::int64_t id = job["id"];
-      say("job " + std::to_string(id) + (response.status == 201 ? " queued" : " already exists") + " (" +
-          job["state"].get<std::string>() + ")");
+      const std::string state = job["state"];
+      say("job " + std::to_string(id) +
+          (response.status == 201 ? " " + state : " already exists (" + state + ")"));
       if (!submit->wait) {
         std::cout << id << "\n";
         return kExitOk;
       }
-      return wait_and_gate(client, submit->server.url, id, timeout);
+      return wait_and_gate(client, submit->server.url, id, timeout, response.status == 201 ? state : "");
     });
   });
 

@@ -66,6 +66,10 @@ TEST_F(GateE2eTest, GatePassesAnUnchangedCommit) {
       << result.output;
   EXPECT_NE(result.output.find("2 compared with a baseline"), std::string::npos) << result.output;
   EXPECT_NE(result.output.find(server_.url() + "/#/run/"), std::string::npos);
+  // Each state once: "queued" is not said twice.
+  std::size_t first = result.output.find(" queued");
+  ASSERT_NE(first, std::string::npos) << result.output;
+  EXPECT_EQ(result.output.find(" queued", first + 1), std::string::npos) << result.output;
 }
 
 TEST_F(GateE2eTest, GateFailsOnATenPercentSlowdown) {
