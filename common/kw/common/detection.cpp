@@ -123,6 +123,20 @@ std::vector<bool> stored_run_outliers(const std::vector<double>& logs) {
   return outlier_mask(logs, default_noise().replicate_sd, DetectionSettings{});
 }
 
+// A run's level as stored: the mean log location of the replicates it keeps,
+// and how many it left out.
+std::pair<double, std::size_t> stored_run_level(const std::vector<double>& logs) {
+  std::vector<bool> drop = stored_run_outliers(logs);
+  double sum = 0;
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < logs.size(); ++i) {
+    if (drop[i]) continue;
+    sum += logs[i];
+    ++kept;
+  }
+  return {sum / static_cast<double>(kept), logs.size() - kept};
+}
+
 std::string outlier_note(std::size_t dropped) {
   return dropped == 0 ? std::string() : "; " + std::to_string(dropped) + " outlier replicate(s) left out";
 }
@@ -237,15 +251,7 @@ std::vector<double> replicate_clocks(const Timing& timing, std::optional<std::in
 
 double location(std::span<const double> replicate_locations) {
   if (replicate_locations.empty()) throw std::invalid_argument("location: no samples");
-  std::vector<double> logs = logs_of(replicate_locations);
-  std::vector<bool> drop = stored_run_outliers(logs);
-  double sum = 0, kept = 0;
-  for (std::size_t i = 0; i < logs.size(); ++i) {
-    if (drop[i]) continue;
-    sum += logs[i];
-    ++kept;
-  }
-  return std::exp(sum / kept);
+  return std::exp(stored_run_level(logs_of(replicate_locations)).first);
 }
 
 double location(const Timing& timing, const DetectionSettings& settings) {
@@ -392,12 +398,13 @@ RunClock run_clock(std::span<const double> replicate_locations, std::span<const 
   if (replicate_clocks.empty() || replicate_clocks.size() != replicate_locations.size()) return clock;
   for (double mhz : replicate_clocks)
     if (!(mhz > 0)) return clock;
-  std::vector<double> x = logs_of(replicate_clocks), y = logs_of(replicate_locations);
-  std::vector<bool> drop = stored_run_outliers(y);
-  for (std::size_t i = drop.size(); i-- > 0;) {
-    if (!drop[i]) continue;
-    x.erase(x.begin() + static_cast<std::ptrdiff_t>(i));
-    y.erase(y.begin() + static_cast<std::ptrdiff_t>(i));
+  const std::vector<double> all_x = logs_of(replicate_clocks), all_y = logs_of(replicate_locations);
+  const std::vector<bool> drop = stored_run_outliers(all_y);
+  std::vector<double> x, y;  // the replicates the run's location keeps
+  for (std::size_t i = 0; i < all_y.size(); ++i) {
+    if (drop[i]) continue;
+    x.push_back(all_x[i]);
+    y.push_back(all_y[i]);
   }
   const double x_mean = mean(x), y_mean = mean(y);
   clock.mhz = std::exp(x_mean);
@@ -525,9 +532,7 @@ CaseTest test_history(std::span<const double> head_locations, std::span<const do
   }
   // The head's level as its run will be stored (location()): what it is
   // compared with was made the same way.
-  const double head_level = std::log(location(head_locations));
-  std::vector<bool> left_out = stored_run_outliers(logs_of(head_locations));
-  const auto dropped = static_cast<std::size_t>(std::count(left_out.begin(), left_out.end(), true));
+  const auto [head_level, dropped] = stored_run_level(logs_of(head_locations));
   test.head_replicate_sd = replicate_log_sd(head_locations).value_or(0);
   double weight = prior_weight(noise.run_df, settings);
   char text[300];

@@ -155,6 +155,24 @@ Correctness read_correctness(const json& value, const std::string& path) {
   return correctness;
 }
 
+// An optional array of one value per sample (`what` names one in errors),
+// each read by `read(value, path)`; empty when absent.
+template <typename T, typename Read>
+std::vector<T> read_per_sample(JsonReader& reader, const char* key, const std::string& what,
+                               std::size_t samples, Read read) {
+  std::vector<T> values;
+  const json* array = reader.opt_array(key);
+  if (array == nullptr) return values;
+  const std::string path = reader.child(key);
+  if (array->size() != samples) {
+    JsonReader::fail(path, "must hold one " + what + " per sample (" + std::to_string(samples) + "), got " +
+                               std::to_string(array->size()));
+  }
+  values.reserve(array->size());
+  for (std::size_t i = 0; i < array->size(); ++i) values.push_back(read((*array)[i], index_path(path, i)));
+  return values;
+}
+
 Measurement read_measurement(const json& value, const std::string& path) {
   JsonReader reader(value, path);
   Measurement measurement;
@@ -201,34 +219,16 @@ Measurement read_measurement(const json& value, const std::string& path) {
       measurement.throttled_samples.push_back(index);
     }
   }
-  if (const json* replicates = reader.opt_array("replicates")) {
-    std::string replicates_path = reader.child("replicates");
-    if (replicates->size() != measurement.samples_ns.size()) {
-      JsonReader::fail(replicates_path, "must hold one replicate index per sample (" +
-                                            std::to_string(measurement.samples_ns.size()) + "), got " +
-                                            std::to_string(replicates->size()));
-    }
-    measurement.replicates.reserve(replicates->size());
-    for (std::size_t i = 0; i < replicates->size(); ++i) {
-      measurement.replicates.push_back(
-          JsonReader::as_integer((*replicates)[i], index_path(replicates_path, i), 0));
-    }
-  }
-  if (const json* clocks = reader.opt_array("sm_mhz")) {
-    std::string clocks_path = reader.child("sm_mhz");
-    if (clocks->size() != measurement.samples_ns.size()) {
-      JsonReader::fail(clocks_path, "must hold one clock per sample (" +
-                                        std::to_string(measurement.samples_ns.size()) + "), got " +
-                                        std::to_string(clocks->size()));
-    }
-    measurement.sm_mhz.reserve(clocks->size());
-    for (std::size_t i = 0; i < clocks->size(); ++i) {
-      double mhz = JsonReader::as_number((*clocks)[i], index_path(clocks_path, i), 0);
-      if (!std::isfinite(mhz) || mhz <= 0 || mhz > 1e5)
-        JsonReader::fail(index_path(clocks_path, i), "must be a clock in MHz, > 0 and <= 100000");
-      measurement.sm_mhz.push_back(mhz);
-    }
-  }
+  measurement.replicates = read_per_sample<std::int64_t>(
+      reader, "replicates", "replicate index", measurement.samples_ns.size(),
+      [](const json& index, const std::string& at) { return JsonReader::as_integer(index, at, 0); });
+  measurement.sm_mhz = read_per_sample<double>(
+      reader, "sm_mhz", "clock", measurement.samples_ns.size(), [](const json& clock, const std::string& at) {
+        double mhz = JsonReader::as_number(clock, at, 0);
+        if (!std::isfinite(mhz) || mhz <= 0 || mhz > 1e5)
+          JsonReader::fail(at, "must be a clock in MHz, > 0 and <= 100000");
+        return mhz;
+      });
   reader.reject_unknown_keys();
   return measurement;
 }
