@@ -10,7 +10,9 @@
 #                 attention/fp16/d64/b1h1s128 10% slower)
 # Every report keeps each sample's replicate: the empirical noise model of
 # kw-detector-bench is extracted from them. Results go to $OUT/series.tar.gz.
-#   SERIES="main:3 pr:3 power:2" [SERIES_CASES=GLOB] kernels/tools/detection-series.sh
+#   SERIES="main:3 pr:3 power:2" [SERIES_CASES=GLOB] [SERIES_DEADLINE=EPOCH_S] kernels/tools/detection-series.sh
+# SERIES_DEADLINE: start no run after this time (a device call has a hard limit;
+# a run cut short is lost, one not started costs nothing).
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 out="${OUT:-$root/gpu-results}"
@@ -72,6 +74,10 @@ run() {  # kind index repo [base]
 for item in $series; do
   kind=${item%%:*} count=${item##*:}
   for i in $(seq 1 "$count"); do
+    if [ -n "${SERIES_DEADLINE:-}" ] && [ "$(date +%s)" -ge "$SERIES_DEADLINE" ]; then
+      log "deadline reached: $kind $i and later not started"
+      break 2
+    fi
     n=$(ls "$out/series" | grep -c "^$kind-.*\.json$")
     case "$kind" in
       main) run main $((n + 1)) "$work/b" ;;
