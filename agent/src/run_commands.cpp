@@ -80,6 +80,7 @@ struct RunArguments {
   std::string gpu_test_double;
   std::string cache_dir;
   std::size_t cache_size = 8;
+  bool allow_dirty = false;
   std::vector<std::string> stages;
   ServerOptions server;
 };
@@ -95,6 +96,31 @@ bool is_git_checkout(const fs::path& repo) {
   }
 }
 
+// Measuring the checkout in place measures its working tree: with changes
+// to tracked files, that is not the commit the report names, and a report
+// posted under it would enter that commit's history (one series measured an
+// injected slowdown as its base commit this way).
+void refuse_uncommitted_changes(const fs::path& repo, const std::string& commit, const RunArguments& args) {
+  std::istringstream status(git(repo, {"status", "--porcelain", "--untracked-files=no"}, 60));
+  std::vector<std::string> changed;
+  for (std::string line; std::getline(status, line);) {
+    if (line.size() > 3) changed.push_back(line.substr(3));
+  }
+  if (changed.empty()) return;
+  std::string files;
+  for (std::size_t i = 0; i < changed.size() && i < 5; ++i) files += (i ? ", " : "") + changed[i];
+  if (changed.size() > 5) files += " and " + std::to_string(changed.size() - 5) + " more";
+  if (args.allow_dirty && !args.out.empty()) {
+    say("measuring uncommitted changes (" + files + ") as commit " + commit.substr(0, 12) + " into " +
+        args.out + " (--allow-dirty)");
+    return;
+  }
+  throw std::runtime_error(repo.string() + " has uncommitted changes to tracked files (" + files +
+                           "): the report would name commit " + commit.substr(0, 12) +
+                           " but measure something else. Commit or stash them, or measure them into a file " +
+                           "with --allow-dirty --out FILE (never posted)");
+}
+
 int run_once(const RunArguments& args) {
   fs::path repo = fs::absolute(args.repo);
   fs::path checkout = repo;
@@ -103,7 +129,9 @@ int run_once(const RunArguments& args) {
   if (is_git_checkout(repo)) {
     commit = resolve_commit(repo, args.commit);
     // Another commit than the checkout's: measure it in a throwaway worktree.
-    if (commit != resolve_commit(repo, "HEAD")) {
+    if (commit == resolve_commit(repo, "HEAD")) {
+      refuse_uncommitted_changes(repo, commit, args);
+    } else {
       worktree =
           fs::temp_directory_path() / ("kw-run-" + commit.substr(0, 12) + "-" + std::to_string(getpid()));
       say("checking out " + commit.substr(0, 12) + " in " + worktree.string());
@@ -236,6 +264,8 @@ void add_run_command(CLI::App& app, int& exit_code) {
       "the head in full_bench");
   command->add_option("--config", args->config, "repo config (default: <checkout>/kernelwatch.json)");
   command->add_option("--out", args->out, "write the report to this file instead of posting it");
+  command->add_flag("--allow-dirty", args->allow_dirty,
+                    "with --out: measure the checkout's uncommitted changes (refused otherwise)");
   command->add_option("--name", args->name, "agent name in the report (default: host name)");
   command->add_option(
       "--gpu-test-double", args->gpu_test_double,

@@ -55,7 +55,17 @@ struct CaseModel {
 struct Model {
   std::string device;
   std::vector<CaseModel> cases;
+  // The GPU model's between-run sd as kw-server learns it (learn_gpu_noise):
+  // the median case's, one for every case.
+  double gpu_run_sd = 0, gpu_run_clock_sd = 0;
 };
+
+double median_of(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
 
 Model load_model(const std::string& path) {
   std::ifstream in(path);
@@ -84,6 +94,13 @@ Model load_model(const std::string& path) {
     model.cases.push_back(std::move(m));
   }
   if (model.cases.empty()) throw std::runtime_error("noise model: no cases");
+  std::vector<double> run_sds, run_clock_sds;
+  for (const CaseModel& c : model.cases) {
+    run_sds.push_back(c.run_sd);
+    if (!c.run_clock_residuals.empty()) run_clock_sds.push_back(c.run_clock_sd);
+  }
+  model.gpu_run_sd = median_of(run_sds);
+  model.gpu_run_clock_sd = median_of(run_clock_sds);
   return model;
 }
 
@@ -147,12 +164,16 @@ double geometric_mean(const std::vector<double>& values) {
   return std::exp(sum / static_cast<double>(values.size()));
 }
 
-// What kw-server learns after many runs of the model's cases.
-NoiseModel learned(const CaseModel& c, bool ab, bool clocks) {
+// What kw-server learns after many runs of the model's cases
+// (case_noise): the case's own replicate spread, and the GPU model's
+// between-run sd, not the case's. Giving each case its own run sd here hid
+// that a tiny case, twice as noisy as the median one, was judged with the
+// median's spread on the server.
+NoiseModel learned(const Model& model, const CaseModel& c, bool ab, bool clocks) {
   NoiseModel noise;
   noise.replicate_sd = ab ? c.ab_between_sd : c.between_sd;
   noise.replicate_df = 100;
-  noise.run_sd = clocks ? c.run_clock_sd : c.run_sd;
+  noise.run_sd = clocks ? model.gpu_run_clock_sd : model.gpu_run_sd;
   noise.run_df = 100;
   return noise;
 }
@@ -210,7 +231,7 @@ void pr_run(const Model& model, const Settings& s, std::size_t target, double sh
   for (int i = 0; i < s.cases_per_run; ++i) {
     const CaseModel& c = model.cases[static_cast<std::size_t>(i) % model.cases.size()];
     double slow = static_cast<std::size_t>(i) == target ? shift : 0;
-    NoiseModel noise = s.learned_noise ? learned(c, true, false) : default_noise();
+    NoiseModel noise = s.learned_noise ? learned(model, c, true, false) : default_noise();
     // Replicates of one side: with clocks where the model has them (the
     // test then compares at equal clock, as on real reports).
     struct Side {
@@ -276,7 +297,7 @@ void main_run_trial(const Model& model, const Settings& s, std::size_t target, d
     } else {
       head = main_run(c, slow, s.replicates, rng);
     }
-    NoiseModel noise = s.learned_noise ? learned(c, false, clocked) : default_noise();
+    NoiseModel noise = s.learned_noise ? learned(model, c, false, clocked) : default_noise();
     tests.push_back(test_history(head, history, noise, detection, head_clocks, history_clocks));
     thresholds.push_back(detection.min_threshold);
     // The reference rules on the same run locations.

@@ -51,12 +51,17 @@ if [ ! -d "$work/b/.git" ]; then
 EOF
   (cd "$work/b" && git_ init -q -b main && git_ add -A && git_ commit -qm "A" &&
     echo "<!-- a no-op change -->" >> README.md && git_ commit -qam "B: no-op")
+fi
+base=$(git -C "$work/b" rev-parse HEAD~1)
+if [ "$(git -C "$work/c" rev-parse HEAD 2>/dev/null)" = "$base" ] || [ ! -d "$work/c/.git" ]; then
+  rm -rf "$work/c"
   git_ clone -q "$work/b" "$work/c"
   (cd "$work/c" && git_ checkout -q HEAD~1 && git_ checkout -q -b power &&
     sed -i "s|kInjectedSlowdown = \"\"|kInjectedSlowdown = \"$injected\"|" kernels/attention/bench/injected_slowdown.hpp &&
-    grep -q "$injected" kernels/attention/bench/injected_slowdown.hpp && git_ commit -qam "C: injected slowdown")
+    grep -qF "$injected" kernels/attention/bench/injected_slowdown.hpp && git_ commit -qam "C: injected slowdown")
 fi
-base=$(git -C "$work/b" rev-parse HEAD~1)
+# A power job whose head is its base would measure A/A and report it as power.
+[ "$(git -C "$work/c" rev-parse HEAD)" != "$base" ] || { log "commit C was not made"; exit 1; }
 log "A=$base B=$(git -C "$work/b" rev-parse HEAD) C=$(git -C "$work/c" rev-parse HEAD)"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu,power.draw --format=csv,noheader
 

@@ -59,13 +59,13 @@ def replicate_clocks(measurement):
 
 def without_outliers(logs, clocks=None):
     """A stored run's replicates as common::location keeps them: with four or
-    more, those beyond 9% (log) of their median, the furthest first, at most
-    a quarter of them, are left out."""
+    more, those beyond 9% (log) of their median, the furthest first, fewer
+    than half of them, are left out."""
     if len(logs) < 4:
         return logs, clocks
     center = statistics.median(logs)
     far = sorted(((abs(x - center), i) for i, x in enumerate(logs) if abs(x - center) > 0.09), reverse=True)
-    drop = {i for _, i in far[:len(logs) // 4]}
+    drop = {i for _, i in far[:(len(logs) - 1) // 2]}
     kept = [x for i, x in enumerate(logs) if i not in drop]
     return kept, None if clocks is None else [f for i, f in enumerate(clocks) if i not in drop]
 

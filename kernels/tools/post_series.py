@@ -13,7 +13,9 @@ main commit. Their verdicts come from the A/B measured in the job.
 The series measured on the H100 are committed: docs/results/detection-series-h100.tar.gz
 (main-01..10, pr-01..04, power-01..04: the first harness, plain-time A/B) and
 docs/results/detection-series-h100-clock.tar.gz (main-01, pr-01..07,
-power-01..07: batched timing, per-sample clocks, A/B at equal clock).
+power-01..07: batched timing, per-sample clocks, A/B at equal clock) and
+docs/results/detection-series-h100-s8.tar.gz (main-01..10, pr-08..10,
+power-08: the same harness, the injection calibrated on queued rounds).
 """
 import argparse
 import hashlib

@@ -236,4 +236,30 @@ TEST_F(AgentE2eTest, RunOutWorksWithoutAGpuAndUploadPostsIt) {
   EXPECT_NE(again.output.find("(already stored)"), std::string::npos) << again.output;
 }
 
+// kw run measures the checkout in place: uncommitted changes would be
+// measured under the commit's name, so they are refused, and measured only
+// into a file when asked for.
+TEST_F(AgentE2eTest, RunRefusesUncommittedChangesUnlessMeasuredIntoAFile) {
+  repo_.commit("clean");
+  repo_.write("build.sh", "echo building something else\n");
+  auto refused = run_command(
+      {KW_BINARY, "run", "--repo", repo_.dir().string(), "--out", (work_dir_ / "refused.json").string()});
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_NE(refused.output.find("uncommitted changes to tracked files (build.sh)"), std::string::npos)
+      << refused.output;
+  EXPECT_FALSE(fs::exists(work_dir_ / "refused.json"));
+  // --allow-dirty never posts: without --out it is refused too.
+  auto posted = run_command({KW_BINARY, "run", "--repo", repo_.dir().string(), "--allow-dirty", "--server",
+                             "http://127.0.0.1:9", "--token", "unused"});
+  EXPECT_NE(posted.exit_code, 0);
+  EXPECT_NE(posted.output.find("--allow-dirty --out FILE"), std::string::npos) << posted.output;
+  fs::path out = work_dir_ / "dirty.json";
+  auto allowed =
+      run_command({KW_BINARY, "run", "--repo", repo_.dir().string(), "--allow-dirty", "--out", out.string()});
+  EXPECT_EQ(allowed.exit_code, 0) << allowed.output;
+  EXPECT_NE(allowed.output.find("measuring uncommitted changes (build.sh)"), std::string::npos)
+      << allowed.output;
+  EXPECT_TRUE(fs::exists(out));
+}
+
 }  // namespace

@@ -40,7 +40,7 @@ struct DetectionSettings {
   // what the run itself shows.
   double prior_df = 8;
   // A replicate this many between-replicate sds (and at least 3%) from its
-  // side's median is an outlier and left out (at most a quarter of a side).
+  // side's median is an outlier and left out (fewer than half of a side).
   double outlier_sds = 6;
 };
 
@@ -88,13 +88,14 @@ std::vector<double> replicate_clocks(const Timing& timing, std::optional<std::in
 
 // A run's location: the geometric mean of its replicate locations, the value
 // a case's history is made of. With four or more replicates, outliers (more
-// than 9% from their median, at most a quarter) are left out, as they are
+// than 9% from their median, fewer than half) are left out, as they are
 // of the head that is judged against it.
 double location(std::span<const double> replicate_locations);
 double location(const Timing& timing, const DetectionSettings& settings);
 
-// Sample standard deviation of log(replicate location); nullopt below two
-// replicates.
+// Sample standard deviation of log(replicate location) over the replicates a
+// run's location keeps (a stalled replicate would make it the stall's size);
+// nullopt below two.
 std::optional<double> replicate_log_sd(std::span<const double> locations);
 
 // The level a case's next run is expected at, from its history of per-run
@@ -194,7 +195,8 @@ CaseTest test_ab(std::span<const double> head_locations, std::span<const double>
 // Head against its history (per-run locations, oldest first, up to the
 // baseline run): with min_history runs, against the forecast with its scale
 // shrunk towards the prior's between-run sd; with fewer, against the mean of
-// the newest runs with the prior alone. With the head's replicate clocks and
+// the newest runs with the prior alone. The prior is the larger of the GPU
+// model's between-run sd and replicate_sd / sqrt(head replicates). With the head's replicate clocks and
 // each history run's clock, the history is first moved to the head's clock
 // (history_at_clock).
 CaseTest test_history(std::span<const double> head_locations, std::span<const double> history_locations_ns,
