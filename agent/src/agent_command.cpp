@@ -92,7 +92,6 @@ int agent_loop(AgentArguments args) {
   }
   fs::path work = fs::absolute(args.work_dir);
   BuiltCommits built(work / "built", 8, work / "ccache");
-  fs::create_directories(work / "work");
   Spool spool(work / "spool");
 
   std::vector<std::string> gpus;
@@ -138,7 +137,7 @@ int agent_loop(AgentArguments args) {
     std::string project = job["project"], commit = job["commit"];
     say("claimed job " + std::to_string(job_id) + ": " + project + " " + commit.substr(0, 12) + " (" +
         job.value("branch", std::string()) + ")");
-    fs::path checkout = work / "work" / ("job-" + std::to_string(job_id));
+    fs::path checkout;
     std::atomic<bool> lost{false};
     json report;
     std::string cannot_run;  // why no report can be made of this job
@@ -147,7 +146,7 @@ int agent_loop(AgentArguments args) {
       if (url == repo_urls.end())
         throw std::runtime_error("no --repo " + project + "=URL given to this agent");
       fs::path mirror = update_mirror(work / "mirrors", project, url->second);
-      add_worktree(mirror, checkout, commit);
+      checkout = built.checkout_for(mirror, commit, say);
       Heartbeat heartbeat(args, job_id, job.value("lease_seconds", 120.0), lost);
       // Stop the pipeline on SIGTERM or when the lease is lost.
       std::atomic<bool> stop_pipeline{false};
@@ -213,9 +212,9 @@ int agent_loop(AgentArguments args) {
       // A commit that built is kept for pull requests based on it.
       bool built_ok =
           report.is_object() && !report["stages"].empty() && report["stages"][0]["status"] == "passed";
-      fs::path mirror = work / "mirrors" / (project + ".git");
-      if (!built_ok || !built.adopt(mirror, checkout, commit)) remove_worktree(mirror, checkout);
-    } catch (const std::exception&) {
+      if (!checkout.empty()) built.finish(work / "mirrors" / (project + ".git"), commit, built_ok);
+    } catch (const std::exception& error) {
+      say(std::string("built commit not kept: ") + error.what());
     }
 
     if (stop_requested() && !lost) {

@@ -136,17 +136,28 @@ std::optional<fs::path> BuiltCommits::get(const fs::path& repo, const std::strin
   return entry;
 }
 
-bool BuiltCommits::adopt(const fs::path& repo, const fs::path& worktree, const std::string& commit) {
+fs::path BuiltCommits::checkout_for(const fs::path& repo, const std::string& commit,
+                                    const std::function<void(const std::string&)>& log) {
   fs::path entry = dir_ / commit;
-  try {
+  if (fs::exists(entry / ".git")) {
+    log("building in the built commit's tree " + entry.string() + " (incremental)");
+  } else {
     if (fs::exists(entry)) remove_worktree(repo, entry);
-    git(repo, {"worktree", "move", worktree.string(), entry.string()});
-  } catch (const std::exception&) {
-    return false;
+    add_worktree(repo, entry, commit);
+  }
+  std::error_code ignored;
+  fs::remove(entry / kBuiltMarker, ignored);  // a build cut short leaves no usable entry
+  return entry;
+}
+
+void BuiltCommits::finish(const fs::path& repo, const std::string& commit, bool built) {
+  fs::path entry = dir_ / commit;
+  if (!built) {
+    remove_worktree(repo, entry);
+    return;
   }
   mark_used(entry);
   evict(repo);
-  return true;
 }
 
 }  // namespace kw::agent

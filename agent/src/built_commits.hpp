@@ -1,7 +1,9 @@
 // A cache of built commits on a GPU host: worktrees whose build succeeded,
 // kept for pull-request bases and re-runs, bounded and evicted least recently
-// used first. Main's own runs fill it (the agent adopts a measured worktree),
-// so a PR's base is usually built already.
+// used first. Main's own runs fill it (a job builds in the entry of its
+// commit and keeps it), so a PR's base is usually built already. An entry
+// is never moved: a build tree holds absolute paths (CMake's cache, a bench's
+// RUNPATH to the project's own shared libraries) that a move would break.
 #pragma once
 
 #include <atomic>
@@ -27,10 +29,14 @@ class BuiltCommits {
                                            const std::function<void(const std::string&)>& log,
                                            std::string& why);
 
-  // Takes a worktree of `repo` whose build succeeded into the cache (moved,
-  // not copied); false when it could not be.
-  bool adopt(const std::filesystem::path& repo, const std::filesystem::path& worktree,
-             const std::string& commit);
+  // Where a job builds `commit`: its entry, checked out of `repo` when it is
+  // not there yet. An entry built before (a re-run) is taken as it is, so the
+  // job's build is incremental. Until keep() the entry counts as unbuilt.
+  std::filesystem::path checkout_for(const std::filesystem::path& repo, const std::string& commit,
+                                     const std::function<void(const std::string&)>& log);
+  // After the job: a commit that built is kept (and the oldest entries
+  // evicted), one that did not is removed.
+  void finish(const std::filesystem::path& repo, const std::string& commit, bool built);
 
   const std::filesystem::path& dir() const { return dir_; }
 

@@ -427,6 +427,66 @@ TEST(CompilerCache, WorktreesOfAProjectShareIt) {
   fs::remove_all(root);
 }
 
+// A job builds in its commit's cache entry and keeps it there: the bench
+// links the project's own shared library through an absolute RUNPATH into
+// its build tree, which a moved tree would break. A re-run of the commit
+// builds in the same tree, incrementally.
+TEST(BuiltCommits, AJobsBuildIsKeptWhereItWasBuiltAndItsBenchStillLoads) {
+  char pattern[] = "/tmp/kw-built-XXXXXX";
+  ASSERT_NE(mkdtemp(pattern), nullptr);
+  fs::path root = pattern, repo = root / "repo";
+  fs::create_directories(repo);
+  std::ofstream(repo / "CMakeLists.txt") << "cmake_minimum_required(VERSION 3.20)\nproject(tiny CXX)\n"
+                                            "add_library(kernels SHARED kernels.cpp)\n"
+                                            "add_executable(bench main.cpp)\n"
+                                            "target_link_libraries(bench PRIVATE kernels)\n";
+  std::ofstream(repo / "kernels.cpp") << "int answer() { return 42; }\n";
+  std::ofstream(repo / "main.cpp") << "int answer();\nint main() { return answer() == 42 ? 0 : 1; }\n";
+  std::ofstream(repo / "kernelwatch.json")
+      << R"({"project": "tiny", "build": {"commands": ["cmake -S . -B build -G Ninja", "cmake --build build"]},
+             "benches": [{"name": "b", "path": "build/bench"}]})";
+  auto git = [&](const std::string& args) {
+    ChildOutcome outcome = run_child(shell("git -c user.name=t -c user.email=t@t " + args, repo, 60), {});
+    EXPECT_TRUE(outcome.ok()) << args << ": " << outcome.output_tail;
+    return outcome.output_tail;
+  };
+  git("init -q && git -c user.name=t -c user.email=t@t add -A && "
+      "git -c user.name=t -c user.email=t@t commit -qm first");
+  std::string commit = git("rev-parse HEAD").substr(0, 40);
+
+  std::vector<std::string> lines;
+  auto log = [&](const std::string& line) { lines.push_back(line); };
+  BuiltCommits built(root / "built", 4, {});
+  fs::path checkout = built.checkout_for(repo, commit, log);
+  EXPECT_EQ(checkout, root / "built" / commit);
+  std::atomic<bool> stop{false};
+  std::string output;
+  double seconds = 0;
+  RepoConfig config = load_repo_config(checkout / "kernelwatch.json");
+  ASSERT_EQ(build_checkout(config, checkout, stop, output, seconds), "") << output;
+  built.finish(repo, commit, true);
+
+  // A pull request based on it takes the same tree, and its bench loads.
+  std::string why;
+  std::optional<fs::path> base = built.get(repo, commit, stop, log, why);
+  ASSERT_TRUE(base) << why;
+  EXPECT_EQ(*base, checkout);
+  ChildOutcome bench = run_child(shell("./build/bench", *base, 30), stop);
+  EXPECT_TRUE(bench.ok()) << bench.output_tail;
+
+  // A re-run builds in it again: nothing to compile.
+  EXPECT_EQ(built.checkout_for(repo, commit, log), checkout);
+  EXPECT_NE(lines.back().find("(incremental)"), std::string::npos) << lines.back();
+  output.clear();
+  ASSERT_EQ(build_checkout(config, checkout, stop, output, seconds), "") << output;
+  EXPECT_NE(output.find("no work to do"), std::string::npos) << output;
+  // A build that failed leaves no entry behind.
+  built.finish(repo, commit, false);
+  EXPECT_FALSE(fs::exists(checkout));
+  EXPECT_FALSE(built.get(repo, std::string(40, '0'), stop, log, why));
+  fs::remove_all(root);
+}
+
 TEST(Adapters, GoogleBenchmarkOutputOfTheInstalledLibrary) {
   fs::path out = fs::temp_directory_path() / ("kw-gbench-" + std::to_string(getpid()) + ".json");
   auto result =
