@@ -548,8 +548,8 @@ CaseTest test_history(std::span<const double> head_locations, std::span<const do
   // Cases differ in their between-run spread (0.1-1.3% on the H100), so the
   // GPU model's prior is worth no more than prior_df runs of the case's own
   // history: with 32 (what 76 learned cases gave), a noisier case's own
-  // thirty runs were outweighed, and the detector bench's main runs were
-  // falsely flagged in 2% of runs.
+  // thirty runs were outweighed, and the detector bench's main runs had
+  // more false verdicts than the 1% they are allowed.
   double weight = std::min(prior_weight(noise.run_df, settings), settings.prior_df);
   // The prior of this case's between-run sd: the GPU model's, or what the
   // case's own replicate spread makes of a run of the head's size, whichever
