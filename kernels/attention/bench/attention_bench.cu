@@ -194,7 +194,7 @@ class AttentionCase : public kwbench::Case {
     constexpr int kRounds = 4;
     for (int round = 0; round < kRounds; ++round) {
       got = time_kernel(cycles_per_ns) / plain_ns - 1;
-      if (std::abs(got - fraction) <= 0.1 * fraction) break;
+      if (std::abs(got - fraction) <= 0.1 * fraction || round + 1 == kRounds) break;  // `got` is the spin's
       // A spin the timing does not see yet (got <= 0) is doubled.
       const double scale = got > 0 ? std::clamp(fraction / got, 0.25, 4.0) : 2.0;
       params_.spin_cycles = std::max(1LL, std::llround(static_cast<double>(params_.spin_cycles) * scale));
