@@ -89,10 +89,12 @@ before(async () => {
     tokens[scope] = execFileSync(SERVER_BINARY, ["token", "create", "--data-dir", dataDir, "--scope", scope, "--name", scope]).toString().trim().split("\n").pop();
   }
   // History on main: 14 runs on the H100 and 8 on the L4, a regression at run 10
-  // (back to normal after), an acknowledged one, a failed preflight run.
+  // (back to normal after), an acknowledged one, a failed preflight run. The
+  // acknowledged one is large: three runs after an 8% jump, the case's own
+  // history has that jump in its noise.
   let n = 1;
   for (let i = 0; i < 14; ++i) {
-    const slow = i === 9 ? 1.08 : i === 12 ? 1.06 : 1;
+    const slow = i === 9 ? 1.08 : i === 12 ? 1.15 : 1;
     const r = await post("/api/v1/runs", report({ commit: sha(n++), slowdown: slow, cases: CASES }), tokens.agent);
     if (i === 9) seeded.regression = r.run_id;
     if (i === 12) seeded.acknowledged = r.run_id;

@@ -558,8 +558,12 @@ CaseTest test_history(std::span<const double> head_locations, std::span<const do
   // cases of docs/results/detection-series-h100-s8.tar.gz), and the GPU
   // model's sd is the median case's: a tiny kernel (replicates 2% apart) was
   // judged with half its spread, and an A/A run flagged it.
+  // Only for a head of replicates, with a spread learned from them: a report
+  // of one replicate (an older agent's) is one run, and the GPU model's
+  // between-run sd is its prior.
   const double head_kept = static_cast<double>(head_locations.size() - dropped);
-  const double replicate_run_sd = noise.replicate_sd / std::sqrt(head_kept);
+  const double replicate_run_sd =
+      head_kept >= 2 && noise.replicate_df > 0 ? noise.replicate_sd / std::sqrt(head_kept) : 0;
   char text[300];
   if (std::optional<Forecast> forecast = forecast_level(history, settings)) {
     test.method = CaseTest::Method::history;

@@ -196,7 +196,8 @@ CaseTest test_ab(std::span<const double> head_locations, std::span<const double>
 // baseline run): with min_history runs, against the forecast with its scale
 // shrunk towards the prior's between-run sd; with fewer, against the mean of
 // the newest runs with the prior alone. The prior is the larger of the GPU
-// model's between-run sd and replicate_sd / sqrt(head replicates). With the head's replicate clocks and
+// model's between-run sd and, for a head of two or more replicates with a
+// learned replicate_sd, replicate_sd / sqrt(head replicates). With the head's replicate clocks and
 // each history run's clock, the history is first moved to the head's clock
 // (history_at_clock).
 CaseTest test_history(std::span<const double> head_locations, std::span<const double> history_locations_ns,
