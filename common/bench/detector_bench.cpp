@@ -33,6 +33,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kw/common/detection.hpp"
+#include "kw/common/stats.hpp"
 
 namespace {
 
@@ -59,13 +60,6 @@ struct Model {
   // the median case's, one for every case.
   double gpu_run_sd = 0, gpu_run_clock_sd = 0;
 };
-
-double median_of(std::vector<double> values) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  const std::size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
-}
 
 Model load_model(const std::string& path) {
   std::ifstream in(path);
@@ -99,8 +93,8 @@ Model load_model(const std::string& path) {
     run_sds.push_back(c.run_sd);
     if (!c.run_clock_residuals.empty()) run_clock_sds.push_back(c.run_clock_sd);
   }
-  model.gpu_run_sd = median_of(run_sds);
-  model.gpu_run_clock_sd = median_of(run_clock_sds);
+  model.gpu_run_sd = median(run_sds);
+  model.gpu_run_clock_sd = run_clock_sds.empty() ? 0 : median(run_clock_sds);
   return model;
 }
 

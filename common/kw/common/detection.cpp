@@ -128,18 +128,17 @@ std::vector<bool> stored_run_outliers(const std::vector<double>& logs) {
   return outlier_mask(logs, default_noise().replicate_sd, DetectionSettings{});
 }
 
+// The log locations of the replicates a stored run keeps.
+std::vector<double> stored_run_kept(const std::vector<double>& logs) {
+  std::size_t dropped = 0;
+  return without_outliers(logs, default_noise().replicate_sd, DetectionSettings{}, dropped);
+}
+
 // A run's level as stored: the mean log location of the replicates it keeps,
 // and how many it left out.
 std::pair<double, std::size_t> stored_run_level(const std::vector<double>& logs) {
-  std::vector<bool> drop = stored_run_outliers(logs);
-  double sum = 0;
-  std::size_t kept = 0;
-  for (std::size_t i = 0; i < logs.size(); ++i) {
-    if (drop[i]) continue;
-    sum += logs[i];
-    ++kept;
-  }
-  return {sum / static_cast<double>(kept), logs.size() - kept};
+  std::vector<double> kept = stored_run_kept(logs);
+  return {mean(kept), logs.size() - kept.size()};
 }
 
 std::string outlier_note(std::size_t dropped) {
@@ -264,12 +263,7 @@ double location(const Timing& timing, const DetectionSettings& settings) {
 }
 
 std::optional<double> replicate_log_sd(std::span<const double> locations) {
-  std::vector<double> logs = logs_of(locations);
-  const std::vector<bool> drop = stored_run_outliers(logs);
-  std::vector<double> kept;
-  for (std::size_t i = 0; i < logs.size(); ++i) {
-    if (!drop[i]) kept.push_back(logs[i]);
-  }
+  std::vector<double> kept = stored_run_kept(logs_of(locations));
   if (kept.size() < 2) return std::nullopt;
   return std::sqrt(sum_of_squares(kept) / static_cast<double>(kept.size() - 1));
 }
