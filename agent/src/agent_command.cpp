@@ -137,7 +137,7 @@ int agent_loop(AgentArguments args) {
     std::string project = job["project"], commit = job["commit"];
     say("claimed job " + std::to_string(job_id) + ": " + project + " " + commit.substr(0, 12) + " (" +
         job.value("branch", std::string()) + ")");
-    fs::path checkout;
+    BuildTree tree;
     std::atomic<bool> lost{false};
     json report;
     std::string cannot_run;  // why no report can be made of this job
@@ -146,7 +146,7 @@ int agent_loop(AgentArguments args) {
       if (url == repo_urls.end())
         throw std::runtime_error("no --repo " + project + "=URL given to this agent");
       fs::path mirror = update_mirror(work / "mirrors", project, url->second);
-      checkout = built.checkout_for(mirror, commit, say);
+      tree = built.checkout_for(mirror, project, job.value("branch", std::string("main")), commit, say);
       Heartbeat heartbeat(args, job_id, job.value("lease_seconds", 120.0), lost);
       // Stop the pipeline on SIGTERM or when the lease is lost.
       std::atomic<bool> stop_pipeline{false};
@@ -156,7 +156,9 @@ int agent_loop(AgentArguments args) {
         stop_pipeline = true;
       });
       PipelineOptions options;
-      options.checkout = checkout;
+      options.checkout = tree.path;
+      options.built_from = tree.built_from;
+      options.clean_build_tree = [&tree] { BuiltCommits::clean(tree); };
       options.ccache_dir = work / "ccache";
       options.commit = commit;
       options.branch = job.value("branch", std::string("main"));
@@ -188,7 +190,7 @@ int agent_loop(AgentArguments args) {
         }
       };
       try {
-        RepoConfig config = load_repo_config(checkout / "kernelwatch.json");
+        RepoConfig config = load_repo_config(tree.path / "kernelwatch.json");
         if (options.base_commit && config.full_bench.ab && options.gpu_available) {
           std::string why;
           options.base_checkout = built.get(mirror, *options.base_commit, stop_pipeline, say, why);
@@ -212,7 +214,7 @@ int agent_loop(AgentArguments args) {
       // A commit that built is kept for pull requests based on it.
       bool built_ok =
           report.is_object() && !report["stages"].empty() && report["stages"][0]["status"] == "passed";
-      if (!checkout.empty()) built.finish(work / "mirrors" / (project + ".git"), commit, built_ok);
+      if (!tree.path.empty()) built.finish(work / "mirrors" / (project + ".git"), tree, commit, built_ok);
     } catch (const std::exception& error) {
       say(std::string("built commit not kept: ") + error.what());
     }

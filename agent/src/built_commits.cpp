@@ -3,6 +3,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <vector>
@@ -17,8 +20,42 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Present only once the build succeeded: a half-built entry is never used.
-constexpr const char* kBuiltMarker = ".kw-built";
+// Beside each tree: "<commit> built" or "<commit> unbuilt". Its mtime is the
+// tree's last use.
+fs::path state_file(const fs::path& tree) {
+  return tree.parent_path() / (tree.filename().string() + ".kw");
+}
+
+struct TreeState {
+  std::string commit;
+  bool built = false;
+};
+
+std::optional<TreeState> read_state(const fs::path& tree) {
+  std::ifstream in(state_file(tree));
+  TreeState state;
+  std::string word;
+  if (!(in >> state.commit >> word)) return std::nullopt;
+  state.built = word == "built";
+  return state;
+}
+
+void write_state(const fs::path& tree, const std::string& commit, bool built) {
+  std::ofstream(state_file(tree), std::ios::trunc) << commit << (built ? " built\n" : " unbuilt\n");
+}
+
+// A directory name for a project's branch: readable, and distinct for
+// branches that read the same once cleaned ("a/b", "a_b").
+std::string branch_tree_name(const std::string& project, const std::string& branch) {
+  std::string key = project + "\n" + branch, name = "branch-";
+  std::uint32_t hash = 2166136261u;  // FNV-1a: stable across builds, unlike std::hash
+  for (unsigned char c : key) hash = (hash ^ c) * 16777619u;
+  for (char c : (project + "-" + branch).substr(0, 80))
+    name += std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_' ? c : '_';
+  char suffix[16];
+  std::snprintf(suffix, sizeof(suffix), "-%08x", hash);
+  return name + suffix;
+}
 
 }  // namespace
 
@@ -84,79 +121,113 @@ BuiltCommits::BuiltCommits(fs::path dir, std::size_t capacity, fs::path ccache_d
   fs::create_directories(dir_);
 }
 
-void BuiltCommits::mark_used(const fs::path& entry) {
-  std::ofstream(entry / kBuiltMarker, std::ios::trunc) << "built\n";  // its mtime orders the LRU
+std::optional<fs::path> BuiltCommits::find_built(const std::string& commit) const {
+  for (const auto& entry : fs::directory_iterator(dir_)) {
+    if (!entry.is_directory()) continue;
+    std::optional<TreeState> state = read_state(entry.path());
+    if (state && state->built && state->commit == commit) return entry.path();
+  }
+  return std::nullopt;
+}
+
+void BuiltCommits::remove(const fs::path& repo, const fs::path& tree) {
+  remove_worktree(repo, tree);
+  std::error_code ignored;
+  fs::remove(state_file(tree), ignored);
 }
 
 void BuiltCommits::evict(const fs::path& repo) {
-  std::vector<std::pair<fs::file_time_type, fs::path>> entries;
+  // A tree without a state (an older agent's, or one whose checkout was cut
+  // short) is the first to go.
+  std::vector<std::pair<fs::file_time_type, fs::path>> trees;
   for (const auto& entry : fs::directory_iterator(dir_)) {
+    if (!entry.is_directory() || in_use_.count(entry.path())) continue;
     std::error_code ec;
-    auto when = fs::last_write_time(entry.path() / kBuiltMarker, ec);
-    if (!ec) entries.emplace_back(when, entry.path());
+    auto when = fs::last_write_time(state_file(entry.path()), ec);
+    trees.emplace_back(ec ? fs::file_time_type::min() : when, entry.path());
   }
-  std::sort(entries.begin(), entries.end());
-  for (std::size_t i = 0; i + capacity_ < entries.size(); ++i) remove_worktree(repo, entries[i].second);
+  std::sort(trees.begin(), trees.end());
+  std::size_t kept = trees.size() + in_use_.size();
+  for (std::size_t i = 0; i < trees.size() && kept > capacity_; ++i, --kept) remove(repo, trees[i].second);
 }
 
 std::optional<fs::path> BuiltCommits::get(const fs::path& repo, const std::string& commit,
                                           const std::atomic<bool>& stop,
                                           const std::function<void(const std::string&)>& log,
                                           std::string& why) {
-  fs::path entry = dir_ / commit;
-  if (fs::exists(entry / kBuiltMarker)) {
-    mark_used(entry);
-    log("base " + commit.substr(0, 12) + ": built commit from the cache (" + entry.string() + ")");
-    return entry;
+  if (std::optional<fs::path> tree = find_built(commit)) {
+    write_state(*tree, commit, true);
+    in_use_.insert(*tree);
+    log("base " + commit.substr(0, 12) + ": built commit from the cache (" + tree->string() + ")");
+    return tree;
   }
+  fs::path tree = dir_ / commit;
   try {
-    add_worktree(repo, entry, commit);
+    add_worktree(repo, tree, commit);
   } catch (const std::exception& error) {
     why = "cannot check out base " + commit.substr(0, 12) + ": " + error.what();
     return std::nullopt;
   }
-  log("base " + commit.substr(0, 12) + ": building in " + entry.string());
+  write_state(tree, commit, false);
+  log("base " + commit.substr(0, 12) + ": building in " + tree.string());
   std::string output;
   double seconds = 0;
   std::string failure;
   try {
-    failure = build_checkout(load_repo_config(entry / "kernelwatch.json"), entry, stop, output, seconds,
-                             ccache_dir_);
+    failure =
+        build_checkout(load_repo_config(tree / "kernelwatch.json"), tree, stop, output, seconds, ccache_dir_);
   } catch (const std::exception& error) {
     failure = error.what();
   }
   if (!failure.empty()) {
     why = "base " + commit.substr(0, 12) + " does not build: " + failure;
-    remove_worktree(repo, entry);
+    remove(repo, tree);
     return std::nullopt;
   }
   log("base " + commit.substr(0, 12) + ": built in " + std::to_string(static_cast<int>(seconds)) + " s");
-  mark_used(entry);
+  write_state(tree, commit, true);
+  in_use_.insert(tree);
   evict(repo);
-  return entry;
+  return tree;
 }
 
-fs::path BuiltCommits::checkout_for(const fs::path& repo, const std::string& commit,
-                                    const std::function<void(const std::string&)>& log) {
-  fs::path entry = dir_ / commit;
-  if (fs::exists(entry / ".git")) {
-    log("building in the built commit's tree " + entry.string() + " (incremental)");
+BuildTree BuiltCommits::checkout_for(const fs::path& repo, const std::string& project,
+                                     const std::string& branch, const std::string& commit,
+                                     const std::function<void(const std::string&)>& log) {
+  BuildTree tree;
+  if (std::optional<fs::path> built = find_built(commit)) {
+    tree = {*built, commit};
+    log("building in the tree that built " + commit.substr(0, 12) + " before, " + tree.path.string() +
+        " (incremental)");
   } else {
-    if (fs::exists(entry)) remove_worktree(repo, entry);
-    add_worktree(repo, entry, commit);
+    tree.path = dir_ / branch_tree_name(project, branch);
+    std::optional<TreeState> state = read_state(tree.path);
+    if (state && fs::exists(tree.path / ".git")) {
+      git(tree.path, {"checkout", "-q", "--force", "--detach", commit});
+      tree.built_from = state->commit;
+      log("building in " + branch + "'s tree " + tree.path.string() + ", incremental on the outputs of " +
+          state->commit.substr(0, 12) + (state->built ? "" : " (whose build failed)"));
+    } else {
+      add_worktree(repo, tree.path, commit);
+      log("building in a new tree for " + branch + ", " + tree.path.string());
+    }
   }
-  std::error_code ignored;
-  fs::remove(entry / kBuiltMarker, ignored);  // a build cut short leaves no usable entry
-  return entry;
+  write_state(tree.path, commit, false);  // a build cut short leaves no usable entry
+  in_use_.insert(tree.path);
+  return tree;
 }
 
-void BuiltCommits::finish(const fs::path& repo, const std::string& commit, bool built) {
-  fs::path entry = dir_ / commit;
-  if (!built) {
-    remove_worktree(repo, entry);
-    return;
-  }
-  mark_used(entry);
+void BuiltCommits::clean(const BuildTree& tree) {
+  git(tree.path, {"clean", "-q", "-ffdx"});
+}
+
+void BuiltCommits::finish(const fs::path& repo, const BuildTree& tree, const std::string& commit,
+                          bool built) {
+  if (built)
+    write_state(tree.path, commit, true);
+  else if (tree.path.filename() == commit)
+    remove(repo, tree.path);
+  in_use_.clear();
   evict(repo);
 }
 

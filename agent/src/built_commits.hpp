@@ -1,9 +1,15 @@
-// A cache of built commits on a GPU host: worktrees whose build succeeded,
-// kept for pull-request bases and re-runs, bounded and evicted least recently
-// used first. Main's own runs fill it (a job builds in the entry of its
-// commit and keeps it), so a PR's base is usually built already. An entry
-// is never moved: a build tree holds absolute paths (CMake's cache, a bench's
-// RUNPATH to the project's own shared libraries) that a move would break.
+// The build trees of a GPU host: worktrees whose build outputs are kept for
+// the next build, bounded and evicted least recently used first.
+// - A branch tree per project and branch: a job checks its commit out there
+//   and builds incrementally on the branch's previous commit.
+// - A commit tree per built base: a pull request's base commit, built once
+//   and kept for the next pull request on it and for re-runs.
+// A tree whose build succeeded serves as that commit's built checkout (a PR
+// base, a re-run) until its tree checks out another commit. A tree is never
+// moved: a build tree holds absolute paths (CMake's cache, a bench's RUNPATH
+// to the project's own shared libraries) that a move would break. Each
+// tree's state (the commit it holds, whether that built) is a file beside
+// it, outside the worktree, so that a clean build cannot remove it.
 #pragma once
 
 #include <atomic>
@@ -11,9 +17,17 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 
 namespace kw::agent {
+
+// Where a job builds, and the commit whose build outputs the tree already
+// holds (empty: a fresh checkout; the job's own commit: a re-run).
+struct BuildTree {
+  std::filesystem::path path;
+  std::string built_from;
+};
 
 class BuiltCommits {
  public:
@@ -21,32 +35,42 @@ class BuiltCommits {
   // installed (see build_checkout).
   BuiltCommits(std::filesystem::path dir, std::size_t capacity, std::filesystem::path ccache_dir = {});
 
-  // A built checkout of `commit` (40 hex): from the cache, or checked out of
-  // `repo` and built with that commit's own kernelwatch.json. nullopt, with
-  // the reason in `why`, when it cannot be had.
+  // A built checkout of `commit` (40 hex): a tree that holds its build, or a
+  // commit tree checked out of `repo` and built with that commit's own
+  // kernelwatch.json. nullopt, with the reason in `why`, when it cannot be
+  // had. The tree is not evicted before finish().
   std::optional<std::filesystem::path> get(const std::filesystem::path& repo, const std::string& commit,
                                            const std::atomic<bool>& stop,
                                            const std::function<void(const std::string&)>& log,
                                            std::string& why);
 
-  // Where a job builds `commit`: its entry, checked out of `repo` when it is
-  // not there yet. An entry built before (a re-run) is taken as it is, so the
-  // job's build is incremental. Until keep() the entry counts as unbuilt.
-  std::filesystem::path checkout_for(const std::filesystem::path& repo, const std::string& commit,
-                                     const std::function<void(const std::string&)>& log);
-  // After the job: a commit that built is kept (and the oldest entries
-  // evicted), one that did not is removed.
-  void finish(const std::filesystem::path& repo, const std::string& commit, bool built);
+  // Where a job of `project`'s `branch` builds `commit`: the tree that built
+  // it before (a re-run), else the branch's tree with `commit` checked out
+  // over the previous commit's build outputs, else a fresh checkout of
+  // `repo` as the branch's tree. Until finish() the tree counts as unbuilt.
+  BuildTree checkout_for(const std::filesystem::path& repo, const std::string& project,
+                         const std::string& branch, const std::string& commit,
+                         const std::function<void(const std::string&)>& log);
+  // Removes every untracked and ignored file of the tree: the next build is
+  // from scratch.
+  static void clean(const BuildTree& tree);
+  // After the job: a commit that built is kept; a commit tree whose build
+  // failed is removed, a branch tree stays for the branch's next commit.
+  // Then the least recently used trees beyond the capacity are evicted.
+  void finish(const std::filesystem::path& repo, const BuildTree& tree, const std::string& commit,
+              bool built);
 
   const std::filesystem::path& dir() const { return dir_; }
 
  private:
-  void mark_used(const std::filesystem::path& entry);
+  std::optional<std::filesystem::path> find_built(const std::string& commit) const;
   void evict(const std::filesystem::path& repo);
+  void remove(const std::filesystem::path& repo, const std::filesystem::path& tree);
 
   std::filesystem::path dir_;
   std::size_t capacity_;
   std::filesystem::path ccache_dir_;
+  std::set<std::filesystem::path> in_use_;  // the current job's trees: never evicted under it
 };
 
 struct RepoConfig;

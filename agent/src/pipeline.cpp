@@ -298,15 +298,50 @@ json run_pipeline(const RepoConfig& config, const PipelineOptions& options) {
     double seconds = 0;
     std::string output;
     std::string compiler_cache;
-    std::string failure =
-        build_checkout(config, opts.checkout, *opts.stop, output, seconds, opts.ccache_dir, &compiler_cache);
+    json tree = {{"kind", opts.built_from.empty() ? "fresh" : "incremental"}};
+    if (!opts.built_from.empty()) tree["from"] = opts.built_from;
+    auto clean_tree = [&](const std::string& reason) {
+      tree = {{"kind", "clean"}, {"reason", reason}};
+      try {
+        opts.clean_build_tree();
+        return std::string();
+      } catch (const std::exception& error) {
+        return std::string("cannot empty the build tree: ") + error.what();
+      }
+    };
+    std::string failure;
+    if (config.build_clean && opts.clean_build_tree && !opts.built_from.empty()) {
+      log("build.clean: removing the outputs of " + opts.built_from.substr(0, 12) + "'s build first");
+      failure = clean_tree("build.clean");
+    }
+    if (failure.empty())
+      failure = build_checkout(config, opts.checkout, *opts.stop, output, seconds, opts.ccache_dir,
+                               &compiler_cache);
+    // What an earlier commit left in the tree (a stale generated file, a
+    // cache from another configuration) must not fail this commit's build.
+    std::string log_text;  // the stage's log: both attempts where there were two
+    if (!failure.empty() && tree["kind"] == "incremental" && opts.clean_build_tree && !*opts.stop) {
+      log("incremental build failed (" + failure + "); building from scratch");
+      log_text = tail_of(output, 4000) + "\n--- the incremental build failed; from scratch: ---\n";
+      output.clear();
+      failure = clean_tree("the incremental build failed: " + failure);
+      double clean_seconds = 0;
+      if (failure.empty())
+        failure = build_checkout(config, opts.checkout, *opts.stop, output, clean_seconds, opts.ccache_dir,
+                                 &compiler_cache);
+      seconds += clean_seconds;
+    }
+    log_text += output;
     json details = {{"kernels", ptxas_report(output)},
                     {"commands", config.build_commands},
-                    {"compiler_cache", compiler_cache}};
+                    {"compiler_cache", compiler_cache},
+                    {"tree", tree}};
     std::string status = failure.empty() ? "passed" : "failed";
     std::string message =
         failure.empty() ? std::to_string(config.build_commands.size()) + " command(s) succeeded" : failure;
-    stages.push_back(make_stage(StageName::build, status, seconds, 0, message, output, details));
+    if (tree["kind"] == "clean" && tree["reason"] != "build.clean")
+      message += " (from scratch, after the incremental build failed)";
+    stages.push_back(make_stage(StageName::build, status, seconds, 0, message, log_text, details));
     log("stage build " + status + " in " + seconds_text(seconds) + ": " + message);
     log.ended(stages.back());
   }

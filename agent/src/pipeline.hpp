@@ -37,6 +37,15 @@ struct PipelineOptions {
   // The compiler cache's directory (build through ccache where installed);
   // empty: no compiler cache.
   std::filesystem::path ccache_dir;
+  // The commit whose build outputs `checkout` already holds: empty for a
+  // fresh checkout, else the build is incremental.
+  std::string built_from;
+  // Set only for a build tree that is the agent's own (never a user's
+  // checkout): removes every untracked and ignored file in it. The build
+  // stage then builds from scratch when kernelwatch.json says build.clean,
+  // and retries an incremental build that failed from scratch before it
+  // counts as a build failure.
+  std::function<void()> clean_build_tree;
   const std::atomic<bool>* stop = nullptr;
   std::function<void(const std::string&)> log;
   // Each stage as it starts ({"started": NAME}) and as it ends (the stage as

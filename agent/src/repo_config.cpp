@@ -60,6 +60,10 @@ RepoConfig parse_repo_config(const json& document) {
         config.build_env[key] = JsonReader::as_string(value, "build.env." + key, true);
       }
     }
+    if (const json* clean = build.find("clean")) {
+      if (!clean->is_boolean()) JsonReader::fail("build.clean", "must be true or false");
+      config.build_clean = clean->get<bool>();
+    }
     build.reject_unknown_keys();
   }
   const json& benches = reader.array("benches");

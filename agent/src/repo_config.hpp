@@ -50,6 +50,9 @@ struct RepoConfig {
   std::vector<std::string> build_commands;
   double build_timeout_s = 1800;
   std::map<std::string, std::string> build_env;
+  // Every build from scratch: the agent empties its build tree of the last
+  // commit's outputs first (for builds that are not safe incrementally).
+  bool build_clean = false;
   std::vector<BenchConfig> benches;
   std::map<common::StageName, double> stage_timeouts_s;
   FullBenchConfig full_bench;

@@ -81,6 +81,31 @@ TEST_F(AgentE2eTest, AgentClaimsRunsAndReports) {
   }
 }
 
+// One agent's jobs of a branch build in the branch's tree: the second
+// commit's build starts from the first's outputs.
+TEST_F(AgentE2eTest, TheNextCommitOfABranchBuildsIncrementallyInItsTree) {
+  start_server();
+  std::string commits[2], trees[2];
+  for (int i = 0; i < 2; ++i) {
+    if (i == 1) repo_.write("README.md", "the second commit\n");
+    commits[i] = repo_.commit(i == 0 ? "first" : "second");
+    std::int64_t job = submit(commits[i]);
+    ChildProcess& agent = start_agent("host-a");
+    EXPECT_EQ(agent.wait_exit(), 0) << agent.output();
+    json run = run_of(wait_for_job(*server_, job, [](const json& j) { return j["state"] == "done"; }));
+    const json& tree = run["stages"][0]["details"]["tree"];
+    if (i == 0) {
+      EXPECT_EQ(tree, (json{{"kind", "fresh"}}));
+    } else {
+      EXPECT_EQ(tree, (json{{"kind", "incremental"}, {"from", commits[0]}}));
+    }
+    std::size_t at = agent.output().find("building in ");
+    ASSERT_NE(at, std::string::npos) << agent.output();
+    trees[i] = agent.output().substr(at, agent.output().find('\n', at) - at);
+  }
+  EXPECT_NE(trees[1].find("main's tree"), std::string::npos) << trees[1];
+}
+
 // A Google Benchmark repository on a host without a GPU (this one): the
 // agent builds it against the installed library, runs its CPU benchmarks
 // and skips only what needs a GPU; the device is the host's CPU, and the
