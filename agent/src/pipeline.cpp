@@ -6,7 +6,9 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <regex>
+#include <set>
 #include <sstream>
 
 #include "adapters.hpp"
@@ -121,19 +123,22 @@ fs::path temp_json(const std::string& tag) {
   return path;
 }
 
-BenchResult run_kwbench(const BenchConfig& bench, StageName stage, const RepoConfig& config,
-                        const PipelineOptions& options) {
-  BenchResult result;
-  fs::path out = temp_json(common::to_string(stage).data());
+// One kwbench invocation: `stage` is a stage's name or "preflight"; its
+// JSON document (null when it wrote none) in `document`.
+ChildOutcome invoke_kwbench(const BenchConfig& bench, const std::string& stage, double timeout_s,
+                            const PipelineOptions& options, json& document,
+                            const std::vector<std::string>& extra_args = {},
+                            std::function<void(const std::string&)> on_line = {}) {
+  fs::path out = temp_json(stage);
   ChildSpec spec;
   spec.argv = {(options.checkout / bench.path).string(),
                "--stage",
-               std::string(common::to_string(stage)),
+               stage,
                "--json",
                out.string(),
                "--case",
                bench.cases};
-  if (stage == StageName::load) {
+  if (stage == "load" || stage == "preflight") {
     for (const LibraryCheck& library : bench.libraries) {
       spec.argv.push_back("--library");
       spec.argv.push_back((options.checkout / library.path).string());
@@ -144,11 +149,12 @@ BenchResult run_kwbench(const BenchConfig& bench, StageName stage, const RepoCon
     }
   }
   spec.argv.insert(spec.argv.end(), bench.args.begin(), bench.args.end());
+  spec.argv.insert(spec.argv.end(), extra_args.begin(), extra_args.end());
   spec.cwd = options.checkout;
-  spec.timeout_s = config.timeout_for(stage);
+  spec.timeout_s = timeout_s;
+  spec.on_line = std::move(on_line);
   ChildOutcome outcome = run_child(spec, *options.stop);
-  result.seconds = outcome.seconds;
-  json document;
+  document = json();
   if (std::ifstream in(out); in) {
     try {
       in >> document;
@@ -157,27 +163,93 @@ BenchResult run_kwbench(const BenchConfig& bench, StageName stage, const RepoCon
     }
   }
   fs::remove(out);
-  if (!outcome.ok() && (outcome.timed_out || outcome.stopped || !document.is_object())) {
+  return outcome;
+}
+
+// The bench's result of one stage from its stage object (null: it wrote none).
+BenchResult stage_result(const BenchConfig& bench, const json& stage_json, const json& cases,
+                         const json& device, const ChildOutcome& outcome) {
+  BenchResult result;
+  result.seconds = outcome.seconds;
+  if (!stage_json.is_object()) {
     result.status = "failed";
-    result.message = bench.name + ": " + outcome.describe();
+    result.message = bench.name + ": " + outcome.describe() +
+                     (outcome.timed_out || outcome.stopped ? "" : " without writing its result");
     result.log_tail = outcome.output_tail;
     return result;
   }
-  if (!document.is_object() || !document.contains("stage")) {
-    result.status = "failed";
-    result.message = bench.name + ": " + outcome.describe() + " without writing its result";
-    result.log_tail = outcome.output_tail;
-    return result;
-  }
-  const json& stage_json = document["stage"];
   result.status = stage_json.value("status", "failed");
   result.message = bench.name + ": " + stage_json.value("message", "");
   result.log_tail = stage_json.value("log_tail", std::string());
   if (result.status == "failed" && result.log_tail.empty()) result.log_tail = outcome.output_tail;
   result.details = stage_json.value("details", json::object());
-  result.device = document.value("device", json());
-  result.cases = document.value("cases", json::array());
+  result.device = device;
+  result.cases = cases.is_array() ? cases : json::array();
   return result;
+}
+
+BenchResult run_kwbench(const BenchConfig& bench, StageName stage, const RepoConfig& config,
+                        const PipelineOptions& options) {
+  json document;
+  ChildOutcome outcome = invoke_kwbench(bench, std::string(common::to_string(stage)),
+                                        config.timeout_for(stage), options, document);
+  if (!document.is_object() || !document.contains("stage") || outcome.timed_out || outcome.stopped)
+    return stage_result(bench, json(), json(), json(), outcome);
+  return stage_result(bench, document["stage"], document.value("cases", json::array()),
+                      document.value("device", json()), outcome);
+}
+
+constexpr StageName kPreflightStages[] = {StageName::load, StageName::launch_geometry, StageName::correctness,
+                                          StageName::quick_bench};
+
+// load, launch_geometry, correctness and quick_bench of a kwbench bench in
+// one invocation: each case set up once for its three per-case stages. The
+// stages it did not reach (an earlier one failed) are absent. nullopt: the
+// bench predates --stage preflight (its harness is older), so each stage
+// runs on its own.
+// `on_started(stage)`: the bench began a per-case stage (its line
+// "[kwbench] stage NAME started").
+std::optional<std::map<StageName, BenchResult>> run_kwbench_preflight(
+    const BenchConfig& bench, const RepoConfig& config, const PipelineOptions& options,
+    const std::function<void(StageName)>& on_started) {
+  // Each per-case stage's timeout the harness keeps; this bounds the rest.
+  double timeout_s = 60;
+  for (StageName stage : kPreflightStages) timeout_s += config.timeout_for(stage);
+  std::vector<std::string> stage_timeouts;
+  for (StageName stage : kPreflightStages) {
+    if (stage == StageName::load) continue;
+    stage_timeouts.push_back("--stage-timeout");
+    stage_timeouts.push_back(std::string(common::to_string(stage)) + "=" +
+                             std::to_string(config.timeout_for(stage)));
+  }
+  json document;
+  static const std::regex started_line(R"(\[kwbench\] stage (\w+) started)");
+  ChildOutcome outcome = invoke_kwbench(bench, "preflight", timeout_s, options, document, stage_timeouts,
+                                        [&](const std::string& line) {
+                                          std::smatch m;
+                                          if (!std::regex_search(line, m, started_line)) return;
+                                          if (auto stage = common::stage_name_from(m[1].str()))
+                                            on_started(*stage);
+                                        });
+  std::map<StageName, BenchResult> results;
+  if (!document.is_object() && outcome.exit_code == 2 &&
+      outcome.output_tail.find("preflight") != std::string::npos)
+    return std::nullopt;
+  if (!document.is_object() || !document.contains("preflight") || outcome.timed_out || outcome.stopped) {
+    results[StageName::load] = stage_result(bench, json(), json(), json(), outcome);
+    return results;
+  }
+  for (const json& entry : document["preflight"]) {
+    const json& stage_json = entry.value("stage", json::object());
+    auto name = common::stage_name_from(stage_json.value("name", std::string()));
+    if (!name) continue;
+    BenchResult result = stage_result(bench, stage_json, entry.value("cases", json::array()),
+                                      document.value("device", json()), outcome);
+    result.seconds = stage_json.value("duration_ms", 0.0) / 1000;
+    results[*name] = std::move(result);
+  }
+  if (results.empty()) results[StageName::load] = stage_result(bench, json(), json(), json(), outcome);
+  return results;
 }
 
 BenchResult run_adapted(const BenchConfig& bench, StageName stage, const RepoConfig& config,
@@ -347,6 +419,15 @@ json run_pipeline(const RepoConfig& config, const PipelineOptions& options) {
   }
 
   std::string failed_stage = stages.back()["status"] == "failed" ? "build" : "";
+  // A kwbench bench's preflight stages run in one invocation, in the load
+  // stage; each stage then takes its part.
+  std::map<std::string, std::map<StageName, BenchResult>> preflight;
+  std::set<StageName> announced;  // stages whose start the preflight already gave out
+  const bool whole_preflight =
+      opts.only_stages.empty() ||
+      std::all_of(std::begin(kPreflightStages), std::end(kPreflightStages), [&](StageName s) {
+        return std::find(opts.only_stages.begin(), opts.only_stages.end(), s) != opts.only_stages.end();
+      });
   for (StageName stage : common::kAllStages) {
     if (stage == StageName::build) continue;
     std::string name(common::to_string(stage));
@@ -375,22 +456,57 @@ json run_pipeline(const RepoConfig& config, const PipelineOptions& options) {
       log.ended(stages.back());
       continue;
     }
-    log("stage " + name + " started");
-    log.started(stage);
+    if (announced.insert(stage).second) {
+      log("stage " + name + " started");
+      log.started(stage);
+    }
     const auto stage_started = std::chrono::steady_clock::now();
     double seconds = 0;
     std::vector<std::string> messages;
     std::string tail;
     json details = json::object();
     int failed = 0, passed = 0;
+    bool all_from_preflight = true;  // then the stage's cost is its part of the preflight
     for (const BenchConfig& bench : config.benches) {
       if (!opts.gpu_available && bench.format != BenchFormat::gbench) {
         messages.push_back(bench.name + ": skipped, no CUDA device");
         continue;
       }
-      BenchResult result = bench.format != BenchFormat::kwbench ? run_adapted(bench, stage, config, opts)
-                           : stage == StageName::full_bench     ? run_replicates(bench, config, opts)
-                                                                : run_kwbench(bench, stage, config, opts);
+      std::optional<BenchResult> from_preflight;
+      if (bench.format == BenchFormat::kwbench && stage != StageName::full_bench && whole_preflight) {
+        if (stage == StageName::load) {
+          auto on_started = [&](StageName started) {
+            if (!announced.insert(started).second) return;
+            log("stage " + std::string(common::to_string(started)) + " started");
+            log.started(started);
+          };
+          if (auto results = run_kwbench_preflight(bench, config, opts, on_started))
+            preflight[bench.name] = std::move(*results);
+          else
+            log(bench.name +
+                ": its kwbench has no --stage preflight (an older harness): a process per stage");
+        }
+        if (auto it = preflight.find(bench.name); it != preflight.end()) {
+          if (auto found = it->second.find(stage); found != it->second.end()) {
+            from_preflight = found->second;
+          } else {
+            // The preflight stopped before this stage: its last stage says why.
+            const auto& [last_stage, last] = *it->second.rbegin();
+            from_preflight = BenchResult{};
+            from_preflight->status = "skipped";
+            from_preflight->message = last.status == "skipped"
+                                          ? last.message
+                                          : bench.name + ": not run, its " +
+                                                std::string(common::to_string(last_stage)) + " stage " +
+                                                last.status;
+          }
+        }
+      }
+      all_from_preflight = all_from_preflight && from_preflight.has_value();
+      BenchResult result = from_preflight                         ? std::move(*from_preflight)
+                           : bench.format != BenchFormat::kwbench ? run_adapted(bench, stage, config, opts)
+                           : stage == StageName::full_bench       ? run_replicates(bench, config, opts)
+                                                                  : run_kwbench(bench, stage, config, opts);
       seconds += result.seconds;
       messages.push_back(result.message);
       if (!result.log_tail.empty()) tail += "--- " + bench.name + "\n" + result.log_tail;
@@ -405,7 +521,7 @@ json run_pipeline(const RepoConfig& config, const PipelineOptions& options) {
     std::string status = failed > 0 ? "failed" : passed > 0 ? "passed" : "skipped";
     std::string message;
     for (const std::string& m : messages) message += (message.empty() ? "" : "; ") + m;
-    const double wall = seconds_since(stage_started);
+    const double wall = all_from_preflight ? seconds : seconds_since(stage_started);
     stages.push_back(make_stage(stage, status, wall, seconds, message, tail, details));
     log("stage " + name + " " + status + " in " + seconds_text(wall) + " (" + seconds_text(seconds) +
         " on the GPU): " + message);

@@ -298,7 +298,8 @@ TEST_F(PipelineTest, StopsAtTheFirstFailedPreflightStage) {
 
 // What `kw agent` streams to the server: each stage as it starts and as it
 // ends, exactly as the report will hold it, the failed one before any later
-// stage is decided.
+// stage is decided. The preflight's per-case stages start inside the load
+// stage's bench process, as the bench says; they end after load.
 TEST_F(PipelineTest, EachStageIsGivenOutAsItStartsAndEnds) {
   json report = run({{"fail_stage", "launch_geometry"}});
   std::vector<std::string> seen;
@@ -308,10 +309,11 @@ TEST_F(PipelineTest, EachStageIsGivenOutAsItStartsAndEnds) {
                        : event["name"].get<std::string>() + " " + event["status"].get<std::string>());
   }
   EXPECT_EQ(seen,
-            (std::vector<std::string>{"started build", "build passed", "started load", "load passed",
-                                      "started launch_geometry", "launch_geometry failed",
+            (std::vector<std::string>{"started build", "build passed", "started load",
+                                      "started launch_geometry", "load passed", "launch_geometry failed",
                                       "correctness skipped", "quick_bench skipped", "full_bench skipped"}));
   EXPECT_EQ(events_[5], report["stages"][2]);
+  EXPECT_EQ(events_[4], report["stages"][1]);
 }
 
 TEST_F(PipelineTest, NoGpuSkipsTheGpuStages) {
@@ -360,17 +362,53 @@ TEST_F(PipelineTest, BuildFailureKeepsTheCompilerErrorAndSkipsTheRest) {
             std::string::npos);
 }
 
+// A stage's timeout holds inside the preflight's one process (kwbench keeps
+// it), and for an older kwbench that runs a process per stage (the agent).
 TEST_F(PipelineTest, StageTimeoutFailsTheStage) {
   json config = valid_config();
   config["timeouts_s"]["correctness"] = 1;
   fs::path marker = checkout_ / "sleep";
   std::ofstream(marker) << "x";
   setenv("KW_FAKE_SLEEP_FILE", marker.c_str(), 1);
-  json report = run({{"sleep_stage", "correctness"}, {"sleep_seconds", 30}}, true, config);
+  for (bool older : {false, true}) {
+    json report =
+        run({{"sleep_stage", "correctness"}, {"sleep_seconds", 30}, {"no_preflight", older}}, true, config);
+    EXPECT_EQ(report["stages"][3]["status"], "failed");
+    const std::string expected = older ? "timed out after 1 s" : "the correctness stage's 1 s ran out";
+    EXPECT_NE(report["stages"][3]["message"].get<std::string>().find(expected), std::string::npos)
+        << report["stages"][3]["message"];
+    EXPECT_EQ(report["stages"][4]["status"], "skipped");
+  }
   unsetenv("KW_FAKE_SLEEP_FILE");
-  EXPECT_EQ(report["stages"][3]["status"], "failed");
-  EXPECT_NE(report["stages"][3]["message"].get<std::string>().find("timed out after"), std::string::npos)
-      << report["stages"][3]["message"];
+}
+
+// load, launch_geometry, correctness and quick_bench are one bench process;
+// each stage keeps its own result and cost. A kwbench that predates
+// --stage preflight gets a process per stage.
+TEST_F(PipelineTest, PreflightIsOneBenchProcessWithTheStagesKeptApart) {
+  fs::path calls = checkout_ / "calls";
+  setenv("KW_FAKE_CALLS", calls.c_str(), 1);
+  for (bool older : {false, true}) {
+    fs::remove(calls);
+    json report = run({{"no_preflight", older}});
+    EXPECT_EQ(statuses(report),
+              (std::vector<std::string>{"passed", "passed", "passed", "passed", "passed", "passed"}));
+    std::vector<std::string> invoked;
+    std::ifstream in(calls);
+    // Up to full_bench's first: its case list, then its replicates.
+    for (std::string line; std::getline(in, line) && !line.empty() && line != "full_bench";)
+      invoked.push_back(line);
+    const std::vector<std::string> expected =
+        older ? std::vector<std::string>{"preflight", "load", "launch_geometry", "correctness", "quick_bench"}
+              : std::vector<std::string>{"preflight"};
+    EXPECT_EQ(invoked, expected);
+    EXPECT_TRUE(report["cases"][0].contains("launches"));
+    EXPECT_TRUE(report["cases"][0].contains("correctness"));
+    if (!older) {
+      for (std::size_t i = 1; i <= 4; ++i) EXPECT_EQ(report["stages"][i]["duration_ms"], 5) << i;
+    }
+  }
+  unsetenv("KW_FAKE_CALLS");
 }
 
 TEST_F(PipelineTest, PtxasResourceReportGoesIntoBuildDetails) {

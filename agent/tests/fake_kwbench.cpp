@@ -7,8 +7,13 @@
 //
 // Behaviour comes from kwbench-fake.json in the working directory (the
 // checkout), so a commit can change it:
-//   {"slowdown": 1.10, "fail_stage": "launch_geometry", "sleep_stage": "full_bench", "sleep_seconds": 3}
+//   {"slowdown": 1.10, "fail_stage": "launch_geometry", "sleep_stage": "full_bench", "sleep_seconds": 3,
+//    "no_preflight": true}
 // and sleeping happens only while the file named by KW_FAKE_SLEEP_FILE exists.
+// Each invocation's --stage is appended to the file KW_FAKE_CALLS names.
+// --stage preflight writes load, launch_geometry, correctness and
+// quick_bench in one document, up to the first failed one, as kwbench does;
+// "no_preflight" makes it refuse that stage as a kwbench older than it does.
 #include <fnmatch.h>
 #include <unistd.h>
 
@@ -17,6 +22,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <random>
 #include <string>
 #include <thread>
@@ -28,6 +34,7 @@ using nlohmann::json;
 int main(int argc, char** argv) {
   std::string stage, json_path, glob = "*", case_list, impls = "*";
   bool list = false;
+  std::map<std::string, double> stage_timeouts;  // preflight, as kwbench keeps them
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--list")
@@ -42,9 +49,13 @@ int main(int argc, char** argv) {
       case_list = argv[++i];
     else if (arg == "--impls" && i + 1 < argc)
       impls = argv[++i];
-    else if ((arg == "--library" || arg == "--symbol") && i + 1 < argc)
+    else if (arg == "--stage-timeout" && i + 1 < argc) {
+      std::string entry = argv[++i];
+      stage_timeouts[entry.substr(0, entry.find('='))] = std::stod(entry.substr(entry.find('=') + 1));
+    } else if ((arg == "--library" || arg == "--symbol") && i + 1 < argc)
       ++i;
   }
+  if (const char* calls = std::getenv("KW_FAKE_CALLS")) std::ofstream(calls, std::ios::app) << stage << "\n";
   json behaviour = json::object();
   if (std::ifstream in("kwbench-fake.json"); in) behaviour = json::parse(in);
   double slowdown = behaviour.value("slowdown", 1.0);
@@ -68,68 +79,105 @@ int main(int argc, char** argv) {
     if (!json_path.empty()) std::ofstream(json_path) << json{{"cases", listed}}.dump();
     return 0;
   }
-  if (behaviour.value("sleep_stage", "") == stage) {
-    const char* marker = std::getenv("KW_FAKE_SLEEP_FILE");
-    if (marker != nullptr && std::filesystem::exists(marker)) {
-      std::cerr << "fake bench: sleeping in " << stage << std::endl;
-      std::this_thread::sleep_for(std::chrono::duration<double>(behaviour.value("sleep_seconds", 1.0)));
-    }
-  }
-  bool fail = behaviour.value("fail_stage", "") == stage;
-  json out{{"device",
-            {{"name", "kwbench CPU test double"},
-             {"compute_capability", "9.0"},
-             {"memory_bytes", 1LL << 34},
-             {"sm_count", 1},
-             {"l2_bytes", 0}}},
-           {"cases", json::array()}};
-  std::string message = fail ? "injected failure of the test double" : "test double: all cases passed";
-  if (fail && stage == "launch_geometry")
-    message = "fake.scale/n1m: block: expected (384,1,1), observed (128,1,1)";
-  out["stage"] = {{"name", stage},
-                  {"status", fail ? "failed" : "passed"},
-                  {"message", message},
-                  {"log_tail", ""},
-                  {"details", json::object()}};
   std::mt19937_64 rng(
       static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
   std::normal_distribution<double> noise(0, 0.005);
   const double process_level = std::exp(noise(rng));
-  for (const auto& [name, base] : cases) {
-    if (!selected(name)) continue;
-    json c{{"name", name}, {"params", {{"harness", "fake"}}}};
-    if (stage == "launch_geometry") {
-      int block = fail ? 128 : 384;
-      c["expected_launch"] = {{"kernel_pattern", "fake_kernel*"}, {"block", {384, 1, 1}}};
-      c["launches"] = json::array({{{"kernel", "fake_kernel(float*)"},
-                                    {"grid", {132, 1, 1}},
-                                    {"block", {block, 1, 1}},
-                                    {"registers", 32},
-                                    {"static_smem", 0},
-                                    {"dynamic_smem", 0}}});
-    } else if (stage == "correctness") {
-      c["correctness"] = {{"passed", !fail},
-                          {"rel_l2_err", fail ? 0.5 : 1e-6},
-                          {"max_abs_err", 1e-6},
-                          {"tolerance", 1e-5},
-                          {"nonfinite", 0}};
-    } else if (stage == "full_bench") {
-      json measurements = json::array();
-      for (const auto& [impl, center] : {std::pair{std::string("candidate"), base * slowdown},
-                                         std::pair{std::string("baseline:memcpy"), base * 0.8}}) {
-        if (fnmatch(impls.c_str(), impl.c_str(), 0) != 0) continue;
-        std::vector<double> samples;
-        for (int i = 0; i < 30; ++i) samples.push_back(center * process_level * std::exp(noise(rng)));
-        std::vector<double> sorted = samples;
-        std::sort(sorted.begin(), sorted.end());
-        double median = sorted[14] + 0.5 * (sorted[15] - sorted[14]);
-        measurements.push_back({{"impl", impl}, {"samples_ns", samples}, {"median_ns", median}});
+  // One stage's {"stage", "cases"}.
+  auto run_stage = [&](const std::string& stage_name) {
+    if (stage == "preflight" && stage_name != "load")
+      std::cerr << "[kwbench] stage " << stage_name << " started\n";
+    bool timed_out = false;
+    if (behaviour.value("sleep_stage", "") == stage_name) {
+      const char* marker = std::getenv("KW_FAKE_SLEEP_FILE");
+      if (marker != nullptr && std::filesystem::exists(marker)) {
+        std::cerr << "fake bench: sleeping in " << stage_name << std::endl;
+        double seconds = behaviour.value("sleep_seconds", 1.0);
+        if (auto limit = stage_timeouts.find(stage_name);
+            limit != stage_timeouts.end() && limit->second < seconds) {
+          seconds = limit->second;
+          timed_out = true;
+        }
+        std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
       }
-      c["measurements"] = measurements;
     }
-    out["cases"].push_back(c);
+    bool fail = timed_out || behaviour.value("fail_stage", "") == stage_name;
+    std::string message = fail ? "injected failure of the test double" : "test double: all cases passed";
+    if (timed_out)
+      message = "1 of 1 cases failed: fake.scale/n1m: timed out: the " + stage_name + " stage's " +
+                std::to_string(static_cast<int>(stage_timeouts[stage_name])) + " s ran out";
+    if (fail && stage_name == "launch_geometry")
+      message = "fake.scale/n1m: block: expected (384,1,1), observed (128,1,1)";
+    json out{{"stage",
+              {{"name", stage_name},
+               {"status", fail ? "failed" : "passed"},
+               {"message", message},
+               {"log_tail", ""},
+               {"details", json::object()},
+               {"duration_ms", 5}}},
+             {"cases", json::array()}};
+    for (const auto& [name, base] : cases) {
+      if (!selected(name) || stage_name == "load") continue;
+      json c{{"name", name}, {"params", {{"harness", "fake"}}}};
+      if (stage_name == "launch_geometry") {
+        int block = fail ? 128 : 384;
+        c["expected_launch"] = {{"kernel_pattern", "fake_kernel*"}, {"block", {384, 1, 1}}};
+        c["launches"] = json::array({{{"kernel", "fake_kernel(float*)"},
+                                      {"grid", {132, 1, 1}},
+                                      {"block", {block, 1, 1}},
+                                      {"registers", 32},
+                                      {"static_smem", 0},
+                                      {"dynamic_smem", 0}}});
+      } else if (stage_name == "correctness") {
+        c["correctness"] = {{"passed", !fail},
+                            {"rel_l2_err", fail ? 0.5 : 1e-6},
+                            {"max_abs_err", 1e-6},
+                            {"tolerance", 1e-5},
+                            {"nonfinite", 0}};
+      } else if (stage_name == "full_bench") {
+        json measurements = json::array();
+        for (const auto& [impl, center] : {std::pair{std::string("candidate"), base * slowdown},
+                                           std::pair{std::string("baseline:memcpy"), base * 0.8}}) {
+          if (fnmatch(impls.c_str(), impl.c_str(), 0) != 0) continue;
+          std::vector<double> samples;
+          for (int i = 0; i < 30; ++i) samples.push_back(center * process_level * std::exp(noise(rng)));
+          std::vector<double> sorted = samples;
+          std::sort(sorted.begin(), sorted.end());
+          double median = sorted[14] + 0.5 * (sorted[15] - sorted[14]);
+          measurements.push_back({{"impl", impl}, {"samples_ns", samples}, {"median_ns", median}});
+        }
+        c["measurements"] = measurements;
+      }
+      out["cases"].push_back(c);
+    }
+    std::cerr << "[fake kwbench] " << stage_name << " " << out["stage"]["status"].get<std::string>()
+              << std::endl;
+    return out;
+  };
+  const json device{{"name", "kwbench CPU test double"},
+                    {"compute_capability", "9.0"},
+                    {"memory_bytes", 1LL << 34},
+                    {"sm_count", 1},
+                    {"l2_bytes", 0}};
+  json out{{"device", device}};
+  bool fail = false;
+  if (stage == "preflight") {
+    if (behaviour.value("no_preflight", false)) {
+      std::cerr << "--stage: preflight not in {load,launch_geometry,correctness,quick_bench,full_bench}\n";
+      return 2;
+    }
+    out["preflight"] = json::array();
+    for (const char* name : {"load", "launch_geometry", "correctness", "quick_bench"}) {
+      out["preflight"].push_back(run_stage(name));
+      fail = out["preflight"].back()["stage"]["status"] == "failed";
+      if (fail) break;
+    }
+  } else {
+    json document = run_stage(stage);
+    out["stage"] = document["stage"];
+    out["cases"] = document["cases"];
+    fail = out["stage"]["status"] == "failed";
   }
   if (!json_path.empty()) std::ofstream(json_path) << out.dump();
-  std::cerr << "[fake kwbench] " << stage << " " << out["stage"]["status"].get<std::string>() << std::endl;
   return fail ? 1 : 0;
 }

@@ -90,6 +90,7 @@ ChildOutcome run_child(const ChildSpec& spec, const std::atomic<bool>& stop) {
   bool terminating = false, exited = false;
   int status = 0;
   char buffer[8192];
+  std::string partial_line;  // for on_line
   for (;;) {
     pollfd pfd{fds[0], POLLIN, 0};
     int ready = poll(&pfd, 1, 100);
@@ -98,6 +99,13 @@ ChildOutcome run_child(const ChildSpec& spec, const std::atomic<bool>& stop) {
       if (n > 0) {
         append_tail(outcome.output_tail, buffer, static_cast<std::size_t>(n), spec.tail_bytes);
         if (spec.echo) (void)!write(STDERR_FILENO, buffer, static_cast<std::size_t>(n));
+        if (spec.on_line) {
+          partial_line.append(buffer, static_cast<std::size_t>(n));
+          for (std::size_t end; (end = partial_line.find('\n')) != std::string::npos;) {
+            spec.on_line(partial_line.substr(0, end));
+            partial_line.erase(0, end + 1);
+          }
+        }
         continue;
       }
       if (n == 0) break;  // every writer in the group is gone

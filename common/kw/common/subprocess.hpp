@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -22,6 +23,9 @@ struct ChildSpec {
   // Also copy the child's output to this process's stderr as it comes (its
   // progress lines).
   bool echo = false;
+  // Called with each line of the child's output as it comes (without the
+  // newline), on the thread that runs the child.
+  std::function<void(const std::string&)> on_line;
   // When this process is root: the user the child runs as (PostgreSQL's
   // tools refuse root).
   std::string run_as;

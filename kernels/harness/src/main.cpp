@@ -14,12 +14,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iostream>
 #include <map>
 #include <random>
+#include <set>
 #include <sstream>
 
 #include <CLI/CLI.hpp>
@@ -35,8 +37,8 @@ namespace {
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-const std::vector<std::string> kStages = {"load", "launch_geometry", "correctness", "quick_bench",
-                                          "full_bench"};
+const std::vector<std::string> kStages = {"load",        "launch_geometry", "correctness",
+                                          "quick_bench", "full_bench",      "preflight"};
 
 struct Options {
   bool list = false;
@@ -48,7 +50,10 @@ struct Options {
   std::vector<std::string> symbols;
   bool in_process = false;
   std::string child_cases;  // internal: run the cases named in this file in this process
+  std::size_t preflight_stages = kPreflightCaseStages.size();  // internal: a child runs this many of them
   double case_timeout = 600;
+  // preflight: seconds each per-case stage may take over all its cases
+  std::map<std::string, double> stage_timeouts;
   std::uint64_t order_seed = 0;  // 0: registration order
   BenchOptions bench;
 };
@@ -187,9 +192,11 @@ void print_backtrace_and_die(int signal_number) {
   raise(signal_number);
 }
 
-// The child: runs the named cases in order, one JSON line as each starts and
-// ends; the per-case timeout is an alarm, whose default action ends the
-// process, so the parent sees which case it was.
+// The child: runs the named cases in order, one JSON line as each case's
+// stage starts and ends and one as the case is finished; the per-case
+// timeout is an alarm, whose default action ends the process, so the parent
+// sees which case it was. A preflight child runs the case's stages on one
+// setup of it, and after a failed stage only the stages up to it.
 int child_main(const Options& options) {
   for (int fatal : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) signal(fatal, print_backtrace_and_die);
   std::ofstream out(options.json_path, std::ios::app);
@@ -201,30 +208,66 @@ int child_main(const Options& options) {
     append_line(out, {{"fatal", error.what()}});
     return 3;
   }
+  const bool preflight = options.stage == "preflight";
+  std::size_t stages = options.preflight_stages;
+  std::map<std::string, double> stage_left = options.stage_timeouts;
+  std::set<std::string> announced;
   std::map<std::string, std::unique_ptr<Case>> by_name;
   for (auto& c : make_cases("*")) by_name[c->name()] = std::move(c);
   for (const std::string& name : read_names(options.child_cases)) {
     auto it = by_name.find(name);
-    append_line(out, {{"started", name}});
+    bool failed = false;
     auto started = Clock::now();
-    CaseOutcome outcome;
+    auto on_start = [&](const std::string& stage) {
+      started = Clock::now();
+      append_line(out, {{"started", name}, {"stage", stage}});
+      // The agent reports a stage as started on this line.
+      if (preflight && announced.insert(stage).second) log_line("stage " + stage + " started");
+      if (preflight) {
+        // A stage of a case gets the case timeout, or what is left of its stage's.
+        double seconds = options.case_timeout;
+        if (auto left = stage_left.find(stage); left != stage_left.end())
+          seconds = std::min(seconds, left->second);
+        alarm(static_cast<unsigned>(std::ceil(std::max(1.0, seconds))));
+      }
+    };
+    auto on_result = [&](const std::string& stage, const CaseOutcome& outcome) {
+      double seconds = std::chrono::duration<double>(Clock::now() - started).count();
+      if (auto left = stage_left.find(stage); left != stage_left.end()) left->second -= seconds;
+      json line = outcome_line(outcome, seconds);
+      line["stage"] = stage;
+      append_line(out, line);
+      log_line(stage + " " + name + " " + outcome.status + " (" + std::to_string(seconds).substr(0, 5) +
+               " s): " + outcome.message);
+      failed = failed || outcome.status == "failed";
+    };
     if (it == by_name.end() || !it->second) {
+      on_start(preflight ? kPreflightCaseStages.front() : options.stage);
+      CaseOutcome outcome;
       outcome.status = "failed";
       outcome.message = "no case named " + name;
       outcome.part = {{"name", name}};
+      on_result(preflight ? kPreflightCaseStages.front() : options.stage, outcome);
     } else {
-      alarm(static_cast<unsigned>(std::max(1.0, options.case_timeout)));
-      outcome = guarded(options.stage, *it->second, device, options.bench);
+      if (preflight) {
+        run_preflight(
+            *it->second, options.bench, stages, [&](std::size_t i) { on_start(kPreflightCaseStages[i]); },
+            [&](std::size_t i, const CaseOutcome& outcome) {
+              on_result(kPreflightCaseStages[i], outcome);
+              if (outcome.status == "failed") stages = std::min(stages, i + 1);
+            });
+      } else {
+        on_start(options.stage);
+        alarm(static_cast<unsigned>(std::max(1.0, options.case_timeout)));
+        on_result(options.stage, guarded(options.stage, *it->second, device, options.bench));
+      }
       alarm(0);
       // Its handles and plans go with it, as when each case had a process:
       // dozens of live cuDNN handles in one process crashed cuDNN.
       it->second.reset();
     }
-    double seconds = std::chrono::duration<double>(Clock::now() - started).count();
-    append_line(out, outcome_line(outcome, seconds));
-    log_line(options.stage + " " + name + " " + outcome.status + " (" + std::to_string(seconds).substr(0, 5) +
-             " s): " + outcome.message);
-    if (outcome.status == "failed" && context_is_broken()) return 4;
+    append_line(out, {{"finished", name}});
+    if (failed && context_is_broken()) return 4;
   }
   return 0;
 }
@@ -240,11 +283,17 @@ std::string temp_path(const char* tag) {
 }
 
 struct CaseRun {
+  std::string stage;
   std::string name;
   CaseOutcome outcome;
   double seconds = 0;
   std::string output;  // the child's output tail, for a failed case
 };
+
+std::size_t preflight_index(const std::string& stage) {
+  auto it = std::find(kPreflightCaseStages.begin(), kPreflightCaseStages.end(), stage);
+  return static_cast<std::size_t>(it - kPreflightCaseStages.begin());
+}
 
 // Runs `names` in child processes, a fresh one after each crash, timeout or
 // broken context, continuing at the case after the one that ended it.
@@ -252,6 +301,14 @@ std::vector<CaseRun> run_in_children(const Options& options, const std::vector<s
                                      const std::string& self) {
   std::vector<CaseRun> runs;
   std::size_t next = 0;
+  std::size_t preflight_stages = options.preflight_stages;
+  std::map<std::string, double> stage_left = options.stage_timeouts;
+  auto record = [&](CaseRun run) {
+    if (run.outcome.status == "failed" && options.stage == "preflight")
+      preflight_stages = std::min(preflight_stages, preflight_index(run.stage) + 1);
+    if (auto left = stage_left.find(run.stage); left != stage_left.end()) left->second -= run.seconds;
+    runs.push_back(std::move(run));
+  };
   std::string list_path = temp_path("cases"), lines_path = temp_path("lines");
   while (next < names.size()) {
     {
@@ -264,6 +321,8 @@ std::vector<CaseRun> run_in_children(const Options& options, const std::vector<s
                                      options.stage,
                                      "--child-cases",
                                      list_path,
+                                     "--preflight-stages",
+                                     std::to_string(preflight_stages),
                                      "--json",
                                      lines_path,
                                      "--case-timeout",
@@ -282,6 +341,9 @@ std::vector<CaseRun> run_in_children(const Options& options, const std::vector<s
                                      options.bench.impls,
                                      "--order-offset",
                                      std::to_string(options.bench.order_offset)};
+    for (const auto& [stage, left] : stage_left)
+      argv.insert(argv.end(), {"--stage-timeout", stage + "=" + std::to_string(std::max(0.0, left))});
+    const std::size_t runs_before = runs.size();
     kw::common::ChildSpec spec;
     spec.argv = argv;
     // The per-case alarm ends a hung case; this bounds a child that hangs
@@ -292,7 +354,7 @@ std::vector<CaseRun> run_in_children(const Options& options, const std::vector<s
     kw::common::ChildOutcome child = kw::common::run_child(spec);
 
     std::ifstream in(lines_path);
-    std::string started;
+    std::string started, started_stage;
     std::string fatal;
     std::size_t finished = 0;
     for (std::string text; std::getline(in, text);) {
@@ -306,17 +368,21 @@ std::vector<CaseRun> run_in_children(const Options& options, const std::vector<s
         fatal = line["fatal"];
       } else if (line.contains("started")) {
         started = line["started"];
+        started_stage = line.value("stage", options.stage);
       } else if (line.contains("result")) {
-        CaseOutcome outcome = outcome_from_line(line);
-        double seconds = line["result"].value("seconds", 0.0);
-        runs.push_back({started, std::move(outcome), seconds, ""});
-        if (runs.back().outcome.status == "failed") runs.back().output = child.output_tail;
+        CaseRun run{line.value("stage", options.stage), started, outcome_from_line(line),
+                    line["result"].value("seconds", 0.0), ""};
+        if (run.outcome.status == "failed") run.output = child.output_tail;
+        record(std::move(run));
         started.clear();
+      } else if (line.contains("finished")) {
         ++finished;
       }
     }
     next += finished;
     if (next >= names.size()) break;
+    const std::string first_stage =
+        options.stage == "preflight" ? kPreflightCaseStages.front() : options.stage;
     std::string cause;
     if (!fatal.empty()) {
       // Nothing can run here (no device, no context): every remaining case fails alike.
@@ -325,12 +391,23 @@ std::vector<CaseRun> run_in_children(const Options& options, const std::vector<s
         outcome.status = "failed";
         outcome.message = fatal;
         outcome.part = {{"name", names[next]}};
-        runs.push_back({names[next], outcome, 0, child.output_tail});
+        record({first_stage, names[next], outcome, 0, child.output_tail});
       }
       break;
     }
+    bool stage_out_of_time = false;
     if (child.timed_out || child.exit_code == 128 + SIGALRM) {
       cause = "timed out after " + std::to_string(static_cast<int>(options.case_timeout)) + " s";
+      // What the running stage had spent when the alarm came: the child's
+      // time less its reported stages'.
+      double reported = 0;
+      for (std::size_t i = runs_before; i < runs.size(); ++i) reported += runs[i].seconds;
+      if (auto left = stage_left.find(started_stage);
+          !started.empty() && left != stage_left.end() && left->second - (child.seconds - reported) <= 1) {
+        cause = "timed out: the " + started_stage + " stage's " +
+                std::to_string(static_cast<int>(options.stage_timeouts.at(started_stage))) + " s ran out";
+        stage_out_of_time = true;
+      }
     } else if (child.exit_code == 4) {
       cause = "";  // the case failed and broke the CUDA context: already reported
     } else if (child.exit_code > 128) {
@@ -339,16 +416,30 @@ std::vector<CaseRun> run_in_children(const Options& options, const std::vector<s
       cause = "the bench process " + child.describe() + " without a result";
     }
     if (!cause.empty()) {
-      // The case that was running when the child ended (or, if it ended
-      // between cases, the next one) fails with the cause.
-      std::string name = started.empty() ? names[next] : started;
+      // The case's stage that was running when the child ended fails with
+      // the cause; ended between cases, the next case fails. Its stages that
+      // did not run are not run.
       CaseOutcome outcome;
       outcome.status = "failed";
       outcome.message = cause;
-      outcome.part = {{"name", name}};
-      runs.push_back({name, outcome, 0, child.output_tail});
+      if (!started.empty()) {
+        outcome.part = {{"name", started}};
+        record({started_stage, started, outcome, 0, child.output_tail});
+      } else if (!runs.empty() && runs.back().name == names[next]) {
+        // After its last result, in its teardown: that stage fails.
+        CaseRun last = std::move(runs.back());
+        runs.pop_back();
+        last.outcome.status = "failed";
+        last.outcome.message += (last.outcome.message.empty() ? "" : "; then ") + cause;
+        last.output = child.output_tail;
+        record(std::move(last));
+      } else {
+        outcome.part = {{"name", names[next]}};
+        record({first_stage, names[next], outcome, 0, child.output_tail});
+      }
       ++next;
     }
+    if (stage_out_of_time) break;  // the cases after it are not run
     log_line(options.stage + ": a fresh process continues at case " + std::to_string(next + 1) + " of " +
              std::to_string(names.size()));
   }
@@ -357,17 +448,157 @@ std::vector<CaseRun> run_in_children(const Options& options, const std::vector<s
   return runs;
 }
 
+// A stage's result from its cases' runs; the cases' parts go to `cases`.
+json stage_of_runs(const std::string& name, std::vector<CaseRun>& runs,
+                   const std::map<std::string, Case*>& by_name, bool log_each, json& cases) {
+  std::vector<std::string> failures;
+  std::string log_tail;
+  json case_results = json::array();
+  int passed = 0;
+  for (CaseRun& run : runs) {
+    CaseOutcome& outcome = run.outcome;
+    if (log_each)
+      log_line(name + " " + run.name + " " + outcome.status + " (" +
+               std::to_string(run.seconds).substr(0, 5) + " s): " + outcome.message);
+    auto known = by_name.find(run.name);
+    if (!outcome.part.contains("params") && known != by_name.end())
+      outcome.part["params"] = known->second->params();
+    cases.push_back(outcome.part);
+    case_results.push_back({{"name", run.name},
+                            {"status", outcome.status},
+                            {"message", outcome.message},
+                            {"seconds", run.seconds},
+                            {"details", outcome.details}});
+    if (outcome.status == "failed") {
+      failures.push_back(run.name + ": " + outcome.message);
+      if (!run.output.empty()) log_tail += "--- " + run.name + "\n" + tail(run.output, 4000);
+    }
+    if (outcome.status == "passed") ++passed;
+  }
+  json stage{{"name", name},
+             {"status", failures.empty() ? "passed" : "failed"},
+             {"message", std::to_string(passed) + " cases passed"},
+             {"log_tail", tail(log_tail, 16000)},
+             {"details", {{"cases", case_results}}}};
+  if (!failures.empty()) {
+    std::string message =
+        std::to_string(failures.size()) + " of " + std::to_string(runs.size()) + " cases failed: ";
+    for (std::size_t i = 0; i < failures.size() && i < 5; ++i) message += (i ? "; " : "") + failures[i];
+    stage["message"] = message;
+  }
+  return stage;
+}
+
+json empty_stage(const std::string& name) {
+  return {
+      {"name", name}, {"status", "passed"}, {"message", ""}, {"log_tail", ""}, {"details", json::object()}};
+}
+
+json load_stage(const Options& options, const DeviceFacts& device) {
+  json stage = empty_stage("load");
+  std::vector<LibraryInfo> libraries = Registry::instance().libraries();
+  for (const std::string& path : options.libraries) libraries.push_back({path, options.symbols});
+  CaseOutcome outcome;
+  try {
+    outcome = run_load(libraries, device);
+  } catch (const std::exception& error) {
+    outcome.status = "failed";
+    outcome.message = error.what();
+  }
+  stage["status"] = outcome.status;
+  stage["message"] = outcome.message;
+  stage["details"] = outcome.details;
+  return stage;
+}
+
+double seconds_since(Clock::time_point started) {
+  return std::chrono::duration<double>(Clock::now() - started).count();
+}
+
+std::int64_t milliseconds(double seconds) {
+  return static_cast<std::int64_t>(seconds * 1000);
+}
+
+// --stage preflight: load, then launch_geometry, correctness and quick_bench
+// of every case in one process (a fresh one after a faulting case), each
+// case set up once for all three; a stage's failure skips the stages after
+// it. Writes {"device", "preflight": [{"stage", "cases"}, ...]}, one entry
+// per stage that ran.
+int preflight_main(const Options& options, const DeviceFacts& device, const std::string& self) {
+  json document{{"device", device.report}, {"preflight", json::array()}};
+  auto finish = [&](int code) {
+    write_json(options.json_path, document);
+    for (const json& entry : document["preflight"])
+      log_line(entry["stage"]["name"].get<std::string>() + " " + entry["stage"]["status"].get<std::string>() +
+               ": " + entry["stage"]["message"].get<std::string>());
+    return code;
+  };
+  auto started = Clock::now();
+  json load = load_stage(options, device);
+  load["duration_ms"] = milliseconds(seconds_since(started));
+  document["preflight"].push_back({{"stage", load}, {"cases", json::array()}});
+  if (load["status"] == "failed") return finish(1);
+
+  auto cases = select_cases(options);
+  if (cases.empty()) {
+    json stage = empty_stage(kPreflightCaseStages.front());
+    stage["status"] = "failed";
+    stage["message"] = "no case matches \"" + options.case_glob + "\"";
+    document["preflight"].push_back({{"stage", stage}, {"cases", json::array()}});
+    return finish(1);
+  }
+  std::map<std::string, Case*> by_name;
+  std::vector<std::string> names;
+  for (auto& c : cases) {
+    by_name[c->name()] = c.get();
+    names.push_back(c->name());
+  }
+  started = Clock::now();
+  std::vector<CaseRun> runs;
+  if (options.in_process) {
+    std::size_t stages = options.preflight_stages;
+    for (auto& c : cases) {
+      auto case_started = Clock::now();
+      run_preflight(
+          *c, options.bench, stages, [&](std::size_t) { case_started = Clock::now(); },
+          [&](std::size_t i, const CaseOutcome& outcome) {
+            runs.push_back({kPreflightCaseStages[i], c->name(), outcome, seconds_since(case_started), ""});
+            if (outcome.status == "failed") stages = std::min(stages, i + 1);
+          });
+    }
+  } else {
+    runs = run_in_children(options, names, self);
+  }
+  // The processes' start-up and the cases' setup count to the first stage.
+  double unaccounted = seconds_since(started);
+  int code = 0;
+  for (const std::string& name : kPreflightCaseStages) {
+    std::vector<CaseRun> of_stage;
+    for (CaseRun& run : runs)
+      if (run.stage == name) of_stage.push_back(run);
+    if (of_stage.empty()) break;  // an earlier stage failed
+    json entry{{"cases", json::array()}};
+    entry["stage"] = stage_of_runs(name, of_stage, by_name, options.in_process, entry["cases"]);
+    double seconds = 0;
+    for (const CaseRun& run : of_stage) seconds += run.seconds;
+    entry["stage"]["duration_ms"] = milliseconds(seconds);
+    unaccounted -= seconds;
+    document["preflight"].push_back(entry);
+    if (entry["stage"]["status"] == "failed") code = 1;
+  }
+  if (document["preflight"].size() > 1) {
+    json& first = document["preflight"][1]["stage"];
+    first["duration_ms"] =
+        first["duration_ms"].get<std::int64_t>() + milliseconds(std::max(0.0, unaccounted));
+  }
+  return finish(code);
+}
+
 int stage_main(const Options& options, const std::string& self) {
   auto started = Clock::now();
-  json stage{{"name", options.stage},
-             {"status", "passed"},
-             {"message", ""},
-             {"log_tail", ""},
-             {"details", json::object()}};
-  json document{{"stage", stage}, {"device", nullptr}, {"cases", json::array()}};
+  json document{{"stage", empty_stage(options.stage)}, {"device", nullptr}, {"cases", json::array()}};
   auto finish = [&](int code) {
-    document["stage"]["duration_ms"] =
-        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count();
+    document["stage"]["duration_ms"] = milliseconds(seconds_since(started));
     write_json(options.json_path, document);
     log_line(options.stage + " " + document["stage"]["status"].get<std::string>() + ": " +
              document["stage"]["message"].get<std::string>());
@@ -380,25 +611,22 @@ int stage_main(const Options& options, const std::string& self) {
   } catch (const Error& error) {
     document["stage"]["status"] = "skipped";
     document["stage"]["message"] = error.what();
+    if (options.stage == "preflight") {
+      document = {{"device", nullptr},
+                  {"preflight", {{{"stage", document["stage"]}, {"cases", json::array()}}}}};
+      document["preflight"][0]["stage"]["name"] = "load";
+      write_json(options.json_path, document);
+      return 0;
+    }
     return finish(0);
   }
   document["device"] = device.report;
   log_line(options.stage + " started on " + device.report["name"].get<std::string>());
+  if (options.stage == "preflight") return preflight_main(options, device, self);
 
   if (options.stage == "load") {
-    std::vector<LibraryInfo> libraries = Registry::instance().libraries();
-    for (const std::string& path : options.libraries) libraries.push_back({path, options.symbols});
-    CaseOutcome outcome;
-    try {
-      outcome = run_load(libraries, device);
-    } catch (const std::exception& error) {
-      outcome.status = "failed";
-      outcome.message = error.what();
-    }
-    document["stage"]["status"] = outcome.status;
-    document["stage"]["message"] = outcome.message;
-    document["stage"]["details"] = outcome.details;
-    return finish(outcome.status == "failed" ? 1 : 0);
+    document["stage"] = load_stage(options, device);
+    return finish(document["stage"]["status"] == "failed" ? 1 : 0);
   }
 
   auto cases = select_cases(options);
@@ -413,8 +641,7 @@ int stage_main(const Options& options, const std::string& self) {
       log_line(options.stage + " " + c->name() + " ...");
       auto case_started = Clock::now();
       CaseOutcome outcome = guarded(options.stage, *c, device, options.bench);
-      runs.push_back({c->name(), std::move(outcome),
-                      std::chrono::duration<double>(Clock::now() - case_started).count(), ""});
+      runs.push_back({options.stage, c->name(), std::move(outcome), seconds_since(case_started), ""});
     }
   } else {
     std::vector<std::string> names;
@@ -424,42 +651,9 @@ int stage_main(const Options& options, const std::string& self) {
 
   std::map<std::string, Case*> by_name;
   for (auto& c : cases) by_name[c->name()] = c.get();
-  std::vector<std::string> failures;
-  std::string log_tail;
-  json case_results = json::array();
-  int passed = 0;
-  for (CaseRun& run : runs) {
-    CaseOutcome& outcome = run.outcome;
-    if (options.in_process)
-      log_line(options.stage + " " + run.name + " " + outcome.status + " (" +
-               std::to_string(run.seconds).substr(0, 5) + " s): " + outcome.message);
-    if (!outcome.part.contains("params") && by_name.count(run.name))
-      outcome.part["params"] = by_name[run.name]->params();
-    document["cases"].push_back(outcome.part);
-    case_results.push_back({{"name", run.name},
-                            {"status", outcome.status},
-                            {"message", outcome.message},
-                            {"seconds", run.seconds},
-                            {"details", outcome.details}});
-    if (outcome.status == "failed") {
-      failures.push_back(run.name + ": " + outcome.message);
-      if (!run.output.empty()) log_tail += "--- " + run.name + "\n" + tail(run.output, 4000);
-    }
-    if (outcome.status == "passed") ++passed;
-  }
-  document["stage"]["details"]["cases"] = case_results;
+  document["stage"] = stage_of_runs(options.stage, runs, by_name, options.in_process, document["cases"]);
   if (options.order_seed != 0) document["stage"]["details"]["order_seed"] = options.order_seed;
-  document["stage"]["log_tail"] = tail(log_tail, 16000);
-  if (!failures.empty()) {
-    document["stage"]["status"] = "failed";
-    std::string message =
-        std::to_string(failures.size()) + " of " + std::to_string(runs.size()) + " cases failed: ";
-    for (std::size_t i = 0; i < failures.size() && i < 5; ++i) message += (i ? "; " : "") + failures[i];
-    document["stage"]["message"] = message;
-    return finish(1);
-  }
-  document["stage"]["message"] = std::to_string(passed) + " cases passed";
-  return finish(0);
+  return finish(document["stage"]["status"] == "failed" ? 1 : 0);
 }
 
 }  // namespace
@@ -468,7 +662,9 @@ int main(int argc, char** argv) {
   CLI::App cli{"kernelwatch bench (kwbench harness)"};
   Options options;
   cli.add_flag("--list", options.list, "print the case names, one per line");
-  cli.add_option("--stage", options.stage, "stage to run")->check(CLI::IsMember(kStages));
+  cli.add_option("--stage", options.stage,
+                 "stage to run; preflight: load, launch_geometry, correctness and quick_bench in one go")
+      ->check(CLI::IsMember(kStages));
   cli.add_option("--case", options.case_glob, "glob over case names (several: comma-separated)")
       ->capture_default_str();
   cli.add_option("--case-list", options.case_list, "a file naming the cases to run, one per line, in order");
@@ -492,6 +688,11 @@ int main(int argc, char** argv) {
                  "full_bench: glob over the implementations to time (candidate, baseline:NAME)")
       ->capture_default_str();
   cli.add_option("--child-cases", options.child_cases)->group("");
+  cli.add_option("--preflight-stages", options.preflight_stages)->group("");
+  std::vector<std::string> stage_timeouts;
+  cli.add_option("--stage-timeout", stage_timeouts,
+                 "preflight: STAGE=SECONDS, what a per-case stage may take over all its cases")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cli.add_option("--order-offset", options.bench.order_offset)->group("");
   // A bench's own arguments (kernelwatch.json) come first and the agent's
   // after them: the last value of an option wins.
@@ -504,6 +705,18 @@ int main(int argc, char** argv) {
   }
   if (options.order_seed != 0 && options.bench.order_offset == 0)
     options.bench.order_offset = static_cast<unsigned>(options.order_seed % 7919);
+  for (const std::string& entry : stage_timeouts) {
+    std::size_t eq = entry.find('=');
+    double seconds = eq == std::string::npos ? -1 : std::atof(entry.c_str() + eq + 1);
+    if (eq == std::string::npos || preflight_index(entry.substr(0, eq)) == kPreflightCaseStages.size() ||
+        !(seconds >= 0)) {
+      std::cerr << "--stage-timeout: expected STAGE=SECONDS with STAGE one of launch_geometry, correctness, "
+                   "quick_bench, got \""
+                << entry << "\"\n";
+      return 2;
+    }
+    options.stage_timeouts[entry.substr(0, eq)] = seconds;
+  }
   try {
     if (options.list) {
       json names = json::array();

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <set>
 #include <sstream>
 
@@ -320,12 +321,16 @@ CaseOutcome run_load(const std::vector<LibraryInfo>& libraries, const DeviceFact
   return outcome;
 }
 
-CaseOutcome run_launch_geometry(Case& c, const DeviceFacts&, const BenchOptions& options) {
+namespace {
+
+// The per-case stages on a case already set up: one setup serves every
+// stage of the preflight.
+CaseOutcome launch_geometry_of(Prepared& prepared) {
+  Case& c = prepared.c;
   CaseOutcome outcome;
   outcome.part = case_header(c);
   ExpectedLaunch expected = c.expected_launch();
   outcome.part["expected_launch"] = expected_launch_json(expected);
-  Prepared prepared(c, options);
   std::vector<ObservedLaunch> launches;
   {
     KernelTrace trace;
@@ -380,10 +385,10 @@ CaseOutcome run_launch_geometry(Case& c, const DeviceFacts&, const BenchOptions&
   return outcome;
 }
 
-CaseOutcome run_correctness(Case& c, const DeviceFacts&, const BenchOptions& options) {
+CaseOutcome correctness_of(Prepared& prepared) {
+  Case& c = prepared.c;
   CaseOutcome outcome;
   outcome.part = case_header(c);
-  Prepared prepared(c, options);
   c.poison_output(*prepared.state);
   c.run_candidate(*prepared.state);
   KW_CUDA_CHECK(cudaStreamSynchronize(prepared.stream));
@@ -411,10 +416,10 @@ CaseOutcome run_correctness(Case& c, const DeviceFacts&, const BenchOptions& opt
   return outcome;
 }
 
-CaseOutcome run_quick_bench(Case& c, const DeviceFacts&, const BenchOptions& options) {
+CaseOutcome quick_bench_of(Prepared& prepared, const BenchOptions& options) {
+  Case& c = prepared.c;
   CaseOutcome outcome;
   outcome.part = case_header(c);
-  Prepared prepared(c, options);
   json skipped = json::object();
   std::vector<Impl> impls = runnable_impls(c, skipped);
   EventTimer timer;
@@ -460,6 +465,59 @@ CaseOutcome run_quick_bench(Case& c, const DeviceFacts&, const BenchOptions& opt
   }
   outcome.message = "median " + format("%.1f", candidate / 1000) + " us";
   return outcome;
+}
+
+CaseOutcome failed_outcome(Case& c, const std::string& message) {
+  CaseOutcome outcome;
+  outcome.status = "failed";
+  outcome.message = message;
+  outcome.part = case_header(c);
+  return outcome;
+}
+
+}  // namespace
+
+CaseOutcome run_launch_geometry(Case& c, const DeviceFacts&, const BenchOptions& options) {
+  Prepared prepared(c, options);
+  return launch_geometry_of(prepared);
+}
+
+CaseOutcome run_correctness(Case& c, const DeviceFacts&, const BenchOptions& options) {
+  Prepared prepared(c, options);
+  return correctness_of(prepared);
+}
+
+CaseOutcome run_quick_bench(Case& c, const DeviceFacts&, const BenchOptions& options) {
+  Prepared prepared(c, options);
+  return quick_bench_of(prepared, options);
+}
+
+void run_preflight(Case& c, const BenchOptions& options, std::size_t stages,
+                   const std::function<void(std::size_t)>& on_start,
+                   const std::function<void(std::size_t, const CaseOutcome&)>& on_result) {
+  stages = std::min(stages, kPreflightCaseStages.size());
+  if (stages == 0) return;
+  on_start(0);
+  std::unique_ptr<Prepared> prepared;
+  try {
+    prepared = std::make_unique<Prepared>(c, options);
+  } catch (const std::exception& error) {
+    on_result(0, failed_outcome(c, std::string("setup: ") + error.what()));
+    return;
+  }
+  for (std::size_t stage = 0; stage < stages; ++stage) {
+    if (stage > 0) on_start(stage);
+    CaseOutcome outcome;
+    try {
+      outcome = stage == 0   ? launch_geometry_of(*prepared)
+                : stage == 1 ? correctness_of(*prepared)
+                             : quick_bench_of(*prepared, options);
+    } catch (const std::exception& error) {
+      outcome = failed_outcome(c, error.what());
+    }
+    on_result(stage, outcome);
+    if (outcome.status == "failed") return;  // its later stages are skipped for every case
+  }
 }
 
 CaseOutcome run_full_bench(Case& c, const DeviceFacts& device, const BenchOptions& options) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,17 @@ CaseOutcome run_launch_geometry(Case& c, const DeviceFacts& device, const BenchO
 CaseOutcome run_correctness(Case& c, const DeviceFacts& device, const BenchOptions& options);
 CaseOutcome run_quick_bench(Case& c, const DeviceFacts& device, const BenchOptions& options);
 CaseOutcome run_full_bench(Case& c, const DeviceFacts& device, const BenchOptions& options);
+
+// The per-case stages of the preflight, in order.
+inline const std::vector<std::string> kPreflightCaseStages = {"launch_geometry", "correctness",
+                                                              "quick_bench"};
+
+// The first `stages` of kPreflightCaseStages for one case on one setup of
+// it: on_start(i) as stage i starts, on_result(i, outcome) as it ends. A
+// failed stage ends the case (the stages after it are skipped).
+void run_preflight(Case& c, const BenchOptions& options, std::size_t stages,
+                   const std::function<void(std::size_t)>& on_start,
+                   const std::function<void(std::size_t, const CaseOutcome&)>& on_result);
 
 // The load stage is not per case: libraries, symbols and kernels of the registry.
 CaseOutcome run_load(const std::vector<LibraryInfo>& libraries, const DeviceFacts& device);

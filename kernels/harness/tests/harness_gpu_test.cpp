@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include <gtest/gtest.h>
 
@@ -144,6 +145,60 @@ TEST_F(HarnessGpuTest, TenTimesSlowerFailsQuickBench) {
   std::string message = case_named(document, "broken.slow")["message"];
   EXPECT_NE(message.find("x of baseline:memcpy"), std::string::npos) << message;
   EXPECT_NE(message.find("its sanity range is 0.50x..4.00x"), std::string::npos) << message;
+}
+
+// --stage preflight: the per-case stages of a case on one setup of it, in
+// one process; each stage kept apart in the document, as the agent reports them.
+TEST_F(HarnessGpuTest, PreflightRunsLoadAndEveryPerCaseStageInOneGo) {
+  json document = stage(
+      KW_SELFTEST_BENCH, "preflight",
+      {"--case", "selftest.scale/n33554432", "--library", KW_GOOD_LIBRARY, "--symbol", "kw_selftest_entry"});
+  EXPECT_EQ(last_.exit_code, 0) << last_.output;
+  ASSERT_EQ(document["preflight"].size(), 4u) << document.dump().substr(0, 2000);
+  std::vector<std::string> names;
+  for (const json& entry : document["preflight"]) {
+    names.push_back(entry["stage"]["name"]);
+    EXPECT_EQ(entry["stage"]["status"], "passed") << entry["stage"]["message"];
+    EXPECT_GE(entry["stage"]["duration_ms"].get<std::int64_t>(), 0);
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"load", "launch_geometry", "correctness", "quick_bench"}));
+  EXPECT_EQ(document["preflight"][1]["cases"][0]["launches"][0]["block"], json({384, 1, 1}));
+  EXPECT_TRUE(document["preflight"][2]["cases"][0]["correctness"]["passed"].get<bool>());
+  EXPECT_TRUE(document["device"].contains("name"));
+}
+
+// A failed stage skips the stages after it for every case, and still runs
+// for the cases after the one that failed it; a faulting case ends its
+// process, and a fresh one continues at the next case.
+TEST_F(HarnessGpuTest, PreflightStopsAfterAFailedStageAndIsolatesAFault) {
+  json document = stage(KW_BROKEN_BENCH, "preflight", {"--case", "broken.ok,broken.unwritten"});
+  EXPECT_EQ(last_.exit_code, 1);
+  ASSERT_EQ(document["preflight"].size(), 3u)
+      << "quick_bench is not run: " << document.dump().substr(0, 2000);
+  EXPECT_EQ(document["preflight"][1]["stage"]["status"], "passed");
+  const json& correctness = document["preflight"][2]["stage"];
+  EXPECT_EQ(correctness["status"], "failed");
+  ASSERT_EQ(correctness["details"]["cases"].size(), 2u);
+  EXPECT_EQ(correctness["details"]["cases"][0]["status"], "passed");
+  EXPECT_EQ(correctness["details"]["cases"][1]["message"],
+            "8388608 output values are NaN/Inf (unwritten outputs keep the NaN poison)");
+
+  document = stage(KW_BROKEN_BENCH, "preflight", {"--case", "broken.fault,broken.ok"});
+  std::map<std::string, std::string> fault, ok;  // stage -> status
+  std::string fault_message;
+  for (const json& entry : document["preflight"]) {
+    for (const json& c : entry["stage"]["details"].value("cases", json::array())) {
+      if (c["name"] == "broken.fault") {
+        fault[entry["stage"]["name"]] = c["status"];
+        if (c["status"] == "failed") fault_message = c["message"];
+      }
+      if (c["name"] == "broken.ok") ok[entry["stage"]["name"]] = c["status"];
+    }
+  }
+  EXPECT_NE(fault_message.find("cudaErrorIllegalAddress"), std::string::npos)
+      << document.dump().substr(0, 3000);
+  EXPECT_FALSE(ok.empty()) << "the case after the fault ran";
+  for (const auto& [stage_name, status] : ok) EXPECT_EQ(status, "passed") << stage_name;
 }
 
 TEST_F(HarnessGpuTest, ListAndUnknownCase) {
