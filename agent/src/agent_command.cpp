@@ -160,6 +160,7 @@ int agent_loop(AgentArguments args) {
       options.built_from = tree.built_from;
       options.clean_build_tree = [&tree] { BuiltCommits::clean(tree); };
       options.ccache_dir = work / "ccache";
+      options.reference_cache_dir = work / "references";
       options.commit = commit;
       options.branch = job.value("branch", std::string("main"));
       if (job.contains("base_commit") && job["base_commit"].is_string())

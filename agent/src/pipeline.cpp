@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <regex>
@@ -153,6 +154,8 @@ ChildOutcome invoke_kwbench(const BenchConfig& bench, const std::string& stage, 
   spec.cwd = options.checkout;
   spec.timeout_s = timeout_s;
   spec.on_line = std::move(on_line);
+  if (!options.reference_cache_dir.empty() && std::getenv("KWBENCH_REFERENCE_CACHE") == nullptr)
+    spec.env["KWBENCH_REFERENCE_CACHE"] = options.reference_cache_dir.string();
   ChildOutcome outcome = run_child(spec, *options.stop);
   document = json();
   if (std::ifstream in(out); in) {

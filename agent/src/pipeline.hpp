@@ -37,6 +37,9 @@ struct PipelineOptions {
   // The compiler cache's directory (build through ccache where installed);
   // empty: no compiler cache.
   std::filesystem::path ccache_dir;
+  // Where kwbench keeps correctness references across runs
+  // (KWBENCH_REFERENCE_CACHE, unless the environment sets it); empty: its default.
+  std::filesystem::path reference_cache_dir;
   // The commit whose build outputs `checkout` already holds: empty for a
   // fresh checkout, else the build is incremental.
   std::string built_from;

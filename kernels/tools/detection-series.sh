@@ -25,21 +25,14 @@ mkdir -p "$out/series" "$work"
 log() { printf '[series %s] %s\n' "$(date -u +%H:%M:%S)" "$*"; }
 git_() { git -c user.name=kernelwatch -c user.email=kw@localhost -c advice.detachedHead=false "$@"; }
 
-kw="$root/build/gpu/agent/kw"
-if [ ! -x "$kw" ]; then
-  log "building kw"
-  (cd "$root" && cmake --preset gpu -DKW_BUILD_TESTS=OFF > "$out/series/kw-configure.log" 2>&1 &&
-    cmake --build --preset gpu -j "$(nproc)" --target kw > "$out/series/kw-build.log" 2>&1) ||
-    { tail -30 "$out/series/kw-build.log"; exit 1; }
-fi
+source "$root/kernels/tools/gpu-scratch.sh"
+kw=$(kw_binary "$out/series") || exit 1
 
 # The scratch history: the series config builds only the attention bench.
 if [ ! -d "$work/b/.git" ]; then
   log "scratch history in $work"
   rm -rf "$work/b" "$work/c" "$work/built"
-  mkdir -p "$work/b"
-  (cd "$root" && tar --exclude=./build --exclude=./.git --exclude=./gpu-results --exclude=./dashboards/node_modules \
-    -cf - .) | tar -C "$work/b" -xf -
+  copy_tree "$work/b"
   cat > "$work/b/kernelwatch.json" <<EOF
 {
   "project": "kernelwatch",

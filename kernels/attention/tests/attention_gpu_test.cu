@@ -6,12 +6,18 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <numeric>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "../../../tests/support/subprocess.hpp"
 
 #include "../src/reference.hpp"
 #include "kw_attention/attention.hpp"
@@ -317,6 +323,30 @@ TEST_F(AttentionGpuTest, InjectedSpinDelaysTheKernelAndLeavesItsOutputAlone) {
   EXPECT_EQ(first, second);
   CUDA_OK(cudaEventDestroy(start));
   CUDA_OK(cudaEventDestroy(stop));
+}
+
+// The bench's correctness reference is computed once, then read from the
+// reference cache: the second run finds the same error without computing it.
+TEST_F(AttentionGpuTest, TheBenchComputesACorrectnessReferenceOnceThenTakesItFromTheCache) {
+  char pattern[] = "/tmp/kw-references-XXXXXX";
+  ASSERT_NE(mkdtemp(pattern), nullptr);
+  setenv("KWBENCH_REFERENCE_CACHE", pattern, 1);
+  const std::string out = std::string(pattern) + "/correctness.json";
+  std::vector<nlohmann::json> cases;
+  for (int run = 0; run < 2; ++run) {
+    kw::testing::CommandResult result =
+        kw::testing::run_command({KW_ATTENTION_BENCH, "--stage", "correctness", "--case",
+                                  "attention/fp16/d64/b2h4s128", "--json", out});
+    ASSERT_EQ(result.exit_code, 0) << result.output;
+    std::ifstream in(out);
+    cases.push_back(nlohmann::json::parse(in)["stage"]["details"]["cases"].at(0));
+  }
+  unsetenv("KWBENCH_REFERENCE_CACHE");
+  std::filesystem::remove_all(pattern);
+  EXPECT_EQ(cases[0]["details"]["reference"], "computed") << cases[0];
+  EXPECT_EQ(cases[1]["details"]["reference"], "cached") << cases[1];
+  EXPECT_EQ(cases[0]["status"], "passed");
+  EXPECT_EQ(cases[0]["message"], cases[1]["message"]) << "the same inputs against the same reference";
 }
 
 TEST_F(AttentionGpuTest, UnsupportedInputsAreRejectedWithTheFieldNamed) {

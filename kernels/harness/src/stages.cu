@@ -396,6 +396,7 @@ CaseOutcome correctness_of(Prepared& prepared) {
   double tolerance = c.tolerance();
   bool finite = std::isfinite(accuracy.rel_l2_err) && std::isfinite(accuracy.max_abs_err);
   bool passed = accuracy.nonfinite == 0 && finite && accuracy.rel_l2_err <= tolerance;
+  outcome.details["reference"] = accuracy.reference_from_cache ? "cached" : "computed";
   outcome.part["correctness"] = {{"passed", passed},
                                  {"rel_l2_err", finite ? accuracy.rel_l2_err : 0.0},
                                  {"max_abs_err", finite ? accuracy.max_abs_err : 0.0},

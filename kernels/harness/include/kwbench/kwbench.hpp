@@ -1,13 +1,14 @@
 // kwbench: the harness a CUDA repository links to be tracked by kernelwatch.
 // A bench executable declares cases (subclasses of kwbench::Case), registers
-// them, and calls kwbench::main(); the agent then runs it one stage at a time:
+// them, and calls kwbench::main(); the agent then runs its stages:
 //   BENCH --list
-//   BENCH --stage load|launch_geometry|correctness|quick_bench|full_bench [--case GLOB] --json FILE
+//   BENCH --stage preflight|load|launch_geometry|correctness|quick_bench|full_bench [--case GLOB] --json FILE
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -66,6 +67,28 @@ struct Accuracy {
   double rel_l2_err = 0;
   double max_abs_err = 0;
   std::int64_t nonfinite = 0;
+  bool reference_from_cache = false;  // the reference came from the ReferenceCache
+};
+
+// Reference outputs kept on the host across runs and commits: correctness
+// need not recompute a reference whose inputs and code did not change. A
+// case keys an entry by everything its reference depends on (the inputs'
+// seed and generator, the elements checked, the reference code's version):
+// a key that misses one serves a stale reference. The directory is
+// $KWBENCH_REFERENCE_CACHE ("off": no cache), else $XDG_CACHE_HOME/kwbench or
+// ~/.cache/kwbench; past 4 GiB the least recently written entries go.
+class ReferenceCache {
+ public:
+  static ReferenceCache& instance();
+  explicit ReferenceCache(std::filesystem::path dir, std::uintmax_t max_bytes = std::uintmax_t{4} << 30);
+  // nullopt: no entry for this key (or no cache).
+  std::optional<std::vector<float>> load(const std::string& key) const;
+  // A cache that cannot be written is no error: the next run computes again.
+  void store(const std::string& key, const std::vector<float>& values) const;
+
+ private:
+  std::filesystem::path dir_;
+  std::uintmax_t max_bytes_;
 };
 
 // Per-case device state: a stream, a seeded generator, and allocations
@@ -75,13 +98,14 @@ class State {
   // `timed`: glob over the implementations this stage times ("candidate",
   // "baseline:NAME"); setup() may skip building the others.
   State(cudaStream_t stream, std::uint64_t seed, std::string timed = "*")
-      : stream_(stream), rng_(seed), timed_(std::move(timed)) {}
+      : stream_(stream), seed_(seed), rng_(seed), timed_(std::move(timed)) {}
   ~State();
   State(const State&) = delete;
   State& operator=(const State&) = delete;
 
   cudaStream_t stream() const { return stream_; }
   std::mt19937_64& rng() { return rng_; }
+  std::uint64_t seed() const { return seed_; }  // rng()'s: what the case's inputs derive from
   bool wants(const std::string& impl) const;
 
   // `owner`: "" (inputs/outputs every implementation needs), "candidate" or
@@ -95,6 +119,7 @@ class State {
 
  private:
   cudaStream_t stream_;
+  std::uint64_t seed_;
   std::mt19937_64 rng_;
   std::string timed_;
   std::vector<std::pair<void*, std::pair<std::size_t, std::string>>> allocations_;

@@ -1,0 +1,21 @@
+# Sourced by the GPU-machine scripts (detection-series.sh, time-to-verdict.sh):
+# kw built with the gpu preset, and this tree copied into a scratch directory
+# that becomes a git history of its own. Needs $root (this repository).
+
+# kw_binary LOGDIR: builds kw when it is not built; prints its path.
+kw_binary() {
+  local kw="$root/build/gpu/agent/kw"
+  if [ ! -x "$kw" ]; then
+    (cd "$root" && cmake --preset gpu -DKW_BUILD_TESTS=OFF > "$1/kw-configure.log" 2>&1 &&
+      cmake --build --preset gpu -j "$(nproc)" --target kw > "$1/kw-build.log" 2>&1) ||
+      { tail -30 "$1/kw-build.log" >&2; return 1; }
+  fi
+  echo "$kw"
+}
+
+# copy_tree DEST: this tree's files, without builds, results or git.
+copy_tree() {
+  mkdir -p "$1"
+  (cd "$root" && tar --exclude=./build --exclude=./.git --exclude=./gpu-results --exclude=./dashboards/node_modules \
+    -cf - .) | tar -C "$1" -xf -
+}
