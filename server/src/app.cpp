@@ -11,6 +11,7 @@
 #include "detection_repository.hpp"
 #include "errors.hpp"
 #include "job_repository.hpp"
+#include "kw/common/json_reader.hpp"
 #include "kw/common/run_report.hpp"
 #include "migrations.hpp"
 #include "run_repository.hpp"
@@ -32,24 +33,24 @@ std::vector<Statement> all_statements() {
 }
 
 // Field readers for small request bodies; errors name the field (422).
-std::string body_string(const json& body, const std::string& field, bool required = true) {
+// A name by default (at most common::kMaxNameBytes); reasons and other text
+// pass a larger bound.
+std::string body_string(const json& body, const std::string& field, bool required = true,
+                        std::size_t max_bytes = common::kMaxNameBytes) {
   auto it = body.find(field);
   if (it == body.end() || it->is_null()) {
     if (required) throw Unprocessable(field + ": is required");
     return {};
   }
-  if (!it->is_string()) throw Unprocessable(field + ": must be a string");
-  if (required && it->get<std::string>().empty()) throw Unprocessable(field + ": must not be empty");
-  return it->get<std::string>();
+  return common::JsonReader::as_string(*it, field, !required, max_bytes);
 }
 
-std::optional<std::int64_t> body_integer(const json& body, const std::string& field, std::int64_t min) {
+std::optional<std::int64_t> body_integer(const json& body, const std::string& field, std::int64_t min,
+                                         std::int64_t max) {
   auto it = body.find(field);
   if (it == body.end() || it->is_null()) return std::nullopt;
   if (!it->is_number_integer()) throw Unprocessable(field + ": must be an integer");
-  auto value = it->get<std::int64_t>();
-  if (value < min) throw Unprocessable(field + ": must be >= " + std::to_string(min));
-  return value;
+  return common::JsonReader::as_integer(*it, field, min, max);
 }
 
 // A streamed stage: {"agent", "started": NAME} as a stage starts, or
@@ -332,6 +333,7 @@ void App::register_routes() {
     json body = require_object(request);
     NewJob job;
     std::string project = body_string(body, "project");
+    common::check_project_name(project, "project");
     job.commit = body_string(body, "commit");
     if (!common::is_commit_sha(job.commit))
       throw Unprocessable("commit: must be a 40-character lowercase hex SHA");
@@ -342,7 +344,7 @@ void App::register_routes() {
         throw Unprocessable("base_commit: must be a 40-character lowercase hex SHA");
       job.base_commit = base;
     }
-    job.pr = body_integer(body, "pr", 1);
+    job.pr = body_integer(body, "pr", 1, common::kMaxInt32);
     std::string gpu_class = body_string(body, "gpu_class", false);
     if (!gpu_class.empty()) job.gpu_class = gpu_class;
     job.max_attempts = options_.max_attempts;
@@ -437,7 +439,7 @@ void App::register_routes() {
 
   r.add("POST", "/api/v1/jobs/{id}/fail", agent, [this, as_holder](Request& request) {
     json body = require_object(request);
-    std::string reason = body_string(body, "reason");
+    std::string reason = body_string(body, "reason", true, common::kMaxTextBytes);
     if (reason.size() > 4096) throw Unprocessable("reason: at most 4096 bytes");
     std::string error = "agent \"" + body_string(body, "agent") + "\" could not run it: " + reason;
     return as_holder(request, body, "fail it", [&](pqxx::work& tx, std::int64_t id, std::int64_t agent_id) {
@@ -476,7 +478,7 @@ void App::register_routes() {
   r.add("POST", "/api/v1/runs/{id}/acknowledge", ci, [this](Request& request) {
     std::int64_t id = request.id_param("id");
     json body = require_object(request);
-    std::string reason = body_string(body, "reason");
+    std::string reason = body_string(body, "reason", true, common::kMaxTextBytes);
     std::string who = request.caller->token_name;
     with_transaction(*pool_, [&](pqxx::work& tx) {
       auto previous = DetectionRepository::acknowledge(tx, id, who, reason);

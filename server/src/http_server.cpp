@@ -79,9 +79,18 @@ class Session : public std::enable_shared_from_this<Session> {
     request.method = std::string(message.method_string());
     request.target = std::string(message.target());
     auto question = request.target.find('?');
-    request.path = percent_decode(std::string_view(request.target).substr(0, question));
-    if (question != std::string::npos)
-      request.query = parse_query(std::string_view(request.target).substr(question + 1));
+    std::optional<std::string> path =
+        percent_decode(std::string_view(request.target).substr(0, question), false);
+    bool valid_target = path.has_value();
+    if (valid_target) {
+      request.path = std::move(*path);
+      try {
+        if (question != std::string::npos)
+          request.query = parse_query(std::string_view(request.target).substr(question + 1));
+      } catch (const std::exception&) {
+        valid_target = false;
+      }
+    }
     request.body = std::move(message.body());
     request.authorization = std::string(message[http::field::authorization]);
     for (const auto& field : message) {
@@ -90,7 +99,9 @@ class Session : public std::enable_shared_from_this<Session> {
       request.headers[name] = std::string(field.value());
     }
 
-    Response response = server_.handler_(request);
+    Response response =
+        valid_target ? server_.handler_(request)
+                     : Response::error(400, "bad_request", "the request target is not percent-encoded UTF-8");
     bool keep_alive = message.keep_alive() && !server_.stopping_;
     write(std::move(response), keep_alive, message.version(), message.method() == http::verb::head);
   }

@@ -2,6 +2,8 @@
 
 #include <charconv>
 
+#include "kw/common/run_report.hpp"
+
 #include "errors.hpp"
 
 namespace kw::server {
@@ -49,17 +51,63 @@ std::int64_t Request::id_param(const std::string& name) const {
   return value;
 }
 
+namespace {
+
+// What no handler may see: nesting past kMaxJsonDepth (serializing it
+// recurses once per level) and NUL characters (PostgreSQL's text and jsonb
+// cannot hold them; libpq would cut the string there). The recursion is
+// bounded by the depth it checks. Returns the path of a NUL, or "" for none.
+std::string check_json(const nlohmann::json& value, int depth, const std::string& path) {
+  if (depth > common::kMaxJsonDepth)
+    throw BadRequest("request body is nested deeper than " + std::to_string(common::kMaxJsonDepth) +
+                     " levels");
+  auto has_nul = [](const std::string& text) { return text.find('\0') != std::string::npos; };
+  if (value.is_string()) return has_nul(value.get_ref<const std::string&>()) ? path : "";
+  if (value.is_object()) {
+    for (const auto& [key, item] : value.items()) {
+      std::string at = path.empty() ? key : path + "." + key;
+      if (has_nul(key)) {
+        // Shown escaped: the message is a C string further on.
+        std::string shown;
+        for (char c : at) shown += c == '\0' ? std::string("\\u0000") : std::string(1, c);
+        return shown;
+      }
+      if (item.is_structured() || item.is_string())
+        if (std::string found = check_json(item, depth + 1, at); !found.empty()) return found;
+    }
+  } else if (value.is_array()) {
+    for (std::size_t i = 0; i < value.size(); ++i) {
+      const nlohmann::json& item = value[i];
+      if (!item.is_structured() && !item.is_string()) continue;  // samples: no path built for them
+      if (std::string found = check_json(item, depth + 1, path + "[" + std::to_string(i) + "]");
+          !found.empty())
+        return found;
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
 nlohmann::json Request::json_body() const {
   if (body.empty()) throw BadRequest("request body is empty; expected JSON");
+  nlohmann::json document;
   try {
-    return nlohmann::json::parse(body);
+    document = nlohmann::json::parse(body);
   } catch (const nlohmann::json::parse_error& error) {
     throw BadRequest("request body is not valid JSON (byte " + std::to_string(error.byte) + ")");
+  } catch (const nlohmann::json::exception& error) {
+    // A number out of range (1e400) is no parse error to the parser.
+    throw BadRequest(std::string("request body is not valid JSON: ") + error.what());
   }
+  if (std::string at = check_json(document, 1, ""); !at.empty())
+    throw Unprocessable(at + ": contains a NUL character (\\u0000)");
+  return document;
 }
 
 Response Response::json(int status, const nlohmann::json& value) {
-  return json_text(status, value.dump());
+  // A message quoting bytes that are not UTF-8 must not turn the answer into an exception.
+  return json_text(status, value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
 Response Response::json_text(int status, std::string text) {
@@ -73,22 +121,40 @@ Response Response::error(int status, const std::string& code, const std::string&
   return json(status, {{"error", code}, {"message", message}});
 }
 
-std::string percent_decode(std::string_view text) {
+namespace {
+
+bool valid_utf8(std::string_view text) {
+  for (std::size_t i = 0; i < text.size();) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    std::size_t length = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    if (length == 0 || i + length > text.size()) return false;
+    for (std::size_t k = 1; k < length; ++k)
+      if ((static_cast<unsigned char>(text[i + k]) >> 6) != 0x2) return false;
+    if (length == 2 && c < 0xC2) return false;  // overlong
+    i += length;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::optional<std::string> percent_decode(std::string_view text, bool plus_is_space) {
   std::string out;
   out.reserve(text.size());
   for (std::size_t i = 0; i < text.size(); ++i) {
     char c = text[i];
-    if (c == '%' && i + 2 < text.size()) {
+    if (c == '%') {
       int value = 0;
+      if (i + 2 >= text.size()) return std::nullopt;
       auto [end, ec] = std::from_chars(text.data() + i + 1, text.data() + i + 3, value, 16);
-      if (ec == std::errc() && end == text.data() + i + 3) {
-        out.push_back(static_cast<char>(value));
-        i += 2;
-        continue;
-      }
+      if (ec != std::errc() || end != text.data() + i + 3 || value == 0) return std::nullopt;
+      out.push_back(static_cast<char>(value));
+      i += 2;
+      continue;
     }
-    out.push_back(c == '+' ? ' ' : c);
+    out.push_back(plus_is_space && c == '+' ? ' ' : c);
   }
+  if (!valid_utf8(out)) return std::nullopt;
   return out;
 }
 
@@ -100,9 +166,11 @@ std::map<std::string, std::string> parse_query(std::string_view query) {
     query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
     if (pair.empty()) continue;
     auto eq = pair.find('=');
-    std::string key = percent_decode(pair.substr(0, eq));
-    std::string value = eq == std::string_view::npos ? std::string() : percent_decode(pair.substr(eq + 1));
-    out[key] = value;
+    std::optional<std::string> key = percent_decode(pair.substr(0, eq), true);
+    std::optional<std::string> value =
+        eq == std::string_view::npos ? std::string() : percent_decode(pair.substr(eq + 1), true);
+    if (!key || !value) throw BadRequest("the query string is not percent-encoded UTF-8");
+    out[*key] = *value;
   }
   return out;
 }

@@ -31,7 +31,7 @@ struct Request {
   std::string body;
   std::string authorization;
   std::map<std::string, std::string> headers;  // names lower-cased
-  std::optional<Caller> caller;  // set by the router once authenticated
+  std::optional<Caller> caller;                // set by the router once authenticated
 
   const std::string& param(const std::string& name) const;
   std::optional<std::string> query_value(const std::string& name) const;
@@ -50,7 +50,10 @@ struct Response {
   static Response error(int status, const std::string& code, const std::string& message);
 };
 
-std::string percent_decode(std::string_view text);
+// nullopt: a '%' not followed by two hex digits, %00, or bytes that are not
+// UTF-8 (nothing the store could hold or a name could match).
+std::optional<std::string> percent_decode(std::string_view text, bool plus_is_space);
+// Throws BadRequest on what percent_decode refuses.
 std::map<std::string, std::string> parse_query(std::string_view query);
 
 }  // namespace kw::server

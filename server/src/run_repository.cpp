@@ -278,10 +278,13 @@ StoredRun RunRepository::store(pqxx::work& tx, std::int64_t project_id, const co
     const common::Case& c = report.cases[i];
     const json& source = document["cases"][i];
     json row = json::object();
-    for (const char* key : {"name", "params", "expected_launch", "correctness", "gpu_state", "launches",
-                            "first_pass_replicates"}) {
+    for (const char* key : {"name", "params", "expected_launch", "correctness", "gpu_state"}) {
       if (auto it = source.find(key); it != source.end()) row[key] = *it;
     }
+    // What SQL casts to integers comes from the parsed report: 168.0 is 168 there.
+    row["launches"] = json::array();
+    for (const common::Launch& launch : c.launches) row["launches"].push_back(common::to_json(launch));
+    if (c.first_pass_replicates) row["first_pass_replicates"] = *c.first_pass_replicates;
     json median_by_impl = json::object(), bands = json::object();
     for (const auto* list : {&c.measurements, &c.base_measurements}) {
       const bool head = list == &c.measurements;

@@ -1,4 +1,6 @@
 // Every endpoint's success and error paths against a real server and database.
+#include <functional>
+
 #include <gtest/gtest.h>
 
 #include "../../tests/support/report_factory.hpp"
@@ -307,6 +309,107 @@ TEST_F(ApiTest, TokensAreStoredOnlyAsHashes) {
             sql("SELECT token_sha256 FROM api_tokens WHERE name = 'agent-1'")[0][0].as<std::string>());
   // SHA-256("abc") from FIPS 180-2, appendix B.1.
   EXPECT_EQ(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+// Hostile reports (what a fuzzer and an attacker sent): every one is a 4xx
+// that names what is wrong, the server stays up, and nothing is stored.
+TEST_F(ApiTest, HostileReportsAre4xxAndStoreNothing) {
+  auto nested = [](int depth) { return std::string(depth, '[') + std::string(depth, ']'); };
+  const std::string ten_kb(10000, 'x');
+  struct Variant {
+    std::string what;
+    std::function<void(json&)> mutate;
+    std::string text_from, text_to;  // a replacement in the serialized body
+    int status;
+    std::string message;  // a part of it
+  };
+  const std::vector<Variant> variants = {
+      {"nesting 100 deep",
+       [&](json& r) {
+         r["stages"][0]["details"] = {{"x", json::parse(nested(100))}};
+       },
+       "", "", 400, "nested deeper than 64"},
+      {"nesting 60000 deep",
+       [](json& r) {
+         r["stages"][0]["details"] = {{"x", "NESTED"}};
+       },
+       "\"NESTED\"", nested(60000), 400, "nested deeper than 64"},
+      {"1e400", [](json& r) { r["gpu_seconds"] = 12345.5; }, "12345.5", "1e400", 400, "number"},
+      {"registers 2^31", [](json& r) { r["cases"][0]["launches"][0]["registers"] = 2147483648LL; }, "", "",
+       422, "cases[0].launches[0].registers"},
+      {"grid 2^31", [](json& r) { r["cases"][0]["launches"][0]["grid"][0] = 2147483648LL; }, "", "", 422,
+       "cases[0].launches[0].grid[0]"},
+      {"registers 168.5", [](json& r) { r["cases"][0]["launches"][0]["registers"] = 168.5; }, "", "", 422,
+       "must be an integer"},
+      {"10 KB branch", [&](json& r) { r["branch"] = ten_kb; }, "", "", 422,
+       "branch: is longer than 200 bytes"},
+      {"10 KB case name", [&](json& r) { r["cases"][0]["name"] = ten_kb; }, "", "", 422,
+       "cases[0].name: is longer than 200 bytes"},
+      {"10 KB device name", [&](json& r) { r["device"]["name"] = ten_kb; }, "", "", 422, "device.name"},
+      {"10 KB impl", [&](json& r) { r["cases"][0]["measurements"][0]["impl"] = ten_kb; }, "", "", 422,
+       "impl"},
+      {"10 KB agent name", [&](json& r) { r["agent"]["name"] = ten_kb; }, "", "", 422, "agent.name"},
+      {"10 KB project", [&](json& r) { r["project"] = ten_kb; }, "", "", 422, "project"},
+      {"NUL in log_tail", [](json& r) { r["stages"][0]["log_tail"] = std::string("a\0b", 3); }, "", "", 422,
+       "stages[0].log_tail: contains a NUL character"},
+      {"NUL in a case name", [](json& r) { r["cases"][0]["name"] = std::string("c\0d", 3); }, "", "", 422,
+       "NUL"},
+      {"NUL in the branch", [](json& r) { r["branch"] = std::string("ma\0in", 5); }, "", "", 422,
+       "branch: contains a NUL character"},
+      {"NUL in a details key",
+       [](json& r) {
+         r["stages"][0]["details"] = json{{std::string("k\0", 2), 1}};
+       },
+       "", "", 422, "NUL"},
+      {"a 5e-324 sample", [](json& r) { r["cases"][0]["measurements"][0]["samples_ns"][0] = 5e-324; }, "", "",
+       422, "samples_ns[0]"},
+      {"year 0000", [](json& r) { r["started_at"] = "0000-01-01T00:00:00Z"; }, "", "", 422, "started_at"},
+  };
+  for (const Variant& variant : variants) {
+    json report = make_report({});
+    variant.mutate(report);
+    std::string body = report.dump();
+    if (!variant.text_from.empty()) {
+      std::size_t at = body.find(variant.text_from);
+      ASSERT_NE(at, std::string::npos) << variant.what;
+      body.replace(at, variant.text_from.size(), variant.text_to);
+    }
+    auto response = agent().request("POST", "/api/v1/runs", body);
+    EXPECT_EQ(response.status, variant.status) << variant.what << ": " << response.body.substr(0, 300);
+    EXPECT_NE(response.body.find(variant.message), std::string::npos)
+        << variant.what << ": " << response.body.substr(0, 300);
+  }
+  EXPECT_EQ(client().get("/healthz").status, 200);
+  EXPECT_EQ(sql("SELECT count(*) FROM runs")[0][0].as<int>(), 0);
+  EXPECT_EQ(sql("SELECT count(*) FROM projects")[0][0].as<int>(), 0);
+  // An integer-valued float where an integer goes is that integer.
+  json report = make_report({});
+  report["cases"][0]["launches"][0]["registers"] = 168.0;
+  auto stored = agent().post("/api/v1/runs", report);
+  ASSERT_EQ(stored.status, 201) << stored.body;
+  EXPECT_EQ(client()
+                .get("/api/v1/runs/" + std::to_string(stored.json()["run_id"].get<int>()))
+                .json()["cases"][0]["launches"][0]["registers"],
+            168);
+}
+
+// Paths and names that cannot be stored or looked up: 400 or 422, never 500
+// or a closed connection.
+TEST_F(ApiTest, BadPathsAndNamesAre4xx) {
+  for (const char* path : {"/api/v1/projects/%ff", "/%ff", "/api/v1/runs/%ff", "/api/v1/projects/%zz/cases",
+                           "/api/v1/projects/a%00b"}) {
+    auto response = client().get(path);
+    EXPECT_EQ(response.status, 400) << path << ": " << response.body;
+  }
+  auto job =
+      ci().post("/api/v1/jobs", {{"project", "a'b"}, {"commit", std::string(40, 'a')}, {"branch", "main"}});
+  EXPECT_EQ(job.status, 422) << job.body;
+  EXPECT_NE(job.body.find("project"), std::string::npos) << job.body;
+  auto pr = ci().post(
+      "/api/v1/jobs",
+      {{"project", "demo"}, {"commit", std::string(40, 'a')}, {"branch", "main"}, {"pr", 2147483648LL}});
+  EXPECT_EQ(pr.status, 422) << pr.body;
+  EXPECT_NE(pr.body.find("pr"), std::string::npos) << pr.body;
 }
 
 }  // namespace

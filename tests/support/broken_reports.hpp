@@ -105,7 +105,7 @@ inline std::vector<BrokenReport> broken_reports() {
       {"NegativeStageGpuSeconds", [](json& r) { r["stages"][5]["gpu_seconds"] = -2.0; },
        "stages[5].gpu_seconds: must not be negative"},
       {"BadTimestamp", [](json& r) { r["started_at"] = "yesterday"; },
-       "started_at: must be an RFC 3339 timestamp, got \"yesterday\""},
+       "started_at: must be an RFC 3339 timestamp from 1970 on, got \"yesterday\""},
       {"FinishedBeforeStarted", [](json& r) { r["finished_at"] = "2026-11-21T09:59:59Z"; },
        "finished_at: is before started_at"},
       {"UnknownField", [](json& r) { r["cases"][0]["measurements"][0]["sample_ns"] = json::array({1}); },

@@ -18,6 +18,12 @@ namespace kw::common {
 
 using json = nlohmann::json;
 
+// Input limits (docs/run-report.md): what the store can index and what a
+// report can sensibly hold.
+constexpr std::size_t kMaxNameBytes = 200;        // names that are keys: project, branch, case, impl, ...
+constexpr std::size_t kMaxTextBytes = 64 * 1024;  // any other string: messages, log tails, kernel names
+constexpr std::int64_t kMaxInt32 = 2147483647;    // integers the store keeps as 32-bit
+
 inline std::string type_name(const json& value) {
   if (value.is_number_integer() || value.is_number_unsigned()) return "integer";
   if (value.is_number_float()) return "number";
@@ -55,15 +61,19 @@ class JsonReader {
     return *value;
   }
 
-  std::string string(std::string_view key, bool allow_empty = false) {
-    return as_string(require(key), child(key), allow_empty);
+  std::string string(std::string_view key, bool allow_empty = false, std::size_t max_bytes = kMaxTextBytes) {
+    return as_string(require(key), child(key), allow_empty, max_bytes);
   }
-  std::optional<std::string> opt_string(std::string_view key) {
+  // A name that is a key of the store: at most kMaxNameBytes.
+  std::string name(std::string_view key) { return string(key, false, kMaxNameBytes); }
+  std::optional<std::string> opt_string(std::string_view key, std::size_t max_bytes = kMaxTextBytes) {
     const json* value = find(key);
     if (value == nullptr) return std::nullopt;
-    return as_string(*value, child(key), true);
+    return as_string(*value, child(key), true, max_bytes);
   }
-  std::string string_or_empty(std::string_view key) { return opt_string(key).value_or(""); }
+  std::string string_or_empty(std::string_view key, std::size_t max_bytes = kMaxTextBytes) {
+    return opt_string(key, max_bytes).value_or("");
+  }
 
   double number(std::string_view key, double min) { return as_number(require(key), child(key), min); }
   std::optional<double> opt_number(std::string_view key, double min) {
@@ -72,13 +82,14 @@ class JsonReader {
     return as_number(*value, child(key), min);
   }
 
-  std::int64_t integer(std::string_view key, std::int64_t min) {
-    return as_integer(require(key), child(key), min);
+  std::int64_t integer(std::string_view key, std::int64_t min, std::int64_t max = INT64_MAX) {
+    return as_integer(require(key), child(key), min, max);
   }
-  std::optional<std::int64_t> opt_integer(std::string_view key, std::int64_t min) {
+  std::optional<std::int64_t> opt_integer(std::string_view key, std::int64_t min,
+                                          std::int64_t max = INT64_MAX) {
     const json* value = find(key);
     if (value == nullptr) return std::nullopt;
-    return as_integer(*value, child(key), min);
+    return as_integer(*value, child(key), min, max);
   }
 
   bool boolean(std::string_view key) {
@@ -105,10 +116,13 @@ class JsonReader {
     }
   }
 
-  static std::string as_string(const json& value, const std::string& path, bool allow_empty) {
+  static std::string as_string(const json& value, const std::string& path, bool allow_empty,
+                               std::size_t max_bytes = kMaxTextBytes) {
     if (!value.is_string()) fail(path, "must be a string, got " + type_name(value));
-    std::string text = value.get<std::string>();
+    const std::string& text = value.get_ref<const std::string&>();
     if (!allow_empty && text.empty()) fail(path, "must not be empty");
+    if (text.size() > max_bytes) fail(path, "is longer than " + std::to_string(max_bytes) + " bytes");
+    if (text.find('\0') != std::string::npos) fail(path, "contains a NUL character (\\u0000)");
     return text;
   }
 
@@ -116,13 +130,15 @@ class JsonReader {
     if (!value.is_number()) fail(path, "must be a number, got " + type_name(value));
     double number = value.get<double>();
     if (!std::isfinite(number)) fail(path, "must be finite");
+    if (number != 0 && !std::isnormal(number)) fail(path, "is too close to 0 to store, got " + value.dump());
     if (number < min) {
       fail(path, min == 0 ? "must not be negative" : "must be >= " + json(min).dump());
     }
     return number;
   }
 
-  static std::int64_t as_integer(const json& value, const std::string& path, std::int64_t min) {
+  static std::int64_t as_integer(const json& value, const std::string& path, std::int64_t min,
+                                 std::int64_t max = INT64_MAX) {
     if (value.is_number_float()) {
       double number = value.get<double>();
       if (!std::isfinite(number) || std::trunc(number) != number)
@@ -132,10 +148,12 @@ class JsonReader {
     }
     if (value.is_number_unsigned() && value.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
       fail(path, "is out of range");
+    if (value.is_number_float() && std::abs(value.get<double>()) >= 9.2e18) fail(path, "is out of range");
     auto integer = value.get<std::int64_t>();
     if (integer < min) {
       fail(path, min == 0 ? "must not be negative" : "must be >= " + std::to_string(min));
     }
+    if (integer > max) fail(path, "must be <= " + std::to_string(max) + ", got " + std::to_string(integer));
     return integer;
   }
 

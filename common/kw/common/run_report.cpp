@@ -23,7 +23,8 @@ Dim3 read_dim3(const json& value, const std::string& path) {
   if (!value.is_array() || value.size() != 3)
     JsonReader::fail(path, "must be an array of 3 positive integers");
   Dim3 dims{};
-  for (std::size_t i = 0; i < 3; ++i) dims[i] = JsonReader::as_integer(value[i], index_path(path, i), 1);
+  for (std::size_t i = 0; i < 3; ++i)
+    dims[i] = JsonReader::as_integer(value[i], index_path(path, i), 1, kMaxInt32);
   return dims;
 }
 
@@ -41,9 +42,9 @@ std::string read_commit(JsonReader& reader, std::string_view key, bool required)
 AgentInfo read_agent(const json& value) {
   JsonReader reader(value, "agent");
   AgentInfo agent;
-  agent.name = reader.string("name");
-  agent.version = reader.string("version");
-  agent.host = reader.string_or_empty("host");
+  agent.name = reader.name("name");
+  agent.version = reader.name("version");
+  agent.host = reader.string_or_empty("host", kMaxNameBytes);
   reader.reject_unknown_keys();
   return agent;
 }
@@ -51,14 +52,14 @@ AgentInfo read_agent(const json& value) {
 DeviceInfo read_device(const json& value) {
   JsonReader reader(value, "device");
   DeviceInfo device;
-  device.kind = reader.opt_string("kind").value_or("gpu");
+  device.kind = reader.opt_string("kind", kMaxNameBytes).value_or("gpu");
   if (device.kind != "gpu" && device.kind != "cpu")
     JsonReader::fail("device.kind", "must be \"gpu\" or \"cpu\", got \"" + device.kind + "\"");
   const bool gpu = device.kind == "gpu";
-  device.name = reader.string("name");
-  device.uuid = reader.string_or_empty("uuid");
+  device.name = reader.name("name");
+  device.uuid = reader.string_or_empty("uuid", kMaxNameBytes);
   device.compute_capability =
-      gpu ? reader.string("compute_capability") : reader.string_or_empty("compute_capability");
+      gpu ? reader.name("compute_capability") : reader.string_or_empty("compute_capability", kMaxNameBytes);
   if (!device.compute_capability.empty()) {
     const std::string& cc = device.compute_capability;
     auto dot = cc.find('.');
@@ -68,8 +69,8 @@ DeviceInfo read_device(const json& value) {
               cc.find('.', dot + 1) == std::string::npos;
     if (!ok) JsonReader::fail("device.compute_capability", "must look like \"9.0\", got \"" + cc + "\"");
   }
-  device.driver = reader.string_or_empty("driver");
-  device.cuda_runtime = reader.string_or_empty("cuda_runtime");
+  device.driver = reader.string_or_empty("driver", kMaxNameBytes);
+  device.cuda_runtime = reader.string_or_empty("cuda_runtime", kMaxNameBytes);
   device.memory_bytes = reader.integer("memory_bytes", 1);
   device.sm_count = gpu ? reader.integer("sm_count", 1) : reader.opt_integer("sm_count", 1).value_or(0);
   device.l2_bytes = reader.opt_integer("l2_bytes", 0).value_or(0);
@@ -129,7 +130,7 @@ Launch read_launch(const json& value, const std::string& path) {
   launch.kernel = reader.string("kernel");
   launch.grid = read_dim3(reader.require("grid"), reader.child("grid"));
   launch.block = read_dim3(reader.require("block"), reader.child("block"));
-  launch.registers = reader.integer("registers", 0);
+  launch.registers = reader.integer("registers", 0, kMaxInt32);
   launch.static_smem = reader.integer("static_smem", 0);
   launch.dynamic_smem = reader.integer("dynamic_smem", 0);
   launch.duration_ns = reader.opt_number("duration_ns", 0);
@@ -176,7 +177,7 @@ std::vector<T> read_per_sample(JsonReader& reader, const char* key, const std::s
 Measurement read_measurement(const json& value, const std::string& path) {
   JsonReader reader(value, path);
   Measurement measurement;
-  measurement.impl = reader.string("impl");
+  measurement.impl = reader.name("impl");
   if (measurement.impl != "candidate" &&
       !(measurement.impl.starts_with("baseline:") && measurement.impl.size() > 9)) {
     JsonReader::fail(reader.child("impl"),
@@ -196,6 +197,8 @@ Measurement read_measurement(const json& value, const std::string& path) {
     double ns = sample.get<double>();
     if (!std::isfinite(ns) || ns <= 0)
       JsonReader::fail(index_path(samples_path, i), "must be finite and > 0");
+    if (!std::isnormal(ns))
+      JsonReader::fail(index_path(samples_path, i), "is too close to 0 to store, got " + sample.dump());
     measurement.samples_ns.push_back(ns);
   }
   measurement.median_ns = reader.number("median_ns", 0);
@@ -211,7 +214,8 @@ Measurement read_measurement(const json& value, const std::string& path) {
   if (const json* throttled = reader.opt_array("throttled_samples")) {
     std::string throttled_path = reader.child("throttled_samples");
     for (std::size_t i = 0; i < throttled->size(); ++i) {
-      std::int64_t index = JsonReader::as_integer((*throttled)[i], index_path(throttled_path, i), 0);
+      std::int64_t index =
+          JsonReader::as_integer((*throttled)[i], index_path(throttled_path, i), 0, kMaxInt32);
       if (index >= static_cast<std::int64_t>(measurement.samples_ns.size())) {
         JsonReader::fail(index_path(throttled_path, i),
                          "sample index " + std::to_string(index) + " is past the end of samples_ns");
@@ -219,9 +223,11 @@ Measurement read_measurement(const json& value, const std::string& path) {
       measurement.throttled_samples.push_back(index);
     }
   }
-  measurement.replicates = read_per_sample<std::int64_t>(
-      reader, "replicates", "replicate index", measurement.samples_ns.size(),
-      [](const json& index, const std::string& at) { return JsonReader::as_integer(index, at, 0); });
+  measurement.replicates =
+      read_per_sample<std::int64_t>(reader, "replicates", "replicate index", measurement.samples_ns.size(),
+                                    [](const json& index, const std::string& at) {
+                                      return JsonReader::as_integer(index, at, 0, kMaxInt32);
+                                    });
   measurement.sm_mhz = read_per_sample<double>(
       reader, "sm_mhz", "clock", measurement.samples_ns.size(), [](const json& clock, const std::string& at) {
         double mhz = JsonReader::as_number(clock, at, 0);
@@ -258,7 +264,7 @@ GpuState read_gpu_state(const json& value, const std::string& path) {
 Case read_case(const json& value, const std::string& path) {
   JsonReader reader(value, path);
   Case run_case;
-  run_case.name = reader.string("name");
+  run_case.name = reader.name("name");
   if (const json* params = reader.find("params")) {
     if (!params->is_object()) JsonReader::fail(reader.child("params"), "must be an object");
     for (const auto& [key, param] : params->items()) {
@@ -294,7 +300,7 @@ Case read_case(const json& value, const std::string& path) {
       into->push_back(std::move(measurement));
     }
   }
-  run_case.first_pass_replicates = reader.opt_integer("first_pass_replicates", 1);
+  run_case.first_pass_replicates = reader.opt_integer("first_pass_replicates", 1, kMaxInt32);
   if (const json* gpu_state = reader.find("gpu_state")) {
     run_case.gpu_state = read_gpu_state(*gpu_state, reader.child("gpu_state"));
   }
@@ -350,6 +356,15 @@ const Stage* RunReport::stage(StageName name) const {
   return nullptr;
 }
 
+void check_project_name(const std::string& name, const std::string& path) {
+  if (name.empty() || name.size() > kMaxNameBytes)
+    JsonReader::fail(path, "must be 1 to " + std::to_string(kMaxNameBytes) + " bytes long");
+  for (char c : name) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.'))
+      JsonReader::fail(path, "may hold only letters, digits, '-', '_' and '.'");
+  }
+}
+
 bool is_commit_sha(std::string_view text) {
   return text.size() == 40 && std::all_of(text.begin(), text.end(), [](char c) {
            return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
@@ -373,8 +388,12 @@ std::optional<double> parse_rfc3339(std::string_view text) {
   if (text[4] != '-' || text[7] != '-' || (text[10] != 'T' && text[10] != 't') || text[13] != ':' ||
       text[16] != ':')
     return std::nullopt;
-  if (*month < 1 || *month > 12 || *day < 1 || *day > 31 || *hour > 23 || *minute > 59 || *second > 60)
+  if (*month < 1 || *month > 12 || *day < 1 || *hour > 23 || *minute > 59 || *second > 60)
     return std::nullopt;
+  // A date the store can hold: 1970 to 9999, a day the month has.
+  const bool leap = (*year % 4 == 0 && *year % 100 != 0) || *year % 400 == 0;
+  constexpr int kDays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  if (*year < 1970 || *day > kDays[*month - 1] + (*month == 2 && leap ? 1 : 0)) return std::nullopt;
   std::size_t pos = 19;
   double fraction = 0;
   if (text[pos] == '.') {
@@ -418,14 +437,10 @@ RunReport parse_run_report(const json& document) {
     JsonReader::fail("schema", "unknown schema version \"" + report.schema + "\" (this build reads \"" +
                                    std::string(kRunSchema) + "\")");
   }
-  report.project = reader.string("project");
-  for (char c : report.project) {
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.')) {
-      JsonReader::fail("project", "may hold only letters, digits, '-', '_' and '.'");
-    }
-  }
+  report.project = reader.name("project");
+  check_project_name(report.project, "project");
   report.commit = read_commit(reader, "commit", true);
-  report.branch = reader.string("branch");
+  report.branch = reader.name("branch");
   std::string base = read_commit(reader, "base_commit", false);
   if (!base.empty()) report.base_commit = base;
   report.job_id = reader.opt_integer("job_id", 1);
@@ -436,10 +451,12 @@ RunReport parse_run_report(const json& document) {
   report.finished_at = reader.string("finished_at");
   auto started = parse_rfc3339(report.started_at);
   if (!started)
-    JsonReader::fail("started_at", "must be an RFC 3339 timestamp, got \"" + report.started_at + "\"");
+    JsonReader::fail("started_at",
+                     "must be an RFC 3339 timestamp from 1970 on, got \"" + report.started_at + "\"");
   auto finished = parse_rfc3339(report.finished_at);
   if (!finished)
-    JsonReader::fail("finished_at", "must be an RFC 3339 timestamp, got \"" + report.finished_at + "\"");
+    JsonReader::fail("finished_at",
+                     "must be an RFC 3339 timestamp from 1970 on, got \"" + report.finished_at + "\"");
   if (*finished < *started) JsonReader::fail("finished_at", "is before started_at");
   report.gpu_seconds = reader.number("gpu_seconds", 0);
 
@@ -460,6 +477,9 @@ RunReport parse_run_report(const json& document) {
   }
 
   const json& cases = reader.array("cases");
+  if (cases.size() > kMaxCases)
+    JsonReader::fail("cases", "holds " + std::to_string(cases.size()) + " cases; a report holds at most " +
+                                  std::to_string(kMaxCases));
   std::set<std::string, std::less<>> case_names;
   bool any_measurement = false;
   for (std::size_t i = 0; i < cases.size(); ++i) {
@@ -513,6 +533,14 @@ json to_json(const Stage& stage) {
   return out;
 }
 
+json to_json(const Launch& launch) {
+  json l{{"kernel", launch.kernel},           {"grid", dim3_json(launch.grid)},
+         {"block", dim3_json(launch.block)},  {"registers", launch.registers},
+         {"static_smem", launch.static_smem}, {"dynamic_smem", launch.dynamic_smem}};
+  if (launch.duration_ns) l["duration_ns"] = *launch.duration_ns;
+  return l;
+}
+
 json to_json(const Case& run_case) {
   json out{{"name", run_case.name}, {"params", run_case.params}};
   if (const auto& expected = run_case.expected_launch) {
@@ -523,13 +551,7 @@ json to_json(const Case& run_case) {
     out["expected_launch"] = std::move(e);
   }
   json launches = json::array();
-  for (const Launch& launch : run_case.launches) {
-    json l{{"kernel", launch.kernel},           {"grid", dim3_json(launch.grid)},
-           {"block", dim3_json(launch.block)},  {"registers", launch.registers},
-           {"static_smem", launch.static_smem}, {"dynamic_smem", launch.dynamic_smem}};
-    if (launch.duration_ns) l["duration_ns"] = *launch.duration_ns;
-    launches.push_back(std::move(l));
-  }
+  for (const Launch& launch : run_case.launches) launches.push_back(to_json(launch));
   out["launches"] = std::move(launches);
   if (const auto& c = run_case.correctness) {
     out["correctness"] = json{{"passed", c->passed},

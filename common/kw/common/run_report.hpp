@@ -15,6 +15,8 @@
 namespace kw::common {
 
 inline constexpr std::string_view kRunSchema = "kernelwatch.run/1";
+inline constexpr std::size_t kMaxCases = 10000;  // per report
+inline constexpr int kMaxJsonDepth = 64;         // nesting of any JSON body the server takes
 
 // Stage order is the pipeline order; the agent stops at the first failure.
 enum class StageName { build, load, launch_geometry, correctness, quick_bench, full_bench };
@@ -178,8 +180,12 @@ Stage parse_stage(const nlohmann::json& value, const std::string& path = "stage"
 nlohmann::json to_json(const RunReport& report);
 nlohmann::json to_json(const Case& run_case);
 nlohmann::json to_json(const Stage& stage);
+nlohmann::json to_json(const Launch& launch);
 
 bool is_commit_sha(std::string_view text);
+// Letters, digits, '-', '_' and '.': it names the project in URLs and in the
+// store. Throws ValidationError at `path`.
+void check_project_name(const std::string& name, const std::string& path);
 // Seconds since the Unix epoch for an RFC 3339 timestamp, or nullopt.
 std::optional<double> parse_rfc3339(std::string_view text);
 
