@@ -10,13 +10,16 @@ namespace kw::server {
 
 int apply_migrations(pqxx::connection& connection, int up_to) {
   pqxx::work tx(connection);
+  // Servers starting together on one database migrate one after the other:
+  // the lock comes before any DDL (CREATE TABLE IF NOT EXISTS is no guard
+  // against a concurrent create of the same table), and the transaction's
+  // end releases it.
+  tx.exec("SELECT pg_advisory_xact_lock(7743784955077291361)");  // "kwschema" as a number
   tx.exec(
       "CREATE TABLE IF NOT EXISTS schema_migrations ("
       "  version integer PRIMARY KEY,"
       "  name text NOT NULL,"
       "  applied_at timestamptz NOT NULL DEFAULT now())");
-  // Two servers starting on one database apply migrations one after the other.
-  tx.exec("LOCK TABLE schema_migrations IN EXCLUSIVE MODE");
   int current = tx.exec("SELECT COALESCE(max(version), 0) FROM schema_migrations")[0][0].as<int>();
   if (current > schema::kLatestVersion) {
     throw std::runtime_error("the database schema is at version " + std::to_string(current) +

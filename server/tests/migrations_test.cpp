@@ -1,3 +1,8 @@
+#include <atomic>
+#include <memory>
+#include <thread>
+#include <vector>
+
 #include <gtest/gtest.h>
 
 #include "kw/schema/migrations.hpp"
@@ -91,6 +96,41 @@ TEST(Migrations, ReplicatesLeaveOlderRowsAsOneReplicate) {
       "INSERT INTO measurements (case_id, side, impl, samples_ns, median_ns) "
       "SELECT id, 'base', 'candidate', '{101}', 101 FROM cases");
   EXPECT_EQ(tx.exec1("SELECT count(*) FROM measurements")[0].as<int>(), 2);
+}
+
+// Replicas starting together on an empty database all come up: the
+// migration lock is taken before the first CREATE TABLE.
+TEST(Migrations, FourServersMigratingAnEmptyDatabaseTogetherAllSucceed) {
+  for (int round = 0; round < 10; ++round) {
+    TestDatabase database(0);
+    {
+      pqxx::connection connection(database.url());
+      pqxx::work tx(connection);
+      tx.exec("DROP TABLE schema_migrations");
+      tx.commit();
+    }
+    std::vector<std::unique_ptr<pqxx::connection>> connections;  // pqxx 6 connections do not move
+    for (int i = 0; i < 4; ++i) connections.push_back(std::make_unique<pqxx::connection>(database.url()));
+    std::atomic<int> ready{0};
+    std::vector<std::string> errors(4);
+    std::vector<std::thread> servers;
+    for (int i = 0; i < 4; ++i) {
+      servers.emplace_back([&, i] {
+        ++ready;
+        while (ready < 4) std::this_thread::yield();
+        try {
+          apply_migrations(*connections[static_cast<std::size_t>(i)]);
+        } catch (const std::exception& error) {
+          errors[static_cast<std::size_t>(i)] = error.what();
+        }
+      });
+    }
+    for (std::thread& server : servers) server.join();
+    for (const std::string& error : errors) EXPECT_EQ(error, "") << "round " << round;
+    pqxx::work tx(*connections[0]);
+    EXPECT_EQ(tx.exec("SELECT count(*) FROM schema_migrations")[0][0].as<std::size_t>(),
+              schema::kMigrations.size());
+  }
 }
 
 TEST(Migrations, AFailingMigrationLeavesNothingBehind) {
