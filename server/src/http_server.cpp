@@ -46,8 +46,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void on_header(beast::error_code ec, std::size_t) {
     idle_ = false;
-    if (ec == http::error::body_limit) return reply_too_large();
-    if (ec) return close();
+    if (ec) return on_read_error(ec);
     stream_.expires_after(server_.options_.read_timeout);
     auto& header = parser_->get();
     if (beast::iequals(header[http::field::expect], "100-continue")) {
@@ -70,8 +69,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void on_read(beast::error_code ec, std::size_t) {
-    if (ec == http::error::body_limit) return reply_too_large();
-    if (ec) return close();
+    if (ec) return on_read_error(ec);
     http::request<http::string_body> message = parser_->release();
     parser_.reset();
 
@@ -127,11 +125,27 @@ class Session : public std::enable_shared_from_this<Session> {
                       });
   }
 
-  void reply_too_large() {
-    Response response = Response::error(
-        413, "payload_too_large",
-        "request body is larger than the limit of " + std::to_string(server_.options_.body_limit) + " bytes");
-    write(std::move(response), false, 11, false);
+  // A request that cannot be read is answered when it is the client's
+  // fault (too large, not HTTP), and closed when the connection is gone.
+  void on_read_error(beast::error_code ec) {
+    if (ec == http::error::body_limit) {
+      return write(Response::error(413, "payload_too_large",
+                                   "request body is larger than the limit of " +
+                                       std::to_string(server_.options_.body_limit) + " bytes"),
+                   false, 11, false);
+    }
+    if (ec == http::error::header_limit) {
+      return write(Response::error(431, "request_header_fields_too_large",
+                                   "request headers are larger than the limit of 8 KiB"),
+                   false, 11, false);
+    }
+    const bool malformed =
+        &ec.category() == &beast::http::make_error_code(http::error::bad_method).category() &&
+        ec != http::error::end_of_stream && ec != http::error::partial_message;
+    if (malformed)
+      return write(Response::error(400, "bad_request", "not an HTTP request: " + ec.message()), false, 11,
+                   false);
+    close();
   }
 
   void close() {

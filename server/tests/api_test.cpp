@@ -1,6 +1,11 @@
 // Every endpoint's success and error paths against a real server and database.
 #include <functional>
 
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/write.hpp>
+
 #include <gtest/gtest.h>
 
 #include "../../tests/support/report_factory.hpp"
@@ -309,6 +314,30 @@ TEST_F(ApiTest, TokensAreStoredOnlyAsHashes) {
             sql("SELECT token_sha256 FROM api_tokens WHERE name = 'agent-1'")[0][0].as<std::string>());
   // SHA-256("abc") from FIPS 180-2, appendix B.1.
   EXPECT_EQ(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+// What a raw socket gets back for `bytes` (requests no HTTP client would
+// send), read until the server closes.
+std::string raw_exchange(unsigned short port, const std::string& bytes) {
+  boost::asio::io_context io;
+  boost::asio::ip::tcp::socket socket(io);
+  socket.connect({boost::asio::ip::make_address("127.0.0.1"), port});
+  boost::asio::write(socket, boost::asio::buffer(bytes));
+  std::string answer;
+  char buffer[4096];
+  for (boost::system::error_code ec; !ec;)
+    answer.append(buffer, socket.read_some(boost::asio::buffer(buffer), ec));
+  return answer;
+}
+
+TEST_F(ApiTest, OversizedHeadersAre431AndWhatIsNotHttpIs400) {
+  const auto port = static_cast<unsigned short>(app_->port());
+  std::string big = "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(9000, 'a') + "\r\n\r\n";
+  std::string answer = raw_exchange(port, big);
+  EXPECT_EQ(answer.rfind("HTTP/1.1 431", 0), 0u) << answer.substr(0, 200);
+  answer = raw_exchange(port, "NOT HTTP AT ALL\r\n\r\n");
+  EXPECT_EQ(answer.rfind("HTTP/1.1 400", 0), 0u) << answer.substr(0, 200);
+  EXPECT_EQ(client().get("/healthz").status, 200);
 }
 
 // Hostile reports (what a fuzzer and an attacker sent): every one is a 4xx
