@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "git.hpp"
+#include "kw/common/hash.hpp"
 #include "kw/common/subprocess.hpp"
 #include "repo_config.hpp"
 
@@ -47,13 +48,12 @@ void write_state(const fs::path& tree, const std::string& commit, bool built) {
 // A directory name for a project's branch: readable, and distinct for
 // branches that read the same once cleaned ("a/b", "a_b").
 std::string branch_tree_name(const std::string& project, const std::string& branch) {
-  std::string key = project + "\n" + branch, name = "branch-";
-  std::uint32_t hash = 2166136261u;  // FNV-1a: stable across builds, unlike std::hash
-  for (unsigned char c : key) hash = (hash ^ c) * 16777619u;
+  std::string name = "branch-";
   for (char c : (project + "-" + branch).substr(0, 80))
     name += std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_' ? c : '_';
-  char suffix[16];
-  std::snprintf(suffix, sizeof(suffix), "-%08x", hash);
+  char suffix[24];
+  std::snprintf(suffix, sizeof(suffix), "-%016llx",
+                static_cast<unsigned long long>(common::fnv1a64(project + "\n" + branch)));
   return name + suffix;
 }
 

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "../../tests/support/subprocess.hpp"
+#include "../../tests/support/temp_dir.hpp"
 #include "adapters.hpp"
 #include "built_commits.hpp"
 #include "kw/common/run_report.hpp"
@@ -469,10 +470,7 @@ TEST(CompilerCache, WorktreesOfAProjectShareIt) {
 // writing files.
 class ScratchRepo {
  public:
-  ScratchRepo() {
-    char pattern[] = "/tmp/kw-built-XXXXXX";
-    EXPECT_NE(mkdtemp(pattern), nullptr);
-    root_ = pattern;
+  ScratchRepo() : root_(kw::testing::make_temp_dir("kw-built")) {
     fs::create_directories(repo());
     git("init -q -b main");
   }

@@ -17,16 +17,11 @@
 #include "child_process.hpp"
 #include "kw/http/client.hpp"
 #include "subprocess.hpp"
+#include "temp_dir.hpp"
 
 namespace kw::testing {
 
 namespace fs = std::filesystem;
-
-inline fs::path make_temp_dir(const std::string& prefix) {
-  std::string pattern = "/tmp/" + prefix + "-XXXXXX";
-  if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-  return pattern;
-}
 
 inline int free_port() {
   int fd = socket(AF_INET, SOCK_STREAM, 0);

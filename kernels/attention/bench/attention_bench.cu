@@ -8,11 +8,13 @@
 #include <numeric>
 #include <random>
 #include <set>
+#include <string_view>
 
 #include "../baselines/cublas_unfused.hpp"
 #include "../baselines/cudnn_sdpa.hpp"
 #include "../src/reference.hpp"
 #include "injected_slowdown.hpp"
+#include "kw/common/hash.hpp"
 #include "kw_attention/attention.hpp"
 #include "kwbench/kwbench.hpp"
 
@@ -232,9 +234,8 @@ class AttentionCase : public kwbench::Case {
   // the shape and the rows.
   std::vector<float> reference(kwbench::State& state, const std::vector<std::int64_t>& rows,
                                bool& from_cache) {
-    std::uint64_t rows_hash = 1469598103934665603ull;  // FNV-1a
-    for (std::int64_t row : rows)
-      rows_hash = (rows_hash ^ static_cast<std::uint64_t>(row)) * 1099511628211ull;
+    const std::uint64_t rows_hash = kw::common::fnv1a64(
+        std::string_view(reinterpret_cast<const char*>(rows.data()), rows.size() * sizeof(std::int64_t)));
     const std::string key = std::string("attention reference ") + KW_ATTENTION_REFERENCE_SOURCES + " " +
                             name() + " seed " + std::to_string(state.seed()) + " rows " +
                             std::to_string(rows.size()) + ":" + std::to_string(rows_hash);

@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../../../tests/support/subprocess.hpp"
+#include "../../../tests/support/temp_dir.hpp"
 
 #include "../src/reference.hpp"
 #include "kw_attention/attention.hpp"
@@ -328,10 +329,9 @@ TEST_F(AttentionGpuTest, InjectedSpinDelaysTheKernelAndLeavesItsOutputAlone) {
 // The bench's correctness reference is computed once, then read from the
 // reference cache: the second run finds the same error without computing it.
 TEST_F(AttentionGpuTest, TheBenchComputesACorrectnessReferenceOnceThenTakesItFromTheCache) {
-  char pattern[] = "/tmp/kw-references-XXXXXX";
-  ASSERT_NE(mkdtemp(pattern), nullptr);
-  setenv("KWBENCH_REFERENCE_CACHE", pattern, 1);
-  const std::string out = std::string(pattern) + "/correctness.json";
+  const std::filesystem::path dir = kw::testing::make_temp_dir("kw-references");
+  setenv("KWBENCH_REFERENCE_CACHE", dir.c_str(), 1);
+  const std::string out = (dir / "correctness.json").string();
   std::vector<nlohmann::json> cases;
   for (int run = 0; run < 2; ++run) {
     kw::testing::CommandResult result =
@@ -342,7 +342,7 @@ TEST_F(AttentionGpuTest, TheBenchComputesACorrectnessReferenceOnceThenTakesItFro
     cases.push_back(nlohmann::json::parse(in)["stage"]["details"]["cases"].at(0));
   }
   unsetenv("KWBENCH_REFERENCE_CACHE");
-  std::filesystem::remove_all(pattern);
+  std::filesystem::remove_all(dir);
   EXPECT_EQ(cases[0]["details"]["reference"], "computed") << cases[0];
   EXPECT_EQ(cases[1]["details"]["reference"], "cached") << cases[1];
   EXPECT_EQ(cases[0]["status"], "passed");

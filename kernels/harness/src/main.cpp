@@ -192,6 +192,11 @@ void print_backtrace_and_die(int signal_number) {
   raise(signal_number);
 }
 
+// The stage a case's run starts with: a failure before any stage ran is its.
+const std::string& first_stage(const Options& options) {
+  return options.stage == "preflight" ? kPreflightCaseStages.front() : options.stage;
+}
+
 // The child: runs the named cases in order, one JSON line as each case's
 // stage starts and ends and one as the case is finished; the per-case
 // timeout is an alarm, whose default action ends the process, so the parent
@@ -242,12 +247,12 @@ int child_main(const Options& options) {
       failed = failed || outcome.status == "failed";
     };
     if (it == by_name.end() || !it->second) {
-      on_start(preflight ? kPreflightCaseStages.front() : options.stage);
+      on_start(first_stage(options));
       CaseOutcome outcome;
       outcome.status = "failed";
       outcome.message = "no case named " + name;
       outcome.part = {{"name", name}};
-      on_result(preflight ? kPreflightCaseStages.front() : options.stage, outcome);
+      on_result(first_stage(options), outcome);
     } else {
       if (preflight) {
         run_preflight(
@@ -381,8 +386,6 @@ std::vector<CaseRun> run_in_children(const Options& options, const std::vector<s
     }
     next += finished;
     if (next >= names.size()) break;
-    const std::string first_stage =
-        options.stage == "preflight" ? kPreflightCaseStages.front() : options.stage;
     std::string cause;
     if (!fatal.empty()) {
       // Nothing can run here (no device, no context): every remaining case fails alike.
@@ -391,7 +394,7 @@ std::vector<CaseRun> run_in_children(const Options& options, const std::vector<s
         outcome.status = "failed";
         outcome.message = fatal;
         outcome.part = {{"name", names[next]}};
-        record({first_stage, names[next], outcome, 0, child.output_tail});
+        record({first_stage(options), names[next], outcome, 0, child.output_tail});
       }
       break;
     }
@@ -435,7 +438,7 @@ std::vector<CaseRun> run_in_children(const Options& options, const std::vector<s
         record(std::move(last));
       } else {
         outcome.part = {{"name", names[next]}};
-        record({first_stage, names[next], outcome, 0, child.output_tail});
+        record({first_stage(options), names[next], outcome, 0, child.output_tail});
       }
       ++next;
     }

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "kw/common/hash.hpp"
 #include "kwbench/kwbench.hpp"
 
 namespace kwbench {
@@ -16,10 +17,8 @@ namespace {
 // The file of a key: a hash names it, and the key itself heads it, so two
 // keys with one hash never serve each other's values.
 std::string file_name(const std::string& key) {
-  std::uint64_t hash = 1469598103934665603ull;  // FNV-1a
-  for (unsigned char c : key) hash = (hash ^ c) * 1099511628211ull;
   char name[32];
-  std::snprintf(name, sizeof(name), "%016llx.ref", static_cast<unsigned long long>(hash));
+  std::snprintf(name, sizeof(name), "%016llx.ref", static_cast<unsigned long long>(kw::common::fnv1a64(key)));
   return name;
 }
 

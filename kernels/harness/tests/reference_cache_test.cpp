@@ -1,12 +1,11 @@
 // kwbench::ReferenceCache on the host (no GPU): entries come back as stored,
 // only for their own key, and the oldest go once the cache is over its size.
-#include <unistd.h>
-
 #include <filesystem>
 #include <thread>
 
 #include <gtest/gtest.h>
 
+#include "../../../tests/support/temp_dir.hpp"
 #include "kwbench/kwbench.hpp"
 
 namespace {
@@ -15,11 +14,7 @@ namespace fs = std::filesystem;
 
 class ReferenceCacheTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char pattern[] = "/tmp/kw-reference-cache-XXXXXX";
-    ASSERT_NE(mkdtemp(pattern), nullptr);
-    dir_ = pattern;
-  }
+  void SetUp() override { dir_ = kw::testing::make_temp_dir("kw-reference-cache"); }
   void TearDown() override { fs::remove_all(dir_); }
   fs::path dir_;
 };
