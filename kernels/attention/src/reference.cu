@@ -1,7 +1,9 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -109,7 +111,118 @@ __global__ void fill_random_kernel(T* out, std::size_t count, float range, std::
   }
 }
 
+// Per block: the sums of OutputErrors, added into the totals by one thread.
+struct ErrorTotals {
+  double error_sq, norm_sq, lse_error_sq, lse_norm_sq;
+  unsigned long long max_abs_bits;  // a non-negative double's bits order as the doubles do
+  unsigned long long nonfinite;
+};
+
+constexpr int kCompareThreads = 256;
+
+template <typename V>
+__device__ V block_sum(V value, V* scratch) {
+  for (int offset = 16; offset > 0; offset /= 2) value += __shfl_xor_sync(0xffffffffu, value, offset);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  __syncthreads();
+  if (lane == 0) scratch[warp] = value;
+  __syncthreads();
+  V total = 0;
+  if (threadIdx.x == 0)
+    for (int w = 0; w < kCompareThreads / 32; ++w) total += scratch[w];
+  return total;  // in thread 0
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kCompareThreads)
+    compare_rows_kernel(const T* out, const float* lse, std::int64_t all_rows, int head_dim,
+                        const std::int64_t* rows, int row_count, const float* expected,
+                        const float* expected_lse, ErrorTotals* totals) {
+  __shared__ double sums[kCompareThreads / 32];
+  __shared__ unsigned long long counts[kCompareThreads / 32];
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  const std::int64_t first = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  unsigned long long nonfinite = 0;
+  for (std::int64_t i = first; i < all_rows * head_dim; i += stride) nonfinite += !isfinite(to_float(out[i]));
+  if (lse != nullptr)
+    for (std::int64_t i = first; i < all_rows; i += stride) nonfinite += !isfinite(lse[i]);
+  // As the host compared them: a non-finite value is counted above, not summed.
+  double error_sq = 0, norm_sq = 0, max_abs = 0, lse_error_sq = 0, lse_norm_sq = 0;
+  for (std::int64_t i = first; i < static_cast<std::int64_t>(row_count) * head_dim; i += stride) {
+    const std::int64_t r = i / head_dim, d = i % head_dim;
+    const double got = to_float(out[rows[r] * head_dim + d]);
+    if (!isfinite(got)) continue;
+    const double want = expected[i], diff = got - want;
+    error_sq += diff * diff;
+    norm_sq += want * want;
+    max_abs = fmax(max_abs, fabs(diff));
+  }
+  if (lse != nullptr) {
+    for (std::int64_t r = first; r < row_count; r += stride) {
+      const double got = lse[rows[r]];
+      if (!isfinite(got)) continue;
+      const double want = expected_lse[r];
+      lse_error_sq += (got - want) * (got - want);
+      lse_norm_sq += want * want;
+    }
+  }
+  const double block_error = block_sum(error_sq, sums), block_norm = block_sum(norm_sq, sums);
+  const double block_lse_error = block_sum(lse_error_sq, sums), block_lse_norm = block_sum(lse_norm_sq, sums);
+  const unsigned long long block_nonfinite = block_sum(nonfinite, counts);
+  for (int offset = 16; offset > 0; offset /= 2)
+    max_abs = fmax(max_abs, __shfl_xor_sync(0xffffffffu, max_abs, offset));
+  if (threadIdx.x % 32 == 0)
+    atomicMax(&totals->max_abs_bits, static_cast<unsigned long long>(__double_as_longlong(max_abs)));
+  if (threadIdx.x == 0) {
+    atomicAdd(&totals->error_sq, block_error);
+    atomicAdd(&totals->norm_sq, block_norm);
+    atomicAdd(&totals->lse_error_sq, block_lse_error);
+    atomicAdd(&totals->lse_norm_sq, block_lse_norm);
+    atomicAdd(&totals->nonfinite, block_nonfinite);
+  }
+}
+
 }  // namespace
+
+OutputErrors compare_rows(const ForwardParams& params, const std::int64_t* rows, int row_count,
+                          const float* expected, const float* expected_lse, cudaStream_t stream) {
+  const std::int64_t all_rows = static_cast<std::int64_t>(params.batch) * params.heads * params.seqlen_q;
+  const std::int64_t work =
+      std::max(all_rows * params.head_dim, static_cast<std::int64_t>(row_count) * params.head_dim);
+  const int blocks =
+      static_cast<int>(std::clamp<std::int64_t>((work + kCompareThreads - 1) / kCompareThreads, 1, 2048));
+  ErrorTotals* totals = nullptr;
+  check(cudaMalloc(&totals, sizeof(ErrorTotals)), "cudaMalloc(compare totals)");
+  ErrorTotals host{};
+  try {
+    check(cudaMemsetAsync(totals, 0, sizeof(ErrorTotals), stream), "cudaMemsetAsync(compare totals)");
+    auto run = [&](auto* out) {
+      compare_rows_kernel<<<blocks, kCompareThreads, 0, stream>>>(
+          out, params.lse, all_rows, params.head_dim, rows, row_count, expected, expected_lse, totals);
+      check(cudaGetLastError(), "compare_rows launch");
+    };
+    if (params.dtype == DType::fp16) {
+      run(static_cast<const __half*>(params.o));
+    } else {
+      run(static_cast<const __nv_bfloat16*>(params.o));
+    }
+    check(cudaMemcpyAsync(&host, totals, sizeof(ErrorTotals), cudaMemcpyDeviceToHost, stream),
+          "cudaMemcpyAsync(compare totals)");
+    check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(compare)");
+  } catch (...) {
+    cudaFree(totals);
+    throw;
+  }
+  check(cudaFree(totals), "cudaFree(compare totals)");
+  OutputErrors errors;
+  errors.error_sq = host.error_sq;
+  errors.norm_sq = host.norm_sq;
+  errors.lse_error_sq = host.lse_error_sq;
+  errors.lse_norm_sq = host.lse_norm_sq;
+  std::memcpy(&errors.max_abs, &host.max_abs_bits, sizeof(double));
+  errors.nonfinite = host.nonfinite;
+  return errors;
+}
 
 int reference_max_seqlen_k() {
   return kMaxReferenceKeys;

@@ -20,6 +20,21 @@ int reference_max_seqlen_k();
 void reference_rows(const ForwardParams& params, const std::int64_t* rows, int row_count, float* out,
                     float* lse, cudaStream_t stream);
 
+// How far the kernel's output is from the reference at the checked rows,
+// and how many values it left non-finite anywhere.
+struct OutputErrors {
+  // Over the checked rows' finite values: squared errors and squared
+  // reference values of O and of the LSE, and the largest error of O.
+  double error_sq = 0, norm_sq = 0, lse_error_sq = 0, lse_norm_sq = 0, max_abs = 0;
+  std::uint64_t nonfinite = 0;  // NaN/Inf over every value of O and the LSE
+};
+
+// Compares params.o and params.lse (contiguous: [rows, head_dim] and [rows])
+// with reference_rows' output for the same rows, on the device: only the
+// sums come back to the host.
+OutputErrors compare_rows(const ForwardParams& params, const std::int64_t* rows, int row_count,
+                          const float* expected, const float* expected_lse, cudaStream_t stream);
+
 // fp64 on the host over inputs already converted to double, [B, H, S, D]
 // contiguous. Returns out [B*H*Sq, D]; fills lse [B*H*Sq].
 std::vector<double> reference_cpu(const std::vector<double>& q, const std::vector<double>& k,

@@ -64,20 +64,21 @@ kw::attention::TensorRef strides(const Problem& p, const void* data, int seqlen)
   return {data, static_cast<std::int64_t>(seqlen) * p.heads * d, d, p.heads * d};
 }
 
-// Self-attention over fresh random fp16 [B, H, S, D] inputs (seeds 1-3),
+// Self-attention over fresh random [B, H, S, D] inputs (seeds 1-3, fp16 unless told),
 // the output pointer left for the caller.
 struct RandomSelfAttention {
   std::size_t elems;
   DeviceBuffer q, k, v;
   ForwardParams params;
-  RandomSelfAttention(int batch, int heads, int seqlen, int head_dim, bool causal)
+  RandomSelfAttention(int batch, int heads, int seqlen, int head_dim, bool causal, DType dtype = DType::fp16)
       : elems(static_cast<std::size_t>(batch) * heads * seqlen * head_dim),
         q(elems * 2),
         k(elems * 2),
         v(elems * 2) {
-    kw::attention::fill_random(DType::fp16, q.data, elems, 1.7f, 1, nullptr);
-    kw::attention::fill_random(DType::fp16, k.data, elems, 1.7f, 2, nullptr);
-    kw::attention::fill_random(DType::fp16, v.data, elems, 1.7f, 3, nullptr);
+    kw::attention::fill_random(dtype, q.data, elems, 1.7f, 1, nullptr);
+    kw::attention::fill_random(dtype, k.data, elems, 1.7f, 2, nullptr);
+    kw::attention::fill_random(dtype, v.data, elems, 1.7f, 3, nullptr);
+    params.dtype = dtype;
     params.batch = batch;
     params.heads = heads;
     params.seqlen_q = params.seqlen_k = seqlen;
@@ -239,6 +240,69 @@ TEST_F(AttentionGpuTest, EveryVariantMatchesTheReferenceIncludingOddLengths) {
         }
       }
     }
+  }
+}
+
+// The bench's correctness check sums errors on the device: the same sums as
+// on the host, over the checked rows only, with every NaN of O and the LSE
+// counted, wherever it is, and none of them summed.
+TEST_F(AttentionGpuTest, TheDeviceComparisonSumsWhatTheHostDoes) {
+  for (DType dtype : {DType::fp16, DType::bf16}) {
+    const int batch = 2, heads = 3, seqlen = 200, head_dim = 64;
+    const std::size_t rows = static_cast<std::size_t>(batch) * heads * seqlen, elems = rows * head_dim;
+    RandomSelfAttention attention(batch, heads, seqlen, head_dim, false, dtype);
+    DeviceBuffer o(elems * 2), lse(rows * 4);
+    ForwardParams& params = attention.params;
+    params.o = o.data;
+    params.lse = static_cast<float*>(lse.data);
+    kw::attention::forward(params, nullptr);
+    // NaN in a checked row, in an unchecked one, and in a checked row's LSE.
+    std::vector<std::int64_t> checked;
+    for (std::int64_t r = 1; r < static_cast<std::int64_t>(rows); r += 3) checked.push_back(r);
+    CUDA_OK(cudaMemset(static_cast<char*>(o.data) + (checked[5] * head_dim + 7) * 2, 0xFF, 2));
+    CUDA_OK(cudaMemset(static_cast<char*>(o.data) + (3 * head_dim + 1) * 2, 0xFF, 2));
+    CUDA_OK(cudaMemset(static_cast<float*>(lse.data) + checked[9], 0xFF, 4));
+
+    const std::size_t n = checked.size();
+    DeviceBuffer ids(n * 8), expected(n * (head_dim + 1) * 4);
+    CUDA_OK(cudaMemcpy(ids.data, checked.data(), n * 8, cudaMemcpyHostToDevice));
+    auto* want_device = static_cast<float*>(expected.data);
+    kw::attention::reference_rows(params, static_cast<std::int64_t*>(ids.data), static_cast<int>(n),
+                                  want_device, want_device + n * head_dim, nullptr);
+    const kw::attention::OutputErrors device =
+        kw::attention::compare_rows(params, static_cast<std::int64_t*>(ids.data), static_cast<int>(n),
+                                    want_device, want_device + n * head_dim, nullptr);
+
+    std::vector<double> got = kw::attention::to_host_double(dtype, o.data, elems);
+    std::vector<float> got_lse(rows), want(n * (head_dim + 1));
+    CUDA_OK(cudaMemcpy(got_lse.data(), lse.data, rows * 4, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(want.data(), expected.data, want.size() * 4, cudaMemcpyDeviceToHost));
+    kw::attention::OutputErrors host;
+    for (double x : got) host.nonfinite += !std::isfinite(x);
+    for (float x : got_lse) host.nonfinite += !std::isfinite(x);
+    for (std::size_t r = 0; r < n; ++r) {
+      for (int d = 0; d < head_dim; ++d) {
+        const double x = got[checked[r] * head_dim + d], y = want[r * head_dim + d];
+        if (!std::isfinite(x)) continue;
+        host.error_sq += (x - y) * (x - y);
+        host.norm_sq += y * y;
+        host.max_abs = std::max(host.max_abs, std::abs(x - y));
+      }
+      const double x = got_lse[checked[r]], y = want[n * head_dim + r];
+      if (!std::isfinite(x)) continue;
+      host.lse_error_sq += (x - y) * (x - y);
+      host.lse_norm_sq += y * y;
+    }
+    SCOPED_TRACE(kw::attention::dtype_name(dtype));
+    EXPECT_EQ(device.nonfinite, 3u);
+    EXPECT_EQ(host.nonfinite, 3u);
+    EXPECT_GT(host.error_sq, 0);
+    for (auto [ours, theirs] : {std::pair{device.error_sq, host.error_sq},
+                                {device.norm_sq, host.norm_sq},
+                                {device.lse_error_sq, host.lse_error_sq},
+                                {device.lse_norm_sq, host.lse_norm_sq}})
+      EXPECT_NEAR(ours, theirs, 1e-9 * std::abs(theirs));
+    EXPECT_EQ(device.max_abs, host.max_abs);
   }
 }
 
