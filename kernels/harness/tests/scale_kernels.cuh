@@ -35,6 +35,43 @@ __global__ void scale_fault_kernel(const float* x, float* y, float a, std::size_
   if (i < n) y[i + (std::size_t{1} << 40)] = a * x[i];
 }
 
+// The correctness sums of y against a * x, taken on the device: the largest
+// case has 2^28 values, which took the host two seconds.
+struct ScaleErrors {
+  double error_sq, norm_sq;
+  unsigned long long max_abs_bits;  // a non-negative double's bits order as the doubles do
+  unsigned long long nonfinite;
+};
+
+__global__ void scale_errors_kernel(const float* x, const float* y, float a, std::size_t n,
+                                    ScaleErrors* out) {
+  double error_sq = 0, norm_sq = 0, max_abs = 0;
+  unsigned long long nonfinite = 0;
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+    if (!isfinite(y[i])) {
+      ++nonfinite;
+      continue;
+    }
+    const double reference = static_cast<double>(a) * x[i], diff = y[i] - reference;
+    error_sq += diff * diff;
+    norm_sq += reference * reference;
+    max_abs = fmax(max_abs, fabs(diff));
+  }
+  for (int offset = 16; offset > 0; offset /= 2) {
+    error_sq += __shfl_xor_sync(0xffffffffu, error_sq, offset);
+    norm_sq += __shfl_xor_sync(0xffffffffu, norm_sq, offset);
+    max_abs = fmax(max_abs, __shfl_xor_sync(0xffffffffu, max_abs, offset));
+    nonfinite += __shfl_xor_sync(0xffffffffu, nonfinite, offset);
+  }
+  if (threadIdx.x % 32 == 0) {
+    atomicAdd(&out->error_sq, error_sq);
+    atomicAdd(&out->norm_sq, norm_sq);
+    atomicMax(&out->max_abs_bits, static_cast<unsigned long long>(__double_as_longlong(max_abs)));
+    atomicAdd(&out->nonfinite, nonfinite);
+  }
+}
+
 // Asks for 160 KB of dynamic shared memory; launchable only after raising
 // its limit with cudaFuncSetAttribute (which its registration does not do).
 __global__ void big_smem_kernel(float* y) {

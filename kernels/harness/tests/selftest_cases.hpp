@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -59,24 +60,17 @@ class ScaleCase : public kwbench::Case {
   void poison_output(kwbench::State& state) override { kwbench::fill_nan(state, y_, n_ * sizeof(float)); }
 
   kwbench::Accuracy check(kwbench::State& state) override {
-    std::vector<float> x(n_), y(n_);
-    KW_CUDA_CHECK(cudaMemcpyAsync(x.data(), x_, n_ * sizeof(float), cudaMemcpyDeviceToHost, state.stream()));
-    KW_CUDA_CHECK(cudaMemcpyAsync(y.data(), y_, n_ * sizeof(float), cudaMemcpyDeviceToHost, state.stream()));
+    auto* sums = state.alloc_n<ScaleErrors>(1, "check");
+    KW_CUDA_CHECK(cudaMemsetAsync(sums, 0, sizeof(ScaleErrors), state.stream()));
+    scale_errors_kernel<<<132 * 8, 256, 0, state.stream()>>>(x_, y_, a_, n_, sums);
+    KW_CUDA_CHECK_LAUNCH();
+    ScaleErrors host{};
+    KW_CUDA_CHECK(cudaMemcpyAsync(&host, sums, sizeof(host), cudaMemcpyDeviceToHost, state.stream()));
     KW_CUDA_CHECK(cudaStreamSynchronize(state.stream()));
     kwbench::Accuracy accuracy;
-    double error = 0, norm = 0;
-    for (std::size_t i = 0; i < n_; ++i) {
-      double reference = static_cast<double>(a_) * x[i];
-      if (!std::isfinite(y[i])) {
-        ++accuracy.nonfinite;
-        continue;
-      }
-      double diff = y[i] - reference;
-      error += diff * diff;
-      norm += reference * reference;
-      accuracy.max_abs_err = std::max(accuracy.max_abs_err, std::abs(diff));
-    }
-    accuracy.rel_l2_err = norm > 0 ? std::sqrt(error / norm) : 0;
+    accuracy.nonfinite = static_cast<std::int64_t>(host.nonfinite);
+    std::memcpy(&accuracy.max_abs_err, &host.max_abs_bits, sizeof(double));
+    accuracy.rel_l2_err = host.norm_sq > 0 ? std::sqrt(host.error_sq / host.norm_sq) : 0;
     return accuracy;
   }
 
