@@ -587,7 +587,12 @@ int preflight_main(const Options& options, const DeviceFacts& device, const std:
     entry["stage"]["duration_ms"] = milliseconds(seconds);
     unaccounted -= seconds;
     document["preflight"].push_back(entry);
-    if (entry["stage"]["status"] == "failed") code = 1;
+    // A failed stage ends the preflight: what a later stage did for the
+    // cases before the failing one is no stage's result.
+    if (entry["stage"]["status"] == "failed") {
+      code = 1;
+      break;
+    }
   }
   if (document["preflight"].size() > 1) {
     json& first = document["preflight"][1]["stage"];
