@@ -20,10 +20,11 @@ struct BenchOptions {
   int min_samples = 10;
   int max_samples = 1000;
   int quick_iterations = 10;
-  int warmup_rounds = 5;        // full_bench: interleaved rounds before timing, at least
-  double warmup_seconds = 0.1;  // and at least this long
-  std::string impls = "*";      // full_bench: glob over the implementations timed
-  unsigned order_offset = 0;    // full_bench: which implementation goes first in round 0
+  int warmup_rounds = 5;             // full_bench: interleaved rounds before timing, at least
+  double warmup_min_seconds = 0.02;  // and at least this long; then until the GPU settles
+  double warmup_seconds = 0.1;       // or this long at the most
+  std::string impls = "*";           // full_bench: glob over the implementations timed
+  unsigned order_offset = 0;         // full_bench: which implementation goes first in round 0
 };
 
 struct DeviceFacts {
