@@ -57,9 +57,14 @@ for label in ("list", "preflight-cold", "preflight-cached", "full-bench-candidat
               "full-bench-candidate-in-process", "full-bench-baselines"):
     rows = lines(label)
     wall = rows[-1][0]
-    case_lines = [(t, m) for t, m in rows if re.search(r"\((\d+\.\d+) s\)", m)]
-    first = next((t - float(re.search(r"\((\d+\.\d+) s\)", m).group(1)) for t, m in case_lines), wall)
-    in_cases = sum(float(re.search(r"\((\d+\.\d+) s\)", m).group(1)) for _, m in case_lines)
+    # A line per case and stage: "[kwbench] STAGE CASE STATUS (SECONDS s): ...", as
+    # each ends (a child's) or all at the end (--in-process, which prints
+    # "[kwbench] STAGE CASE ..." as each starts).
+    result = re.compile(r"\[kwbench\] \w+ \S+ (?:passed|failed|skipped) \((\d+\.\d+) s\)")
+    case_lines = [(t, float(m.group(1))) for t, text in rows if (m := result.search(text))]
+    starts = [t for t, text in rows if re.search(r"\[kwbench\] \w+ \S+ \.\.\.$", text)]
+    first = starts[0] if starts else next((t - seconds for t, seconds in case_lines), wall)
+    in_cases = sum(seconds for _, seconds in case_lines)
     summary = f"{label}: {wall:.1f} s wall, {rows[-1][1]}; start-up {first:.1f} s"
     if case_lines:
         summary += f"; {len(case_lines)} case results taking {in_cases:.1f} s"
@@ -69,9 +74,12 @@ for label in ("list", "preflight-cold", "preflight-cached", "full-bench-candidat
         doc = json.load(open(path))
         details = [c.get("details", {}) for c in doc["stage"]["details"].get("cases", [])]
         setup = sum(d.get("setup_seconds", 0) for d in details)
-        warmup = sum(d.get("warmup_seconds", 0) for d in details)
         measure = sum(d.get("measure_seconds", 0) for d in details)
-        summary += f"; setup {setup - warmup:.1f} s, warm-up {warmup:.1f} s, timed {measure:.1f} s"
+        if all("warmup_seconds" in d for d in details):
+            warmup = sum(d["warmup_seconds"] for d in details)
+            summary += f"; setup {setup - warmup:.1f} s, warm-up {warmup:.1f} s, timed {measure:.1f} s"
+        else:  # a harness from before the warm-up was reported apart
+            summary += f"; setup and warm-up {setup:.1f} s, timed {measure:.1f} s"
     if os.path.exists(path) and label.startswith("preflight"):
         doc = json.load(open(path))
         summary += "; " + ", ".join(f"{p['stage']['name']} {p['stage']['status']} {p['stage'].get('duration_ms', 0) / 1000:.1f} s"
