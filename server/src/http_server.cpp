@@ -1,5 +1,7 @@
 #include "http_server.hpp"
 
+#include <algorithm>
+#include <array>
 #include <iostream>
 #include <optional>
 
@@ -47,7 +49,16 @@ class Session : public std::enable_shared_from_this<Session> {
   void on_header(beast::error_code ec, std::size_t) {
     idle_ = false;
     if (ec) return on_read_error(ec);
-    stream_.expires_after(server_.options_.read_timeout);
+    // The rest of the request gets read_timeout. Not the stream's own
+    // expiry: that closes the socket, and a late request is answered 408.
+    stream_.expires_never();
+    request_timer_.expires_after(server_.options_.read_timeout);
+    request_timer_.async_wait([self = shared_from_this()](beast::error_code timer_ec) {
+      if (timer_ec) return;
+      self->request_timed_out_ = true;
+      beast::error_code cancel_ec;
+      self->stream_.socket().cancel(cancel_ec);
+    });
     auto& header = parser_->get();
     if (beast::iequals(header[http::field::expect], "100-continue")) {
       auto continue_response =
@@ -69,6 +80,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void on_read(beast::error_code ec, std::size_t) {
+    request_timer_.cancel();
     if (ec) return on_read_error(ec);
     http::request<http::string_body> message = parser_->release();
     parser_.reset();
@@ -134,6 +146,15 @@ class Session : public std::enable_shared_from_this<Session> {
                                        std::to_string(server_.options_.body_limit) + " bytes"),
                    false, 11, false);
     }
+    // A request begun and not finished in time (a Content-Length longer
+    // than the body sent, say): the client learns why it is closed.
+    if (request_timed_out_) {
+      request_timed_out_ = false;
+      return write(Response::error(408, "request_timeout",
+                                   "the request was not complete within " +
+                                       std::to_string(server_.options_.read_timeout.count()) + " s"),
+                   false, 11, false);
+    }
     if (ec == http::error::header_limit) {
       return write(Response::error(431, "request_header_fields_too_large",
                                    "request headers are larger than the limit of 8 KiB"),
@@ -149,6 +170,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void close() {
+    request_timer_.cancel();
     beast::error_code ec;
     stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
     stream_.socket().close(ec);
@@ -159,6 +181,8 @@ class Session : public std::enable_shared_from_this<Session> {
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   bool idle_ = true;
+  net::steady_timer request_timer_{stream_.get_executor()};
+  bool request_timed_out_ = false;
 };
 
 HttpServer::HttpServer(HttpOptions options, RequestHandler handler)
@@ -214,18 +238,100 @@ void HttpServer::do_accept() {
   acceptor_.async_accept(net::make_strand(io_), [this](beast::error_code ec, tcp::socket socket) {
     if (ec) {
       if (ec == net::error::operation_aborted || !acceptor_.is_open()) return;
-      std::cerr << "kw-server: accept: " << ec.message() << "\n";
-    } else if (!stopping_) {
-      // Responses go out as header + body writes; without this, Nagle and the
-      // peer's delayed ACK add up to 40 ms to a large response.
-      beast::error_code option_ec;
-      socket.set_option(tcp::no_delay(true), option_ec);
-      auto session = std::make_shared<Session>(std::move(socket), *this);
-      register_session(session.get(), session);
-      session->run();
+      return on_accept_error(ec);
+    }
+    accept_backoff_ = std::chrono::milliseconds(0);
+    if (!stopping_) {
+      std::size_t live = 0;
+      {
+        std::lock_guard lock(sessions_mutex_);
+        live = sessions_.size();
+      }
+      if (live >= options_.max_connections) {
+        refuse(std::move(socket));
+      } else {
+        // Responses go out as header + body writes; without this, Nagle and the
+        // peer's delayed ACK add up to 40 ms to a large response.
+        beast::error_code option_ec;
+        socket.set_option(tcp::no_delay(true), option_ec);
+        auto session = std::make_shared<Session>(std::move(socket), *this);
+        register_session(session.get(), session);
+        session->run();
+      }
     }
     if (!stopping_) do_accept();
   });
+}
+
+// Out of descriptors, accept fails at once for as long as the pending
+// connection waits: retried at once, that spun a core and wrote megabytes of
+// log a second (#17). The pause doubles up to a second; connections that
+// end meanwhile free descriptors, and serving goes on.
+void HttpServer::on_accept_error(const boost::system::error_code& ec) {
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last_accept_log_ >= std::chrono::seconds(1)) {
+    std::cerr << "kw-server: accept: " << ec.message()
+              << (unlogged_accept_errors_ > 0
+                      ? " (and " + std::to_string(unlogged_accept_errors_) + " more in the last second)"
+                      : std::string())
+              << "; retrying in " << std::max<long long>(accept_backoff_.count(), 10) << " ms" << std::endl;
+    last_accept_log_ = now;
+    unlogged_accept_errors_ = 0;
+  } else {
+    ++unlogged_accept_errors_;
+  }
+  accept_backoff_ =
+      std::clamp(accept_backoff_ * 2, std::chrono::milliseconds(10), std::chrono::milliseconds(1000));
+  if (!accept_timer_) accept_timer_ = std::make_unique<net::steady_timer>(acceptor_.get_executor());
+  accept_timer_->expires_after(accept_backoff_);
+  accept_timer_->async_wait([this](beast::error_code timer_ec) {
+    if (!timer_ec && !stopping_) do_accept();
+  });
+}
+
+namespace {
+
+// A connection over the cap: a 503 the client can act on, a half-close, then
+// what the client sent is read until it closes (closing with its request
+// unread would reset the connection and lose the 503), two seconds at most.
+class Refusal : public std::enable_shared_from_this<Refusal> {
+ public:
+  explicit Refusal(tcp::socket&& socket) : stream_(std::move(socket)) {}
+
+  void run() {
+    static const std::string answer = [] {
+      Response response = Response::error(
+          503, "overloaded", "kw-server is serving its maximum number of connections; retry shortly");
+      return "HTTP/1.1 503 Service Unavailable\r\nServer: kw-server\r\nContent-Type: " +
+             response.content_type + "\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: " +
+             std::to_string(response.body.size()) + "\r\n\r\n" + response.body;
+    }();
+    stream_.expires_after(std::chrono::seconds(2));
+    net::async_write(stream_, net::buffer(answer),
+                     [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                       if (ec) return;
+                       beast::error_code shutdown_ec;
+                       self->stream_.socket().shutdown(tcp::socket::shutdown_send, shutdown_ec);
+                       self->drain();
+                     });
+  }
+
+ private:
+  void drain() {
+    stream_.async_read_some(net::buffer(buffer_),
+                            [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                              if (!ec) self->drain();
+                            });
+  }
+
+  beast::tcp_stream stream_;
+  std::array<char, 1024> buffer_{};
+};
+
+}  // namespace
+
+void HttpServer::refuse(tcp::socket socket) {
+  std::make_shared<Refusal>(std::move(socket))->run();
 }
 
 void HttpServer::register_session(Session* session, const std::shared_ptr<Session>& shared) {
@@ -248,6 +354,7 @@ void HttpServer::stop(std::chrono::milliseconds grace) {
   net::post(acceptor_.get_executor(), [this] {
     beast::error_code ec;
     acceptor_.close(ec);
+    if (accept_timer_) accept_timer_->cancel();
   });
   std::vector<std::shared_ptr<Session>> live;
   {

@@ -15,6 +15,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 
 #include "http_types.hpp"
 
@@ -27,6 +28,9 @@ struct HttpOptions {
   std::size_t body_limit = 16 * 1024 * 1024;
   std::chrono::seconds read_timeout{30};  // to receive one whole request
   std::chrono::seconds idle_timeout{60};  // keep-alive wait for the next request
+  // Connections served at once; one more is answered 503 with Retry-After
+  // and closed, so a flood cannot take every file descriptor.
+  std::size_t max_connections = 1024;
 };
 
 class Session;
@@ -58,6 +62,8 @@ class HttpServer {
  private:
   friend class Session;
   void do_accept();
+  void on_accept_error(const boost::system::error_code& ec);
+  void refuse(boost::asio::ip::tcp::socket socket);
   void register_session(Session* session, const std::shared_ptr<Session>& shared);
   void unregister_session(Session* session);
 
@@ -71,6 +77,12 @@ class HttpServer {
   std::mutex sessions_mutex_;
   std::unordered_map<Session*, std::weak_ptr<Session>> sessions_;
   std::unique_ptr<boost::asio::steady_timer> grace_timer_;
+  // Accept errors (EMFILE, ENFILE, ENOBUFS) are retried after a growing
+  // pause, and logged at most once a second with how many were not.
+  std::unique_ptr<boost::asio::steady_timer> accept_timer_;
+  std::chrono::milliseconds accept_backoff_{0};
+  std::chrono::steady_clock::time_point last_accept_log_{};
+  std::size_t unlogged_accept_errors_ = 0;
 };
 
 }  // namespace kw::server

@@ -118,6 +118,10 @@ int main(int argc, char** argv) {
   add_database_options(cli, database);
   cli.add_option("--listen", listen, "HOST:PORT to serve HTTP on")->capture_default_str();
   cli.add_option("--threads", options.http.threads, "HTTP worker threads")->capture_default_str();
+  cli.add_option("--max-connections", options.http.max_connections,
+                 "connections served at once; past them a connection gets 503 and Retry-After")
+      ->capture_default_str()
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20));
   cli.add_option("--body-limit", options.http.body_limit, "largest request body in bytes")
       ->capture_default_str();
   cli.add_option("--lease-seconds", options.lease_seconds, "job lease length; agents heartbeat within it")

@@ -1,5 +1,7 @@
 // Every endpoint's success and error paths against a real server and database.
 #include <functional>
+#include <thread>
+#include <vector>
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
@@ -189,14 +191,21 @@ TEST_F(ApiTest, MetricsInPrometheusFormat) {
   EXPECT_NE(text.find("kw_db_pool_connections{state=\"in_use\"}"), std::string::npos);
 }
 
-class SmallBodyLimitTest : public ServerTest {
+// A server with one HTTP option changed from the fixture's.
+template <typename Change>
+class ServerWithHttp : public ServerTest {
  protected:
   ServerOptions server_options() override {
     ServerOptions options = ServerTest::server_options();
-    options.http.body_limit = 4096;
+    Change{}(options.http);
     return options;
   }
 };
+
+struct BodyLimit4096 {
+  void operator()(HttpOptions& http) const { http.body_limit = 4096; }
+};
+using SmallBodyLimitTest = ServerWithHttp<BodyLimit4096>;
 
 TEST_F(SmallBodyLimitTest, OversizedBodyIs413AndStoresNothing) {
   ReportSpec spec;
@@ -337,6 +346,55 @@ TEST_F(ApiTest, OversizedHeadersAre431AndWhatIsNotHttpIs400) {
   EXPECT_EQ(answer.rfind("HTTP/1.1 431", 0), 0u) << answer.substr(0, 200);
   answer = raw_exchange(port, "NOT HTTP AT ALL\r\n\r\n");
   EXPECT_EQ(answer.rfind("HTTP/1.1 400", 0), 0u) << answer.substr(0, 200);
+  EXPECT_EQ(client().get("/healthz").status, 200);
+}
+
+struct TwoConnections {
+  void operator()(HttpOptions& http) const { http.max_connections = 2; }
+};
+using ConnectionCapTest = ServerWithHttp<TwoConnections>;
+
+// Past the cap a connection is answered 503 with Retry-After and closed;
+// once connections end, the server serves again.
+TEST_F(ConnectionCapTest, AConnectionOverTheCapIs503WithRetryAfter) {
+  const auto port = static_cast<unsigned short>(app_->port());
+  boost::asio::io_context io;
+  std::vector<boost::asio::ip::tcp::socket> held;
+  for (int i = 0; i < 2; ++i) {
+    held.emplace_back(io);
+    held.back().connect({boost::asio::ip::make_address("127.0.0.1"), port});
+  }
+  // The server registers a connection when it accepts it: give it the moment.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  std::string answer = raw_exchange(port, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(answer.rfind("HTTP/1.1 503", 0), 0u) << answer.substr(0, 300);
+  EXPECT_NE(answer.find("Retry-After: 1\r\n"), std::string::npos) << answer.substr(0, 300);
+  EXPECT_NE(answer.find("\"error\":\"overloaded\""), std::string::npos) << answer;
+  held.clear();
+  int status = 0;
+  for (int attempt = 0; attempt < 50 && status != 200; ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    status = raw_exchange(port, "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                         .rfind("HTTP/1.1 200", 0) == 0
+                 ? 200
+                 : 0;
+  }
+  EXPECT_EQ(status, 200);
+}
+
+struct OneSecondReads {
+  void operator()(HttpOptions& http) const { http.read_timeout = std::chrono::seconds(1); }
+};
+using ShortReadTimeoutTest = ServerWithHttp<OneSecondReads>;
+
+// A body shorter than its Content-Length is answered 408 once the read
+// timeout passes, then closed (it was closed unanswered).
+TEST_F(ShortReadTimeoutTest, ARequestNotFinishedInTimeIs408) {
+  const auto port = static_cast<unsigned short>(app_->port());
+  std::string answer =
+      raw_exchange(port, "POST /api/v1/runs HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"schema\":");
+  EXPECT_EQ(answer.rfind("HTTP/1.1 408", 0), 0u) << answer.substr(0, 300);
+  EXPECT_NE(answer.find("\"error\":\"request_timeout\""), std::string::npos) << answer;
   EXPECT_EQ(client().get("/healthz").status, 200);
 }
 

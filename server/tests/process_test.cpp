@@ -7,6 +7,9 @@
 #include <thread>
 
 #include <gtest/gtest.h>
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <pqxx/pqxx>
 
 #include "../../tests/support/child_process.hpp"
@@ -203,6 +206,43 @@ TEST_F(ServerProcessTest, RestartAfterPostgresWasKilledToo) {
 
   std::string restarted = start_server();
   expect_only_complete_runs(restarted, acknowledged, 3, 30);
+}
+
+// Out of file descriptors, accept fails at once for as long as a connection
+// waits: the server pauses and retries instead of spinning, logs at most once
+// a second, and serves again once connections end.
+TEST_F(ServerProcessTest, OutOfDescriptorsBacksOffAndServesAgain) {
+  server_ = std::make_unique<ChildProcess>(
+      std::vector<std::string>{"/usr/bin/prlimit", "--nofile=256", KW_SERVER_BINARY, "--data-dir",
+                               data_dir_.string(), "--listen", "127.0.0.1:0"});
+  const auto port =
+      static_cast<unsigned short>(std::stoi(server_->wait_for("listening on http://127\\.0\\.0\\.1:(\\d+)")));
+  boost::asio::io_context io;
+  std::vector<boost::asio::ip::tcp::socket> held;
+  for (int i = 0; i < 400; ++i) {
+    held.emplace_back(io);
+    held.back().connect({boost::asio::ip::make_address("127.0.0.1"), port});
+  }
+  server_->wait_for("kw-server: accept: ");
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  const std::string output = server_->output();
+  std::size_t logged = 0;
+  for (std::size_t at = output.find("kw-server: accept: "); at != std::string::npos;
+       at = output.find("kw-server: accept: ", at + 1))
+    ++logged;
+  EXPECT_GE(logged, 1u);
+  EXPECT_LE(logged, 5u) << output.substr(output.size() > 2000 ? output.size() - 2000 : 0);
+  held.clear();
+  // The connections it had taken end with their sockets; then it serves again.
+  int status = 0;
+  for (int attempt = 0; attempt < 100 && status != 200; ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    try {
+      status = kw::http::Client("http://127.0.0.1:" + std::to_string(port)).get("/healthz").status;
+    } catch (const std::exception&) {
+    }
+  }
+  EXPECT_EQ(status, 200);
 }
 
 TEST_F(ServerProcessTest, RefusesADatabaseNewerThanItKnows) {
