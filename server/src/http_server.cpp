@@ -268,20 +268,20 @@ void HttpServer::do_accept() {
 // log a second (#17). The pause doubles up to a second; connections that
 // end meanwhile free descriptors, and serving goes on.
 void HttpServer::on_accept_error(const boost::system::error_code& ec) {
+  accept_backoff_ =
+      std::clamp(accept_backoff_ * 2, std::chrono::milliseconds(10), std::chrono::milliseconds(1000));
   const auto now = std::chrono::steady_clock::now();
   if (now - last_accept_log_ >= std::chrono::seconds(1)) {
     std::cerr << "kw-server: accept: " << ec.message()
-              << (unlogged_accept_errors_ > 0
-                      ? " (and " + std::to_string(unlogged_accept_errors_) + " more in the last second)"
-                      : std::string())
-              << "; retrying in " << std::max<long long>(accept_backoff_.count(), 10) << " ms" << std::endl;
+              << (unlogged_accept_errors_ > 0 ? " (" + std::to_string(unlogged_accept_errors_) +
+                                                    " more since the last of these lines)"
+                                              : std::string())
+              << "; retrying in " << accept_backoff_.count() << " ms" << std::endl;
     last_accept_log_ = now;
     unlogged_accept_errors_ = 0;
   } else {
     ++unlogged_accept_errors_;
   }
-  accept_backoff_ =
-      std::clamp(accept_backoff_ * 2, std::chrono::milliseconds(10), std::chrono::milliseconds(1000));
   if (!accept_timer_) accept_timer_ = std::make_unique<net::steady_timer>(acceptor_.get_executor());
   accept_timer_->expires_after(accept_backoff_);
   accept_timer_->async_wait([this](beast::error_code timer_ec) {

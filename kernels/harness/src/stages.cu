@@ -587,8 +587,8 @@ CaseOutcome run_full_bench(Case& c, const DeviceFacts& device, const BenchOption
   // round, within kSettledSpread, at the highest clock the probe has seen;
   // a warm-up stops there once it had its minimum rounds and time, and at
   // warmup_seconds at the latest. (A fixed 0.1 s was 7 of the 12 s that a
-  // replicate of the bundled suite took on an H100, #15.) Each batch re-sizes the batches (the
-  // first round alone also loads the kernels).
+  // replicate of the bundled suite took on an H100, #15.) Each batch
+  // re-sizes the batches (the first round alone also loads the kernels).
   double reference_mhz = 0, previous_per_round = 0;
   int batch_rounds = 1;
   const auto warmup_started = std::chrono::steady_clock::now();
