@@ -3,9 +3,10 @@
 # build's first launch_geometry took 16-23 s against 5.5 s for its second,
 # and the difference lands in the driver's JIT cache. Each variant below runs
 # the attention bench with a CUDA_CACHE_PATH of its own, so which stage pays,
-# whether CUPTI's tracing is the cause, and what the harness's warm-up
-# (Case::warm_caches) saves show up apart. The reference cache is off
-# throughout. Results in
+# whether CUPTI's tracing is the cause, and what gets JIT-compiled show up
+# apart. The reference cache is off throughout. (Commit f8a388d's version
+# also measured the harness warming every case's caches on several threads
+# first, since reverted.) Results in
 # $OUT/first-run-cost.tar.gz and the summary on stdout.
 #   kernels/tools/first-run-cost.sh [--skip-build]
 set -uo pipefail
@@ -60,17 +61,17 @@ PY
 }
 
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | sed 's/^/device: /' | tee "$out/summary.txt"
-# The whole preflight, a fresh cache then the same cache, with and without
-# the harness warming every case's caches on 8 threads first.
+# The whole preflight, a fresh cache then the same cache: the figure to explain.
 variant preflight-fresh a -- --stage preflight
 variant preflight-again a -- --stage preflight
-variant preflight-fresh-unwarmed b -- --stage preflight --warm-threads 0
-variant preflight-again-unwarmed b -- --stage preflight --warm-threads 0
-variant preflight-fresh-16-threads c -- --stage preflight --warm-threads 16
 # correctness alone never traces with CUPTI: if it pays the same, CUPTI is not why.
-variant correctness-fresh-unwarmed d -- --stage correctness --warm-threads 0
+variant correctness-fresh b -- --stage correctness
+variant launch-geometry-fresh c -- --stage launch_geometry
+variant launch-geometry-again c -- --stage launch_geometry
+# Lazy loading off: every module's code loads (and JITs) at start.
+variant load-eager-fresh d CUDA_MODULE_LOADING=EAGER -- --stage load
 # With JIT forbidden, whatever needs it fails and names itself.
-variant correctness-no-jit e CUDA_DISABLE_PTX_JIT=1 -- --stage correctness --warm-threads 0
+variant correctness-no-jit e CUDA_DISABLE_PTX_JIT=1 -- --stage correctness
 grep -iE 'warmed|error|fail|unavailable|ptx|jit' "$out/correctness-no-jit.log" | sort | uniq -c | sort -rn | head -20 |
   tee -a "$out/summary.txt"
 for lib in "$bench" "$root"/build/gpu/kernels/attention/libkw_attention.so; do

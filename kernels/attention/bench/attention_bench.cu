@@ -82,14 +82,6 @@ class AttentionCase : public kwbench::Case {
             {"causal", s_.causal}, {"layout", "bhsd"}};
   }
 
-  // cuDNN compiles its fused SDPA kernels for a shape the first time a host
-  // sees it (0.1-1.4 s a case on the H100) and the driver caches them: a plan
-  // built and dropped here makes setup()'s own build a cache hit.
-  void warm_caches(const std::string& timed) const override {
-    if (kwbench::glob_match(timed, "baseline:cudnn"))
-      kw::attention::CudnnSdpa plan(shape_params(nullptr, nullptr, nullptr), nullptr);
-  }
-
   void setup(kwbench::State& state) override {
     const std::size_t elements = static_cast<std::size_t>(s_.batch) * s_.heads * s_.seqlen * s_.head_dim;
     const std::size_t rows = static_cast<std::size_t>(s_.batch) * s_.heads * s_.seqlen;
@@ -100,7 +92,17 @@ class AttentionCase : public kwbench::Case {
       // Unit variance: scaled scores then have a spread like a trained model's.
       kw::attention::fill_random(s_.dtype, tensor, elements, std::sqrt(3.f), state.rng()(), state.stream());
     }
-    params_ = shape_params(q, k, v);
+    params_.dtype = s_.dtype;
+    params_.batch = s_.batch;
+    params_.heads = s_.heads;
+    params_.seqlen_q = params_.seqlen_k = s_.seqlen;
+    params_.head_dim = s_.head_dim;
+    params_.q = kw::attention::bhsd(q, s_.heads, s_.seqlen, s_.head_dim);
+    params_.k = kw::attention::bhsd(k, s_.heads, s_.seqlen, s_.head_dim);
+    params_.v = kw::attention::bhsd(v, s_.heads, s_.seqlen, s_.head_dim);
+    params_.o_strides = params_.q;
+    params_.softmax_scale = 1.f / std::sqrt(static_cast<float>(s_.head_dim));
+    params_.causal = s_.causal;
 
     params_.o = state.alloc(elements * 2, "candidate");
     params_.lse = state.alloc_n<float>(rows, "candidate");
@@ -131,23 +133,6 @@ class AttentionCase : public kwbench::Case {
     }
     if (double fraction = injected_slowdown(name()); fraction > 0)
       calibrate_injected_slowdown(state, fraction);
-  }
-
-  // Everything but the outputs; the inputs at q, k and v.
-  kw::attention::ForwardParams shape_params(const void* q, const void* k, const void* v) const {
-    kw::attention::ForwardParams params;
-    params.dtype = s_.dtype;
-    params.batch = s_.batch;
-    params.heads = s_.heads;
-    params.seqlen_q = params.seqlen_k = s_.seqlen;
-    params.head_dim = s_.head_dim;
-    params.q = kw::attention::bhsd(q, s_.heads, s_.seqlen, s_.head_dim);
-    params.k = kw::attention::bhsd(k, s_.heads, s_.seqlen, s_.head_dim);
-    params.v = kw::attention::bhsd(v, s_.heads, s_.seqlen, s_.head_dim);
-    params.o_strides = params.q;
-    params.softmax_scale = 1.f / std::sqrt(static_cast<float>(s_.head_dim));
-    params.causal = s_.causal;
-    return params;
   }
 
   void teardown(kwbench::State&) override {

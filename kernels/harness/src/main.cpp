@@ -13,7 +13,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -24,7 +23,6 @@
 #include <random>
 #include <set>
 #include <sstream>
-#include <thread>
 
 #include <CLI/CLI.hpp>
 
@@ -57,7 +55,6 @@ struct Options {
   // preflight: seconds each per-case stage may take over all its cases
   std::map<std::string, double> stage_timeouts;
   std::uint64_t order_seed = 0;  // 0: registration order
-  int warm_threads = 8;          // threads for Case::warm_caches; 0: none
   BenchOptions bench;
 };
 
@@ -195,42 +192,6 @@ void print_backtrace_and_die(int signal_number) {
   raise(signal_number);
 }
 
-std::vector<Case*> pointers_to(const std::vector<std::unique_ptr<Case>>& cases) {
-  std::vector<Case*> pointers;
-  for (const auto& c : cases) pointers.push_back(c.get());
-  return pointers;
-}
-
-// Every case's Case::warm_caches at once, before the first case runs. On a
-// host new to a build's shapes, cuDNN compiled its attention kernels one
-// case at a time inside setup: 13 of the 19 s of a fresh H100's
-// launch_geometry. Not before full_bench: the preflight before it warmed the
-// caches, and its cases are timed.
-void warm_caches(const std::vector<Case*>& cases, const Options& options) {
-  if (options.warm_threads <= 0 || cases.empty() || options.stage == "full_bench") return;
-  int device = 0;
-  KW_CUDA_CHECK(cudaGetDevice(&device));
-  const auto started = Clock::now();
-  std::atomic<std::size_t> next{0};
-  const std::size_t threads = std::min(static_cast<std::size_t>(options.warm_threads), cases.size());
-  std::vector<std::thread> workers;
-  for (std::size_t t = 0; t < threads; ++t) {
-    workers.emplace_back([&] {
-      if (cudaSetDevice(device) != cudaSuccess) return;
-      for (std::size_t i = next++; i < cases.size(); i = next++) {
-        try {
-          cases[i]->warm_caches(options.bench.impls);
-        } catch (...) {  // setup() meets it again, and reports it there
-        }
-      }
-    });
-  }
-  for (std::thread& worker : workers) worker.join();
-  log_line("warmed the caches of " + std::to_string(cases.size()) + " cases on " + std::to_string(threads) +
-           " threads in " +
-           std::to_string(std::chrono::duration<double>(Clock::now() - started).count()).substr(0, 5) + " s");
-}
-
 // The stage a case's run starts with: a failure before any stage ran is its.
 const std::string& first_stage(const Options& options) {
   return options.stage == "preflight" ? kPreflightCaseStages.front() : options.stage;
@@ -258,15 +219,7 @@ int child_main(const Options& options) {
   std::set<std::string> announced;
   std::map<std::string, std::unique_ptr<Case>> by_name;
   for (auto& c : make_cases("*")) by_name[c->name()] = std::move(c);
-  const std::vector<std::string> names = read_names(options.child_cases);
-  {
-    std::vector<Case*> to_warm;
-    for (const std::string& name : names)
-      if (auto it = by_name.find(name); it != by_name.end() && it->second)
-        to_warm.push_back(it->second.get());
-    warm_caches(to_warm, options);
-  }
-  for (const std::string& name : names) {
+  for (const std::string& name : read_names(options.child_cases)) {
     auto it = by_name.find(name);
     bool failed = false;
     auto started = Clock::now();
@@ -392,9 +345,7 @@ std::vector<CaseRun> run_in_children(const Options& options, const std::vector<s
                                      "--impls",
                                      options.bench.impls,
                                      "--order-offset",
-                                     std::to_string(options.bench.order_offset),
-                                     "--warm-threads",
-                                     std::to_string(options.warm_threads)};
+                                     std::to_string(options.bench.order_offset)};
     for (const auto& [stage, left] : stage_left)
       argv.insert(argv.end(), {"--stage-timeout", stage + "=" + std::to_string(std::max(0.0, left))});
     const std::size_t runs_before = runs.size();
@@ -608,7 +559,6 @@ int preflight_main(const Options& options, const DeviceFacts& device, const std:
   started = Clock::now();
   std::vector<CaseRun> runs;
   if (options.in_process) {
-    warm_caches(pointers_to(cases), options);
     std::size_t stages = options.preflight_stages;
     for (auto& c : cases) {
       auto case_started = Clock::now();
@@ -695,7 +645,6 @@ int stage_main(const Options& options, const std::string& self) {
   }
   std::vector<CaseRun> runs;
   if (options.in_process) {
-    warm_caches(pointers_to(cases), options);
     for (auto& c : cases) {
       log_line(options.stage + " " + c->name() + " ...");
       auto case_started = Clock::now();
@@ -745,10 +694,6 @@ int main(int argc, char** argv) {
   cli.add_option("--max-samples", options.bench.max_samples)->capture_default_str();
   cli.add_option("--impls", options.bench.impls,
                  "full_bench: glob over the implementations to time (candidate, baseline:NAME)")
-      ->capture_default_str();
-  cli.add_option("--warm-threads", options.warm_threads,
-                 "threads that warm library caches for every case before the first (0: none; never before "
-                 "full_bench)")
       ->capture_default_str();
   cli.add_option("--child-cases", options.child_cases)->group("");
   cli.add_option("--preflight-stages", options.preflight_stages)->group("");

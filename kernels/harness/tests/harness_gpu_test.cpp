@@ -3,11 +3,9 @@
 // message that says why. Skipped where there is no CUDA device.
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <set>
 
 #include <gtest/gtest.h>
 
@@ -201,56 +199,6 @@ TEST_F(HarnessGpuTest, PreflightStopsAfterAFailedStageAndIsolatesAFault) {
       << document.dump().substr(0, 3000);
   EXPECT_FALSE(ok.empty()) << "the case after the fault ran";
   for (const auto& [stage_name, status] : ok) EXPECT_EQ(status, "passed") << stage_name;
-}
-
-// Every case's caches are warmed before the first case is set up, in each
-// process that runs cases; a warm-up that throws changes nothing; full_bench
-// runs none (its cases are timed).
-TEST_F(HarnessGpuTest, CachesAreWarmedForEveryCaseBeforeTheFirstSetupButNotForFullBench) {
-  const fs::path trace = fs::temp_directory_path() / ("kwbench-trace-" + std::to_string(getpid()));
-  fs::remove(trace);
-  setenv("KWBENCH_SELFTEST_TRACE", trace.c_str(), 1);
-  auto lines = [&] {
-    std::vector<std::string> out;
-    std::ifstream in(trace);
-    for (std::string line; std::getline(in, line);) out.push_back(line);
-    fs::remove(trace);
-    return out;
-  };
-  json document = stage(KW_BROKEN_BENCH, "preflight", {"--case", "broken.fault,broken.ok,broken.block128"});
-  std::vector<std::string> seen = lines();
-  // The fault case ends the first process; the second warms what is left.
-  const std::vector<std::string> expected = {
-      "warm broken.fault", "warm broken.ok",       "warm broken.block128", "setup broken.fault",
-      "warm broken.ok",    "warm broken.block128", "setup broken.ok",      "setup broken.block128"};
-  ASSERT_EQ(seen.size(), expected.size()) << last_.output;
-  // The warm-ups of one process run on several threads, in any order.
-  std::multiset<std::string> first(seen.begin(), seen.begin() + 3),
-      first_expected(expected.begin(), expected.begin() + 3);
-  EXPECT_EQ(first, first_expected);
-  EXPECT_EQ(seen[3], expected[3]);
-  std::multiset<std::string> second(seen.begin() + 4, seen.begin() + 6),
-      second_expected(expected.begin() + 4, expected.begin() + 6);
-  EXPECT_EQ(second, second_expected);
-  EXPECT_EQ(seen[6], expected[6]);
-  EXPECT_NE(last_.output.find("warmed the caches of 3 cases"), std::string::npos) << last_.output;
-  EXPECT_EQ(case_named(document["preflight"][1], "broken.ok")["status"], "passed");
-
-  stage(KW_SELFTEST_BENCH, "full_bench", {"--case", "selftest.scale/n4194304", "--max-seconds", "0.05"});
-  EXPECT_EQ(last_.exit_code, 0) << last_.output;
-  auto warmed = [](const std::vector<std::string>& traced) {
-    return std::count_if(traced.begin(), traced.end(),
-                         [](const std::string& line) { return line.rfind("warm ", 0) == 0; });
-  };
-  seen = lines();
-  EXPECT_EQ(warmed(seen), 0) << "full_bench";
-  EXPECT_FALSE(seen.empty());
-
-  stage(KW_SELFTEST_BENCH, "correctness", {"--case", "selftest.scale/n4194304", "--warm-threads", "0"});
-  seen = lines();
-  EXPECT_EQ(warmed(seen), 0) << "--warm-threads 0";
-  EXPECT_FALSE(seen.empty());
-  unsetenv("KWBENCH_SELFTEST_TRACE");
 }
 
 TEST_F(HarnessGpuTest, ListAndUnknownCase) {

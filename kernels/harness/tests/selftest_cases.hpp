@@ -3,11 +3,7 @@
 #pragma once
 
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <mutex>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -24,26 +20,9 @@ class ScaleCase : public kwbench::Case {
       : name_(std::move(name)), n_(n), variant_(variant) {}
 
   std::string name() const override { return name_; }
-
-  void trace(const char* what) const {
-    if (const char* path = std::getenv("KWBENCH_SELFTEST_TRACE")) {
-      static std::mutex mutex;
-      std::lock_guard lock(mutex);
-      std::ofstream(path, std::ios::app) << what << " " << name_ << "\n";
-    }
-  }
   nlohmann::json params() const override { return {{"n", n_}, {"dtype", "fp32"}}; }
 
-  // With KWBENCH_SELFTEST_TRACE set, "warm NAME" and "setup NAME" lines go
-  // to that file, for the test of when the harness warms caches; the fault
-  // case's warm-up throws, which must not matter.
-  void warm_caches(const std::string&) const override {
-    trace("warm");
-    if (variant_ == Variant::fault) throw std::runtime_error("warm_caches of the fault case");
-  }
-
   void setup(kwbench::State& state) override {
-    trace("setup");
     x_ = state.alloc_n<float>(n_);
     y_ = state.alloc_n<float>(n_, "candidate");
     copy_ = state.alloc_n<float>(n_, "baseline:memcpy");

@@ -138,14 +138,6 @@ class Case {
   // plans) while its stream still exists; the harness calls it after each
   // stage of the case, and may call setup() again later in the same process.
   virtual void teardown(State&) {}
-  // Host work that setup() does slowly the first time a host meets a case
-  // and fast after, from caches outside the process: a library compiling its
-  // kernels for this case's shapes, which the CUDA driver then keeps, say.
-  // The harness calls it for every case of a stage on a few threads at once
-  // before the first case runs. It keeps nothing for setup(), must be
-  // thread-safe, and what it throws is dropped: setup() meets it again.
-  // `timed`: the stage's glob over implementations, as State::wants takes.
-  virtual void warm_caches(const std::string& /*timed*/) const {}
   virtual void run_candidate(State& state) = 0;
   virtual std::vector<std::string> baselines() const { return {}; }
   // Empty string: ready; otherwise why this baseline cannot run here (skipped).
