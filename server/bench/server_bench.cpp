@@ -61,7 +61,8 @@ void check(bool ok, const std::string& what) {
 int main(int argc, char** argv) {
   CLI::App cli{"kw-server-bench"};
   int ingest_runs = 60, series_runs = 10000, series_queries = 500, claim_jobs = 5000, agents = 50,
-      threads = 4;
+      threads = 4, load_posters = 8, load_queries = 500, load_cases = 3,
+      read_threads = HttpOptions{}.read_threads, write_threads = HttpOptions{}.write_threads;
   std::string json_out;
   cli.add_option("--ingest-runs", ingest_runs)->capture_default_str();
   cli.add_option("--series-runs", series_runs)->capture_default_str();
@@ -69,6 +70,13 @@ int main(int argc, char** argv) {
   cli.add_option("--claim-jobs", claim_jobs)->capture_default_str();
   cli.add_option("--agents", agents)->capture_default_str();
   cli.add_option("--threads", threads, "kw-server HTTP threads")->capture_default_str();
+  cli.add_option("--load-posters", load_posters, "agents posting while reads are timed")
+      ->capture_default_str();
+  cli.add_option("--read-threads", read_threads, "kw-server threads running GET")->capture_default_str();
+  cli.add_option("--write-threads", write_threads, "kw-server threads running the rest")
+      ->capture_default_str();
+  cli.add_option("--load-cases", load_cases, "cases in each report posted meanwhile")->capture_default_str();
+  cli.add_option("--load-queries", load_queries, "reads timed, idle and under load")->capture_default_str();
   cli.add_option("--json", json_out, "write results as JSON");
   CLI11_PARSE(cli, argc, argv);
 
@@ -82,6 +90,8 @@ int main(int argc, char** argv) {
     ServerOptions options;
     options.http.port = 0;
     options.http.threads = threads;
+    options.http.read_threads = read_threads;
+    options.http.write_threads = write_threads;
     options.database_url = postgres.url();
     App app(options);
     app.start();
@@ -213,6 +223,65 @@ int main(int argc, char** argv) {
             "double or missed claims: " + note);
       results.push_back(
           summarize("claim with " + std::to_string(agents) + " concurrent agents", latencies, wall, note));
+    }
+    // 4. Reads while `load_posters` agents post reports back to back: a read
+    // must not queue behind ingest (#17: the series p99 was 135 ms and
+    // /healthz's 79 ms with 8 posters when handlers ran on the I/O threads).
+    std::cerr << "reads under load: " << load_posters << " agents posting\n";
+    {
+      const std::string series =
+          "/api/v1/projects/series/series?case=" + kw::http::url_encode("attention.fwd/case0") +
+          "&gpu=" + kw::http::url_encode("NVIDIA H100 80GB HBM3");
+      auto read_latencies = [&](const std::string& target, int queries) {
+        kw::http::Client client(url);
+        std::vector<double> latencies;
+        for (int i = 0; i < queries; ++i) {
+          auto t0 = Clock::now();
+          auto response = client.get(target);
+          latencies.push_back(ms_since(t0));
+          check(response.status == 200, target + " answered " + std::to_string(response.status));
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+        return latencies;
+      };
+      for (const std::string& target : {series, std::string("/healthz")}) {
+        auto start = Clock::now();
+        auto latencies = read_latencies(target, load_queries);
+        results.push_back(
+            summarize("GET " + target.substr(0, target.find('?')) + ", idle", latencies, ms_since(start)));
+      }
+      std::atomic<bool> stop{false};
+      std::atomic<int> posted{0};
+      std::vector<std::thread> posters;
+      auto start = Clock::now();
+      for (int t = 0; t < load_posters; ++t) {
+        posters.emplace_back([&, t] {
+          kw::http::Client client(url, agent_token);
+          for (int i = 0; !stop; ++i) {
+            kw::testing::ReportSpec spec;
+            spec.project = "load";
+            spec.cases = load_cases;
+            spec.seed = static_cast<std::uint64_t>(5000000 + t * 100000 + i);
+            check(client.post("/api/v1/runs", kw::testing::make_report(spec)).status == 201, "load ingest");
+            ++posted;
+          }
+        });
+      }
+      std::vector<double> series_latencies, health_latencies;
+      std::thread health([&] { health_latencies = read_latencies("/healthz", load_queries); });
+      series_latencies = read_latencies(series, load_queries);
+      health.join();
+      stop = true;
+      for (auto& poster : posters) poster.join();
+      const double wall = ms_since(start);
+      const std::string note = std::to_string(posted.load()) + " reports of " + std::to_string(load_cases) +
+                               " cases x 30 samples posted (" +
+                               std::to_string(static_cast<int>(posted.load() / (wall / 1000))) + "/s)";
+      results.push_back(summarize(
+          "GET /api/v1/projects/series/series while " + std::to_string(load_posters) + " agents post",
+          series_latencies, wall, note));
+      results.push_back(summarize("GET /healthz while " + std::to_string(load_posters) + " agents post",
+                                  health_latencies, wall, note));
     }
     app.stop();
     app.wait();

@@ -148,11 +148,15 @@ App::App(ServerOptions options) : options_(std::move(options)) {
     pqxx::connection connection(options_.database_url);
     schema_version_ = apply_migrations(connection);
   }
-  // Two per request thread (an ingest stores on one while detection reads on
-  // the other), one each for the lease reaper and the notifier, and a spare.
-  pool_ = std::make_unique<ConnectionPool>(
-      options_.database_url, 2 * static_cast<std::size_t>(std::max(1, options_.http.threads)) + 3,
-      all_statements());
+  monitor_ = std::make_unique<DatabaseMonitor>(options_.database_url);
+  // One per read thread, two per write thread (an ingest stores on one while
+  // detection reads on the other), one each for the lease reaper and the
+  // notifier, and a spare.
+  const auto connections = static_cast<std::size_t>(std::max(1, options_.http.read_threads)) +
+                           2 * static_cast<std::size_t>(std::max(1, options_.http.write_threads)) + 3;
+  pool_ =
+      std::make_unique<ConnectionPool>(options_.database_url, connections, all_statements(), monitor_.get(),
+                                       std::chrono::seconds(2), options_.statement_timeout);
   router_ = std::make_unique<Router>(
       [this](const std::string& token) {
         return with_transaction(*pool_,
@@ -171,12 +175,27 @@ App::App(ServerOptions options) : options_(std::move(options)) {
         std::to_string(pool_->waits()) + "\n";
   });
   metrics_.add_source([this](std::string& text) {
-    text +=
-        with_transaction(*pool_, [](pqxx::work& tx) { return JobRepository::counts_by_state_metrics(tx); });
+    text += "# HELP kw_db_up Whether the database answered its last ping.\n# TYPE kw_db_up gauge\nkw_db_up " +
+            std::string(monitor_->available() ? "1" : "0") + "\n";
+    // The job counts need the database; the rest of /metrics does not.
+    if (!monitor_->available()) return;
+    try {
+      text +=
+          with_transaction(*pool_, [](pqxx::work& tx) { return JobRepository::counts_by_state_metrics(tx); });
+    } catch (const std::exception& error) {
+      std::cerr << "kw-server: /metrics: job counts: " << error.what() << "\n";
+    }
   });
   register_routes();
-  http_ = std::make_unique<HttpServer>(options_.http,
-                                       [this](Request& request) { return router_->handle(request); });
+  http_ = std::make_unique<HttpServer>(
+      options_.http, [this](Request& request) { return router_->handle(request); },
+      [this]() -> std::optional<Response> {
+        if (monitor_->available()) return std::nullopt;
+        Response response =
+            Response::error(503, "unavailable", "the database is not answering: " + monitor_->problem());
+        response.headers.emplace_back("Retry-After", "2");
+        return response;
+      });
   notifier_ = std::make_unique<Notifier>(*pool_, options_.notifications);
 }
 
@@ -220,6 +239,7 @@ void App::reap_leases() {
       int requeued =
           with_transaction(*pool_, [](pqxx::work& tx) { return JobRepository::requeue_expired(tx); });
       if (requeued > 0) std::cerr << "kw-server: " << requeued << " expired lease(s) returned to the queue\n";
+    } catch (const ServiceUnavailable&) {  // the database monitor logs that once
     } catch (const std::exception& error) {
       std::cerr << "kw-server: lease reaper: " << error.what() << "\n";
     }
@@ -304,13 +324,13 @@ void App::register_routes() {
   const Access agent = Access::of({Scope::agent});
   const Access ci = Access::of({Scope::ci});
 
+  // From the monitor's last ping: never waits on the database.
   r.add("GET", "/healthz", Access::read(), [this](Request&) {
-    try {
-      with_transaction(*pool_, [](pqxx::work& tx) { tx.exec("SELECT 1"); });
-    } catch (const std::exception& error) {
-      throw ServiceUnavailable(std::string("database unreachable: ") + error.what());
-    }
-    return Response::json(200, {{"status", "ok"}, {"schema_version", schema_version_}});
+    if (!monitor_->available())
+      throw ServiceUnavailable("the database is not answering: " + monitor_->problem());
+    return Response::json(200, {{"status", "ok"},
+                                {"schema_version", schema_version_},
+                                {"database_ping_ms", monitor_->last_ping_ms()}});
   });
 
   r.add("GET", "/metrics", Access::read(), [this](Request&) {

@@ -1,6 +1,7 @@
 // kw-server as a whole: database pool, routes, HTTP server, lease reaper.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -27,6 +28,8 @@ struct ServerOptions {
   bool open_reads = false;
   NotifierOptions notifications;
   std::string dashboard_dir;  // built dashboard (dashboards/dist); empty: none served
+  // A statement running longer is cancelled, and its request answered 503.
+  std::chrono::milliseconds statement_timeout{30000};
 };
 
 class App {
@@ -52,6 +55,7 @@ class App {
 
   ServerOptions options_;
   Metrics metrics_;
+  std::unique_ptr<DatabaseMonitor> monitor_;
   std::unique_ptr<ConnectionPool> pool_;
   std::unique_ptr<Router> router_;
   std::unique_ptr<HttpServer> http_;

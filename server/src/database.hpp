@@ -1,9 +1,11 @@
 // Connections to PostgreSQL: a fixed pool (one per worker thread), prepared
-// statements registered by the repositories, and transactions retried on
-// serialization failures and broken connections.
+// statements registered by the repositories, transactions retried on
+// serialization failures and broken connections, and a monitor that says
+// whether the database answers at all.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <iostream>
@@ -24,9 +26,51 @@ struct Statement {
   const char* sql;
 };
 
+// Whether the database answers. A thread pings it (SELECT 1 on a libpq
+// connection of its own, never blocking) every `period`; a ping unanswered
+// after `deadline` marks the database unavailable until one is answered.
+// Requests then get 503 at once: a frozen PostgreSQL used to hold every
+// request, the dashboard and /metrics too, about 20 s.
+class DatabaseMonitor {
+ public:
+  DatabaseMonitor(std::string url, std::chrono::milliseconds period = std::chrono::milliseconds(250),
+                  std::chrono::milliseconds deadline = std::chrono::milliseconds(1000));
+  ~DatabaseMonitor();
+  DatabaseMonitor(const DatabaseMonitor&) = delete;
+  DatabaseMonitor& operator=(const DatabaseMonitor&) = delete;
+
+  bool available() const { return available_; }
+  // Why not, while not available.
+  std::string problem() const;
+  // The last answered ping's round trip.
+  double last_ping_ms() const { return last_ping_ms_; }
+
+ private:
+  void run();
+  // One ping within the deadline; the connection is dropped on any failure.
+  bool ping(std::string& problem);
+
+  std::string url_;
+  std::chrono::milliseconds period_, deadline_;
+  void* connection_ = nullptr;  // PGconn*, kept out of this header
+  std::atomic<bool> available_{true};
+  std::atomic<double> last_ping_ms_{0};
+  mutable std::mutex mutex_;
+  std::string problem_;
+  std::condition_variable wake_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
 class ConnectionPool {
  public:
-  ConnectionPool(std::string url, std::size_t size, std::vector<Statement> statements);
+  // A request that finds the database unavailable (`monitor`, may be null),
+  // or no connection free within `acquire_timeout`, is refused with 503.
+  // Every connection runs its statements under `statement_timeout`.
+  ConnectionPool(std::string url, std::size_t size, std::vector<Statement> statements,
+                 const DatabaseMonitor* monitor = nullptr,
+                 std::chrono::milliseconds acquire_timeout = std::chrono::seconds(2),
+                 std::chrono::milliseconds statement_timeout = std::chrono::seconds(30));
 
   class Lease {
    public:
@@ -58,6 +102,8 @@ class ConnectionPool {
 
   std::string url_;
   std::vector<Statement> statements_;
+  const DatabaseMonitor* monitor_;
+  std::chrono::milliseconds acquire_timeout_, statement_timeout_;
   std::vector<std::unique_ptr<pqxx::connection>> connections_;
   std::vector<std::size_t> free_;
   mutable std::mutex mutex_;

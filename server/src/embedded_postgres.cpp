@@ -113,7 +113,7 @@ EmbeddedPostgres::EmbeddedPostgres(fs::path data_dir, std::optional<std::string>
 
 EmbeddedPostgres::~EmbeddedPostgres() {
   try {
-    if (!keep_running_) stop();
+    if (!keep_running_ || supervised_) stop();
   } catch (const std::exception& error) {
     std::cerr << "kw-server: stopping PostgreSQL: " << error.what() << "\n";
   }
@@ -200,7 +200,7 @@ int EmbeddedPostgres::read_running_port() const {
   return std::atoi(line.c_str());
 }
 
-void EmbeddedPostgres::start() {
+void EmbeddedPostgres::prepare_cluster() {
   if (!fs::exists(cluster_dir_ / "PG_VERSION")) {
     if (fs::exists(cluster_dir_) && !fs::is_empty(cluster_dir_)) {
       throw std::runtime_error(cluster_dir_.string() +
@@ -211,12 +211,104 @@ void EmbeddedPostgres::start() {
     password_ = read_file(data_dir_ / "postgres.password");
     if (password_.empty()) throw std::runtime_error("missing " + (data_dir_ / "postgres.password").string());
   }
-  if (postmaster_running()) {
-    port_ = read_running_port();
-    was_already_running_ = true;
-    std::cerr << "kw-server: reusing the PostgreSQL already running on " << cluster_dir_ << " (port " << port_
-              << ")\n";
-  } else {
+}
+
+bool EmbeddedPostgres::prepare_and_adopt() {
+  prepare_cluster();
+  if (!postmaster_running()) return false;
+  port_ = read_running_port();
+  was_already_running_ = true;
+  std::cerr << "kw-server: reusing the PostgreSQL already running on " << cluster_dir_ << " (port " << port_
+            << ")\n";
+  return true;
+}
+
+void EmbeddedPostgres::start_supervised() {
+  if (!prepare_and_adopt()) port_ = free_loopback_port();
+  supervised_ = true;
+  running_ = true;
+  supervisor_ = std::thread([this] { supervise(); });
+  // Ready once it takes connections; a postmaster that exits first failed.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  for (;;) {
+    try {
+      pqxx::connection probe(url("postgres"));
+      break;
+    } catch (const std::exception& error) {
+      std::string why;
+      {
+        std::lock_guard lock(mutex_);
+        if (restarts_ > 0) why = "PostgreSQL exited while starting: " + last_exit_;
+      }
+      if (why.empty() && std::chrono::steady_clock::now() > deadline)
+        why = std::string("PostgreSQL took no connection within 120 s: ") + error.what();
+      if (!why.empty()) {
+        stop();
+        throw std::runtime_error(why);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+  ensure_database("kernelwatch");
+}
+
+long EmbeddedPostgres::running_pid() const {
+  std::ifstream in(cluster_dir_ / "postmaster.pid");
+  long pid = 0;
+  in >> pid;
+  return pid;
+}
+
+void EmbeddedPostgres::supervise() {
+  std::chrono::seconds pause(1);
+  std::unique_lock lock(mutex_);
+  while (!stopping_) {
+    lock.unlock();
+    if (postmaster_running()) {  // adopted: watched until it is gone
+      lock.lock();
+      wake_.wait_for(lock, std::chrono::seconds(1), [this] { return stopping_; });
+      continue;
+    }
+    common::ChildSpec spec;
+    spec.argv = {(bin_dir_ / "postgres").string(), "-D", cluster_dir_.string(), "-p", std::to_string(port_)};
+    spec.run_as = run_as_.value_or("");
+    spec.parent_death_signal = SIGINT;
+    spec.timeout_s = 1e9;  // it runs until stopped
+    spec.tail_bytes = 16 * 1024;
+    const fs::path log_path = cluster_dir_ / "server.log";
+    std::ofstream log(log_path, std::ios::app);
+    if (run_as_) {  // pg_ctl, run as that user, writes the same file
+      if (passwd* entry = getpwnam(run_as_->c_str());
+          entry == nullptr || chown(log_path.c_str(), entry->pw_uid, entry->pw_gid) != 0)
+        std::cerr << "kw-server: cannot hand " << log_path << " to user " << *run_as_ << "\n";
+    }
+    spec.on_line = [&log](const std::string& line) { log << line << std::endl; };
+    const auto started = std::chrono::steady_clock::now();
+    std::string ended;
+    try {
+      common::ChildOutcome outcome = common::run_child(spec);
+      ended = outcome.describe() + ": " +
+              outcome.output_tail.substr(outcome.output_tail.size() -
+                                         std::min<std::size_t>(outcome.output_tail.size(), 2000));
+    } catch (const std::exception& error) {
+      ended = error.what();
+    }
+    lock.lock();
+    last_exit_ = ended;
+    if (stopping_) break;
+    ++restarts_;
+    if (std::chrono::steady_clock::now() - started > std::chrono::minutes(1)) pause = std::chrono::seconds(1);
+    std::cerr << "kw-server: PostgreSQL " << ended.substr(0, ended.find('\n')) << "; starting it again in "
+              << pause.count() << " s" << std::endl;
+    wake_.wait_for(lock, pause, [this] { return stopping_; });
+    pause = std::min(pause * 2, std::chrono::seconds(30));
+  }
+  supervisor_done_ = true;
+  wake_.notify_all();
+}
+
+void EmbeddedPostgres::start() {
+  if (!prepare_and_adopt()) {
     port_ = free_loopback_port();
     run_tool("pg_ctl", {"-D", cluster_dir_.string(), "-l", (cluster_dir_ / "server.log").string(), "-w", "-t",
                         "120", "-o", "-p " + std::to_string(port_), "start"});
@@ -226,6 +318,27 @@ void EmbeddedPostgres::start() {
 }
 
 void EmbeddedPostgres::stop() {
+  if (supervised_) {
+    if (!running_) return;
+    running_ = false;
+    std::unique_lock lock(mutex_);
+    stopping_ = true;
+    wake_.notify_all();
+    // Fast shutdown of whichever postmaster runs, again until the supervisor
+    // is done: one it was starting just now gets it too.
+    while (!supervisor_done_) {
+      if (long pid = running_pid(); pid > 0) kill(static_cast<pid_t>(pid), SIGINT);
+      wake_.wait_for(lock, std::chrono::milliseconds(200), [this] { return supervisor_done_; });
+    }
+    lock.unlock();
+    supervisor_.join();
+    // An adopted postmaster is no child of ours: wait for it to go.
+    for (int i = 0; i < 600 && postmaster_running(); ++i) {
+      if (long pid = running_pid(); pid > 0) kill(static_cast<pid_t>(pid), SIGINT);
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return;
+  }
   if (!running_) return;
   running_ = false;
   run_tool("pg_ctl", {"-D", cluster_dir_.string(), "-m", "fast", "-w", "-t", "60", "stop"}, false);

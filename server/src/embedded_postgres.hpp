@@ -3,9 +3,13 @@
 // a password only this data directory holds. Also the test fixture's database.
 #pragma once
 
+#include <atomic>
+#include <condition_variable>
 #include <filesystem>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace kw::server {
@@ -24,6 +28,15 @@ class EmbeddedPostgres {
   // it: reuses one that is already running (kw-server was killed and left it),
   // clears a stale lock file, and lets PostgreSQL's crash recovery run.
   void start();
+  // kw-server's way: like start(), but the postmaster is a child of this
+  // process, watched by a thread. When it dies it is started again on the
+  // same port after a pause (1 s, doubling to 30 s; back to 1 s after a
+  // minute up), and it gets SIGINT (fast shutdown) when this process ends,
+  // however that happens (PR_SET_PDEATHSIG), so no postmaster outlives a
+  // crashed or killed kw-server. One found running is adopted and watched.
+  void start_supervised();
+  // Times the supervisor has started the postmaster again.
+  int restarts() const { return restarts_; }
   // Fast shutdown (pg_ctl stop -m fast). Only if this object started or
   // adopted the postmaster and `keep_running` was not asked for.
   void stop();
@@ -41,7 +54,12 @@ class EmbeddedPostgres {
   static std::filesystem::path find_bin_dir();
 
  private:
+  void prepare_cluster();
+  // Creates or opens the cluster; true when a postmaster already runs on it.
+  bool prepare_and_adopt();
   void init_cluster();
+  void supervise();
+  long running_pid() const;
   bool postmaster_running();
   int read_running_port() const;
   std::string run_tool(const std::string& tool, const std::vector<std::string>& args, bool check = true);
@@ -56,6 +74,15 @@ class EmbeddedPostgres {
   bool running_ = false;
   bool keep_running_ = false;
   bool was_already_running_ = false;
+
+  bool supervised_ = false;
+  std::thread supervisor_;
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  bool supervisor_done_ = false;
+  std::atomic<int> restarts_{0};
+  std::string last_exit_;  // how the postmaster last ended, with its output's tail
 };
 
 }  // namespace kw::server

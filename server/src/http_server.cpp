@@ -109,11 +109,49 @@ class Session : public std::enable_shared_from_this<Session> {
       request.headers[name] = std::string(field.value());
     }
 
-    Response response =
-        valid_target ? server_.handler_(request)
-                     : Response::error(400, "bad_request", "the request target is not percent-encoded UTF-8");
-    bool keep_alive = message.keep_alive() && !server_.stopping_;
-    write(std::move(response), keep_alive, message.version(), message.method() == http::verb::head);
+    const bool keep_alive = message.keep_alive() && !server_.stopping_;
+    const bool head = message.method() == http::verb::head;
+    if (!valid_target) {
+      return write(Response::error(400, "bad_request", "the request target is not percent-encoded UTF-8"),
+                   keep_alive, message.version(), head);
+    }
+    dispatch(std::move(request), keep_alive, message.version(), head);
+  }
+
+  // The handler runs on a pool; its response comes back to this strand.
+  void dispatch(Request request, bool keep_alive, unsigned version, bool head) {
+    awaiting_ = true;
+    const bool read = request.method == "GET" || request.method == "HEAD";
+    net::post(read ? server_.read_pool_ : server_.write_pool_,
+              [self = shared_from_this(), request = std::move(request), keep_alive, version, head]() mutable {
+                Response response;
+                try {
+                  response = self->server_.handler_(request);
+                } catch (...) {  // the router answers what it can; this is what it cannot
+                  response = Response::error(500, "internal", "internal error; see the server log");
+                }
+                net::post(self->stream_.get_executor(),
+                          [self, response = std::move(response), keep_alive, version, head]() mutable {
+                            if (!self->awaiting_) return;  // answered already, as overdue
+                            self->awaiting_ = false;
+                            self->overdue_timer_.cancel();
+                            self->write(std::move(response), keep_alive, version, head);
+                          });
+              });
+    if (server_.overdue_) check_overdue_after(server_.options_.overdue_after, version, head);
+  }
+
+  void check_overdue_after(std::chrono::milliseconds delay, unsigned version, bool head) {
+    overdue_timer_.expires_after(delay);
+    overdue_timer_.async_wait([self = shared_from_this(), version, head](beast::error_code ec) {
+      if (ec || !self->awaiting_) return;
+      if (std::optional<Response> now = self->server_.overdue_()) {
+        self->awaiting_ = false;
+        // Closed after: the handler still holds the request's turn.
+        return self->write(std::move(*now), false, version, head);
+      }
+      self->check_overdue_after(std::chrono::milliseconds(100), version, head);
+    });
   }
 
   void write(Response response, bool keep_alive, unsigned version, bool head) {
@@ -171,6 +209,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void close() {
     request_timer_.cancel();
+    overdue_timer_.cancel();
     beast::error_code ec;
     stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
     stream_.socket().close(ec);
@@ -183,10 +222,17 @@ class Session : public std::enable_shared_from_this<Session> {
   bool idle_ = true;
   net::steady_timer request_timer_{stream_.get_executor()};
   bool request_timed_out_ = false;
+  bool awaiting_ = false;  // a handler is running for this connection
+  net::steady_timer overdue_timer_{stream_.get_executor()};
 };
 
-HttpServer::HttpServer(HttpOptions options, RequestHandler handler)
-    : options_(std::move(options)), handler_(std::move(handler)), acceptor_(net::make_strand(io_)) {}
+HttpServer::HttpServer(HttpOptions options, RequestHandler handler, OverdueCheck overdue)
+    : options_(std::move(options)),
+      handler_(std::move(handler)),
+      overdue_(std::move(overdue)),
+      read_pool_(static_cast<std::size_t>(std::max(1, options_.read_threads))),
+      write_pool_(static_cast<std::size_t>(std::max(1, options_.write_threads))),
+      acceptor_(net::make_strand(io_)) {}
 
 HttpServer::~HttpServer() {
   stop(std::chrono::milliseconds(0));
@@ -380,6 +426,11 @@ void HttpServer::wait() {
     if (thread.joinable() && thread.get_id() != std::this_thread::get_id()) thread.join();
   }
   threads_.clear();
+  // Handlers still queued have no connection to answer any more.
+  read_pool_.stop();
+  write_pool_.stop();
+  read_pool_.join();
+  write_pool_.join();
 }
 
 }  // namespace kw::server

@@ -33,12 +33,17 @@ void add_database_options(CLI::App& command, DatabaseChoice& choice) {
 
 // Opens the database the options name: the external URL, or the embedded
 // cluster (started if needed). `embedded` keeps the cluster object alive.
+// `supervised`: the server's own cluster, which lives and dies with it.
 std::string open_database(const DatabaseChoice& choice, std::unique_ptr<EmbeddedPostgres>& embedded,
-                          bool leave_running_if_found) {
+                          bool leave_running_if_found, bool supervised = false) {
   if (!choice.database_url.empty()) return choice.database_url;
   std::optional<std::string> user;
   if (!choice.pg_user.empty()) user = choice.pg_user;
   embedded = std::make_unique<EmbeddedPostgres>(choice.data_dir, user);
+  if (supervised) {
+    embedded->start_supervised();
+    return embedded->url();
+  }
   embedded->start();
   if (leave_running_if_found && embedded->was_already_running()) embedded->keep_running();
   return embedded->url();
@@ -87,7 +92,7 @@ int serve(const DatabaseChoice& choice, ServerOptions options, const std::string
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   std::unique_ptr<EmbeddedPostgres> embedded;
-  options.database_url = open_database(choice, embedded, false);
+  options.database_url = open_database(choice, embedded, false, true);
   App app(options);
   app.start();
   std::string url = "http://" + listen.substr(0, listen.rfind(':')) + ":" + std::to_string(app.port());
@@ -117,7 +122,19 @@ int main(int argc, char** argv) {
   bool print_admin_token = false;
   add_database_options(cli, database);
   cli.add_option("--listen", listen, "HOST:PORT to serve HTTP on")->capture_default_str();
-  cli.add_option("--threads", options.http.threads, "HTTP worker threads")->capture_default_str();
+  cli.add_option("--threads", options.http.threads, "HTTP I/O threads")->capture_default_str();
+  cli.add_option("--read-threads", options.http.read_threads, "threads running GET and HEAD requests")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  cli.add_option("--write-threads", options.http.write_threads,
+                 "threads running the other requests (ingest, jobs)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  int statement_timeout_ms = static_cast<int>(options.statement_timeout.count());
+  cli.add_option("--statement-timeout-ms", statement_timeout_ms,
+                 "a database statement running longer is cancelled and its request answered 503")
+      ->capture_default_str()
+      ->check(CLI::Range(100, 3600 * 1000));
   cli.add_option("--max-connections", options.http.max_connections,
                  "connections served at once; past them a connection gets 503 and Retry-After")
       ->capture_default_str()
@@ -168,6 +185,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& error) {
     return cli.exit(error);
   }
+  options.statement_timeout = std::chrono::milliseconds(statement_timeout_ms);
 
   if (options.notifications.github_token.empty()) {
     if (const char* env = std::getenv("KW_GITHUB_TOKEN")) options.notifications.github_token = env;

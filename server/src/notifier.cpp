@@ -1,5 +1,7 @@
 #include "notifier.hpp"
 
+#include "errors.hpp"
+
 #include <cmath>
 #include <iostream>
 
@@ -171,6 +173,7 @@ void Notifier::run() {
     bool busy = false;
     try {
       busy = deliver_due();
+    } catch (const ServiceUnavailable&) {  // the database monitor logs that once
     } catch (const std::exception& error) {
       std::cerr << "kw-server: notifier: " << error.what() << "\n";
     }

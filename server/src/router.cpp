@@ -2,6 +2,8 @@
 
 #include <iostream>
 
+#include <pqxx/pqxx>
+
 #include "errors.hpp"
 #include "kw/common/run_report.hpp"
 
@@ -118,10 +120,23 @@ Response Router::handle(Request& request) {
     response = Response::error(error.status(), error.code(), error.what());
   } catch (const common::ValidationError& error) {
     response = Response::error(422, "invalid_report", error.what());
+  } catch (const pqxx::broken_connection& error) {
+    response = Response::error(503, "unavailable", std::string("database connection lost: ") + error.what());
+  } catch (const pqxx::sql_error& error) {
+    // Connection exceptions, operator intervention (a statement timeout, a
+    // shutdown) and insufficient resources pass; anything else is a bug.
+    const std::string state = error.sqlstate();
+    if (state.rfind("08", 0) == 0 || state.rfind("57", 0) == 0 || state.rfind("53", 0) == 0) {
+      response = Response::error(503, "unavailable", "database: " + std::string(error.what()));
+    } else {
+      std::cerr << "kw-server: " << request.method << " " << request.path << ": " << error.what() << "\n";
+      response = Response::error(500, "internal", "internal error; see the server log");
+    }
   } catch (const std::exception& error) {
     std::cerr << "kw-server: " << request.method << " " << request.path << ": " << error.what() << "\n";
     response = Response::error(500, "internal", "internal error; see the server log");
   }
+  if (response.status == 503) response.headers.emplace_back("Retry-After", "2");
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   metrics_.observe_request(route_label, response.status, seconds);
   return response;

@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <pwd.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -56,10 +57,15 @@ ChildOutcome run_child(const ChildSpec& spec, const std::atomic<bool>& stop) {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
   auto started = Clock::now();
+  const pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
   if (pid == 0) {
     setpgid(0, 0);
+    // A parent that blocks signals for sigwait (kw-server) must not pass that on.
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
     dup2(fds[1], STDOUT_FILENO);
     dup2(fds[1], STDERR_FILENO);
     int null_fd = open("/dev/null", O_RDONLY);
@@ -72,6 +78,11 @@ ChildOutcome run_child(const ChildSpec& spec, const std::atomic<bool>& stop) {
     if (drop && (setgroups(0, nullptr) != 0 || setgid(gid) != 0 || setuid(uid) != 0)) {
       dprintf(STDERR_FILENO, "cannot switch to user %s: %s\n", spec.run_as.c_str(), std::strerror(errno));
       _exit(126);
+    }
+    // After the user switch, which clears it; a parent already gone is the signal.
+    if (spec.parent_death_signal != 0 &&
+        (prctl(PR_SET_PDEATHSIG, spec.parent_death_signal) != 0 || getppid() != parent)) {
+      _exit(125);
     }
     std::vector<char*> args;
     for (const std::string& arg : spec.argv) args.push_back(const_cast<char*>(arg.c_str()));

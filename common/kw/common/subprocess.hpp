@@ -29,6 +29,9 @@ struct ChildSpec {
   // When this process is root: the user the child runs as (PostgreSQL's
   // tools refuse root).
   std::string run_as;
+  // Sent to the child when the thread that started it ends, this process's
+  // death by SIGKILL included (PR_SET_PDEATHSIG): 0 for none.
+  int parent_death_signal = 0;
 };
 
 struct ChildOutcome {
