@@ -274,7 +274,7 @@ void EmbeddedPostgres::supervise() {
     spec.run_as = run_as_.value_or("");
     spec.parent_death_signal = SIGINT;
     spec.timeout_s = 1e9;  // it runs until stopped
-    spec.tail_bytes = 16 * 1024;
+    spec.tail_bytes = std::size_t{16} * 1024;
     const fs::path log_path = cluster_dir_ / "server.log";
     std::ofstream log(log_path, std::ios::app);
     if (run_as_) {  // pg_ctl, run as that user, writes the same file
