@@ -30,18 +30,28 @@ __device__ float to_float(__nv_bfloat16 x) {
   return __bfloat162float(x);
 }
 
-__device__ float block_reduce(float value, bool is_max, float* scratch) {
-  for (int offset = 16; offset > 0; offset /= 2) {
-    float other = __shfl_xor_sync(0xffffffffu, value, offset);
-    value = is_max ? fmaxf(value, other) : value + other;
+struct MaxOp {
+  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+struct SumOp {
+  template <typename V>
+  __device__ V operator()(V a, V b) const {
+    return a + b;
   }
+};
+
+// A block-wide reduction: warp shuffles, then one value per warp through
+// `scratch` (blockDim.x / 32 of them); every thread gets the result.
+template <typename V, typename Op>
+__device__ V block_reduce(V value, Op op, V* scratch) {
+  for (int offset = 16; offset > 0; offset /= 2)
+    value = op(value, __shfl_xor_sync(0xffffffffu, value, offset));
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  __syncthreads();
+  __syncthreads();  // an earlier reduction's readers are done with scratch
   if (lane == 0) scratch[warp] = value;
   __syncthreads();
   value = scratch[0];
-  for (int w = 1; w < static_cast<int>(blockDim.x / 32); ++w)
-    value = is_max ? fmaxf(value, scratch[w]) : value + scratch[w];
+  for (int w = 1; w < static_cast<int>(blockDim.x / 32); ++w) value = op(value, scratch[w]);
   return value;
 }
 
@@ -76,14 +86,14 @@ __global__ void reference_rows_kernel(const ForwardParams p, const std::int64_t*
 
   float local_max = -INFINITY;
   for (int j = threadIdx.x; j < keys; j += blockDim.x) local_max = fmaxf(local_max, scores[j]);
-  const float row_max = block_reduce(local_max, true, scratch);
+  const float row_max = block_reduce(local_max, MaxOp{}, scratch);
   float local_sum = 0.f;
   for (int j = threadIdx.x; j < keys; j += blockDim.x) {
     const float e = expf(scores[j] - row_max);
     scores[j] = e;
     local_sum += e;
   }
-  const float sum = block_reduce(local_sum, false, scratch);
+  const float sum = block_reduce(local_sum, SumOp{}, scratch);
   __syncthreads();
 
   for (int d = threadIdx.x; d < p.head_dim; d += blockDim.x) {
@@ -120,19 +130,6 @@ struct ErrorTotals {
 
 constexpr int kCompareThreads = 256;
 
-template <typename V>
-__device__ V block_sum(V value, V* scratch) {
-  for (int offset = 16; offset > 0; offset /= 2) value += __shfl_xor_sync(0xffffffffu, value, offset);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  __syncthreads();
-  if (lane == 0) scratch[warp] = value;
-  __syncthreads();
-  V total = 0;
-  if (threadIdx.x == 0)
-    for (int w = 0; w < kCompareThreads / 32; ++w) total += scratch[w];
-  return total;  // in thread 0
-}
-
 template <typename T>
 __global__ void __launch_bounds__(kCompareThreads)
     compare_rows_kernel(const T* out, const float* lse, std::int64_t all_rows, int head_dim,
@@ -166,9 +163,11 @@ __global__ void __launch_bounds__(kCompareThreads)
       lse_norm_sq += want * want;
     }
   }
-  const double block_error = block_sum(error_sq, sums), block_norm = block_sum(norm_sq, sums);
-  const double block_lse_error = block_sum(lse_error_sq, sums), block_lse_norm = block_sum(lse_norm_sq, sums);
-  const unsigned long long block_nonfinite = block_sum(nonfinite, counts);
+  const double block_error = block_reduce(error_sq, SumOp{}, sums),
+               block_norm = block_reduce(norm_sq, SumOp{}, sums);
+  const double block_lse_error = block_reduce(lse_error_sq, SumOp{}, sums),
+               block_lse_norm = block_reduce(lse_norm_sq, SumOp{}, sums);
+  const unsigned long long block_nonfinite = block_reduce(nonfinite, SumOp{}, counts);
   for (int offset = 16; offset > 0; offset /= 2)
     max_abs = fmax(max_abs, __shfl_xor_sync(0xffffffffu, max_abs, offset));
   if (threadIdx.x % 32 == 0)
