@@ -98,4 +98,59 @@ nlohmann::json host_cpu_device() {
   return device;
 }
 
+namespace {
+
+std::string nvml_driver_version() {
+  void* library = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (library == nullptr) return {};
+  using Init = int (*)();
+  using Version = int (*)(char*, unsigned);
+  auto init = reinterpret_cast<Init>(dlsym(library, "nvmlInit_v2"));
+  auto version = reinterpret_cast<Version>(dlsym(library, "nvmlSystemGetDriverVersion"));
+  auto shutdown = reinterpret_cast<Init>(dlsym(library, "nvmlShutdown"));
+  char text[96] = {};
+  const bool ok = init && version && init() == 0 && version(text, sizeof(text)) == 0;
+  if (init && shutdown && ok) shutdown();
+  dlclose(library);
+  return ok ? std::string(text) : std::string();
+}
+
+}  // namespace
+
+nlohmann::json host_gpu_device() {
+  void* library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (library == nullptr) return nullptr;
+  // The driver API's types, as ints: CUresult, CUdevice, CUdevice_attribute.
+  using Init = int (*)(unsigned);
+  using Get = int (*)(int*, int);
+  using Name = int (*)(char*, int, int);
+  using Memory = int (*)(std::size_t*, int);
+  using Attribute = int (*)(int*, int, int);
+  auto init = reinterpret_cast<Init>(dlsym(library, "cuInit"));
+  auto get = reinterpret_cast<Get>(dlsym(library, "cuDeviceGet"));
+  auto name = reinterpret_cast<Name>(dlsym(library, "cuDeviceGetName"));
+  auto memory = reinterpret_cast<Memory>(dlsym(library, "cuDeviceTotalMem_v2"));
+  auto attribute = reinterpret_cast<Attribute>(dlsym(library, "cuDeviceGetAttribute"));
+  enum { kSmCount = 16, kL2Bytes = 38, kMajor = 75, kMinor = 76 };
+  nlohmann::json device = nullptr;
+  int handle = 0, sm_count = 0, l2_bytes = 0, major = 0, minor = 0;
+  char text[256] = {};
+  std::size_t bytes = 0;
+  if (init && get && name && memory && attribute && init(0) == 0 && get(&handle, 0) == 0 &&
+      name(text, sizeof(text), handle) == 0 && memory(&bytes, handle) == 0 &&
+      attribute(&sm_count, kSmCount, handle) == 0 && attribute(&l2_bytes, kL2Bytes, handle) == 0 &&
+      attribute(&major, kMajor, handle) == 0 && attribute(&minor, kMinor, handle) == 0 && bytes > 0 &&
+      sm_count > 0) {
+    device = {{"kind", "gpu"},
+              {"name", text},
+              {"compute_capability", std::to_string(major) + "." + std::to_string(minor)},
+              {"memory_bytes", static_cast<std::int64_t>(bytes)},
+              {"sm_count", sm_count},
+              {"l2_bytes", l2_bytes}};
+    if (std::string driver = nvml_driver_version(); !driver.empty()) device["driver"] = driver;
+  }
+  dlclose(library);
+  return device;
+}
+
 }  // namespace kw::agent

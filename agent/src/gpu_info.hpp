@@ -20,4 +20,11 @@ GpuInventory detect_gpus();
 // "sm_count": logical cores}), from /proc/cpuinfo and /proc/meminfo.
 nlohmann::json host_cpu_device();
 
+// The GPU a bench ran on, for a bench whose output does not say (Google
+// Benchmark; NVBench output without its devices section): device 0 as the
+// CUDA driver sees it, through dlopen of libcuda (so CUDA_VISIBLE_DEVICES
+// picks it as it picks the bench's), with NVML's driver version. Null where
+// there is no driver or no device.
+nlohmann::json host_gpu_device();
+
 }  // namespace kw::agent

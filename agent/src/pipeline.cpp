@@ -532,16 +532,18 @@ json run_pipeline(const RepoConfig& config, const PipelineOptions& options) {
     if (status == "failed" && stage != StageName::full_bench) failed_stage = name;
   }
 
-  // A CPU benchmark on a host without a GPU says nothing of its device: the
-  // host's CPU is what it ran on, and what its baselines are keyed by.
-  if (device.is_null() && !opts.gpu_available) {
-    for (const json& c : cases) {
-      if (!c.value("measurements", json::array()).empty()) {
-        device = host_cpu_device();
-        break;
-      }
-    }
+  // A bench that says nothing of its device (Google Benchmark, NVBench's
+  // summaries) ran on this host's GPU, or on a host without one its CPU:
+  // that is what its baselines are keyed by. Without it the report was
+  // refused ("device: is required when any case has measurements").
+  const bool measured = std::any_of(cases.begin(), cases.end(), [](const json& c) {
+    return !c.value("measurements", json::array()).empty();
+  });
+  if (device.is_null() && measured && opts.gpu_available) {
+    device = host_gpu_device();
+    if (device.is_null()) log("no device in the bench output and none from the CUDA driver");
   }
+  if (device.is_null() && measured && !opts.gpu_available) device = host_cpu_device();
 
   json report{{"schema", common::kRunSchema},
               {"project", config.project},

@@ -14,6 +14,7 @@
 #include "../../tests/support/temp_dir.hpp"
 #include "adapters.hpp"
 #include "built_commits.hpp"
+#include "gpu_info.hpp"
 #include "kw/common/run_report.hpp"
 #include "kw/common/subprocess.hpp"
 #include "pipeline.hpp"
@@ -323,6 +324,25 @@ TEST_F(PipelineTest, NoGpuSkipsTheGpuStages) {
             (std::vector<std::string>{"passed", "skipped", "skipped", "skipped", "skipped", "skipped"}));
   for (std::size_t i = 1; i < 6; ++i) EXPECT_EQ(report["stages"][i]["message"], "no CUDA device");
   EXPECT_FALSE(report.contains("device"));
+}
+
+// A bench whose output names no device ran on the host's GPU: the report
+// takes the CUDA driver's device 0. Where there is no driver (CI), there is
+// no device to give, and the report cannot be made.
+TEST_F(PipelineTest, ABenchThatNamesNoDeviceGetsTheHostsGpu) {
+  const json host = kw::agent::host_gpu_device();
+  if (host.is_null()) {
+    try {
+      run({{"no_device", true}}, true);
+      ADD_FAILURE() << "a report with measurements and no device";
+    } catch (const std::exception& error) {
+      EXPECT_NE(std::string(error.what()).find("device"), std::string::npos) << error.what();
+    }
+    EXPECT_NE(log_.find("none from the CUDA driver"), std::string::npos) << log_;
+    return;
+  }
+  json report = run({{"no_device", true}}, true);
+  EXPECT_EQ(report["device"], host);
 }
 
 // A host without a GPU still runs a Google Benchmark bench (a CPU
