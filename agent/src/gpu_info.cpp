@@ -118,7 +118,9 @@ std::string nvml_driver_version() {
 }  // namespace
 
 nlohmann::json host_gpu_device() {
-  void* library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  // Loaded once and kept: after cuInit the driver is not safe to unload, and
+  // `kw agent` asks again for every job.
+  static void* const library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (library == nullptr) return nullptr;
   // The driver API's types, as ints: CUresult, CUdevice, CUdevice_attribute.
   using Init = int (*)(unsigned);
@@ -149,7 +151,6 @@ nlohmann::json host_gpu_device() {
               {"l2_bytes", l2_bytes}};
     if (std::string driver = nvml_driver_version(); !driver.empty()) device["driver"] = driver;
   }
-  dlclose(library);
   return device;
 }
 
