@@ -191,10 +191,7 @@ App::App(ServerOptions options) : options_(std::move(options)) {
       options_.http, [this](Request& request) { return router_->handle(request); },
       [this]() -> std::optional<Response> {
         if (monitor_->available()) return std::nullopt;
-        Response response =
-            Response::error(503, "unavailable", "the database is not answering: " + monitor_->problem());
-        response.headers.emplace_back("Retry-After", "2");
-        return response;
+        return Response::error(503, "unavailable", monitor_->problem());
       });
   notifier_ = std::make_unique<Notifier>(*pool_, options_.notifications);
 }
@@ -326,8 +323,7 @@ void App::register_routes() {
 
   // From the monitor's last ping: never waits on the database.
   r.add("GET", "/healthz", Access::read(), [this](Request&) {
-    if (!monitor_->available())
-      throw ServiceUnavailable("the database is not answering: " + monitor_->problem());
+    if (!monitor_->available()) throw ServiceUnavailable(monitor_->problem());
     return Response::json(200, {{"status", "ok"},
                                 {"schema_version", schema_version_},
                                 {"database_ping_ms", monitor_->last_ping_ms()}});

@@ -37,8 +37,7 @@ std::unique_ptr<pqxx::connection> ConnectionPool::connect() const {
 }
 
 ConnectionPool::Lease ConnectionPool::acquire() {
-  if (monitor_ != nullptr && !monitor_->available())
-    throw ServiceUnavailable("the database is not answering: " + monitor_->problem());
+  if (monitor_ != nullptr && !monitor_->available()) throw ServiceUnavailable(monitor_->problem());
   std::unique_lock lock(mutex_);
   if (free_.empty()) {
     ++waits_;
@@ -92,7 +91,7 @@ DatabaseMonitor::~DatabaseMonitor() {
 
 std::string DatabaseMonitor::problem() const {
   std::lock_guard lock(mutex_);
-  return problem_;
+  return "the database is not answering: " + problem_;
 }
 
 void DatabaseMonitor::run() {

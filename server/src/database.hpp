@@ -40,7 +40,7 @@ class DatabaseMonitor {
   DatabaseMonitor& operator=(const DatabaseMonitor&) = delete;
 
   bool available() const { return available_; }
-  // Why not, while not available.
+  // "the database is not answering: WHY", while not available.
   std::string problem() const;
   // The last answered ping's round trip.
   double last_ping_ms() const { return last_ping_ms_; }

@@ -118,7 +118,10 @@ Response Response::json_text(int status, std::string text) {
 }
 
 Response Response::error(int status, const std::string& code, const std::string& message) {
-  return json(status, {{"error", code}, {"message", message}});
+  Response response = json(status, {{"error", code}, {"message", message}});
+  // Every 503 is a moment's trouble (the database, the connection cap): say when to come back.
+  if (status == 503) response.headers.emplace_back("Retry-After", "2");
+  return response;
 }
 
 namespace {

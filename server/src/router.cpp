@@ -136,7 +136,6 @@ Response Router::handle(Request& request) {
     std::cerr << "kw-server: " << request.method << " " << request.path << ": " << error.what() << "\n";
     response = Response::error(500, "internal", "internal error; see the server log");
   }
-  if (response.status == 503) response.headers.emplace_back("Retry-After", "2");
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   metrics_.observe_request(route_label, response.status, seconds);
   return response;
