@@ -45,10 +45,23 @@ std::string scientific(double value) {
   return buffer;
 }
 
+// The whole run: its cases and comparisons come a page at a time.
+json fetch_run(http::Client& client, std::int64_t run_id) {
+  const std::string path = "/api/v1/runs/" + std::to_string(run_id) + "?per_page=2000&page=";
+  json run = client.get(path + "1").json();
+  for (int page = 2; page <= run["paging"].value("pages", 1); ++page) {
+    json more = client.get(path + std::to_string(page)).json();
+    for (const char* key : {"cases", "comparisons"}) {
+      for (json& item : more[key]) run[key].push_back(std::move(item));
+    }
+  }
+  return run;
+}
+
 // Prints the verdict's summary; returns the exit code.
 int summarize(http::Client& client, const std::string& server, const json& job) {
   std::int64_t run_id = job["run_id"];
-  json run = client.get("/api/v1/runs/" + std::to_string(run_id)).json();
+  json run = fetch_run(client, run_id);
   std::string link = server + "/#/run/" + std::to_string(run_id);
   std::string verdict = run["verdict"];
   std::string where =

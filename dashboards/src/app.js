@@ -16,11 +16,55 @@ const badge = (status, text) => `<span class="badge ${esc(status)}">${esc(text ?
 const family = (name) => name.split("/")[0];
 const enc = encodeURIComponent;
 
+// Where reads need a token, the one typed into the login form is kept in
+// session storage: for this tab, gone when it closes.
+const TOKEN_KEY = "kw-read-token";
+class NeedsToken extends Error {}
+
 async function api(path) {
-  const response = await fetch(path);
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  const response = await fetch(path, token ? { headers: { authorization: `Bearer ${token}` } } : {});
   const body = await response.json().catch(() => ({}));
+  if (response.status === 401) throw new NeedsToken(body.message ?? "this server needs a token");
   if (!response.ok) throw new Error(`${path}: ${body.message ?? response.status}`);
   return body;
+}
+
+function loginPage(reason) {
+  app.innerHTML = `<h1>Sign in</h1>
+    <form id="login" class="card login"><p>${esc(reason)}. Paste a token (scope read, or any token of yours); it is kept in this tab only.</p>
+      <label>token <input id="token" name="token" type="password" autocomplete="off" size="60"></label>
+      <button type="submit">Sign in</button></form>`;
+  document.getElementById("login").onsubmit = (e) => {
+    e.preventDefault();
+    sessionStorage.setItem(TOKEN_KEY, document.getElementById("token").value.trim());
+    route();
+  };
+}
+
+function signOut() {
+  sessionStorage.removeItem(TOKEN_KEY);
+  route();
+}
+
+// "page 2 of 7" with links that keep the rest of the query.
+function pager(paging, query) {
+  if (!paging || paging.pages <= 1) return "";
+  const { parts } = parseHash();
+  const link = (n, text) => {
+    const q = new URLSearchParams(query);
+    q.set("page", n);
+    return `<a class="page-link" href="#/${parts.map(enc).join("/")}?${q}">${text}</a>`;
+  };
+  return `<p class="pager">${paging.page > 1 ? link(paging.page - 1, "← previous") : ""}
+    <span>cases ${(paging.page - 1) * paging.per_page + 1}–${Math.min(paging.cases_total, paging.page * paging.per_page)} of ${paging.cases_total} · page ${paging.page} of ${paging.pages}</span>
+    ${paging.page < paging.pages ? link(paging.page + 1, "next →") : ""}</p>`;
+}
+
+function pageQuery(query) {
+  const q = new URLSearchParams();
+  for (const key of ["page", "per_page"]) if (query.get(key)) q.set(key, query.get(key));
+  return q;
 }
 
 function parseHash() {
@@ -86,7 +130,9 @@ async function projectsPage() {
 
 async function overviewPage(project, query) {
   const gpu = query.get("gpu") ?? "", fam = query.get("family") ?? "";
-  const overview = await api(`/api/v1/projects/${enc(project)}/overview?gpu=${enc(gpu)}`);
+  const paging = pageQuery(query);
+  paging.set("gpu", gpu);
+  const overview = await api(`/api/v1/projects/${enc(project)}/overview?${paging}`);
   const rows = overview.cases.filter((c) => !fam || family(c.case) === fam);
   const families = [...new Set(overview.cases.map((c) => family(c.case)))].sort();
   app.innerHTML = `<h1>${esc(project)}</h1>
@@ -94,7 +140,7 @@ async function overviewPage(project, query) {
       <label>GPU model <select id="gpu"><option value="">all</option>${overview.gpu_models.map((g) => `<option ${g === gpu ? "selected" : ""}>${esc(g)}</option>`).join("")}</select></label>
       <label>kernel family <select id="family"><option value="">all</option>${families.map((f) => `<option ${f === fam ? "selected" : ""}>${esc(f)}</option>`).join("")}</select></label>
       <a href="#/compare?project=${enc(project)}">compare two commits</a>
-    </div>
+    </div>${pager(overview.paging, query)}
     <table id="overview"><thead><tr><th></th><th>case</th><th>GPU</th><th class="num">median</th><th class="num">speedup vs in-run baseline</th>
       <th class="num">change vs previous baseline</th><th>last 30 runs</th></tr></thead><tbody>
     ${rows.map((c, i) => {
@@ -196,8 +242,8 @@ function stageTimeline(stages) {
     <p class="muted">${(total / 1000).toFixed(1)} s from the start of the build to the report; darker: on the GPU</p>`;
 }
 
-async function runPage(id) {
-  const run = await api(`/api/v1/runs/${enc(id)}`);
+async function runPage(id, query) {
+  const run = await api(`/api/v1/runs/${enc(id)}?${pageQuery(query)}`);
   const verdict = run.acknowledgement ? badge("acknowledged", "pass (acknowledged)") : badge(run.verdict);
   const icon = { passed: "✔", failed: "✘", skipped: "–" };
   app.innerHTML = `<h1>Run ${run.id} ${verdict}</h1>
@@ -218,11 +264,11 @@ async function runPage(id) {
       <td class="num">${s.gpu_seconds == null ? "" : `${s.gpu_seconds.toFixed(1)} s`}</td>
       <td>${esc(s.message)}${s.log_tail ? `<details><summary>log tail</summary><pre class="log">${esc(s.log_tail)}</pre></details>` : ""}</td></tr>`).join("")}
     </tbody></table>
-    <h2>Comparisons</h2>${decisionSummary(run)}<p id="compare-link"></p>${comparisonTable(run.comparisons)}
-    <h2>Cases</h2><div id="cases"></div>`;
+    <h2>Comparisons</h2>${decisionSummary(run)}<p id="compare-link"></p>${pager(run.paging, query)}${comparisonTable(run.comparisons)}
+    <h2>Cases</h2><div id="cases"></div>${pager(run.paging, query)}`;
   const baselineRun = run.comparisons.find((c) => c.baseline_run_id)?.baseline_run_id;
   if (baselineRun) {
-    const baseline = await api(`/api/v1/runs/${baselineRun}`);
+    const baseline = await api(`/api/v1/runs/${baselineRun}?per_page=1`);
     document.getElementById("compare-link").innerHTML =
       `<a id="compare-baseline" href="#/compare?project=${enc(run.project)}&base=${baseline.commit}&head=${run.commit}">compare every case with the baseline run ${baselineRun} (${esc(baseline.commit.slice(0, 12))})</a>`;
   }
@@ -336,14 +382,16 @@ async function route() {
   try {
     if (parts[0] === "p" && parts[2] === "case" && parts[3]) await casePage(parts[1], parts[3], query);
     else if (parts[0] === "p" && parts[1]) await overviewPage(parts[1], query);
-    else if (parts[0] === "run" && parts[1]) await runPage(parts[1]);
+    else if (parts[0] === "run" && parts[1]) await runPage(parts[1], query);
     else if (parts[0] === "job" && parts[1]) await jobPage(parts[1]);
     else if (parts[0] === "compare") await comparePage(query);
     else await projectsPage();
     document.body.dataset.page = parts[0] ?? "projects";
   } catch (error) {
-    app.innerHTML = `<p class="error">${esc(error.message)}</p>`;
+    if (error instanceof NeedsToken) loginPage(error.message);
+    else app.innerHTML = `<p class="error">${esc(error.message)}</p>`;
   }
+  document.getElementById("sign-out").hidden = !sessionStorage.getItem(TOKEN_KEY);
   app.dataset.ready = location.hash;
 }
 
@@ -351,5 +399,6 @@ app.addEventListener("click", (e) => {
   const row = e.target.closest("tr.clickable");
   if (row && !e.target.closest("a")) location.hash = row.dataset.href;
 });
+document.getElementById("sign-out").onclick = (e) => { e.preventDefault(); signOut(); };
 window.addEventListener("hashchange", route);
 route();

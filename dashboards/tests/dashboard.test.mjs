@@ -18,7 +18,7 @@ const ARTIFACTS = process.env.KW_ARTIFACTS_DIR ?? join(tmpdir(), "kw-dashboard-a
 const CHROMIUM = process.env.KW_CHROMIUM ?? "/usr/bin/chromium";
 mkdirSync(ARTIFACTS, { recursive: true });
 
-let server, dataDir, base, browser, page, tokens = {};
+let server, dataDir, base, browser, page, databaseUrl, tokens = {};
 const consoleErrors = [];
 const seeded = {};
 
@@ -85,6 +85,7 @@ before(async () => {
     server.stdout.on("data", onData);
     server.stderr.on("data", onData);
   });
+  execFileSync(SERVER_BINARY, ["project", "create", "--data-dir", dataDir, "kernels"]);
   for (const scope of ["agent", "ci", "admin"]) {
     tokens[scope] = execFileSync(SERVER_BINARY, ["token", "create", "--data-dir", dataDir, "--scope", scope, "--name", scope]).toString().trim().split("\n").pop();
   }
@@ -109,7 +110,8 @@ before(async () => {
   // (kw-server-bench measures ingest); the page reads them through the API.
   const password = readFileSync(join(dataDir, "postgres.password"), "utf8").trim();
   const pgPort = readFileSync(join(dataDir, "postgres", "postmaster.pid"), "utf8").split("\n")[3].trim();
-  execFileSync("psql", ["-q", "-v", "ON_ERROR_STOP=1", `postgresql://kw:${password}@127.0.0.1:${pgPort}/kernelwatch`, "-c", `
+  databaseUrl = `postgresql://kw:${password}@127.0.0.1:${pgPort}/kernelwatch`;
+  execFileSync("psql", ["-q", "-v", "ON_ERROR_STOP=1", databaseUrl, "-c", `
     INSERT INTO projects (name) VALUES ('history');
     WITH p AS (SELECT id FROM projects WHERE name = 'history'),
     r AS (
@@ -286,4 +288,56 @@ test("a 10,000-point series renders and pans without lag", async () => {
   assert.ok(timing.pan_ms_per_frame < 50, `panning took ${timing.pan_ms_per_frame} ms per frame`);
   await shot("long-history");
   assert.deepEqual(consoleErrors, []);
+});
+
+test("a run's cases come a page at a time, with a pager", async () => {
+  await go(`#/run/${seeded.regression}?per_page=2`);
+  assert.equal(await page.locator("#cases .card").count(), 2);
+  assert.match(await page.locator(".pager").first().innerText(), /cases 1–2 of 3 · page 1 of 2/);
+  await page.locator(".pager .page-link", { hasText: "next" }).first().click();
+  await page.waitForFunction(() => new URLSearchParams(document.getElementById("app").dataset.ready?.split("?")[1]).get("page") === "2");
+  assert.equal(await page.locator("#cases .card").count(), 1);
+  const names = await page.locator("table.comparisons td:first-child").allInnerTexts();
+  assert.ok(names.length > 0 && names.every((n) => n === "softmax/fp32/n1m"), names.join(", "));
+  assert.deepEqual(consoleErrors, []);
+});
+
+// A second kw-server on the same database whose reads need a token: the
+// dashboard asks for one, keeps it for the tab, and shows what it may read.
+test("where reads need a token, the dashboard asks for one and keeps it for the session", async () => {
+  const reader = execFileSync(SERVER_BINARY, ["token", "create", "--database-url", databaseUrl, "--scope", "read", "--name", "kernels-reader", "--project", "kernels"]).toString().trim().split("\n").pop();
+  const port = await freePort();
+  const guarded = spawn(SERVER_BINARY, ["--database-url", databaseUrl, "--listen", `127.0.0.1:${port}`, "--read-token-required", "--dashboard-dir", DASHBOARD_DIR], { stdio: ["ignore", "pipe", "pipe"] });
+  try {
+    await new Promise((resolve, reject) => {
+      let out = "";
+      const timer = setTimeout(() => reject(new Error("kw-server did not start: " + out)), 60000);
+      const onData = (d) => { out += d; if (out.includes("listening on")) { clearTimeout(timer); resolve(); } };
+      guarded.stdout.on("data", onData);
+      guarded.stderr.on("data", onData);
+    });
+    const url = `http://127.0.0.1:${port}/`;
+    await page.goto(url);
+    await page.waitForSelector("#login");
+    await page.fill("#token", "kw_not_a_token");
+    await page.click("#login button");
+    await page.waitForFunction(() => document.querySelector("#login p")?.textContent.includes("unknown or revoked"));
+    await page.fill("#token", reader);
+    await page.click("#login button");
+    await page.waitForSelector("tr.clickable");
+    // Scoped to "kernels": "history" is not listed.
+    assert.deepEqual(await page.locator("tr.clickable td:first-child").allInnerTexts(), ["kernels"]);
+    await page.reload();
+    await page.waitForSelector("tr.clickable");
+    assert.equal(await page.evaluate(() => sessionStorage.getItem("kw-read-token")), reader);
+    await shot("signed-in");
+    await page.click("#sign-out");
+    await page.waitForSelector("#login");
+    assert.equal(await page.evaluate(() => sessionStorage.getItem("kw-read-token")), null);
+  } finally {
+    guarded.kill("SIGTERM");
+    await new Promise((r) => guarded.on("exit", r));
+  }
+  assert.deepEqual(consoleErrors.filter((e) => !e.includes("401")), []);
+  consoleErrors.length = 0;
 });

@@ -10,6 +10,9 @@ main commit. Their verdicts come from the A/B measured in the job.
 
   post_series.py --server URL --token AGENT_TOKEN [--json OUT] --main M1.json ... --pr P1.json ... --power W1.json ...
 
+The project (--project, default kernelwatch-series) must exist: make the token
+with `kw-server token create --scope agent --name series --project kernelwatch-series`.
+
 The series measured on the H100 are committed: docs/results/detection-series-h100.tar.gz
 (main-01..10, pr-01..04, power-01..04: the first harness, plain-time A/B) and
 docs/results/detection-series-h100-clock.tar.gz (main-01, pr-01..07,
@@ -40,6 +43,17 @@ def request(server, token, method, path, body=None):
             return json.loads(response.read())
     except urllib.error.HTTPError as error:
         raise SystemExit(f"{method} {path}: HTTP {error.code}: {error.read().decode()[:500]}")
+
+
+def fetch_run(server, token, run_id):
+    """The whole run: its cases and comparisons come a page at a time."""
+    path = f"/api/v1/runs/{run_id}?per_page=2000&page="
+    run = request(server, token, "GET", path + "1")
+    for page in range(2, run["paging"]["pages"] + 1):
+        more = request(server, token, "GET", path + str(page))
+        run["cases"] += more["cases"]
+        run["comparisons"] += more["comparisons"]
+    return run
 
 
 def full_bench_cost(report):
@@ -86,7 +100,7 @@ def main():
             else:
                 report["base_commit"] = last_main or sha("base")
             answer = request(args.server, args.token, "POST", "/api/v1/runs", report)
-            run = request(args.server, args.token, "GET", f"/api/v1/runs/{answer['run_id']}")
+            run = fetch_run(args.server, args.token, answer["run_id"])
             compared = [c for c in run["comparisons"] if c["impl"] == "candidate" and c.get("method")]
             entry = {"kind": kind, "file": path, "run_id": answer["run_id"], "verdict": answer["verdict"],
                      "comparisons": len(compared), "flagged": flagged(run),

@@ -1,5 +1,6 @@
 // kw-server-bench: ingest latency (200 cases x 100 samples), series query over
-// 10,000 runs of one case, and claim throughput with 50 concurrent agents,
+// 10,000 runs of one case, claim throughput with 50 concurrent agents, reads
+// while agents post, and a 10,000-case run read back by pages,
 // against a real kw-server (in-process, all HTTP over loopback) on a private
 // embedded PostgreSQL. Prints a markdown table; --json writes the numbers.
 #include <unistd.h>
@@ -18,10 +19,11 @@
 
 #include "../../tests/support/report_factory.hpp"
 #include "app.hpp"
-#include "embedded_postgres.hpp"
 #include "kw/common/stats.hpp"
 #include "kw/http/client.hpp"
-#include "tokens.hpp"
+#include "store/embedded_postgres.hpp"
+#include "store/run_repository.hpp"
+#include "store/token_repository.hpp"
 
 namespace {
 
@@ -61,7 +63,7 @@ void check(bool ok, const std::string& what) {
 int main(int argc, char** argv) {
   CLI::App cli{"kw-server-bench"};
   int ingest_runs = 60, series_runs = 10000, series_queries = 500, claim_jobs = 5000, agents = 50,
-      threads = 4, load_posters = 8, load_queries = 500, load_cases = 3,
+      threads = 4, load_posters = 8, load_queries = 500, load_cases = 3, large_cases = 10000,
       read_threads = HttpOptions{}.read_threads, write_threads = HttpOptions{}.write_threads;
   std::string json_out;
   cli.add_option("--ingest-runs", ingest_runs)->capture_default_str();
@@ -77,6 +79,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   cli.add_option("--load-cases", load_cases, "cases in each report posted meanwhile")->capture_default_str();
   cli.add_option("--load-queries", load_queries, "reads timed, idle and under load")->capture_default_str();
+  cli.add_option("--large-cases", large_cases, "cases of the run read back by pages")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 10000));
   cli.add_option("--json", json_out, "write results as JSON");
   CLI11_PARSE(cli, argc, argv);
 
@@ -102,6 +107,8 @@ int main(int argc, char** argv) {
       pqxx::work tx(connection);
       agent_token = TokenRepository::create(tx, "bench-agent", Scope::agent);
       ci_token = TokenRepository::create(tx, "bench-ci", Scope::ci);
+      for (const char* project : {"ingest", "series", "claims", "load", "large"})
+        RunRepository::create_project(tx, project, "main");
       tx.commit();
     }
 
@@ -282,6 +289,57 @@ int main(int argc, char** argv) {
           series_latencies, wall, note));
       results.push_back(summarize("GET /healthz while " + std::to_string(load_posters) + " agents post",
                                   health_latencies, wall, note));
+    }
+    // 5. A run of the most cases a report may hold, read back a page at a
+    // time (#17: a 100,000-case run was one 87 MB answer, built whole).
+    std::cerr << "large run: " << large_cases << " cases\n";
+    {
+      kw::http::Client client(url, agent_token);
+      kw::testing::ReportSpec spec;
+      spec.project = "large";
+      spec.cases = large_cases;
+      std::string body = kw::testing::make_report(spec).dump();
+      auto t0 = Clock::now();
+      auto posted = client.request("POST", "/api/v1/runs", body);
+      check(posted.status == 201, "large ingest answered " + std::to_string(posted.status));
+      results.push_back(summarize("ingest one run of " + std::to_string(large_cases) + " cases (" +
+                                      std::to_string(body.size() >> 20) + " MiB)",
+                                  {ms_since(t0)}, ms_since(t0)));
+      const std::string run = "/api/v1/runs/" + std::to_string(posted.json()["run_id"].get<std::int64_t>());
+      for (int per_page : {500, 2000}) {
+        std::vector<double> latencies;
+        std::size_t bytes = 0, cases = 0;
+        auto start = Clock::now();
+        for (int page = 1;; ++page) {
+          auto t1 = Clock::now();
+          auto response =
+              client.get(run + "?per_page=" + std::to_string(per_page) + "&page=" + std::to_string(page));
+          latencies.push_back(ms_since(t1));
+          check(response.status == 200, "run page answered " + std::to_string(response.status));
+          bytes = std::max(bytes, response.body.size());
+          json answer = json::parse(response.body);
+          cases += answer["cases"].size();
+          if (page >= answer["paging"]["pages"].get<int>()) break;
+        }
+        check(cases == static_cast<std::size_t>(large_cases), "pages did not hold every case");
+        results.push_back(summarize("GET the run by pages of " + std::to_string(per_page) + " cases",
+                                    latencies, ms_since(start),
+                                    "largest page " + std::to_string(bytes >> 10) + " KiB; every case in " +
+                                        std::to_string(static_cast<int>(ms_since(start))) + " ms"));
+      }
+      std::vector<double> latencies;
+      std::size_t bytes = 0;
+      auto start = Clock::now();
+      for (int i = 0; i < 20; ++i) {
+        auto t1 = Clock::now();
+        auto response = client.get("/api/v1/projects/large/overview");
+        latencies.push_back(ms_since(t1));
+        check(response.status == 200, "overview answered " + std::to_string(response.status));
+        bytes = response.body.size();
+      }
+      results.push_back(
+          summarize("GET the overview's first page (500 of " + std::to_string(large_cases) + " cases)",
+                    latencies, ms_since(start), std::to_string(bytes >> 10) + " KiB"));
     }
     app.stop();
     app.wait();

@@ -1,4 +1,5 @@
-// kw-server as a whole: database pool, routes, HTTP server, lease reaper.
+// kw-server as a whole: wires the store (database pool), the ingest service,
+// the routes and the HTTP server, and runs the lease reaper.
 #pragma once
 
 #include <chrono>
@@ -9,11 +10,13 @@
 #include <string>
 #include <thread>
 
-#include "database.hpp"
-#include "http_server.hpp"
-#include "metrics.hpp"
-#include "notifier.hpp"
-#include "router.hpp"
+#include "http/handlers/handlers.hpp"
+#include "http/http_server.hpp"
+#include "http/metrics.hpp"
+#include "http/router.hpp"
+#include "ingest/ingest_service.hpp"
+#include "notify/notifier.hpp"
+#include "store/database.hpp"
 
 namespace kw::server {
 
@@ -48,15 +51,15 @@ class App {
   Response handle(Request& request) { return router_->handle(request); }
 
  private:
-  void register_routes();
-  Response ingest(Request& request, std::optional<std::int64_t> job_id);
-  std::int64_t agent_for(pqxx::work& tx, const Request& request, const std::string& agent_name);
+  void add_metrics_sources();
   void reap_leases();
 
   ServerOptions options_;
   Metrics metrics_;
   std::unique_ptr<DatabaseMonitor> monitor_;
   std::unique_ptr<ConnectionPool> pool_;
+  std::unique_ptr<IngestService> ingest_;
+  std::unique_ptr<HandlerContext> handler_context_;
   std::unique_ptr<Router> router_;
   std::unique_ptr<HttpServer> http_;
   std::unique_ptr<Notifier> notifier_;

@@ -1,5 +1,7 @@
 // One exception per HTTP status. Handlers and repositories throw these; the
-// router turns them into {"error": code, "message": text} at a single place.
+// router turns them into {"error": code, "message": text[, "field": path]} at
+// a single place. `code` names the kind of error and is stable: clients branch
+// on it (docs/api.md lists every code); the message is for people.
 #pragma once
 
 #include <stdexcept>
@@ -9,43 +11,37 @@ namespace kw::server {
 
 class HttpError : public std::runtime_error {
  public:
-  HttpError(int status, std::string code, const std::string& message)
-      : std::runtime_error(message), status_(status), code_(std::move(code)) {}
+  HttpError(int status, std::string code, const std::string& message, std::string field = {})
+      : std::runtime_error(message), status_(status), code_(std::move(code)), field_(std::move(field)) {}
   int status() const noexcept { return status_; }
   const std::string& code() const noexcept { return code_; }
+  // The JSON path of the offending value, for 422; empty otherwise.
+  const std::string& field() const noexcept { return field_; }
 
  private:
   int status_;
   std::string code_;
+  std::string field_;
 };
 
-struct BadRequest : HttpError {
-  explicit BadRequest(const std::string& message) : HttpError(400, "bad_request", message) {}
+template <int Status>
+struct HttpStatusError : HttpError {
+  HttpStatusError(std::string code, const std::string& message)
+      : HttpError(Status, std::move(code), message) {}
 };
-struct Unauthorized : HttpError {
-  explicit Unauthorized(const std::string& message) : HttpError(401, "unauthorized", message) {}
-};
-struct Forbidden : HttpError {
-  explicit Forbidden(const std::string& message) : HttpError(403, "forbidden", message) {}
-};
-struct NotFound : HttpError {
-  explicit NotFound(const std::string& message) : HttpError(404, "not_found", message) {}
-};
-struct MethodNotAllowed : HttpError {
-  explicit MethodNotAllowed(const std::string& message) : HttpError(405, "method_not_allowed", message) {}
-};
-struct Conflict : HttpError {
-  explicit Conflict(const std::string& message) : HttpError(409, "conflict", message) {}
-};
-struct PayloadTooLarge : HttpError {
-  explicit PayloadTooLarge(const std::string& message) : HttpError(413, "payload_too_large", message) {}
-};
-// Well-formed JSON that breaks the contract (names the field).
+
+using BadRequest = HttpStatusError<400>;
+using Unauthorized = HttpStatusError<401>;
+using Forbidden = HttpStatusError<403>;
+using NotFound = HttpStatusError<404>;
+using MethodNotAllowed = HttpStatusError<405>;
+using Conflict = HttpStatusError<409>;
+using ServiceUnavailable = HttpStatusError<503>;
+
+// Well-formed JSON that breaks the contract; the message is "field: reason".
 struct Unprocessable : HttpError {
-  explicit Unprocessable(const std::string& message) : HttpError(422, "invalid_report", message) {}
-};
-struct ServiceUnavailable : HttpError {
-  explicit ServiceUnavailable(const std::string& message) : HttpError(503, "unavailable", message) {}
+  Unprocessable(std::string code, const std::string& field, const std::string& reason)
+      : HttpError(422, std::move(code), field + ": " + reason, field) {}
 };
 
 }  // namespace kw::server

@@ -8,9 +8,11 @@
 #include <CLI/CLI.hpp>
 
 #include "app.hpp"
-#include "embedded_postgres.hpp"
-#include "migrations.hpp"
-#include "tokens.hpp"
+#include "kw/common/run_report.hpp"
+#include "store/embedded_postgres.hpp"
+#include "store/migrations.hpp"
+#include "store/run_repository.hpp"
+#include "store/token_repository.hpp"
 
 namespace {
 
@@ -173,12 +175,27 @@ int main(int argc, char** argv) {
   create->add_option("--scope", scope_text, "agent, ci, read or admin")
       ->required()
       ->check(CLI::IsMember({"agent", "ci", "read", "admin"}));
-  create->add_option("--name", name, "who the token is for")->required();
+  create->add_option("--name", name, "who the token is for; an agent token binds the agents it registers")
+      ->required();
+  std::vector<std::string> token_projects;
+  create->add_option(
+      "--project", token_projects,
+      "a project the token may write, acknowledge and read (repeatable; creates it when missing); "
+      "none: every project");
   auto* list = token->add_subcommand("list", "list tokens (never their secrets)");
   add_database_options(*list, token_database);
   auto* revoke = token->add_subcommand("revoke", "revoke a token by id or name");
   add_database_options(*revoke, token_database);
   revoke->add_option("ID_OR_NAME", revoke_target)->required();
+
+  auto* project = cli.add_subcommand("project", "manage projects (works while the server runs)");
+  project->require_subcommand(1);
+  std::string project_name, default_branch = "main";
+  auto* project_create = project->add_subcommand("create", "create a project");
+  add_database_options(*project_create, token_database);
+  project_create->add_option("NAME", project_name, "letters, digits, '-', '_' and '.'")->required();
+  project_create->add_option("--default-branch", default_branch, "the branch whose runs are baselines")
+      ->capture_default_str();
 
   try {
     cli.parse(argc, argv);
@@ -194,22 +211,39 @@ int main(int argc, char** argv) {
     if (const char* env = std::getenv("KW_WEBHOOK_SECRET")) options.notifications.webhook_secret = env;
   }
   try {
-    if (!token->parsed()) return serve(database, options, listen, print_admin_token);
+    if (!token->parsed() && !project->parsed()) return serve(database, options, listen, print_admin_token);
 
     std::unique_ptr<EmbeddedPostgres> embedded;
     std::string url = open_database(token_database, embedded, true);
     pqxx::connection connection(url);
     apply_migrations(connection);
     pqxx::work tx(connection);
-    if (create->parsed()) {
-      std::string secret = TokenRepository::create(tx, name, *scope_from(scope_text));
+    if (project_create->parsed()) {
+      kw::common::check_project_name(project_name, "NAME");
+      if (!RunRepository::create_project(tx, project_name, default_branch)) {
+        std::cerr << "project \"" << project_name << "\" exists\n";
+        return 1;
+      }
       tx.commit();
-      std::cerr << "created " << scope_text << " token \"" << name << "\"; it is shown once:\n";
+      std::cout << "created project \"" << project_name << "\"\n";
+    } else if (create->parsed()) {
+      std::optional<std::vector<std::string>> projects;
+      if (!token_projects.empty()) {
+        for (const std::string& p : token_projects) kw::common::check_project_name(p, "--project");
+        projects = token_projects;
+      }
+      std::string secret = TokenRepository::create(tx, name, *scope_from(scope_text), projects);
+      tx.commit();
+      std::cerr << "created " << scope_text << " token \"" << name << "\""
+                << (projects ? " for project(s) " + CLI::detail::join(*projects, ", ") : std::string())
+                << "; it is shown once:\n";
       std::cout << secret << std::endl;
     } else if (list->parsed()) {
       for (const TokenInfo& info : TokenRepository::list(tx)) {
-        std::cout << info.id << "\t" << to_string(info.scope) << "\t" << info.name << "\tcreated "
-                  << info.created_at << (info.last_used_at.empty() ? "" : "\tlast used " + info.last_used_at)
+        std::cout << info.id << "\t" << to_string(info.scope) << "\t" << info.name << "\t"
+                  << (info.projects ? CLI::detail::join(*info.projects, ",") : std::string("all projects"))
+                  << "\tcreated " << info.created_at
+                  << (info.last_used_at.empty() ? "" : "\tlast used " + info.last_used_at)
                   << (info.revoked_at.empty() ? "" : "\trevoked " + info.revoked_at) << "\n";
       }
     } else if (revoke->parsed()) {

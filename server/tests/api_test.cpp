@@ -1,5 +1,6 @@
 // Every endpoint's success and error paths against a real server and database.
 #include <functional>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -79,16 +80,17 @@ TEST_F(ApiTest, InvalidReportIs422NamingTheFieldAndStoresNothing) {
   report["cases"][1]["measurements"][0]["samples_ns"][7] = -3;
   auto response = agent().post("/api/v1/runs", report);
   ASSERT_EQ(response.status, 422) << response.body;
-  EXPECT_EQ(response.json()["error"], "invalid_report");
+  // The code names the kind of error, `field` the value, the message both for people.
+  EXPECT_EQ(response.json()["error"], "out_of_range");
+  EXPECT_EQ(response.json()["field"], "cases[1].measurements[0].samples_ns[7]");
   EXPECT_EQ(response.json()["message"], "cases[1].measurements[0].samples_ns[7]: must be finite and > 0");
   EXPECT_EQ(sql("SELECT count(*) FROM runs")[0][0].as<int>(), 0);
-  EXPECT_EQ(sql("SELECT count(*) FROM projects")[0][0].as<int>(), 0);
 }
 
 TEST_F(ApiTest, MalformedJsonIs400) {
   auto response = agent().request("POST", "/api/v1/runs", "{\"schema\": ");
   ASSERT_EQ(response.status, 400) << response.body;
-  EXPECT_EQ(response.json()["error"], "bad_request");
+  EXPECT_EQ(response.json()["error"], "bad_json");
 }
 
 TEST_F(ApiTest, ReportCarryingJobIdMustGoToTheJob) {
@@ -103,7 +105,8 @@ TEST_F(ApiTest, UnknownRunAndBadIdsAre404) {
   EXPECT_EQ(client().get("/api/v1/runs/999").status, 404);
   auto bad = client().get("/api/v1/runs/abc");
   EXPECT_EQ(bad.status, 404);
-  EXPECT_EQ(bad.json()["message"], "id \"abc\" is not a positive integer id");
+  EXPECT_EQ(bad.json()["error"], "no_such_run");
+  EXPECT_EQ(bad.json()["message"], "run \"abc\" is not a positive integer id");
   EXPECT_EQ(client().get("/api/v1/nothing").status, 404);
   EXPECT_EQ(client().get("/api/v1/projects/nope/cases").status, 404);
 }
@@ -247,7 +250,7 @@ TEST_F(ApiTest, AuthMatrix) {
         EXPECT_NE(response.status, 403) << scope << " " << route.target << ": " << response.body;
       } else {
         EXPECT_EQ(response.status, 403) << scope << " " << route.target << ": " << response.body;
-        EXPECT_EQ(response.json()["error"], "forbidden");
+        EXPECT_EQ(response.json()["error"], "scope_denied");
       }
     }
   }
@@ -468,7 +471,7 @@ TEST_F(ApiTest, HostileReportsAre4xxAndStoreNothing) {
   }
   EXPECT_EQ(client().get("/healthz").status, 200);
   EXPECT_EQ(sql("SELECT count(*) FROM runs")[0][0].as<int>(), 0);
-  EXPECT_EQ(sql("SELECT count(*) FROM projects")[0][0].as<int>(), 0);
+  EXPECT_EQ(sql("SELECT count(*) FROM projects")[0][0].as<int>(), 1);  // the fixture's
   // An integer-valued float where an integer goes is that integer.
   json report = make_report({});
   report["cases"][0]["launches"][0]["registers"] = 168.0;
@@ -478,6 +481,79 @@ TEST_F(ApiTest, HostileReportsAre4xxAndStoreNothing) {
                 .get("/api/v1/runs/" + std::to_string(stored.json()["run_id"].get<int>()))
                 .json()["cases"][0]["launches"][0]["registers"],
             168);
+}
+
+// A run's cases and their comparisons come a page at a time; so does the
+// overview's list of cases.
+TEST_F(ApiTest, RunAndOverviewArePagedByCase) {
+  ReportSpec spec;
+  spec.cases = 5;
+  ASSERT_EQ(agent().post("/api/v1/runs", make_report(spec)).status, 201);
+  spec.seed = 2;
+  auto posted = agent().post("/api/v1/runs", make_report(spec));
+  ASSERT_EQ(posted.status, 201);
+  std::string run = "/api/v1/runs/" + std::to_string(posted.json()["run_id"].get<int>());
+
+  std::vector<std::string> seen;
+  for (int page = 1; page <= 3; ++page) {
+    json body = client().get(run + "?per_page=2&page=" + std::to_string(page)).json();
+    EXPECT_EQ(body["paging"], json({{"page", page}, {"per_page", 2}, {"cases_total", 5}, {"pages", 3}}));
+    std::set<std::string> names;
+    for (const json& c : body["cases"]) {
+      names.insert(c["name"]);
+      seen.push_back(c["name"]);
+    }
+    EXPECT_EQ(body["cases"].size(), page < 3 ? 2u : 1u);
+    ASSERT_FALSE(body["comparisons"].empty());
+    for (const json& comparison : body["comparisons"]) EXPECT_TRUE(names.contains(comparison["case"]));
+    EXPECT_EQ(body["stages"].size(), 6u);  // the run's header comes with every page
+  }
+  EXPECT_EQ(seen,
+            (std::vector<std::string>{"attention.fwd/case0", "attention.fwd/case1", "attention.fwd/case2",
+                                      "attention.fwd/case3", "attention.fwd/case4"}));
+  EXPECT_TRUE(client().get(run + "?page=4&per_page=2").json()["cases"].empty());
+  EXPECT_EQ(client().get(run).json()["paging"]["per_page"], 500);
+  EXPECT_EQ(client().get(run + "?per_page=0").json()["error"], "bad_query");
+  EXPECT_EQ(client().get(run + "?per_page=2001").status, 400);
+
+  json overview = client().get("/api/v1/projects/demo/overview?per_page=4&page=2").json();
+  EXPECT_EQ(overview["paging"], json({{"page", 2}, {"per_page", 4}, {"cases_total", 5}, {"pages", 2}}));
+  ASSERT_EQ(overview["cases"].size(), 1u);
+  EXPECT_EQ(overview["cases"][0]["case"], "attention.fwd/case4");
+}
+
+// A page of hundreds of cases goes out in chunks, 100 cases at a time, and
+// arrives whole: every case once, in order, each with its comparisons.
+TEST_F(ApiTest, ALargePageIsStreamedAndArrivesWhole) {
+  ReportSpec spec;
+  spec.cases = 250;
+  spec.samples = 5;
+  ASSERT_EQ(agent().post("/api/v1/runs", make_report(spec)).status, 201);
+  spec.seed = 2;
+  auto posted = agent().post("/api/v1/runs", make_report(spec));
+  ASSERT_EQ(posted.status, 201);
+  std::string run = "/api/v1/runs/" + std::to_string(posted.json()["run_id"].get<int>());
+  http::Client reader = client();
+  auto response = reader.get(run + "?per_page=240&page=1");
+  ASSERT_EQ(response.status, 200);
+  EXPECT_EQ(response.headers["transfer-encoding"], "chunked");
+  json body = response.json();
+  ASSERT_EQ(body["cases"].size(), 240u);
+  for (std::size_t i = 0; i < 240; ++i)
+    EXPECT_EQ(body["cases"][i]["name"], "attention.fwd/case" + std::to_string(i));
+  std::set<std::string> compared;
+  for (const json& comparison : body["comparisons"]) compared.insert(comparison["case"]);
+  EXPECT_EQ(compared.size(), 240u);
+  // The last page, and a page past the end, are whole documents too; the
+  // connection stays usable after each.
+  json last = reader.get(run + "?per_page=240&page=2").json();
+  EXPECT_EQ(last["cases"].size(), 10u);
+  EXPECT_EQ(last["cases"][9]["name"], "attention.fwd/case249");
+  json past = reader.get(run + "?per_page=240&page=3").json();
+  EXPECT_TRUE(past["cases"].empty());
+  EXPECT_TRUE(past["comparisons"].empty());
+  EXPECT_EQ(reader.request("HEAD", run).status, 200);
+  EXPECT_EQ(reader.get(run + "?per_page=1").json()["cases"].size(), 1u);
 }
 
 // Paths and names that cannot be stored or looked up: 400 or 422, never 500

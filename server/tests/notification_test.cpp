@@ -9,7 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "../../tests/support/report_factory.hpp"
-#include "outbound_http.hpp"
+#include "notify/outbound_http.hpp"
 #include "server_fixture.hpp"
 
 namespace kw::server::testing {

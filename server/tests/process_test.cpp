@@ -63,9 +63,11 @@ class ServerProcessTest : public ::testing::Test {
     return "http://127.0.0.1:" + port;
   }
 
+  // Scoped to "demo", which it creates: the project every report here names.
   std::string create_token(const std::string& scope) {
-    auto result = kw::testing::run_command({KW_SERVER_BINARY, "token", "create", "--data-dir",
-                                            data_dir_.string(), "--scope", scope, "--name", "t-" + scope});
+    auto result =
+        kw::testing::run_command({KW_SERVER_BINARY, "token", "create", "--data-dir", data_dir_.string(),
+                                  "--scope", scope, "--name", "t-" + scope, "--project", "demo"});
     EXPECT_EQ(result.exit_code, 0) << result.output;
     std::string text = result.output;
     while (!text.empty() && text.back() == '\n') text.pop_back();

@@ -13,10 +13,11 @@
 #include <gtest/gtest.h>
 
 #include "app.hpp"
-#include "embedded_postgres.hpp"
 #include "kw/http/client.hpp"
-#include "migrations.hpp"
-#include "tokens.hpp"
+#include "store/embedded_postgres.hpp"
+#include "store/migrations.hpp"
+#include "store/run_repository.hpp"
+#include "store/token_repository.hpp"
 
 namespace kw::server::testing {
 
@@ -74,12 +75,21 @@ class TestDatabase {
   std::string name_;
 };
 
-inline std::string create_token(const std::string& url, const std::string& name, Scope scope) {
+inline std::string create_token(const std::string& url, const std::string& name, Scope scope,
+                                const std::optional<std::vector<std::string>>& projects = std::nullopt) {
   pqxx::connection connection(url);
   pqxx::work tx(connection);
-  std::string token = TokenRepository::create(tx, name, scope);
+  std::string token = TokenRepository::create(tx, name, scope, projects);
   tx.commit();
   return token;
+}
+
+// Projects are made by an admin; tests make theirs as kw-server project create does.
+inline void create_project(const std::string& url, const std::string& name) {
+  pqxx::connection connection(url);
+  pqxx::work tx(connection);
+  RunRepository::create_project(tx, name, "main");
+  tx.commit();
 }
 
 class ServerTest : public ::testing::Test {
@@ -102,7 +112,10 @@ class ServerTest : public ::testing::Test {
     agent_token_ = create_token(database_->url(), "agent-1", Scope::agent);
     ci_token_ = create_token(database_->url(), "ci", Scope::ci);
     read_token_ = create_token(database_->url(), "reader", Scope::read);
+    create_project("demo");
   }
+
+  void create_project(const std::string& name) { testing::create_project(database_->url(), name); }
 
   void TearDown() override {
     app_.reset();

@@ -3,7 +3,7 @@
 #include <filesystem>
 #include <iostream>
 
-#include "embedded_postgres.hpp"
+#include "store/embedded_postgres.hpp"
 
 int main(int argc, char** argv) {
   if (argc != 3 || (std::string(argv[1]) != "start" && std::string(argv[1]) != "stop")) {

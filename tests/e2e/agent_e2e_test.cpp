@@ -24,6 +24,7 @@ class AgentE2eTest : public ::testing::Test {
   void start_server(std::vector<std::string> args = {}) {
     server_ = std::make_unique<ServerUnderTest>(std::move(args));
     server_->start();
+    server_->project("demo");
     agent_token_ = server_->token("agent", "gpu-hosts");
     ci_token_ = server_->token("ci", "ci");
   }

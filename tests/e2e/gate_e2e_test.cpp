@@ -19,6 +19,7 @@ class GateE2eTest : public ::testing::Test {
   void SetUp() override {
     work_dir_ = make_temp_dir("kw-e2e-gate");
     server_.start();
+    server_.project("demo");
     agent_token_ = server_.token("agent", "gpu-hosts");
     ci_token_ = server_.token("ci", "ci");
     agent_ = std::make_unique<ChildProcess>(std::vector<std::string>{

@@ -70,6 +70,12 @@ class ServerUnderTest {
     while (!text.empty() && text.back() == '\n') text.pop_back();
     return text.substr(text.rfind('\n') + 1);
   }
+  // An admin's act: projects are not made by the first report.
+  void project(const std::string& name) {
+    auto result =
+        run_command({KW_SERVER_BINARY, "project", "create", "--data-dir", data_dir_.string(), name});
+    EXPECT_EQ(result.exit_code, 0) << result.output;
+  }
   http::Client client(const std::string& token = {}) const { return http::Client(url(), token); }
 
  private:

@@ -36,11 +36,13 @@ inline std::string type_name(const json& value) {
 class JsonReader {
  public:
   JsonReader(const json& value, std::string path) : value_(value), path_(std::move(path)) {
-    if (!value_.is_object()) fail(path_, "must be an object, got " + type_name(value_));
+    if (!value_.is_object()) fail(path_, "must be an object, got " + type_name(value_), "wrong_type");
   }
 
-  [[noreturn]] static void fail(const std::string& path, const std::string& reason) {
-    throw ValidationError(path, reason);
+  // `code` is the kind of error, stable for clients (docs/api.md lists them).
+  [[noreturn]] static void fail(const std::string& path, const std::string& reason,
+                                std::string code = "invalid_value") {
+    throw ValidationError(path, reason, std::move(code));
   }
 
   std::string child(std::string_view key) const {
@@ -57,7 +59,7 @@ class JsonReader {
 
   const json& require(std::string_view key) {
     const json* value = find(key);
-    if (value == nullptr) fail(child(key), "is required");
+    if (value == nullptr) fail(child(key), "is required", "missing_field");
     return *value;
   }
 
@@ -94,45 +96,48 @@ class JsonReader {
 
   bool boolean(std::string_view key) {
     const json& value = require(key);
-    if (!value.is_boolean()) fail(child(key), "must be a boolean, got " + type_name(value));
+    if (!value.is_boolean()) fail(child(key), "must be a boolean, got " + type_name(value), "wrong_type");
     return value.get<bool>();
   }
 
   const json& array(std::string_view key) {
     const json& value = require(key);
-    if (!value.is_array()) fail(child(key), "must be an array, got " + type_name(value));
+    if (!value.is_array()) fail(child(key), "must be an array, got " + type_name(value), "wrong_type");
     return value;
   }
   const json* opt_array(std::string_view key) {
     const json* value = find(key);
     if (value != nullptr && !value->is_array())
-      fail(child(key), "must be an array, got " + type_name(*value));
+      fail(child(key), "must be an array, got " + type_name(*value), "wrong_type");
     return value;
   }
 
   void reject_unknown_keys() const {
     for (const auto& [key, _] : value_.items()) {
-      if (!seen_.contains(key)) fail(child(key), "unknown field");
+      if (!seen_.contains(key)) fail(child(key), "unknown field", "unknown_field");
     }
   }
 
   static std::string as_string(const json& value, const std::string& path, bool allow_empty,
                                std::size_t max_bytes = kMaxTextBytes) {
-    if (!value.is_string()) fail(path, "must be a string, got " + type_name(value));
+    if (!value.is_string()) fail(path, "must be a string, got " + type_name(value), "wrong_type");
     const std::string& text = value.get_ref<const std::string&>();
-    if (!allow_empty && text.empty()) fail(path, "must not be empty");
-    if (text.size() > max_bytes) fail(path, "is longer than " + std::to_string(max_bytes) + " bytes");
-    if (text.find('\0') != std::string::npos) fail(path, "contains a NUL character (\\u0000)");
+    if (!allow_empty && text.empty()) fail(path, "must not be empty", "empty");
+    if (text.size() > max_bytes)
+      fail(path, "is longer than " + std::to_string(max_bytes) + " bytes", "too_long");
+    if (text.find('\0') != std::string::npos)
+      fail(path, "contains a NUL character (\\u0000)", "nul_character");
     return text;
   }
 
   static double as_number(const json& value, const std::string& path, double min) {
-    if (!value.is_number()) fail(path, "must be a number, got " + type_name(value));
+    if (!value.is_number()) fail(path, "must be a number, got " + type_name(value), "wrong_type");
     double number = value.get<double>();
-    if (!std::isfinite(number)) fail(path, "must be finite");
-    if (number != 0 && !std::isnormal(number)) fail(path, "is too close to 0 to store, got " + value.dump());
+    if (!std::isfinite(number)) fail(path, "must be finite", "out_of_range");
+    if (number != 0 && !std::isnormal(number))
+      fail(path, "is too close to 0 to store, got " + value.dump(), "out_of_range");
     if (number < min) {
-      fail(path, min == 0 ? "must not be negative" : "must be >= " + json(min).dump());
+      fail(path, min == 0 ? "must not be negative" : "must be >= " + json(min).dump(), "out_of_range");
     }
     return number;
   }
@@ -142,18 +147,20 @@ class JsonReader {
     if (value.is_number_float()) {
       double number = value.get<double>();
       if (!std::isfinite(number) || std::trunc(number) != number)
-        fail(path, "must be an integer, got " + value.dump());
+        fail(path, "must be an integer, got " + value.dump(), "not_an_integer");
     } else if (!value.is_number()) {
-      fail(path, "must be an integer, got " + type_name(value));
+      fail(path, "must be an integer, got " + type_name(value), "not_an_integer");
     }
     if (value.is_number_unsigned() && value.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
-      fail(path, "is out of range");
-    if (value.is_number_float() && std::abs(value.get<double>()) >= 9.2e18) fail(path, "is out of range");
+      fail(path, "is out of range", "out_of_range");
+    if (value.is_number_float() && std::abs(value.get<double>()) >= 9.2e18)
+      fail(path, "is out of range", "out_of_range");
     auto integer = value.get<std::int64_t>();
     if (integer < min) {
-      fail(path, min == 0 ? "must not be negative" : "must be >= " + std::to_string(min));
+      fail(path, min == 0 ? "must not be negative" : "must be >= " + std::to_string(min), "out_of_range");
     }
-    if (integer > max) fail(path, "must be <= " + std::to_string(max) + ", got " + std::to_string(integer));
+    if (integer > max)
+      fail(path, "must be <= " + std::to_string(max) + ", got " + std::to_string(integer), "out_of_range");
     return integer;
   }
 

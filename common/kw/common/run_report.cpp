@@ -101,7 +101,7 @@ Stage read_stage(const json& value, const std::string& path) {
   stage.message = reader.string_or_empty("message");
   stage.log_tail = reader.string_or_empty("log_tail");
   if (const json* details = reader.find("details")) {
-    if (!details->is_object()) JsonReader::fail(reader.child("details"), "must be an object");
+    if (!details->is_object()) JsonReader::fail(reader.child("details"), "must be an object", "wrong_type");
     stage.details = *details;
   }
   if (stage.status != StageStatus::passed && stage.message.empty()) {
@@ -147,10 +147,11 @@ Correctness read_correctness(const json& value, const std::string& path) {
   correctness.tolerance = reader.number("tolerance", 0);
   correctness.nonfinite = reader.integer("nonfinite", 0);
   if (correctness.passed && correctness.nonfinite > 0) {
-    JsonReader::fail(reader.child("passed"), "cannot be true with non-finite outputs");
+    JsonReader::fail(reader.child("passed"), "cannot be true with non-finite outputs", "inconsistent");
   }
   if (correctness.passed && correctness.rel_l2_err > correctness.tolerance) {
-    JsonReader::fail(reader.child("passed"), "cannot be true when rel_l2_err exceeds tolerance");
+    JsonReader::fail(reader.child("passed"), "cannot be true when rel_l2_err exceeds tolerance",
+                     "inconsistent");
   }
   reader.reject_unknown_keys();
   return correctness;
@@ -166,8 +167,10 @@ std::vector<T> read_per_sample(JsonReader& reader, const char* key, const std::s
   if (array == nullptr) return values;
   const std::string path = reader.child(key);
   if (array->size() != samples) {
-    JsonReader::fail(path, "must hold one " + what + " per sample (" + std::to_string(samples) + "), got " +
-                               std::to_string(array->size()));
+    JsonReader::fail(path,
+                     "must hold one " + what + " per sample (" + std::to_string(samples) + "), got " +
+                         std::to_string(array->size()),
+                     "inconsistent");
   }
   values.reserve(array->size());
   for (std::size_t i = 0; i < array->size(); ++i) values.push_back(read((*array)[i], index_path(path, i)));
@@ -185,28 +188,31 @@ Measurement read_measurement(const json& value, const std::string& path) {
   }
   const json& samples = reader.array("samples_ns");
   std::string samples_path = reader.child("samples_ns");
-  if (samples.empty()) JsonReader::fail(samples_path, "must hold at least one sample");
+  if (samples.empty()) JsonReader::fail(samples_path, "must hold at least one sample", "empty");
   measurement.samples_ns.reserve(samples.size());
   // The path of a sample is built only for an error: a run holds tens of
   // thousands of samples.
   for (std::size_t i = 0; i < samples.size(); ++i) {
     const json& sample = samples[i];
     if (!sample.is_number()) {
-      JsonReader::fail(index_path(samples_path, i), "must be a number, got " + type_name(sample));
+      JsonReader::fail(index_path(samples_path, i), "must be a number, got " + type_name(sample),
+                       "wrong_type");
     }
     double ns = sample.get<double>();
     if (!std::isfinite(ns) || ns <= 0)
-      JsonReader::fail(index_path(samples_path, i), "must be finite and > 0");
+      JsonReader::fail(index_path(samples_path, i), "must be finite and > 0", "out_of_range");
     if (!std::isnormal(ns))
-      JsonReader::fail(index_path(samples_path, i), "is too close to 0 to store, got " + sample.dump());
+      JsonReader::fail(index_path(samples_path, i), "is too close to 0 to store, got " + sample.dump(),
+                       "out_of_range");
     measurement.samples_ns.push_back(ns);
   }
   measurement.median_ns = reader.number("median_ns", 0);
   double computed = median(measurement.samples_ns);
   if (std::abs(measurement.median_ns - computed) > 1e-6 * computed + 1e-9) {
-    JsonReader::fail(reader.child("median_ns"), "is " + json(measurement.median_ns).dump() +
-                                                    " but the median of samples_ns is " +
-                                                    json(computed).dump());
+    JsonReader::fail(reader.child("median_ns"),
+                     "is " + json(measurement.median_ns).dump() + " but the median of samples_ns is " +
+                         json(computed).dump(),
+                     "inconsistent");
   }
   measurement.flops = reader.opt_number("flops", 0);
   measurement.bytes = reader.opt_number("bytes", 0);
@@ -232,7 +238,7 @@ Measurement read_measurement(const json& value, const std::string& path) {
       reader, "sm_mhz", "clock", measurement.samples_ns.size(), [](const json& clock, const std::string& at) {
         double mhz = JsonReader::as_number(clock, at, 0);
         if (!std::isfinite(mhz) || mhz <= 0 || mhz > 1e5)
-          JsonReader::fail(at, "must be a clock in MHz, > 0 and <= 100000");
+          JsonReader::fail(at, "must be a clock in MHz, > 0 and <= 100000", "out_of_range");
         return mhz;
       });
   reader.reject_unknown_keys();
@@ -266,7 +272,7 @@ Case read_case(const json& value, const std::string& path) {
   Case run_case;
   run_case.name = reader.name("name");
   if (const json* params = reader.find("params")) {
-    if (!params->is_object()) JsonReader::fail(reader.child("params"), "must be an object");
+    if (!params->is_object()) JsonReader::fail(reader.child("params"), "must be an object", "wrong_type");
     for (const auto& [key, param] : params->items()) {
       if (param.is_object() || param.is_array()) {
         JsonReader::fail(reader.child("params") + "." + key, "must be a string, number or boolean");
@@ -310,9 +316,10 @@ Case read_case(const json& value, const std::string& path) {
 
 }  // namespace
 
-ValidationError::ValidationError(std::string path, const std::string& reason)
+ValidationError::ValidationError(std::string path, const std::string& reason, std::string code)
     : std::runtime_error((path.empty() ? std::string("report") : path) + ": " + reason),
-      path_(std::move(path)) {}
+      path_(std::move(path)),
+      code_(std::move(code)) {}
 
 std::string_view to_string(StageName name) {
   return kStageNames[static_cast<std::size_t>(name)];
@@ -434,8 +441,10 @@ RunReport parse_run_report(const json& document) {
   RunReport report;
   report.schema = reader.string("schema");
   if (report.schema != kRunSchema) {
-    JsonReader::fail("schema", "unknown schema version \"" + report.schema + "\" (this build reads \"" +
-                                   std::string(kRunSchema) + "\")");
+    JsonReader::fail("schema",
+                     "unknown schema version \"" + report.schema + "\" (this build reads \"" +
+                         std::string(kRunSchema) + "\")",
+                     "unknown_schema");
   }
   report.project = reader.name("project");
   check_project_name(report.project, "project");
@@ -457,7 +466,7 @@ RunReport parse_run_report(const json& document) {
   if (!finished)
     JsonReader::fail("finished_at",
                      "must be an RFC 3339 timestamp from 1970 on, got \"" + report.finished_at + "\"");
-  if (*finished < *started) JsonReader::fail("finished_at", "is before started_at");
+  if (*finished < *started) JsonReader::fail("finished_at", "is before started_at", "inconsistent");
   report.gpu_seconds = reader.number("gpu_seconds", 0);
 
   const json& stages = reader.array("stages");
@@ -466,7 +475,8 @@ RunReport parse_run_report(const json& document) {
     std::string path = index_path("stages", i);
     Stage stage = read_stage(stages[i], path);
     if (!seen_stages.insert(stage.name).second) {
-      JsonReader::fail(path + ".name", "stage \"" + std::string(to_string(stage.name)) + "\" appears twice");
+      JsonReader::fail(path + ".name", "stage \"" + std::string(to_string(stage.name)) + "\" appears twice",
+                       "duplicate");
     }
     if (!report.stages.empty() && stage.name < report.stages.back().name) {
       JsonReader::fail(path + ".name", "stage \"" + std::string(to_string(stage.name)) +
@@ -478,31 +488,34 @@ RunReport parse_run_report(const json& document) {
 
   const json& cases = reader.array("cases");
   if (cases.size() > kMaxCases)
-    JsonReader::fail("cases", "holds " + std::to_string(cases.size()) + " cases; a report holds at most " +
-                                  std::to_string(kMaxCases));
+    JsonReader::fail("cases",
+                     "holds " + std::to_string(cases.size()) + " cases; a report holds at most " +
+                         std::to_string(kMaxCases),
+                     "too_many");
   std::set<std::string, std::less<>> case_names;
   bool any_measurement = false;
   for (std::size_t i = 0; i < cases.size(); ++i) {
     std::string path = index_path("cases", i);
     Case run_case = read_case(cases[i], path);
     if (!case_names.insert(run_case.name).second) {
-      JsonReader::fail(path + ".name", "duplicate case name \"" + run_case.name + "\"");
+      JsonReader::fail(path + ".name", "duplicate case name \"" + run_case.name + "\"", "duplicate");
     }
     any_measurement = any_measurement || !run_case.measurements.empty();
     if (!run_case.base_measurements.empty() && !report.base_commit) {
-      JsonReader::fail(path + ".base_measurements", "needs base_commit: they are that commit's measurements");
+      JsonReader::fail(path + ".base_measurements", "needs base_commit: they are that commit's measurements",
+                       "inconsistent");
     }
     report.cases.push_back(std::move(run_case));
   }
   if (any_measurement && !report.device) {
-    JsonReader::fail("device", "is required when any case has measurements");
+    JsonReader::fail("device", "is required when any case has measurements", "missing_field");
   }
   reader.reject_unknown_keys();
   return report;
 }
 
 Stage parse_stage(const json& value, const std::string& path) {
-  if (!value.is_object()) JsonReader::fail(path, "must be an object");
+  if (!value.is_object()) JsonReader::fail(path, "must be an object", "wrong_type");
   return read_stage(value, path);
 }
 

@@ -36,11 +36,14 @@ std::optional<StageStatus> stage_status_from(std::string_view text);
 // what() is "path: reason".
 class ValidationError : public std::runtime_error {
  public:
-  ValidationError(std::string path, const std::string& reason);
+  ValidationError(std::string path, const std::string& reason, std::string code = "invalid_value");
   const std::string& path() const noexcept { return path_; }
+  // The kind of error ("missing_field", "out_of_range", ...): stable, for clients.
+  const std::string& code() const noexcept { return code_; }
 
  private:
   std::string path_;
+  std::string code_;
 };
 
 struct AgentInfo {

@@ -9,7 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
 
-#include "database.hpp"
+#include "access.hpp"
+#include "store/database.hpp"
 
 namespace kw::server {
 
@@ -52,18 +53,23 @@ class JobRepository {
   static std::pair<std::int64_t, bool> create(pqxx::work& tx, const NewJob& job);
   static std::optional<nlohmann::json> get(pqxx::work& tx, std::int64_t job_id);
 
-  // Registers or refreshes an agent under the caller's token. Returns the
-  // agent id, or nullopt when the name belongs to another token.
+  // Registers or refreshes an agent under the caller's token name. Returns
+  // the agent id, or nullopt when the name belongs to another token name.
   static std::optional<std::int64_t> upsert_agent(pqxx::work& tx, const std::string& name,
-                                                  std::int64_t token_id, bool caller_is_admin,
-                                                  const std::string& host, const std::string& version,
-                                                  const nlohmann::json& gpus);
-  static std::optional<std::int64_t> find_agent(pqxx::work& tx, const std::string& name,
-                                                std::int64_t token_id, bool caller_is_admin);
+                                                  const Caller& caller, const std::string& host,
+                                                  const std::string& version, const nlohmann::json& gpus);
+  // upsert_agent, 409 "agent_name_taken" when the name is another token's.
+  static std::int64_t bind_agent(pqxx::work& tx, const std::string& name, const Caller& caller,
+                                 const std::string& host, const std::string& version,
+                                 const nlohmann::json& gpus);
+  // The agent registered under the caller's token name; 409 "agent_not_registered" otherwise.
+  static std::int64_t registered_agent(pqxx::work& tx, const std::string& name, const Caller& caller);
 
-  // Claims the oldest queued job this agent's GPUs can run.
+  // Claims the oldest queued job this agent's GPUs can run, of `projects`
+  // only (nullopt: any project).
   static std::optional<std::int64_t> claim(pqxx::work& tx, std::int64_t agent_id,
-                                           const nlohmann::json& gpu_models, double lease_seconds);
+                                           const nlohmann::json& gpu_models, double lease_seconds,
+                                           const std::optional<std::vector<std::string>>& projects);
   // Expired leases: back to the queue, or failed after max_attempts.
   static int requeue_expired(pqxx::work& tx);
   static bool heartbeat(pqxx::work& tx, std::int64_t job_id, std::int64_t agent_id, double lease_seconds);

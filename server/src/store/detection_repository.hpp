@@ -12,9 +12,9 @@
 #include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
 
-#include "database.hpp"
 #include "kw/common/detection.hpp"
 #include "kw/common/run_report.hpp"
+#include "store/database.hpp"
 
 namespace kw::server {
 

@@ -1,8 +1,10 @@
-#include "job_repository.hpp"
+#include "store/job_repository.hpp"
 
 #include <cstdio>
 
-#include "run_repository.hpp"
+#include "errors.hpp"
+#include "store/pg_array.hpp"
+#include "store/run_repository.hpp"
 
 namespace kw::server {
 
@@ -33,16 +35,22 @@ LEFT JOIN runs r ON r.job_id = j.id
 WHERE j.id = $1
 )sql";
 
+// An agent name belongs to the token name that first used it; an admin may
+// act as any agent without taking it over.
 constexpr const char* kUpsertAgent = R"sql(
-INSERT INTO agents (name, token_id, host, version, gpus)
-VALUES ($1, $2, $3, $4, $5::jsonb)
+INSERT INTO agents (name, token_id, token_name, host, version, gpus)
+VALUES ($1, $2, $3, $4, $5, $6::jsonb)
 ON CONFLICT (name) DO UPDATE
-  SET host = EXCLUDED.host, version = EXCLUDED.version, gpus = EXCLUDED.gpus, last_seen_at = now(),
-      token_id = CASE WHEN $6 THEN EXCLUDED.token_id ELSE agents.token_id END
-  WHERE agents.token_id = EXCLUDED.token_id OR $6
+  SET host = EXCLUDED.host, version = EXCLUDED.version, last_seen_at = now(),
+      gpus = CASE WHEN EXCLUDED.gpus = '[]' THEN agents.gpus ELSE EXCLUDED.gpus END,
+      token_id = CASE WHEN agents.token_name = EXCLUDED.token_name THEN EXCLUDED.token_id
+                      ELSE agents.token_id END
+  WHERE agents.token_name = EXCLUDED.token_name OR $7
 RETURNING id
 )sql";
 
+// The oldest queued job of the token's projects ($4, NULL: all) that one of
+// the agent's GPUs can run.
 constexpr const char* kClaim = R"sql(
 UPDATE jobs
 SET state = 'running', agent_id = $1, attempts = attempts + 1,
@@ -51,6 +59,7 @@ WHERE id = (
   SELECT id FROM jobs
   WHERE state = 'queued'
     AND (gpu_class = 'any' OR gpu_class IN (SELECT jsonb_array_elements_text($2::jsonb)))
+    AND ($4::text[] IS NULL OR project_id IN (SELECT id FROM projects WHERE name = ANY ($4::text[])))
   ORDER BY id
   FOR UPDATE SKIP LOCKED
   LIMIT 1)
@@ -130,26 +139,46 @@ std::optional<nlohmann::json> JobRepository::get(pqxx::work& tx, std::int64_t jo
 }
 
 std::optional<std::int64_t> JobRepository::upsert_agent(pqxx::work& tx, const std::string& name,
-                                                        std::int64_t token_id, bool caller_is_admin,
-                                                        const std::string& host, const std::string& version,
+                                                        const Caller& caller, const std::string& host,
+                                                        const std::string& version,
                                                         const nlohmann::json& gpus) {
-  pqxx::result rows =
-      tx.exec_prepared("agent_upsert", name, token_id, host, version, gpus.dump(), caller_is_admin);
+  pqxx::result rows = tx.exec_prepared("agent_upsert", name, caller.token_id, caller.token_name, host,
+                                       version, gpus.dump(), caller.scope == Scope::admin);
   if (rows.empty()) return std::nullopt;
   return rows[0][0].as<std::int64_t>();
 }
 
-std::optional<std::int64_t> JobRepository::find_agent(pqxx::work& tx, const std::string& name,
-                                                      std::int64_t token_id, bool caller_is_admin) {
-  pqxx::result rows = tx.exec_params("SELECT id, token_id FROM agents WHERE name = $1", name);
-  if (rows.empty()) return std::nullopt;
-  if (!caller_is_admin && rows[0][1].as<std::int64_t>() != token_id) return std::nullopt;
+std::int64_t JobRepository::bind_agent(pqxx::work& tx, const std::string& name, const Caller& caller,
+                                       const std::string& host, const std::string& version,
+                                       const nlohmann::json& gpus) {
+  auto agent = upsert_agent(tx, name, caller, host, version, gpus);
+  if (!agent) {
+    throw Conflict("agent_name_taken", "agent name \"" + name + "\" belongs to another token name than \"" +
+                                           caller.token_name + "\"");
+  }
+  return *agent;
+}
+
+std::int64_t JobRepository::registered_agent(pqxx::work& tx, const std::string& name, const Caller& caller) {
+  pqxx::result rows = tx.exec_params("SELECT id, token_name FROM agents WHERE name = $1", name);
+  if (rows.empty() || (caller.scope != Scope::admin && rows[0][1].as<std::string>() != caller.token_name)) {
+    throw Conflict("agent_not_registered", "agent \"" + name + "\" is not registered under token \"" +
+                                               caller.token_name + "\"; claim a job first");
+  }
   return rows[0][0].as<std::int64_t>();
 }
 
 std::optional<std::int64_t> JobRepository::claim(pqxx::work& tx, std::int64_t agent_id,
-                                                 const nlohmann::json& gpu_models, double lease_seconds) {
-  pqxx::result rows = tx.exec_prepared("job_claim", agent_id, gpu_models.dump(), lease_seconds);
+                                                 const nlohmann::json& gpu_models, double lease_seconds,
+                                                 const std::optional<std::vector<std::string>>& projects) {
+  std::optional<std::string> project_array;
+  if (projects) {
+    PgArray array;
+    for (const std::string& project : *projects) array.text(project);
+    project_array = array.str();
+  }
+  pqxx::result rows =
+      tx.exec_prepared("job_claim", agent_id, gpu_models.dump(), lease_seconds, nullable(project_array));
   if (rows.empty()) return std::nullopt;
   const auto job_id = rows[0][0].as<std::int64_t>();
   // A fresh attempt: what an earlier holder streamed is no progress of this one.

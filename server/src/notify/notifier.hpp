@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
 
-#include "database.hpp"
+#include "store/database.hpp"
 
 namespace kw::server {
 

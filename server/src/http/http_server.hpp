@@ -21,7 +21,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/thread_pool.hpp>
 
-#include "http_types.hpp"
+#include "http/http_types.hpp"
 
 namespace kw::server {
 

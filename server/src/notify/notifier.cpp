@@ -1,11 +1,11 @@
-#include "notifier.hpp"
+#include "notify/notifier.hpp"
 
 #include "errors.hpp"
 
 #include <cmath>
 #include <iostream>
 
-#include "outbound_http.hpp"
+#include "notify/outbound_http.hpp"
 
 namespace kw::server {
 

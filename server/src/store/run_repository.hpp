@@ -8,10 +8,17 @@
 
 #include <pqxx/pqxx>
 
-#include "database.hpp"
 #include "kw/common/run_report.hpp"
+#include "store/database.hpp"
 
 namespace kw::server {
+
+// Cases by page: page 1 holds ordinals [0, per_page).
+struct Page {
+  int number = 1;
+  int per_page = 500;
+  std::int64_t offset() const { return static_cast<std::int64_t>(number - 1) * per_page; }
+};
 
 struct StoredRun {
   std::int64_t run_id = 0;
@@ -23,8 +30,15 @@ class RunRepository {
  public:
   static std::vector<Statement> statements();
 
+  // Projects are made by an admin: ensure_project on admin paths (token
+  // creation), require_project (404 "no_such_project") on the rest.
   static std::int64_t ensure_project(pqxx::work& tx, const std::string& name);
+  static std::int64_t require_project(pqxx::work& tx, const std::string& name);
   static std::optional<std::int64_t> find_project(pqxx::work& tx, const std::string& name);
+  // nullopt when a project of that name exists.
+  static std::optional<std::int64_t> create_project(pqxx::work& tx, const std::string& name,
+                                                    const std::string& default_branch);
+  static std::optional<std::string> project_of_run(pqxx::work& tx, std::int64_t run_id);
 
   // Stores run, stages, cases, launches and raw samples. `document` is the
   // report as validated into `report`; `canonical` its key-sorted text, whose
@@ -37,13 +51,23 @@ class RunRepository {
                                               const std::string& canonical);
   static void set_verdict(pqxx::work& tx, std::int64_t run_id, const std::string& verdict);
 
-  // JSON documents (built by PostgreSQL) for the read endpoints.
-  static std::optional<std::string> run_json(pqxx::work& tx, std::int64_t run_id);
-  static std::string projects_json(pqxx::work& tx);
+  // JSON documents (built by PostgreSQL) for the read endpoints. A run is
+  // read in parts, so a page of it can be streamed: its head (everything but
+  // cases and comparisons, with the "paging" object of `page`; nullopt when
+  // there is no such run), then the comparisons and the cases of the case
+  // ordinals [first, end), each a JSON array.
+  static std::optional<std::string> run_head_json(pqxx::work& tx, std::int64_t run_id, const Page& page);
+  static std::string run_comparisons_json(pqxx::work& tx, std::int64_t run_id, std::int64_t first,
+                                          std::int64_t end);
+  static std::string run_cases_json(pqxx::work& tx, std::int64_t run_id, std::int64_t first,
+                                    std::int64_t end);
+  // An overview holds one page of cases and a "paging" object.
+  // Every project, or those named in `only`.
+  static std::string projects_json(pqxx::work& tx, const std::optional<std::vector<std::string>>& only);
   static std::string cases_json(pqxx::work& tx, std::int64_t project_id);
   static std::string runs_json(pqxx::work& tx, std::int64_t project_id, const std::string& branch, int limit);
   static std::string overview_json(pqxx::work& tx, std::int64_t project_id, const std::string& branch,
-                                   const std::string& gpu_model);
+                                   const std::string& gpu_model, const Page& page);
   static std::string series_json(pqxx::work& tx, std::int64_t project_id, const std::string& case_name,
                                  const std::string& gpu_model, const std::string& branch, int limit);
 };

@@ -1,4 +1,4 @@
-#include "http_server.hpp"
+#include "http/http_server.hpp"
 
 #include <algorithm>
 #include <array>
@@ -112,7 +112,7 @@ class Session : public std::enable_shared_from_this<Session> {
     const bool keep_alive = message.keep_alive() && !server_.stopping_;
     const bool head = message.method() == http::verb::head;
     if (!valid_target) {
-      return write(Response::error(400, "bad_request", "the request target is not percent-encoded UTF-8"),
+      return write(Response::error(400, "bad_encoding", "the request target is not percent-encoded UTF-8"),
                    keep_alive, message.version(), head);
     }
     dispatch(std::move(request), keep_alive, message.version(), head);
@@ -155,6 +155,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void write(Response response, bool keep_alive, unsigned version, bool head) {
+    if (response.stream) return write_streamed(std::move(response), keep_alive, version, head);
     auto message = std::make_shared<http::response<http::string_body>>(
         static_cast<http::status>(response.status), version);
     message->set(http::field::server, "kw-server");
@@ -173,6 +174,71 @@ class Session : public std::enable_shared_from_this<Session> {
                         if (ec || !message->keep_alive() || self->server_.stopping_) return self->close();
                         self->do_read();
                       });
+  }
+
+  // Header, then each part as a chunk as the producer makes it (on the read
+  // pool: it reads the database), then the last chunk.
+  void write_streamed(Response response, bool keep_alive, unsigned version, bool head) {
+    auto header = std::make_shared<http::response<http::empty_body>>(
+        static_cast<http::status>(response.status), version);
+    header->set(http::field::server, "kw-server");
+    header->set(http::field::content_type, response.content_type);
+    for (const auto& [name, value] : response.headers) header->set(name, value);
+    header->keep_alive(keep_alive);
+    header->chunked(true);
+    auto serializer = std::make_shared<http::response_serializer<http::empty_body>>(*header);
+    auto producer = std::make_shared<std::function<bool(std::string&)>>(std::move(response.stream));
+    stream_.expires_after(server_.options_.read_timeout);
+    http::async_write_header(
+        stream_, *serializer,
+        [self = shared_from_this(), header, serializer, producer, first = std::move(response.body),
+         keep_alive, head](beast::error_code ec, std::size_t) mutable {
+          if (ec) return self->close();
+          if (head) return self->write_last_chunk(keep_alive);
+          self->write_chunk(std::move(first), producer, true, keep_alive);
+        });
+  }
+
+  void write_chunk(std::string part, std::shared_ptr<std::function<bool(std::string&)>> producer, bool more,
+                   bool keep_alive) {
+    if (part.empty()) return more ? produce(std::move(producer), keep_alive) : write_last_chunk(keep_alive);
+    auto data = std::make_shared<std::string>(std::move(part));
+    stream_.expires_after(server_.options_.read_timeout);
+    net::async_write(stream_, http::make_chunk(net::buffer(*data)),
+                     [self = shared_from_this(), data, producer, more, keep_alive](beast::error_code ec,
+                                                                                   std::size_t) mutable {
+                       if (ec) return self->close();
+                       if (more) return self->produce(std::move(producer), keep_alive);
+                       self->write_last_chunk(keep_alive);
+                     });
+  }
+
+  void produce(std::shared_ptr<std::function<bool(std::string&)>> producer, bool keep_alive) {
+    net::post(server_.read_pool_, [self = shared_from_this(), producer, keep_alive]() mutable {
+      std::string part;
+      bool more = false;
+      bool failed = false;
+      try {
+        more = (*producer)(part);
+      } catch (const std::exception& error) {
+        std::cerr << "kw-server: a streamed answer ended early: " << error.what() << "\n";
+        failed = true;
+      }
+      net::post(self->stream_.get_executor(),
+                [self, producer, part = std::move(part), more, failed, keep_alive]() mutable {
+                  if (failed) return self->close();
+                  self->write_chunk(std::move(part), std::move(producer), more, keep_alive);
+                });
+    });
+  }
+
+  void write_last_chunk(bool keep_alive) {
+    stream_.expires_after(server_.options_.read_timeout);
+    net::async_write(stream_, http::make_chunk_last(),
+                     [self = shared_from_this(), keep_alive](beast::error_code ec, std::size_t) {
+                       if (ec || !keep_alive || self->server_.stopping_) return self->close();
+                       self->do_read();
+                     });
   }
 
   // A request that cannot be read is answered when it is the client's

@@ -1,6 +1,7 @@
 // The request and response a handler sees: plain values, no sockets.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -8,19 +9,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "access.hpp"
+
 namespace kw::server {
-
-enum class Scope { read, agent, ci, admin };
-
-std::string_view to_string(Scope scope);
-std::optional<Scope> scope_from(std::string_view text);
-
-// Who sent the request, as established from the bearer token.
-struct Caller {
-  std::int64_t token_id = 0;
-  std::string token_name;
-  Scope scope = Scope::read;
-};
 
 struct Request {
   std::string method;  // "GET", "POST", ...
@@ -35,8 +26,9 @@ struct Request {
 
   const std::string& param(const std::string& name) const;
   std::optional<std::string> query_value(const std::string& name) const;
-  std::int64_t id_param(const std::string& name) const;  // 404 when not a positive integer
-  nlohmann::json json_body() const;                      // 400 when not JSON
+  // 404 "no_such_<resource>" when not a positive integer.
+  std::int64_t id_param(const std::string& name, const std::string& resource) const;
+  nlohmann::json json_body() const;  // 400 when not JSON
 };
 
 struct Response {
@@ -44,10 +36,17 @@ struct Response {
   std::string content_type = "application/json";
   std::string body;
   std::vector<std::pair<std::string, std::string>> headers;
+  // A body too large to build at once: `body` is its first part, and this is
+  // called on the handler pool for each next part (appended to `chunk`) until
+  // it returns false. Sent with chunked transfer encoding as the parts come;
+  // a part that throws ends the connection, so a client never takes a cut
+  // body for a whole one.
+  std::function<bool(std::string& chunk)> stream;
 
   static Response json(int status, const nlohmann::json& value);
   static Response json_text(int status, std::string text);
-  static Response error(int status, const std::string& code, const std::string& message);
+  static Response error(int status, const std::string& code, const std::string& message,
+                        const std::string& field = {});
 };
 
 // nullopt: a '%' not followed by two hex digits, %00, or bytes that are not

@@ -1,4 +1,4 @@
-#include "outbound_http.hpp"
+#include "notify/outbound_http.hpp"
 
 #include <openssl/hmac.h>
 

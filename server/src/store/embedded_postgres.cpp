@@ -1,4 +1,4 @@
-#include "embedded_postgres.hpp"
+#include "store/embedded_postgres.hpp"
 
 #include <netinet/in.h>
 #include <pwd.h>

@@ -1,9 +1,10 @@
-#include "run_repository.hpp"
+#include "store/run_repository.hpp"
 
+#include "errors.hpp"
 #include "kw/common/detection.hpp"
 #include "kw/common/stats.hpp"
-#include "pg_array.hpp"
-#include "tokens.hpp"
+#include "store/pg_array.hpp"
+#include "store/token_repository.hpp"
 
 namespace kw::server {
 
@@ -68,7 +69,9 @@ FROM unnest($4::integer[], $5::text[], $7::integer[], $8::integer[], $9::float8[
 JOIN new_cases nc ON nc.ordinal = t.ordinal
 )sql";
 
-constexpr const char* kRunJson = R"sql(
+// A run without its cases and comparisons, with the paging of `per_page`
+// ($3) cases from ordinal $2.
+constexpr const char* kRunHead = R"sql(
 SELECT json_build_object(
   'id', r.id, 'project', p.name, 'job_id', r.job_id, 'commit', r.commit_sha, 'branch', r.branch,
   'base_commit', r.base_commit,
@@ -77,7 +80,23 @@ SELECT json_build_object(
   'gpu_seconds', r.gpu_seconds, 'verdict', r.verdict, 'created_at', r.created_at, 'detection', r.detection,
   'acknowledgement', CASE WHEN r.acknowledged_at IS NULL THEN NULL ELSE json_build_object(
       'by', r.acknowledged_by, 'reason', r.acknowledged_reason, 'at', r.acknowledged_at) END,
-  'comparisons', (SELECT COALESCE(json_agg(json_build_object(
+  'stages', (SELECT COALESCE(json_agg(json_build_object(
+                 'name', s.name, 'status', s.status, 'duration_ms', s.duration_ms,
+                 'gpu_seconds', s.gpu_seconds, 'message', s.message,
+                 'log_tail', s.log_tail, 'details', s.details) ORDER BY s.ordinal), '[]')
+             FROM stages s WHERE s.run_id = r.id),
+  'paging', json_build_object(
+      'page', $2::bigint / $3::integer + 1, 'per_page', $3::integer, 'cases_total', n.total,
+      'pages', GREATEST(1, (n.total + $3::integer - 1) / $3::integer))
+)::text
+FROM runs r JOIN projects p ON p.id = r.project_id,
+     LATERAL (SELECT count(*)::integer AS total FROM cases WHERE run_id = r.id) AS n
+WHERE r.id = $1
+)sql";
+
+// The comparisons of the cases with ordinals [$2, $3), as a JSON array.
+constexpr const char* kRunComparisons = R"sql(
+SELECT COALESCE(json_agg(json_build_object(
                       'case', x.case_name, 'kind', x.kind, 'impl', x.impl, 'status', x.status,
                       'baseline_run_id', x.baseline_run_id, 'baseline_reason', x.baseline_reason,
                       'ratio', x.ratio, 'ratio_of_medians', x.ratio_of_medians, 'lower', x.lower, 'upper', x.upper,
@@ -85,15 +104,14 @@ SELECT json_build_object(
                       'head_noise', x.head_noise, 'base_noise', x.base_noise, 'head_samples', x.head_samples,
                       'base_samples', x.base_samples, 'excluded_throttled', x.excluded_throttled, 'note', x.note,
                       'method', x.method, 'se', x.se, 'df', x.df, 'first_pass', x.first_pass)
-                    ORDER BY c.ordinal, x.kind DESC, x.impl <> 'candidate', x.impl), '[]')
-                  FROM comparisons x JOIN cases c ON c.run_id = x.run_id AND c.name = x.case_name
-                  WHERE x.run_id = r.id),
-  'stages', (SELECT COALESCE(json_agg(json_build_object(
-                 'name', s.name, 'status', s.status, 'duration_ms', s.duration_ms,
-                 'gpu_seconds', s.gpu_seconds, 'message', s.message,
-                 'log_tail', s.log_tail, 'details', s.details) ORDER BY s.ordinal), '[]')
-             FROM stages s WHERE s.run_id = r.id),
-  'cases', (SELECT COALESCE(json_agg(json_build_object(
+                    ORDER BY c.ordinal, x.kind DESC, x.impl <> 'candidate', x.impl), '[]')::text
+FROM comparisons x JOIN cases c ON c.run_id = x.run_id AND c.name = x.case_name
+WHERE x.run_id = $1 AND c.ordinal >= $2::bigint AND c.ordinal < $3::bigint
+)sql";
+
+// The cases with ordinals [$2, $3), with launches and measurements, as a JSON array.
+constexpr const char* kRunCases = R"sql(
+SELECT COALESCE(json_agg(json_build_object(
                  'name', c.name, 'params', c.params, 'expected_launch', c.expected_launch,
                  'correctness', c.correctness, 'gpu_state', c.gpu_state,
                  'launches', (SELECT COALESCE(json_agg(json_build_object(
@@ -115,11 +133,8 @@ SELECT json_build_object(
                                       'sm_mhz', m.sm_mhz)
                                       ORDER BY m.impl <> 'candidate', m.impl)
                                   FROM measurements m WHERE m.case_id = c.id AND m.side = 'base')
-               ) ORDER BY c.ordinal), '[]')
-            FROM cases c WHERE c.run_id = r.id)
-)::text
-FROM runs r JOIN projects p ON p.id = r.project_id
-WHERE r.id = $1
+               ) ORDER BY c.ordinal), '[]')::text
+FROM cases c WHERE c.run_id = $1 AND c.ordinal >= $2::bigint AND c.ordinal < $3::bigint
 )sql";
 
 constexpr const char* kProjectsJson = R"sql(
@@ -128,6 +143,7 @@ SELECT COALESCE(json_agg(json_build_object(
   'runs', (SELECT count(*) FROM runs r WHERE r.project_id = p.id),
   'last_run_at', (SELECT max(r.created_at) FROM runs r WHERE r.project_id = p.id)) ORDER BY p.name), '[]')::text
 FROM projects p
+WHERE $1::text[] IS NULL OR p.name = ANY ($1::text[])
 )sql";
 
 constexpr const char* kCasesJson = R"sql(
@@ -183,14 +199,20 @@ FROM (
 // One row per case and GPU model: its newest run on the branch, that run's
 // comparison, and the candidate's recent medians for a sparkline.
 constexpr const char* kOverviewJson = R"sql(
-WITH latest AS (
+WITH every_latest AS (
   SELECT DISTINCT ON (c.name, r.gpu_model) c.name, c.run_id, c.medians, c.params, r.gpu_model, r.commit_sha,
          r.verdict
   FROM cases c JOIN runs r ON r.id = c.run_id
   WHERE c.project_id = $1 AND r.branch = $2 AND ($3 = '' OR r.gpu_model = $3)
   ORDER BY c.name, r.gpu_model, c.run_id DESC
-)
+),
+latest AS (SELECT * FROM every_latest ORDER BY name, gpu_model OFFSET $4::bigint LIMIT $5::integer),
+total AS (SELECT count(*)::integer AS n FROM every_latest)
 SELECT json_build_object(
+  'paging', (SELECT json_build_object('page', $4::bigint / $5::integer + 1, 'per_page', $5::integer,
+                                      'cases_total', total.n,
+                                      'pages', GREATEST(1, (total.n + $5::integer - 1) / $5::integer))
+             FROM total),
   'gpu_models', (SELECT COALESCE(json_agg(DISTINCT g.gpu_model), '[]') FROM runs g WHERE g.project_id = $1),
   'cases', COALESCE(json_agg(json_build_object(
     'case', l.name, 'params', l.params, 'gpu_model', l.gpu_model, 'run_id', l.run_id, 'commit', l.commit_sha,
@@ -212,10 +234,17 @@ FROM latest l
 }  // namespace
 
 std::vector<Statement> RunRepository::statements() {
-  return {
-      {"run_insert", kInsertRun}, {"run_insert_stages", kInsertStages}, {"run_insert_cases", kInsertCases},
-      {"run_json", kRunJson},     {"projects_json", kProjectsJson},     {"cases_json", kCasesJson},
-      {"runs_json", kRunsJson},   {"series_json", kSeriesJson},         {"overview_json", kOverviewJson}};
+  return {{"run_insert", kInsertRun},
+          {"run_insert_stages", kInsertStages},
+          {"run_insert_cases", kInsertCases},
+          {"run_head", kRunHead},
+          {"run_comparisons", kRunComparisons},
+          {"run_cases", kRunCases},
+          {"projects_json", kProjectsJson},
+          {"cases_json", kCasesJson},
+          {"runs_json", kRunsJson},
+          {"series_json", kSeriesJson},
+          {"overview_json", kOverviewJson}};
 }
 
 namespace {
@@ -240,6 +269,34 @@ std::int64_t RunRepository::ensure_project(pqxx::work& tx, const std::string& na
       "INSERT INTO projects (name) VALUES ($1) ON CONFLICT (name) DO NOTHING RETURNING id", name);
   if (!rows.empty()) return rows[0][0].as<std::int64_t>();
   return tx.exec_params("SELECT id FROM projects WHERE name = $1", name)[0][0].as<std::int64_t>();
+}
+
+std::int64_t RunRepository::require_project(pqxx::work& tx, const std::string& name) {
+  auto id = find_project(tx, name);
+  if (!id) {
+    throw NotFound("no_such_project",
+                   "no project \"" + name +
+                       "\"; an admin creates it (POST /api/v1/projects, or kw-server project "
+                       "create, or a token scoped to it)");
+  }
+  return *id;
+}
+
+std::optional<std::int64_t> RunRepository::create_project(pqxx::work& tx, const std::string& name,
+                                                          const std::string& default_branch) {
+  pqxx::result rows = tx.exec_params(
+      "INSERT INTO projects (name, default_branch) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING RETURNING "
+      "id",
+      name, default_branch);
+  if (rows.empty()) return std::nullopt;
+  return rows[0][0].as<std::int64_t>();
+}
+
+std::optional<std::string> RunRepository::project_of_run(pqxx::work& tx, std::int64_t run_id) {
+  pqxx::result rows = tx.exec_params(
+      "SELECT p.name FROM runs r JOIN projects p ON p.id = r.project_id WHERE r.id = $1", run_id);
+  if (rows.empty()) return std::nullopt;
+  return rows[0][0].as<std::string>();
 }
 
 std::optional<std::int64_t> RunRepository::find_project(pqxx::work& tx, const std::string& name) {
@@ -367,14 +424,32 @@ void RunRepository::set_verdict(pqxx::work& tx, std::int64_t run_id, const std::
   tx.exec_params0("UPDATE runs SET verdict = $2 WHERE id = $1", run_id, verdict);
 }
 
-std::optional<std::string> RunRepository::run_json(pqxx::work& tx, std::int64_t run_id) {
-  pqxx::result rows = tx.exec_prepared("run_json", run_id);
+std::optional<std::string> RunRepository::run_head_json(pqxx::work& tx, std::int64_t run_id,
+                                                        const Page& page) {
+  pqxx::result rows = tx.exec_prepared("run_head", run_id, page.offset(), page.per_page);
   if (rows.empty()) return std::nullopt;
   return rows[0][0].as<std::string>();
 }
 
-std::string RunRepository::projects_json(pqxx::work& tx) {
-  return tx.exec_prepared("projects_json")[0][0].as<std::string>();
+std::string RunRepository::run_comparisons_json(pqxx::work& tx, std::int64_t run_id, std::int64_t first,
+                                                std::int64_t end) {
+  return tx.exec_prepared1("run_comparisons", run_id, first, end)[0].as<std::string>();
+}
+
+std::string RunRepository::run_cases_json(pqxx::work& tx, std::int64_t run_id, std::int64_t first,
+                                          std::int64_t end) {
+  return tx.exec_prepared1("run_cases", run_id, first, end)[0].as<std::string>();
+}
+
+std::string RunRepository::projects_json(pqxx::work& tx,
+                                         const std::optional<std::vector<std::string>>& only) {
+  std::optional<std::string> names;
+  if (only) {
+    PgArray array;
+    for (const std::string& name : *only) array.text(name);
+    names = array.str();
+  }
+  return tx.exec_prepared("projects_json", nullable(names))[0][0].as<std::string>();
 }
 
 std::string RunRepository::cases_json(pqxx::work& tx, std::int64_t project_id) {
@@ -387,8 +462,9 @@ std::string RunRepository::runs_json(pqxx::work& tx, std::int64_t project_id, co
 }
 
 std::string RunRepository::overview_json(pqxx::work& tx, std::int64_t project_id, const std::string& branch,
-                                         const std::string& gpu_model) {
-  return tx.exec_prepared("overview_json", project_id, branch, gpu_model)[0][0].as<std::string>();
+                                         const std::string& gpu_model, const Page& page) {
+  return tx.exec_prepared("overview_json", project_id, branch, gpu_model, page.offset(), page.per_page)[0][0]
+      .as<std::string>();
 }
 
 std::string RunRepository::series_json(pqxx::work& tx, std::int64_t project_id, const std::string& case_name,

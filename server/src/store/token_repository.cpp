@@ -1,9 +1,14 @@
-#include "tokens.hpp"
+#include "store/token_repository.hpp"
 
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 
 #include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+#include "store/pg_array.hpp"
+#include "store/run_repository.hpp"
 
 namespace kw::server {
 
@@ -18,6 +23,12 @@ std::string to_hex(const unsigned char* data, std::size_t size) {
     out.push_back(digits[data[i] & 15]);
   }
   return out;
+}
+
+// NULL: every project.
+std::optional<std::vector<std::string>> projects_of(const pqxx::field& field) {
+  if (field.is_null()) return std::nullopt;
+  return nlohmann::json::parse(field.c_str()).get<std::vector<std::string>>();
 }
 
 }  // namespace
@@ -37,32 +48,59 @@ std::vector<Statement> TokenRepository::statements() {
        "UPDATE api_tokens SET last_used_at = now() "
        "WHERE token_sha256 = $1 AND revoked_at IS NULL "
        "  AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute') "
-       "RETURNING id, name, scope"},
+       "RETURNING id, name, scope, array_to_json(projects)::text"},
       {"token_lookup_readonly",
-       "SELECT id, name, scope FROM api_tokens WHERE token_sha256 = $1 AND revoked_at IS NULL"},
+       "SELECT id, name, scope, array_to_json(projects)::text FROM api_tokens "
+       "WHERE token_sha256 = $1 AND revoked_at IS NULL"},
   };
 }
 
-std::string TokenRepository::create(pqxx::work& tx, const std::string& name, Scope scope) {
+std::string TokenRepository::create(pqxx::work& tx, const std::string& name, Scope scope,
+                                    const std::optional<std::vector<std::string>>& projects) {
   if (name.empty()) throw std::invalid_argument("a token needs a name");
+  std::optional<std::string> project_array;
+  if (projects) {
+    if (projects->empty()) throw std::invalid_argument("a token scoped to projects names at least one");
+    PgArray array;
+    for (const std::string& project : *projects) {
+      RunRepository::ensure_project(tx, project);
+      array.text(project);
+    }
+    project_array = array.str();
+  }
   unsigned char secret[24];
   if (RAND_bytes(secret, sizeof(secret)) != 1) throw std::runtime_error("RAND_bytes failed");
   std::string token = "kw_" + to_hex(secret, sizeof(secret));
-  tx.exec_params("INSERT INTO api_tokens (name, scope, token_sha256) VALUES ($1, $2, $3)", name,
-                 std::string(to_string(scope)), sha256_hex(token));
+  tx.exec_params(
+      "INSERT INTO api_tokens (name, scope, token_sha256, projects) VALUES ($1, $2, $3, $4::text[])", name,
+      std::string(to_string(scope)), sha256_hex(token), nullable(project_array));
   return token;
 }
 
-std::vector<TokenInfo> TokenRepository::list(pqxx::work& tx) {
+namespace {
+
+std::vector<TokenInfo> tokens_where(pqxx::work& tx, const std::string& where, const std::string& value) {
   std::vector<TokenInfo> tokens;
   for (const auto& row :
-       tx.exec("SELECT id, name, scope, created_at::text, COALESCE(last_used_at::text, ''), "
-               "COALESCE(revoked_at::text, '') FROM api_tokens ORDER BY id")) {
+       tx.exec_params("SELECT id, name, scope, created_at::text, COALESCE(last_used_at::text, ''), "
+                      "COALESCE(revoked_at::text, ''), array_to_json(projects)::text FROM api_tokens WHERE " +
+                          where + " ORDER BY id",
+                      value)) {
     tokens.push_back({row[0].as<std::int64_t>(), row[1].as<std::string>(),
                       scope_from(row[2].as<std::string>()).value_or(Scope::read), row[3].as<std::string>(),
-                      row[4].as<std::string>(), row[5].as<std::string>()});
+                      row[4].as<std::string>(), row[5].as<std::string>(), projects_of(row[6])});
   }
   return tokens;
+}
+
+}  // namespace
+
+std::vector<TokenInfo> TokenRepository::list(pqxx::work& tx) {
+  return tokens_where(tx, "$1 = ''", "");
+}
+
+TokenInfo TokenRepository::info(pqxx::work& tx, const std::string& token) {
+  return tokens_where(tx, "token_sha256 = $1", sha256_hex(token)).at(0);
 }
 
 int TokenRepository::revoke(pqxx::work& tx, const std::string& id_or_name) {
@@ -85,7 +123,7 @@ std::optional<Caller> TokenRepository::authenticate(pqxx::work& tx, const std::s
   if (rows.empty()) return std::nullopt;
   auto scope = scope_from(rows[0][2].as<std::string>());
   if (!scope) return std::nullopt;
-  return Caller{rows[0][0].as<std::int64_t>(), rows[0][1].as<std::string>(), *scope};
+  return Caller{rows[0][0].as<std::int64_t>(), rows[0][1].as<std::string>(), *scope, projects_of(rows[0][3])};
 }
 
 bool TokenRepository::is_valid(pqxx::work& tx, const std::string& token) {

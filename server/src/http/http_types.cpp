@@ -1,4 +1,4 @@
-#include "http_types.hpp"
+#include "http/http_types.hpp"
 
 #include <charconv>
 
@@ -8,30 +8,9 @@
 
 namespace kw::server {
 
-std::string_view to_string(Scope scope) {
-  switch (scope) {
-    case Scope::read:
-      return "read";
-    case Scope::agent:
-      return "agent";
-    case Scope::ci:
-      return "ci";
-    case Scope::admin:
-      return "admin";
-  }
-  return "read";
-}
-
-std::optional<Scope> scope_from(std::string_view text) {
-  for (Scope scope : {Scope::read, Scope::agent, Scope::ci, Scope::admin}) {
-    if (to_string(scope) == text) return scope;
-  }
-  return std::nullopt;
-}
-
 const std::string& Request::param(const std::string& name) const {
   auto it = path_params.find(name);
-  if (it == path_params.end()) throw NotFound("missing path parameter " + name);
+  if (it == path_params.end()) throw NotFound("no_such_endpoint", "missing path parameter " + name);
   return it->second;
 }
 
@@ -41,12 +20,12 @@ std::optional<std::string> Request::query_value(const std::string& name) const {
   return it->second;
 }
 
-std::int64_t Request::id_param(const std::string& name) const {
+std::int64_t Request::id_param(const std::string& name, const std::string& resource) const {
   const std::string& text = param(name);
   std::int64_t value = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (ec != std::errc() || end != text.data() + text.size() || value <= 0) {
-    throw NotFound(name + " \"" + text + "\" is not a positive integer id");
+    throw NotFound("no_such_" + resource, resource + " \"" + text + "\" is not a positive integer id");
   }
   return value;
 }
@@ -59,8 +38,8 @@ namespace {
 // bounded by the depth it checks. Returns the path of a NUL, or "" for none.
 std::string check_json(const nlohmann::json& value, int depth, const std::string& path) {
   if (depth > common::kMaxJsonDepth)
-    throw BadRequest("request body is nested deeper than " + std::to_string(common::kMaxJsonDepth) +
-                     " levels");
+    throw BadRequest("bad_json", "request body is nested deeper than " +
+                                     std::to_string(common::kMaxJsonDepth) + " levels");
   auto has_nul = [](const std::string& text) { return text.find('\0') != std::string::npos; };
   if (value.is_string()) return has_nul(value.get_ref<const std::string&>()) ? path : "";
   if (value.is_object()) {
@@ -90,18 +69,18 @@ std::string check_json(const nlohmann::json& value, int depth, const std::string
 }  // namespace
 
 nlohmann::json Request::json_body() const {
-  if (body.empty()) throw BadRequest("request body is empty; expected JSON");
+  if (body.empty()) throw BadRequest("bad_json", "request body is empty; expected JSON");
   nlohmann::json document;
   try {
     document = nlohmann::json::parse(body);
   } catch (const nlohmann::json::parse_error& error) {
-    throw BadRequest("request body is not valid JSON (byte " + std::to_string(error.byte) + ")");
+    throw BadRequest("bad_json", "request body is not valid JSON (byte " + std::to_string(error.byte) + ")");
   } catch (const nlohmann::json::exception& error) {
     // A number out of range (1e400) is no parse error to the parser.
-    throw BadRequest(std::string("request body is not valid JSON: ") + error.what());
+    throw BadRequest("bad_json", std::string("request body is not valid JSON: ") + error.what());
   }
   if (std::string at = check_json(document, 1, ""); !at.empty())
-    throw Unprocessable(at + ": contains a NUL character (\\u0000)");
+    throw Unprocessable("nul_character", at, "contains a NUL character (\\u0000)");
   return document;
 }
 
@@ -117,8 +96,11 @@ Response Response::json_text(int status, std::string text) {
   return response;
 }
 
-Response Response::error(int status, const std::string& code, const std::string& message) {
-  Response response = json(status, {{"error", code}, {"message", message}});
+Response Response::error(int status, const std::string& code, const std::string& message,
+                         const std::string& field) {
+  nlohmann::json body{{"error", code}, {"message", message}};
+  if (!field.empty()) body["field"] = field;
+  Response response = json(status, body);
   // Every 503 is a moment's trouble (the database, the connection cap): say when to come back.
   if (status == 503) response.headers.emplace_back("Retry-After", "2");
   return response;
@@ -172,7 +154,7 @@ std::map<std::string, std::string> parse_query(std::string_view query) {
     std::optional<std::string> key = percent_decode(pair.substr(0, eq), true);
     std::optional<std::string> value =
         eq == std::string_view::npos ? std::string() : percent_decode(pair.substr(eq + 1), true);
-    if (!key || !value) throw BadRequest("the query string is not percent-encoded UTF-8");
+    if (!key || !value) throw BadRequest("bad_encoding", "the query string is not percent-encoded UTF-8");
     out[*key] = *value;
   }
   return out;

@@ -1,4 +1,4 @@
-#include "migrations.hpp"
+#include "store/migrations.hpp"
 
 #include <algorithm>
 #include <iostream>

@@ -1,4 +1,4 @@
-#include "detection_repository.hpp"
+#include "store/detection_repository.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -9,8 +9,8 @@
 #include <unordered_map>
 
 #include "errors.hpp"
-#include "pg_array.hpp"
-#include "run_repository.hpp"
+#include "store/pg_array.hpp"
+#include "store/run_repository.hpp"
 
 namespace kw::server {
 
@@ -559,18 +559,18 @@ ProjectSettings DetectionRepository::settings(pqxx::work& tx, std::int64_t proje
 
 ProjectSettings DetectionRepository::update_settings(pqxx::work& tx, std::int64_t project_id,
                                                      const json& changes) {
-  if (!changes.is_object()) throw Unprocessable("settings: must be a JSON object");
+  if (!changes.is_object()) throw Unprocessable("wrong_type", "settings", "must be a JSON object");
   auto threshold_of = [](const json& value, const std::string& path) {
-    if (!value.is_number()) throw Unprocessable(path + ": must be a number");
+    if (!value.is_number()) throw Unprocessable("wrong_type", path, "must be a number");
     double threshold = value.get<double>();
     if (!(threshold > 0 && threshold < 1))
-      throw Unprocessable(path + ": must be between 0 and 1 (0.02 = 2%)");
+      throw Unprocessable("out_of_range", path, "must be between 0 and 1 (0.02 = 2%)");
     return threshold;
   };
   for (const auto& [key, value] : changes.items()) {
     if (key == "default_branch") {
       if (!value.is_string() || value.get<std::string>().empty()) {
-        throw Unprocessable("default_branch: must be a non-empty string");
+        throw Unprocessable("invalid_value", "default_branch", "must be a non-empty string");
       }
       tx.exec_params0("UPDATE projects SET default_branch = $2 WHERE id = $1", project_id,
                       value.get<std::string>());
@@ -579,14 +579,14 @@ ProjectSettings DetectionRepository::update_settings(pqxx::work& tx, std::int64_
                       threshold_of(value, "min_threshold"));
     } else if (key == "run_alpha") {
       if (!value.is_number() || !(value.get<double>() > 0 && value.get<double>() <= 0.2))
-        throw Unprocessable(
-            "run_alpha: must be a number above 0 and at most 0.2 (the chance that a run of an unchanged "
-            "build "
-            "flags any case; default 0.01)");
+        throw Unprocessable("out_of_range", "run_alpha",
+                            "must be a number above 0 and at most 0.2 (the chance that a run of an unchanged "
+                            "build "
+                            "flags any case; default 0.01)");
       tx.exec_params0("UPDATE projects SET run_alpha = $2 WHERE id = $1", project_id, value.get<double>());
     } else if (key == "case_thresholds") {
       if (!value.is_object())
-        throw Unprocessable("case_thresholds: must be an object of case name -> number|null");
+        throw Unprocessable("wrong_type", "case_thresholds", "must be an object of case name -> number|null");
       for (const auto& [case_name, threshold] : value.items()) {
         if (threshold.is_null()) {
           tx.exec_params0("DELETE FROM case_settings WHERE project_id = $1 AND case_name = $2", project_id,
@@ -602,20 +602,20 @@ ProjectSettings DetectionRepository::update_settings(pqxx::work& tx, std::int64_
       if (!value.is_null() &&
           !(value.is_string() &&
             std::regex_match(value.get<std::string>(), std::regex("[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")))) {
-        throw Unprocessable("github_repo: must be \"owner/name\" or null");
+        throw Unprocessable("invalid_value", "github_repo", "must be \"owner/name\" or null");
       }
       tx.exec_params0("UPDATE projects SET github_repo = $2 WHERE id = $1", project_id,
                       value.is_null() ? nullptr : value.get<std::string>().c_str());
     } else if (key == "webhook_url") {
       if (!value.is_null() && !(value.is_string() && (value.get<std::string>().rfind("http://", 0) == 0 ||
                                                       value.get<std::string>().rfind("https://", 0) == 0))) {
-        throw Unprocessable("webhook_url: must be an http:// or https:// URL or null");
+        throw Unprocessable("invalid_value", "webhook_url", "must be an http:// or https:// URL or null");
       }
       tx.exec_params0("UPDATE projects SET webhook_url = $2 WHERE id = $1", project_id,
                       value.is_null() ? nullptr : value.get<std::string>().c_str());
     } else {
-      throw Unprocessable(key +
-                          ": unknown setting (default_branch, min_threshold, case_thresholds, run_alpha, "
+      throw Unprocessable("unknown_field", key,
+                          "unknown setting (default_branch, min_threshold, case_thresholds, run_alpha, "
                           "github_repo, webhook_url)");
     }
   }

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "http_types.hpp"
-#include "metrics.hpp"
+#include "http/http_types.hpp"
+#include "http/metrics.hpp"
 
 namespace kw::server {
 

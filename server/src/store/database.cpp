@@ -1,4 +1,4 @@
-#include "database.hpp"
+#include "store/database.hpp"
 
 #include <poll.h>
 
@@ -37,13 +37,14 @@ std::unique_ptr<pqxx::connection> ConnectionPool::connect() const {
 }
 
 ConnectionPool::Lease ConnectionPool::acquire() {
-  if (monitor_ != nullptr && !monitor_->available()) throw ServiceUnavailable(monitor_->problem());
+  if (monitor_ != nullptr && !monitor_->available())
+    throw ServiceUnavailable("database_unavailable", monitor_->problem());
   std::unique_lock lock(mutex_);
   if (free_.empty()) {
     ++waits_;
     if (!available_.wait_for(lock, acquire_timeout_, [this] { return !free_.empty(); })) {
-      throw ServiceUnavailable("no database connection came free within " +
-                               std::to_string(acquire_timeout_.count()) + " ms");
+      throw ServiceUnavailable("database_unavailable", "no database connection came free within " +
+                                                           std::to_string(acquire_timeout_.count()) + " ms");
     }
   }
   std::size_t slot = free_.back();

@@ -1,4 +1,4 @@
-#include "router.hpp"
+#include "http/router.hpp"
 
 #include <iostream>
 
@@ -72,11 +72,11 @@ void Router::authorize(const Route& route, Request& request) const {
   std::string token = bearer_token(request.authorization);
   if (!token.empty()) {
     request.caller = authenticator_(token);
-    if (!request.caller) throw Unauthorized("the bearer token is unknown or revoked");
+    if (!request.caller) throw Unauthorized("token_unknown", "the bearer token is unknown or revoked");
   }
   if (route.access.open_read && !reads_need_token_) return;
   if (!request.caller) {
-    throw Unauthorized("this endpoint needs `Authorization: Bearer <token>`");
+    throw Unauthorized("token_missing", "this endpoint needs `Authorization: Bearer <token>`");
   }
   if (route.access.open_read || request.caller->scope == Scope::admin) return;
   for (Scope scope : route.access.scopes) {
@@ -86,9 +86,10 @@ void Router::authorize(const Route& route, Request& request) const {
   for (Scope scope : route.access.scopes) {
     allowed += (allowed.empty() ? "" : ", ") + std::string(to_string(scope));
   }
-  throw Forbidden("token \"" + request.caller->token_name + "\" has scope " +
-                  std::string(to_string(request.caller->scope)) + "; " + route.method + " " + route.pattern +
-                  " needs " + (allowed.empty() ? "admin" : allowed + " or admin"));
+  throw Forbidden("scope_denied", "token \"" + request.caller->token_name + "\" has scope " +
+                                      std::string(to_string(request.caller->scope)) + "; " + route.method +
+                                      " " + route.pattern + " needs " +
+                                      (allowed.empty() ? "admin" : allowed + " or admin"));
 }
 
 Response Router::handle(Request& request) {
@@ -99,7 +100,8 @@ Response Router::handle(Request& request) {
     bool path_matched = false;
     const Route* route = match(request, path_matched);
     if (route == nullptr) {
-      if (path_matched) throw MethodNotAllowed(request.method + " is not allowed on " + request.path);
+      if (path_matched)
+        throw MethodNotAllowed("method_not_allowed", request.method + " is not allowed on " + request.path);
       bool api = request.path.rfind("/api/", 0) == 0;
       if (!api && static_ && (request.method == "GET" || request.method == "HEAD")) {
         route_label = "GET static";
@@ -111,23 +113,24 @@ Response Router::handle(Request& request) {
           return response;
         }
       }
-      throw NotFound("no such endpoint: " + request.path);
+      throw NotFound("no_such_endpoint", "no such endpoint: " + request.path);
     }
     route_label = route->method + " " + route->pattern;
     authorize(*route, request);
     response = route->handler(request);
   } catch (const HttpError& error) {
-    response = Response::error(error.status(), error.code(), error.what());
+    response = Response::error(error.status(), error.code(), error.what(), error.field());
   } catch (const common::ValidationError& error) {
-    response = Response::error(422, "invalid_report", error.what());
+    response = Response::error(422, error.code(), error.what(), error.path());
   } catch (const pqxx::broken_connection& error) {
-    response = Response::error(503, "unavailable", std::string("database connection lost: ") + error.what());
+    response = Response::error(503, "database_unavailable",
+                               std::string("database connection lost: ") + error.what());
   } catch (const pqxx::sql_error& error) {
     // Connection exceptions, operator intervention (a statement timeout, a
     // shutdown) and insufficient resources pass; anything else is a bug.
     const std::string state = error.sqlstate();
     if (state.rfind("08", 0) == 0 || state.rfind("57", 0) == 0 || state.rfind("53", 0) == 0) {
-      response = Response::error(503, "unavailable", "database: " + std::string(error.what()));
+      response = Response::error(503, "database_unavailable", "database: " + std::string(error.what()));
     } else {
       std::cerr << "kw-server: " << request.method << " " << request.path << ": " << error.what() << "\n";
       response = Response::error(500, "internal", "internal error; see the server log");

@@ -1,0 +1,41 @@
+// The routes of kw-server, one file per resource. Handlers read the request,
+// call the ingest service or the store, and build the response; they run on
+// the HTTP server's worker pools, never on its I/O threads.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "http/metrics.hpp"
+#include "http/router.hpp"
+#include "ingest/ingest_service.hpp"
+#include "notify/notifier.hpp"
+#include "store/database.hpp"
+
+namespace kw::server {
+
+// What the handlers use, owned by App.
+struct HandlerContext {
+  ConnectionPool& pool;
+  DatabaseMonitor& monitor;
+  Metrics& metrics;
+  IngestService& ingest;
+  const NotifierOptions& notifications;
+  double lease_seconds = 120;
+  int max_attempts = 3;
+  int schema_version = 0;
+};
+
+void add_health_routes(Router& router, const HandlerContext& context);   // /healthz, /metrics
+void add_run_routes(Router& router, const HandlerContext& context);      // /api/v1/runs, /api/v1/compare
+void add_job_routes(Router& router, const HandlerContext& context);      // /api/v1/jobs
+void add_agent_routes(Router& router, const HandlerContext& context);    // /api/v1/agents
+void add_project_routes(Router& router, const HandlerContext& context);  // /api/v1/projects
+void add_token_routes(Router& router, const HandlerContext& context);    // /api/v1/tokens
+// 201 with the new run, or 200 for a report stored before (runs.cpp).
+Response ingest_response(const IngestResult& stored, std::optional<std::int64_t> job_id);
+
+// The built dashboard under `root` (empty: none) for GET paths no route has.
+void add_static_files(Router& router, std::string root);
+
+}  // namespace kw::server

@@ -1,0 +1,24 @@
+#include "errors.hpp"
+#include "http/handlers/handlers.hpp"
+
+namespace kw::server {
+
+void add_health_routes(Router& router, const HandlerContext& context) {
+  // From the monitor's last ping: never waits on the database.
+  router.add("GET", "/healthz", Access::read(), [&context](Request&) {
+    if (!context.monitor.available())
+      throw ServiceUnavailable("database_unavailable", context.monitor.problem());
+    return Response::json(200, {{"status", "ok"},
+                                {"schema_version", context.schema_version},
+                                {"database_ping_ms", context.monitor.last_ping_ms()}});
+  });
+
+  router.add("GET", "/metrics", Access::read(), [&context](Request&) {
+    Response response;
+    response.content_type = "text/plain; version=0.0.4";
+    response.body = context.metrics.render();
+    return response;
+  });
+}
+
+}  // namespace kw::server

@@ -1,0 +1,102 @@
+#include "errors.hpp"
+#include "http/handlers/handlers.hpp"
+#include "http/handlers/request_fields.hpp"
+#include "kw/common/run_report.hpp"
+#include "store/detection_repository.hpp"
+#include "store/run_repository.hpp"
+
+namespace kw::server {
+
+using nlohmann::json;
+
+void add_project_routes(Router& router, const HandlerContext& context) {
+  const Access admin = Access::of({});
+
+  // The projects the caller's token names (all of them for an unscoped token
+  // or an open read).
+  router.add("GET", "/api/v1/projects", Access::read(), [&context](Request& request) {
+    std::optional<std::vector<std::string>> only;
+    if (request.caller) only = request.caller->projects;
+    return Response::json_text(200, with_transaction(context.pool, [&](pqxx::work& tx) {
+                                 return RunRepository::projects_json(tx, only);
+                               }));
+  });
+
+  router.add("POST", "/api/v1/projects", admin, [&context](Request& request) {
+    json body = require_object(request);
+    std::string name = body_string(body, "name");
+    common::check_project_name(name, "name");
+    std::string default_branch = body_string(body, "default_branch", false);
+    if (default_branch.empty()) default_branch = "main";
+    return Response::json(201, with_transaction(context.pool, [&](pqxx::work& tx) {
+                            auto id = RunRepository::create_project(tx, name, default_branch);
+                            if (!id) throw Conflict("project_exists", "project \"" + name + "\" exists");
+                            return DetectionRepository::settings(tx, *id).to_json();
+                          }));
+  });
+
+  router.add("GET", "/api/v1/projects/{project}", Access::read(), [&context](Request& request) {
+    return Response::json(200, with_transaction(context.pool, [&](pqxx::work& tx) {
+                            std::int64_t id = readable_project(tx, request, request.param("project"));
+                            return DetectionRepository::settings(tx, id).to_json();
+                          }));
+  });
+
+  router.add("PUT", "/api/v1/projects/{project}/settings", admin, [&context](Request& request) {
+    json changes = require_object(request);
+    return Response::json(200, with_transaction(context.pool, [&](pqxx::work& tx) {
+                            std::int64_t id = RunRepository::require_project(tx, request.param("project"));
+                            return DetectionRepository::update_settings(tx, id, changes).to_json();
+                          }));
+  });
+
+  // One page of cases (default 500): the newest run of each case and GPU model.
+  router.add("GET", "/api/v1/projects/{project}/overview", Access::read(), [&context](Request& request) {
+    std::string gpu = request.query_value("gpu").value_or("");
+    Page page = page_params(request, 500);
+    return Response::json_text(200, with_transaction(context.pool, [&](pqxx::work& tx) {
+                                 std::int64_t project_id =
+                                     readable_project(tx, request, request.param("project"));
+                                 std::string branch = request.query_value("branch").value_or("");
+                                 if (branch.empty())
+                                   branch = DetectionRepository::settings(tx, project_id).default_branch;
+                                 return RunRepository::overview_json(tx, project_id, branch, gpu, page);
+                               }));
+  });
+
+  router.add("GET", "/api/v1/projects/{project}/cases", Access::read(), [&context](Request& request) {
+    return Response::json_text(200, with_transaction(context.pool, [&](pqxx::work& tx) {
+                                 return RunRepository::cases_json(
+                                     tx, readable_project(tx, request, request.param("project")));
+                               }));
+  });
+
+  router.add("GET", "/api/v1/projects/{project}/runs", Access::read(), [&context](Request& request) {
+    int limit = int_param(request, "limit", 100, 1000);
+    std::string branch = request.query_value("branch").value_or("");
+    return Response::json_text(200, with_transaction(context.pool, [&](pqxx::work& tx) {
+                                 return RunRepository::runs_json(
+                                     tx, readable_project(tx, request, request.param("project")), branch,
+                                     limit);
+                               }));
+  });
+
+  router.add("GET", "/api/v1/projects/{project}/series", Access::read(), [&context](Request& request) {
+    auto case_name = request.query_value("case");
+    if (!case_name || case_name->empty()) throw BadRequest("bad_query", "case: query parameter is required");
+    int limit = int_param(request, "limit", 1000, 10000);
+    std::string gpu = request.query_value("gpu").value_or("");
+    return Response::json_text(
+        200, with_transaction(context.pool, [&](pqxx::work& tx) {
+          std::int64_t project_id = readable_project(tx, request, request.param("project"));
+          std::string branch = request.query_value("branch").value_or("");
+          if (branch.empty()) {
+            branch = tx.exec_params1("SELECT default_branch FROM projects WHERE id = $1", project_id)[0]
+                         .as<std::string>();
+          }
+          return RunRepository::series_json(tx, project_id, *case_name, gpu, branch, limit);
+        }));
+  });
+}
+
+}  // namespace kw::server

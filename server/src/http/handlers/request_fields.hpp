@@ -1,0 +1,39 @@
+// Reading small request bodies and query parameters; every error names the
+// field (422) or the parameter (400).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+#include <pqxx/pqxx>
+
+#include "http/http_types.hpp"
+#include "kw/common/json_reader.hpp"
+#include "store/run_repository.hpp"
+
+namespace kw::server {
+
+nlohmann::json require_object(const Request& request);
+
+// A name by default (at most common::kMaxNameBytes); reasons and other text
+// pass a larger bound.
+std::string body_string(const nlohmann::json& body, const std::string& field, bool required = true,
+                        std::size_t max_bytes = common::kMaxNameBytes);
+std::optional<std::int64_t> body_integer(const nlohmann::json& body, const std::string& field,
+                                         std::int64_t min, std::int64_t max);
+
+// ?NAME=N, 1 <= N <= max; `fallback` when absent.
+int int_param(const Request& request, const std::string& name, int fallback, int max);
+// ?page=N&per_page=M (per_page at most 2000).
+Page page_params(const Request& request, int default_per_page);
+
+// The project named in a read: 404 when there is none, 403 when the caller's
+// token does not name it.
+std::int64_t readable_project(pqxx::work& tx, const Request& request, const std::string& name);
+// The caller's token must name `project` (a read with no token, where reads
+// are open, may read any).
+void check_project(const Request& request, const std::string& project);
+
+}  // namespace kw::server

@@ -1,0 +1,154 @@
+#include <algorithm>
+
+#include "errors.hpp"
+#include "http/handlers/handlers.hpp"
+#include "http/handlers/request_fields.hpp"
+#include "store/detection_repository.hpp"
+#include "store/run_repository.hpp"
+
+namespace kw::server {
+
+using nlohmann::json;
+
+Response ingest_response(const IngestResult& stored, std::optional<std::int64_t> job_id) {
+  json answer{{"run_id", stored.run_id},
+              {"verdict", stored.verdict},
+              {"duplicate", stored.duplicate},
+              {"url", "/api/v1/runs/" + std::to_string(stored.run_id)}};
+  if (job_id) answer["job_id"] = *job_id;
+  return Response::json(stored.duplicate ? 200 : 201, answer);
+}
+
+namespace {
+
+// The parts after a run's head: the comparisons, then the cases, of the case
+// ordinals [first, end), each read kBatch cases at a time, then the closing
+// brackets.
+class RunPageStream {
+ public:
+  RunPageStream(ConnectionPool* pool, std::int64_t run_id, std::int64_t first, std::int64_t end)
+      : pool_(pool), run_id_(run_id), first_(first), end_(end), next_(first) {}
+
+  bool operator()(std::string& chunk) {
+    constexpr std::int64_t kBatch = 100;
+    const std::int64_t upto = std::min(end_, next_ + kBatch);
+    if (next_ < end_) {
+      std::string items = with_transaction(*pool_, [&](pqxx::work& tx) {
+        return comparisons_ ? RunRepository::run_comparisons_json(tx, run_id_, next_, upto)
+                            : RunRepository::run_cases_json(tx, run_id_, next_, upto);
+      });
+      if (items.size() > 2) {  // "[...]": the items without the brackets
+        if (!empty_) chunk += ',';
+        chunk.append(items, 1, items.size() - 2);
+        empty_ = false;
+      }
+      next_ = upto;
+      if (next_ < end_) return true;
+    }
+    if (!comparisons_) {
+      chunk += "]}";
+      return false;
+    }
+    chunk += "],\"cases\":[";
+    comparisons_ = false;
+    empty_ = true;
+    next_ = first_;
+    return true;
+  }
+
+ private:
+  ConnectionPool* pool_;
+  std::int64_t run_id_, first_, end_, next_;
+  bool comparisons_ = true;
+  bool empty_ = true;
+};
+
+}  // namespace
+
+void add_run_routes(Router& router, const HandlerContext& context) {
+  const Access agent = Access::of({Scope::agent});
+  const Access ci = Access::of({Scope::ci});
+
+  router.add("POST", "/api/v1/runs", agent, [&context](Request& request) {
+    return ingest_response(context.ingest.ingest(request.json_body(), *request.caller, std::nullopt),
+                           std::nullopt);
+  });
+
+  // One page of the run, streamed: the head, then the page's comparisons and
+  // cases read and sent 100 cases at a time, so neither PostgreSQL nor
+  // kw-server builds a page of thousands of cases (with every raw sample) at
+  // once.
+  router.add("GET", "/api/v1/runs/{id}", Access::read(), [&context](Request& request) {
+    std::int64_t id = request.id_param("id", "run");
+    Page page = page_params(request, 500);
+    std::int64_t cases = 0;
+    auto head = with_transaction(context.pool, [&](pqxx::work& tx) -> std::optional<std::string> {
+      auto project = RunRepository::project_of_run(tx, id);
+      if (!project) return std::nullopt;
+      check_project(request, *project);
+      cases = tx.exec_params1("SELECT count(*) FROM cases WHERE run_id = $1", id)[0].as<std::int64_t>();
+      return RunRepository::run_head_json(tx, id, page);
+    });
+    if (!head) throw NotFound("no_such_run", "no run " + std::to_string(id));
+    head->pop_back();  // the closing brace: the page's arrays follow
+    Response response = Response::json_text(200, std::move(*head) + ",\"comparisons\":[");
+    const std::int64_t first = std::min(page.offset(), cases);
+    response.stream = RunPageStream{&context.pool, id, first, std::min(cases, page.offset() + page.per_page)};
+    return response;
+  });
+
+  router.add("POST", "/api/v1/runs/{id}/acknowledge", ci, [&context](Request& request) {
+    std::int64_t id = request.id_param("id", "run");
+    json body = require_object(request);
+    std::string reason = body_string(body, "reason", true, common::kMaxTextBytes);
+    std::string who = request.caller->token_name;
+    with_transaction(context.pool, [&](pqxx::work& tx) {
+      auto project = RunRepository::project_of_run(tx, id);
+      if (!project) throw NotFound("no_such_run", "no run " + std::to_string(id));
+      request.caller->require_project(*project);
+      auto previous = DetectionRepository::acknowledge(tx, id, who, reason);
+      if (!previous) throw NotFound("no_such_run", "no run " + std::to_string(id));
+      if (*previous != "regression") {
+        throw Conflict("not_a_regression", "run " + std::to_string(id) + " has verdict " + *previous +
+                                               "; only a regression can be acknowledged");
+      }
+      NotificationRepository::verdict(tx, context.notifications, id);
+    });
+    // The answer is the run's head (verdict, acknowledgement, stages), not
+    // its cases with every raw sample.
+    auto text = with_transaction(
+        context.pool, [&](pqxx::work& tx) { return RunRepository::run_head_json(tx, id, Page{}); });
+    return Response::json_text(200, std::move(*text));
+  });
+
+  router.add("GET", "/api/v1/compare", Access::read(), [&context](Request& request) {
+    std::string base = request.query_value("base").value_or("");
+    std::string head = request.query_value("head").value_or("");
+    if (!common::is_commit_sha(base))
+      throw BadRequest("bad_query", "base: must be a 40-character lowercase hex commit SHA");
+    if (!common::is_commit_sha(head))
+      throw BadRequest("bad_query", "head: must be a 40-character lowercase hex commit SHA");
+    std::string gpu = request.query_value("gpu").value_or("");
+    return Response::json(
+        200, with_transaction(context.pool, [&](pqxx::work& tx) {
+          std::int64_t project_id = 0;
+          if (auto project = request.query_value("project")) {
+            project_id = readable_project(tx, request, *project);
+          } else {
+            pqxx::result projects = tx.exec_params(
+                "SELECT DISTINCT p.id, p.name FROM runs r JOIN projects p ON p.id = r.project_id "
+                "WHERE r.commit_sha = $1",
+                head);
+            if (projects.empty()) throw NotFound("no_such_commit", "no run of commit " + head);
+            if (projects.size() > 1) {
+              throw BadRequest("bad_query", "commit " + head + " has runs in several projects; add project=");
+            }
+            check_project(request, projects[0][1].as<std::string>());
+            project_id = projects[0][0].as<std::int64_t>();
+          }
+          return DetectionRepository::compare_commits(tx, project_id, base, head, gpu);
+        }));
+  });
+}
+
+}  // namespace kw::server

@@ -1,0 +1,79 @@
+#include "ingest/ingest_service.hpp"
+
+#include <future>
+#include <memory>
+
+#include "errors.hpp"
+#include "kw/common/run_report.hpp"
+#include "store/detection_repository.hpp"
+#include "store/job_repository.hpp"
+#include "store/run_repository.hpp"
+
+namespace kw::server {
+
+IngestResult IngestService::ingest(nlohmann::json document, const Caller& caller,
+                                   std::optional<std::int64_t> job_id) {
+  common::RunReport report = common::parse_run_report(document);
+  caller.require_project(report.project);
+  if (job_id) {
+    if (report.job_id && *report.job_id != *job_id) {
+      throw Unprocessable(
+          "inconsistent", "job_id",
+          "is " + std::to_string(*report.job_id) + " but the URL names job " + std::to_string(*job_id));
+    }
+    report.job_id = job_id;
+  } else if (report.job_id) {
+    throw Unprocessable(
+        "inconsistent", "job_id",
+        "a job's report goes to POST /api/v1/jobs/" + std::to_string(*report.job_id) + "/report");
+  }
+  // Detection only reads earlier runs, so it runs on a second connection
+  // while this one stores the report.
+  auto planned = std::async(std::launch::async, [&] {
+    return with_transaction(
+        pool_, [&](pqxx::work& tx) { return DetectionRepository::plan(tx, report.project, report); });
+  });
+  std::shared_ptr<const DetectionRepository::Plan> plan;  // taken once, even if the transaction is retried
+  // The identity of a report: its validated document with keys sorted
+  // (nlohmann keeps objects ordered), so a re-post, however formatted, matches.
+  if (job_id) document["job_id"] = *job_id;
+  const std::string canonical = document.dump();
+
+  StoredRun stored = with_transaction(pool_, [&](pqxx::work& tx) {
+    std::int64_t project_id = RunRepository::require_project(tx, report.project);
+    if (job_id) {
+      auto hold = JobRepository::lock(tx, *job_id);
+      if (!hold) throw NotFound("no_such_job", "no job " + std::to_string(*job_id));
+      if (hold->project_id != project_id)
+        throw Unprocessable("inconsistent", "project", "does not match job " + std::to_string(*job_id));
+      if (hold->commit != report.commit) {
+        throw Unprocessable(
+            "inconsistent", "commit",
+            "is " + report.commit + " but job " + std::to_string(*job_id) + " is for " + hold->commit);
+      }
+      std::int64_t agent_id = JobRepository::registered_agent(tx, report.agent.name, caller);
+      bool holds = hold->state == "running" && hold->agent_id == agent_id;
+      if (!holds) {
+        // A retry of a report that was already accepted is answered as before.
+        if (auto previous = RunRepository::find_stored(tx, project_id, canonical)) return *previous;
+        throw Conflict("job_not_held", "agent \"" + report.agent.name + "\" does not hold job " +
+                                           std::to_string(*job_id) + " (state " + hold->state + ")");
+      }
+    } else {
+      // A run outside the queue still comes from an agent bound to this token.
+      JobRepository::bind_agent(tx, report.agent.name, caller, report.agent.host, report.agent.version,
+                                nlohmann::json::array());
+    }
+    StoredRun result = RunRepository::store(tx, project_id, report, document, canonical, job_id);
+    if (!result.duplicate) {
+      if (!plan) plan = planned.get();
+      result.verdict = DetectionRepository::finish(tx, result.run_id, *plan, report);
+      if (job_id) JobRepository::complete(tx, *job_id);
+      NotificationRepository::verdict(tx, notifications_, result.run_id);
+    }
+    return result;
+  });
+  return {stored.run_id, stored.verdict, stored.duplicate};
+}
+
+}  // namespace kw::server
