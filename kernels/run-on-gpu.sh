@@ -10,12 +10,16 @@
 #   quick_bench over every case.
 # --attention-bench: its full_bench, PyTorch SDPA at the same shapes, and the
 #   joined table (attention-table.md).
+# --nvbench-kit: `kw run` of NVIDIA's NVBench examples (../shared/nvbench-kit,
+#   carried as .device-carry/nvbench-kit) as a tracked repository of its own:
+#   the report (nvbench-kit-report.json) must validate and hold per-sample
+#   data for every state (#16).
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 out="${OUT:-$root/gpu-results}"
 mkdir -p "$out"
-build=1 tests=1 noise=0 tune=0 attention_check=0 attention_bench=0
+build=1 tests=1 noise=0 tune=0 attention_check=0 attention_bench=0 nvbench_kit=0
 for arg in "$@"; do
   case "$arg" in
     --skip-build) build=0 ;;
@@ -24,6 +28,7 @@ for arg in "$@"; do
     --tune) tune=1 ;;
     --attention-check) attention_check=1 ;;
     --attention-bench) attention_bench=1 ;;
+    --nvbench-kit) nvbench_kit=1 ;;
     *) echo "unknown option $arg" >&2; exit 64 ;;
   esac
 done
@@ -51,6 +56,45 @@ if [ "$tests" = 1 ]; then
   grep -E '^\s*[0-9]+/[0-9]+ Test|tests passed|tests failed' "$out/gpu-tests.log"
 fi
 
+if [ "$nvbench_kit" = 1 ]; then
+  log "nvbench kit: kw run"
+  kit=/tmp/kw-nvbench-kit
+  rm -rf "$kit" && cp -r .device-carry/nvbench-kit "$kit"
+  few='"--stopping-criterion", "sample-count", "--target-samples", "50"'
+  benches=""
+  for example in throughput axes enums skip stream summaries auto_throughput exec_tag_sync exec_tag_timer custom_criterion; do
+    benches="$benches{\"name\": \"$example\", \"path\": \"build/bin/nvbench.example.cpp17.$example\", \"format\": \"nvbench\", \"args\": [$few]},"
+  done
+  cat > "$kit/kernelwatch.json" <<JSON
+{"project": "nvbench-kit", "build": {"commands": ["bash build.sh"], "timeout_s": 900},
+ "benches": [$benches
+   {"name": "cpu_only", "path": "build/bin/nvbench.example.cpp17.cpu_only", "format": "nvbench",
+    "args": ["-a", "Duration=0.002", $few]}],
+ "timeouts_s": {"full_bench": 900}}
+JSON
+  (cd "$kit" && git init -q && git add -A && git -c user.name=kw -c user.email=kw@localhost commit -qm kit)
+  if GIT_CEILING_DIRECTORIES=/tmp build/gpu/agent/kw run --repo "$kit" --out "$out/nvbench-kit-report.json" \
+       > "$out/nvbench-kit-run.log" 2>&1; then
+    build/gpu/agent/kw validate "$out/nvbench-kit-report.json" || status=1
+    python3 - "$out/nvbench-kit-report.json" <<'PY' | tee "$out/nvbench-kit.md"
+import json, sys
+report = json.load(open(sys.argv[1]))
+cases = report["cases"]
+per_sample = [c for c in cases if len(c["measurements"][0]["samples_ns"]) > 1]
+with_clock = [c for c in cases if "sm_mhz" in c["measurements"][0]]
+print(f"device: {report['device']}")
+print(f"{len(cases)} cases, {len(per_sample)} with per-sample data, {len(with_clock)} with per-sample SM clocks")
+for stage in report["stages"]:
+    print(f"  {stage['name']:16} {stage['status']:8} {stage['duration_ms'] / 1000:7.1f} s  {stage['message'][:300]}")
+for c in cases:
+    if len(c["measurements"][0]["samples_ns"]) <= 1:
+        print(f"  one sample only: {c['name']}")
+PY
+  else
+    status=1
+    tail -30 "$out/nvbench-kit-run.log"
+  fi
+fi
 if [ "$noise" = 1 ]; then
   bench=build/gpu/kernels/harness/kw-selftest-bench
   for run in 1 2; do

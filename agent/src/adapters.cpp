@@ -2,6 +2,8 @@
 
 #include <fstream>
 #include <map>
+#include <optional>
+#include <set>
 #include <stdexcept>
 
 #include "kw/common/stats.hpp"
@@ -57,57 +59,143 @@ json adapt_gbench(const json& output, const std::string& prefix) {
   return {{"cases", cases}};
 }
 
+namespace {
+
+// NVBench's summaries hold their values as strings in a "data" list.
+std::string summary_field(const json& summary, const std::string& name) {
+  for (const json& datum : summary.value("data", json::array())) {
+    if (datum.value("name", "") == name) return datum.at("value").get<std::string>();
+  }
+  return {};
+}
+
+// The report's device from NVBench's `devices` entry.
+json nvbench_device(const json& device) {
+  const int sm = device.at("sm_version").get<int>();
+  return {{"name", device.at("name")},
+          {"kind", "gpu"},
+          {"compute_capability", std::to_string(sm / 100) + "." + std::to_string(sm % 100 / 10)},
+          {"memory_bytes", device.at("global_memory_size")},
+          {"sm_count", device.at("number_of_sms")},
+          {"l2_bytes", device.at("l2_cache_size")}};
+}
+
+// `count` float32 values from an NVBench sidecar; nullopt when the file is
+// missing or short (NVBench writes the summary even when a sidecar failed).
+std::optional<std::vector<double>> read_sidecar(const std::filesystem::path& json_file, const json& summary) {
+  std::filesystem::path file = summary_field(summary, "filename");
+  if (file.is_relative()) file = json_file.parent_path() / file;
+  std::string size = summary_field(summary, "size");
+  if (size.empty()) return std::nullopt;
+  const std::size_t count = std::stoull(size);
+  std::vector<float> values(count);
+  std::ifstream in(file, std::ios::binary);
+  if (!in ||
+      !in.read(reinterpret_cast<char*>(values.data()), static_cast<std::streamsize>(count * sizeof(float))))
+    return std::nullopt;
+  return std::vector<double>(values.begin(), values.end());
+}
+
+json axis_value(const json& axis) {
+  const std::string type = axis.value("type", "string");
+  const std::string text = axis.value("value", "");
+  try {
+    if (type == "int64") return std::stoll(text);
+    if (type == "float64") return std::stod(text);
+  } catch (const std::exception&) {  // kept as NVBench wrote it
+  }
+  return text;
+}
+
+}  // namespace
+
 json adapt_nvbench(const json& output, const std::filesystem::path& json_file, const std::string& prefix) {
   if (!output.is_object() || !output.contains("benchmarks") || !output["benchmarks"].is_array()) {
     throw std::runtime_error("NVBench output has no \"benchmarks\" array");
   }
-  auto field = [](const json& summary, const std::string& name) -> std::string {
-    for (const json& datum : summary.value("data", json::array())) {
-      if (datum.value("name", "") == name) return datum.at("value").get<std::string>();
-    }
-    return {};
-  };
+  std::map<int, json> devices;
+  for (const json& device : output.value("devices", json::array()))
+    devices[device.at("id").get<int>()] = device;
+
   json cases = json::array();
+  json notes = json::array();
+  json report_device;
+  std::set<int> used_devices;
+  int skipped = 0;
   for (const json& bench : output["benchmarks"]) {
-    std::string bench_name = bench.value("name", "");
+    const std::string bench_name = bench.value("name", "");
     for (const json& state : bench.value("states", json::array())) {
-      if (state.value("is_skipped", false)) continue;
-      std::string state_name = state.value("name", state.value("description", ""));
+      if (state.value("is_skipped", false)) {
+        ++skipped;
+        continue;
+      }
+      // Clean names: the benchmark, then each axis as /Name=Value (the
+      // state's own name starts with "Device=N " and holds spaces).
+      std::string name = prefix + bench_name;
       json params = {{"harness", "nvbench"}};
       for (const json& axis : state.value("axis_values", json::array())) {
-        params[axis.value("name", "?")] = axis.contains("value") && axis["value"].is_string()
-                                              ? axis["value"].get<std::string>()
-                                              : axis.value("value", json()).dump();
+        const std::string axis_name = axis.value("name", "?");
+        name += "/" + axis_name + "=" + axis.value("value", "");
+        params[axis_name] = axis_value(axis);
       }
-      std::vector<double> samples;
-      std::string mean_text;
+      std::optional<std::vector<double>> seconds, hertz;
+      std::string mean_text, sidecar_tag;
+      bool cpu_only = false;
       for (const json& summary : state.value("summaries", json::array())) {
-        std::string tag = summary.value("tag", "");
-        if (tag == "nv/json/bin:nv/cold/sample_times") {
-          std::filesystem::path file = field(summary, "filename");
-          if (file.is_relative()) file = json_file.parent_path() / file;
-          std::size_t count = std::stoull(field(summary, "size"));
-          std::ifstream in(file, std::ios::binary);
-          if (!in) throw std::runtime_error("NVBench sample file " + file.string() + " is missing");
-          std::vector<float> seconds(count);
-          if (!in.read(reinterpret_cast<char*>(seconds.data()),
-                       static_cast<std::streamsize>(count * sizeof(float)))) {
-            throw std::runtime_error("NVBench sample file " + file.string() + " holds fewer than " +
-                                     std::to_string(count) + " samples");
-          }
-          for (float s : seconds) samples.push_back(static_cast<double>(s) * 1e9);
+        const std::string tag = summary.value("tag", "");
+        if (tag == "nv/json/bin:nv/cold/sample_times" || tag == "nv/json/bin:nv/cpu_only/sample_times") {
+          sidecar_tag = tag;
+          seconds = read_sidecar(json_file, summary);
+        } else if (tag == "nv/json/freqs-bin:nv/cold/sample_freqs") {
+          hertz = read_sidecar(json_file, summary);
         } else if (tag == "nv/cold/time/gpu/mean") {
-          mean_text = field(summary, "value");
+          mean_text = summary_field(summary, "value");
+        } else if (tag == "nv/cpu_only/time/cpu/mean") {
+          mean_text = summary_field(summary, "value");
+          cpu_only = true;
         }
       }
-      if (samples.empty() && !mean_text.empty()) samples.push_back(std::stod(mean_text) * 1e9);
-      if (samples.empty()) continue;
-      cases.push_back({{"name", prefix + bench_name + "/" + state_name},
-                       {"params", params},
-                       {"measurements", json::array({measurement(std::move(samples))})}});
+      if (cpu_only) params["cpu_only"] = true;
+      std::vector<double> samples;
+      if (seconds && !seconds->empty()) {
+        for (double s : *seconds) samples.push_back(s * 1e9);
+      } else if (!mean_text.empty()) {
+        samples.push_back(std::stod(mean_text) * 1e9);
+        notes.push_back(name + ": " +
+                        (sidecar_tag.empty() ? std::string("no per-sample times in the output")
+                                             : "its sample file could not be read") +
+                        "; one sample, NVBench's mean");
+      }
+      if (samples.empty()) {
+        notes.push_back(name + ": no time in the output; left out");
+        continue;
+      }
+      json measured = measurement(samples);
+      // Each sample's SM clock, for the clock-aware comparison.
+      if (hertz && hertz->size() == samples.size() && seconds) {
+        json mhz = json::array();
+        for (double hz : *hertz) mhz.push_back(hz / 1e6);
+        measured["sm_mhz"] = mhz;
+      }
+      if (state.contains("device") && state["device"].is_number_integer()) {
+        const int id = state["device"].get<int>();
+        used_devices.insert(id);
+        if (report_device.is_null() && devices.contains(id)) report_device = nvbench_device(devices[id]);
+        if (devices.size() > 1) params["device"] = id;
+      }
+      cases.push_back({{"name", name}, {"params", params}, {"measurements", json::array({measured})}});
     }
   }
-  return {{"cases", cases}};
+  // A CPU-only benchmark names no device; the host's GPU is still the run's.
+  if (report_device.is_null() && !devices.empty()) report_device = nvbench_device(devices.begin()->second);
+  if (used_devices.size() > 1) {
+    notes.push_back("states ran on " + std::to_string(used_devices.size()) +
+                    " GPUs; the report names the first, each case its own in params.device");
+  }
+  if (skipped > 0) notes.push_back(std::to_string(skipped) + " state(s) skipped by the benchmark itself");
+  json adapted = {{"cases", cases}, {"notes", notes}};
+  if (!report_device.is_null()) adapted["device"] = report_device;
+  return adapted;
 }
 
 }  // namespace kw::agent

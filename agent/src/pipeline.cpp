@@ -273,7 +273,8 @@ BenchResult run_adapted(const BenchConfig& bench, StageName stage, const RepoCon
     spec.argv.push_back("--benchmark_out=" + out.string());
     spec.argv.push_back("--benchmark_out_format=json");
   } else {
-    spec.argv.push_back("--json");
+    // --jsonbin: the summary plus per-sample times and clocks in sidecars.
+    spec.argv.push_back("--jsonbin");
     spec.argv.push_back(out.string());
   }
   spec.argv.insert(spec.argv.end(), bench.args.begin(), bench.args.end());
@@ -294,7 +295,12 @@ BenchResult run_adapted(const BenchConfig& bench, StageName stage, const RepoCon
     json adapted = bench.format == BenchFormat::gbench ? adapt_gbench(document, bench.name + "/")
                                                        : adapt_nvbench(document, out, bench.name + "/");
     result.cases = adapted["cases"];
+    result.device = adapted.value("device", json());
     result.message = bench.name + ": " + std::to_string(result.cases.size()) + " cases from " + harness;
+    for (const json& note : adapted.value("notes", json::array())) {
+      result.message += "; " + note.get<std::string>();
+      if (options.log) options.log(bench.name + ": " + note.get<std::string>());
+    }
   } catch (const std::exception& error) {
     result.status = "failed";
     result.message = bench.name + ": cannot read its " + harness + " output: " + error.what();

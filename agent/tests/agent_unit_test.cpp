@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include "../../tests/support/report_factory.hpp"
 #include "../../tests/support/subprocess.hpp"
 #include "../../tests/support/temp_dir.hpp"
 #include "adapters.hpp"
@@ -730,20 +731,99 @@ TEST(Adapters, GoogleBenchmarkUnitsAndErrors) {
   EXPECT_THROW(adapt_gbench(json::object(), ""), std::runtime_error);
 }
 
-TEST(Adapters, NvbenchSidecarSamplesAndSummaries) {
-  fs::path file = KW_TEST_DATA_DIR "/nvbench/result.json";
+json adapt_fixture(const std::string& name, const fs::path& dir = KW_TEST_DATA_DIR "/nvbench-h100") {
+  fs::path file = dir / name;
   std::ifstream in(file);
-  json adapted = adapt_nvbench(json::parse(in), file, "nv/");
-  ASSERT_EQ(adapted["cases"].size(), 2u) << "the skipped state is left out";
-  json sidecar = adapted["cases"][0];
-  EXPECT_EQ(sidecar["name"], "nv/copy/Device=0 BlockSize=2^8");
-  EXPECT_EQ(sidecar["params"]["BlockSize"], "256");
-  ASSERT_EQ(sidecar["measurements"][0]["samples_ns"].size(), 10u);
-  // The sidecar holds float32 seconds 9.8e-5 .. 1.02e-4 (tests/data/nvbench).
-  EXPECT_NEAR(sidecar["measurements"][0]["median_ns"].get<double>(), 100000, 1);
-  json summary_only = adapted["cases"][1];
-  EXPECT_EQ(summary_only["measurements"][0]["samples_ns"].size(), 1u);
-  EXPECT_NEAR(summary_only["measurements"][0]["samples_ns"][0].get<double>(), 250000, 1e-6);
+  return adapt_nvbench(json::parse(in), file, "nv/");
+}
+
+// Real NVBench output (tests/data/nvbench-h100, recorded on an H100).
+TEST(Adapters, NvbenchTakesTheDeviceAndEverySampleWithItsClock) {
+  json adapted = adapt_fixture("throughput.json");
+  EXPECT_EQ(adapted["device"], json({{"name", "NVIDIA H100 80GB HBM3"},
+                                     {"kind", "gpu"},
+                                     {"compute_capability", "9.0"},
+                                     {"memory_bytes", 85017493504LL},
+                                     {"sm_count", 132},
+                                     {"l2_bytes", 52428800}}));
+  ASSERT_EQ(adapted["cases"].size(), 1u);
+  json c = adapted["cases"][0];
+  EXPECT_EQ(c["name"], "nv/throughput_bench");
+  json m = c["measurements"][0];
+  ASSERT_EQ(m["samples_ns"].size(), 40u);
+  // 0.127 ms per sample on the H100, as NVBench's own log said.
+  EXPECT_NEAR(m["median_ns"].get<double>(), 127000, 3000);
+  ASSERT_EQ(m["sm_mhz"].size(), 40u);
+  EXPECT_NEAR(m["sm_mhz"][0].get<double>(), 1979.5, 1);
+  EXPECT_TRUE(adapted["notes"].empty()) << adapted["notes"];
+  // What the report validator accepts.
+  json report = kw::testing::make_report({});
+  report["device"] = adapted["device"];
+  report["cases"] = adapted["cases"];
+  EXPECT_NO_THROW(common::parse_run_report(report));
+}
+
+TEST(Adapters, NvbenchCaseNamesAreCleanAndParamsTyped) {
+  json adapted = adapt_fixture("axes.json");
+  ASSERT_EQ(adapted["cases"].size(), 17u);  // 6 types, 11 durations
+  EXPECT_EQ(adapted["cases"][0]["name"], "nv/copy_type_sweep/T=U8");
+  EXPECT_EQ(adapted["cases"][0]["params"]["T"], "U8");
+  json duration = adapted["cases"][7];
+  EXPECT_EQ(duration["name"], "nv/single_float64_axis/Duration=0.0001");
+  EXPECT_EQ(duration["params"]["Duration"], 0.0001);
+  for (const json& c : adapted["cases"]) {
+    EXPECT_EQ(c["name"].get<std::string>().find(' '), std::string::npos) << c["name"];
+    EXPECT_FALSE(c["params"].contains("device")) << "one GPU: no per-case device";
+  }
+}
+
+TEST(Adapters, NvbenchLeavesOutWhatTheBenchmarkSkippedAndSaysSo) {
+  json adapted = adapt_fixture("skip.json");
+  std::ifstream in(KW_TEST_DATA_DIR "/nvbench-h100/skip.json");
+  json raw = json::parse(in);
+  std::size_t states = 0, skipped = 0;
+  for (const json& bench : raw["benchmarks"]) {
+    for (const json& state : bench["states"]) {
+      ++states;
+      skipped += state.value("is_skipped", false) ? 1 : 0;
+    }
+  }
+  ASSERT_GT(skipped, 0u);
+  EXPECT_EQ(adapted["cases"].size(), states - skipped);
+  EXPECT_EQ(adapted["notes"].back(), std::to_string(skipped) + " state(s) skipped by the benchmark itself");
+  EXPECT_EQ(adapted["cases"][0]["name"], "nv/runtime_skip/Duration=0/Kramble=Foo");
+}
+
+TEST(Adapters, NvbenchKeepsCpuOnlyBenchmarks) {
+  json adapted = adapt_fixture("cpu_only.json");
+  ASSERT_EQ(adapted["cases"].size(), 3u);
+  for (const json& c : adapted["cases"]) {
+    EXPECT_EQ(c["params"]["cpu_only"], true);
+    ASSERT_EQ(c["measurements"][0]["samples_ns"].size(), 10u) << c["name"];
+    // Each sleeps 2 ms on the host.
+    EXPECT_NEAR(c["measurements"][0]["median_ns"].get<double>(), 2.1e6, 0.2e6) << c["name"];
+    EXPECT_FALSE(c["measurements"][0].contains("sm_mhz"));
+  }
+  EXPECT_EQ(adapted["device"]["name"], "NVIDIA H100 80GB HBM3");
+}
+
+TEST(Adapters, NvbenchFallsBackToTheMeanAndSaysWhy) {
+  json summary_only = adapt_fixture("throughput-summary-only.json");
+  ASSERT_EQ(summary_only["cases"].size(), 1u);
+  EXPECT_EQ(summary_only["cases"][0]["measurements"][0]["samples_ns"].size(), 1u);
+  EXPECT_NEAR(summary_only["cases"][0]["measurements"][0]["median_ns"].get<double>(), 127000, 3000);
+  EXPECT_EQ(summary_only["notes"][0],
+            "nv/throughput_bench: no per-sample times in the output; one sample, NVBench's mean");
+
+  // A sidecar that failed to write: the summary stands in, said so.
+  fs::path dir = kw::testing::make_temp_dir("kw-nvbench");
+  fs::copy_file(KW_TEST_DATA_DIR "/nvbench-h100/throughput.json", dir / "throughput.json");
+  json missing = adapt_fixture("throughput.json", dir);
+  ASSERT_EQ(missing["cases"].size(), 1u);
+  EXPECT_EQ(missing["cases"][0]["measurements"][0]["samples_ns"].size(), 1u);
+  EXPECT_EQ(missing["notes"][0],
+            "nv/throughput_bench: its sample file could not be read; one sample, NVBench's mean");
+  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -153,6 +153,10 @@ TEST_F(ApiTest, ProjectsCasesRunsAndSeries) {
   EXPECT_DOUBLE_EQ(points["finished_at"][0].get<double>(), 1795255260.0);  // 2026-11-21T10:01:00Z
   EXPECT_GT(points["median_ns"][0]["candidate"].get<double>(), 30000);
   EXPECT_TRUE(points["median_ns"][0].contains("baseline:cudnn"));
+  EXPECT_EQ(points["band_ns"][0]["candidate"].size(), 2u);
+  EXPECT_EQ(points["acknowledged"], json({false, false}));
+  EXPECT_EQ(points["verdict"][0], "pass");
+  EXPECT_TRUE(points["status"][1].is_string()) << points["status"];
 
   json all_gpus = client().get("/api/v1/projects/demo/series?case=attention.fwd/case1").json();
   EXPECT_EQ(all_gpus["run_id"].size(), 5u);  // main only: the feature-branch run is not in the default series
@@ -166,6 +170,7 @@ TEST_F(ApiTest, ProjectsCasesRunsAndSeries) {
   EXPECT_EQ(none["run_id"].size(), 0u);
 
   EXPECT_EQ(client().get("/api/v1/projects/demo/series").status, 400);
+  EXPECT_EQ(client().get("/api/v1/projects/nope/series?case=x").json()["error"], "no_such_project");
   EXPECT_EQ(client().get("/api/v1/projects/demo/series?case=x&limit=0").status, 400);
 }
 

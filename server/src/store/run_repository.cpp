@@ -172,6 +172,7 @@ SELECT COALESCE(json_agg(x ORDER BY x.id DESC), '[]')::text FROM (
 // oldest first (the shape chart libraries plot directly, and the cheapest for
 // PostgreSQL to build).
 constexpr const char* kSeriesJson = R"sql(
+WITH project AS (SELECT id, default_branch FROM projects WHERE name = $1)
 SELECT json_build_object(
   'run_id', COALESCE(array_agg(x.id), '{}'),
   'commit', COALESCE(array_agg(x.commit_sha::text), '{}'),
@@ -186,14 +187,16 @@ FROM (
   SELECT * FROM (
     SELECT r.id, r.commit_sha, r.finished_at, r.gpu_model, r.verdict, c.medians, c.bands,
            r.acknowledged_at IS NOT NULL AS acknowledged, c.status
-    FROM cases c
+    FROM project p
+    JOIN cases c ON c.project_id = p.id
     JOIN runs r ON r.id = c.run_id
-    WHERE c.project_id = $1 AND c.name = $2 AND r.branch = $3 AND ($4 = '' OR r.gpu_model = $4)
+    WHERE c.name = $2 AND r.branch = COALESCE(NULLIF($3, ''), p.default_branch) AND ($4 = '' OR r.gpu_model = $4)
     ORDER BY c.run_id DESC
     LIMIT $5
   ) AS newest
   ORDER BY newest.id
 ) AS x
+HAVING EXISTS (SELECT 1 FROM project)
 )sql";
 
 // One row per case and GPU model: its newest run on the branch, that run's
@@ -467,10 +470,13 @@ std::string RunRepository::overview_json(pqxx::work& tx, std::int64_t project_id
       .as<std::string>();
 }
 
-std::string RunRepository::series_json(pqxx::work& tx, std::int64_t project_id, const std::string& case_name,
-                                       const std::string& gpu_model, const std::string& branch, int limit) {
-  return tx.exec_prepared("series_json", project_id, case_name, branch, gpu_model, limit)[0][0]
-      .as<std::string>();
+std::optional<std::string> RunRepository::series_json(pqxx::transaction_base& tx, const std::string& project,
+                                                      const std::string& case_name,
+                                                      const std::string& gpu_model, const std::string& branch,
+                                                      int limit) {
+  pqxx::result rows = tx.exec_prepared("series_json", project, case_name, branch, gpu_model, limit);
+  if (rows.empty()) return std::nullopt;
+  return rows[0][0].as<std::string>();
 }
 
 }  // namespace kw::server

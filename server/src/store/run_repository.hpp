@@ -68,8 +68,12 @@ class RunRepository {
   static std::string runs_json(pqxx::work& tx, std::int64_t project_id, const std::string& branch, int limit);
   static std::string overview_json(pqxx::work& tx, std::int64_t project_id, const std::string& branch,
                                    const std::string& gpu_model, const Page& page);
-  static std::string series_json(pqxx::work& tx, std::int64_t project_id, const std::string& case_name,
-                                 const std::string& gpu_model, const std::string& branch, int limit);
+  // One statement, so it runs outside a transaction in one round trip (the
+  // dashboard's most frequent read); `branch` empty: the project's default.
+  // nullopt when there is no such project.
+  static std::optional<std::string> series_json(pqxx::transaction_base& tx, const std::string& project,
+                                                const std::string& case_name, const std::string& gpu_model,
+                                                const std::string& branch, int limit);
 };
 
 // A nullable parameter for libpqxx 6 (which has no std::optional support):

@@ -86,16 +86,14 @@ void add_project_routes(Router& router, const HandlerContext& context) {
     if (!case_name || case_name->empty()) throw BadRequest("bad_query", "case: query parameter is required");
     int limit = int_param(request, "limit", 1000, 10000);
     std::string gpu = request.query_value("gpu").value_or("");
-    return Response::json_text(
-        200, with_transaction(context.pool, [&](pqxx::work& tx) {
-          std::int64_t project_id = readable_project(tx, request, request.param("project"));
-          std::string branch = request.query_value("branch").value_or("");
-          if (branch.empty()) {
-            branch = tx.exec_params1("SELECT default_branch FROM projects WHERE id = $1", project_id)[0]
-                         .as<std::string>();
-          }
-          return RunRepository::series_json(tx, project_id, *case_name, gpu, branch, limit);
-        }));
+    const std::string& project = request.param("project");
+    check_project(request, project);
+    auto text = with_single_statement(context.pool, [&](pqxx::transaction_base& tx) {
+      return RunRepository::series_json(tx, project, *case_name, gpu,
+                                        request.query_value("branch").value_or(""), limit);
+    });
+    if (!text) throw NotFound("no_such_project", "no project \"" + project + "\"");
+    return Response::json_text(200, std::move(*text));
   });
 }
 
