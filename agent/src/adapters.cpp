@@ -177,10 +177,13 @@ json adapt_nvbench(const json& output, const std::filesystem::path& json_file, c
         for (double hz : *hertz) mhz.push_back(hz / 1e6);
         measured["sm_mhz"] = mhz;
       }
-      if (state.contains("device") && state["device"].is_number_integer()) {
+      // A cpu_only state's "device" is left uninitialised by NVBench
+      // (1766531128 on the H100): only a GPU of the devices section counts.
+      if (!cpu_only && state.contains("device") && state["device"].is_number_integer() &&
+          devices.contains(state["device"].get<int>())) {
         const int id = state["device"].get<int>();
         used_devices.insert(id);
-        if (report_device.is_null() && devices.contains(id)) report_device = nvbench_device(devices[id]);
+        if (report_device.is_null()) report_device = nvbench_device(devices[id]);
         if (devices.size() > 1) params["device"] = id;
       }
       cases.push_back({{"name", name}, {"params", params}, {"measurements", json::array({measured})}});
@@ -196,6 +199,61 @@ json adapt_nvbench(const json& output, const std::filesystem::path& json_file, c
   json adapted = {{"cases", cases}, {"notes", notes}};
   if (!report_device.is_null()) adapted["device"] = report_device;
   return adapted;
+}
+
+void BenchAdapter::remove_outputs(const std::filesystem::path& out) const {
+  std::error_code ec;
+  std::filesystem::remove(out, ec);
+}
+
+namespace {
+
+class GbenchAdapter final : public BenchAdapter {
+ public:
+  std::string harness() const override { return "Google Benchmark"; }
+  std::vector<std::string> output_args(const std::filesystem::path& out) const override {
+    return {"--benchmark_format=json", "--benchmark_out=" + out.string(), "--benchmark_out_format=json"};
+  }
+  json adapt(const json& document, const std::filesystem::path&, const std::string& prefix) const override {
+    return adapt_gbench(document, prefix);
+  }
+  bool runs_without_gpu() const override { return true; }
+};
+
+class NvbenchAdapter final : public BenchAdapter {
+ public:
+  std::string harness() const override { return "NVBench"; }
+  // --jsonbin: the summary plus per-sample times and clocks in sidecars.
+  std::vector<std::string> output_args(const std::filesystem::path& out) const override {
+    return {"--jsonbin", out.string()};
+  }
+  json adapt(const json& document, const std::filesystem::path& out,
+             const std::string& prefix) const override {
+    return adapt_nvbench(document, out, prefix);
+  }
+  bool runs_without_gpu() const override { return false; }
+  void remove_outputs(const std::filesystem::path& out) const override {
+    BenchAdapter::remove_outputs(out);
+    std::error_code ec;
+    std::filesystem::remove_all(out.string() + "-bin", ec);
+    std::filesystem::remove_all(out.string() + "-freqs-bin", ec);
+  }
+};
+
+}  // namespace
+
+const BenchAdapter* adapter_for(BenchFormat format) {
+  static const GbenchAdapter gbench;
+  static const NvbenchAdapter nvbench;
+  switch (format) {
+    case BenchFormat::gbench:
+      return &gbench;
+    case BenchFormat::nvbench:
+      return &nvbench;
+    case BenchFormat::kwbench:
+      return nullptr;
+  }
+  return nullptr;
 }
 
 }  // namespace kw::agent

@@ -6,10 +6,34 @@
 #pragma once
 
 #include <filesystem>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "repo_config.hpp"
+
 namespace kw::agent {
+
+// What the pipeline needs to run a bench of another harness in full_bench:
+// one implementation per format, so the pipeline never asks which it is.
+class BenchAdapter {
+ public:
+  virtual ~BenchAdapter() = default;
+  virtual std::string harness() const = 0;  // for messages: "Google Benchmark"
+  // Command-line arguments that make the bench write its JSON to `out`.
+  virtual std::vector<std::string> output_args(const std::filesystem::path& out) const = 0;
+  // {"cases", "device"?, "notes"?} from the JSON written to `out`.
+  virtual nlohmann::json adapt(const nlohmann::json& document, const std::filesystem::path& out,
+                               const std::string& prefix) const = 0;
+  // Whether its benches can run on a host without a GPU (CPU benchmarks).
+  virtual bool runs_without_gpu() const = 0;
+  // Files the bench wrote beside `out`.
+  virtual void remove_outputs(const std::filesystem::path& out) const;
+};
+
+// nullptr for kwbench, which the pipeline runs stage by stage itself.
+const BenchAdapter* adapter_for(BenchFormat format);
 
 // Both return {"cases": [...]} ready to merge into a report, and throw
 // std::runtime_error naming what is wrong with the input. adapt_nvbench adds

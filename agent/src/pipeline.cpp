@@ -255,28 +255,19 @@ std::optional<std::map<StageName, BenchResult>> run_kwbench_preflight(
   return results;
 }
 
-BenchResult run_adapted(const BenchConfig& bench, StageName stage, const RepoConfig& config,
-                        const PipelineOptions& options) {
+BenchResult run_adapted(const BenchAdapter& adapter, const BenchConfig& bench, StageName stage,
+                        const RepoConfig& config, const PipelineOptions& options) {
   BenchResult result;
-  std::string harness = bench.format == BenchFormat::gbench ? "Google Benchmark" : "NVBench";
   if (stage != StageName::full_bench) {
     result.status = "skipped";
-    result.message = bench.name + ": a " + harness + " bench has no " +
+    result.message = bench.name + ": a " + adapter.harness() + " bench has no " +
                      std::string(common::to_string(stage)) + " stage (only build and full_bench run)";
     return result;
   }
   fs::path out = temp_json("adapted");
   ChildSpec spec;
   spec.argv = {(options.checkout / bench.path).string()};
-  if (bench.format == BenchFormat::gbench) {
-    spec.argv.push_back("--benchmark_format=json");
-    spec.argv.push_back("--benchmark_out=" + out.string());
-    spec.argv.push_back("--benchmark_out_format=json");
-  } else {
-    // --jsonbin: the summary plus per-sample times and clocks in sidecars.
-    spec.argv.push_back("--jsonbin");
-    spec.argv.push_back(out.string());
-  }
+  for (std::string& arg : adapter.output_args(out)) spec.argv.push_back(std::move(arg));
   spec.argv.insert(spec.argv.end(), bench.args.begin(), bench.args.end());
   spec.cwd = options.checkout;
   spec.timeout_s = config.timeout_for(stage);
@@ -286,31 +277,26 @@ BenchResult run_adapted(const BenchConfig& bench, StageName stage, const RepoCon
     result.status = "failed";
     result.message = bench.name + ": " + outcome.describe();
     result.log_tail = outcome.output_tail;
-    fs::remove(out);
+    adapter.remove_outputs(out);
     return result;
   }
   try {
     std::ifstream in(out);
-    json document = json::parse(in);
-    json adapted = bench.format == BenchFormat::gbench ? adapt_gbench(document, bench.name + "/")
-                                                       : adapt_nvbench(document, out, bench.name + "/");
+    json adapted = adapter.adapt(json::parse(in), out, bench.name + "/");
     result.cases = adapted["cases"];
     result.device = adapted.value("device", json());
-    result.message = bench.name + ": " + std::to_string(result.cases.size()) + " cases from " + harness;
+    result.message =
+        bench.name + ": " + std::to_string(result.cases.size()) + " cases from " + adapter.harness();
     for (const json& note : adapted.value("notes", json::array())) {
       result.message += "; " + note.get<std::string>();
       if (options.log) options.log(bench.name + ": " + note.get<std::string>());
     }
   } catch (const std::exception& error) {
     result.status = "failed";
-    result.message = bench.name + ": cannot read its " + harness + " output: " + error.what();
+    result.message = bench.name + ": cannot read its " + adapter.harness() + " output: " + error.what();
     result.log_tail = outcome.output_tail;
   }
-  fs::remove(out);
-  // Sidecars NVBench writes next to its JSON.
-  std::error_code ec;
-  fs::remove_all(out.string() + "-bin", ec);
-  fs::remove_all(out.string() + "-freqs-bin", ec);
+  adapter.remove_outputs(out);
   return result;
 }
 
@@ -453,12 +439,14 @@ json run_pipeline(const RepoConfig& config, const PipelineOptions& options) {
       log.ended(stages.back());
       continue;
     }
-    // Without a GPU only a Google Benchmark bench's full_bench can run: a
-    // CPU benchmark (one that needs a GPU fails with its own error).
-    const bool runs_on_cpu =
-        stage == StageName::full_bench &&
-        std::any_of(config.benches.begin(), config.benches.end(),
-                    [](const BenchConfig& b) { return b.format == BenchFormat::gbench; });
+    // Without a GPU only the full_bench of a CPU harness's bench can run (a
+    // benchmark in it that needs a GPU fails with its own error).
+    auto runs_without_gpu = [](const BenchConfig& b) {
+      const BenchAdapter* adapter = adapter_for(b.format);
+      return adapter != nullptr && adapter->runs_without_gpu();
+    };
+    const bool runs_on_cpu = stage == StageName::full_bench &&
+                             std::any_of(config.benches.begin(), config.benches.end(), runs_without_gpu);
     if (!opts.gpu_available && !runs_on_cpu) {
       stages.push_back(make_stage(stage, "skipped", 0, 0, "no CUDA device"));
       log("stage " + name + " skipped: no CUDA device");
@@ -477,7 +465,7 @@ json run_pipeline(const RepoConfig& config, const PipelineOptions& options) {
     int failed = 0, passed = 0;
     bool all_from_preflight = true;  // then the stage's cost is its part of the preflight
     for (const BenchConfig& bench : config.benches) {
-      if (!opts.gpu_available && bench.format != BenchFormat::gbench) {
+      if (!opts.gpu_available && !runs_without_gpu(bench)) {
         messages.push_back(bench.name + ": skipped, no CUDA device");
         continue;
       }
@@ -512,10 +500,11 @@ json run_pipeline(const RepoConfig& config, const PipelineOptions& options) {
         }
       }
       all_from_preflight = all_from_preflight && from_preflight.has_value();
-      BenchResult result = from_preflight                         ? std::move(*from_preflight)
-                           : bench.format != BenchFormat::kwbench ? run_adapted(bench, stage, config, opts)
-                           : stage == StageName::full_bench       ? run_replicates(bench, config, opts)
-                                                                  : run_kwbench(bench, stage, config, opts);
+      const BenchAdapter* adapter = adapter_for(bench.format);
+      BenchResult result = from_preflight       ? std::move(*from_preflight)
+                           : adapter != nullptr ? run_adapted(*adapter, bench, stage, config, opts)
+                           : stage == StageName::full_bench ? run_replicates(bench, config, opts)
+                                                            : run_kwbench(bench, stage, config, opts);
       seconds += result.seconds;
       messages.push_back(result.message);
       if (!result.log_tail.empty()) tail += "--- " + bench.name + "\n" + result.log_tail;

@@ -20,9 +20,10 @@ using json = nlohmann::json;
 
 // Input limits (docs/run-report.md): what the store can index and what a
 // report can sensibly hold.
-constexpr std::size_t kMaxNameBytes = 200;        // names that are keys: project, branch, case, impl, ...
-constexpr std::size_t kMaxTextBytes = 64 * 1024;  // any other string: messages, log tails, kernel names
-constexpr std::int64_t kMaxInt32 = 2147483647;    // integers the store keeps as 32-bit
+constexpr std::size_t kMaxNameBytes = 200;  // names that are keys: project, branch, case, impl, ...
+constexpr std::size_t kMaxTextBytes =
+    std::size_t{64} * 1024;                     // any other string: messages, log tails, kernel names
+constexpr std::int64_t kMaxInt32 = 2147483647;  // integers the store keeps as 32-bit
 
 inline std::string type_name(const json& value) {
   if (value.is_number_integer() || value.is_number_unsigned()) return "integer";

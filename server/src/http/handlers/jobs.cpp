@@ -16,10 +16,10 @@ using nlohmann::json;
 // A streamed stage: {"agent", "started": NAME} as a stage starts, or
 // {"agent", "stage": {...}} with the stage as its report will hold it.
 StageProgress stage_progress(const json& body) {
-  constexpr std::size_t kMaxText = 64 * 1024;
+  constexpr std::size_t kMaxText = common::kMaxTextBytes;
   const bool started = body.contains("started"), ended = body.contains("stage");
   if (started == ended)
-    throw Unprocessable("missing_field", "started", "started or stage: exactly one is required");
+    throw Unprocessable("missing_field", "stage", "exactly one of started and stage is required");
   StageProgress progress;
   if (started) {
     progress.name = body_string(body, "started");
