@@ -171,14 +171,8 @@ std::int64_t JobRepository::registered_agent(pqxx::work& tx, const std::string& 
 std::optional<std::int64_t> JobRepository::claim(pqxx::work& tx, std::int64_t agent_id,
                                                  const nlohmann::json& gpu_models, double lease_seconds,
                                                  const std::optional<std::vector<std::string>>& projects) {
-  std::optional<std::string> project_array;
-  if (projects) {
-    PgArray array;
-    for (const std::string& project : *projects) array.text(project);
-    project_array = array.str();
-  }
-  pqxx::result rows =
-      tx.exec_prepared("job_claim", agent_id, gpu_models.dump(), lease_seconds, nullable(project_array));
+  pqxx::result rows = tx.exec_prepared("job_claim", agent_id, gpu_models.dump(), lease_seconds,
+                                       nullable(text_array(projects)));
   if (rows.empty()) return std::nullopt;
   const auto job_id = rows[0][0].as<std::int64_t>();
   // A fresh attempt: what an earlier holder streamed is no progress of this one.

@@ -4,8 +4,10 @@
 #pragma once
 
 #include <charconv>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace kw::server {
 
@@ -39,5 +41,13 @@ class PgArray {
   }
   std::string out_ = "{";
 };
+
+// A text[] parameter of `values`; nullopt (SQL NULL) for nullopt.
+inline std::optional<std::string> text_array(const std::optional<std::vector<std::string>>& values) {
+  if (!values) return std::nullopt;
+  PgArray array;
+  for (const std::string& value : *values) array.text(value);
+  return array.str();
+}
 
 }  // namespace kw::server

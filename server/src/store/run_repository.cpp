@@ -88,7 +88,7 @@ SELECT json_build_object(
   'paging', json_build_object(
       'page', $2::bigint / $3::integer + 1, 'per_page', $3::integer, 'cases_total', n.total,
       'pages', GREATEST(1, (n.total + $3::integer - 1) / $3::integer))
-)::text
+)::text, n.total
 FROM runs r JOIN projects p ON p.id = r.project_id,
      LATERAL (SELECT count(*)::integer AS total FROM cases WHERE run_id = r.id) AS n
 WHERE r.id = $1
@@ -427,11 +427,10 @@ void RunRepository::set_verdict(pqxx::work& tx, std::int64_t run_id, const std::
   tx.exec_params0("UPDATE runs SET verdict = $2 WHERE id = $1", run_id, verdict);
 }
 
-std::optional<std::string> RunRepository::run_head_json(pqxx::work& tx, std::int64_t run_id,
-                                                        const Page& page) {
+std::optional<RunHead> RunRepository::run_head(pqxx::work& tx, std::int64_t run_id, const Page& page) {
   pqxx::result rows = tx.exec_prepared("run_head", run_id, page.offset(), page.per_page);
   if (rows.empty()) return std::nullopt;
-  return rows[0][0].as<std::string>();
+  return RunHead{rows[0][0].as<std::string>(), rows[0][1].as<std::int64_t>()};
 }
 
 std::string RunRepository::run_comparisons_json(pqxx::work& tx, std::int64_t run_id, std::int64_t first,
@@ -446,13 +445,7 @@ std::string RunRepository::run_cases_json(pqxx::work& tx, std::int64_t run_id, s
 
 std::string RunRepository::projects_json(pqxx::work& tx,
                                          const std::optional<std::vector<std::string>>& only) {
-  std::optional<std::string> names;
-  if (only) {
-    PgArray array;
-    for (const std::string& name : *only) array.text(name);
-    names = array.str();
-  }
-  return tx.exec_prepared("projects_json", nullable(names))[0][0].as<std::string>();
+  return tx.exec_prepared("projects_json", nullable(text_array(only)))[0][0].as<std::string>();
 }
 
 std::string RunRepository::cases_json(pqxx::work& tx, std::int64_t project_id) {

@@ -20,6 +20,11 @@ struct Page {
   std::int64_t offset() const { return static_cast<std::int64_t>(number - 1) * per_page; }
 };
 
+struct RunHead {
+  std::string json;
+  std::int64_t cases = 0;
+};
+
 struct StoredRun {
   std::int64_t run_id = 0;
   bool duplicate = false;  // the same report was stored before
@@ -53,10 +58,11 @@ class RunRepository {
 
   // JSON documents (built by PostgreSQL) for the read endpoints. A run is
   // read in parts, so a page of it can be streamed: its head (everything but
-  // cases and comparisons, with the "paging" object of `page`; nullopt when
-  // there is no such run), then the comparisons and the cases of the case
-  // ordinals [first, end), each a JSON array.
-  static std::optional<std::string> run_head_json(pqxx::work& tx, std::int64_t run_id, const Page& page);
+  // cases and comparisons, with the "paging" object of `page`, and how many
+  // cases the run has; nullopt when there is no such run), then the
+  // comparisons and the cases of the case ordinals [first, end), each a JSON
+  // array.
+  static std::optional<RunHead> run_head(pqxx::work& tx, std::int64_t run_id, const Page& page);
   static std::string run_comparisons_json(pqxx::work& tx, std::int64_t run_id, std::int64_t first,
                                           std::int64_t end);
   static std::string run_cases_json(pqxx::work& tx, std::int64_t run_id, std::int64_t first,

@@ -58,22 +58,16 @@ std::vector<Statement> TokenRepository::statements() {
 std::string TokenRepository::create(pqxx::work& tx, const std::string& name, Scope scope,
                                     const std::optional<std::vector<std::string>>& projects) {
   if (name.empty()) throw std::invalid_argument("a token needs a name");
-  std::optional<std::string> project_array;
   if (projects) {
     if (projects->empty()) throw std::invalid_argument("a token scoped to projects names at least one");
-    PgArray array;
-    for (const std::string& project : *projects) {
-      RunRepository::ensure_project(tx, project);
-      array.text(project);
-    }
-    project_array = array.str();
+    for (const std::string& project : *projects) RunRepository::ensure_project(tx, project);
   }
   unsigned char secret[24];
   if (RAND_bytes(secret, sizeof(secret)) != 1) throw std::runtime_error("RAND_bytes failed");
   std::string token = "kw_" + to_hex(secret, sizeof(secret));
   tx.exec_params(
       "INSERT INTO api_tokens (name, scope, token_sha256, projects) VALUES ($1, $2, $3, $4::text[])", name,
-      std::string(to_string(scope)), sha256_hex(token), nullable(project_array));
+      std::string(to_string(scope)), sha256_hex(token), nullable(text_array(projects)));
   return token;
 }
 

@@ -81,19 +81,18 @@ void add_run_routes(Router& router, const HandlerContext& context) {
   router.add("GET", "/api/v1/runs/{id}", Access::read(), [&context](Request& request) {
     std::int64_t id = request.id_param("id", "run");
     Page page = page_params(request, 500);
-    std::int64_t cases = 0;
-    auto head = with_transaction(context.pool, [&](pqxx::work& tx) -> std::optional<std::string> {
+    auto head = with_transaction(context.pool, [&](pqxx::work& tx) -> std::optional<RunHead> {
       auto project = RunRepository::project_of_run(tx, id);
       if (!project) return std::nullopt;
       check_project(request, *project);
-      cases = tx.exec_params1("SELECT count(*) FROM cases WHERE run_id = $1", id)[0].as<std::int64_t>();
-      return RunRepository::run_head_json(tx, id, page);
+      return RunRepository::run_head(tx, id, page);
     });
     if (!head) throw NotFound("no_such_run", "no run " + std::to_string(id));
-    head->pop_back();  // the closing brace: the page's arrays follow
-    Response response = Response::json_text(200, std::move(*head) + ",\"comparisons\":[");
-    const std::int64_t first = std::min(page.offset(), cases);
-    response.stream = RunPageStream{&context.pool, id, first, std::min(cases, page.offset() + page.per_page)};
+    head->json.pop_back();  // the closing brace: the page's arrays follow
+    Response response = Response::json_text(200, std::move(head->json) + ",\"comparisons\":[");
+    const std::int64_t first = std::min(page.offset(), head->cases);
+    response.stream =
+        RunPageStream{&context.pool, id, first, std::min(head->cases, page.offset() + page.per_page)};
     return response;
   });
 
@@ -116,9 +115,9 @@ void add_run_routes(Router& router, const HandlerContext& context) {
     });
     // The answer is the run's head (verdict, acknowledgement, stages), not
     // its cases with every raw sample.
-    auto text = with_transaction(
-        context.pool, [&](pqxx::work& tx) { return RunRepository::run_head_json(tx, id, Page{}); });
-    return Response::json_text(200, std::move(*text));
+    auto head = with_transaction(context.pool,
+                                 [&](pqxx::work& tx) { return RunRepository::run_head(tx, id, Page{}); });
+    return Response::json_text(200, std::move(head->json));
   });
 
   router.add("GET", "/api/v1/compare", Access::read(), [&context](Request& request) {
