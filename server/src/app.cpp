@@ -56,11 +56,15 @@ App::App(ServerOptions options) : options_(std::move(options)) {
                                 [&](pqxx::work& tx) { return TokenRepository::authenticate(tx, token); });
       },
       metrics_, reads_need_token(options_));
+  read_cache_ = std::make_unique<ReadCache>(options_.read_cache_bytes);
+  // Without the feed the cache stays off.
+  if (options_.read_cache_bytes > 0)
+    change_feed_ = std::make_unique<ChangeFeed>(options_.database_url, *read_cache_);
   add_metrics_sources();
-  ingest_ = std::make_unique<IngestService>(*pool_, options_.notifications);
+  ingest_ = std::make_unique<IngestService>(*pool_, *read_cache_, options_.notifications);
   handler_context_ = std::make_unique<HandlerContext>(
-      HandlerContext{*pool_, *monitor_, metrics_, *ingest_, options_.notifications, options_.lease_seconds,
-                     options_.max_attempts, schema_version_});
+      HandlerContext{*pool_, *monitor_, metrics_, *ingest_, *read_cache_, options_.notifications,
+                     options_.lease_seconds, options_.max_attempts, schema_version_});
   add_health_routes(*router_, *handler_context_);
   add_run_routes(*router_, *handler_context_);
   add_job_routes(*router_, *handler_context_);
@@ -88,6 +92,28 @@ void App::add_metrics_sources() {
         "# HELP kw_db_pool_waits_total Times a request waited for a free connection.\n"
         "# TYPE kw_db_pool_waits_total counter\nkw_db_pool_waits_total " +
         std::to_string(pool_->waits()) + "\n";
+  });
+  metrics_.add_source([this](std::string& text) {
+    const ReadCache::Counters cache = read_cache_->counters();
+    text +=
+        "# HELP kw_read_cache_requests_total Cached reads (series, overview) by outcome.\n"
+        "# TYPE kw_read_cache_requests_total counter\n"
+        "kw_read_cache_requests_total{outcome=\"hit\"} " +
+        std::to_string(cache.hits) +
+        "\n"
+        "kw_read_cache_requests_total{outcome=\"miss\"} " +
+        std::to_string(cache.misses) +
+        "\n"
+        "# HELP kw_read_cache_bytes Bytes of cached answers.\n# TYPE kw_read_cache_bytes gauge\n"
+        "kw_read_cache_bytes " +
+        std::to_string(cache.bytes) +
+        "\n"
+        "# HELP kw_read_cache_listening Whether changes are heard (the cache serves only then).\n"
+        "# TYPE kw_read_cache_listening gauge\nkw_read_cache_listening " +
+        std::string(change_feed_ && change_feed_->listening() ? "1" : "0") + "\n" +
+        "# HELP kw_change_feed_connects_total Times the change feed started listening.\n"
+        "# TYPE kw_change_feed_connects_total counter\nkw_change_feed_connects_total " +
+        std::to_string(change_feed_ ? change_feed_->connects() : 0) + "\n";
   });
   metrics_.add_source([this](std::string& text) {
     text += "# HELP kw_db_up Whether the database answered its last ping.\n# TYPE kw_db_up gauge\nkw_db_up " +

@@ -16,7 +16,9 @@
 #include "http/router.hpp"
 #include "ingest/ingest_service.hpp"
 #include "notify/notifier.hpp"
+#include "store/change_feed.hpp"
 #include "store/database.hpp"
+#include "store/read_cache.hpp"
 
 namespace kw::server {
 
@@ -33,6 +35,8 @@ struct ServerOptions {
   std::string dashboard_dir;  // built dashboard (dashboards/dist); empty: none served
   // A statement running longer is cancelled, and its request answered 503.
   std::chrono::milliseconds statement_timeout{30000};
+  // Series and overview answers kept until their project is written; 0: none.
+  std::size_t read_cache_bytes = 64u << 20;
 };
 
 class App {
@@ -48,6 +52,7 @@ class App {
   void wait();
 
   ConnectionPool& pool() { return *pool_; }
+  ReadCache& read_cache() { return *read_cache_; }
   Response handle(Request& request) { return router_->handle(request); }
 
  private:
@@ -58,6 +63,8 @@ class App {
   Metrics metrics_;
   std::unique_ptr<DatabaseMonitor> monitor_;
   std::unique_ptr<ConnectionPool> pool_;
+  std::unique_ptr<ReadCache> read_cache_;
+  std::unique_ptr<ChangeFeed> change_feed_;
   std::unique_ptr<IngestService> ingest_;
   std::unique_ptr<HandlerContext> handler_context_;
   std::unique_ptr<Router> router_;

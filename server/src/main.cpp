@@ -137,6 +137,11 @@ int main(int argc, char** argv) {
                  "a database statement running longer is cancelled and its request answered 503")
       ->capture_default_str()
       ->check(CLI::Range(100, 3600 * 1000));
+  std::size_t read_cache_mb = options.read_cache_bytes >> 20;
+  cli.add_option("--read-cache-mb", read_cache_mb,
+                 "memory for series and overview answers, kept until their project is written (0: none)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65536));
   cli.add_option("--max-connections", options.http.max_connections,
                  "connections served at once; past them a connection gets 503 and Retry-After")
       ->capture_default_str()
@@ -203,6 +208,7 @@ int main(int argc, char** argv) {
     return cli.exit(error);
   }
   options.statement_timeout = std::chrono::milliseconds(statement_timeout_ms);
+  options.read_cache_bytes = read_cache_mb << 20;
 
   if (options.notifications.github_token.empty()) {
     if (const char* env = std::getenv("KW_GITHUB_TOKEN")) options.notifications.github_token = env;

@@ -73,6 +73,9 @@ IngestResult IngestService::ingest(nlohmann::json document, const Caller& caller
     }
     return result;
   });
+  // This server's next read of the project sees the run without waiting for
+  // the change feed to hear the commit.
+  if (!stored.duplicate) read_cache_.changed(report.project);
   return {stored.run_id, stored.verdict, stored.duplicate};
 }
 

@@ -12,6 +12,7 @@
 #include "access.hpp"
 #include "notify/notifier.hpp"
 #include "store/database.hpp"
+#include "store/read_cache.hpp"
 
 namespace kw::server {
 
@@ -23,8 +24,8 @@ struct IngestResult {
 
 class IngestService {
  public:
-  IngestService(ConnectionPool& pool, const NotifierOptions& notifications)
-      : pool_(pool), notifications_(notifications) {}
+  IngestService(ConnectionPool& pool, ReadCache& read_cache, const NotifierOptions& notifications)
+      : pool_(pool), read_cache_(read_cache), notifications_(notifications) {}
 
   // `document` is the posted report; `job_id` the job it answers, if any.
   // Throws Unprocessable (the contract), NotFound (no project or job),
@@ -34,6 +35,7 @@ class IngestService {
 
  private:
   ConnectionPool& pool_;
+  ReadCache& read_cache_;
   const NotifierOptions& notifications_;
 };
 

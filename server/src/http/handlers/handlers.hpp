@@ -11,6 +11,7 @@
 #include "ingest/ingest_service.hpp"
 #include "notify/notifier.hpp"
 #include "store/database.hpp"
+#include "store/read_cache.hpp"
 
 namespace kw::server {
 
@@ -20,6 +21,7 @@ struct HandlerContext {
   DatabaseMonitor& monitor;
   Metrics& metrics;
   IngestService& ingest;
+  ReadCache& read_cache;
   const NotifierOptions& notifications;
   double lease_seconds = 120;
   int max_attempts = 3;

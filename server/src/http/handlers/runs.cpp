@@ -101,10 +101,10 @@ void add_run_routes(Router& router, const HandlerContext& context) {
     json body = require_object(request);
     std::string reason = body_string(body, "reason", true, common::kMaxTextBytes);
     std::string who = request.caller->token_name;
-    with_transaction(context.pool, [&](pqxx::work& tx) {
-      auto project = RunRepository::project_of_run(tx, id);
-      if (!project) throw NotFound("no_such_run", "no run " + std::to_string(id));
-      request.caller->require_project(*project);
+    const std::string project = with_transaction(context.pool, [&](pqxx::work& tx) {
+      auto owner = RunRepository::project_of_run(tx, id);
+      if (!owner) throw NotFound("no_such_run", "no run " + std::to_string(id));
+      request.caller->require_project(*owner);
       auto previous = DetectionRepository::acknowledge(tx, id, who, reason);
       if (!previous) throw NotFound("no_such_run", "no run " + std::to_string(id));
       if (*previous != "regression") {
@@ -112,7 +112,9 @@ void add_run_routes(Router& router, const HandlerContext& context) {
                                                "; only a regression can be acknowledged");
       }
       NotificationRepository::verdict(tx, context.notifications, id);
+      return *owner;
     });
+    context.read_cache.changed(project);
     // The answer is the run's head (verdict, acknowledgement, stages), not
     // its cases with every raw sample.
     auto head = with_transaction(context.pool,

@@ -1,0 +1,109 @@
+#include "store/change_feed.hpp"
+
+#include <poll.h>
+
+#include <algorithm>
+#include <iostream>
+
+#include <libpq-fe.h>
+
+namespace kw::server {
+
+namespace {
+
+PGconn* pg(void* connection) {
+  return static_cast<PGconn*>(connection);
+}
+
+std::string error_of(PGconn* connection) {
+  std::string text = connection != nullptr ? PQerrorMessage(connection) : "out of memory";
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  return text;
+}
+
+}  // namespace
+
+ChangeFeed::ChangeFeed(std::string url, ReadCache& cache) : url_(std::move(url)), cache_(cache) {
+  thread_ = std::thread([this] { run(); });
+}
+
+ChangeFeed::~ChangeFeed() {
+  stop_ = true;
+  thread_.join();
+  close();
+}
+
+void ChangeFeed::close() {
+  cache_.set_enabled(false);
+  listening_ = false;
+  if (connection_ != nullptr) PQfinish(pg(connection_));
+  connection_ = nullptr;
+}
+
+void ChangeFeed::run() {
+  auto backoff = std::chrono::milliseconds(100);
+  std::string reported;  // the problem last logged, so a long outage logs once
+  while (!stop_) {
+    std::string problem;
+    if (connection_ == nullptr) {
+      if (!listen(problem)) {
+        close();
+        if (problem != reported) std::cerr << "kw-server: read cache off: " << problem << std::endl;
+        reported = problem;
+        for (auto slept = std::chrono::milliseconds(0); slept < backoff && !stop_;
+             slept += std::chrono::milliseconds(50))
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        backoff = std::min(backoff * 2, std::chrono::milliseconds(5000));
+        continue;
+      }
+      if (!reported.empty()) std::cerr << "kw-server: read cache on again" << std::endl;
+      reported.clear();
+      backoff = std::chrono::milliseconds(100);
+      // Changes made while nobody listened were not heard.
+      cache_.changed_all();
+      cache_.set_enabled(true);
+      listening_ = true;
+      ++connects_;
+    }
+    if (!receive(std::chrono::milliseconds(250), problem)) {
+      close();
+      std::cerr << "kw-server: read cache off: " << problem << std::endl;
+      reported = problem;
+    }
+  }
+}
+
+bool ChangeFeed::listen(std::string& problem) {
+  const char* keys[] = {"dbname", "connect_timeout", nullptr};
+  const char* values[] = {url_.c_str(), "2", nullptr};
+  connection_ = PQconnectdbParams(keys, values, 1);
+  if (connection_ == nullptr || PQstatus(pg(connection_)) != CONNECTION_OK) {
+    problem = "cannot connect to hear changes: " + error_of(pg(connection_));
+    return false;
+  }
+  PGresult* result = PQexec(pg(connection_), "LISTEN kw_changes");
+  const bool ok = result != nullptr && PQresultStatus(result) == PGRES_COMMAND_OK;
+  if (!ok) problem = "LISTEN kw_changes failed: " + error_of(pg(connection_));
+  PQclear(result);
+  return ok;
+}
+
+bool ChangeFeed::receive(std::chrono::milliseconds wait, std::string& problem) {
+  pollfd fd{PQsocket(pg(connection_)), POLLIN, 0};
+  if (fd.fd < 0) {
+    problem = "the connection that hears changes has no socket";
+    return false;
+  }
+  if (::poll(&fd, 1, static_cast<int>(wait.count())) <= 0) return true;  // nothing yet (or EINTR)
+  if (PQconsumeInput(pg(connection_)) != 1) {
+    problem = "the connection that hears changes broke: " + error_of(pg(connection_));
+    return false;
+  }
+  while (PGnotify* notification = PQnotifies(pg(connection_))) {
+    cache_.changed(notification->extra);
+    PQfreemem(notification);
+  }
+  return true;
+}
+
+}  // namespace kw::server

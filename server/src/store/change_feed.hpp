@@ -1,0 +1,47 @@
+// Hears which projects' runs, cases, comparisons or settings changed, from
+// any kw-server on the database: a libpq connection of its own LISTENs on
+// channel kw_changes, which schema 014's triggers notify at commit. Each
+// notification drops the project's cached reads; while the connection is
+// down the cache is off, and on reconnecting it starts empty, since changes
+// made meanwhile were not heard.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <thread>
+
+#include "store/read_cache.hpp"
+
+namespace kw::server {
+
+class ChangeFeed {
+ public:
+  ChangeFeed(std::string url, ReadCache& cache);
+  ~ChangeFeed();
+  ChangeFeed(const ChangeFeed&) = delete;
+  ChangeFeed& operator=(const ChangeFeed&) = delete;
+
+  bool listening() const { return listening_; }
+  // Times it started listening: a reconnect is one more.
+  std::uint64_t connects() const { return connects_; }
+
+ private:
+  void run();
+  bool listen(std::string& problem);
+  // Waits up to `wait` for notifications and hands them to the cache; false
+  // when the connection broke.
+  bool receive(std::chrono::milliseconds wait, std::string& problem);
+  void close();
+
+  std::string url_;
+  ReadCache& cache_;
+  void* connection_ = nullptr;  // PGconn*, kept out of this header
+  std::atomic<bool> listening_{false};
+  std::atomic<std::uint64_t> connects_{0};
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+}  // namespace kw::server
