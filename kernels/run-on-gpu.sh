@@ -62,8 +62,13 @@ if [ "$nvbench_kit" = 1 ]; then
   rm -rf "$kit" && cp -r .device-carry/nvbench-kit "$kit"
   few='"--stopping-criterion", "sample-count", "--target-samples", "50"'
   benches=""
+  # throughput launches nvbench::copy_kernel<<<256, 256>>> (examples/throughput.cu):
+  # its launch_geometry, through libkw_inject.so, must see exactly that.
+  copy_launch='"launches": [{"kernel": "void nvbench::copy_kernel<*", "block": [256], "grid": [256], "max_registers": 64, "max_shared_bytes": 0}]'
   for example in throughput axes enums skip stream summaries auto_throughput exec_tag_sync exec_tag_timer custom_criterion; do
-    benches="$benches{\"name\": \"$example\", \"path\": \"build/bin/nvbench.example.cpp17.$example\", \"format\": \"nvbench\", \"args\": [$few]},"
+    extra=""
+    [ "$example" = throughput ] && extra=", $copy_launch"
+    benches="$benches{\"name\": \"$example\", \"path\": \"build/bin/nvbench.example.cpp17.$example\", \"format\": \"nvbench\", \"args\": [$few]$extra},"
   done
   cat > "$kit/kernelwatch.json" <<JSON
 {"project": "nvbench-kit", "build": {"commands": ["bash build.sh"], "timeout_s": 900},
@@ -94,6 +99,25 @@ PY
     status=1
     tail -30 "$out/nvbench-kit-run.log"
   fi
+  # The same bench held to a wrong expectation (the 128-thread variant):
+  # launch_geometry must fail and name what launched.
+  log "nvbench kit: a wrong launch expectation"
+  python3 - "$kit/kernelwatch.json" <<'PY'
+import json, sys
+config = json.load(open(sys.argv[1]))
+config["benches"] = [b for b in config["benches"] if b["name"] == "throughput"]
+config["benches"][0]["launches"][0]["block"] = [128]
+json.dump(config, open(sys.argv[1], "w"))
+PY
+  (cd "$kit" && git -c user.name=kw -c user.email=kw@localhost commit -qam "wrong expectation")
+  GIT_CEILING_DIRECTORIES=/tmp build/gpu/agent/kw run --repo "$kit" --stages launch_geometry \
+    --out "$out/nvbench-kit-wrong-launch.json" > "$out/nvbench-kit-wrong-launch.log" 2>&1
+  python3 - "$out/nvbench-kit-wrong-launch.json" <<'PY' | tee -a "$out/nvbench-kit.md" || status=1
+import json, sys
+stage = next(s for s in json.load(open(sys.argv[1]))["stages"] if s["name"] == "launch_geometry")
+print(f"wrong expectation: launch_geometry {stage['status']}: {stage['message'][:400]}")
+sys.exit(0 if stage["status"] == "failed" and "block (256,1,1), expected (128,1,1)" in stage["message"] else 1)
+PY
 fi
 if [ "$noise" = 1 ]; then
   bench=build/gpu/kernels/harness/kw-selftest-bench

@@ -218,6 +218,9 @@ class GbenchAdapter final : public BenchAdapter {
     return adapt_gbench(document, prefix);
   }
   bool runs_without_gpu() const override { return true; }
+  std::vector<std::string> one_pass_args() const override {
+    return {"--benchmark_min_time=0.01", "--benchmark_repetitions=1"};
+  }
 };
 
 class NvbenchAdapter final : public BenchAdapter {
@@ -232,6 +235,8 @@ class NvbenchAdapter final : public BenchAdapter {
     return adapt_nvbench(document, out, prefix);
   }
   bool runs_without_gpu() const override { return false; }
+  // One sample of each state, and none of NVBench's own CUPTI use.
+  std::vector<std::string> one_pass_args() const override { return {"--profile"}; }
   void remove_outputs(const std::filesystem::path& out) const override {
     BenchAdapter::remove_outputs(out);
     std::error_code ec;

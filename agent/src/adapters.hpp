@@ -28,6 +28,9 @@ class BenchAdapter {
                                const std::string& prefix) const = 0;
   // Whether its benches can run on a host without a GPU (CPU benchmarks).
   virtual bool runs_without_gpu() const = 0;
+  // Arguments of the shortest run that still launches every kernel: the
+  // launch_geometry pass.
+  virtual std::vector<std::string> one_pass_args() const = 0;
   // Files the bench wrote beside `out`.
   virtual void remove_outputs(const std::filesystem::path& out) const;
 };

@@ -319,6 +319,7 @@ ReplicatedBench run_replicated_full_bench(const BenchConfig& bench, const RepoCo
       return result;
     }
     for (const json& c : listed["cases"]) {
+      if (!c.value("timed", true)) continue;  // correctness-only: preflight ran it
       all.push_back(c["name"]);
       if (!c.value("baselines", json::array()).empty()) with_baselines.push_back(c["name"]);
     }

@@ -25,6 +25,27 @@ std::vector<std::string> string_list(JsonReader& reader, std::string_view key, b
   return out;
 }
 
+std::array<std::int64_t, 3> dims(JsonReader& reader, std::string_view key) {
+  const json& value = reader.require(key);
+  if (!value.is_array() || value.size() < 1 || value.size() > 3)
+    JsonReader::fail(reader.child(key), "must be an array of 1 to 3 positive integers", "wrong_type");
+  std::array<std::int64_t, 3> out{1, 1, 1};
+  for (std::size_t i = 0; i < value.size(); ++i)
+    out[i] = JsonReader::as_integer(value[i], index_path(reader.child(key), i), 1, INT32_MAX);
+  return out;
+}
+
+LaunchExpectation launch_expectation(JsonReader& reader) {
+  LaunchExpectation expected;
+  expected.kernel = reader.string("kernel");
+  if (reader.find("block")) expected.block = dims(reader, "block");
+  if (reader.find("grid")) expected.grid = dims(reader, "grid");
+  expected.max_registers = reader.opt_integer("max_registers", 1, 255);
+  expected.max_shared_bytes = reader.opt_integer("max_shared_bytes", 0);
+  if (reader.find("must_launch")) expected.must_launch = reader.boolean("must_launch");
+  return expected;
+}
+
 }  // namespace
 
 std::string_view to_string(BenchFormat format) {
@@ -96,6 +117,27 @@ RepoConfig parse_repo_config(const json& document) {
         bench.libraries.push_back({library.string("path"), string_list(library, "symbols", false)});
         library.reject_unknown_keys();
       }
+    }
+    if (const json* launches = b.opt_array("launches")) {
+      if (bench.format == BenchFormat::kwbench) {
+        JsonReader::fail(b.child("launches"),
+                         "a kwbench bench declares its launches in its cases (Case::expected_launch)");
+      }
+      for (std::size_t k = 0; k < launches->size(); ++k) {
+        JsonReader l((*launches)[k], index_path(b.child("launches"), k));
+        bench.launches.push_back(launch_expectation(l));
+        l.reject_unknown_keys();
+      }
+    }
+    bench.launch_args = string_list(b, "launch_args", false);
+    if (const json* check = b.find("check")) {
+      if (bench.format == BenchFormat::kwbench) {
+        JsonReader::fail(b.child("check"), "a kwbench bench checks its cases itself (Case::check)");
+      }
+      JsonReader c(*check, b.child("check"));
+      bench.check = string_list(c, "command", true);
+      bench.check_timeout_s = c.opt_number("timeout_s", 1).value_or(bench.check_timeout_s);
+      c.reject_unknown_keys();
     }
     b.reject_unknown_keys();
     for (const BenchConfig& other : config.benches) {

@@ -2,6 +2,8 @@
 // (documented in docs/repo-config.md).
 #pragma once
 
+#include <array>
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -21,6 +23,17 @@ struct LibraryCheck {
   std::vector<std::string> symbols;
 };
 
+// What launches of a kernel must look like, for benches that do not declare
+// their launches themselves (gbench, NVBench): checked in launch_geometry on
+// the launches libkw_inject.so records in the bench's processes.
+struct LaunchExpectation {
+  std::string kernel;  // glob over the demangled name
+  std::optional<std::array<std::int64_t, 3>> block, grid;
+  std::optional<std::int64_t> max_registers;
+  std::optional<std::int64_t> max_shared_bytes;  // static + dynamic
+  bool must_launch = true;
+};
+
 struct BenchConfig {
   std::string name;
   std::string path;  // relative to the repository root
@@ -28,6 +41,14 @@ struct BenchConfig {
   std::vector<std::string> args;
   std::string cases = "*";  // kwbench --case glob
   std::vector<LibraryCheck> libraries;
+  // gbench and NVBench: the launch expectations, the arguments of the one
+  // short pass they are observed in (empty: the format's own, e.g. NVBench's
+  // --profile), and the correctness stage's command (argv, run in the
+  // checkout; empty: no correctness stage).
+  std::vector<LaunchExpectation> launches;
+  std::vector<std::string> launch_args;
+  std::vector<std::string> check;
+  double check_timeout_s = 600;
 };
 
 // full_bench as replicates (docs/repo-config.md, docs/detection.md).

@@ -18,6 +18,7 @@
 #include "gpu_info.hpp"
 #include "kw/common/run_report.hpp"
 #include "kw/common/subprocess.hpp"
+#include "launch_check.hpp"
 #include "pipeline.hpp"
 #include "replicates.hpp"
 #include "repo_config.hpp"
@@ -96,6 +97,46 @@ TEST(RepoConfig, ErrorsNameTheField) {
               c["benches"][0]["libraries"] = json::array();
             }),
             "benches[0].libraries: only kwbench benches run the load stage");
+}
+
+TEST(RepoConfig, LaunchExpectationsAndCheckOfAnotherHarnessesBench) {
+  json config = valid_config();
+  config["benches"][0]["format"] = "nvbench";
+  config["benches"][0]["launches"] = json::parse(R"([
+    {"kernel": "*gemm_kernel<128*", "block": [256], "grid": [64, 8], "max_registers": 168, "max_shared_bytes": 99000},
+    {"kernel": "*fallback*", "must_launch": false}])");
+  config["benches"][0]["check"] = {{"command", {"build/gemm_test", "--quick"}}, {"timeout_s", 90}};
+  RepoConfig parsed = parse_repo_config(config);
+  const BenchConfig& bench = parsed.benches[0];
+  ASSERT_EQ(bench.launches.size(), 2u);
+  EXPECT_EQ(bench.launches[0].block, (std::array<std::int64_t, 3>{256, 1, 1}));
+  EXPECT_EQ(bench.launches[0].grid, (std::array<std::int64_t, 3>{64, 8, 1}));
+  EXPECT_EQ(bench.launches[0].max_registers, 168);
+  EXPECT_TRUE(bench.launches[0].must_launch);
+  EXPECT_FALSE(bench.launches[1].must_launch);
+  EXPECT_FALSE(bench.launches[1].block);
+  EXPECT_EQ(bench.check, (std::vector<std::string>{"build/gemm_test", "--quick"}));
+  EXPECT_EQ(bench.check_timeout_s, 90);
+
+  EXPECT_EQ(
+      config_error([](json& c) {
+        c["benches"][0]["launches"] = json::array({{{"kernel", "k*"}}});
+      }),
+      "benches[0].launches: a kwbench bench declares its launches in its cases (Case::expected_launch)");
+  auto nvbench_error = [](json launch) {
+    return config_error([&](json& c) {
+      c["benches"][0]["format"] = "nvbench";
+      c["benches"][0]["launches"] = json::array({launch});
+    });
+  };
+  EXPECT_EQ(nvbench_error({{"kernel", "k"}, {"block", {1, 2, 3, 4}}}),
+            "benches[0].launches[0].block: must be an array of 1 to 3 positive integers");
+  EXPECT_EQ(nvbench_error({{"kernel", "k"}, {"grid", {0}}}), "benches[0].launches[0].grid[0]: must be >= 1");
+  EXPECT_EQ(nvbench_error({{"kernel", "k"}, {"max_registers", 300}}),
+            "benches[0].launches[0].max_registers: must be <= 255, got 300");
+  EXPECT_EQ(nvbench_error({{"block", {128}}}), "benches[0].launches[0].kernel: is required");
+  EXPECT_EQ(nvbench_error({{"kernel", "k"}, {"min_registers", 3}}),
+            "benches[0].launches[0].min_registers: unknown field");
 }
 
 TEST(RepoConfig, FullBenchSettings) {
@@ -828,6 +869,100 @@ TEST(Adapters, NvbenchFallsBackToTheMeanAndSaysWhy) {
   EXPECT_EQ(missing["notes"][0],
             "nv/throughput_bench: its sample file could not be read; one sample, NVBench's mean");
   fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace kw::agent
+
+namespace kw::agent {
+namespace {
+
+json launch(const std::string& kernel, json block, json grid, int registers, int dynamic_smem) {
+  return {{"kernel", kernel},       {"grid", std::move(grid)}, {"block", std::move(block)},
+          {"registers", registers}, {"static_smem", 0},        {"dynamic_smem", dynamic_smem},
+          {"duration_ns", 1000}};
+}
+
+LaunchExpectation expect(const std::string& kernel) {
+  LaunchExpectation e;
+  e.kernel = kernel;
+  return e;
+}
+
+TEST(LaunchCheck, ExpectationsHoldOrSayWhatWasLaunched) {
+  const std::vector<json> launches = {
+      launch("void fill<float>(float*, int)", {256, 1, 1}, {40, 1, 1}, 16, 0),
+      launch("void gemm_kernel<128, 4>(Params)", {128, 1, 1}, {64, 8, 1}, 168, 98304),
+      launch("void gemm_kernel<128, 4>(Params)", {128, 1, 1}, {64, 8, 1}, 168, 98304)};
+  LaunchExpectation gemm = expect("*gemm_kernel<128,*");
+  gemm.block = {{128, 1, 1}};
+  gemm.grid = {{64, 8, 1}};
+  gemm.max_registers = 168;
+  gemm.max_shared_bytes = 98304;
+  LaunchCheck ok = check_launches({gemm}, launches);
+  EXPECT_TRUE(ok.passed) << ok.message;
+  EXPECT_EQ(ok.message, "3 launches of 2 kernels; 1 expectations met");
+  EXPECT_EQ(ok.details[0]["launches"], 2);
+
+  // The 8-warp variant's budget: a wrong block, registers and shared memory, each said once.
+  LaunchExpectation tuned = gemm;
+  tuned.block = {{256, 1, 1}};
+  tuned.max_registers = 128;
+  tuned.max_shared_bytes = 49152;
+  LaunchCheck wrong = check_launches({tuned}, launches);
+  EXPECT_FALSE(wrong.passed);
+  EXPECT_EQ(wrong.message,
+            "void gemm_kernel<128, 4>(Params): block (128,1,1), expected (256,1,1); "
+            "void gemm_kernel<128, 4>(Params): 168 registers per thread, at most 128 expected; "
+            "void gemm_kernel<128, 4>(Params): 98304 bytes of shared memory, at most 49152 expected");
+
+  LaunchCheck missing = check_launches({expect("*gemm_kernel<256,*")}, launches);
+  EXPECT_FALSE(missing.passed);
+  EXPECT_EQ(
+      missing.message,
+      "no launch of a kernel matching \"*gemm_kernel<256,*\"; observed: void fill<float>(float*, int) x1, "
+      "void gemm_kernel<128, 4>(Params) x2");
+  LaunchExpectation optional = expect("*fallback*");
+  optional.must_launch = false;
+  EXPECT_TRUE(check_launches({optional}, launches).passed);
+}
+
+TEST(LaunchCheck, IncompleteRecordsAreNamed) {
+  const std::filesystem::path dir = kw::testing::make_temp_dir("kw-inject-records");
+  const std::string kernel = launch("k()", {32, 1, 1}, {1, 1, 1}, 8, 0).dump();
+  std::ofstream(dir / "launches-10.jsonl") << R"({"start": {"pid": 10, "exe": "/repo/bench"}})"
+                                           << "\n"
+                                           << kernel << "\n"
+                                           << R"({"end": {"pid": 10, "launches": 1, "dropped": 0}})"
+                                           << "\n";
+  {
+    InjectedLaunches complete = read_injected_launches(dir);
+    EXPECT_EQ(complete.processes, 1);
+    EXPECT_EQ(complete.launches.size(), 1u);
+    EXPECT_TRUE(complete.problems.empty());
+  }
+  std::ofstream(dir / "launches-11.jsonl") << R"({"start": {"pid": 11, "exe": "/repo/child"}})"
+                                           << "\n"
+                                           << kernel << "\n"
+                                           << R"({"kern)";
+  std::ofstream(dir / "launches-12.jsonl")
+      << R"({"start": {"pid": 12, "exe": "/repo/other"}})"
+      << "\n"
+      << R"({"error": "cuptiActivityEnable(CONCURRENT_KERNEL): CUPTI_ERROR_NOT_INITIALIZED"})"
+      << "\n"
+      << R"({"end": {"pid": 12, "launches": 0, "dropped": 3}})"
+      << "\n";
+  InjectedLaunches broken = read_injected_launches(dir);
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(broken.processes, 3);
+  EXPECT_EQ(broken.launches.size(), 2u);
+  std::sort(broken.problems.begin(), broken.problems.end());
+  EXPECT_EQ(broken.problems, (std::vector<std::string>{
+                                 "/repo/child ended without a normal exit: its last launches may be missing",
+                                 "/repo/other: CUPTI dropped 3 launch records",
+                                 "/repo/other: launch tracing failed: "
+                                 "cuptiActivityEnable(CONCURRENT_KERNEL): CUPTI_ERROR_NOT_INITIALIZED",
+                                 "launches-11.jsonl line 3: not JSON (the process was cut off)"}));
 }
 
 }  // namespace

@@ -131,7 +131,9 @@ BENCHMARK_MAIN();
        {{{"name", "cpu"},
          {"path", "bench"},
          {"format", "gbench"},
-         {"args", {"--benchmark_repetitions=5", "--benchmark_min_time=0.02"}}}}}};
+         {"args", {"--benchmark_repetitions=5", "--benchmark_min_time=0.02"}},
+         {"check",
+          {{"command", {"sh", "-c", "./bench --benchmark_filter=BM_sum --benchmark_min_time=0.001"}}}}}}}};
   repo_.write("kernelwatch.json", config.dump(2));
   json runs[2];
   for (int i = 0; i < 2; ++i) {
@@ -146,6 +148,7 @@ BENCHMARK_MAIN();
   EXPECT_EQ(second["device"]["kind"], "cpu") << second["device"];
   EXPECT_EQ(second["gpu_model"], runs[0]["gpu_model"]);
   EXPECT_EQ(second["stages"][1]["message"], "no CUDA device");
+  EXPECT_EQ(second["stages"][3]["status"], "passed") << second["stages"][3];  // its check command
   EXPECT_EQ(second["stages"][5]["status"], "passed") << second["stages"][5];
   ASSERT_EQ(second["cases"].size(), 1u);
   EXPECT_EQ(second["cases"][0]["name"], "cpu/BM_sum/4096");
@@ -156,6 +159,40 @@ BENCHMARK_MAIN();
   const json& c = second["comparisons"][0];
   EXPECT_EQ(c["method"], "baseline-run") << c.dump();
   EXPECT_EQ(c["baseline_run_id"], runs[0]["id"]) << c.dump();
+}
+
+// A bench of another harness whose correctness check fails: the check's
+// own output is the stage's log, and nothing is timed.
+TEST_F(AgentE2eTest, AGoogleBenchmarkBenchWhoseCheckFailsFailsCorrectness) {
+  start_server();
+  repo_.write("bench.cpp", R"(#include <benchmark/benchmark.h>
+static void BM_nothing(benchmark::State& state) { for (auto _ : state) benchmark::ClobberMemory(); }
+BENCHMARK(BM_nothing);
+BENCHMARK_MAIN();
+)");
+  repo_.write("check.sh", "echo 'row 3: expected 1.5, got nan' >&2\nexit 1\n");
+  json config{{"project", "demo"},
+              {"build", {{"commands", {"c++ -O2 -std=c++17 -o bench bench.cpp -lbenchmark -lpthread"}}}},
+              {"benches",
+               {{{"name", "cpu"},
+                 {"path", "bench"},
+                 {"format", "gbench"},
+                 {"check", {{"command", {"sh", "check.sh"}}, {"timeout_s", 30}}}}}}};
+  repo_.write("kernelwatch.json", config.dump(2));
+  std::int64_t job = submit(repo_.commit("a check that fails"));
+  ChildProcess& agent = start_agent("cpu-host", true, false);
+  EXPECT_EQ(agent.wait_exit(), 0) << agent.output();
+  json run = run_of(wait_for_job(*server_, job, [](const json& j) { return j["state"] == "done"; }));
+  const json& correctness = run["stages"][3];
+  EXPECT_EQ(correctness["status"], "failed") << correctness;
+  EXPECT_NE(correctness["message"].get<std::string>().find("check `sh` exited 1"), std::string::npos)
+      << correctness["message"];
+  EXPECT_NE(correctness["log_tail"].get<std::string>().find("row 3: expected 1.5, got nan"),
+            std::string::npos)
+      << correctness["log_tail"];
+  EXPECT_EQ(run["stages"][5]["status"], "skipped") << run["stages"][5];
+  EXPECT_TRUE(run["cases"].empty()) << run["cases"];
+  EXPECT_EQ(run["verdict"], "failed");
 }
 
 TEST_F(AgentE2eTest, ServerDownMidRunSpoolsAndDeliversExactlyOnce) {

@@ -8,10 +8,13 @@
 #include <numeric>
 #include <random>
 #include <string_view>
+#include <tuple>
+#include <utility>
 
 #include "../baselines/cublas_unfused.hpp"
 #include "../baselines/cudnn_sdpa.hpp"
 #include "../src/reference.hpp"
+#include "expected_launches.hpp"
 #include "injected_slowdown.hpp"
 #include "kw/common/hash.hpp"
 #include "kw_attention/attention.hpp"
@@ -29,17 +32,24 @@ using kw::attention::DType;
 using kw::attention::ForwardParams;
 
 struct Shape {
-  int batch, heads, seqlen, head_dim;
+  int batch, heads, seqlen_q, seqlen_k, head_dim;
   bool causal;
   DType dtype;
+  // Correctness-only: an edge of the masking (Sq != Sk, key ranges a causal
+  // mask hides whole) that every dispatch must get right but nobody times.
+  bool timed = true;
 };
+
+Shape square(int batch, int heads, int seqlen, int head_dim, bool causal, DType dtype) {
+  return {batch, heads, seqlen, seqlen, head_dim, causal, dtype};
+}
 
 // Query rows compared with the fp32 reference: all of them up to 2^28
 // row-keys of reference work, else the first 256 rows of the first head, the
 // last 256 of the last head (partial tiles) and random rows up to that budget.
 std::vector<std::int64_t> rows_to_check(const Shape& s, std::mt19937_64& rng) {
-  const std::int64_t rows = static_cast<std::int64_t>(s.batch) * s.heads * s.seqlen;
-  const std::int64_t budget = std::max<std::int64_t>(4096, (std::int64_t{1} << 28) / s.seqlen);
+  const std::int64_t rows = static_cast<std::int64_t>(s.batch) * s.heads * s.seqlen_q;
+  const std::int64_t budget = std::max<std::int64_t>(4096, (std::int64_t{1} << 28) / s.seqlen_k);
   std::vector<std::int64_t> out;
   if (rows <= budget) {
     out.resize(static_cast<std::size_t>(rows));
@@ -53,7 +63,7 @@ std::vector<std::int64_t> rows_to_check(const Shape& s, std::mt19937_64& rng) {
     count += picked[static_cast<std::size_t>(row)] == 0;
     picked[static_cast<std::size_t>(row)] = 1;
   };
-  for (std::int64_t i = 0; i < std::min<std::int64_t>(256, s.seqlen); ++i) {
+  for (std::int64_t i = 0; i < std::min<std::int64_t>(256, s.seqlen_q); ++i) {
     pick(i);
     pick(rows - 1 - i);
   }
@@ -72,46 +82,61 @@ class AttentionCase : public kwbench::Case {
   std::string name() const override {
     return "attention/" + std::string(kw::attention::dtype_name(s_.dtype)) + "/d" +
            std::to_string(s_.head_dim) + "/b" + std::to_string(s_.batch) + "h" + std::to_string(s_.heads) +
-           "s" + std::to_string(s_.seqlen) + (s_.causal ? "/causal" : "");
+           (s_.seqlen_q == s_.seqlen_k
+                ? "s" + std::to_string(s_.seqlen_q)
+                : "q" + std::to_string(s_.seqlen_q) + "k" + std::to_string(s_.seqlen_k)) +
+           (s_.causal ? "/causal" : "");
   }
 
   nlohmann::json params() const override {
-    return {{"group", group_},     {"dtype", kw::attention::dtype_name(s_.dtype)},
-            {"batch", s_.batch},   {"heads", s_.heads},
-            {"seqlen", s_.seqlen}, {"head_dim", s_.head_dim},
-            {"causal", s_.causal}, {"layout", "bhsd"}};
+    nlohmann::json out{{"group", group_},         {"dtype", kw::attention::dtype_name(s_.dtype)},
+                       {"batch", s_.batch},       {"heads", s_.heads},
+                       {"head_dim", s_.head_dim}, {"causal", s_.causal},
+                       {"layout", "bhsd"}};
+    if (s_.seqlen_q == s_.seqlen_k) {
+      out["seqlen"] = s_.seqlen_q;
+    } else {
+      out["seqlen_q"] = s_.seqlen_q;
+      out["seqlen_k"] = s_.seqlen_k;
+    }
+    return out;
   }
 
+  bool timed() const override { return s_.timed; }
+
   void setup(kwbench::State& state) override {
-    const std::size_t elements = static_cast<std::size_t>(s_.batch) * s_.heads * s_.seqlen * s_.head_dim;
-    const std::size_t rows = static_cast<std::size_t>(s_.batch) * s_.heads * s_.seqlen;
-    void* q = state.alloc(elements * 2);
-    void* k = state.alloc(elements * 2);
-    void* v = state.alloc(elements * 2);
-    for (void* tensor : {q, k, v}) {
+    const std::size_t heads = static_cast<std::size_t>(s_.batch) * s_.heads;
+    const std::size_t q_elements = heads * s_.seqlen_q * s_.head_dim;
+    const std::size_t kv_elements = heads * s_.seqlen_k * s_.head_dim;
+    const std::size_t rows = heads * s_.seqlen_q;
+    void* q = state.alloc(q_elements * 2);
+    void* k = state.alloc(kv_elements * 2);
+    void* v = state.alloc(kv_elements * 2);
+    for (auto [tensor, elements] : {std::pair{q, q_elements}, {k, kv_elements}, {v, kv_elements}}) {
       // Unit variance: scaled scores then have a spread like a trained model's.
       kw::attention::fill_random(s_.dtype, tensor, elements, std::sqrt(3.f), state.rng()(), state.stream());
     }
     params_.dtype = s_.dtype;
     params_.batch = s_.batch;
     params_.heads = s_.heads;
-    params_.seqlen_q = params_.seqlen_k = s_.seqlen;
+    params_.seqlen_q = s_.seqlen_q;
+    params_.seqlen_k = s_.seqlen_k;
     params_.head_dim = s_.head_dim;
-    params_.q = kw::attention::bhsd(q, s_.heads, s_.seqlen, s_.head_dim);
-    params_.k = kw::attention::bhsd(k, s_.heads, s_.seqlen, s_.head_dim);
-    params_.v = kw::attention::bhsd(v, s_.heads, s_.seqlen, s_.head_dim);
+    params_.q = kw::attention::bhsd(q, s_.heads, s_.seqlen_q, s_.head_dim);
+    params_.k = kw::attention::bhsd(k, s_.heads, s_.seqlen_k, s_.head_dim);
+    params_.v = kw::attention::bhsd(v, s_.heads, s_.seqlen_k, s_.head_dim);
     params_.o_strides = params_.q;
     params_.softmax_scale = 1.f / std::sqrt(static_cast<float>(s_.head_dim));
     params_.causal = s_.causal;
 
-    params_.o = state.alloc(elements * 2, "candidate");
+    params_.o = state.alloc(q_elements * 2, "candidate");
     params_.lse = state.alloc_n<float>(rows, "candidate");
 
     // Baselines are built only when this stage times them: a cuDNN plan and
     // the unfused scores (up to 17 GB) cost more than the candidate's run.
     if (state.wants("baseline:cudnn")) {
       cudnn_params_ = params_;
-      cudnn_params_.o = state.alloc(elements * 2, "baseline:cudnn");
+      cudnn_params_.o = state.alloc(q_elements * 2, "baseline:cudnn");
       cudnn_params_.lse = state.alloc_n<float>(rows, "baseline:cudnn");
       cudnn_ = std::make_unique<kw::attention::CudnnSdpa>(cudnn_params_, state.stream());
       if (cudnn_->unavailable().empty() && cudnn_->workspace_bytes() > 0) {
@@ -121,7 +146,7 @@ class AttentionCase : public kwbench::Case {
     cublas_unavailable_.clear();
     if (state.wants("baseline:cublas_unfused")) {
       cublas_params_ = params_;
-      cublas_params_.o = state.alloc(elements * 2, "baseline:cublas_unfused");
+      cublas_params_.o = state.alloc(q_elements * 2, "baseline:cublas_unfused");
       cublas_params_.lse = state.alloc_n<float>(rows, "baseline:cublas_unfused");
       try {
         scores_ =
@@ -231,7 +256,7 @@ class AttentionCase : public kwbench::Case {
   }
 
   void poison_output(kwbench::State& state) override {
-    const std::size_t rows = static_cast<std::size_t>(s_.batch) * s_.heads * s_.seqlen;
+    const std::size_t rows = static_cast<std::size_t>(s_.batch) * s_.heads * s_.seqlen_q;
     kwbench::fill_nan(state, params_.o, rows * s_.head_dim * 2);
     kwbench::fill_nan(state, params_.lse, rows * sizeof(float));
   }
@@ -292,22 +317,8 @@ class AttentionCase : public kwbench::Case {
   double tolerance() const override { return s_.dtype == DType::fp16 ? 2e-3 : 1e-2; }
 
   kwbench::ExpectedLaunch expected_launch() const override {
-    ForwardParams shape_only;
-    shape_only.dtype = s_.dtype;
-    shape_only.batch = s_.batch;
-    shape_only.heads = s_.heads;
-    shape_only.seqlen_q = shape_only.seqlen_k = s_.seqlen;
-    shape_only.head_dim = s_.head_dim;
-    shape_only.causal = s_.causal;
-    kw::attention::LaunchShape shape = kw::attention::launch_shape(shape_only);
-    kwbench::ExpectedLaunch expected;
-    expected.kernel_pattern = shape.kernel_pattern;
-    expected.block = {static_cast<int>(shape.block.x), 1, 1};
-    expected.grid = kwbench::Dim3{static_cast<int>(shape.grid.x), static_cast<int>(shape.grid.y),
-                                  static_cast<int>(shape.grid.z)};
-    expected.max_registers = 255;
-    expected.max_shared_bytes = static_cast<std::int64_t>(shape.dynamic_smem);
-    return expected;
+    return kw::attention::expected::launch_for({name(), s_.dtype == DType::fp16 ? "__half" : "__nv_bfloat16",
+                                                s_.batch, s_.heads, s_.seqlen_q, s_.causal});
   }
 
   // Catches the "expected 1.7x, measured 0.12x" class: far slower than cuDNN
@@ -315,12 +326,13 @@ class AttentionCase : public kwbench::Case {
   kwbench::SanityRange sanity() const override { return {"cudnn", 0.25, 8.0, 0}; }
 
   double flops() const override {
-    const double full = 4.0 * s_.batch * s_.heads * static_cast<double>(s_.seqlen) * s_.seqlen * s_.head_dim;
+    const double full =
+        4.0 * s_.batch * s_.heads * static_cast<double>(s_.seqlen_q) * s_.seqlen_k * s_.head_dim;
     return s_.causal ? full / 2 : full;
   }
   double bytes() const override {
-    const double elements = static_cast<double>(s_.batch) * s_.heads * s_.seqlen * s_.head_dim;
-    return 4 * elements * 2 + static_cast<double>(s_.batch) * s_.heads * s_.seqlen * 4;
+    const double heads = static_cast<double>(s_.batch) * s_.heads;
+    return heads * (2.0 * s_.seqlen_q + 2.0 * s_.seqlen_k) * s_.head_dim * 2 + heads * s_.seqlen_q * 4;
   }
 
  private:
@@ -343,12 +355,28 @@ int main(int argc, char** argv) {
   };
   for (DType dtype : {DType::fp16, DType::bf16}) {
     for (bool causal : {false, true}) {
-      for (int seqlen : {32, 64, 128, 256, 512}) add("user", {1, 1, seqlen, 64, causal, dtype});
-      add("user", {2, 4, 128, 64, causal, dtype});
+      for (int seqlen : {32, 64, 128, 256, 512}) add("user", square(1, 1, seqlen, 64, causal, dtype));
+      add("user", square(2, 4, 128, 64, causal, dtype));
       for (int head_dim : {64, 128}) {
         for (int seqlen = 512; seqlen <= 16384; seqlen *= 2) {
-          add("flash-attention", {16384 / seqlen, 2048 / head_dim, seqlen, head_dim, causal, dtype});
+          add("flash-attention", square(16384 / seqlen, 2048 / head_dim, seqlen, head_dim, causal, dtype));
         }
+      }
+    }
+    // The masking's edges, for correctness only. With the causal mask
+    // aligned top-left, Sq < Sk leaves most keys hidden from every row: the
+    // short kernel's warps, which split the keys, then hold key ranges that
+    // are masked whole and must keep their rows' maxima at -inf without
+    // producing NaN. Sq > Sk, partial tiles (17 x 300), and the streaming
+    // kernels with Sq != Sk besides.
+    for (bool causal : {false, true}) {
+      for (auto [seqlen_q, seqlen_k, head_dim] : {std::tuple{64, 512, 64},
+                                                  {1, 512, 64},
+                                                  {17, 300, 64},
+                                                  {512, 128, 64},
+                                                  {64, 1024, 64},
+                                                  {64, 512, 128}}) {
+        add("masking", {1, 1, seqlen_q, seqlen_k, head_dim, causal, dtype, false});
       }
     }
   }

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <numeric>
 #include <string>
 #include <tuple>
@@ -411,6 +412,41 @@ TEST_F(AttentionGpuTest, TheBenchComputesACorrectnessReferenceOnceThenTakesItFro
   EXPECT_EQ(cases[1]["details"]["reference"], "cached") << cases[1];
   EXPECT_EQ(cases[0]["status"], "passed");
   EXPECT_EQ(cases[0]["message"], cases[1]["message"]) << "the same inputs against the same reference";
+}
+
+// DESIGN.md's incident: a `<=` in the dispatch became `<`, and S = 512 went
+// to the streaming kernel. With expectations asked of the dispatch itself
+// the launch matched them; against the bench's table it fails.
+TEST_F(AttentionGpuTest, LaunchGeometryFailsWhenTheDispatchPicksTheWrongVariant) {
+  const std::filesystem::path dir = kw::testing::make_temp_dir("kw-dispatch-bug");
+  const std::string out = (dir / "launch_geometry.json").string();
+  auto launch_geometry = [&](bool with_bug) {
+    if (with_bug) setenv("LD_LIBRARY_PATH", KW_ATTENTION_DISPATCH_BUG_DIR, 1);
+    kw::testing::CommandResult result =
+        kw::testing::run_command({KW_ATTENTION_BENCH, "--stage", "launch_geometry", "--case",
+                                  "attention/fp16/d64/b1h1s512,attention/fp16/d64/b1h1s256", "--json", out});
+    unsetenv("LD_LIBRARY_PATH");
+    std::ifstream in(out);
+    return std::pair{result, nlohmann::json::parse(in)};
+  };
+  auto [good, good_report] = launch_geometry(false);
+  EXPECT_EQ(good.exit_code, 0) << good.output;
+  EXPECT_EQ(good_report["stage"]["status"], "passed") << good_report["stage"];
+
+  auto [bad, bad_report] = launch_geometry(true);
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(bad.exit_code, 1) << bad.output;
+  ASSERT_EQ(bad_report["stage"]["status"], "failed") << bad_report["stage"];
+  std::map<std::string, nlohmann::json> by_name;
+  for (const nlohmann::json& c : bad_report["stage"]["details"]["cases"]) by_name[c["name"]] = c;
+  ASSERT_EQ(by_name.size(), 2u) << bad_report["stage"];
+  const nlohmann::json& s512 = by_name.at("attention/fp16/d64/b1h1s512");
+  EXPECT_EQ(s512["status"], "failed");
+  const std::string message = s512["message"];
+  EXPECT_NE(message.find("ForwardTraits<64, 16, 64, *>"), std::string::npos) << message;  // expected
+  EXPECT_NE(message.find("ForwardTraits<64, 128, 64,"), std::string::npos) << message;    // launched
+  EXPECT_EQ(by_name.at("attention/fp16/d64/b1h1s256")["status"], "passed")
+      << "S = 256 is short under either dispatch";
 }
 
 TEST_F(AttentionGpuTest, UnsupportedInputsAreRejectedWithTheFieldNamed) {

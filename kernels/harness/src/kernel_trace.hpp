@@ -34,6 +34,4 @@ class KernelTrace {
   std::vector<ObservedLaunch> collect();
 };
 
-std::string demangle(const char* name);
-
 }  // namespace kwbench

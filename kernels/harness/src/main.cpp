@@ -150,6 +150,8 @@ std::vector<std::unique_ptr<Case>> select_cases(const Options& options) {
   } else {
     cases = make_cases(options.case_glob);
   }
+  if (options.stage == "quick_bench" || options.stage == "full_bench")
+    std::erase_if(cases, [](const std::unique_ptr<Case>& c) { return !c->timed(); });
   if (options.order_seed != 0) {
     std::mt19937_64 rng(options.order_seed);
     std::shuffle(cases.begin(), cases.end(), rng);
@@ -733,6 +735,7 @@ int main(int argc, char** argv) {
         names.push_back({{"name", c->name()},
                          {"params", c->params()},
                          {"baselines", c->baselines()},
+                         {"timed", c->timed()},
                          {"expected_launch", expected_launch_json(c->expected_launch())}});
       }
       write_json(options.json_path, {{"cases", names}});

@@ -499,6 +499,7 @@ void run_preflight(Case& c, const BenchOptions& options, std::size_t stages,
                    const std::function<void(std::size_t)>& on_start,
                    const std::function<void(std::size_t, const CaseOutcome&)>& on_result) {
   stages = std::min(stages, kPreflightCaseStages.size());
+  if (!c.timed()) stages = std::min<std::size_t>(stages, 2);  // no quick_bench
   if (stages == 0) return;
   on_start(0);
   std::unique_ptr<Prepared> prepared;

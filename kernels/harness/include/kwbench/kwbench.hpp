@@ -152,6 +152,10 @@ class Case {
   virtual SanityRange sanity() const { return {}; }
   virtual double flops() const { return 0; }
   virtual double bytes() const { return 0; }
+  // False for a correctness-only case (an edge shape nobody ships but every
+  // dispatch must get right): launch_geometry and correctness run it, the
+  // timed stages (quick_bench, full_bench) leave it out.
+  virtual bool timed() const { return true; }
 };
 
 // A kernel the load stage checks against this device: image present,

@@ -1,0 +1,39 @@
+// launch_geometry for benches of other harnesses: their processes run once
+// with libkw_inject.so loaded (CUDA_INJECTION64_PATH), and the launches it
+// recorded are held against kernelwatch.json's `launches` expectations.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "repo_config.hpp"
+
+namespace kw::agent {
+
+// Every launch in the records under `dir` (kernels/inject's format), and
+// what makes the observation incomplete: a process that wrote an error,
+// that dropped records, or that ended without its closing line.
+struct InjectedLaunches {
+  std::vector<nlohmann::json> launches;
+  std::vector<std::string> problems;
+  int processes = 0;
+};
+InjectedLaunches read_injected_launches(const std::filesystem::path& dir);
+
+struct LaunchCheck {
+  bool passed = true;
+  std::string message;
+  nlohmann::json details;  // per expectation: matching launches and problems
+};
+LaunchCheck check_launches(const std::vector<LaunchExpectation>& expected,
+                           const std::vector<nlohmann::json>& launches);
+
+// libkw_inject.so: KW_INJECT_LIBRARY, else beside this kw binary, in ../lib,
+// or in the build tree's kernels/inject.
+std::optional<std::filesystem::path> find_inject_library();
+
+}  // namespace kw::agent

@@ -1,0 +1,88 @@
+// libkw_inject.so against kwbench's own CUPTI capture: the attention bench's
+// launch_geometry stage records the candidate's launches in-process; the
+// same cases run under the injection library (the correctness stage, in
+// child processes, so the per-process files are exercised too) must show
+// the same kernels with the same grid, block, registers and shared memory.
+#include <gtest/gtest.h>
+
+#include <cuda_runtime.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+#include <tuple>
+
+#include <nlohmann/json.hpp>
+
+#include "../../../tests/support/subprocess.hpp"
+#include "../../../tests/support/temp_dir.hpp"
+
+namespace {
+
+using nlohmann::json;
+using Launch = std::tuple<std::string, json, json, int, std::int64_t, std::int64_t>;
+
+bool has_gpu() {
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+}
+
+Launch key_of(const json& launch) {
+  return {launch["kernel"],    launch["grid"],        launch["block"],
+          launch["registers"], launch["static_smem"], launch["dynamic_smem"]};
+}
+
+constexpr const char* kCases =
+    "attention/fp16/d64/b1h1s512,attention/bf16/d64/b2h4s128/causal,attention/fp16/d128/b8h16s2048/causal";
+
+TEST(InjectGpuTest, TheInjectionLibraryReportsTheLaunchesKwbenchCaptures) {
+  if (!has_gpu()) GTEST_SKIP() << "no CUDA device";
+  const std::filesystem::path dir = kw::testing::make_temp_dir("kw-inject");
+  const std::string own = (dir / "launch_geometry.json").string();
+  auto traced = kw::testing::run_command(
+      {KW_ATTENTION_BENCH, "--stage", "launch_geometry", "--case", kCases, "--in-process", "--json", own});
+  ASSERT_EQ(traced.exit_code, 0) << traced.output;
+  std::multiset<Launch> expected;
+  const json traced_report = json::parse(std::ifstream(own));
+  for (const json& c : traced_report["cases"])
+    for (const json& launch : c["launches"]) expected.insert(key_of(launch));
+  ASSERT_EQ(expected.size(), 3u) << "one candidate launch per case";
+
+  const std::filesystem::path records = dir / "records";
+  std::filesystem::create_directories(records);
+  setenv("CUDA_INJECTION64_PATH", KW_INJECT_LIBRARY, 1);
+  setenv("KW_INJECT_OUT", records.c_str(), 1);
+  auto injected = kw::testing::run_command(
+      {KW_ATTENTION_BENCH, "--stage", "correctness", "--case", kCases, "--json", (dir / "c.json").string()});
+  unsetenv("CUDA_INJECTION64_PATH");
+  unsetenv("KW_INJECT_OUT");
+  ASSERT_EQ(injected.exit_code, 0) << injected.output;
+
+  std::multiset<Launch> observed;
+  int processes = 0, ended = 0, all_launches = 0;
+  for (const auto& file : std::filesystem::directory_iterator(records)) {
+    ++processes;
+    std::ifstream in(file.path());
+    for (std::string line; std::getline(in, line);) {
+      json record = json::parse(line);
+      ASSERT_FALSE(record.contains("error")) << file.path() << ": " << line;
+      if (record.contains("end")) {
+        ++ended;
+        EXPECT_EQ(record["end"]["dropped"], 0) << line;
+      } else if (record.contains("kernel")) {
+        ++all_launches;
+        if (record["kernel"].get<std::string>().find("attention_forward_kernel") != std::string::npos)
+          observed.insert(key_of(record));
+      }
+    }
+  }
+  std::filesystem::remove_all(dir);
+  EXPECT_GE(processes, 2) << "the bench and its case process each write their own file";
+  EXPECT_EQ(ended, processes) << "every process exited normally and said so";
+  EXPECT_GT(all_launches, static_cast<int>(observed.size())) << "the inputs' and the reference's kernels too";
+  EXPECT_EQ(observed, expected);
+}
+
+}  // namespace
