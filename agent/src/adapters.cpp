@@ -221,6 +221,7 @@ class GbenchAdapter final : public BenchAdapter {
   std::vector<std::string> one_pass_args() const override {
     return {"--benchmark_min_time=0.01", "--benchmark_repetitions=1"};
   }
+  std::vector<std::string> list_args() const override { return {"--benchmark_list_tests=true"}; }
 };
 
 class NvbenchAdapter final : public BenchAdapter {
@@ -237,6 +238,7 @@ class NvbenchAdapter final : public BenchAdapter {
   bool runs_without_gpu() const override { return false; }
   // One sample of each state, and none of NVBench's own CUPTI use.
   std::vector<std::string> one_pass_args() const override { return {"--profile"}; }
+  std::vector<std::string> list_args() const override { return {"--list"}; }
   void remove_outputs(const std::filesystem::path& out) const override {
     BenchAdapter::remove_outputs(out);
     std::error_code ec;

@@ -31,6 +31,9 @@ class BenchAdapter {
   // Arguments of the shortest run that still launches every kernel: the
   // launch_geometry pass.
   virtual std::vector<std::string> one_pass_args() const = 0;
+  // Arguments that list the benchmarks and exit, touching no kernel: the
+  // load stage's run under LD_BIND_NOW.
+  virtual std::vector<std::string> list_args() const = 0;
   // Files the bench wrote beside `out`.
   virtual void remove_outputs(const std::filesystem::path& out) const;
 };

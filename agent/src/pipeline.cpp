@@ -13,11 +13,11 @@
 #include <sstream>
 
 #include "adapters.hpp"
+#include "bench_checks.hpp"
 #include "built_commits.hpp"
 #include "gpu_info.hpp"
 #include "kw/common/run_report.hpp"
 #include "kw/common/subprocess.hpp"
-#include "launch_check.hpp"
 #include "replicates.hpp"
 
 namespace kw::agent {
@@ -104,26 +104,6 @@ struct Logger {
     if (options.on_stage) options.on_stage(stage);
   }
 };
-
-struct BenchResult {
-  std::string status = "passed";
-  std::string message;
-  std::string log_tail;
-  json details = json::object();
-  json device;
-  json cases = json::array();
-  double seconds = 0;
-};
-
-fs::path temp_json(const std::string& tag) {
-  char pattern[] = "/tmp/kw-stage-XXXXXX";
-  int fd = mkstemp(pattern);
-  if (fd < 0) throw std::runtime_error("mkstemp failed");
-  close(fd);
-  fs::path path = std::string(pattern) + "-" + tag + ".json";
-  fs::rename(pattern, path);
-  return path;
-}
 
 // One kwbench invocation: `stage` is a stage's name or "preflight"; its
 // JSON document (null when it wrote none) in `document`.
@@ -256,90 +236,9 @@ std::optional<std::map<StageName, BenchResult>> run_kwbench_preflight(
   return results;
 }
 
-// launch_geometry of a bench of another harness: one short pass with
-// libkw_inject.so in its processes, held against kernelwatch.json's
-// `launches`.
-BenchResult run_injected_launches(const BenchAdapter& adapter, const BenchConfig& bench,
-                                  const RepoConfig& config, const PipelineOptions& options) {
-  BenchResult result;
-  if (bench.launches.empty()) {
-    result.status = "skipped";
-    result.message = bench.name + ": no launch expectations (kernelwatch.json benches[].launches)";
-    return result;
-  }
-  const std::optional<fs::path> library = find_inject_library();
-  if (!library) {
-    result.status = "failed";
-    result.message = bench.name +
-                     ": libkw_inject.so not found (beside kw, in ../lib, or KW_INJECT_LIBRARY), so its "
-                     "launch expectations cannot be checked";
-    return result;
-  }
-  const fs::path records = temp_json("launches");
-  fs::remove(records);
-  fs::create_directories(records);
-  ChildSpec spec;
-  spec.argv = {(options.checkout / bench.path).string()};
-  const std::vector<std::string> pass =
-      bench.launch_args.empty() ? adapter.one_pass_args() : bench.launch_args;
-  spec.argv.insert(spec.argv.end(), pass.begin(), pass.end());
-  spec.argv.insert(spec.argv.end(), bench.args.begin(), bench.args.end());
-  spec.cwd = options.checkout;
-  spec.env = {{"CUDA_INJECTION64_PATH", library->string()}, {"KW_INJECT_OUT", records.string()}};
-  spec.timeout_s = config.timeout_for(StageName::launch_geometry);
-  ChildOutcome outcome = run_child(spec, *options.stop);
-  result.seconds = outcome.seconds;
-  InjectedLaunches observed = read_injected_launches(records);
-  std::error_code ec;
-  fs::remove_all(records, ec);
-  result.log_tail = outcome.output_tail;
-  if (!outcome.ok()) {
-    result.status = "failed";
-    result.message = bench.name + " (its launch pass, " + adapter.harness() + "): " + outcome.describe();
-    return result;
-  }
-  LaunchCheck check = check_launches(bench.launches, observed.launches);
-  result.details = {{"expectations", check.details},
-                    {"processes", observed.processes},
-                    {"launches", observed.launches.size()},
-                    {"library", library->string()}};
-  if (!observed.problems.empty()) {
-    // An incomplete record could hide the launch that breaks an expectation.
-    result.status = "failed";
-    result.message = bench.name + ": the launch records are incomplete: " + observed.problems.front();
-    return result;
-  }
-  result.status = check.passed ? "passed" : "failed";
-  result.message = bench.name + ": " + check.message;
-  return result;
-}
-
-// correctness of a bench of another harness: its `check` command.
-BenchResult run_check_command(const BenchConfig& bench, const PipelineOptions& options) {
-  BenchResult result;
-  if (bench.check.empty()) {
-    result.status = "skipped";
-    result.message = bench.name + ": no check command (kernelwatch.json benches[].check)";
-    return result;
-  }
-  ChildSpec spec;
-  spec.argv = bench.check;
-  // A path in the repository, like the bench's own; a bare name is looked up in PATH.
-  if (spec.argv[0].find('/') != std::string::npos && fs::path(spec.argv[0]).is_relative())
-    spec.argv[0] = (options.checkout / spec.argv[0]).string();
-  spec.cwd = options.checkout;
-  spec.timeout_s = bench.check_timeout_s;
-  ChildOutcome outcome = run_child(spec, *options.stop);
-  result.seconds = outcome.seconds;
-  result.status = outcome.ok() ? "passed" : "failed";
-  result.message =
-      bench.name + ": check `" + bench.check[0] + "` " + (outcome.ok() ? "passed" : outcome.describe());
-  if (!outcome.ok()) result.log_tail = outcome.output_tail;
-  return result;
-}
-
 BenchResult run_adapted(const BenchAdapter& adapter, const BenchConfig& bench, StageName stage,
                         const RepoConfig& config, const PipelineOptions& options) {
+  if (stage == StageName::load) return run_adapted_load(adapter, bench, config, options);
   if (stage == StageName::launch_geometry) return run_injected_launches(adapter, bench, config, options);
   if (stage == StageName::correctness) return run_check_command(bench, options);
   BenchResult result;
@@ -524,15 +423,16 @@ json run_pipeline(const RepoConfig& config, const PipelineOptions& options) {
       log.ended(stages.back());
       continue;
     }
-    // Without a GPU only the correctness check and full_bench of a CPU
+    // Without a GPU only the load, correctness check and full_bench of a CPU
     // harness's bench can run (a benchmark in it that needs a GPU fails with
     // its own error).
     auto runs_without_gpu = [](const BenchConfig& b) {
       const BenchAdapter* adapter = adapter_for(b.format);
       return adapter != nullptr && adapter->runs_without_gpu();
     };
-    const bool runs_on_cpu = (stage == StageName::full_bench || stage == StageName::correctness) &&
-                             std::any_of(config.benches.begin(), config.benches.end(), runs_without_gpu);
+    const bool runs_on_cpu =
+        (stage == StageName::load || stage == StageName::correctness || stage == StageName::full_bench) &&
+        std::any_of(config.benches.begin(), config.benches.end(), runs_without_gpu);
     if (!opts.gpu_available && !runs_on_cpu) {
       stages.push_back(make_stage(stage, "skipped", 0, 0, "no CUDA device"));
       log("stage " + name + " skipped: no CUDA device");
@@ -591,6 +491,9 @@ json run_pipeline(const RepoConfig& config, const PipelineOptions& options) {
                            : adapter != nullptr ? run_adapted(*adapter, bench, stage, config, opts)
                            : stage == StageName::full_bench ? run_replicates(bench, config, opts)
                                                             : run_kwbench(bench, stage, config, opts);
+      if (stage == StageName::correctness && result.status != "failed" && !bench.sanitize_tools.empty() &&
+          opts.gpu_available)
+        sanitize(result, adapter, bench, config, opts);
       seconds += result.seconds;
       messages.push_back(result.message);
       if (!result.log_tail.empty()) tail += "--- " + bench.name + "\n" + result.log_tail;

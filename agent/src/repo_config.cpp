@@ -139,6 +139,21 @@ RepoConfig parse_repo_config(const json& document) {
       bench.check_timeout_s = c.opt_number("timeout_s", 1).value_or(bench.check_timeout_s);
       c.reject_unknown_keys();
     }
+    if (const json* sanitize = b.find("sanitize")) {
+      JsonReader z(*sanitize, b.child("sanitize"));
+      bench.sanitize_tools = string_list(z, "tools", true);
+      for (std::size_t k = 0; k < bench.sanitize_tools.size(); ++k) {
+        const std::string& tool = bench.sanitize_tools[k];
+        if (tool != "memcheck" && tool != "racecheck" && tool != "initcheck" && tool != "synccheck") {
+          JsonReader::fail(index_path(z.child("tools"), k),
+                           "unknown tool \"" + tool + "\" (memcheck, racecheck, initcheck or synccheck)");
+        }
+      }
+      bench.sanitize_cases = z.opt_string("cases").value_or("");
+      if (!bench.sanitize_cases.empty() && bench.format != BenchFormat::kwbench)
+        JsonReader::fail(z.child("cases"), "only a kwbench bench selects cases");
+      z.reject_unknown_keys();
+    }
     b.reject_unknown_keys();
     for (const BenchConfig& other : config.benches) {
       if (other.name == bench.name)

@@ -49,6 +49,12 @@ struct BenchConfig {
   std::vector<std::string> launch_args;
   std::vector<std::string> check;
   double check_timeout_s = 600;
+  // compute-sanitizer tools run in correctness ("memcheck", "racecheck",
+  // "initcheck", "synccheck"; empty: none) over the correctness workload
+  // (kwbench) or the launch pass (other harnesses), and the kwbench cases
+  // they run (empty: `cases`).
+  std::vector<std::string> sanitize_tools;
+  std::string sanitize_cases;
 };
 
 // full_bench as replicates (docs/repo-config.md, docs/detection.md).

@@ -14,11 +14,13 @@
 #include "../../tests/support/subprocess.hpp"
 #include "../../tests/support/temp_dir.hpp"
 #include "adapters.hpp"
+#include "bench_checks.hpp"
 #include "built_commits.hpp"
 #include "gpu_info.hpp"
 #include "kw/common/run_report.hpp"
 #include "kw/common/subprocess.hpp"
 #include "launch_check.hpp"
+#include "load_check.hpp"
 #include "pipeline.hpp"
 #include "replicates.hpp"
 #include "repo_config.hpp"
@@ -137,6 +139,22 @@ TEST(RepoConfig, LaunchExpectationsAndCheckOfAnotherHarnessesBench) {
   EXPECT_EQ(nvbench_error({{"block", {128}}}), "benches[0].launches[0].kernel: is required");
   EXPECT_EQ(nvbench_error({{"kernel", "k"}, {"min_registers", 3}}),
             "benches[0].launches[0].min_registers: unknown field");
+
+  json sanitized = valid_config();
+  sanitized["benches"][0]["sanitize"] = {{"tools", {"memcheck", "racecheck"}}, {"cases", "fake.scale/n1k"}};
+  const BenchConfig with_sanitize = parse_repo_config(sanitized).benches[0];
+  EXPECT_EQ(with_sanitize.sanitize_tools, (std::vector<std::string>{"memcheck", "racecheck"}));
+  EXPECT_EQ(with_sanitize.sanitize_cases, "fake.scale/n1k");
+  EXPECT_EQ(config_error([](json& c) {
+              c["benches"][0]["sanitize"] = {{"tools", {"memcheck", "leakcheck"}}};
+            }),
+            "benches[0].sanitize.tools[1]: unknown tool \"leakcheck\" (memcheck, racecheck, initcheck or "
+            "synccheck)");
+  EXPECT_EQ(config_error([](json& c) {
+              c["benches"][0]["format"] = "gbench";
+              c["benches"][0]["sanitize"] = {{"tools", {"memcheck"}}, {"cases", "x*"}};
+            }),
+            "benches[0].sanitize.cases: only a kwbench bench selects cases");
 }
 
 TEST(RepoConfig, FullBenchSettings) {
@@ -399,8 +417,11 @@ TEST_F(PipelineTest, NoGpuStillRunsCpuBenchmarksOnTheHostCpu) {
                                {"args", {"--benchmark_repetitions=5", "--benchmark_min_time=0.01"}}});
   json report = run(json::object(), false, config);
   EXPECT_EQ(statuses(report),
-            (std::vector<std::string>{"passed", "skipped", "skipped", "skipped", "skipped", "passed"}));
-  EXPECT_EQ(report["stages"][1]["message"], "no CUDA device");
+            (std::vector<std::string>{"passed", "passed", "skipped", "skipped", "skipped", "passed"}));
+  // Its load (symbols bound at start) needs no GPU either.
+  EXPECT_EQ(report["stages"][1]["message"],
+            "fake: skipped, no CUDA device; gb: its symbols resolve; kernel images not checked: no CUDA device");
+  EXPECT_EQ(report["stages"][2]["message"], "no CUDA device");
   EXPECT_NE(report["stages"][5]["message"].get<std::string>().find("fake: skipped, no CUDA device"),
             std::string::npos)
       << report["stages"][5]["message"];
@@ -963,6 +984,116 @@ TEST(LaunchCheck, IncompleteRecordsAreNamed) {
                                  "/repo/other: launch tracing failed: "
                                  "cuptiActivityEnable(CONCURRENT_KERNEL): CUPTI_ERROR_NOT_INITIALIZED",
                                  "launches-11.jsonl line 3: not JSON (the process was cut off)"}));
+}
+
+}  // namespace
+}  // namespace kw::agent
+
+namespace kw::agent {
+namespace {
+
+TEST(LoadCheck, KernelImagesThisGpuCanRun) {
+  const KernelImages sm90 =
+      parse_image_lists("ELF file    1: bench.1.sm_90.cubin\nELF file    2: bench.2.sm_90.cubin\n",
+                        "PTX file    1: bench.1.sm_90.ptx\n");
+  EXPECT_EQ(sm90.sass, std::vector<std::string>{"sm_90"});
+  EXPECT_EQ(sm90.ptx, std::vector<std::string>{"sm_90"});
+  EXPECT_EQ(image_problem(sm90, "9.0"), "");
+  EXPECT_EQ(image_problem(sm90, "8.0"),
+            "no kernel image for sm_80 (compute capability 8.0): it has SASS for sm_90 and PTX for sm_90");
+  EXPECT_EQ(image_problem(sm90, "10.0"), "") << "its PTX is compiled at load";
+  const KernelImages sass_only =
+      parse_image_lists("ELF file    1: x.1.sm_80.cubin\nELF file    2: x.2.sm_90a.cubin\n", "");
+  EXPECT_EQ(sass_only.sass, (std::vector<std::string>{"sm_80", "sm_90a"}));
+  EXPECT_EQ(image_problem(sass_only, "8.6"), "") << "sm_80 SASS runs on 8.6";
+  EXPECT_EQ(image_problem(sass_only, "9.0"), "") << "sm_90a runs on exactly 9.0";
+  EXPECT_EQ(
+      image_problem(sass_only, "10.0"),
+      "no kernel image for sm_100 (compute capability 10.0): it has SASS for sm_80, sm_90a and PTX for none");
+  EXPECT_TRUE(parse_image_lists("", "").sass.empty());
+}
+
+std::string fixture(const std::string& name) {
+  std::ifstream in(std::string(KW_TEST_DATA_DIR) + "/cuobjdump-h100/" + name);
+  EXPECT_TRUE(in) << name;
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// cuobjdump of CUDA 13.0 on the GPU machine (kernels/tools/capture-cuobjdump-fixtures.sh).
+TEST(LoadCheck, RealCuobjdumpOutputOfTheAttentionLibraryAndOfAHostOnlyBinary) {
+  const KernelImages attention = parse_image_lists(fixture("libkw_attention.so.list-elf.txt"),
+                                                   fixture("libkw_attention.so.list-ptx.txt"));
+  EXPECT_EQ(attention.sass, std::vector<std::string>{"sm_90"});
+  EXPECT_EQ(attention.ptx, std::vector<std::string>{"sm_90"});
+  EXPECT_EQ(image_problem(attention, "9.0"), "");
+  EXPECT_NE(image_problem(attention, "8.9"), "");
+  const std::string usage = fixture("libkw_attention.so.dump-resource-usage.txt");
+  EXPECT_TRUE(resource_problems(usage).empty());
+  // Raised past the limit by hand.
+  std::string over = usage;
+  over.replace(over.find("REG:252"), 7, "REG:300");
+  EXPECT_EQ(
+      resource_problems(over),
+      std::vector<std::string>{
+          "void kw::attention::attention_forward_kernel<kw::attention::ForwardTraits<128, 128, 64, 4, 2, 0>, "
+          "__half, false>(kw::attention::ForwardParams): 300 registers per thread, at most 255"});
+  const KernelImages host_only = parse_image_lists(fixture("kw.list-elf.txt"), fixture("kw.list-ptx.txt"));
+  EXPECT_TRUE(host_only.sass.empty() && host_only.ptx.empty());
+}
+
+TEST(LoadCheck, KernelsOverTheLimitsOfEveryLaunch) {
+  const std::string usage = R"(
+Fatbin elf code:
+================
+arch = sm_90
+Resource usage:
+ Common:
+  GLOBAL:0
+ Function _Z6scaledPfi:
+  REG:32 STACK:0 SHARED:0 LOCAL:0 CONSTANT[0]:368 TEXTURE:0 SURFACE:0 SAMPLER:0
+ Function _Z4hugePf:
+  REG:40 STACK:0 SHARED:65536 LOCAL:0 CONSTANT[0]:360 TEXTURE:0 SURFACE:0 SAMPLER:0
+ Function greedy: REG:256 STACK:0 SHARED:0 LOCAL:0
+)";
+  EXPECT_EQ(resource_problems(usage),
+            (std::vector<std::string>{"huge(float*): 65536 bytes of static shared memory, at most 49152",
+                                      "greedy: 256 registers per thread, at most 255"}));
+}
+
+}  // namespace
+}  // namespace kw::agent
+
+namespace kw::agent {
+namespace {
+
+// memcheck's report of the harness's broken.overrun case as kw quoted it on
+// the H100, with a second error after it: the first block, at most seven
+// lines, without the prefixes.
+TEST(Sanitize, TheFirstReportIsQuoted) {
+  const std::string output = R"(========= COMPUTE-SANITIZER
+kwbench correctness started on NVIDIA H100 80GB HBM3
+========= Invalid __global__ write of size 4 bytes
+=========     at kwbench_selftest::scale_overrun_kernel(const float *, float *, float, unsigned long)+0x280
+=========     by thread (23,0,0) in block (392,0,0)
+=========     Access to 0x7fb32dfff060 is out of bounds
+=========     and is 1 bytes after the nearest allocation at 0x7fb32a000000 of size 67,104,864 bytes
+=========     Saved host backtrace up to driver entry point at kernel launch time
+=========         Host Frame: kwbench_selftest::ScaleCase::run_candidate(kwbench::State&) [0x367c3] in bench
+=========         Host Frame: kwbench::correctness_of(kwbench::Prepared&) [0x2a1c0] in bench
+=========
+========= Invalid __global__ write of size 4 bytes
+========= ERROR SUMMARY: 2 errors
+)";
+  EXPECT_EQ(
+      first_sanitizer_report(output),
+      "Invalid __global__ write of size 4 bytes\n"
+      "    at kwbench_selftest::scale_overrun_kernel(const float *, float *, float, unsigned long)+0x280\n"
+      "    by thread (23,0,0) in block (392,0,0)\n"
+      "    Access to 0x7fb32dfff060 is out of bounds\n"
+      "    and is 1 bytes after the nearest allocation at 0x7fb32a000000 of size 67,104,864 bytes\n"
+      "    Saved host backtrace up to driver entry point at kernel launch time\n"
+      "        Host Frame: kwbench_selftest::ScaleCase::run_candidate(kwbench::State&) [0x367c3] in bench");
+  EXPECT_EQ(first_sanitizer_report("========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n"), "");
 }
 
 }  // namespace

@@ -147,7 +147,10 @@ BENCHMARK_MAIN();
   const json& second = runs[1];
   EXPECT_EQ(second["device"]["kind"], "cpu") << second["device"];
   EXPECT_EQ(second["gpu_model"], runs[0]["gpu_model"]);
-  EXPECT_EQ(second["stages"][1]["message"], "no CUDA device");
+  EXPECT_EQ(second["stages"][1]["status"], "passed") << second["stages"][1];
+  EXPECT_EQ(second["stages"][1]["message"],
+            "cpu: its symbols resolve; kernel images not checked: no CUDA device");
+  EXPECT_EQ(second["stages"][2]["message"], "no CUDA device");
   EXPECT_EQ(second["stages"][3]["status"], "passed") << second["stages"][3];  // its check command
   EXPECT_EQ(second["stages"][5]["status"], "passed") << second["stages"][5];
   ASSERT_EQ(second["cases"].size(), 1u);
@@ -159,6 +162,47 @@ BENCHMARK_MAIN();
   const json& c = second["comparisons"][0];
   EXPECT_EQ(c["method"], "baseline-run") << c.dump();
   EXPECT_EQ(c["baseline_run_id"], runs[0]["id"]) << c.dump();
+}
+
+// A bench whose library lost a symbol it calls (rebuilt after the bench was
+// linked): lazily bound, it would list its benchmarks and fail only when
+// one ran. The load stage binds every symbol at start and names it.
+TEST_F(AgentE2eTest, AGoogleBenchmarkBenchWithAnUnresolvedSymbolFailsLoad) {
+  start_server();
+  repo_.write("helper.cpp",
+              "#ifdef WITH_EXTRA\nint extra() { return 42; }\n#endif\nint helper() { return 1; }\n");
+  repo_.write("bench.cpp", R"(#include <benchmark/benchmark.h>
+int helper();
+int extra();
+static void BM_helper(benchmark::State& state) { for (auto _ : state) benchmark::DoNotOptimize(helper()); }
+BENCHMARK(BM_helper);
+static void BM_extra(benchmark::State& state) { for (auto _ : state) benchmark::DoNotOptimize(extra()); }
+BENCHMARK(BM_extra);
+BENCHMARK_MAIN();
+)");
+  json config{{"project", "demo"},
+              {"build",
+               {{"commands",
+                 {"c++ -shared -fPIC -DWITH_EXTRA -o libhelper.so helper.cpp",
+                  "c++ -O2 -std=c++17 -o bench bench.cpp -L. -lhelper -Wl,-rpath,'$ORIGIN' -Wl,-z,lazy "
+                  "-lbenchmark -lpthread",
+                  "c++ -shared -fPIC -o libhelper.so helper.cpp"}}}},
+              {"benches", {{{"name", "cpu"}, {"path", "bench"}, {"format", "gbench"}}}}};
+  repo_.write("kernelwatch.json", config.dump(2));
+  std::int64_t job = submit(repo_.commit("a library that lost a symbol"));
+  ChildProcess& agent = start_agent("cpu-host", true, false);
+  EXPECT_EQ(agent.wait_exit(), 0) << agent.output();
+  json run = run_of(wait_for_job(*server_, job, [](const json& j) { return j["state"] == "done"; }));
+  const json& load = run["stages"][1];
+  EXPECT_EQ(load["status"], "failed") << load;
+  EXPECT_NE(
+      load["message"].get<std::string>().find("cpu: does not start with every symbol bound (LD_BIND_NOW"),
+      std::string::npos)
+      << load["message"];
+  EXPECT_NE(load["log_tail"].get<std::string>().find("undefined symbol: _Z5extrav"), std::string::npos)
+      << load["log_tail"];
+  EXPECT_EQ(run["stages"][5]["status"], "skipped") << run["stages"][5];
+  EXPECT_EQ(run["verdict"], "failed");
 }
 
 // A bench of another harness whose correctness check fails: the check's

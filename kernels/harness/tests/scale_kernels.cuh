@@ -29,6 +29,16 @@ __global__ void scale_nan_kernel(const float* x, float* y, float a, std::size_t 
   }
 }
 
+// Right but for one write past the end of its output, which lands in the
+// allocation's rounding and faults nothing: only a sanitizer sees it.
+__global__ void scale_overrun_kernel(const float* x, float* y, float a, std::size_t n) {
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+    y[i] = a * x[i];
+    if (i == n - 1) y[n] = 0.0f;
+  }
+}
+
 // Writes far outside its buffer: an illegal address fault.
 __global__ void scale_fault_kernel(const float* x, float* y, float a, std::size_t n) {
   std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;

@@ -15,5 +15,8 @@ int main(int argc, char** argv) {
   registry.add_case([] { return std::make_unique<ScaleCase>("broken.nan", n, Variant::nan); });
   registry.add_case([] { return std::make_unique<ScaleCase>("broken.slow", n, Variant::slow); });
   registry.add_case([] { return std::make_unique<ScaleCase>("broken.fault", n, Variant::fault); });
+  // Not a multiple of the allocation granularity: its one write past the end
+  // stays inside what the driver mapped.
+  registry.add_case([] { return std::make_unique<ScaleCase>("broken.overrun", n - 1000, Variant::overrun); });
   return kwbench::main(argc, argv);
 }

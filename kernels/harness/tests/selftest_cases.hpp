@@ -12,7 +12,7 @@
 
 namespace kwbench_selftest {
 
-enum class Variant { good, block128, unwritten, nan, slow, fault };
+enum class Variant { good, block128, unwritten, nan, slow, fault, overrun };
 
 class ScaleCase : public kwbench::Case {
  public:
@@ -44,6 +44,9 @@ class ScaleCase : public kwbench::Case {
         break;
       case Variant::fault:
         scale_fault_kernel<<<blocks, threads, 0, state.stream()>>>(x_, y_, a_, n_);
+        break;
+      case Variant::overrun:
+        scale_overrun_kernel<<<blocks, threads, 0, state.stream()>>>(x_, y_, a_, n_);
         break;
       default:
         scale_kernel<<<blocks, threads, 0, state.stream()>>>(x_, y_, a_, n_);

@@ -1,0 +1,247 @@
+#include "bench_checks.hpp"
+
+#include <unistd.h>
+
+#include <sstream>
+
+#include "gpu_info.hpp"
+#include "kw/common/run_report.hpp"
+#include "kw/common/subprocess.hpp"
+#include "launch_check.hpp"
+#include "load_check.hpp"
+
+namespace kw::agent {
+
+namespace fs = std::filesystem;
+using common::ChildOutcome;
+using common::ChildSpec;
+using common::run_child;
+using common::StageName;
+using nlohmann::json;
+
+fs::path temp_json(const std::string& tag) {
+  char pattern[] = "/tmp/kw-stage-XXXXXX";
+  int fd = mkstemp(pattern);
+  if (fd < 0) throw std::runtime_error("mkstemp failed");
+  close(fd);
+  fs::path path = std::string(pattern) + "-" + tag + ".json";
+  fs::rename(pattern, path);
+  return path;
+}
+
+// launch_geometry of a bench of another harness: one short pass with
+// libkw_inject.so in its processes, held against kernelwatch.json's
+// `launches`.
+BenchResult run_injected_launches(const BenchAdapter& adapter, const BenchConfig& bench,
+                                  const RepoConfig& config, const PipelineOptions& options) {
+  BenchResult result;
+  if (bench.launches.empty()) {
+    result.status = "skipped";
+    result.message = bench.name + ": no launch expectations (kernelwatch.json benches[].launches)";
+    return result;
+  }
+  const std::optional<fs::path> library = find_inject_library();
+  if (!library) {
+    result.status = "failed";
+    result.message = bench.name +
+                     ": libkw_inject.so not found (beside kw, in ../lib, or KW_INJECT_LIBRARY), so its "
+                     "launch expectations cannot be checked";
+    return result;
+  }
+  const fs::path records = temp_json("launches");
+  fs::remove(records);
+  fs::create_directories(records);
+  ChildSpec spec;
+  spec.argv = {(options.checkout / bench.path).string()};
+  const std::vector<std::string> pass =
+      bench.launch_args.empty() ? adapter.one_pass_args() : bench.launch_args;
+  spec.argv.insert(spec.argv.end(), pass.begin(), pass.end());
+  spec.argv.insert(spec.argv.end(), bench.args.begin(), bench.args.end());
+  spec.cwd = options.checkout;
+  spec.env = {{"CUDA_INJECTION64_PATH", library->string()}, {"KW_INJECT_OUT", records.string()}};
+  spec.timeout_s = config.timeout_for(StageName::launch_geometry);
+  ChildOutcome outcome = run_child(spec, *options.stop);
+  result.seconds = outcome.seconds;
+  InjectedLaunches observed = read_injected_launches(records);
+  std::error_code ec;
+  fs::remove_all(records, ec);
+  result.log_tail = outcome.output_tail;
+  if (!outcome.ok()) {
+    result.status = "failed";
+    result.message = bench.name + " (its launch pass, " + adapter.harness() + "): " + outcome.describe();
+    return result;
+  }
+  LaunchCheck check = check_launches(bench.launches, observed.launches);
+  result.details = {{"expectations", check.details},
+                    {"processes", observed.processes},
+                    {"launches", observed.launches.size()},
+                    {"library", library->string()}};
+  if (!observed.problems.empty()) {
+    // An incomplete record could hide the launch that breaks an expectation.
+    result.status = "failed";
+    result.message = bench.name + ": the launch records are incomplete: " + observed.problems.front();
+    return result;
+  }
+  result.status = check.passed ? "passed" : "failed";
+  result.message = bench.name + ": " + check.message;
+  return result;
+}
+
+// load of a bench of another harness (load_check.hpp).
+BenchResult run_adapted_load(const BenchAdapter& adapter, const BenchConfig& bench, const RepoConfig& config,
+                             const PipelineOptions& options) {
+  BenchResult result;
+  const fs::path executable = options.checkout / bench.path;
+  ChildSpec spec;
+  spec.argv = {executable.string()};
+  for (std::string& arg : adapter.list_args()) spec.argv.push_back(std::move(arg));
+  spec.cwd = options.checkout;
+  spec.env = {{"LD_BIND_NOW", "1"}};
+  spec.timeout_s = config.timeout_for(StageName::load);
+  ChildOutcome listed = run_child(spec, *options.stop);
+  result.seconds = listed.seconds;
+  if (!listed.ok()) {
+    result.status = "failed";
+    result.message = bench.name + ": does not start with every symbol bound (LD_BIND_NOW, " +
+                     adapter.harness() + " listing): " + listed.describe();
+    result.log_tail = listed.output_tail;
+    return result;
+  }
+  std::vector<std::string> notes{"its symbols resolve"};
+  const fs::path cuobjdump = find_cuda_tool("cuobjdump");
+  const std::string capability =
+      options.gpu_available ? host_gpu_device().value("compute_capability", std::string()) : "";
+  if (capability.empty()) {
+    notes.push_back("kernel images not checked: no CUDA device");
+  } else if (cuobjdump.empty()) {
+    notes.push_back("kernel images not checked: cuobjdump not found");
+  } else {
+    std::vector<std::string> problems;
+    int with_code = 0;
+    for (const fs::path& file : files_with_device_code(executable, options.checkout)) {
+      auto dump = [&](const char* what) {
+        ChildSpec objdump;
+        objdump.argv = {cuobjdump.string(), what, file.string()};
+        objdump.timeout_s = 120;
+        objdump.tail_bytes = 4 << 20;
+        ChildOutcome outcome = run_child(objdump, *options.stop);
+        result.seconds += outcome.seconds;
+        return outcome.ok() ? outcome.output_tail : std::string();  // no device code: it says so and fails
+      };
+      const KernelImages images = parse_image_lists(dump("--list-elf"), dump("--list-ptx"));
+      if (images.sass.empty() && images.ptx.empty()) continue;
+      ++with_code;
+      if (std::string problem = image_problem(images, capability); !problem.empty())
+        problems.push_back(file.filename().string() + ": " + problem);
+      for (const std::string& problem : resource_problems(dump("--dump-resource-usage")))
+        problems.push_back(file.filename().string() + ": " + problem);
+    }
+    if (!problems.empty()) {
+      result.status = "failed";
+      result.message = bench.name + ": " + problems.front();
+      for (std::size_t i = 1; i < problems.size() && i < 5; ++i) result.message += "; " + problems[i];
+      return result;
+    }
+    notes.push_back(with_code == 0
+                        ? "no device code in it or its libraries"
+                        : std::to_string(with_code) + " file(s) with kernels for compute capability " +
+                              capability + ", registers and static shared memory within limits");
+  }
+  result.message = bench.name + ": ";
+  for (std::size_t i = 0; i < notes.size(); ++i) result.message += (i ? "; " : "") + notes[i];
+  return result;
+}
+
+// The first error compute-sanitizer reported: its "=========" block.
+std::string first_sanitizer_report(const std::string& output) {
+  std::istringstream lines(output);
+  std::string report;
+  int taken = 0;
+  for (std::string line; std::getline(lines, line);) {
+    const bool sanitizer = line.rfind("========= ", 0) == 0;
+    if (report.empty()) {
+      if (sanitizer && line.find("COMPUTE-SANITIZER") == std::string::npos &&
+          line.find("ERROR SUMMARY") == std::string::npos)
+        report = line.substr(10);
+      continue;
+    }
+    if (!sanitizer || line.size() <= 10 || ++taken > 6) break;  // a blank "=========" ends the block
+    report += "\n" + line.substr(10);
+  }
+  return report;
+}
+
+// compute-sanitizer's tools over a bench that passed correctness: any error
+// fails the stage, quoting the first report.
+void sanitize(BenchResult& result, const BenchAdapter* adapter, const BenchConfig& bench,
+              const RepoConfig& config, const PipelineOptions& options) {
+  const fs::path sanitizer = find_cuda_tool("compute-sanitizer");
+  if (sanitizer.empty()) {
+    result.status = "failed";
+    result.message += "; compute-sanitizer not found, so the sanitize tools asked for did not run";
+    return;
+  }
+  constexpr int kFoundErrors = 86;
+  for (const std::string& tool : bench.sanitize_tools) {
+    const fs::path json_out = temp_json("sanitize");
+    ChildSpec spec;
+    spec.argv = {
+        sanitizer.string(),           "--tool",        tool, "--error-exitcode",
+        std::to_string(kFoundErrors), "--print-limit", "10", (options.checkout / bench.path).string()};
+    if (adapter == nullptr) {
+      spec.argv.insert(spec.argv.end(), {"--stage", "correctness", "--in-process", "--case",
+                                         bench.sanitize_cases.empty() ? bench.cases : bench.sanitize_cases,
+                                         "--json", json_out.string()});
+    } else {
+      for (std::string& arg : adapter->one_pass_args()) spec.argv.push_back(std::move(arg));
+      spec.argv.insert(spec.argv.end(), bench.args.begin(), bench.args.end());
+    }
+    spec.cwd = options.checkout;
+    spec.timeout_s = config.timeout_for(StageName::correctness);
+    spec.tail_bytes = 256 * 1024;
+    ChildOutcome outcome = run_child(spec, *options.stop);
+    std::error_code ec;
+    fs::remove(json_out, ec);
+    result.seconds += outcome.seconds;
+    result.details["sanitize"][tool] = {{"seconds", outcome.seconds}, {"exit_code", outcome.exit_code}};
+    if (outcome.ok()) {
+      result.message += "; " + tool + ": no errors";
+      continue;
+    }
+    result.status = "failed";
+    result.log_tail = outcome.output_tail;
+    if (outcome.exit_code == kFoundErrors) {
+      result.message += "; " + tool + " found errors: " + first_sanitizer_report(outcome.output_tail);
+    } else {
+      result.message += "; under " + tool + " the bench " + outcome.describe();
+    }
+    return;
+  }
+  if (result.status == "skipped") result.status = "passed";  // no check command, but sanitized
+}
+
+// correctness of a bench of another harness: its `check` command.
+BenchResult run_check_command(const BenchConfig& bench, const PipelineOptions& options) {
+  BenchResult result;
+  if (bench.check.empty()) {
+    result.status = "skipped";
+    result.message = bench.name + ": no check command (kernelwatch.json benches[].check)";
+    return result;
+  }
+  ChildSpec spec;
+  spec.argv = bench.check;
+  // A path in the repository, like the bench's own; a bare name is looked up in PATH.
+  if (spec.argv[0].find('/') != std::string::npos && fs::path(spec.argv[0]).is_relative())
+    spec.argv[0] = (options.checkout / spec.argv[0]).string();
+  spec.cwd = options.checkout;
+  spec.timeout_s = bench.check_timeout_s;
+  ChildOutcome outcome = run_child(spec, *options.stop);
+  result.seconds = outcome.seconds;
+  result.status = outcome.ok() ? "passed" : "failed";
+  result.message =
+      bench.name + ": check `" + bench.check[0] + "` " + (outcome.ok() ? "passed" : outcome.describe());
+  if (!outcome.ok()) result.log_tail = outcome.output_tail;
+  return result;
+}
+
+}  // namespace kw::agent

@@ -1,0 +1,49 @@
+// The preflight stages of benches that kernelwatch does not run through
+// kwbench (Google Benchmark, NVBench): load (load_check.hpp), launch_geometry
+// through libkw_inject.so (launch_check.hpp) and correctness by a check
+// command; and compute-sanitizer over the correctness workload of any bench.
+// Each runs the bench's processes; what they find is parsed by the checks'
+// own files.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "adapters.hpp"
+#include "pipeline.hpp"
+#include "repo_config.hpp"
+
+namespace kw::agent {
+
+// One bench's result in one stage.
+struct BenchResult {
+  std::string status = "passed";
+  std::string message;
+  std::string log_tail;
+  nlohmann::json details = nlohmann::json::object();
+  nlohmann::json device;
+  nlohmann::json cases = nlohmann::json::array();
+  double seconds = 0;
+};
+
+// An empty file /tmp/kw-stage-XXXXXX-<tag>.json for a child to write.
+std::filesystem::path temp_json(const std::string& tag);
+
+BenchResult run_adapted_load(const BenchAdapter& adapter, const BenchConfig& bench, const RepoConfig& config,
+                             const PipelineOptions& options);
+BenchResult run_injected_launches(const BenchAdapter& adapter, const BenchConfig& bench,
+                                  const RepoConfig& config, const PipelineOptions& options);
+BenchResult run_check_command(const BenchConfig& bench, const PipelineOptions& options);
+
+// compute-sanitizer's tools (bench.sanitize_tools) over a bench whose
+// correctness passed (`adapter` null for kwbench): any error fails `result`,
+// quoting the first report.
+void sanitize(BenchResult& result, const BenchAdapter* adapter, const BenchConfig& bench,
+              const RepoConfig& config, const PipelineOptions& options);
+
+// The first error block of compute-sanitizer's output, without its "========= " prefixes.
+std::string first_sanitizer_report(const std::string& output);
+
+}  // namespace kw::agent
