@@ -419,8 +419,9 @@ TEST_F(PipelineTest, NoGpuStillRunsCpuBenchmarksOnTheHostCpu) {
   EXPECT_EQ(statuses(report),
             (std::vector<std::string>{"passed", "passed", "skipped", "skipped", "skipped", "passed"}));
   // Its load (symbols bound at start) needs no GPU either.
-  EXPECT_EQ(report["stages"][1]["message"],
-            "fake: skipped, no CUDA device; gb: its symbols resolve; kernel images not checked: no CUDA device");
+  EXPECT_EQ(
+      report["stages"][1]["message"],
+      "fake: skipped, no CUDA device; gb: its symbols resolve; kernel images not checked: no CUDA device");
   EXPECT_EQ(report["stages"][2]["message"], "no CUDA device");
   EXPECT_NE(report["stages"][5]["message"].get<std::string>().find("fake: skipped, no CUDA device"),
             std::string::npos)
