@@ -242,16 +242,18 @@ class AttentionCase : public kwbench::Case {
   }
 
   std::vector<std::string> baselines() const override { return {"cudnn", "cublas_unfused"}; }
-  std::string baseline_unavailable(std::size_t index) const override {
-    if (index == 0) return cudnn_ ? cudnn_->unavailable() : "not set up: not timed in this stage";
+  std::string baseline_unavailable(const std::string& baseline) const override {
+    if (baseline == "cudnn") return cudnn_ ? cudnn_->unavailable() : "not set up: not timed in this stage";
     if (!cublas_ && cublas_unavailable_.empty()) return "not set up: not timed in this stage";
     return cublas_unavailable_;
   }
-  void run_baseline(std::size_t index, kwbench::State& state) override {
-    if (index == 0) {
+  void run_baseline(const std::string& baseline, kwbench::State& state) override {
+    if (baseline == "cudnn") {
       cudnn_->run(cudnn_workspace_);
-    } else {
+    } else if (baseline == "cublas_unfused") {
       cublas_->run(cublas_params_, scores_, state.stream());
+    } else {
+      throw kwbench::Error("attention bench: no baseline \"" + baseline + "\"");
     }
   }
 

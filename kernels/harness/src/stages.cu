@@ -146,30 +146,29 @@ constexpr double kSettledSpread = 0.02;
 // The implementations of a case that can run here: candidate first.
 struct Impl {
   std::string name;
-  std::size_t baseline_index;  // unused for the candidate
+  std::string baseline;  // empty for the candidate
 };
 
 std::vector<Impl> runnable_impls(Case& c, json& skipped, const std::string& timed = "*") {
   std::vector<Impl> impls;
-  if (glob_match(timed, "candidate")) impls.push_back({"candidate", 0});
-  std::vector<std::string> names = c.baselines();
-  for (std::size_t i = 0; i < names.size(); ++i) {
-    if (!glob_match(timed, "baseline:" + names[i])) continue;
-    std::string why = c.baseline_unavailable(i);
+  if (glob_match(timed, "candidate")) impls.push_back({"candidate", ""});
+  for (const std::string& baseline : c.baselines()) {
+    if (!glob_match(timed, "baseline:" + baseline)) continue;
+    std::string why = c.baseline_unavailable(baseline);
     if (why.empty()) {
-      impls.push_back({"baseline:" + names[i], i});
+      impls.push_back({"baseline:" + baseline, baseline});
     } else {
-      skipped["baseline:" + names[i]] = why;
+      skipped["baseline:" + baseline] = why;
     }
   }
   return impls;
 }
 
 void run_impl(Case& c, const Impl& impl, State& state) {
-  if (impl.name == "candidate") {
+  if (impl.baseline.empty()) {
     c.run_candidate(state);
   } else {
-    c.run_baseline(impl.baseline_index, state);
+    c.run_baseline(impl.baseline, state);
   }
 }
 

@@ -140,9 +140,11 @@ class Case {
   virtual void teardown(State&) {}
   virtual void run_candidate(State& state) = 0;
   virtual std::vector<std::string> baselines() const { return {}; }
-  // Empty string: ready; otherwise why this baseline cannot run here (skipped).
-  virtual std::string baseline_unavailable(std::size_t) const { return {}; }
-  virtual void run_baseline(std::size_t, State&) {}
+  // Each called with a name from baselines(): by name, so a reordered list
+  // cannot time one baseline under another's name. Empty string: ready;
+  // otherwise why this baseline cannot run here (skipped).
+  virtual std::string baseline_unavailable(const std::string& /*baseline*/) const { return {}; }
+  virtual void run_baseline(const std::string& /*baseline*/, State&) {}
   // Fill the candidate's output with NaN before the correctness run.
   virtual void poison_output(State& state) = 0;
   // Compare the candidate's output with a higher-precision reference.
