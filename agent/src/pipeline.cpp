@@ -542,8 +542,9 @@ json run_pipeline(const RepoConfig& config, const PipelineOptions& options) {
   if (device.is_object()) report["device"] = device;
   if (opts.base_commit) report["base_commit"] = *opts.base_commit;
   if (opts.job_id) report["job_id"] = *opts.job_id;
-  common::parse_run_report(report);  // what we send must be what the server accepts
-  return report;
+  // What is sent is the typed run report's serialization: what the server
+  // parses, and nothing the model does not know.
+  return common::to_json(common::parse_run_report(report));
 }
 
 }  // namespace kw::agent
