@@ -65,10 +65,10 @@ BenchResult run_injected_launches(const BenchAdapter& adapter, const BenchConfig
   InjectedLaunches observed = read_injected_launches(records);
   std::error_code ec;
   fs::remove_all(records, ec);
-  result.log_tail = outcome.output_tail;
   if (!outcome.ok()) {
     result.status = "failed";
     result.message = bench.name + " (its launch pass, " + adapter.harness() + "): " + outcome.describe();
+    result.log_tail = outcome.output_tail;
     return result;
   }
   LaunchCheck check = check_launches(bench.launches, observed.launches);
@@ -80,10 +80,12 @@ BenchResult run_injected_launches(const BenchAdapter& adapter, const BenchConfig
     // An incomplete record could hide the launch that breaks an expectation.
     result.status = "failed";
     result.message = bench.name + ": the launch records are incomplete: " + observed.problems.front();
+    result.log_tail = outcome.output_tail;
     return result;
   }
   result.status = check.passed ? "passed" : "failed";
   result.message = bench.name + ": " + check.message;
+  if (!check.passed) result.log_tail = outcome.output_tail;
   return result;
 }
 
@@ -125,7 +127,6 @@ BenchResult run_adapted_load(const BenchAdapter& adapter, const BenchConfig& ben
         objdump.timeout_s = 120;
         objdump.tail_bytes = 4 << 20;
         ChildOutcome outcome = run_child(objdump, *options.stop);
-        result.seconds += outcome.seconds;
         return outcome.ok() ? outcome.output_tail : std::string();  // no device code: it says so and fails
       };
       const KernelImages images = parse_image_lists(dump("--list-elf"), dump("--list-ptx"));
