@@ -65,6 +65,13 @@ BenchResult run_injected_launches(const BenchAdapter& adapter, const BenchConfig
   InjectedLaunches observed = read_injected_launches(records);
   std::error_code ec;
   fs::remove_all(records, ec);
+  if (!observed.refused.empty()) {
+    // The bench's own error names no limit; the record does.
+    result.status = "failed";
+    result.message = bench.name + ": " + observed.refused.front();
+    result.log_tail = outcome.output_tail;
+    return result;
+  }
   if (!outcome.ok()) {
     result.status = "failed";
     result.message = bench.name + " (its launch pass, " + adapter.harness() + "): " + outcome.describe();

@@ -35,6 +35,8 @@ InjectedLaunches read_injected_launches(const fs::path& dir) {
         exe = record["start"].value("exe", "");
       } else if (record.contains("kernel")) {
         out.launches.push_back(std::move(record));
+      } else if (record.contains("failed_launch")) {
+        out.refused.push_back(explain_refused_launch(record["failed_launch"]));
       } else if (record.contains("error")) {
         out.problems.push_back((exe.empty() ? "a bench process" : exe) +
                                ": launch tracing failed: " + record["error"].get<std::string>());
@@ -76,6 +78,36 @@ bool same_dims(const json& observed, const std::array<std::int64_t, 3>& expected
 }
 
 }  // namespace
+
+std::string explain_refused_launch(const json& refused) {
+  const std::string kernel = refused.value("kernel", "a kernel");
+  std::string out = "the launch of " + kernel + " was refused (" + refused.value("error", "CUDA error") + ")";
+  const std::int64_t asked = refused.value("dynamic_smem", std::int64_t{0});
+  const std::int64_t allowed = refused.value("max_dynamic_smem", std::int64_t{-1});
+  const json& block = refused.contains("block") ? refused["block"] : json::array({1, 1, 1});
+  std::int64_t threads = 1;
+  for (const json& d : block) threads *= d.get<std::int64_t>();
+  const std::int64_t max_threads = refused.value("max_threads_per_block", std::int64_t{-1});
+  std::vector<std::string> reasons;
+  if (allowed >= 0 && asked > allowed) {
+    reasons.push_back(std::to_string(asked) + " bytes of dynamic shared memory asked, " +
+                      std::to_string(allowed) +
+                      " allowed (raise it with cudaFuncSetAttribute(MaxDynamicSharedMemorySize))");
+  }
+  if (max_threads > 0 && threads > max_threads) {
+    reasons.push_back("a block of " + std::to_string(threads) + " threads, at most " +
+                      std::to_string(max_threads) + " for this kernel at " +
+                      std::to_string(refused.value("registers", 0)) + " registers per thread");
+  }
+  if (reasons.empty()) {
+    out += ": grid " + dims_text(refused.value("grid", json::array({0, 0, 0}))) + ", block " +
+           dims_text(block) + ", " + std::to_string(asked) + " bytes of dynamic shared memory";
+  } else {
+    out += ": ";
+    for (std::size_t i = 0; i < reasons.size(); ++i) out += (i ? "; " : "") + reasons[i];
+  }
+  return out;
+}
 
 LaunchCheck check_launches(const std::vector<LaunchExpectation>& expected,
                            const std::vector<json>& launches) {

@@ -19,10 +19,16 @@ namespace kw::agent {
 // that dropped records, or that ended without its closing line.
 struct InjectedLaunches {
   std::vector<nlohmann::json> launches;
+  std::vector<std::string> refused;  // launches the driver refused, explained
   std::vector<std::string> problems;
   int processes = 0;
 };
 InjectedLaunches read_injected_launches(const std::filesystem::path& dir);
+
+// A refused launch's record as a sentence with the numbers: the dynamic
+// shared memory asked against the kernel's limit, the block against its
+// thread limit (which its registers set).
+std::string explain_refused_launch(const nlohmann::json& refused);
 
 struct LaunchCheck {
   bool passed = true;

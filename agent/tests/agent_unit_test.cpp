@@ -949,6 +949,29 @@ TEST(LaunchCheck, ExpectationsHoldOrSayWhatWasLaunched) {
   EXPECT_TRUE(check_launches({optional}, launches).passed);
 }
 
+TEST(LaunchCheck, ARefusedLaunchIsExplainedWithItsNumbers) {
+  EXPECT_EQ(
+      explain_refused_launch(
+          json::parse(R"j({"kernel": "tile_kernel(float*)", "error": "CUDA_ERROR_INVALID_VALUE",
+      "grid": [1, 1, 1], "block": [256, 1, 1], "dynamic_smem": 163840, "static_smem": 0,
+      "max_dynamic_smem": 49152, "max_threads_per_block": 1024, "registers": 10})j")),
+      "the launch of tile_kernel(float*) was refused (CUDA_ERROR_INVALID_VALUE): 163840 bytes of dynamic "
+      "shared memory asked, 49152 allowed (raise it with cudaFuncSetAttribute(MaxDynamicSharedMemorySize))");
+  EXPECT_EQ(
+      explain_refused_launch(json::parse(R"j({"kernel": "k()", "error": "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES",
+      "grid": [8, 1, 1], "block": [1024, 1, 1], "dynamic_smem": 0, "max_dynamic_smem": 49152,
+      "max_threads_per_block": 640, "registers": 96
+  })j")),
+      "the launch of k() was refused (CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES): a block of 1024 threads, at most "
+      "640 for this kernel at 96 registers per thread");
+  EXPECT_EQ(
+      explain_refused_launch(json::parse(R"j({"kernel": "k()", "error": "CUDA_ERROR_INVALID_VALUE",
+      "grid": [0, 1, 1], "block": [32, 1, 1], "dynamic_smem": 0
+  })j")),
+      "the launch of k() was refused (CUDA_ERROR_INVALID_VALUE): grid (0,1,1), block (32,1,1), 0 bytes of "
+      "dynamic shared memory");
+}
+
 TEST(LaunchCheck, IncompleteRecordsAreNamed) {
   const std::filesystem::path dir = kw::testing::make_temp_dir("kw-inject-records");
   const std::string kernel = launch("k()", {32, 1, 1}, {1, 1, 1}, 8, 0).dump();
@@ -1008,9 +1031,9 @@ TEST(LoadCheck, KernelImagesThisGpuCanRun) {
   EXPECT_EQ(sass_only.sass, (std::vector<std::string>{"sm_80", "sm_90a"}));
   EXPECT_EQ(image_problem(sass_only, "8.6"), "") << "sm_80 SASS runs on 8.6";
   EXPECT_EQ(image_problem(sass_only, "9.0"), "") << "sm_90a runs on exactly 9.0";
-  EXPECT_EQ(
-      image_problem(sass_only, "10.0"),
-      "no kernel image for sm_100 (compute capability 10.0): it has SASS for sm_80, sm_90a and PTX for none");
+  EXPECT_EQ(image_problem(sass_only, "10.0"),
+            "no kernel image for sm_100 (compute capability 10.0): it has SASS for sm_80, sm_90a and PTX "
+            "for none");
   EXPECT_TRUE(parse_image_lists("", "").sass.empty());
 }
 
@@ -1033,11 +1056,11 @@ TEST(LoadCheck, RealCuobjdumpOutputOfTheAttentionLibraryAndOfAHostOnlyBinary) {
   // Raised past the limit by hand.
   std::string over = usage;
   over.replace(over.find("REG:252"), 7, "REG:300");
-  EXPECT_EQ(
-      resource_problems(over),
-      std::vector<std::string>{
-          "void kw::attention::attention_forward_kernel<kw::attention::ForwardTraits<128, 128, 64, 4, 2, 0>, "
-          "__half, false>(kw::attention::ForwardParams): 300 registers per thread, at most 255"});
+  EXPECT_EQ(resource_problems(over),
+            std::vector<std::string>{
+                "void kw::attention::attention_forward_kernel<kw::attention::ForwardTraits<128, 128, 64, "
+                "4, 2, 0>, "
+                "__half, false>(kw::attention::ForwardParams): 300 registers per thread, at most 255"});
   const KernelImages host_only = parse_image_lists(fixture("kw.list-elf.txt"), fixture("kw.list-ptx.txt"));
   EXPECT_TRUE(host_only.sass.empty() && host_only.ptx.empty());
 }

@@ -12,6 +12,12 @@
 //   {"start": {"pid": P, "exe": "..."}}
 //   {"kernel": "...", "grid": [x, y, z], "block": [x, y, z], "registers": R,
 //    "static_smem": B, "dynamic_smem": B, "duration_ns": NS}   one per launch
+//   {"failed_launch": {"kernel": "...", "error": "CUDA_ERROR_INVALID_VALUE",
+//    "grid": [...], "block": [...], "dynamic_smem": B, "static_smem": B,
+//    "max_dynamic_smem": B, "max_threads_per_block": T, "registers": R}}
+//      a launch the driver refused: what it asked for against what the
+//      kernel allows (cuFuncGetAttribute), which CUPTI's activity records,
+//      kept for launches that ran, cannot say
 //   {"end": {"pid": P, "launches": N, "dropped": D}}   at a normal exit
 //   {"error": "..."}   when tracing could not start
 // A process that dies without exiting normally has no "end" line: its
@@ -26,6 +32,9 @@
 #include <mutex>
 #include <string>
 
+#include <cuda.h>
+
+// cupti.h (through it) declares each driver call's parameters too.
 #include "cupti_kernel_record.hpp"
 
 namespace {
@@ -83,6 +92,67 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
   std::free(buffer);
 }
 
+std::string dims(unsigned x, unsigned y, unsigned z) {
+  return "[" + std::to_string(x) + ", " + std::to_string(y) + ", " + std::to_string(z) + "]";
+}
+
+// -1 when the driver cannot say. The runtime's launches pass a CUkernel (a
+// context-independent handle) where a CUfunction goes; the context's
+// function of that kernel answers then.
+int attribute(CUfunction function, CUfunction_attribute which) {
+  int value = -1;
+  if (cuFuncGetAttribute(&value, which, function) == CUDA_SUCCESS) return value;
+  CUfunction in_context = nullptr;
+  if (cuKernelGetFunction(&in_context, reinterpret_cast<CUkernel>(function)) == CUDA_SUCCESS &&
+      cuFuncGetAttribute(&value, which, in_context) == CUDA_SUCCESS)
+    return value;
+  return -1;
+}
+
+// At the exit of a launch call that failed: what was asked and what the
+// kernel allows.
+void CUPTIAPI on_launch(void*, CUpti_CallbackDomain, CUpti_CallbackId id, const void* data) {
+  const auto* call = static_cast<const CUpti_CallbackData*>(data);
+  if (call->callbackSite != CUPTI_API_EXIT || call->functionReturnValue == nullptr) return;
+  const CUresult result = *static_cast<const CUresult*>(call->functionReturnValue);
+  if (result == CUDA_SUCCESS) return;
+  CUfunction function = nullptr;
+  std::string grid, block;
+  unsigned dynamic_smem = 0;
+  if (id == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel || id == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz) {
+    // The _ptsz variant's parameters have the same layout.
+    const auto* p = static_cast<const cuLaunchKernel_params*>(call->functionParams);
+    function = p->f;
+    grid = dims(p->gridDimX, p->gridDimY, p->gridDimZ);
+    block = dims(p->blockDimX, p->blockDimY, p->blockDimZ);
+    dynamic_smem = p->sharedMemBytes;
+  } else {
+    const auto* p = static_cast<const cuLaunchKernelEx_params*>(call->functionParams);
+    if (p->config == nullptr) return;
+    function = p->f;
+    grid = dims(p->config->gridDimX, p->config->gridDimY, p->config->gridDimZ);
+    block = dims(p->config->blockDimX, p->config->blockDimY, p->config->blockDimZ);
+    dynamic_smem = p->config->sharedMemBytes;
+  }
+  const char* error = nullptr;
+  if (cuGetErrorName(result, &error) != CUDA_SUCCESS || error == nullptr) error = "CUDA error";
+  std::string line =
+      "{\"failed_launch\": {\"kernel\": " + json_string(kwbench::cupti::demangle(call->symbolName)) +
+      ", \"error\": " + json_string(error) + ", \"grid\": " + grid + ", \"block\": " + block +
+      ", \"dynamic_smem\": " + std::to_string(dynamic_smem);
+  if (function != nullptr) {
+    line += ", \"static_smem\": " + std::to_string(attribute(function, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)) +
+            ", \"max_dynamic_smem\": " +
+            std::to_string(attribute(function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)) +
+            ", \"max_threads_per_block\": " +
+            std::to_string(attribute(function, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)) +
+            ", \"registers\": " + std::to_string(attribute(function, CU_FUNC_ATTRIBUTE_NUM_REGS));
+  }
+  std::lock_guard lock(g_mutex);
+  write_line(line + "}}");
+  if (g_out != nullptr) std::fflush(g_out);
+}
+
 void at_exit() {
   CUptiResult flushed = cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   size_t dropped = 0;
@@ -131,6 +201,17 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
   if (CUptiResult result = cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
       result != CUPTI_SUCCESS)
     return fail("cuptiActivityEnable(CONCURRENT_KERNEL): " + kwbench::cupti::result_text(result));
+  CUpti_SubscriberHandle subscriber = nullptr;
+  if (CUptiResult result = cuptiSubscribe(&subscriber, on_launch, nullptr); result != CUPTI_SUCCESS)
+    return fail("cuptiSubscribe: " + kwbench::cupti::result_text(result));
+  for (CUpti_CallbackId id :
+       {CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+        CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz}) {
+    if (CUptiResult result = cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id);
+        result != CUPTI_SUCCESS)
+      return fail("cuptiEnableCallback(launch " + std::to_string(id) +
+                  "): " + kwbench::cupti::result_text(result));
+  }
   std::atexit(at_exit);
   return 1;
 }

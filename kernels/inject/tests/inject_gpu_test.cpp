@@ -13,6 +13,7 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -83,6 +84,38 @@ TEST(InjectGpuTest, TheInjectionLibraryReportsTheLaunchesKwbenchCaptures) {
   EXPECT_EQ(ended, processes) << "every process exited normally and said so";
   EXPECT_GT(all_launches, static_cast<int>(observed.size())) << "the inputs' and the reference's kernels too";
   EXPECT_EQ(observed, expected);
+}
+
+// A launch the driver refuses for its shared memory: the record says what
+// was asked and what the kernel allows, where the runtime says only
+// "invalid argument".
+TEST(InjectGpuTest, ARefusedLaunchIsRecordedWithTheSharedMemoryAskedAndAllowed) {
+  if (!has_gpu()) GTEST_SKIP() << "no CUDA device";
+  const std::filesystem::path records = kw::testing::make_temp_dir("kw-inject-refused");
+  setenv("CUDA_INJECTION64_PATH", KW_INJECT_LIBRARY, 1);
+  setenv("KW_INJECT_OUT", records.c_str(), 1);
+  auto run = kw::testing::run_command({KW_OVER_SMEM_LAUNCH});
+  unsetenv("CUDA_INJECTION64_PATH");
+  unsetenv("KW_INJECT_OUT");
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_NE(run.output.find("cudaErrorInvalidValue"), std::string::npos) << run.output;
+  std::vector<json> refused;
+  for (const auto& file : std::filesystem::directory_iterator(records)) {
+    std::ifstream in(file.path());
+    for (std::string line; std::getline(in, line);) {
+      json record = json::parse(line);
+      if (record.contains("failed_launch")) refused.push_back(record["failed_launch"]);
+    }
+  }
+  std::filesystem::remove_all(records);
+  ASSERT_EQ(refused.size(), 1u);
+  const json& launch = refused[0];
+  EXPECT_EQ(launch["kernel"], "tile_kernel(float*)");
+  EXPECT_EQ(launch["error"], "CUDA_ERROR_INVALID_VALUE");
+  EXPECT_EQ(launch["block"], json({256, 1, 1}));
+  EXPECT_EQ(launch["dynamic_smem"], 160 * 1024);
+  EXPECT_EQ(launch["max_dynamic_smem"], 48 * 1024);
+  EXPECT_EQ(launch["static_smem"], 0);
 }
 
 }  // namespace
