@@ -132,7 +132,7 @@ BenchResult run_adapted_load(const BenchAdapter& adapter, const BenchConfig& ben
         ChildSpec objdump;
         objdump.argv = {cuobjdump.string(), what, file.string()};
         objdump.timeout_s = 120;
-        objdump.tail_bytes = 4 << 20;
+        objdump.tail_bytes = std::size_t{4} << 20;
         ChildOutcome outcome = run_child(objdump, *options.stop);
         return outcome.ok() ? outcome.output_tail : std::string();  // no device code: it says so and fails
       };
@@ -206,7 +206,7 @@ void sanitize(BenchResult& result, const BenchAdapter* adapter, const BenchConfi
     }
     spec.cwd = options.checkout;
     spec.timeout_s = config.timeout_for(StageName::correctness);
-    spec.tail_bytes = 256 * 1024;
+    spec.tail_bytes = std::size_t{256} * 1024;
     ChildOutcome outcome = run_child(spec, *options.stop);
     std::error_code ec;
     fs::remove(json_out, ec);

@@ -78,7 +78,7 @@ std::vector<std::string> resource_problems(const std::string& resource_usage) {
   static const std::regex function(R"(Function ([^\s:]+):)");
   static const std::regex registers(R"(REG:([0-9]+))");
   static const std::regex shared(R"(SHARED:([0-9]+))");
-  constexpr long kMaxRegisters = 255, kMaxStaticShared = 48 * 1024;
+  constexpr long kMaxRegisters = 255, kMaxStaticShared = 48L * 1024;
   std::vector<std::string> problems;
   std::istringstream lines(resource_usage);
   std::string name;
@@ -119,7 +119,7 @@ std::vector<fs::path> files_with_device_code(const fs::path& bench, const fs::pa
   common::ChildSpec spec;
   spec.argv = {"ldd", bench.string()};
   spec.timeout_s = 30;
-  spec.tail_bytes = 256 * 1024;
+  spec.tail_bytes = std::size_t{256} * 1024;
   common::ChildOutcome outcome = common::run_child(spec);
   if (!outcome.ok()) return files;  // a static executable, or not one at all: the bench alone
   std::error_code ec;
