@@ -1,12 +1,11 @@
 #include "load_check.hpp"
 
-#include <cxxabi.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <regex>
 #include <sstream>
 
+#include "kw/common/demangle.hpp"
 #include "kw/common/subprocess.hpp"
 
 namespace kw::agent {
@@ -23,14 +22,6 @@ std::string joined(const std::vector<std::string>& list) {
   std::string out;
   for (const std::string& item : list) out += (out.empty() ? "" : ", ") + item;
   return out.empty() ? "none" : out;
-}
-
-std::string demangled(const std::string& name) {
-  int status = 0;
-  char* text = abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status);
-  std::string out = status == 0 && text != nullptr ? text : name;
-  std::free(text);
-  return out;
 }
 
 // "sm_90a" -> {90, true}.
@@ -87,11 +78,11 @@ std::vector<std::string> resource_problems(const std::string& resource_usage) {
     if (std::regex_search(line, match, function)) name = match[1];
     if (name.empty()) continue;
     if (std::regex_search(line, match, registers) && std::stol(match[1]) > kMaxRegisters) {
-      add_unique(problems, demangled(name) + ": " + match[1].str() + " registers per thread, at most " +
-                               std::to_string(kMaxRegisters));
+      add_unique(problems, common::demangle(name.c_str()) + ": " + match[1].str() +
+                               " registers per thread, at most " + std::to_string(kMaxRegisters));
     }
     if (std::regex_search(line, match, shared) && std::stol(match[1]) > kMaxStaticShared) {
-      add_unique(problems, demangled(name) + ": " + match[1].str() +
+      add_unique(problems, common::demangle(name.c_str()) + ": " + match[1].str() +
                                " bytes of static shared memory, at most " + std::to_string(kMaxStaticShared));
     }
   }

@@ -32,10 +32,13 @@
 #include <mutex>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include <cuda.h>
 
 // cupti.h (through it) declares each driver call's parameters too.
 #include "cupti_kernel_record.hpp"
+#include "kw/common/demangle.hpp"
 
 namespace {
 
@@ -43,25 +46,11 @@ std::mutex g_mutex;
 std::FILE* g_out = nullptr;
 unsigned long long g_launches = 0;
 
-std::string json_string(const std::string& text) {
-  std::string out = "\"";
-  for (char c : text) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char escaped[8];
-      std::snprintf(escaped, sizeof escaped, "\\u%04x", static_cast<unsigned char>(c));
-      out += escaped;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-
-void write_line(const std::string& line) {
+// One record, one line. Invalid UTF-8 (a path) is replaced, never thrown
+// inside someone else's process.
+void write_record(const nlohmann::json& record) {
   if (g_out == nullptr) return;
+  const std::string line = record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   std::fputs(line.c_str(), g_out);
   std::fputc('\n', g_out);
 }
@@ -79,21 +68,16 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
     const kwbench::cupti::KernelRecord* kernel = kwbench::cupti::kernel_of(record);
     if (kernel == nullptr) continue;
     ++g_launches;
-    write_line("{\"kernel\": " + json_string(kwbench::cupti::demangle(kernel->name)) + ", \"grid\": [" +
-               std::to_string(kernel->gridX) + ", " + std::to_string(kernel->gridY) + ", " +
-               std::to_string(kernel->gridZ) + "], \"block\": [" + std::to_string(kernel->blockX) + ", " +
-               std::to_string(kernel->blockY) + ", " + std::to_string(kernel->blockZ) +
-               "], \"registers\": " + std::to_string(kernel->registersPerThread) +
-               ", \"static_smem\": " + std::to_string(kernel->staticSharedMemory) +
-               ", \"dynamic_smem\": " + std::to_string(kernel->dynamicSharedMemory) +
-               ", \"duration_ns\": " + std::to_string(kernel->end - kernel->start) + "}");
+    write_record({{"kernel", kw::common::demangle(kernel->name)},
+                  {"grid", {kernel->gridX, kernel->gridY, kernel->gridZ}},
+                  {"block", {kernel->blockX, kernel->blockY, kernel->blockZ}},
+                  {"registers", kernel->registersPerThread},
+                  {"static_smem", kernel->staticSharedMemory},
+                  {"dynamic_smem", kernel->dynamicSharedMemory},
+                  {"duration_ns", kernel->end - kernel->start}});
   }
   if (g_out != nullptr) std::fflush(g_out);
   std::free(buffer);
-}
-
-std::string dims(unsigned x, unsigned y, unsigned z) {
-  return "[" + std::to_string(x) + ", " + std::to_string(y) + ", " + std::to_string(z) + "]";
 }
 
 // -1 when the driver cannot say. The runtime's launches pass a CUkernel (a
@@ -117,39 +101,38 @@ void CUPTIAPI on_launch(void*, CUpti_CallbackDomain, CUpti_CallbackId id, const 
   const CUresult result = *static_cast<const CUresult*>(call->functionReturnValue);
   if (result == CUDA_SUCCESS) return;
   CUfunction function = nullptr;
-  std::string grid, block;
+  nlohmann::json grid, block;
   unsigned dynamic_smem = 0;
   if (id == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel || id == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz) {
     // The _ptsz variant's parameters have the same layout.
     const auto* p = static_cast<const cuLaunchKernel_params*>(call->functionParams);
     function = p->f;
-    grid = dims(p->gridDimX, p->gridDimY, p->gridDimZ);
-    block = dims(p->blockDimX, p->blockDimY, p->blockDimZ);
+    grid = {p->gridDimX, p->gridDimY, p->gridDimZ};
+    block = {p->blockDimX, p->blockDimY, p->blockDimZ};
     dynamic_smem = p->sharedMemBytes;
   } else {
     const auto* p = static_cast<const cuLaunchKernelEx_params*>(call->functionParams);
     if (p->config == nullptr) return;
     function = p->f;
-    grid = dims(p->config->gridDimX, p->config->gridDimY, p->config->gridDimZ);
-    block = dims(p->config->blockDimX, p->config->blockDimY, p->config->blockDimZ);
+    grid = {p->config->gridDimX, p->config->gridDimY, p->config->gridDimZ};
+    block = {p->config->blockDimX, p->config->blockDimY, p->config->blockDimZ};
     dynamic_smem = p->config->sharedMemBytes;
   }
   const char* error = nullptr;
   if (cuGetErrorName(result, &error) != CUDA_SUCCESS || error == nullptr) error = "CUDA error";
-  std::string line =
-      "{\"failed_launch\": {\"kernel\": " + json_string(kwbench::cupti::demangle(call->symbolName)) +
-      ", \"error\": " + json_string(error) + ", \"grid\": " + grid + ", \"block\": " + block +
-      ", \"dynamic_smem\": " + std::to_string(dynamic_smem);
+  nlohmann::json refused{{"kernel", kw::common::demangle(call->symbolName)},
+                         {"error", error},
+                         {"grid", grid},
+                         {"block", block},
+                         {"dynamic_smem", dynamic_smem}};
   if (function != nullptr) {
-    line += ", \"static_smem\": " + std::to_string(attribute(function, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)) +
-            ", \"max_dynamic_smem\": " +
-            std::to_string(attribute(function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)) +
-            ", \"max_threads_per_block\": " +
-            std::to_string(attribute(function, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)) +
-            ", \"registers\": " + std::to_string(attribute(function, CU_FUNC_ATTRIBUTE_NUM_REGS));
+    refused["static_smem"] = attribute(function, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES);
+    refused["max_dynamic_smem"] = attribute(function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES);
+    refused["max_threads_per_block"] = attribute(function, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
+    refused["registers"] = attribute(function, CU_FUNC_ATTRIBUTE_NUM_REGS);
   }
   std::lock_guard lock(g_mutex);
-  write_line(line + "}}");
+  write_record({{"failed_launch", refused}});
   if (g_out != nullptr) std::fflush(g_out);
 }
 
@@ -159,15 +142,10 @@ void at_exit() {
   CUptiResult counted = cuptiActivityGetNumDroppedRecords(nullptr, 0, &dropped);
   std::lock_guard lock(g_mutex);
   if (flushed != CUPTI_SUCCESS)
-    write_line(
-        "{\"error\": " + json_string("cuptiActivityFlushAll: " + kwbench::cupti::result_text(flushed)) + "}");
-  if (counted != CUPTI_SUCCESS) {
-    write_line("{\"error\": " +
-               json_string("cuptiActivityGetNumDroppedRecords: " + kwbench::cupti::result_text(counted)) +
-               "}");
-  }
-  write_line("{\"end\": {\"pid\": " + std::to_string(getpid()) + ", \"launches\": " +
-             std::to_string(g_launches) + ", \"dropped\": " + std::to_string(dropped) + "}}");
+    write_record({{"error", "cuptiActivityFlushAll: " + kwbench::cupti::result_text(flushed)}});
+  if (counted != CUPTI_SUCCESS)
+    write_record({{"error", "cuptiActivityGetNumDroppedRecords: " + kwbench::cupti::result_text(counted)}});
+  write_record({{"end", {{"pid", getpid()}, {"launches", g_launches}, {"dropped", dropped}}}});
   if (g_out != nullptr) std::fclose(g_out);
   g_out = nullptr;
 }
@@ -184,13 +162,14 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
     if (g_out == nullptr) return 1;  // nowhere to say so; the agent sees no file
     char exe[4096] = {};
     const ssize_t length = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    write_line("{\"start\": {\"pid\": " + std::to_string(getpid()) + ", \"exe\": " +
-               json_string(length > 0 ? std::string(exe, static_cast<std::size_t>(length)) : "") + "}}");
+    write_record({{"start",
+                   {{"pid", getpid()},
+                    {"exe", length > 0 ? std::string(exe, static_cast<std::size_t>(length)) : ""}}}});
     std::fflush(g_out);
   }
   auto fail = [](const std::string& what) {
     std::lock_guard lock(g_mutex);
-    write_line("{\"error\": " + json_string(what) + "}");
+    write_record({{"error", what}});
     std::fflush(g_out);
     return 1;
   };

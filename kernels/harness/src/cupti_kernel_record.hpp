@@ -4,10 +4,8 @@
 #pragma once
 
 #include <cupti.h>
-#include <cxxabi.h>
 
 #include <cstddef>
-#include <cstdlib>
 #include <string>
 
 namespace kwbench::cupti {
@@ -21,15 +19,6 @@ inline const KernelRecord* kernel_of(const CUpti_Activity* record) {
   if (record->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && record->kind != CUPTI_ACTIVITY_KIND_KERNEL)
     return nullptr;
   return reinterpret_cast<const KernelRecord*>(record);
-}
-
-inline std::string demangle(const char* name) {
-  if (name == nullptr) return "<unnamed>";
-  int status = 0;
-  char* text = abi::__cxa_demangle(name, nullptr, nullptr, &status);
-  std::string out = status == 0 && text != nullptr ? text : name;
-  std::free(text);
-  return out;
 }
 
 inline std::string result_text(CUptiResult result) {

@@ -1,6 +1,7 @@
 #include "kernel_trace.hpp"
 
 #include "cupti_kernel_record.hpp"
+#include "kw/common/demangle.hpp"
 
 #include <fnmatch.h>
 
@@ -36,7 +37,7 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
     const cupti::KernelRecord* kernel = cupti::kernel_of(record);
     if (kernel == nullptr) continue;
     ObservedLaunch launch;
-    launch.kernel = cupti::demangle(kernel->name);
+    launch.kernel = kw::common::demangle(kernel->name);
     launch.grid = {kernel->gridX, kernel->gridY, kernel->gridZ};
     launch.block = {kernel->blockX, kernel->blockY, kernel->blockZ};
     launch.registers = kernel->registersPerThread;
