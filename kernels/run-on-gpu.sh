@@ -14,12 +14,16 @@
 #   carried as .device-carry/nvbench-kit) as a tracked repository of its own:
 #   the report (nvbench-kit-report.json) must validate and hold per-sample
 #   data for every state (#16).
+# --python-bench: `kw run` full_bench of the PyTorch example
+#   (kernels/attention/python/attention_bench.py: the attention kernel through
+#   ctypes against torch's SDPA), beside kw-bench-attention's candidate at the
+#   same shapes (python-bench.md).
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 out="${OUT:-$root/gpu-results}"
 mkdir -p "$out"
-build=1 tests=1 noise=0 tune=0 attention_check=0 attention_bench=0 nvbench_kit=0
+build=1 tests=1 noise=0 tune=0 attention_check=0 attention_bench=0 nvbench_kit=0 python_bench=0
 for arg in "$@"; do
   case "$arg" in
     --skip-build) build=0 ;;
@@ -29,6 +33,7 @@ for arg in "$@"; do
     --attention-check) attention_check=1 ;;
     --attention-bench) attention_bench=1 ;;
     --nvbench-kit) nvbench_kit=1 ;;
+    --python-bench) python_bench=1 ;;
     *) echo "unknown option $arg" >&2; exit 64 ;;
   esac
 done
@@ -52,6 +57,9 @@ fi
 status=0
 if [ "$tests" = 1 ]; then
   log "gpu tests"
+  # The Google Benchmark self-test bench, built elsewhere and carried here
+  # (kernels/tools/stage-gbench-selftest.sh); its tests skip without it.
+  [ -x .device-carry/gbench-selftest/kw-selftest-gbench ] && export KW_SELFTEST_GBENCH_DIR="$root/.device-carry/gbench-selftest"
   ctest --preset gpu --output-on-failure > "$out/gpu-tests.log" 2>&1 || status=1
   grep -E '^\s*[0-9]+/[0-9]+ Test|tests passed|tests failed' "$out/gpu-tests.log"
 fi
@@ -117,6 +125,46 @@ import json, sys
 stage = next(s for s in json.load(open(sys.argv[1]))["stages"] if s["name"] == "launch_geometry")
 print(f"wrong expectation: launch_geometry {stage['status']}: {stage['message'][:400]}")
 sys.exit(0 if stage["status"] == "failed" and "block (256,1,1), expected (128,1,1)" in stage["message"] else 1)
+PY
+fi
+if [ "$python_bench" = 1 ]; then
+  log "python bench: kw run full_bench of the PyTorch example"
+  repo=/tmp/kw-python-bench
+  rm -rf "$repo" && mkdir -p "$repo"
+  cat > "$repo/kernelwatch.json" <<JSON
+{"project": "python-bench", "build": {"commands": ["true"]},
+ "benches": [{"name": "torch", "path": "$root/kernels/attention/python/attention_bench.py", "format": "python"}],
+ "full_bench": {"replicates": 3, "max_replicates": 3, "replicate_seconds": 0.25}}
+JSON
+  (cd "$repo" && git init -q && git add -A && git -c user.name=kw -c user.email=kw@localhost commit -qm bench)
+  export KW_ATTENTION_LIBRARY="$root/build/gpu/kernels/attention/libkw_attention.so"
+  GIT_CEILING_DIRECTORIES=/tmp build/gpu/agent/kw run --repo "$repo" --out "$out/python-bench-report.json" \
+    > "$out/python-bench-run.log" 2>&1 || { status=1; tail -30 "$out/python-bench-run.log"; }
+  names=$(python3 -c "import json,sys; print(','.join(c['name'] for c in json.load(open(sys.argv[1]))['cases']))" \
+    "$out/python-bench-report.json" 2>/dev/null)
+  log "python bench: the same shapes through kw-bench-attention"
+  build/gpu/kernels/attention/kw-bench-attention --stage full_bench --case "$names" --impls candidate \
+    --max-seconds 0.5 --json "$out/python-bench-cpp.json" 2> "$out/python-bench-cpp.log" || status=1
+  python3 - "$out/python-bench-report.json" "$out/python-bench-cpp.json" <<'PY' | tee "$out/python-bench.md"
+import json, statistics, sys
+report = json.load(open(sys.argv[1]))
+cpp = {c["name"]: c for c in json.load(open(sys.argv[2]))["cases"]}
+print(f"device: {report['device']['name']}, torch backend; {report['stages'][-1]['message'][:200]}")
+for stage in report["stages"]:
+    print(f"  {stage['name']:16} {stage['status']:8} {stage['duration_ms'] / 1000:7.1f} s  {stage['message'][:160]}")
+print()
+print("| case | kernel via PyTorch (us) | kernel via kwbench C++ (us) | torch SDPA (us) | speedup vs SDPA | TFLOP/s |")
+print("|---|---:|---:|---:|---:|---:|")
+for c in report["cases"]:
+    m = {x["impl"]: x for x in c.get("measurements", [])}
+    if "candidate" not in m:
+        continue
+    ours = statistics.median(m["candidate"]["samples_ns"]) / 1000
+    sdpa = statistics.median(m["baseline:torch_sdpa"]["samples_ns"]) / 1000 if "baseline:torch_sdpa" in m else float("nan")
+    other = cpp.get(c["name"])
+    native = other["measurements"][0]["median_ns"] / 1000 if other else float("nan")
+    flops = m["candidate"].get("flops", 0)
+    print(f"| {c['name']} | {ours:.1f} | {native:.1f} | {sdpa:.1f} | {sdpa / ours:.2f}x | {flops / ours / 1e6:.0f} |")
 PY
 fi
 if [ "$noise" = 1 ]; then

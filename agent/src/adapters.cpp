@@ -258,6 +258,7 @@ const BenchAdapter* adapter_for(BenchFormat format) {
     case BenchFormat::nvbench:
       return &nvbench;
     case BenchFormat::kwbench:
+    case BenchFormat::python:  // kernels/python/kwbench.py speaks kwbench's command line
       return nullptr;
   }
   return nullptr;

@@ -38,7 +38,7 @@ class BenchAdapter {
   virtual void remove_outputs(const std::filesystem::path& out) const;
 };
 
-// nullptr for kwbench, which the pipeline runs stage by stage itself.
+// nullptr for kwbench and python, which the pipeline runs stage by stage itself.
 const BenchAdapter* adapter_for(BenchFormat format);
 
 // Both return {"cases": [...]} ready to merge into a report, and throw

@@ -96,6 +96,95 @@ BenchResult run_injected_launches(const BenchAdapter& adapter, const BenchConfig
   return result;
 }
 
+ImageCheck check_kernel_images(const std::vector<fs::path>& files, const PipelineOptions& options) {
+  ImageCheck check;
+  const fs::path cuobjdump = find_cuda_tool("cuobjdump");
+  // A GPU test double has no device the CUDA driver knows.
+  const json device = options.gpu_available ? host_gpu_device() : json();
+  const std::string capability = device.is_object() ? device.value("compute_capability", std::string()) : "";
+  if (capability.empty()) {
+    check.note = "kernel images not checked: no CUDA device";
+    return check;
+  }
+  if (cuobjdump.empty()) {
+    check.note = "kernel images not checked: cuobjdump not found";
+    return check;
+  }
+  int with_code = 0;
+  for (const fs::path& file : files) {
+    auto dump = [&](const char* what) {
+      ChildSpec objdump;
+      objdump.argv = {cuobjdump.string(), what, file.string()};
+      objdump.timeout_s = 120;
+      objdump.tail_bytes = std::size_t{4} << 20;
+      ChildOutcome outcome = run_child(objdump, *options.stop);
+      return outcome.ok() ? outcome.output_tail : std::string();  // no device code: it says so and fails
+    };
+    const KernelImages images = parse_image_lists(dump("--list-elf"), dump("--list-ptx"));
+    if (images.sass.empty() && images.ptx.empty()) continue;
+    ++with_code;
+    if (std::string problem = image_problem(images, capability); !problem.empty())
+      check.problems.push_back(file.filename().string() + ": " + problem);
+    for (const std::string& problem : resource_problems(dump("--dump-resource-usage")))
+      check.problems.push_back(file.filename().string() + ": " + problem);
+  }
+  check.note = with_code == 0 ? "no device code in it or its libraries"
+                              : std::to_string(with_code) + " file(s) with kernels for compute capability " +
+                                    capability + ", registers and static shared memory within limits";
+  return check;
+}
+
+void check_marked_launches(BenchResult& result, const BenchConfig& bench, const InjectedLaunches& observed) {
+  if (!observed.refused.empty()) {
+    // The bench's own error names no limit; the record does.
+    result.status = "failed";
+    result.message = bench.name + ": " + observed.refused.front();
+    return;
+  }
+  if (result.status == "failed") return;  // the bench's own message says why
+  if (!observed.problems.empty()) {
+    // An incomplete record could hide the launch that breaks an expectation.
+    result.status = "failed";
+    result.message = bench.name + ": the launch records are incomplete: " + observed.problems.front();
+    return;
+  }
+  std::vector<std::string> failures;
+  int checked = 0;
+  for (json& part : result.cases) {
+    const std::string name = part.value("name", "");
+    std::vector<json> launches;
+    json listed = json::array();
+    for (const json& launch : observed.launches) {
+      if (launch.value("mark", "") != "case " + name) continue;
+      json plain = launch;
+      plain.erase("mark");
+      listed.push_back(plain);
+      launches.push_back(std::move(plain));
+    }
+    part["launches"] = listed;
+    std::vector<LaunchExpectation> rules = bench.launches;
+    if (part.contains("expected_launch"))
+      rules.insert(rules.begin(), expectation_of(part["expected_launch"]));
+    if (rules.empty()) continue;
+    ++checked;
+    LaunchCheck check = check_launches(rules, launches);
+    result.details["expectations"][name] = check.details;
+    if (!check.passed) failures.push_back(name + ": " + check.message);
+  }
+  if (!failures.empty()) {
+    result.status = "failed";
+    result.message = bench.name + ": " + std::to_string(failures.size()) + " of " +
+                     std::to_string(result.cases.size()) + " cases launched otherwise than declared: ";
+    for (std::size_t i = 0; i < failures.size() && i < 5; ++i)
+      result.message += (i ? "; " : "") + failures[i];
+    return;
+  }
+  result.details["launches"] = observed.launches.size();
+  result.message = bench.name + ": " + std::to_string(observed.launches.size()) + " launches; " +
+                   std::to_string(checked) + " of " + std::to_string(result.cases.size()) +
+                   " cases launched as declared";
+}
+
 // load of a bench of another harness (load_check.hpp).
 BenchResult run_adapted_load(const BenchAdapter& adapter, const BenchConfig& bench, const RepoConfig& config,
                              const PipelineOptions& options) {
@@ -113,48 +202,28 @@ BenchResult run_adapted_load(const BenchAdapter& adapter, const BenchConfig& ben
     result.status = "failed";
     result.message = bench.name + ": does not start with every symbol bound (LD_BIND_NOW, " +
                      adapter.harness() + " listing): " + listed.describe();
+    // The dynamic loader's own line names the library and the symbol.
+    std::istringstream lines(listed.output_tail);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.find("undefined symbol") != std::string::npos ||
+          line.find("error while loading shared libraries") != std::string::npos) {
+        result.message += ": " + line;
+        break;
+      }
+    }
     result.log_tail = listed.output_tail;
     return result;
   }
-  std::vector<std::string> notes{"its symbols resolve"};
-  const fs::path cuobjdump = find_cuda_tool("cuobjdump");
-  const std::string capability =
-      options.gpu_available ? host_gpu_device().value("compute_capability", std::string()) : "";
-  if (capability.empty()) {
-    notes.push_back("kernel images not checked: no CUDA device");
-  } else if (cuobjdump.empty()) {
-    notes.push_back("kernel images not checked: cuobjdump not found");
-  } else {
-    std::vector<std::string> problems;
-    int with_code = 0;
-    for (const fs::path& file : files_with_device_code(executable, options.checkout)) {
-      auto dump = [&](const char* what) {
-        ChildSpec objdump;
-        objdump.argv = {cuobjdump.string(), what, file.string()};
-        objdump.timeout_s = 120;
-        objdump.tail_bytes = std::size_t{4} << 20;
-        ChildOutcome outcome = run_child(objdump, *options.stop);
-        return outcome.ok() ? outcome.output_tail : std::string();  // no device code: it says so and fails
-      };
-      const KernelImages images = parse_image_lists(dump("--list-elf"), dump("--list-ptx"));
-      if (images.sass.empty() && images.ptx.empty()) continue;
-      ++with_code;
-      if (std::string problem = image_problem(images, capability); !problem.empty())
-        problems.push_back(file.filename().string() + ": " + problem);
-      for (const std::string& problem : resource_problems(dump("--dump-resource-usage")))
-        problems.push_back(file.filename().string() + ": " + problem);
-    }
-    if (!problems.empty()) {
-      result.status = "failed";
-      result.message = bench.name + ": " + problems.front();
-      for (std::size_t i = 1; i < problems.size() && i < 5; ++i) result.message += "; " + problems[i];
-      return result;
-    }
-    notes.push_back(with_code == 0
-                        ? "no device code in it or its libraries"
-                        : std::to_string(with_code) + " file(s) with kernels for compute capability " +
-                              capability + ", registers and static shared memory within limits");
+  const ImageCheck images =
+      check_kernel_images(files_with_device_code(executable, options.checkout), options);
+  if (!images.problems.empty()) {
+    result.status = "failed";
+    result.message = bench.name + ": " + images.problems.front();
+    for (std::size_t i = 1; i < images.problems.size() && i < 5; ++i)
+      result.message += "; " + images.problems[i];
+    return result;
   }
+  const std::vector<std::string> notes{"its symbols resolve", images.note};
   result.message = bench.name + ": ";
   for (std::size_t i = 0; i < notes.size(); ++i) result.message += (i ? "; " : "") + notes[i];
   return result;
@@ -193,9 +262,9 @@ void sanitize(BenchResult& result, const BenchAdapter* adapter, const BenchConfi
   for (const std::string& tool : bench.sanitize_tools) {
     const fs::path json_out = temp_json("sanitize");
     ChildSpec spec;
-    spec.argv = {
-        sanitizer.string(),           "--tool",        tool, "--error-exitcode",
-        std::to_string(kFoundErrors), "--print-limit", "10", (options.checkout / bench.path).string()};
+    spec.argv = {sanitizer.string(),           "--tool",        tool, "--error-exitcode",
+                 std::to_string(kFoundErrors), "--print-limit", "10"};
+    for (std::string& part : bench_command(bench, options.checkout)) spec.argv.push_back(std::move(part));
     if (adapter == nullptr) {
       spec.argv.insert(spec.argv.end(), {"--stage", "correctness", "--in-process", "--case",
                                          bench.sanitize_cases.empty() ? bench.cases : bench.sanitize_cases,

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "adapters.hpp"
+#include "launch_check.hpp"
 #include "pipeline.hpp"
 #include "repo_config.hpp"
 
@@ -36,6 +37,21 @@ BenchResult run_adapted_load(const BenchAdapter& adapter, const BenchConfig& ben
 BenchResult run_injected_launches(const BenchAdapter& adapter, const BenchConfig& bench,
                                   const RepoConfig& config, const PipelineOptions& options);
 BenchResult run_check_command(const BenchConfig& bench, const PipelineOptions& options);
+
+// The kernel images of `files` on this host's GPU (load_check.hpp): what is
+// wrong with them, or a note for the stage's message (checked, or why not).
+struct ImageCheck {
+  std::vector<std::string> problems;
+  std::string note;
+};
+ImageCheck check_kernel_images(const std::vector<std::filesystem::path>& files,
+                               const PipelineOptions& options);
+
+// launch_geometry of a bench that marks its cases in libkw_inject.so's
+// records (a python bench): each case part of `result` gets the launches
+// between its marks, held to its expected_launch and the bench's
+// `launches`; a refused launch or incomplete records fail it.
+void check_marked_launches(BenchResult& result, const BenchConfig& bench, const InjectedLaunches& observed);
 
 // compute-sanitizer's tools (bench.sanitize_tools) over a bench whose
 // correctness passed (`adapter` null for kwbench): any error fails `result`,

@@ -20,7 +20,7 @@ InjectedLaunches read_injected_launches(const fs::path& dir) {
     ++out.processes;
     std::ifstream in(entry.path());
     bool ended = false;
-    std::string exe, line;
+    std::string exe, mark, line;
     for (int number = 1; std::getline(in, line); ++number) {
       json record;
       try {
@@ -34,7 +34,10 @@ InjectedLaunches read_injected_launches(const fs::path& dir) {
       if (record.contains("start")) {
         exe = record["start"].value("exe", "");
       } else if (record.contains("kernel")) {
+        if (!mark.empty()) record["mark"] = mark;
         out.launches.push_back(std::move(record));
+      } else if (record.contains("mark")) {
+        mark = record["mark"].get<std::string>();
       } else if (record.contains("failed_launch")) {
         out.refused.push_back(explain_refused_launch(record["failed_launch"]));
       } else if (record.contains("error")) {
@@ -107,6 +110,23 @@ std::string explain_refused_launch(const json& refused) {
     for (std::size_t i = 0; i < reasons.size(); ++i) out += (i ? "; " : "") + reasons[i];
   }
   return out;
+}
+
+LaunchExpectation expectation_of(const json& expected_launch) {
+  auto dims = [](const json& value) {
+    std::array<std::int64_t, 3> out{1, 1, 1};
+    for (std::size_t i = 0; i < value.size() && i < 3; ++i) out[i] = value[i].get<std::int64_t>();
+    return out;
+  };
+  LaunchExpectation rule;
+  rule.kernel = expected_launch.at("kernel_pattern").get<std::string>();
+  rule.block = dims(expected_launch.at("block"));
+  if (expected_launch.contains("grid")) rule.grid = dims(expected_launch["grid"]);
+  if (expected_launch.contains("max_registers"))
+    rule.max_registers = expected_launch["max_registers"].get<std::int64_t>();
+  if (expected_launch.contains("max_shared_bytes"))
+    rule.max_shared_bytes = expected_launch["max_shared_bytes"].get<std::int64_t>();
+  return rule;
 }
 
 LaunchCheck check_launches(const std::vector<LaunchExpectation>& expected,

@@ -17,6 +17,7 @@ namespace kw::agent {
 // Every launch in the records under `dir` (kernels/inject's format), and
 // what makes the observation incomplete: a process that wrote an error,
 // that dropped records, or that ended without its closing line.
+// A launch after a {"mark": LABEL} line of its process carries "mark": LABEL.
 struct InjectedLaunches {
   std::vector<nlohmann::json> launches;
   std::vector<std::string> refused;  // launches the driver refused, explained
@@ -35,6 +36,10 @@ struct LaunchCheck {
   std::string message;
   nlohmann::json details;  // per expectation: matching launches and problems
 };
+// A case's declared launch ({"kernel_pattern", "block", "grid"?,
+// "max_registers"?, "max_shared_bytes"?}) as an expectation that must launch.
+LaunchExpectation expectation_of(const nlohmann::json& expected_launch);
+
 LaunchCheck check_launches(const std::vector<LaunchExpectation>& expected,
                            const std::vector<nlohmann::json>& launches);
 

@@ -18,6 +18,8 @@
 #include "gpu_info.hpp"
 #include "kw/common/run_report.hpp"
 #include "kw/common/subprocess.hpp"
+#include "launch_check.hpp"
+#include "load_check.hpp"
 #include "replicates.hpp"
 
 namespace kw::agent {
@@ -77,15 +79,18 @@ json ptxas_report(const std::string& log) {
 
 // A stage's cost: its wall time, and the time its bench processes held the
 // GPU (0 for build, which uses none).
-json make_stage(StageName name, const std::string& status, double wall_seconds, double gpu_seconds,
-                const std::string& message, const std::string& log_tail = {}, json details = json::object()) {
-  return {{"name", common::to_string(name)},
-          {"status", status},
-          {"duration_ms", static_cast<std::int64_t>(wall_seconds * 1000)},
-          {"gpu_seconds", gpu_seconds},
-          {"message", message},
-          {"log_tail", tail_of(log_tail)},
-          {"details", std::move(details)}};
+common::Stage make_stage(StageName name, const std::string& status, double wall_seconds, double gpu_seconds,
+                         const std::string& message, const std::string& log_tail = {},
+                         json details = json::object()) {
+  common::Stage stage;
+  stage.name = name;
+  stage.status = common::stage_status_from(status).value_or(common::StageStatus::failed);
+  stage.duration_ms = static_cast<std::int64_t>(wall_seconds * 1000);
+  stage.gpu_seconds = gpu_seconds;
+  stage.message = message;
+  stage.log_tail = tail_of(log_tail);
+  stage.details = std::move(details);
+  return stage;
 }
 
 double seconds_since(std::chrono::steady_clock::time_point started) {
@@ -100,8 +105,8 @@ struct Logger {
   void started(StageName stage) const {
     if (options.on_stage) options.on_stage({{"started", common::to_string(stage)}});
   }
-  void ended(const json& stage) const {
-    if (options.on_stage) options.on_stage(stage);
+  void ended(const common::Stage& stage) const {
+    if (options.on_stage) options.on_stage(common::to_json(stage));
   }
 };
 
@@ -110,16 +115,12 @@ struct Logger {
 ChildOutcome invoke_kwbench(const BenchConfig& bench, const std::string& stage, double timeout_s,
                             const PipelineOptions& options, json& document,
                             const std::vector<std::string>& extra_args = {},
-                            std::function<void(const std::string&)> on_line = {}) {
+                            std::function<void(const std::string&)> on_line = {},
+                            std::map<std::string, std::string> env = {}) {
   fs::path out = temp_json(stage);
   ChildSpec spec;
-  spec.argv = {(options.checkout / bench.path).string(),
-               "--stage",
-               stage,
-               "--json",
-               out.string(),
-               "--case",
-               bench.cases};
+  spec.argv = bench_command(bench, options.checkout);
+  spec.argv.insert(spec.argv.end(), {"--stage", stage, "--json", out.string(), "--case", bench.cases});
   if (stage == "load" || stage == "preflight") {
     for (const LibraryCheck& library : bench.libraries) {
       spec.argv.push_back("--library");
@@ -135,6 +136,7 @@ ChildOutcome invoke_kwbench(const BenchConfig& bench, const std::string& stage, 
   spec.cwd = options.checkout;
   spec.timeout_s = timeout_s;
   spec.on_line = std::move(on_line);
+  spec.env = std::move(env);
   if (!options.reference_cache_dir.empty() && std::getenv("KWBENCH_REFERENCE_CACHE") == nullptr)
     spec.env["KWBENCH_REFERENCE_CACHE"] = options.reference_cache_dir.string();
   ChildOutcome outcome = run_child(spec, *options.stop);
@@ -181,6 +183,67 @@ BenchResult run_kwbench(const BenchConfig& bench, StageName stage, const RepoCon
     return stage_result(bench, json(), json(), json(), outcome);
   return stage_result(bench, document["stage"], document.value("cases", json::array()),
                       document.value("device", json()), outcome);
+}
+
+// A stage of a python bench (kernels/python/kwbench.py speaks kwbench's
+// command line): load imports its modules with every symbol bound
+// (LD_BIND_NOW), then the kernel images of the shared objects it mapped from
+// the repository are checked; launch_geometry runs each case once with
+// libkw_inject.so in the process and holds the launches between the case's
+// marks to what the case declares.
+BenchResult run_python(const BenchConfig& bench, StageName stage, const RepoConfig& config,
+                       const PipelineOptions& options) {
+  std::map<std::string, std::string> env;
+  std::vector<std::string> args;
+  fs::path records;
+  if (stage == StageName::load) {
+    env["LD_BIND_NOW"] = "1";
+    for (const std::string& module : bench.modules) args.insert(args.end(), {"--module", module});
+  } else if (stage == StageName::launch_geometry) {
+    const std::optional<fs::path> library = find_inject_library();
+    if (!library) {
+      BenchResult result;
+      result.status = "failed";
+      result.message = bench.name +
+                       ": libkw_inject.so not found (beside kw, in ../lib, or KW_INJECT_LIBRARY), so its "
+                       "launches cannot be checked";
+      return result;
+    }
+    records = temp_json("launches");
+    fs::remove(records);
+    fs::create_directories(records);
+    env = {{"CUDA_INJECTION64_PATH", library->string()}, {"KW_INJECT_OUT", records.string()}};
+  }
+  json document;
+  ChildOutcome outcome =
+      invoke_kwbench(bench, std::string(common::to_string(stage)), config.timeout_for(stage), options,
+                     document, args, {}, std::move(env));
+  BenchResult result =
+      !document.is_object() || !document.contains("stage") || outcome.timed_out || outcome.stopped
+          ? stage_result(bench, json(), json(), json(), outcome)
+          : stage_result(bench, document["stage"], document.value("cases", json::array()),
+                         document.value("device", json()), outcome);
+  if (stage == StageName::load && result.status == "passed") {
+    std::vector<fs::path> files;
+    for (const json& file : result.details.value("shared_objects", json::array()))
+      files.emplace_back(file.get<std::string>());
+    const ImageCheck images = check_kernel_images(files, options);
+    if (!images.problems.empty()) {
+      result.status = "failed";
+      result.message = bench.name + ": " + images.problems.front();
+      for (std::size_t i = 1; i < images.problems.size() && i < 5; ++i)
+        result.message += "; " + images.problems[i];
+    } else {
+      result.message += "; " + images.note;
+    }
+  }
+  if (stage == StageName::launch_geometry) {
+    InjectedLaunches observed = read_injected_launches(records);
+    std::error_code ec;
+    fs::remove_all(records, ec);
+    if (result.status != "skipped") check_marked_launches(result, bench, observed);
+  }
+  return result;
 }
 
 constexpr StageName kPreflightStages[] = {StageName::load, StageName::launch_geometry, StageName::correctness,
@@ -337,7 +400,7 @@ json run_pipeline(const RepoConfig& config, const PipelineOptions& options) {
   if (opts.stop == nullptr) opts.stop = &never;
   Logger log{opts};
   std::string started_at = utc_now_rfc3339();
-  json stages = json::array();
+  std::vector<common::Stage> stages;
   json cases = json::array();
   json device;
   double gpu_seconds = 0;
@@ -397,7 +460,7 @@ json run_pipeline(const RepoConfig& config, const PipelineOptions& options) {
     log.ended(stages.back());
   }
 
-  std::string failed_stage = stages.back()["status"] == "failed" ? "build" : "";
+  std::string failed_stage = stages.back().status == common::StageStatus::failed ? "build" : "";
   // A kwbench bench's preflight stages run in one invocation, in the load
   // stage; each stage then takes its part.
   std::map<std::string, std::map<StageName, BenchResult>> preflight;
@@ -489,8 +552,9 @@ json run_pipeline(const RepoConfig& config, const PipelineOptions& options) {
       const BenchAdapter* adapter = adapter_for(bench.format);
       BenchResult result = from_preflight       ? std::move(*from_preflight)
                            : adapter != nullptr ? run_adapted(*adapter, bench, stage, config, opts)
-                           : stage == StageName::full_bench ? run_replicates(bench, config, opts)
-                                                            : run_kwbench(bench, stage, config, opts);
+                           : stage == StageName::full_bench      ? run_replicates(bench, config, opts)
+                           : bench.format == BenchFormat::python ? run_python(bench, stage, config, opts)
+                                                                 : run_kwbench(bench, stage, config, opts);
       if (stage == StageName::correctness && result.status != "failed" && !bench.sanitize_tools.empty() &&
           opts.gpu_available)
         sanitize(result, adapter, bench, config, opts);
@@ -529,22 +593,24 @@ json run_pipeline(const RepoConfig& config, const PipelineOptions& options) {
   }
   if (device.is_null() && measured && !opts.gpu_available) device = host_cpu_device();
 
-  json report{{"schema", common::kRunSchema},
-              {"project", config.project},
-              {"commit", opts.commit},
-              {"branch", opts.branch},
-              {"agent", {{"name", opts.agent_name}, {"version", KW_VERSION}, {"host", opts.agent_host}}},
-              {"started_at", started_at},
-              {"finished_at", utc_now_rfc3339()},
-              {"gpu_seconds", gpu_seconds},
-              {"stages", stages},
-              {"cases", cases}};
-  if (device.is_object()) report["device"] = device;
-  if (opts.base_commit) report["base_commit"] = *opts.base_commit;
-  if (opts.job_id) report["job_id"] = *opts.job_id;
-  // What is sent is the typed run report's serialization: what the server
-  // parses, and nothing the model does not know.
-  return common::to_json(common::parse_run_report(report));
+  common::RunReport report;
+  report.project = config.project;
+  report.commit = opts.commit;
+  report.branch = opts.branch;
+  report.base_commit = opts.base_commit;
+  report.job_id = opts.job_id;
+  report.agent = {opts.agent_name, KW_VERSION, opts.agent_host};
+  report.started_at = started_at;
+  report.finished_at = utc_now_rfc3339();
+  report.gpu_seconds = gpu_seconds;
+  report.stages = std::move(stages);
+  // The cases and the device come from the benches' JSON: they join the
+  // typed report through its parser, which validates them, so what is sent
+  // is nothing the model does not know.
+  json document = common::to_json(report);
+  document["cases"] = std::move(cases);
+  if (device.is_object()) document["device"] = std::move(device);
+  return common::to_json(common::parse_run_report(document));
 }
 
 }  // namespace kw::agent

@@ -52,7 +52,8 @@ PassResult run_pass(const fs::path& checkout, const BenchConfig& bench, const Re
   }
   const FullBenchConfig& fb = config.full_bench;
   common::ChildSpec spec;
-  spec.argv = {(checkout / bench.path).string(), "--stage", "full_bench", "--json", out.string()};
+  spec.argv = bench_command(bench, checkout);
+  spec.argv.insert(spec.argv.end(), {"--stage", "full_bench", "--json", out.string()});
   // The bench's own arguments first: the replicate settings after them win.
   spec.argv.insert(spec.argv.end(), bench.args.begin(), bench.args.end());
   for (const std::string& arg :
@@ -294,12 +295,8 @@ ReplicatedBench run_replicated_full_bench(const BenchConfig& bench, const RepoCo
   {
     fs::path listing = temp_file("list.json");
     common::ChildSpec spec;
-    spec.argv = {(options.checkout / bench.path).string(),
-                 "--list",
-                 "--case",
-                 bench.cases,
-                 "--json",
-                 listing.string()};
+    spec.argv = bench_command(bench, options.checkout);
+    spec.argv.insert(spec.argv.end(), {"--list", "--case", bench.cases, "--json", listing.string()});
     spec.cwd = options.checkout;
     spec.timeout_s = 120;
     common::ChildOutcome outcome = common::run_child(spec, stop);

@@ -56,8 +56,20 @@ std::string_view to_string(BenchFormat format) {
       return "gbench";
     case BenchFormat::nvbench:
       return "nvbench";
+    case BenchFormat::python:
+      return "python";
   }
   return "kwbench";
+}
+
+std::vector<std::string> bench_command(const BenchConfig& bench, const std::filesystem::path& checkout) {
+  const std::string path = (checkout / bench.path).string();
+  if (bench.format != BenchFormat::python) return {path};
+  // A path in the repository, like the script; a bare name is looked up in PATH.
+  std::string interpreter = bench.interpreter;
+  if (interpreter.find('/') != std::string::npos && std::filesystem::path(interpreter).is_relative())
+    interpreter = (checkout / interpreter).string();
+  return {interpreter, path};
 }
 
 double RepoConfig::timeout_for(common::StageName stage) const {
@@ -102,15 +114,20 @@ RepoConfig parse_repo_config(const json& document) {
       bench.format = BenchFormat::gbench;
     } else if (format == "nvbench") {
       bench.format = BenchFormat::nvbench;
+    } else if (format == "python") {
+      bench.format = BenchFormat::python;
     } else {
       JsonReader::fail(b.child("format"),
-                       "unknown format \"" + format + "\" (expected kwbench, gbench or nvbench)");
+                       "unknown format \"" + format + "\" (expected kwbench, gbench, nvbench or python)");
     }
+    // kwbench and python benches speak the kwbench command line.
+    const bool kwbench_cli = bench.format == BenchFormat::kwbench || bench.format == BenchFormat::python;
     bench.args = string_list(b, "args", false);
     bench.cases = b.opt_string("cases").value_or("*");
     if (const json* libraries = b.opt_array("libraries")) {
       if (bench.format != BenchFormat::kwbench) {
-        JsonReader::fail(b.child("libraries"), "only kwbench benches run the load stage");
+        JsonReader::fail(b.child("libraries"),
+                         "only kwbench benches list libraries (a python bench's load imports `modules`)");
       }
       for (std::size_t k = 0; k < libraries->size(); ++k) {
         JsonReader library((*libraries)[k], index_path(b.child("libraries"), k));
@@ -130,9 +147,14 @@ RepoConfig parse_repo_config(const json& document) {
       }
     }
     bench.launch_args = string_list(b, "launch_args", false);
+    if (!bench.launch_args.empty() && kwbench_cli)
+      JsonReader::fail(b.child("launch_args"),
+                       "only gbench and nvbench benches have a launch pass of their own");
     if (const json* check = b.find("check")) {
-      if (bench.format == BenchFormat::kwbench) {
-        JsonReader::fail(b.child("check"), "a kwbench bench checks its cases itself (Case::check)");
+      if (kwbench_cli) {
+        JsonReader::fail(b.child("check"),
+                         "a " + std::string(to_string(bench.format)) +
+                             " bench checks its cases itself (its cases' check or reference)");
       }
       JsonReader c(*check, b.child("check"));
       bench.check = string_list(c, "command", true);
@@ -150,10 +172,19 @@ RepoConfig parse_repo_config(const json& document) {
         }
       }
       bench.sanitize_cases = z.opt_string("cases").value_or("");
-      if (!bench.sanitize_cases.empty() && bench.format != BenchFormat::kwbench)
-        JsonReader::fail(z.child("cases"), "only a kwbench bench selects cases");
+      if (!bench.sanitize_cases.empty() && !kwbench_cli)
+        JsonReader::fail(z.child("cases"), "only a kwbench or python bench selects cases");
       z.reject_unknown_keys();
     }
+    if (const std::optional<std::string> interpreter = b.opt_string("python")) {
+      if (bench.format != BenchFormat::python)
+        JsonReader::fail(b.child("python"), "only a python bench has an interpreter");
+      if (interpreter->empty()) JsonReader::fail(b.child("python"), "must name an interpreter");
+      bench.interpreter = *interpreter;
+    }
+    if (b.find("modules") != nullptr && bench.format != BenchFormat::python)
+      JsonReader::fail(b.child("modules"), "only a python bench imports modules");
+    bench.modules = string_list(b, "modules", false);
     b.reject_unknown_keys();
     for (const BenchConfig& other : config.benches) {
       if (other.name == bench.name)

@@ -16,7 +16,9 @@
 
 namespace kw::agent {
 
-enum class BenchFormat { kwbench, gbench, nvbench };
+// python: a script using kernels/python/kwbench.py, which speaks kwbench's
+// command line.
+enum class BenchFormat { kwbench, gbench, nvbench, python };
 
 struct LibraryCheck {
   std::string path;
@@ -55,7 +57,16 @@ struct BenchConfig {
   // they run (empty: `cases`).
   std::vector<std::string> sanitize_tools;
   std::string sanitize_cases;
+  // python: the interpreter (a path in the repository, e.g. a virtual
+  // environment's, or a name looked up in PATH) and the modules its load
+  // stage imports besides those the script names.
+  std::string interpreter = "python3";
+  std::vector<std::string> modules;
 };
+
+// The argv that starts `bench` in `checkout`: its executable, or for a
+// python bench the interpreter and the script.
+std::vector<std::string> bench_command(const BenchConfig& bench, const std::filesystem::path& checkout);
 
 // full_bench as replicates (docs/repo-config.md, docs/detection.md).
 struct FullBenchConfig {

@@ -270,9 +270,11 @@ void add_run_command(CLI::App& app, int& exit_code) {
   command->add_option(
       "--gpu-test-double", args->gpu_test_double,
       "TEST DOUBLE: run the benches as if this GPU model were present (CPU benches speaking kwbench)");
-  command->add_option("--stages", args->stages,
-                      "run only these stages after build (the others are reported skipped), e.g. full_bench "
-                      "to measure a commit again");
+  command
+      ->add_option("--stages", args->stages,
+                   "run only these stages after build (the others are reported skipped), e.g. full_bench "
+                   "to measure a commit again; several separated by spaces or commas")
+      ->delimiter(',');
   command->add_option("--cache-dir", args->cache_dir,
                       "built commits kept for A/B bases (default: ~/.kw/built)");
   command

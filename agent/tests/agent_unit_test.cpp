@@ -83,7 +83,7 @@ TEST(RepoConfig, ErrorsNameTheField) {
   EXPECT_EQ(config_error([](json& c) { c["build"]["commands"] = json::array(); }),
             "build.commands: must hold at least one command");
   EXPECT_EQ(config_error([](json& c) { c["benches"][0]["format"] = "criterion"; }),
-            "benches[0].format: unknown format \"criterion\" (expected kwbench, gbench or nvbench)");
+            "benches[0].format: unknown format \"criterion\" (expected kwbench, gbench, nvbench or python)");
   EXPECT_EQ(config_error([](json& c) { c["benches"].push_back(c["benches"][0]); }),
             "benches[1].name: duplicate bench name \"fake\"");
   EXPECT_EQ(config_error([](json& c) { c["timeouts_s"]["correctnes"] = 5; }),
@@ -94,11 +94,12 @@ TEST(RepoConfig, ErrorsNameTheField) {
               c["benches"][0]["libraries"] = json::array({{{"path", 1}}});
             }),
             "benches[0].libraries[0].path: must be a string, got integer");
-  EXPECT_EQ(config_error([](json& c) {
-              c["benches"][0]["format"] = "gbench";
-              c["benches"][0]["libraries"] = json::array();
-            }),
-            "benches[0].libraries: only kwbench benches run the load stage");
+  EXPECT_EQ(
+      config_error([](json& c) {
+        c["benches"][0]["format"] = "gbench";
+        c["benches"][0]["libraries"] = json::array();
+      }),
+      "benches[0].libraries: only kwbench benches list libraries (a python bench's load imports `modules`)");
 }
 
 TEST(RepoConfig, LaunchExpectationsAndCheckOfAnotherHarnessesBench) {
@@ -154,7 +155,40 @@ TEST(RepoConfig, LaunchExpectationsAndCheckOfAnotherHarnessesBench) {
               c["benches"][0]["format"] = "gbench";
               c["benches"][0]["sanitize"] = {{"tools", {"memcheck"}}, {"cases", "x*"}};
             }),
-            "benches[0].sanitize.cases: only a kwbench bench selects cases");
+            "benches[0].sanitize.cases: only a kwbench or python bench selects cases");
+}
+
+TEST(RepoConfig, PythonBenchesRunThroughTheirInterpreter) {
+  json config = valid_config();
+  config["benches"][0] = {{"name", "py"},
+                          {"path", "bench/attention_bench.py"},
+                          {"format", "python"},
+                          {"python", ".venv/bin/python"},
+                          {"modules", {"my_extension"}},
+                          {"launches", {{{"kernel", "*gemm*"}, {"block", {256}}}}}};
+  const BenchConfig bench = parse_repo_config(config).benches[0];
+  EXPECT_EQ(bench.format, BenchFormat::python);
+  EXPECT_EQ(bench.modules, std::vector<std::string>{"my_extension"});
+  EXPECT_EQ(bench.launches.size(), 1u);
+  EXPECT_EQ(bench_command(bench, "/checkout"),
+            (std::vector<std::string>{"/checkout/.venv/bin/python", "/checkout/bench/attention_bench.py"}));
+  BenchConfig on_path = bench;
+  on_path.interpreter = "python3";
+  EXPECT_EQ(bench_command(on_path, "/checkout"),
+            (std::vector<std::string>{"python3", "/checkout/bench/attention_bench.py"}));
+  EXPECT_EQ(bench_command(parse_repo_config(valid_config()).benches[0], "/checkout").size(), 1u);
+
+  EXPECT_EQ(config_error([](json& c) { c["benches"][0]["python"] = "python3"; }),
+            "benches[0].python: only a python bench has an interpreter");
+  EXPECT_EQ(config_error([](json& c) { c["benches"][0]["modules"] = {"m"}; }),
+            "benches[0].modules: only a python bench imports modules");
+  EXPECT_EQ(config_error([](json& c) {
+              c["benches"][0]["format"] = "python";
+              c["benches"][0]["check"] = {{"command", {"true"}}};
+            }),
+            "benches[0].check: a python bench checks its cases itself (its cases' check or reference)");
+  EXPECT_EQ(config_error([](json& c) { c["benches"][0]["format"] = "criterion"; }),
+            "benches[0].format: unknown format \"criterion\" (expected kwbench, gbench, nvbench or python)");
 }
 
 TEST(RepoConfig, FullBenchSettings) {
@@ -249,9 +283,11 @@ class PipelineTest : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(checkout_); }
 
-  json run(const json& behaviour, bool gpu = true, json config = valid_config()) {
+  json run(const json& behaviour, bool gpu = true, json config = valid_config(),
+           std::vector<common::StageName> stages = {}) {
     std::ofstream(checkout_ / "kwbench-fake.json") << behaviour.dump();
     PipelineOptions options;
+    options.only_stages = std::move(stages);
     options.checkout = checkout_;
     options.commit = std::string(40, 'c');
     options.branch = "main";
@@ -433,6 +469,80 @@ TEST_F(PipelineTest, NoGpuStillRunsCpuBenchmarksOnTheHostCpu) {
   EXPECT_EQ(report["device"]["kind"], "cpu");
   EXPECT_FALSE(report["device"]["name"].get<std::string>().empty());
   EXPECT_GT(report["device"]["memory_bytes"].get<std::int64_t>(), 1);
+}
+
+// A python bench (kernels/python/kwbench.py) with the helper's CPU stand-in
+// backend, a TEST DOUBLE for CUDA and torch: the agent runs it with kwbench's
+// command line through the interpreter, stage by stage, and its replicates.
+json python_config(const std::string& cases) {
+  return {{"project", "demo"},
+          {"build", {{"commands", {"true"}}}},
+          {"benches",
+           {{{"name", "py"},
+             {"path", std::string(KW_SOURCE_DIR) + "/kernels/python/tests/standin_bench.py"},
+             {"format", "python"},
+             {"python", "python3"},
+             {"cases", cases},
+             {"args", {"--backend", "cpu-stand-in"}}}}},
+          {"full_bench", {{"replicates", 2}, {"max_replicates", 2}, {"replicate_seconds", 0.05}}}};
+}
+
+TEST_F(PipelineTest, PythonBenchRunsLoadCorrectnessQuickBenchAndReplicates) {
+  using common::StageName;
+  json report = run(json::object(), true, python_config("saxpy/ok,saxpy/edge"),
+                    {StageName::load, StageName::correctness, StageName::quick_bench, StageName::full_bench});
+  EXPECT_EQ(statuses(report),
+            (std::vector<std::string>{"passed", "passed", "skipped", "passed", "passed", "passed"}))
+      << report["stages"].dump(1);
+  EXPECT_NO_THROW(common::parse_run_report(report));
+  const std::string load = report["stages"][1]["message"];
+  EXPECT_NE(load.find("py: imported json"), std::string::npos) << load;
+  EXPECT_EQ(report["stages"][1]["details"]["py"]["bind_now"], true) << "load runs under LD_BIND_NOW";
+  EXPECT_EQ(report["device"]["kind"], "cpu");
+  EXPECT_EQ(report["device"]["name"].get<std::string>().rfind("CPU stand-in: ", 0), 0u) << report["device"];
+  ASSERT_EQ(report["cases"].size(), 2u) << report["cases"].dump();
+  for (const json& c : report["cases"]) {
+    EXPECT_TRUE(c["correctness"]["passed"].get<bool>()) << c.dump();
+    if (c["name"] == "saxpy/edge") {
+      EXPECT_TRUE(c.value("measurements", json::array()).empty()) << "a correctness-only case is not timed";
+      continue;
+    }
+    ASSERT_EQ(c["measurements"].size(), 2u)
+        << c.dump();  // the candidate and the copy baseline, not "missing"
+    const json& candidate = c["measurements"][0];
+    EXPECT_EQ(candidate["impl"], "candidate");
+    EXPECT_EQ(candidate["replicates"].size(), candidate["samples_ns"].size());
+    EXPECT_EQ(candidate["replicates"].back(), 1) << "two replicates";
+  }
+  const std::string quick = report["stages"][4]["details"]["py"]["cases"][0]["message"];
+  EXPECT_NE(quick.find("x of baseline:copy, inside 0.20x..5.00x"), std::string::npos) << quick;
+}
+
+TEST_F(PipelineTest, PythonBenchFailsCorrectnessPerCaseAndGoesOnAfterABrokenContext) {
+  json report = run(json::object(), true, python_config("saxpy/unwritten,saxpy/nan,saxpy/crash,saxpy/ok"),
+                    {common::StageName::correctness});
+  const json& stage = report["stages"][3];
+  EXPECT_EQ(stage["status"], "failed");
+  const std::string message = stage["message"];
+  EXPECT_NE(message.find("py: 3 of 4 cases failed: saxpy/unwritten: 1000 output values are NaN/Inf"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("saxpy/nan: 1 output values are NaN/Inf"), std::string::npos) << message;
+  EXPECT_NE(message.find("saxpy/crash: RuntimeError: illegal memory access (stand-in)"), std::string::npos)
+      << message;
+  // The case after the broken context ran in a fresh process image, and passed.
+  bool ok_passed = false;
+  for (const json& c : stage["details"]["py"]["cases"])
+    ok_passed |= c["name"] == "saxpy/ok" && c["status"] == "passed";
+  EXPECT_TRUE(ok_passed) << stage["details"].dump();
+}
+
+TEST_F(PipelineTest, PythonBenchQuickBenchHoldsTheSanityRange) {
+  json report = run(json::object(), true, python_config("saxpy/slow"), {common::StageName::quick_bench});
+  const std::string message = report["stages"][4]["message"];
+  EXPECT_EQ(report["stages"][4]["status"], "failed") << message;
+  EXPECT_NE(message.find("saxpy/slow: candidate runs at 0.0"), std::string::npos) << message;
+  EXPECT_NE(message.find("x of baseline:copy"), std::string::npos) << message;
 }
 
 TEST_F(PipelineTest, BuildFailureKeepsTheCompilerErrorAndSkipsTheRest) {
@@ -970,6 +1080,55 @@ TEST(LaunchCheck, ARefusedLaunchIsExplainedWithItsNumbers) {
   })j")),
       "the launch of k() was refused (CUDA_ERROR_INVALID_VALUE): grid (0,1,1), block (32,1,1), 0 bytes of "
       "dynamic shared memory");
+}
+
+// A python bench marks each case's launches in the records; each case is held
+// to its own declared launch.
+TEST(LaunchCheck, MarkedLaunchesAreHeldToTheirCasesDeclarations) {
+  const std::filesystem::path dir = kw::testing::make_temp_dir("kw-inject-marks");
+  std::ofstream(dir / "launches-20.jsonl")
+      << R"({"start": {"pid": 20, "exe": "/usr/bin/python3"}})"
+      << "\n"
+      << launch("at_import()", {1, 1, 1}, {1, 1, 1}, 8, 0).dump() << "\n"
+      << R"({"mark": "case a"})"
+      << "\n"
+      << launch("scale_kernel(float*)", {256, 1, 1}, {1056, 1, 1}, 16, 0).dump() << "\n"
+      << R"({"mark": "end"})"
+      << "\n"
+      << R"({"mark": "case b"})"
+      << "\n"
+      << launch("scale_kernel(float*)", {128, 1, 1}, {1056, 1, 1}, 16, 0).dump() << "\n"
+      << R"({"mark": "end"})"
+      << "\n"
+      << R"({"end": {"pid": 20, "launches": 3, "dropped": 0}})"
+      << "\n";
+  InjectedLaunches observed = read_injected_launches(dir);
+  std::filesystem::remove_all(dir);
+  ASSERT_EQ(observed.launches.size(), 3u);
+  EXPECT_FALSE(observed.launches[0].contains("mark"));
+  EXPECT_EQ(observed.launches[1]["mark"], "case a");
+
+  BenchConfig bench;
+  bench.name = "py";
+  BenchResult result;
+  result.details = {{"cases", json::array()}};  // the bench's own per-case results stay as they are
+  const json expected{{"kernel_pattern", "scale_kernel*"}, {"block", {256, 1, 1}}, {"max_registers", 32}};
+  result.cases = {{{"name", "a"}, {"expected_launch", expected}},
+                  {{"name", "b"}, {"expected_launch", expected}}};
+  check_marked_launches(result, bench, observed);
+  EXPECT_EQ(result.status, "failed");
+  EXPECT_EQ(result.message,
+            "py: 1 of 2 cases launched otherwise than declared: b: scale_kernel(float*): block (128,1,1), "
+            "expected (256,1,1)");
+  ASSERT_EQ(result.cases[0]["launches"].size(), 1u) << "only the launches between its marks";
+  EXPECT_EQ(result.details["expectations"]["b"][0]["launches"], 1) << result.details;
+  EXPECT_FALSE(result.cases[0]["launches"][0].contains("mark"));
+
+  BenchResult passing;
+  passing.cases = {{{"name", "a"}, {"expected_launch", expected}}};
+  check_marked_launches(passing, bench, observed);
+  EXPECT_EQ(passing.status, "passed");
+  EXPECT_EQ(passing.message, "py: 3 launches; 1 of 1 cases launched as declared");
 }
 
 TEST(LaunchCheck, IncompleteRecordsAreNamed) {

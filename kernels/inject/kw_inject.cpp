@@ -18,6 +18,9 @@
 //      a launch the driver refused: what it asked for against what the
 //      kernel allows (cuFuncGetAttribute), which CUPTI's activity records,
 //      kept for launches that ran, cannot say
+//   {"mark": "LABEL"}   where the process called kw_inject_mark(LABEL): the
+//      launches before it were recorded before it (a harness marks where
+//      each case's launches begin and end)
 //   {"end": {"pid": P, "launches": N, "dropped": D}}   at a normal exit
 //   {"error": "..."}   when tracing could not start
 // A process that dies without exiting normally has no "end" line: its
@@ -193,4 +196,28 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
   }
   std::atexit(at_exit);
   return 1;
+}
+
+// Flushes every completed launch record, then writes {"mark": label}: a
+// harness that synchronised its device first has all launches before the
+// call on the lines before the mark. Returns 0, or -1 when nothing is
+// recording (no KW_INJECT_OUT, or CUDA not initialised yet) or the flush
+// failed (said in an "error" line).
+extern "C" __attribute__((visibility("default"))) int kw_inject_mark(const char* label) {
+  {
+    std::lock_guard lock(g_mutex);
+    if (g_out == nullptr || label == nullptr) return -1;
+  }
+  // Delivers the buffers through buffer_completed before it returns.
+  const CUptiResult flushed = cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  std::lock_guard lock(g_mutex);
+  if (g_out == nullptr) return -1;
+  if (flushed != CUPTI_SUCCESS) {
+    write_record({{"error", "cuptiActivityFlushAll at mark: " + kwbench::cupti::result_text(flushed)}});
+    std::fflush(g_out);
+    return -1;
+  }
+  write_record({{"mark", label}});
+  std::fflush(g_out);
+  return 0;
 }

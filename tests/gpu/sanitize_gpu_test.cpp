@@ -4,55 +4,31 @@
 // asked for in kernelwatch.json it fails, quoting the sanitizer's report.
 #include <gtest/gtest.h>
 
-#include <cuda_runtime.h>
-
-#include <filesystem>
-#include <fstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
-#include "../support/subprocess.hpp"
-#include "../support/temp_dir.hpp"
+#include "../support/kw_run.hpp"
 
 namespace {
 
-namespace fs = std::filesystem;
 using nlohmann::json;
-
-bool has_gpu() {
-  int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
-}
 
 // The correctness stage of `kw run` over a repository whose bench is the
 // broken bench, restricted to `cases`, with memcheck.
 json correctness_of(const std::string& cases) {
-  const fs::path repo = kw::testing::make_temp_dir("kw-sanitize-repo");
-  fs::create_symlink(KW_BROKEN_BENCH, repo / "bench");
-  json config{
-      {"project", "sanitize"},
-      {"build", {{"commands", {"true"}}}},
-      {"benches",
-       {{{"name", "broken"}, {"path", "bench"}, {"cases", cases}, {"sanitize", {{"tools", {"memcheck"}}}}}}}};
-  std::ofstream(repo / "kernelwatch.json") << config.dump(2);
-  kw::testing::run_command({"git", "-C", repo.string(), "init", "-q"});
-  kw::testing::run_command({"git", "-C", repo.string(), "add", "-A"});
-  kw::testing::run_command({"git", "-C", repo.string(), "-c", "user.name=kw", "-c", "user.email=kw@localhost",
-                            "commit", "-qm", "bench"});
-  const fs::path out = repo / "report.json";
-  auto result = kw::testing::run_command(
-      {KW_BINARY, "run", "--repo", repo.string(), "--stages", "correctness", "--out", out.string()});
-  json report = json::parse(std::ifstream(out));
-  fs::remove_all(repo);
-  for (const json& stage : report["stages"])
-    if (stage["name"] == "correctness") return stage;
-  ADD_FAILURE() << "no correctness stage: " << result.output;
-  return {};
+  json config{{"project", "sanitize"},
+              {"build", {{"commands", {"true"}}}},
+              {"benches",
+               {{{"name", "broken"},
+                 {"path", KW_BROKEN_BENCH},
+                 {"cases", cases},
+                 {"sanitize", {{"tools", {"memcheck"}}}}}}}};
+  return kw::testing::stage_of(kw::testing::kw_run_report(config, "correctness"), "correctness");
 }
 
 TEST(SanitizeGpuTest, MemcheckFailsCorrectnessOnAWritePastTheEndThatTheOutputsDoNotShow) {
-  if (!has_gpu()) GTEST_SKIP() << "no CUDA device";
+  if (!kw::testing::has_cuda_device()) GTEST_SKIP() << "no CUDA device";
   const json clean = correctness_of("broken.ok");
   EXPECT_EQ(clean["status"], "passed") << clean;
   EXPECT_NE(clean["message"].get<std::string>().find("memcheck: no errors"), std::string::npos)

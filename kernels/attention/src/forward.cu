@@ -1,4 +1,5 @@
 // Validation and the runtime -> template dispatch.
+#include <cstdio>
 #include <cstring>
 #include <sstream>
 
@@ -129,4 +130,31 @@ extern "C" int kw_attention_forward(const kw::attention::ForwardParams* params, 
     }
     return -1;
   }
+}
+
+extern "C" int kw_attention_forward_bhsd(int dtype, int batch, int heads, int seqlen_q, int seqlen_k,
+                                         int head_dim, const void* q, const void* k, const void* v, void* o,
+                                         float* lse, float softmax_scale, int causal, cudaStream_t stream,
+                                         char* error, std::size_t error_size) {
+  kw::attention::ForwardParams params;
+  params.dtype = dtype == 1 ? kw::attention::DType::bf16 : kw::attention::DType::fp16;
+  params.batch = batch;
+  params.heads = heads;
+  params.seqlen_q = seqlen_q;
+  params.seqlen_k = seqlen_k;
+  params.head_dim = head_dim;
+  params.q = kw::attention::bhsd(q, heads, seqlen_q, head_dim);
+  params.k = kw::attention::bhsd(k, heads, seqlen_k, head_dim);
+  params.v = kw::attention::bhsd(v, heads, seqlen_k, head_dim);
+  params.o = o;
+  params.o_strides = kw::attention::bhsd(o, heads, seqlen_q, head_dim);
+  params.lse = lse;
+  params.softmax_scale = softmax_scale;
+  params.causal = causal != 0;
+  if (dtype != 0 && dtype != 1) {
+    if (error != nullptr && error_size > 0)
+      std::snprintf(error, error_size, "attention forward: dtype %d is neither 0 (fp16) nor 1 (bf16)", dtype);
+    return -1;
+  }
+  return kw_attention_forward(&params, stream, error, error_size);
 }

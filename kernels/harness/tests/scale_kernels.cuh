@@ -45,6 +45,35 @@ __global__ void scale_fault_kernel(const float* x, float* y, float a, std::size_
   if (i < n) y[i + (std::size_t{1} << 40)] = a * x[i];
 }
 
+enum class Variant { good, block128, unwritten, nan, slow, fault, overrun };
+
+// The candidate of each variant as the self-test benches launch it (C++ and,
+// through tests/python/scale_launch.cu, Python).
+inline void launch_scale(Variant variant, const float* x, float* y, float a, std::size_t n,
+                         cudaStream_t stream) {
+  const int threads = variant == Variant::block128 ? 128 : 384;
+  int blocks = variant == Variant::slow ? 4 : 132 * 8;
+  if (variant == Variant::unwritten || variant == Variant::fault)
+    blocks = static_cast<int>((n / 2 + threads - 1) / threads);
+  switch (variant) {
+    case Variant::unwritten:
+      scale_unwritten_kernel<<<blocks, threads, 0, stream>>>(x, y, a, n);
+      break;
+    case Variant::nan:
+      scale_nan_kernel<<<blocks, threads, 0, stream>>>(x, y, a, n);
+      break;
+    case Variant::fault:
+      scale_fault_kernel<<<blocks, threads, 0, stream>>>(x, y, a, n);
+      break;
+    case Variant::overrun:
+      scale_overrun_kernel<<<blocks, threads, 0, stream>>>(x, y, a, n);
+      break;
+    default:
+      scale_kernel<<<blocks, threads, 0, stream>>>(x, y, a, n);
+      break;
+  }
+}
+
 // The correctness sums of y against a * x, taken on the device: the largest
 // case has 2^28 values, which took the host two seconds.
 struct ScaleErrors {

@@ -12,8 +12,6 @@
 
 namespace kwbench_selftest {
 
-enum class Variant { good, block128, unwritten, nan, slow, fault, overrun };
-
 class ScaleCase : public kwbench::Case {
  public:
   ScaleCase(std::string name, std::size_t n, Variant variant)
@@ -30,28 +28,7 @@ class ScaleCase : public kwbench::Case {
   }
 
   void run_candidate(kwbench::State& state) override {
-    const int threads = variant_ == Variant::block128 ? 128 : 384;
-    int blocks = variant_ == Variant::slow ? 4 : 132 * 8;
-    if (variant_ == Variant::unwritten || variant_ == Variant::fault) {
-      blocks = static_cast<int>((n_ / 2 + threads - 1) / threads);
-    }
-    switch (variant_) {
-      case Variant::unwritten:
-        scale_unwritten_kernel<<<blocks, threads, 0, state.stream()>>>(x_, y_, a_, n_);
-        break;
-      case Variant::nan:
-        scale_nan_kernel<<<blocks, threads, 0, state.stream()>>>(x_, y_, a_, n_);
-        break;
-      case Variant::fault:
-        scale_fault_kernel<<<blocks, threads, 0, state.stream()>>>(x_, y_, a_, n_);
-        break;
-      case Variant::overrun:
-        scale_overrun_kernel<<<blocks, threads, 0, state.stream()>>>(x_, y_, a_, n_);
-        break;
-      default:
-        scale_kernel<<<blocks, threads, 0, state.stream()>>>(x_, y_, a_, n_);
-        break;
-    }
+    launch_scale(variant_, x_, y_, a_, n_, state.stream());
     KW_CUDA_CHECK_LAUNCH();
   }
 

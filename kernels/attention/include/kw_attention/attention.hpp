@@ -95,3 +95,11 @@ std::vector<KernelEntry> kernels();
 // instantiations link. Returns 0, or -1 after writing the error to `error`.
 extern "C" int kw_attention_forward(const kw::attention::ForwardParams* params, cudaStream_t stream,
                                     char* error, std::size_t error_size);
+
+// The same for contiguous [B, H, S, D] tensors, with plain arguments, for
+// callers without C++ (Python's ctypes): dtype 0 is fp16, 1 bf16; `lse` may
+// be null; `causal` 0 or 1.
+extern "C" int kw_attention_forward_bhsd(int dtype, int batch, int heads, int seqlen_q, int seqlen_k,
+                                         int head_dim, const void* q, const void* k, const void* v, void* o,
+                                         float* lse, float softmax_scale, int causal, cudaStream_t stream,
+                                         char* error, std::size_t error_size);

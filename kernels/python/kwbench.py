@@ -1,0 +1,835 @@
+"""kwbench for Python: kernelwatch's harness for benches written in Python, in
+one file to copy into a repository (or import from this one).
+
+A bench script defines cases and hands them to `main`; kernelwatch's agent
+runs it with the command line of the C++ kwbench (`--list`, `--stage S --json
+FILE --case GLOB`, the full_bench replicate options) and reads the same stage
+JSON (kernels/harness/README.md):
+
+    import kwbench
+
+    class Scale(kwbench.Case):
+        name = "scale/fp32/n4M"
+        def setup(self, state):
+            self.x = state.torch.rand(1 << 22, device="cuda")
+            self.y = state.torch.empty_like(self.x)
+        def run_candidate(self, state):
+            my_extension.scale(self.x, self.y, 1.5, state.stream_handle)
+        def output(self, state):
+            return self.y
+        def reference(self, state):
+            return 1.5 * self.x.double()
+        def expected_launch(self):
+            return kwbench.Launch("scale_kernel*", block=(384, 1, 1))
+
+    if __name__ == "__main__":
+        sys.exit(kwbench.main([Scale()], modules=["my_extension"]))
+
+What each stage does with a case:
+- load: imports `modules` (the extension's import, every symbol bound when
+  the agent sets LD_BIND_NOW) and names the shared objects of the repository
+  that are now mapped, for the agent's kernel-image checks.
+- launch_geometry: runs the candidate once per case between two marks in the
+  records of libkw_inject.so (which the agent loads into the process); the
+  agent holds each case's launches to its `expected_launch()`.
+- correctness: poisons the output with NaN, runs the candidate, compares with
+  `reference()` in float64: relative L2 error against `tolerance()`, and any
+  non-finite value fails.
+- quick_bench: a short interleaved timing, held to `sanity()`.
+- full_bench: one replicate: the implementations interleaved round by round
+  (the first rotating), each sample after an L2 flush, timed with CUDA events
+  in batches the host queues whole, after a warm-up until two batches in a
+  row agree within 2%.
+
+A case that leaves the CUDA context broken (an illegal address) fails, and
+the process starts again for the cases after it (exec), as kwbench's fresh
+child does.
+
+Backends: `torch` (CUDA events and tensors on the current stream) and
+`cpu-stand-in`, a TEST DOUBLE that times Python callables with the host clock
+and compares sequences of floats, so the harness and the agent's handling of
+Python benches are tested on machines without a GPU or torch.
+"""
+
+import argparse
+import ctypes
+import fnmatch
+import json
+import math
+import os
+import platform
+import random
+import sys
+import time
+import traceback
+
+SETTLED_SPREAD = 0.02
+BATCH_SECONDS = 0.01
+MAX_BATCH_ROUNDS = 64
+
+
+class Error(Exception):
+    """A failure of a case that names what is wrong."""
+
+
+class Launch:
+    """The kernel a case must launch: a glob over its demangled name, its block,
+    and optionally its grid and register and shared-memory bounds. Write it
+    out; do not compute it with the dispatch code under test."""
+
+    def __init__(self, kernel, block, grid=None, max_registers=None, max_shared_bytes=None):
+        self.kernel = kernel
+        self.block = _dim3(block, "block")
+        self.grid = None if grid is None else _dim3(grid, "grid")
+        self.max_registers = max_registers
+        self.max_shared_bytes = max_shared_bytes
+
+    def to_json(self):
+        out = {"kernel_pattern": self.kernel, "block": self.block}
+        if self.grid is not None:
+            out["grid"] = self.grid
+        if self.max_registers is not None:
+            out["max_registers"] = int(self.max_registers)
+        if self.max_shared_bytes is not None:
+            out["max_shared_bytes"] = int(self.max_shared_bytes)
+        return out
+
+
+class Sanity:
+    """quick_bench's bounds: the candidate's speedup over a named baseline, and
+    a time limit (0: none)."""
+
+    def __init__(self, versus="", min_speedup=0.0, max_speedup=float("inf"), max_ns=0.0):
+        self.versus, self.min_speedup, self.max_speedup, self.max_ns = versus, min_speedup, max_speedup, max_ns
+
+
+class Case:
+    """One shape of one kernel with the baselines it is measured against."""
+
+    name = ""
+    params = {}
+
+    def setup(self, state):
+        pass
+
+    def teardown(self, state):
+        pass
+
+    def run_candidate(self, state):
+        raise NotImplementedError("run_candidate")
+
+    def baselines(self):
+        return []
+
+    def run_baseline(self, name, state):
+        raise NotImplementedError("run_baseline " + name)
+
+    def baseline_unavailable(self, name):
+        """Why a baseline cannot run here (it is then skipped), or None."""
+        return None
+
+    def output(self, state):
+        raise NotImplementedError("output: the candidate's output, for correctness")
+
+    def reference(self, state):
+        raise NotImplementedError("reference: the expected output, computed by other code")
+
+    def poison_output(self, state):
+        state.backend.poison(self.output(state))
+
+    def tolerance(self):
+        return 1e-3
+
+    def expected_launch(self):
+        raise NotImplementedError("expected_launch: the kernel this case must launch")
+
+    def sanity(self):
+        return Sanity()
+
+    def flops(self):
+        return 0.0
+
+    def bytes(self):
+        return 0.0
+
+    def timed(self):
+        """False for a correctness-only case: quick_bench and full_bench leave it out."""
+        return True
+
+
+class State:
+    def __init__(self, backend, seed):
+        self.backend = backend
+        self.seed = seed
+        self.rng = random.Random(seed)
+
+    @property
+    def torch(self):
+        return self.backend.torch
+
+    @property
+    def stream_handle(self):
+        """The cudaStream_t (an int) to launch on, for ctypes and extensions."""
+        return self.backend.stream_handle()
+
+
+def _dim3(value, what):
+    dims = [int(v) for v in value]
+    if len(dims) != 3 or any(d < 1 for d in dims):
+        raise ValueError("%s must be three positive integers, not %r" % (what, value))
+    return dims
+
+
+def _median(values):
+    s = sorted(values)
+    n = len(s)
+    if n == 0:
+        return 0.0
+    return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
+
+
+def relative_noise(samples):
+    """1.4826 x MAD / median, as kw::common::relative_noise."""
+    center = _median(samples)
+    if center == 0:
+        return 0.0
+    return 1.4826 * _median([abs(s - center) for s in samples]) / abs(center)
+
+
+class TorchBackend:
+    name = "torch"
+
+    def __init__(self):
+        import torch  # noqa: PLC0415 (the stand-in runs without it)
+
+        if not torch.cuda.is_available():
+            raise Error("torch sees no CUDA device")
+        self.torch = torch
+        self.device = torch.device("cuda", torch.cuda.current_device())
+        self.props = torch.cuda.get_device_properties(self.device)
+        self._flush = None
+
+    def device_report(self):
+        p = self.props
+        report = {
+            "kind": "gpu",
+            "name": p.name,
+            "compute_capability": "%d.%d" % (p.major, p.minor),
+            "memory_bytes": int(p.total_memory),
+            "sm_count": int(p.multi_processor_count),
+            "cuda_runtime": str(self.torch.version.cuda or ""),
+        }
+        uuid = getattr(p, "uuid", None)
+        if uuid is not None:
+            report["uuid"] = "GPU-" + str(uuid)
+        l2 = getattr(p, "L2_cache_size", 0)
+        if l2:
+            report["l2_bytes"] = int(l2)
+        driver = _driver_version()
+        if driver:
+            report["driver"] = driver
+        return report
+
+    def stream_handle(self):
+        return self.torch.cuda.current_stream(self.device).cuda_stream
+
+    def synchronize(self):
+        self.torch.cuda.synchronize(self.device)
+
+    def healthy(self):
+        try:
+            self.synchronize()
+            self.torch.zeros(1, device=self.device).add_(1).item()
+            return True
+        except Exception:  # noqa: BLE001 (any failure means the context is gone)
+            return False
+
+    def flush_l2(self, round_index):
+        # Writing twice the L2 size evicts what the previous sample left there.
+        if self._flush is None:
+            size = max(2 * int(getattr(self.props, "L2_cache_size", 0) or 0), 8 << 20)
+            self._flush = self.torch.empty(size, dtype=self.torch.uint8, device=self.device)
+        self._flush.fill_(round_index & 0xFF)
+
+    def timer(self):
+        return _EventTimer(self.torch)
+
+    def poison(self, tensor):
+        if tensor.is_floating_point():
+            tensor.fill_(float("nan"))
+
+    def compare(self, output, reference):
+        t = self.torch
+        out = output.detach().to(t.float64).flatten()
+        ref = t.as_tensor(reference).to(device=out.device, dtype=t.float64).flatten()
+        if out.numel() != ref.numel():
+            raise Error("the output has %d values, the reference %d" % (out.numel(), ref.numel()))
+        finite = t.isfinite(out)
+        nonfinite = int((~finite).sum().item())
+        diff = t.where(finite, out - ref, t.zeros_like(out))
+        norm = float(t.linalg.vector_norm(t.where(finite, ref, t.zeros_like(ref))).item())
+        err = float(t.linalg.vector_norm(diff).item())
+        max_abs = float(diff.abs().max().item()) if diff.numel() else 0.0
+        return (err / norm if norm > 0 else err), max_abs, nonfinite
+
+
+class _EventTimer:
+    """CUDA events around each sample; read after the batch's synchronize."""
+
+    def __init__(self, torch):
+        self.torch = torch
+        self.pairs = []
+
+    def begin_batch(self):
+        self.pairs = []
+
+    def time(self, fn):
+        start = self.torch.cuda.Event(enable_timing=True)
+        stop = self.torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        stop.record()
+        self.pairs.append((start, stop))
+
+    def elapsed_ns(self):
+        return [start.elapsed_time(stop) * 1e6 for start, stop in self.pairs]
+
+
+class CpuStandInBackend:
+    """TEST DOUBLE for CUDA: host-clock timing of Python callables, outputs and
+    references as sequences of floats. It measures nothing about a GPU."""
+
+    name = "cpu-stand-in"
+    torch = None
+
+    def device_report(self):
+        model = platform.processor() or platform.machine()
+        try:
+            with open("/proc/cpuinfo") as cpuinfo:
+                for line in cpuinfo:
+                    if line.startswith("model name"):
+                        model = line.split(":", 1)[1].strip()
+                        break
+        except OSError:
+            pass
+        memory = 1
+        try:
+            memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (ValueError, OSError):
+            pass
+        return {"kind": "cpu", "name": "CPU stand-in: " + model, "memory_bytes": int(memory),
+                "sm_count": os.cpu_count() or 1}
+
+    def stream_handle(self):
+        return 0
+
+    def synchronize(self):
+        pass
+
+    def __init__(self):
+        self.broken = False
+
+    def break_context(self):
+        """What an illegal address does to a CUDA context: for tests of the
+        fresh process that continues after it."""
+        self.broken = True
+
+    def healthy(self):
+        return not self.broken
+
+    def flush_l2(self, round_index):
+        pass
+
+    def timer(self):
+        return _HostTimer()
+
+    def poison(self, values):
+        for i in range(len(values)):
+            values[i] = float("nan")
+
+    def compare(self, output, reference):
+        if len(output) != len(reference):
+            raise Error("the output has %d values, the reference %d" % (len(output), len(reference)))
+        err = norm = max_abs = 0.0
+        nonfinite = 0
+        for o, r in zip(output, reference):
+            if not math.isfinite(o):
+                nonfinite += 1
+                continue
+            err += (o - r) ** 2
+            norm += r * r
+            max_abs = max(max_abs, abs(o - r))
+        return (math.sqrt(err / norm) if norm > 0 else math.sqrt(err)), max_abs, nonfinite
+
+
+class _HostTimer:
+    def __init__(self):
+        self.samples = []
+
+    def begin_batch(self):
+        self.samples = []
+
+    def time(self, fn):
+        start = time.perf_counter_ns()
+        fn()
+        self.samples.append(float(time.perf_counter_ns() - start))
+
+    def elapsed_ns(self):
+        return self.samples
+
+
+def _driver_version():
+    try:
+        libcuda = ctypes.CDLL("libcuda.so.1")
+        version = ctypes.c_int()
+        if libcuda.cuDriverGetVersion(ctypes.byref(version)) == 0:
+            return "%d.%d" % (version.value // 1000, version.value % 1000 // 10)
+    except OSError:
+        pass
+    return ""
+
+
+class _Injection:
+    """libkw_inject.so in this process: marks between cases in its records."""
+
+    def __init__(self):
+        path = os.environ.get("CUDA_INJECTION64_PATH", "")
+        if not path or not os.environ.get("KW_INJECT_OUT"):
+            raise Error("launch_geometry needs libkw_inject.so in the process "
+                        "(CUDA_INJECTION64_PATH and KW_INJECT_OUT; kw sets both)")
+        try:
+            self.mark_fn = ctypes.CDLL(path).kw_inject_mark
+        except (OSError, AttributeError) as error:
+            raise Error("cannot use %s: %s" % (path, error)) from error
+        self.mark_fn.argtypes = [ctypes.c_char_p]
+        self.mark_fn.restype = ctypes.c_int
+
+    def mark(self, label):
+        if self.mark_fn(label.encode()) != 0:
+            raise Error("libkw_inject.so could not mark %r in its records (is CUDA initialised?)" % label)
+
+
+def _impls(case, impls_glob, skipped):
+    out = []
+    if fnmatch.fnmatchcase("candidate", impls_glob):
+        out.append(("candidate", None))
+    for name in case.baselines():
+        impl = "baseline:" + name
+        if not fnmatch.fnmatchcase(impl, impls_glob):
+            continue
+        why = case.baseline_unavailable(name)
+        if why:
+            skipped[impl] = why
+            continue
+        out.append((impl, name))
+    return out
+
+
+def _run_impl(case, impl, state):
+    if impl[1] is None:
+        case.run_candidate(state)
+    else:
+        case.run_baseline(impl[1], state)
+
+
+def _header(case):
+    return {"name": case.name, "params": dict(case.params)}
+
+
+def _stage_launch_geometry(case, state, injection):
+    part = _header(case)
+    part["expected_launch"] = case.expected_launch().to_json()
+    state.backend.synchronize()
+    injection.mark("case " + case.name)
+    case.run_candidate(state)
+    state.backend.synchronize()
+    injection.mark("end")
+    return "passed", "ran once between marks", part, {}
+
+
+def _stage_correctness(case, state):
+    part = _header(case)
+    case.poison_output(state)
+    case.run_candidate(state)
+    state.backend.synchronize()
+    rel, max_abs, nonfinite = state.backend.compare(case.output(state), case.reference(state))
+    tolerance = case.tolerance()
+    finite = math.isfinite(rel) and math.isfinite(max_abs)
+    passed = nonfinite == 0 and finite and rel <= tolerance
+    part["correctness"] = {"passed": passed, "rel_l2_err": rel if finite else 0.0,
+                           "max_abs_err": max_abs if finite else 0.0, "tolerance": tolerance,
+                           "nonfinite": nonfinite}
+    if nonfinite:
+        return "failed", "%d output values are NaN/Inf (unwritten outputs keep the NaN poison)" % nonfinite, part, {}
+    if not passed:
+        return ("failed", "relative L2 error %.3g exceeds the tolerance %.3g (max abs error %.3g)"
+                % (rel, tolerance, max_abs), part, {})
+    return "passed", "rel L2 %.3g <= %.3g" % (rel, tolerance), part, {}
+
+
+def _stage_quick_bench(case, state, options):
+    part = _header(case)
+    skipped = {}
+    impls = _impls(case, "*", skipped)
+    backend = state.backend
+    for impl in impls:
+        _run_impl(case, impl, state)  # warm-up
+    backend.synchronize()
+    samples = {impl[0]: [] for impl in impls}
+    timer = backend.timer()
+    timer.begin_batch()
+    for _ in range(options.quick_iterations):
+        for impl in impls:
+            timer.time(lambda impl=impl: _run_impl(case, impl, state))
+    backend.synchronize()
+    elapsed = timer.elapsed_ns()
+    for i, value in enumerate(elapsed):
+        samples[impls[i % len(impls)][0]].append(value)
+    medians = {name: _median(values) for name, values in samples.items()}
+    details = {"median_ns": medians, "skipped_baselines": skipped}
+    sanity = case.sanity()
+    candidate = medians["candidate"]
+    if sanity.max_ns and candidate > sanity.max_ns:
+        return ("failed", "candidate median %.1f us exceeds the sanity bound %.1f us"
+                % (candidate / 1000, sanity.max_ns / 1000), part, details)
+    if not sanity.versus:
+        return "passed", "median %.1f us" % (candidate / 1000), part, details
+    versus = "baseline:" + sanity.versus
+    if versus not in medians:
+        return ("passed", "sanity range vs %s not checked: %s"
+                % (versus, skipped.get(versus, "no such baseline")), part, details)
+    speedup = medians[versus] / candidate
+    details["speedup"] = speedup
+    if not sanity.min_speedup <= speedup <= sanity.max_speedup:
+        return ("failed", "candidate runs at %.2fx of %s (median %.1f us vs %.1f us); its sanity range is "
+                "%.2fx..%.2fx" % (speedup, versus, candidate / 1000, medians[versus] / 1000,
+                                  sanity.min_speedup, sanity.max_speedup), part, details)
+    return ("passed", "%.2fx of %s, inside %.2fx..%.2fx"
+            % (speedup, versus, sanity.min_speedup, sanity.max_speedup), part, details)
+
+
+def _stage_full_bench(case, state, options):
+    part = _header(case)
+    setup_started = time.monotonic()
+    skipped = {}
+    impls = _impls(case, options.impls, skipped)
+    if not impls:
+        raise Error('no implementation of this case matches --impls "%s"' % options.impls)
+    backend = state.backend
+    timer = backend.timer()
+    offset = options.order_seed % len(impls)
+
+    def run_batch(first_round, rounds):
+        timer.begin_batch()
+        order = []
+        for r in range(first_round, first_round + rounds):
+            # Interleaved: each round times every implementation once, rotating
+            # which goes first, so drift hits all of them alike.
+            for k in range(len(impls)):
+                index = (k + r + offset) % len(impls)
+                backend.flush_l2(r)
+                timer.time(lambda index=index: _run_impl(case, impls[index], state))
+                order.append(index)
+        return order
+
+    # Warm-up until two batches in a row run as fast per round (within 2%):
+    # the clocks after the setup's idle gap take tens of milliseconds to settle.
+    warm_started = time.monotonic()
+    rounds_done, batch_rounds, previous = 0, 1, 0.0
+    while True:
+        started = time.monotonic()
+        run_batch(rounds_done, batch_rounds)
+        backend.synchronize()
+        per_round = (time.monotonic() - started) / batch_rounds
+        settled = previous > 0 and abs(per_round / previous - 1) <= SETTLED_SPREAD
+        previous = per_round
+        rounds_done += batch_rounds
+        warm = time.monotonic() - warm_started
+        if rounds_done >= 5 and ((settled and warm >= 0.02) or warm >= 0.1):
+            warmup_seconds = warm
+            break
+        batch_rounds = max(1, min(MAX_BATCH_ROUNDS, int(BATCH_SECONDS / max(per_round, 1e-7))))
+    setup_seconds = time.monotonic() - setup_started
+
+    samples = [[] for _ in impls]
+    measure_started = time.monotonic()
+    taken = 0
+    while taken < options.max_samples:
+        rounds = min(batch_rounds, options.max_samples - taken)
+        if taken < options.min_samples:
+            rounds = max(rounds, min(options.min_samples, options.max_samples) - taken)
+        order = run_batch(taken, rounds)
+        backend.synchronize()
+        for index, value in zip(order, timer.elapsed_ns()):
+            samples[index].append(value)
+        taken += rounds
+        if taken >= options.min_samples:
+            quiet = all(relative_noise(s) <= options.noise_target for s in samples)
+            if quiet or time.monotonic() - measure_started >= options.max_seconds:
+                break
+
+    measurements, noise = [], {}
+    for (impl, _), values in zip(impls, samples):
+        m = {"impl": impl, "samples_ns": values, "median_ns": _median(values)}
+        if case.flops() > 0:
+            m["flops"] = float(case.flops())
+        if case.bytes() > 0:
+            m["bytes"] = float(case.bytes())
+        measurements.append(m)
+        noise[impl] = relative_noise(values)
+    part["measurements"] = measurements
+    details = {"samples": len(samples[0]), "setup_seconds": setup_seconds, "warmup_seconds": warmup_seconds,
+               "measure_seconds": time.monotonic() - measure_started, "relative_noise": noise,
+               "skipped_baselines": skipped, "backend": backend.name}
+    first = measurements[0]["median_ns"]
+    message = "%d samples, %s median %.2f us, noise %.2f%%" % (len(samples[0]), impls[0][0], first / 1000,
+                                                              100 * noise[impls[0][0]])
+    if case.flops() > 0 and first > 0:
+        message += ", %.1f TFLOP/s" % (case.flops() / first / 1000)
+    return "passed", message, part, details
+
+
+def _case_list(cases, options):
+    by_name = {}
+    for case in cases:
+        if not case.name:
+            raise SystemExit("kwbench: a case of %s has no name" % type(case).__name__)
+        if case.name in by_name:
+            raise SystemExit("kwbench: two cases are named %r" % case.name)
+        by_name[case.name] = case
+    if options.case_list:
+        with open(options.case_list) as listing:
+            wanted = [line.strip() for line in listing if line.strip()]
+        unknown = [name for name in wanted if name not in by_name]
+        if unknown:
+            raise SystemExit("kwbench: no case named %s" % ", ".join(repr(n) for n in unknown))
+        selected = [by_name[name] for name in wanted]
+        random.Random(options.order_seed).shuffle(selected)
+        return selected
+    patterns = [p for p in options.case.split(",") if p]
+    return [c for c in cases if any(fnmatch.fnmatchcase(c.name, p) for p in patterns)]
+
+
+def _write(path, document):
+    text = json.dumps(document, allow_nan=False)
+    if path:
+        with open(path, "w") as out:
+            out.write(text)
+    else:
+        sys.stdout.write(text + "\n")
+
+
+def _log(line):
+    sys.stderr.write("[kwbench.py] " + line + "\n")
+    sys.stderr.flush()
+
+
+def _mapped_shared_objects():
+    found = []
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                fields = line.split(None, 5)
+                if len(fields) == 6 and ".so" in os.path.basename(fields[5].strip()):
+                    path = fields[5].strip()
+                    if path not in found:
+                        found.append(path)
+    except OSError:
+        pass
+    return found
+
+
+def _bench_shared_objects(before, root):
+    """The shared objects that are the bench's own, for the agent's kernel-image
+    checks: those mapped from the repository, and those the imports mapped
+    from anywhere but the interpreter's and the system's trees (a build tree's
+    extension library, not torch's or the CUDA toolkit's)."""
+    import site  # noqa: PLC0415
+
+    root = os.path.realpath(root) + os.sep
+    foreign = {os.path.realpath(p) + os.sep for p in
+               [sys.prefix, sys.base_prefix, sys.exec_prefix] + list(getattr(site, "getsitepackages", list)())}
+    foreign.update({"/usr/", "/lib/", "/lib64/", "/opt/", "/snap/"})
+    out = []
+    for path in _mapped_shared_objects():
+        real = os.path.realpath(path)
+        if real.startswith(root) or (path not in before and not any(real.startswith(f) for f in foreign)):
+            out.append(real)
+    return out
+
+
+def _load_stage(options, modules, libraries):
+    import importlib  # noqa: PLC0415
+
+    imported, problems = {}, []
+    before = set(_mapped_shared_objects())
+    for name in list(modules) + list(options.module or []):
+        try:
+            module = importlib.import_module(name)
+            imported[name] = getattr(module, "__file__", None) or "(built in)"
+        except Exception as error:  # noqa: BLE001 (an import can fail in any way)
+            problems.append("import %s: %s: %s" % (name, type(error).__name__, error))
+    for path in libraries:
+        try:
+            ctypes.CDLL(path, mode=os.RTLD_NOW)
+        except OSError as error:
+            problems.append("load %s: %s" % (path, error))
+    details = {"modules": imported, "shared_objects": _bench_shared_objects(before, os.getcwd()),
+               "bind_now": os.environ.get("LD_BIND_NOW") == "1"}
+    if problems:
+        return {"name": "load", "status": "failed", "message": "; ".join(problems), "log_tail": "",
+                "details": details}
+    what = ["imported " + ", ".join(sorted(imported))] if imported else []
+    what += ["loaded %d librar%s" % (len(libraries), "y" if len(libraries) == 1 else "ies")] if libraries else []
+    return {"name": "load", "status": "passed", "message": "; ".join(what) or "nothing to import", "log_tail": "",
+            "details": details}
+
+
+def _run_cases(stage, cases, state, options, carried):
+    """Each case's result: (name, status, message, part, details, seconds)."""
+    runs = list(carried.get("runs", []))
+    done = set(r[0] for r in runs)
+    injection = _Injection() if stage == "launch_geometry" else None
+    for case in cases:
+        if case.name in done:
+            continue
+        if stage in ("quick_bench", "full_bench") and not case.timed():
+            continue
+        started = time.monotonic()
+        try:
+            case.setup(state)
+            try:
+                if stage == "launch_geometry":
+                    result = _stage_launch_geometry(case, state, injection)
+                elif stage == "correctness":
+                    result = _stage_correctness(case, state)
+                elif stage == "quick_bench":
+                    result = _stage_quick_bench(case, state, options)
+                else:
+                    result = _stage_full_bench(case, state, options)
+            finally:
+                case.teardown(state)
+        except Exception as error:  # noqa: BLE001 (the case fails with its error; the others go on)
+            traceback.print_exc()
+            message = "%s: %s" % (type(error).__name__, error) if not isinstance(error, Error) else str(error)
+            result = ("failed", message, _header(case), {})
+            if not state.backend.healthy():
+                runs.append([case.name] + list(result) + [time.monotonic() - started])
+                _restart(options, runs)
+        runs.append([case.name] + list(result) + [time.monotonic() - started])
+        _log("%s %s %s (%.2f s): %s" % (stage, case.name, result[0], runs[-1][5], result[1]))
+    return runs
+
+
+def _restart(options, runs):
+    """The CUDA context is broken: the cases after this one run in a fresh
+    process image (the same pid, so the agent's timeout and the injection
+    library's record file carry on)."""
+    fd, path = _carry_file()
+    with os.fdopen(fd, "w") as out:
+        json.dump({"runs": runs}, out)
+    _log("the CUDA context is broken: a fresh process continues after %s" % runs[-1][0])
+    argv = [a for a in sys.argv if a]
+    if "--resume" in argv:
+        i = argv.index("--resume")
+        del argv[i:i + 2]
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, [sys.executable] + argv + ["--resume", path])
+
+
+def _carry_file():
+    import tempfile  # noqa: PLC0415
+
+    return tempfile.mkstemp(prefix="kwbench-py-", suffix=".json")
+
+
+def _stage_document(stage, runs, device, started):
+    failures = [r for r in runs if r[1] == "failed"]
+    passed = sum(1 for r in runs if r[1] == "passed")
+    cases_json = [r[3] for r in runs]
+    document = {"device": device, "cases": cases_json, "stage": {
+        "name": stage,
+        "status": "failed" if failures else "passed",
+        "message": "%d cases passed" % passed,
+        "log_tail": "",
+        "details": {"cases": [{"name": r[0], "status": r[1], "message": r[2], "seconds": r[5],
+                               "details": r[4]} for r in runs]},
+        "duration_ms": int((time.monotonic() - started) * 1000)}}
+    if failures:
+        document["stage"]["message"] = "%d of %d cases failed: %s" % (
+            len(failures), len(runs), "; ".join("%s: %s" % (r[0], r[2]) for r in failures[:5]))
+    if not runs:
+        document["stage"]["status"] = "failed"
+        document["stage"]["message"] = "no case selected"
+    return document
+
+
+def _parser():
+    p = argparse.ArgumentParser(description="kwbench for Python (kernels/python/kwbench.py)")
+    p.add_argument("--list", action="store_true", help="list the cases and exit")
+    p.add_argument("--stage", choices=["load", "launch_geometry", "correctness", "quick_bench", "full_bench"])
+    p.add_argument("--json", help="write the result here (default: stdout)")
+    p.add_argument("--case", default="*", help="globs over case names, separated by commas")
+    p.add_argument("--case-list", help="a file of case names, one per line (full_bench replicates)")
+    p.add_argument("--impls", default="*", help="glob over implementations: candidate, baseline:NAME")
+    p.add_argument("--order-seed", type=int, default=0)
+    p.add_argument("--max-seconds", type=float, default=0.25)
+    p.add_argument("--min-samples", type=int, default=10)
+    p.add_argument("--max-samples", type=int, default=200)
+    p.add_argument("--noise-target", type=float, default=0.005)
+    p.add_argument("--quick-iterations", type=int, default=20)
+    p.add_argument("--seed", type=int, default=12345)
+    p.add_argument("--module", action="append", help="load: import this module too")
+    p.add_argument("--in-process", action="store_true", help="accepted for kwbench compatibility")
+    p.add_argument("--backend", default=os.environ.get("KWBENCH_BACKEND", "torch"),
+                   choices=["torch", "cpu-stand-in"])
+    p.add_argument("--resume", help=argparse.SUPPRESS)
+    return p
+
+
+def main(cases, modules=(), libraries=(), argv=None):
+    """Runs the command line over `cases`; exits with 0 when the stage passed,
+    1 when it failed, 2 for a bad command line."""
+    options = _parser().parse_args(argv)
+    selected = _case_list(cases, options)
+    if options.list:
+        _write(options.json, {"cases": [
+            {"name": c.name, "params": dict(c.params), "baselines": list(c.baselines()), "timed": c.timed()}
+            for c in selected]})
+        return 0
+    if not options.stage:
+        _parser().error("one of --list or --stage is required")
+    started = time.monotonic()
+    try:
+        backend = TorchBackend() if options.backend == "torch" else CpuStandInBackend()
+        device = backend.device_report()
+    except (Error, ImportError) as error:
+        stage = {"name": options.stage, "status": "skipped", "message": str(error), "log_tail": "",
+                 "details": {}, "duration_ms": int((time.monotonic() - started) * 1000)}
+        _write(options.json, {"stage": stage, "device": None, "cases": []})
+        return 0
+    _log("%s started on %s (%s backend)" % (options.stage, device["name"], backend.name))
+    if options.stage == "load":
+        stage = _load_stage(options, modules, libraries)
+        stage["duration_ms"] = int((time.monotonic() - started) * 1000)
+        _write(options.json, {"stage": stage, "device": device, "cases": []})
+        _log("load %s: %s" % (stage["status"], stage["message"]))
+        return 0 if stage["status"] == "passed" else 1
+    carried = {}
+    if options.resume:
+        with open(options.resume) as carry:
+            carried = json.load(carry)
+        os.unlink(options.resume)
+    state = State(backend, options.seed)
+    try:
+        runs = _run_cases(options.stage, selected, state, options, carried)
+    except Error as error:
+        stage = {"name": options.stage, "status": "failed", "message": str(error), "log_tail": "",
+                 "details": {}, "duration_ms": int((time.monotonic() - started) * 1000)}
+        _write(options.json, {"stage": stage, "device": device, "cases": []})
+        return 1
+    document = _stage_document(options.stage, runs, device, started)
+    _write(options.json, document)
+    _log("%s %s: %s" % (options.stage, document["stage"]["status"], document["stage"]["message"]))
+    return 0 if document["stage"]["status"] == "passed" else 1

@@ -1,0 +1,139 @@
+"""kwbench.py's command line and stages over standin_bench.py, with the CPU
+stand-in backend (a TEST DOUBLE for CUDA): what the agent reads from a
+Python bench, checked without a GPU."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.realpath(__file__))
+BENCH = os.path.join(HERE, "standin_bench.py")
+
+
+def run(*args, env=None):
+    """The bench's exit status, its JSON document and its stderr."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "out.json")
+        full_env = dict(os.environ, **(env or {}))
+        full_env.pop("CUDA_INJECTION64_PATH", None)
+        done = subprocess.run([sys.executable, BENCH, "--backend", "cpu-stand-in", "--json", out] + list(args),
+                              capture_output=True, text=True, env=full_env, timeout=120)
+        document = None
+        if os.path.exists(out):
+            with open(out) as f:
+                document = json.load(f)
+        return done.returncode, document, done.stderr
+
+
+def case_results(document):
+    return {c["name"]: c for c in document["stage"]["details"]["cases"]}
+
+
+class ListAndLoad(unittest.TestCase):
+    def test_list_names_baselines_and_timing(self):
+        code, document, _ = run("--list", "--case", "saxpy/ok,saxpy/edge")
+        self.assertEqual(code, 0)
+        self.assertEqual(document["cases"], [
+            {"name": "saxpy/ok", "params": {"n": 2000, "variant": "ok"}, "baselines": ["copy", "missing"],
+             "timed": True},
+            {"name": "saxpy/edge", "params": {"n": 2000, "variant": "edge"}, "baselines": ["copy", "missing"],
+             "timed": False}])
+
+    def test_load_imports_the_modules_and_names_a_missing_one(self):
+        code, document, _ = run("--stage", "load")
+        self.assertEqual(code, 0)
+        self.assertEqual(document["stage"]["status"], "passed")
+        self.assertEqual(document["stage"]["message"], "imported json")
+        self.assertTrue(document["device"]["name"].startswith("CPU stand-in: "))
+        code, document, _ = run("--stage", "load", "--module", "no_such_extension")
+        self.assertEqual(code, 1)
+        self.assertEqual(document["stage"]["status"], "failed")
+        self.assertIn("import no_such_extension: ModuleNotFoundError", document["stage"]["message"])
+
+    def test_a_bad_command_line_exits_2(self):
+        code, _, err = run("--stage", "warp_speed")
+        self.assertEqual(code, 2)
+        self.assertIn("invalid choice", err)
+
+
+class Stages(unittest.TestCase):
+    def test_correctness_catches_unwritten_and_nan_outputs(self):
+        code, document, _ = run("--stage", "correctness", "--case", "saxpy/ok,saxpy/unwritten,saxpy/nan")
+        self.assertEqual(code, 1)
+        results = case_results(document)
+        self.assertEqual(results["saxpy/ok"]["status"], "passed")
+        self.assertEqual(results["saxpy/unwritten"]["message"],
+                         "1000 output values are NaN/Inf (unwritten outputs keep the NaN poison)")
+        self.assertEqual(results["saxpy/nan"]["status"], "failed")
+        parts = {c["name"]: c for c in document["cases"]}
+        self.assertEqual(parts["saxpy/ok"]["correctness"]["rel_l2_err"], 0.0)
+        self.assertEqual(parts["saxpy/nan"]["correctness"]["nonfinite"], 1)
+
+    def test_a_broken_context_fails_its_case_and_a_fresh_process_runs_the_rest(self):
+        code, document, err = run("--stage", "correctness", "--case", "saxpy/crash,saxpy/ok")
+        self.assertEqual(code, 1)
+        results = case_results(document)
+        self.assertEqual(results["saxpy/crash"]["message"], "RuntimeError: illegal memory access (stand-in)")
+        self.assertEqual(results["saxpy/ok"]["status"], "passed")
+        self.assertIn("a fresh process continues after saxpy/crash", err)
+
+    def test_quick_bench_holds_the_sanity_range(self):
+        code, document, _ = run("--stage", "quick_bench", "--case", "saxpy/ok,saxpy/slow,saxpy/edge")
+        self.assertEqual(code, 1)
+        results = case_results(document)
+        self.assertNotIn("saxpy/edge", results, "a correctness-only case is not timed")
+        self.assertIn("x of baseline:copy, inside 0.20x..5.00x", results["saxpy/ok"]["message"])
+        self.assertEqual(results["saxpy/ok"]["details"]["skipped_baselines"], {"baseline:missing": "not built here"})
+        self.assertRegex(results["saxpy/slow"]["message"], r"^candidate runs at 0\.0\d+x of baseline:copy")
+
+    def test_full_bench_is_one_interleaved_replicate_of_the_listed_cases(self):
+        with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as listing:
+            listing.write("saxpy/ok\n")
+        try:
+            code, document, _ = run("--stage", "full_bench", "--case-list", listing.name, "--impls", "*",
+                                    "--order-seed", "3", "--min-samples", "12", "--max-samples", "12",
+                                    "--max-seconds", "5")
+        finally:
+            os.unlink(listing.name)
+        self.assertEqual(code, 0)
+        (part,) = document["cases"]
+        impls = [m["impl"] for m in part["measurements"]]
+        self.assertEqual(impls, ["candidate", "baseline:copy"])
+        for m in part["measurements"]:
+            self.assertEqual(len(m["samples_ns"]), 12)
+            self.assertGreater(m["median_ns"], 0)
+        details = case_results(document)["saxpy/ok"]["details"]
+        self.assertEqual(details["backend"], "cpu-stand-in")
+        self.assertGreater(details["warmup_seconds"], 0)
+
+    def test_full_bench_times_only_the_implementations_asked_for(self):
+        with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as listing:
+            listing.write("saxpy/ok\n")
+        try:
+            _, document, _ = run("--stage", "full_bench", "--case-list", listing.name, "--impls", "baseline:*",
+                                 "--max-samples", "10")
+        finally:
+            os.unlink(listing.name)
+        self.assertEqual([m["impl"] for m in document["cases"][0]["measurements"]], ["baseline:copy"])
+
+    def test_launch_geometry_needs_the_injection_library(self):
+        code, document, _ = run("--stage", "launch_geometry", "--case", "saxpy/ok")
+        self.assertEqual(code, 1)
+        self.assertEqual(document["stage"]["status"], "failed")
+        self.assertIn("launch_geometry needs libkw_inject.so in the process", document["stage"]["message"])
+
+    def test_an_unknown_case_in_a_case_list_is_named(self):
+        with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as listing:
+            listing.write("saxpy/none\n")
+        try:
+            code, _, err = run("--stage", "full_bench", "--case-list", listing.name)
+        finally:
+            os.unlink(listing.name)
+        self.assertNotEqual(code, 0)
+        self.assertIn("no case named 'saxpy/none'", err)
+
+
+if __name__ == "__main__":
+    unittest.main()
