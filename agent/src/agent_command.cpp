@@ -108,13 +108,18 @@ int agent_loop(AgentArguments args) {
   http::Client client(args.server.url, args.server.token, std::chrono::seconds(30));
   say("agent " + args.name + " polling " + args.server.url);
 
+  // The projects this agent can fetch: the server hands it no other's jobs.
+  json served = json::array();
+  for (const auto& [project, url] : repo_urls) served.push_back(project);
   while (!stop_requested()) {
     if (spool.pending() > 0) spool.deliver(client, say);
     json job;
     try {
-      http::Response response =
-          client.post("/api/v1/agents/claim",
-                      {{"agent", args.name}, {"host", host_name()}, {"version", KW_VERSION}, {"gpus", gpus}});
+      http::Response response = client.post("/api/v1/agents/claim", {{"agent", args.name},
+                                                                     {"host", host_name()},
+                                                                     {"version", KW_VERSION},
+                                                                     {"gpus", gpus},
+                                                                     {"projects", served}});
       if (response.status == 204) {
         if (args.once && spool.pending() == 0) return kExitOk;
         pause(args.poll_seconds);

@@ -58,14 +58,30 @@ json fetch_run(http::Client& client, std::int64_t run_id) {
   return run;
 }
 
-// Prints the verdict's summary; returns the exit code.
-int summarize(http::Client& client, const std::string& server, const json& job) {
+// A failed stage's last log lines: the compiler's or the bench's own words.
+void print_log_end(const json& stage) {
+  const std::string tail = stage.value("log_tail", "");
+  if (tail.empty()) return;
+  std::size_t start = tail.size();
+  for (int lines = 0; lines < 25 && start > 0; ++lines) {
+    std::size_t newline = tail.rfind('\n', start - 1);
+    start = newline == std::string::npos ? 0 : newline;
+  }
+  std::cout << "  --- end of its log\n" << tail.substr(start == 0 ? 0 : start + 1) << "\n";
+}
+
+// Prints the verdict's summary; returns the exit code. `shown`: the stages'
+// states already printed as the job ran (a failed stage's log is printed
+// here when it was not).
+int summarize(http::Client& client, const std::string& server, const json& job,
+              const std::map<std::string, std::string>& shown = {}) {
   std::int64_t run_id = job["run_id"];
   json run = fetch_run(client, run_id);
   std::string link = server + "/#/run/" + std::to_string(run_id);
   std::string verdict = run["verdict"];
-  std::string where =
-      run["commit"].get<std::string>().substr(0, 12) + " on " + run["gpu_model"].get<std::string>();
+  // A run that measured nothing (a failed build) has no device: "none".
+  const std::string gpu = run.value("gpu_model", std::string("none"));
+  std::string where = run["commit"].get<std::string>().substr(0, 12) + (gpu == "none" ? "" : " on " + gpu);
   if (verdict == "no-data") {
     std::cout << "kernelwatch: NO DATA for " << where << ": no case was measured, so nothing can be judged\n";
     for (const json& stage : run["stages"]) {
@@ -79,9 +95,10 @@ int summarize(http::Client& client, const std::string& server, const json& job) 
   if (verdict == "failed") {
     std::cout << "kernelwatch: PREFLIGHT FAILED for " << where << "\n";
     for (const json& stage : run["stages"]) {
-      if (stage["status"] == "failed")
-        std::cout << "  stage " << stage["name"].get<std::string>() << ": "
-                  << stage["message"].get<std::string>() << "\n";
+      if (stage["status"] != "failed") continue;
+      const std::string name = stage["name"];
+      std::cout << "  stage " << name << ": " << stage["message"].get<std::string>() << "\n";
+      if (auto seen = shown.find(name); seen == shown.end() || seen->second != "failed") print_log_end(stage);
     }
     for (const json& c : run["cases"]) {
       if (c.contains("correctness") && c["correctness"].is_object() &&
@@ -104,8 +121,7 @@ int summarize(http::Client& client, const std::string& server, const json& job) 
                 << fixed(100 * c["threshold"].get<double>(), 1) << "%)\n";
     }
     std::cout << "  " << link << "\n"
-              << "  intended? acknowledge it: POST /api/v1/runs/" << run_id
-              << "/acknowledge {\"reason\": ...}\n";
+              << "  intended? acknowledge it: kw ack --run " << run_id << " --reason \"...\"\n";
     return kExitRegression;
   }
   if (run["acknowledgement"].is_object()) {
@@ -145,16 +161,7 @@ void print_new_stages(const json& job, std::map<std::string, std::string>& shown
     const std::string message = stage.value("message", "");
     if (status != "started" && status != "passed" && !message.empty()) line += ": " + message;
     std::cout << line << "\n";
-    const std::string tail = stage.value("log_tail", "");
-    if (status == "failed" && !tail.empty()) {
-      // Its last lines: the compiler's or the bench's own words.
-      std::size_t start = tail.size();
-      for (int lines = 0; lines < 25 && start > 0; ++lines) {
-        std::size_t newline = tail.rfind('\n', start - 1);
-        start = newline == std::string::npos ? 0 : newline;
-      }
-      std::cout << "  --- end of its log\n" << tail.substr(start == 0 ? 0 : start + 1) << "\n";
-    }
+    if (status == "failed") print_log_end(stage);
     std::cout.flush();
   }
 }
@@ -182,7 +189,7 @@ int wait_and_gate(http::Client& client, const std::string& server, std::int64_t 
     json job = response.json();
     state = job["state"];
     print_new_stages(job, shown);
-    if (state == "done") return summarize(client, server, job);
+    if (state == "done") return summarize(client, server, job, shown);
     if (state == "failed") {
       std::cout << "kernelwatch: job " << job_id
                 << " failed without a verdict: " << job.value("error", std::string("?"))
@@ -227,9 +234,68 @@ int guarded(const std::string& server, const std::function<int()>& body) {
   }
 }
 
+struct AckArguments {
+  ServerOptions server;
+  std::int64_t run = 0, job = 0;
+  std::string reason;
+};
+
+// kw ack: acknowledges a run's regression (a job's run, for what kw submit
+// printed) with a reason; says which cases it covers.
+int acknowledge(const AckArguments& args) {
+  http::Client client(args.server.url, args.server.token);
+  std::int64_t run_id = args.run;
+  if (args.job > 0) {
+    http::Response job = client.get("/api/v1/jobs/" + std::to_string(args.job));
+    if (job.status != 200) {
+      std::cout << "kernelwatch: no job " << args.job << " (HTTP " << job.status
+                << "): " << job.json().value("message", job.body) << "\n";
+      return kExitInfrastructure;
+    }
+    if (!job.json()["run_id"].is_number()) {
+      std::cout << "kernelwatch: job " << args.job << " has no run yet (state "
+                << job.json().value("state", std::string("?")) << "): nothing to acknowledge\n";
+      return kExitInfrastructure;
+    }
+    run_id = job.json()["run_id"];
+  }
+  http::Response response =
+      client.post("/api/v1/runs/" + std::to_string(run_id) + "/acknowledge", {{"reason", args.reason}});
+  if (response.status != 200) {
+    std::cout << "kernelwatch: run " << run_id << " not acknowledged (HTTP " << response.status
+              << "): " << response.json().value("message", response.body) << "\n";
+    return kExitInfrastructure;
+  }
+  json run = fetch_run(client, run_id);
+  int regressed = 0;
+  for (const json& c : run["comparisons"])
+    regressed += c["status"] == "regression" && c["kind"] == "time" && c["impl"] == "candidate";
+  std::cout << "kernelwatch: acknowledged run " << run_id << " ("
+            << run["commit"].get<std::string>().substr(0, 12) << ", " << regressed
+            << " regressed case(s)): " << args.reason << "\n  " << args.server.url << "/#/run/" << run_id
+            << "\n";
+  return kExitOk;
+}
+
 }  // namespace
 
 void add_gate_commands(CLI::App& app, int& exit_code) {
+  auto ack = std::make_shared<AckArguments>();
+  auto* ack_command =
+      app.add_subcommand("ack", "CI: acknowledge a run's regression as intended, with a reason");
+  auto* run_option = ack_command->add_option("--run", ack->run, "run id (from the verdict's link)");
+  auto* job_option = ack_command->add_option("--job", ack->job, "job id (from kw submit): its run");
+  run_option->excludes(job_option);
+  ack_command->add_option("--reason", ack->reason, "why the slowdown is intended")->required();
+  ack->server.add_to(*ack_command);
+  ack_command->callback([ack, run_option, job_option, &exit_code] {
+    ack->server.resolve();
+    if (run_option->count() == 0 && job_option->count() == 0)
+      throw CLI::ValidationError("--run/--job", "name the run or the job to acknowledge");
+    if (ack->reason.empty()) throw CLI::ValidationError("--reason", "is empty");
+    exit_code = guarded(ack->server.url, [&] { return acknowledge(*ack); });
+  });
+
   auto submit = std::make_shared<SubmitArguments>();
   auto* command =
       app.add_subcommand("submit", "CI: queue a commit for benchmarking; with --wait, exit with its verdict");

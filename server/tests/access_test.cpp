@@ -58,6 +58,32 @@ TEST_F(AccessTest, AnAgentClaimsOnlyJobsOfItsProjects) {
   EXPECT_EQ(demo_agent.post("/api/v1/agents/claim", claim).status, 204);
 }
 
+// #18: an agent that can fetch only some projects says so and is handed no
+// other's job, even where its token would allow it.
+TEST_F(AccessTest, AnAgentClaimsOnlyJobsOfTheProjectsItServes) {
+  ASSERT_EQ(ci().post("/api/v1/jobs", {{"project", "other"}, {"commit", make_commit(1)}, {"branch", "main"}})
+                .status,
+            201);
+  ASSERT_EQ(
+      ci().post("/api/v1/jobs", {{"project", "demo"}, {"commit", make_commit(2)}, {"branch", "main"}}).status,
+      201);
+  http::Client any_agent = client(create_token(database_->url(), "any-host", Scope::agent));
+  json claim{{"agent", "gpu-1"}, {"gpus", {"NVIDIA H100 80GB HBM3"}}, {"projects", {"demo"}}};
+  auto first = any_agent.post("/api/v1/agents/claim", claim);
+  ASSERT_EQ(first.status, 200) << first.body;
+  EXPECT_EQ(first.json()["project"], "demo");
+  EXPECT_EQ(any_agent.post("/api/v1/agents/claim", claim).status, 204) << "the other project's job waits";
+  claim["projects"] = json::array();
+  EXPECT_EQ(any_agent.post("/api/v1/agents/claim", claim).status, 204);
+  // A token scoped to demo cannot widen itself by naming another project.
+  http::Client demo_agent = client(token("demo-host", Scope::agent, {"demo"}));
+  EXPECT_EQ(demo_agent.post("/api/v1/agents/claim", {{"agent", "demo-gpu"}, {"projects", {"other"}}}).status,
+            204);
+  auto bad = any_agent.post("/api/v1/agents/claim", {{"agent", "gpu-1"}, {"projects", "demo"}});
+  EXPECT_EQ(bad.status, 422) << bad.body;
+  EXPECT_EQ(bad.json()["field"], "projects");
+}
+
 TEST_F(AccessTest, ACiTokenSubmitsAndAcknowledgesOnlyItsProjects) {
   http::Client demo_ci = client(token("demo-ci", Scope::ci, {"demo"}));
   auto job =

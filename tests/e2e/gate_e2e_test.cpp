@@ -87,6 +87,8 @@ TEST_F(GateE2eTest, GateFailsOnATenPercentSlowdown) {
     EXPECT_NEAR(std::stod(match[1]), 1.10, 0.02) << result.output;
   }
   EXPECT_NE(result.output.find("base_commit " + base_.substr(0, 12)), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("intended? acknowledge it: kw ack --run "), std::string::npos)
+      << result.output;
 }
 
 TEST_F(GateE2eTest, GateFailsOnALaunchGeometryMismatch) {
@@ -147,16 +149,57 @@ TEST_F(GateE2eTest, GateSaysWhyTheAgentCouldNotRunTheJob) {
   EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(60)) << result.output;
 }
 
+// #18: a commit that does not build. kw submit --wait exits 2 with the
+// compiler's error as the stage fails; kw gate, attached after the job
+// finished, prints it from the run.
+TEST_F(GateE2eTest, GateShowsTheCompilerErrorOfABrokenBuild) {
+  repo_.write("build.sh",
+              "echo 'attention_fwd.cu(88): error: identifier \"kBlockN\" is undefined' >&2\nexit 2\n");
+  std::string head = repo_.commit("broken build");
+  CommandResult result = gate(head, "pr-7", true);
+  EXPECT_EQ(result.exit_code, 2) << result.output;
+  EXPECT_NE(result.output.find("kernelwatch: PREFLIGHT FAILED for " + head.substr(0, 12)), std::string::npos)
+      << result.output;
+  EXPECT_NE(result.output.find("identifier \"kBlockN\" is undefined"), std::string::npos) << result.output;
+
+  json job = server_.client(ci_token_)
+                 .post("/api/v1/jobs", {{"project", "demo"}, {"commit", head}, {"branch", "pr-7"}})
+                 .json();
+  CommandResult later = run_command({KW_BINARY, "gate", "--job", std::to_string(job["id"].get<int>()),
+                                     "--server", server_.url(), "--token", ci_token_});
+  EXPECT_EQ(later.exit_code, 2) << later.output;
+  EXPECT_NE(later.output.find("kernelwatch: PREFLIGHT FAILED for " + head.substr(0, 12) +
+                              "\n  stage build: `sh build.sh` exited 2"),
+            std::string::npos)
+      << later.output;
+  // The compiler's line, once: from the job's stages, not again from the run.
+  const std::size_t first = later.output.find("identifier \"kBlockN\" is undefined");
+  ASSERT_NE(first, std::string::npos) << later.output;
+  EXPECT_EQ(later.output.find("identifier \"kBlockN\" is undefined", first + 1), std::string::npos)
+      << later.output;
+}
+
 TEST_F(GateE2eTest, GatePassesAnAcknowledgedRegression) {
   std::string head = change(R"({"slowdown": 1.10})", "intended slowdown");
   ASSERT_EQ(gate(head, "pr-7", true).exit_code, 1);
   json job = server_.client(ci_token_)
                  .post("/api/v1/jobs", {{"project", "demo"}, {"commit", head}, {"branch", "pr-7"}})
                  .json();  // the same job (idempotent): its id and run
-  auto ack = server_.client(ci_token_).post(
-      "/api/v1/runs/" + std::to_string(job["run_id"].get<int>()) + "/acknowledge",
-      {{"reason", "40% less memory for 10% time"}});
-  ASSERT_EQ(ack.status, 200) << ack.body;
+  CommandResult ack =
+      run_command({KW_BINARY, "ack", "--job", std::to_string(job["id"].get<int>()), "--reason",
+                   "40% less memory for 10% time", "--server", server_.url(), "--token", ci_token_});
+  ASSERT_EQ(ack.exit_code, 0) << ack.output;
+  EXPECT_NE(
+      ack.output.find("kernelwatch: acknowledged run " + std::to_string(job["run_id"].get<int>()) + " (" +
+                      head.substr(0, 12) + ", 2 regressed case(s)): 40% less memory for 10% time"),
+      std::string::npos)
+      << ack.output;
+  CommandResult missing = run_command(
+      {KW_BINARY, "ack", "--run", "9999", "--reason", "x", "--server", server_.url(), "--token", ci_token_});
+  EXPECT_EQ(missing.exit_code, 3) << missing.output;
+  EXPECT_NE(missing.output.find("kernelwatch: run 9999 not acknowledged (HTTP 404): no run 9999"),
+            std::string::npos)
+      << missing.output;
   CommandResult result = run_command({KW_BINARY, "gate", "--job", std::to_string(job["id"].get<int>()),
                                       "--server", server_.url(), "--token", ci_token_});
   EXPECT_EQ(result.exit_code, 0) << result.output;
