@@ -20,6 +20,13 @@ class AccessTest : public ServerTest {
     ServerTest::SetUp();
     create_project("other");
   }
+  void queue_a_job_of_other_then_demo() {
+    for (auto [project, commit] : {std::pair{"other", 1}, std::pair{"demo", 2}}) {
+      auto job = ci().post("/api/v1/jobs",
+                           {{"project", project}, {"commit", make_commit(commit)}, {"branch", "main"}});
+      ASSERT_EQ(job.status, 201) << job.body;
+    }
+  }
   std::string token(const std::string& name, Scope scope, std::vector<std::string> projects) {
     return create_token(database_->url(), name, scope, std::move(projects));
   }
@@ -44,12 +51,7 @@ TEST_F(AccessTest, AnAgentTokenWritesOnlyTheProjectsItNames) {
 }
 
 TEST_F(AccessTest, AnAgentClaimsOnlyJobsOfItsProjects) {
-  ASSERT_EQ(ci().post("/api/v1/jobs", {{"project", "other"}, {"commit", make_commit(1)}, {"branch", "main"}})
-                .status,
-            201);
-  ASSERT_EQ(
-      ci().post("/api/v1/jobs", {{"project", "demo"}, {"commit", make_commit(2)}, {"branch", "main"}}).status,
-      201);
+  queue_a_job_of_other_then_demo();
   http::Client demo_agent = client(token("demo-host", Scope::agent, {"demo"}));
   json claim{{"agent", "demo-gpu"}, {"gpus", {"NVIDIA H100 80GB HBM3"}}};
   auto first = demo_agent.post("/api/v1/agents/claim", claim);
@@ -61,12 +63,7 @@ TEST_F(AccessTest, AnAgentClaimsOnlyJobsOfItsProjects) {
 // #18: an agent that can fetch only some projects says so and is handed no
 // other's job, even where its token would allow it.
 TEST_F(AccessTest, AnAgentClaimsOnlyJobsOfTheProjectsItServes) {
-  ASSERT_EQ(ci().post("/api/v1/jobs", {{"project", "other"}, {"commit", make_commit(1)}, {"branch", "main"}})
-                .status,
-            201);
-  ASSERT_EQ(
-      ci().post("/api/v1/jobs", {{"project", "demo"}, {"commit", make_commit(2)}, {"branch", "main"}}).status,
-      201);
+  queue_a_job_of_other_then_demo();
   http::Client any_agent = client(create_token(database_->url(), "any-host", Scope::agent));
   json claim{{"agent", "gpu-1"}, {"gpus", {"NVIDIA H100 80GB HBM3"}}, {"projects", {"demo"}}};
   auto first = any_agent.post("/api/v1/agents/claim", claim);
