@@ -1,6 +1,7 @@
 // The CI templates and unit files use only commands and flags that exist:
 // both YAML files parse, and every `kw` subcommand and `--flag` they pass is in
 // that subcommand's --help.
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <set>
@@ -86,6 +87,51 @@ TEST(CiTemplates, GithubWorkflowRunsOnPushAndPullRequest) {
                              "on = d.get('on', d.get(True)); print(sorted(on))",
                              KW_SOURCE_DIR "/ci/github/kernelwatch.yml"});
   EXPECT_EQ(result.output, "['pull_request', 'push']\n");
+}
+
+// #18: the workflow's submit step, run by bash as the runner would, in a
+// repository where main moved on after the pull request forked: it passes
+// the fork point as --base, not main's tip. `kw` is a TEST DOUBLE that
+// prints its arguments.
+TEST(CiTemplates, GithubWorkflowComparesAPullRequestWithItsMergeBase) {
+  const std::string dir = kw::testing::run_command({"mktemp", "-d"}).output;
+  const std::string root = dir.substr(0, dir.find('\n'));
+  const std::string repo = root + "/tracked";
+  auto git = [&](const std::vector<std::string>& args) {
+    std::vector<std::string> argv{"git", "-C", repo, "-c", "user.name=kw", "-c", "user.email=kw@localhost"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    auto result = run_command(argv);
+    EXPECT_EQ(result.exit_code, 0) << result.output;
+    return result.output.substr(0, result.output.find('\n'));
+  };
+  run_command({"git", "init", "-q", "-b", "main", repo});
+  git({"commit", "-q", "--allow-empty", "-m", "fork point"});
+  const std::string fork_point = git({"rev-parse", "HEAD"});
+  git({"checkout", "-q", "-b", "feature"});
+  git({"commit", "-q", "--allow-empty", "-m", "the pull request"});
+  const std::string head = git({"rev-parse", "HEAD"});
+  git({"checkout", "-q", "main"});
+  git({"commit", "-q", "--allow-empty", "-m", "main moves on"});
+  const std::string main_tip = git({"rev-parse", "HEAD"});
+  std::filesystem::create_directories(root + "/.kernelwatch/build/agent");
+  std::ofstream(root + "/.kernelwatch/build/agent/kw") << "#!/bin/sh\necho \"kw $*\"\n";
+  std::filesystem::permissions(root + "/.kernelwatch/build/agent/kw", std::filesystem::perms::owner_all);
+
+  auto script = run_command(
+      {"/usr/bin/python3", "-c",
+       "import sys, yaml; d = yaml.safe_load(open(sys.argv[1])); "
+       "print(next(s['run'] for s in d['jobs']['gate']['steps'] if 'kw submit' in s.get('run', '')))",
+       KW_SOURCE_DIR "/ci/github/kernelwatch.yml"});
+  ASSERT_EQ(script.exit_code, 0) << script.output;
+  std::ofstream(root + "/step.sh") << script.output;
+  auto step =
+      run_command({"env", "KW_PROJECT=demo", "KW_COMMIT=" + head, "KW_BRANCH=feature",
+                   "KW_BASE_TIP=" + main_tip, "KW_PR=7", "bash", "-c", "cd " + root + " && bash step.sh"});
+  EXPECT_EQ(step.exit_code, 0) << step.output;
+  EXPECT_NE(step.output.find("--base " + fork_point + " --pr 7"), std::string::npos)
+      << "fork point " << fork_point << ", main's tip " << main_tip << ":\n"
+      << step.output;
+  std::filesystem::remove_all(root);
 }
 
 TEST(CiTemplates, SystemdUnitsUseRealFlags) {
