@@ -330,8 +330,8 @@ async function comparePage(query) {
   app.innerHTML = `<h1>Compare two commits</h1>
     <form class="compare" id="compare-form">
       <label>project <input name="project" value="${esc(project)}"></label>
-      <label>base commit <input name="base" value="${esc(base)}" placeholder="40-hex SHA"></label>
-      <label>head commit <input name="head" value="${esc(head)}" placeholder="40-hex SHA"></label>
+      <label>base commit <input name="base" value="${esc(base)}" placeholder="SHA, its first 7+ digits, or a branch"></label>
+      <label>head commit <input name="head" value="${esc(head)}" placeholder="SHA, its first 7+ digits, or a branch"></label>
       <button type="submit">compare</button>
     </form><div id="compare-result"></div>`;
   document.getElementById("compare-form").onsubmit = (e) => {

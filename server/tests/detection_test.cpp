@@ -334,7 +334,24 @@ TEST_F(DetectionApiTest, CompareTwoCommits) {
           << "sorted by effect size";
     }
   }
-  EXPECT_EQ(client().get("/api/v1/compare?base=abc&head=" + head["commit"].get<std::string>()).status, 400);
+  auto unknown = client().get("/api/v1/compare?base=abc&head=" + head["commit"].get<std::string>());
+  EXPECT_EQ(unknown.status, 404);
+  EXPECT_EQ(unknown.json()["message"], "base: no run of a commit or branch \"abc\"");
+  EXPECT_EQ(client().get("/api/v1/compare?head=" + head["commit"].get<std::string>()).status, 400);
+
+  // #18: short SHAs and branch names, as the dashboard's compare page takes them.
+  const std::string base_sha = base["commit"], head_sha = head["commit"];
+  auto short_shas =
+      client().get("/api/v1/compare?base=" + base_sha.substr(0, 12) + "&head=" + head_sha.substr(0, 12));
+  ASSERT_EQ(short_shas.status, 200) << short_shas.body;
+  EXPECT_EQ(short_shas.json()["gpus"][0]["cases"], cases);
+  auto by_branch = client().get("/api/v1/compare?base=" + base_sha.substr(0, 12) + "&head=main");
+  ASSERT_EQ(by_branch.status, 200) << by_branch.body;  // main's newest run is the head's
+  EXPECT_EQ(by_branch.json()["gpus"][0]["cases"], cases);
+  ASSERT_EQ(base_sha.substr(0, 7), head_sha.substr(0, 7)) << "make_commit's leading zeros";
+  auto ambiguous = client().get("/api/v1/compare?base=" + base_sha.substr(0, 7) + "&head=" + head_sha);
+  EXPECT_EQ(ambiguous.status, 400);
+  EXPECT_EQ(ambiguous.json()["error"], "ambiguous_revision") << ambiguous.body;
   EXPECT_EQ(
       client()
           .get("/api/v1/compare?base=" + base["commit"].get<std::string>() + "&head=" + make_commit(999))

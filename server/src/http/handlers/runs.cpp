@@ -65,6 +65,47 @@ class RunPageStream {
 
 }  // namespace
 
+namespace {
+
+bool is_hex_prefix(const std::string& text) {
+  return text.size() >= 7 && text.size() < 40 && std::all_of(text.begin(), text.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
+}
+
+// The commit a client names in `field` (project_id 0: any project).
+std::string resolve_revision(pqxx::work& tx, std::int64_t project_id, const std::string& field,
+                             const std::string& text) {
+  if (text.empty())
+    throw BadRequest("bad_query",
+                     field + ": is required (a commit SHA, 7 or more of its first hex digits, or a branch)");
+  if (common::is_commit_sha(text)) return text;
+  if (is_hex_prefix(text)) {
+    pqxx::result rows = tx.exec_params(
+        "SELECT DISTINCT commit_sha FROM runs WHERE commit_sha LIKE $1 || '%' AND ($2 = 0 OR project_id = "
+        "$2) "
+        "ORDER BY commit_sha LIMIT 4",
+        text, project_id);
+    if (rows.size() == 1) return rows[0][0].as<std::string>();
+    if (rows.size() > 1) {
+      std::string some;
+      for (const auto& row : rows)
+        some += (some.empty() ? "" : ", ") + row[0].as<std::string>().substr(0, 12);
+      throw BadRequest("ambiguous_revision", field + ": " + text + " starts several measured commits (" +
+                                                 some + "); give more digits");
+    }
+  }
+  pqxx::result rows = tx.exec_params(
+      "SELECT commit_sha FROM runs WHERE branch = $1 AND ($2 = 0 OR project_id = $2) "
+      "ORDER BY finished_at DESC, id DESC LIMIT 1",
+      text, project_id);
+  if (rows.empty())
+    throw NotFound("no_such_commit", field + ": no run of a commit or branch \"" + text + "\"");
+  return rows[0][0].as<std::string>();
+}
+
+}  // namespace
+
 void add_run_routes(Router& router, const HandlerContext& context) {
   const Access agent = Access::of({Scope::agent});
   const Access ci = Access::of({Scope::ci});
@@ -122,20 +163,19 @@ void add_run_routes(Router& router, const HandlerContext& context) {
     return Response::json_text(200, std::move(head->json));
   });
 
+  // base and head: a commit SHA, a prefix of at least 7 hex digits of a
+  // measured commit, or a branch (its newest measured commit).
   router.add("GET", "/api/v1/compare", Access::read(), [&context](Request& request) {
-    std::string base = request.query_value("base").value_or("");
-    std::string head = request.query_value("head").value_or("");
-    if (!common::is_commit_sha(base))
-      throw BadRequest("bad_query", "base: must be a 40-character lowercase hex commit SHA");
-    if (!common::is_commit_sha(head))
-      throw BadRequest("bad_query", "head: must be a 40-character lowercase hex commit SHA");
+    const std::string base_text = request.query_value("base").value_or("");
+    const std::string head_text = request.query_value("head").value_or("");
     std::string gpu = request.query_value("gpu").value_or("");
     return Response::json(
         200, with_transaction(context.pool, [&](pqxx::work& tx) {
           std::int64_t project_id = 0;
-          if (auto project = request.query_value("project")) {
+          if (auto project = request.query_value("project"))
             project_id = readable_project(tx, request, *project);
-          } else {
+          const std::string head = resolve_revision(tx, project_id, "head", head_text);
+          if (project_id == 0) {
             pqxx::result projects = tx.exec_params(
                 "SELECT DISTINCT p.id, p.name FROM runs r JOIN projects p ON p.id = r.project_id "
                 "WHERE r.commit_sha = $1",
@@ -147,6 +187,7 @@ void add_run_routes(Router& router, const HandlerContext& context) {
             check_project(request, projects[0][1].as<std::string>());
             project_id = projects[0][0].as<std::int64_t>();
           }
+          const std::string base = resolve_revision(tx, project_id, "base", base_text);
           return DetectionRepository::compare_commits(tx, project_id, base, head, gpu);
         }));
   });
