@@ -163,8 +163,14 @@ void check_marked_launches(BenchResult& result, const BenchConfig& bench, const 
     }
     part["launches"] = listed;
     std::vector<LaunchExpectation> rules = bench.launches;
-    if (part.contains("expected_launch"))
-      rules.insert(rules.begin(), expectation_of(part["expected_launch"]));
+    if (part.contains("expected_launch")) {
+      try {
+        rules.insert(rules.begin(), expectation_of(part["expected_launch"]));
+      } catch (const std::exception& error) {
+        failures.push_back(name + ": its expected_launch is malformed (" + error.what() + ")");
+        continue;
+      }
+    }
     if (rules.empty()) continue;
     ++checked;
     LaunchCheck check = check_launches(rules, launches);

@@ -187,8 +187,9 @@ BenchResult run_kwbench(const BenchConfig& bench, StageName stage, const RepoCon
 
 // A stage of a python bench (kernels/python/kwbench.py speaks kwbench's
 // command line): load imports its modules with every symbol bound
-// (LD_BIND_NOW), then the kernel images of the shared objects it mapped from
-// the repository are checked; launch_geometry runs each case once with
+// (LD_BIND_NOW), then the kernel images of the shared objects it names as
+// its own (the repository's, and those its imports loaded from outside the
+// interpreter's and the system's trees) are checked; launch_geometry runs each case once with
 // libkw_inject.so in the process and holds the launches between the case's
 // marks to what the case declares.
 BenchResult run_python(const BenchConfig& bench, StageName stage, const RepoConfig& config,

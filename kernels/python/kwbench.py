@@ -27,8 +27,10 @@ JSON (kernels/harness/README.md):
 
 What each stage does with a case:
 - load: imports `modules` (the extension's import, every symbol bound when
-  the agent sets LD_BIND_NOW) and names the shared objects of the repository
-  that are now mapped, for the agent's kernel-image checks.
+  the agent sets LD_BIND_NOW) and names the shared objects that are the
+  bench's own (mapped from the repository, or loaded by the imports from
+  outside the interpreter's and the system's trees), for the agent's
+  kernel-image checks.
 - launch_geometry: runs the candidate once per case between two marks in the
   records of libkw_inject.so (which the agent loads into the process); the
   agent holds each case's launches to its `expected_launch()`.
