@@ -367,6 +367,25 @@ BenchResult run_replicates(const BenchConfig& bench, const RepoConfig& config,
   return result;
 }
 
+// One bench's stage, as its format runs it: another harness's through its
+// adapter; kwbench and python (which speaks kwbench's command line) stage by
+// stage, full_bench as replicates.
+BenchResult run_bench_stage(const BenchConfig& bench, StageName stage, const RepoConfig& config,
+                            const PipelineOptions& options) {
+  switch (bench.format) {
+    case BenchFormat::gbench:
+    case BenchFormat::nvbench:
+      return run_adapted(*adapter_for(bench.format), bench, stage, config, options);
+    case BenchFormat::python:
+      if (stage == StageName::full_bench) return run_replicates(bench, config, options);
+      return run_python(bench, stage, config, options);
+    case BenchFormat::kwbench:
+      break;
+  }
+  if (stage == StageName::full_bench) return run_replicates(bench, config, options);
+  return run_kwbench(bench, stage, config, options);
+}
+
 void merge_cases(json& cases, const json& incoming) {
   for (const json& c : incoming) {
     bool merged = false;
@@ -550,15 +569,11 @@ json run_pipeline(const RepoConfig& config, const PipelineOptions& options) {
         }
       }
       all_from_preflight = all_from_preflight && from_preflight.has_value();
-      const BenchAdapter* adapter = adapter_for(bench.format);
-      BenchResult result = from_preflight       ? std::move(*from_preflight)
-                           : adapter != nullptr ? run_adapted(*adapter, bench, stage, config, opts)
-                           : stage == StageName::full_bench      ? run_replicates(bench, config, opts)
-                           : bench.format == BenchFormat::python ? run_python(bench, stage, config, opts)
-                                                                 : run_kwbench(bench, stage, config, opts);
+      BenchResult result =
+          from_preflight ? std::move(*from_preflight) : run_bench_stage(bench, stage, config, opts);
       if (stage == StageName::correctness && result.status != "failed" && !bench.sanitize_tools.empty() &&
           opts.gpu_available)
-        sanitize(result, adapter, bench, config, opts);
+        sanitize(result, adapter_for(bench.format), bench, config, opts);
       seconds += result.seconds;
       messages.push_back(result.message);
       if (!result.log_tail.empty()) tail += "--- " + bench.name + "\n" + result.log_tail;
