@@ -96,6 +96,12 @@ BenchResult run_injected_launches(const BenchAdapter& adapter, const BenchConfig
   return result;
 }
 
+std::string problems_message(const std::string& bench_name, const std::vector<std::string>& problems) {
+  std::string message = bench_name + ":";
+  for (std::size_t i = 0; i < problems.size() && i < 5; ++i) message += (i ? "; " : " ") + problems[i];
+  return message;
+}
+
 ImageCheck check_kernel_images(const std::vector<fs::path>& files, const PipelineOptions& options) {
   ImageCheck check;
   const fs::path cuobjdump = find_cuda_tool("cuobjdump");
@@ -224,14 +230,10 @@ BenchResult run_adapted_load(const BenchAdapter& adapter, const BenchConfig& ben
       check_kernel_images(files_with_device_code(executable, options.checkout), options);
   if (!images.problems.empty()) {
     result.status = "failed";
-    result.message = bench.name + ": " + images.problems.front();
-    for (std::size_t i = 1; i < images.problems.size() && i < 5; ++i)
-      result.message += "; " + images.problems[i];
+    result.message = problems_message(bench.name, images.problems);
     return result;
   }
-  const std::vector<std::string> notes{"its symbols resolve", images.note};
-  result.message = bench.name + ": ";
-  for (std::size_t i = 0; i < notes.size(); ++i) result.message += (i ? "; " : "") + notes[i];
+  result.message = bench.name + ": its symbols resolve; " + images.note;
   return result;
 }
 

@@ -12,22 +12,12 @@
 #include <nlohmann/json.hpp>
 
 #include "adapters.hpp"
+#include "bench_result.hpp"
 #include "launch_check.hpp"
 #include "pipeline.hpp"
 #include "repo_config.hpp"
 
 namespace kw::agent {
-
-// One bench's result in one stage.
-struct BenchResult {
-  std::string status = "passed";
-  std::string message;
-  std::string log_tail;
-  nlohmann::json details = nlohmann::json::object();
-  nlohmann::json device;
-  nlohmann::json cases = nlohmann::json::array();
-  double seconds = 0;
-};
 
 // An empty file /tmp/kw-stage-XXXXXX-<tag>.json for a child to write.
 std::filesystem::path temp_json(const std::string& tag);
@@ -52,6 +42,9 @@ ImageCheck check_kernel_images(const std::vector<std::filesystem::path>& files,
 // between its marks, held to its expected_launch and the bench's
 // `launches`; a refused launch or incomplete records fail it.
 void check_marked_launches(BenchResult& result, const BenchConfig& bench, const InjectedLaunches& observed);
+
+// "NAME: the first problem; the next; ..." (at most five), for a failed check.
+std::string problems_message(const std::string& bench_name, const std::vector<std::string>& problems);
 
 // compute-sanitizer's tools (bench.sanitize_tools) over a bench whose
 // correctness passed (`adapter` null for kwbench): any error fails `result`,

@@ -174,15 +174,21 @@ BenchResult stage_result(const BenchConfig& bench, const json& stage_json, const
   return result;
 }
 
+// The result of one stage's process from its document ({"stage", "cases",
+// "device"}; null or cut short: the process's own outcome says why).
+BenchResult document_result(const BenchConfig& bench, const json& document, const ChildOutcome& outcome) {
+  if (!document.is_object() || !document.contains("stage") || outcome.timed_out || outcome.stopped)
+    return stage_result(bench, json(), json(), json(), outcome);
+  return stage_result(bench, document["stage"], document.value("cases", json::array()),
+                      document.value("device", json()), outcome);
+}
+
 BenchResult run_kwbench(const BenchConfig& bench, StageName stage, const RepoConfig& config,
                         const PipelineOptions& options) {
   json document;
   ChildOutcome outcome = invoke_kwbench(bench, std::string(common::to_string(stage)),
                                         config.timeout_for(stage), options, document);
-  if (!document.is_object() || !document.contains("stage") || outcome.timed_out || outcome.stopped)
-    return stage_result(bench, json(), json(), json(), outcome);
-  return stage_result(bench, document["stage"], document.value("cases", json::array()),
-                      document.value("device", json()), outcome);
+  return document_result(bench, document, outcome);
 }
 
 // A stage of a python bench (kernels/python/kwbench.py speaks kwbench's
@@ -219,11 +225,7 @@ BenchResult run_python(const BenchConfig& bench, StageName stage, const RepoConf
   ChildOutcome outcome =
       invoke_kwbench(bench, std::string(common::to_string(stage)), config.timeout_for(stage), options,
                      document, args, {}, std::move(env));
-  BenchResult result =
-      !document.is_object() || !document.contains("stage") || outcome.timed_out || outcome.stopped
-          ? stage_result(bench, json(), json(), json(), outcome)
-          : stage_result(bench, document["stage"], document.value("cases", json::array()),
-                         document.value("device", json()), outcome);
+  BenchResult result = document_result(bench, document, outcome);
   if (stage == StageName::load && result.status == "passed") {
     std::vector<fs::path> files;
     for (const json& file : result.details.value("shared_objects", json::array()))
@@ -231,9 +233,7 @@ BenchResult run_python(const BenchConfig& bench, StageName stage, const RepoConf
     const ImageCheck images = check_kernel_images(files, options);
     if (!images.problems.empty()) {
       result.status = "failed";
-      result.message = bench.name + ": " + images.problems.front();
-      for (std::size_t i = 1; i < images.problems.size() && i < 5; ++i)
-        result.message += "; " + images.problems[i];
+      result.message = problems_message(bench.name, images.problems);
     } else {
       result.message += "; " + images.note;
     }
@@ -355,16 +355,7 @@ BenchResult run_replicates(const BenchConfig& bench, const RepoConfig& config,
   if (config.full_bench.ab) replicate_options.base_checkout = options.base_checkout;
   replicate_options.stop = options.stop;
   replicate_options.log = options.log;
-  ReplicatedBench replicated = run_replicated_full_bench(bench, config, replicate_options);
-  BenchResult result;
-  result.status = replicated.status;
-  result.message = replicated.message;
-  result.log_tail = replicated.log_tail;
-  result.details = std::move(replicated.details);
-  result.device = std::move(replicated.device);
-  result.cases = std::move(replicated.cases);
-  result.seconds = replicated.seconds;
-  return result;
+  return run_replicated_full_bench(bench, config, replicate_options);
 }
 
 // One bench's stage, as its format runs it: another harness's through its

@@ -204,8 +204,8 @@ void merge_replicate(json& accumulated, const json& pass_case, std::int64_t repl
   }
 }
 
-ReplicatedBench run_replicated_full_bench(const BenchConfig& bench, const RepoConfig& config,
-                                          const ReplicateOptions& options) {
+BenchResult run_replicated_full_bench(const BenchConfig& bench, const RepoConfig& config,
+                                      const ReplicateOptions& options) {
   static const std::atomic<bool> never{false};
   const std::atomic<bool>& stop = options.stop ? *options.stop : never;
   auto log = [&](const std::string& line) {
@@ -214,7 +214,7 @@ ReplicatedBench run_replicated_full_bench(const BenchConfig& bench, const RepoCo
   const FullBenchConfig& fb = config.full_bench;
   const bool ab = options.base_checkout.has_value();
   const double budget_s = fb.budget_s * (ab ? 2 : 1);  // the setting is per side
-  ReplicatedBench result;
+  BenchResult result;
   std::uint64_t seed =
       options.seed != 0
           ? options.seed

@@ -16,20 +16,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench_result.hpp"
 #include "repo_config.hpp"
 
 namespace kw::agent {
-
-struct ReplicatedBench {
-  std::string status = "passed";
-  std::string message;
-  std::string log_tail;
-  nlohmann::json details = nlohmann::json::object();
-  nlohmann::json device;
-  nlohmann::json cases =
-      nlohmann::json::array();  // with measurements, base_measurements, first_pass_replicates
-  double seconds = 0;
-};
 
 struct ReplicateOptions {
   std::filesystem::path checkout;
@@ -39,8 +29,8 @@ struct ReplicateOptions {
   std::uint64_t seed = 0;  // of the case orders; 0: from the clock
 };
 
-ReplicatedBench run_replicated_full_bench(const BenchConfig& bench, const RepoConfig& config,
-                                          const ReplicateOptions& options);
+BenchResult run_replicated_full_bench(const BenchConfig& bench, const RepoConfig& config,
+                                      const ReplicateOptions& options);
 
 // One bench pass's cases merged into the accumulated ones as replicate
 // `replicate` (exposed for tests): samples appended, throttled indices and
