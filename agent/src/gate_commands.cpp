@@ -9,6 +9,7 @@
 #include <map>
 #include <thread>
 
+#include "ci_report.hpp"
 #include "commands.hpp"
 #include "kw/common/run_report.hpp"
 #include "kw/http/client.hpp"
@@ -33,18 +34,6 @@ double parse_duration(const std::string& text) {
   return value * scale;
 }
 
-std::string fixed(double value, int digits) {
-  char buffer[32];
-  std::snprintf(buffer, sizeof(buffer), "%.*f", digits, value);
-  return buffer;
-}
-
-std::string scientific(double value) {
-  char buffer[32];
-  std::snprintf(buffer, sizeof(buffer), "%.2g", value);
-  return buffer;
-}
-
 // The whole run: its cases and comparisons come a page at a time.
 json fetch_run(http::Client& client, std::int64_t run_id) {
   const std::string path = "/api/v1/runs/" + std::to_string(run_id) + "?per_page=2000&page=";
@@ -62,22 +51,21 @@ json fetch_run(http::Client& client, std::int64_t run_id) {
 void print_log_end(const json& stage) {
   const std::string tail = stage.value("log_tail", "");
   if (tail.empty()) return;
-  std::size_t start = tail.size();
-  for (int lines = 0; lines < 25 && start > 0; ++lines) {
-    std::size_t newline = tail.rfind('\n', start - 1);
-    start = newline == std::string::npos ? 0 : newline;
-  }
-  std::cout << "  --- end of its log\n" << tail.substr(start == 0 ? 0 : start + 1) << "\n";
+  std::cout << "  --- end of its log\n" << last_lines(tail, 25) << "\n";
 }
+
+// The exit code, and the verdict as Markdown for the CI system.
+struct GateOutcome {
+  int exit_code = kExitInfrastructure;
+  std::string project;
+  std::string markdown;
+};
 
 // Prints the verdict's summary; returns the exit code. `shown`: the stages'
 // states already printed as the job ran (a failed stage's log is printed
 // here when it was not).
-int summarize(http::Client& client, const std::string& server, const json& job,
-              const std::map<std::string, std::string>& shown = {}) {
-  std::int64_t run_id = job["run_id"];
-  json run = fetch_run(client, run_id);
-  std::string link = server + "/#/run/" + std::to_string(run_id);
+int summarize(const json& run, const std::string& link, const std::map<std::string, std::string>& shown) {
+  const std::int64_t run_id = run["id"];
   std::string verdict = run["verdict"];
   // A run that measured nothing (a failed build) has no device: "none".
   const std::string gpu = run.value("gpu_model", std::string("none"));
@@ -166,11 +154,18 @@ void print_new_stages(const json& job, std::map<std::string, std::string>& shown
   }
 }
 
+GateOutcome no_verdict(const json& job, std::int64_t job_id, const std::string& server,
+                       const std::string& why) {
+  const std::string project = job.value("project", std::string());
+  return {kExitInfrastructure, project,
+          no_verdict_markdown(project, job_id, why, server + "/#/job/" + std::to_string(job_id))};
+}
+
 // `said`: the job's state as the caller already printed it (kw submit), so
 // it is not said twice; progress is printed when the state or agent changes,
 // and every 30 s.
-int wait_and_gate(http::Client& client, const std::string& server, std::int64_t job_id, double timeout_s,
-                  std::string said = {}) {
+GateOutcome wait_and_gate(http::Client& client, const std::string& server, std::int64_t job_id,
+                          double timeout_s, std::string said = {}) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
   auto next_progress = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   std::map<std::string, std::string> shown;
@@ -179,28 +174,33 @@ int wait_and_gate(http::Client& client, const std::string& server, std::int64_t 
     http::Response response = client.get("/api/v1/jobs/" + std::to_string(job_id));
     if (response.status == 404) {
       std::cout << "kernelwatch: no job " << job_id << " on " << server << "\n";
-      return kExitInfrastructure;
+      return {};
     }
     if (response.status != 200) {
       std::cout << "kernelwatch: the server answered HTTP " << response.status << ": " << response.body
                 << "\n";
-      return kExitInfrastructure;
+      return {};
     }
     json job = response.json();
     state = job["state"];
     print_new_stages(job, shown);
-    if (state == "done") return summarize(client, server, job, shown);
+    if (state == "done") {
+      json run = fetch_run(client, job["run_id"]);
+      const std::string link = server + "/#/run/" + std::to_string(run["id"].get<std::int64_t>());
+      return {summarize(run, link, shown), run.value("project", std::string()), verdict_markdown(run, link)};
+    }
     if (state == "failed") {
-      std::cout << "kernelwatch: job " << job_id
-                << " failed without a verdict: " << job.value("error", std::string("?"))
+      const std::string why = "failed without a verdict: " + job.value("error", std::string("?"));
+      std::cout << "kernelwatch: job " << job_id << " " << why
                 << "\n  check the GPU agents (kw agent) of this project\n";
-      return kExitInfrastructure;
+      return no_verdict(job, job_id, server, why);
     }
     auto now = std::chrono::steady_clock::now();
     if (now > deadline) {
-      std::cout << "kernelwatch: no verdict for job " << job_id << " after " << static_cast<long>(timeout_s)
-                << " s (state " << state << "); are GPU agents running for this project?\n";
-      return kExitInfrastructure;
+      const std::string why = "no verdict after " + std::to_string(static_cast<long>(timeout_s)) +
+                              " s (state " + state + "); are GPU agents running for this project?";
+      std::cout << "kernelwatch: " << why << " (job " << job_id << ")\n";
+      return no_verdict(job, job_id, server, why);
     }
     std::string progress = state + (job["agent"].is_string() ? " on " + job["agent"].get<std::string>() : "");
     if (progress != said || now >= next_progress) {
@@ -210,11 +210,12 @@ int wait_and_gate(http::Client& client, const std::string& server, std::int64_t 
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
-  return kExitInfrastructure;
+  return {};
 }
 
 struct SubmitArguments {
   ServerOptions server;
+  CiReportTargets report;
   std::string project, commit, branch, base, gpu_class, timeout = "30m";
   std::int64_t pr = 0;
   bool wait = false;
@@ -309,8 +310,14 @@ void add_gate_commands(CLI::App& app, int& exit_code) {
   command->add_option("--timeout", submit->timeout, "with --wait: give up after this long (90s, 30m, 2h)")
       ->capture_default_str();
   submit->server.add_to(*command);
+  submit->report.add_to(*command);
   command->callback([submit, &exit_code] {
     submit->server.resolve();
+    submit->report.resolve();
+    if (submit->report.posts() && !submit->wait)
+      throw CLI::ValidationError("--github-comment/--gitlab-note",
+                                 "need --wait: without it there is no verdict to post (the commit status "
+                                 "kw-server posts carries it)");
     if (!common::is_commit_sha(submit->commit)) {
       throw CLI::ValidationError("--commit",
                                  "must be a 40-character lowercase hex SHA, got " + submit->commit);
@@ -337,10 +344,20 @@ void add_gate_commands(CLI::App& app, int& exit_code) {
       say("job " + std::to_string(id) +
           (response.status == 201 ? " " + state : " already exists (" + state + ")"));
       if (!submit->wait) {
+        if (!submit->report.summary_file.empty()) {
+          publish(submit->report, submit->project,
+                  "### kernelwatch " + submit->project + ": queued\n\nJob " + std::to_string(id) + " for `" +
+                      submit->commit.substr(0, 12) +
+                      "`: the verdict comes as the commit status, and at [job " + std::to_string(id) + "](" +
+                      submit->server.url + "/#/job/" + std::to_string(id) + ").\n");
+        }
         std::cout << id << "\n";
         return kExitOk;
       }
-      return wait_and_gate(client, submit->server.url, id, timeout, response.status == 201 ? state : "");
+      GateOutcome outcome =
+          wait_and_gate(client, submit->server.url, id, timeout, response.status == 201 ? state : "");
+      if (!outcome.markdown.empty()) publish(submit->report, outcome.project, outcome.markdown);
+      return outcome.exit_code;
     });
   });
 
@@ -351,12 +368,16 @@ void add_gate_commands(CLI::App& app, int& exit_code) {
   gate_command->add_option("--timeout", gate->timeout, "give up after this long (90s, 30m, 2h)")
       ->capture_default_str();
   gate->server.add_to(*gate_command);
+  gate->report.add_to(*gate_command);
   gate_command->callback([gate, job_id, &exit_code] {
     gate->server.resolve();
+    gate->report.resolve();
     double timeout = parse_duration(gate->timeout);
     exit_code = guarded(gate->server.url, [&] {
       http::Client client(gate->server.url, gate->server.token);
-      return wait_and_gate(client, gate->server.url, *job_id, timeout);
+      GateOutcome outcome = wait_and_gate(client, gate->server.url, *job_id, timeout);
+      if (!outcome.markdown.empty()) publish(gate->report, outcome.project, outcome.markdown);
+      return outcome.exit_code;
     });
   });
 }

@@ -71,6 +71,7 @@ App::App(ServerOptions options) : options_(std::move(options)) {
   add_agent_routes(*router_, *handler_context_);
   add_project_routes(*router_, *handler_context_);
   add_token_routes(*router_, *handler_context_);
+  add_download_routes(*router_, options_.kw_binary);
   add_static_files(*router_, options_.dashboard_dir);
   http_ = std::make_unique<HttpServer>(
       options_.http, [this](Request& request) { return router_->handle(request); },

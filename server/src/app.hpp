@@ -33,6 +33,7 @@ struct ServerOptions {
   bool open_reads = false;
   NotifierOptions notifications;
   std::string dashboard_dir;  // built dashboard (dashboards/dist); empty: none served
+  std::string kw_binary;      // served at /download/kw; empty: none
   // A statement running longer is cancelled, and its request answered 503.
   std::chrono::milliseconds statement_timeout{30000};
   // Series and overview answers kept until their project is written; 0: none.

@@ -66,6 +66,16 @@ std::pair<std::string, unsigned short> parse_listen(const std::string& listen) {
   return {host, static_cast<unsigned short>(port)};
 }
 
+// An installed kw-server (the .deb: /usr/bin) finds its files in
+// ../share/kernelwatch; one in the build tree, where the build put them.
+std::string installed_or_built(const std::string& name, const std::string& built) {
+  std::error_code ec;
+  fs::path installed =
+      fs::read_symlink("/proc/self/exe", ec).parent_path().parent_path() / "share" / "kernelwatch" / name;
+  if (!ec && fs::exists(installed, ec)) return installed.string();
+  return built;
+}
+
 std::string admin_token_for_up(const fs::path& data_dir, ConnectionPool& pool) {
   fs::path file = data_dir / "admin-token";
   std::string token;
@@ -159,8 +169,11 @@ int main(int argc, char** argv) {
                "GET endpoints and the dashboard open to anyone, on any address");
   cli.add_flag("--print-admin-token", print_admin_token,
                "print an admin token (kept in DATA_DIR/admin-token)");
-  options.dashboard_dir = KW_DEFAULT_DASHBOARD_DIR;
+  options.dashboard_dir = installed_or_built("dashboard", KW_DEFAULT_DASHBOARD_DIR);
   cli.add_option("--dashboard-dir", options.dashboard_dir, "the built dashboard to serve at /")
+      ->capture_default_str();
+  options.kw_binary = installed_or_built("kw", KW_DEFAULT_KW_BINARY);
+  cli.add_option("--kw-binary", options.kw_binary, "the kw served at /download/kw to CI jobs (empty: none)")
       ->capture_default_str();
   cli.add_option("--public-url", options.notifications.public_url,
                  "base URL of links in commit statuses and webhooks (default: http://LISTEN)");
@@ -168,6 +181,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   cli.add_option("--github-token", options.notifications.github_token,
                  "token for commit statuses (or KW_GITHUB_TOKEN); statuses are sent only with one");
+  cli.add_option("--gitlab-api", options.notifications.gitlab_api, "GitLab API v4 base URL")
+      ->capture_default_str();
+  cli.add_option("--gitlab-token", options.notifications.gitlab_token,
+                 "token (api scope) for GitLab commit statuses (or KW_GITLAB_TOKEN); sent only with one");
   cli.add_option("--webhook-secret", options.notifications.webhook_secret,
                  "HMAC-SHA256 key for webhook signatures (or KW_WEBHOOK_SECRET)");
 
@@ -212,6 +229,9 @@ int main(int argc, char** argv) {
 
   if (options.notifications.github_token.empty()) {
     if (const char* env = std::getenv("KW_GITHUB_TOKEN")) options.notifications.github_token = env;
+  }
+  if (options.notifications.gitlab_token.empty()) {
+    if (const char* env = std::getenv("KW_GITLAB_TOKEN")) options.notifications.gitlab_token = env;
   }
   if (options.notifications.webhook_secret.empty()) {
     if (const char* env = std::getenv("KW_WEBHOOK_SECRET")) options.notifications.webhook_secret = env;

@@ -265,12 +265,12 @@ TEST_F(DetectionApiTest, PerCaseThresholdOverride) {
   EXPECT_EQ(
       client(admin_token_).request("PUT", "/api/v1/projects/demo/settings", R"({"min_threshold": 2})").status,
       422);
-  EXPECT_EQ(
-      client(admin_token_)
-          .request("PUT", "/api/v1/projects/demo/settings", R"({"treshold": 0.1})")
-          .json()["message"],
-      "treshold: unknown setting (default_branch, min_threshold, case_thresholds, run_alpha, github_repo, "
-      "webhook_url)");
+  EXPECT_EQ(client(admin_token_)
+                .request("PUT", "/api/v1/projects/demo/settings", R"({"treshold": 0.1})")
+                .json()["message"],
+            "treshold: unknown setting (default_branch, min_threshold, case_thresholds, run_alpha, "
+            "github_repo, gitlab_project, "
+            "webhook_url)");
   EXPECT_EQ(ci().request("PUT", "/api/v1/projects/demo/settings", R"({"min_threshold": 0.05})").status, 403);
   EXPECT_EQ(client().get("/api/v1/projects/demo").json()["min_threshold"], 0.02);
 }

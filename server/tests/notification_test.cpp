@@ -69,6 +69,8 @@ class NotificationTest : public ServerTest {
     ServerOptions options = ServerTest::server_options();
     options.notifications.github_api = github_.url();
     options.notifications.github_token = "ghs-test-token";
+    options.notifications.gitlab_api = gitlab_.url() + "/api/v4";
+    options.notifications.gitlab_token = "glpat-test-token";
     options.notifications.webhook_secret = "s3cret";
     options.notifications.public_url = "https://kernelwatch.example.com";
     options.notifications.poll_seconds = 0.1;
@@ -80,6 +82,7 @@ class NotificationTest : public ServerTest {
   }
 
   GithubApiTestDouble github_{0};
+  GithubApiTestDouble gitlab_{0};  // the same recorder, standing in for GitLab
 };
 
 TEST_F(NotificationTest, CommitStatusPendingWhenQueuedThenFailureOnRegression) {
@@ -136,6 +139,59 @@ TEST_F(NotificationTest, AcknowledgementTurnsTheStatusGreen) {
   json green = json::parse(statuses[1].body);
   EXPECT_EQ(green["state"], "success");
   EXPECT_EQ(green["description"], "regression acknowledged by ci: trade for memory");
+}
+
+// #18: GitLab's async gate. The project named by its path, URL-encoded; the
+// token in PRIVATE-TOKEN; GitLab's states (failed, not failure).
+TEST_F(NotificationTest, GitlabCommitStatusPendingThenFailedOnRegressionThenSuccessOnAcknowledgement) {
+  configure({{"gitlab_project", "acme/gpu/kernels"}});
+  agent().post("/api/v1/runs", make_report({}));
+  std::string sha = make_commit(78);
+  std::int64_t job =
+      ci().post("/api/v1/jobs", {{"project", "demo"}, {"commit", sha}, {"branch", "mr-4"}}).json()["id"];
+  // The raw target: the recorder's `path` is decoded.
+  const std::string path = "/api/v4/projects/acme%2Fgpu%2Fkernels/statuses/" + sha;
+  auto on_sha = [&](const Request& r) { return r.target == path; };
+  std::vector<Request> pending = gitlab_.wait_for(1, on_sha);
+  ASSERT_EQ(pending.size(), 1u);
+  EXPECT_EQ(pending[0].method, "POST");
+  EXPECT_EQ(pending[0].headers["private-token"], "glpat-test-token");
+  EXPECT_EQ(json::parse(pending[0].body)["state"], "pending");
+  EXPECT_EQ(json::parse(pending[0].body)["name"], "kernelwatch");
+
+  agent().post("/api/v1/agents/claim", {{"agent", "gpu-host-1"}, {"gpus", {"NVIDIA H100 80GB HBM3"}}});
+  ReportSpec slower;
+  slower.commit = sha;
+  slower.slowdown = 1.25;
+  slower.seed = 6;
+  json answer = agent().post("/api/v1/jobs/" + std::to_string(job) + "/report", make_report(slower)).json();
+  ASSERT_EQ(answer["verdict"], "regression");
+  std::vector<Request> statuses = gitlab_.wait_for(2, on_sha);
+  ASSERT_EQ(statuses.size(), 2u);
+  json failed = json::parse(statuses[1].body);
+  EXPECT_EQ(failed["state"], "failed");
+  EXPECT_EQ(failed["target_url"],
+            "https://kernelwatch.example.com/#/run/" + std::to_string(answer["run_id"].get<int>()));
+
+  ci().post("/api/v1/runs/" + std::to_string(answer["run_id"].get<int>()) + "/acknowledge",
+            {{"reason", "trade for memory"}});
+  statuses = gitlab_.wait_for(3, on_sha);
+  ASSERT_EQ(statuses.size(), 3u);
+  EXPECT_EQ(json::parse(statuses[2].body)["state"], "success");
+  // Nothing went to GitHub: the project names no repository there.
+  EXPECT_TRUE(github_
+                  .wait_for(
+                      1, [](const Request&) { return true; }, std::chrono::seconds(1))
+                  .empty());
+}
+
+TEST_F(NotificationTest, AGitlabProjectMustBeAnIdOrAPath) {
+  auto response =
+      client(admin_token_)
+          .request("PUT", "/api/v1/projects/demo/settings", json{{"gitlab_project", "acme"}}.dump());
+  EXPECT_EQ(response.status, 422) << response.body;
+  EXPECT_NE(response.body.find("numeric id"), std::string::npos) << response.body;
+  configure({{"gitlab_project", "4242"}});
 }
 
 class WebhookRetryTest : public NotificationTest {};

@@ -98,6 +98,7 @@ class ServerTest : public ::testing::Test {
     ServerOptions options;
     options.http.port = 0;
     options.http.threads = 4;
+    options.kw_binary = KW_TEST_KW_BINARY;  // the build's (empty without the agent)
     return options;
   }
 

@@ -3,10 +3,13 @@
 // `kw agent` whose bench is the kwbench CPU TEST DOUBLE. The exit code is
 // what a required status check sees.
 #include <chrono>
+#include <fstream>
 #include <regex>
+#include <sstream>
 
 #include <gtest/gtest.h>
 
+#include "../support/api_stand_in.hpp"
 #include "../support/e2e.hpp"
 
 namespace {
@@ -37,14 +40,24 @@ class GateE2eTest : public ::testing::Test {
     fs::remove_all(work_dir_, ec);
   }
 
-  CommandResult gate(const std::string& commit, const std::string& branch, bool with_base = false) {
-    std::vector<std::string> argv = {KW_BINARY, "submit",   "--project",   "demo",    "--commit",
-                                     commit,    "--branch", branch,        "--wait",  "--timeout",
-                                     "120s",    "--server", server_.url(), "--token", ci_token_};
+  // `env`: NAME=VALUE for kw's environment; `extra`: more flags.
+  CommandResult gate(const std::string& commit, const std::string& branch, bool with_base = false,
+                     const std::vector<std::string>& extra = {}, const std::vector<std::string>& env = {}) {
+    std::vector<std::string> argv = {"env"};
+    argv.insert(argv.end(), env.begin(), env.end());
+    argv.insert(argv.end(), {KW_BINARY, "submit", "--project", "demo", "--commit", commit, "--branch", branch,
+                             "--wait", "--timeout", "120s", "--server", server_.url(), "--token", ci_token_});
     if (with_base) {
       argv.insert(argv.end(), {"--base", base_, "--pr", "7"});
     }
+    argv.insert(argv.end(), extra.begin(), extra.end());
     return run_command(argv);
+  }
+  std::string read(const fs::path& path) {
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
   }
 
   std::string change(const std::string& behaviour, const std::string& message) {
@@ -206,6 +219,102 @@ TEST_F(GateE2eTest, GatePassesAnAcknowledgedRegression) {
   EXPECT_NE(result.output.find("regression acknowledged by ci: 40% less memory for 10% time"),
             std::string::npos)
       << result.output;
+}
+
+// #18: on a pull request the verdict is one comment, edited in place by each
+// run (a person's comment beside it untouched), and the job summary gets the
+// same Markdown. GitHub is the TEST DOUBLE CommentApiStandIn.
+TEST_F(GateE2eTest, GateKeepsOneCommentOnThePullRequestAndWritesTheJobSummary) {
+  CommentApiStandIn github("/repos/acme/kernels/issues/7/comments", "/repos/acme/kernels/issues/comments/",
+                           "PATCH");
+  github.add_comment("LGTM once the benchmarks are in");
+  const fs::path summary = work_dir_ / "step-summary.md";
+  const std::vector<std::string> report = {"--summary",      summary.string(), "--github-comment",
+                                           "acme/kernels#7", "--github-api",   github.url()};
+  std::string slower = change(R"({"slowdown": 1.10})", "smaller tiles");
+  CommandResult first = gate(slower, "pr-7", true, report, {"GITHUB_TOKEN=ghs_test"});
+  EXPECT_EQ(first.exit_code, 1) << first.output;
+  EXPECT_NE(first.output.find("pull request acme/kernels#7: created comment 1002"), std::string::npos)
+      << first.output;
+  auto comments = github.comments();
+  ASSERT_EQ(comments.size(), 2u);
+  const std::string& posted = comments[1002];
+  EXPECT_NE(posted.find("<!-- kernelwatch:demo -->"), std::string::npos) << posted;
+  EXPECT_NE(posted.find("regression for `" + slower.substr(0, 12) + "`"), std::string::npos) << posted;
+  EXPECT_TRUE(std::regex_search(posted, std::regex(R"(\| `fake\.scale/n16m` \| 1\.[01][0-9]{2}x \| )")))
+      << posted;
+  EXPECT_NE(posted.find("kw ack --run "), std::string::npos) << posted;
+  EXPECT_NE(posted.find(server_.url() + "/#/run/"), std::string::npos) << posted;
+  EXPECT_EQ(read(summary), posted + "\n");
+  for (const auto& request : github.requests()) {
+    EXPECT_EQ(request.headers.at("authorization"), "Bearer ghs_test");
+    EXPECT_EQ(request.headers.at("accept"), "application/vnd.github+json");
+  }
+
+  std::string fixed = change(R"({"note": "tiles back"})", "tiles back");
+  CommandResult second = gate(fixed, "pr-7", true, report, {"GITHUB_TOKEN=ghs_test"});
+  EXPECT_EQ(second.exit_code, 0) << second.output;
+  EXPECT_NE(second.output.find("pull request acme/kernels#7: edited comment 1002"), std::string::npos)
+      << second.output;
+  comments = github.comments();
+  ASSERT_EQ(comments.size(), 2u) << "a second comment instead of an edit";
+  EXPECT_EQ(comments[1001], "LGTM once the benchmarks are in");
+  EXPECT_NE(comments[1002].find("pass for `" + fixed.substr(0, 12) + "`"), std::string::npos)
+      << comments[1002];
+  EXPECT_EQ(comments[1002].find("Regressed"), std::string::npos) << comments[1002];
+}
+
+// A token that may not comment (a fork's read-only GITHUB_TOKEN) costs the
+// comment, not the verdict.
+TEST_F(GateE2eTest, GateKeepsItsVerdictWhenTheCommentIsRefused) {
+  CommentApiStandIn github("/repos/acme/kernels/issues/7/comments", "/repos/acme/kernels/issues/comments/",
+                           "PATCH");
+  github.refuse(403);
+  std::string slower = change(R"({"slowdown": 1.10})", "smaller tiles");
+  CommandResult result =
+      gate(slower, "pr-7", true, {"--github-comment", "acme/kernels#7", "--github-api", github.url()},
+           {"GITHUB_TOKEN=ghs_read_only"});
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  EXPECT_NE(result.output.find("kernelwatch: could not comment on pull request acme/kernels#7: listing "
+                               "comments: HTTP 403"),
+            std::string::npos)
+      << result.output;
+  CommandResult no_token = gate(slower, "pr-7", true, {"--github-comment", "acme/kernels#7"});
+  EXPECT_NE(no_token.output.find("needs GITHUB_TOKEN"), std::string::npos) << no_token.output;
+}
+
+// #18: on a merge request the verdict is one note, edited in place, with
+// the GitLab token in PRIVATE-TOKEN. GitLab is the TEST DOUBLE
+// CommentApiStandIn; a preflight failure's note carries the compiler's error.
+TEST_F(GateE2eTest, GateKeepsOneNoteOnTheMergeRequest) {
+  CommentApiStandIn gitlab("/projects/42/merge_requests/7/notes", "/projects/42/merge_requests/7/notes/",
+                           "PUT");
+  const std::vector<std::string> report = {"--gitlab-note", "42!7"};
+  const std::vector<std::string> env = {"CI_API_V4_URL=" + gitlab.url(), "KW_GITLAB_TOKEN=glpat-test"};
+  repo_.write("build.sh",
+              "echo 'attention_fwd.cu(88): error: identifier \"kBlockN\" is undefined' >&2\nexit 2\n");
+  std::string broken = repo_.commit("broken build");
+  CommandResult first = gate(broken, "mr-7", true, report, env);
+  EXPECT_EQ(first.exit_code, 2) << first.output;
+  EXPECT_NE(first.output.find("merge request 42!7: created comment 1001"), std::string::npos) << first.output;
+  auto notes = gitlab.comments();
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[1001].find("preflight failed for `" + broken.substr(0, 12) + "`"), std::string::npos)
+      << notes[1001];
+  EXPECT_NE(notes[1001].find("Stage **build** failed"), std::string::npos) << notes[1001];
+  EXPECT_NE(notes[1001].find("identifier \"kBlockN\" is undefined"), std::string::npos) << notes[1001];
+
+  repo_.write("build.sh", "echo building\n");
+  std::string mended = repo_.commit("mended build");
+  CommandResult second = gate(mended, "mr-7", true, report, env);
+  EXPECT_EQ(second.exit_code, 0) << second.output;
+  notes = gitlab.comments();
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[1001].find("pass for `" + mended.substr(0, 12) + "`"), std::string::npos) << notes[1001];
+  for (const auto& request : gitlab.requests()) {
+    EXPECT_EQ(request.headers.at("private-token"), "glpat-test");
+    EXPECT_FALSE(request.headers.contains("authorization"));
+  }
 }
 
 TEST_F(GateE2eTest, GateReportsTheServerBeingDown) {

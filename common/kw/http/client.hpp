@@ -1,6 +1,7 @@
 // A small synchronous HTTP/1.1 client on Boost.Beast with keep-alive, used by
-// `kw` (agent, CI client) and the tests. Plain http:// only: agents reach the
-// server through a TLS-terminating proxy or loopback.
+// `kw` (agent, CI client: kw-server behind a TLS proxy, GitHub's and GitLab's
+// APIs) and the tests. https:// verifies the peer against the system's CA
+// certificates (SSL_CERT_FILE / SSL_CERT_DIR override them) and its name.
 #pragma once
 
 #include <chrono>
@@ -29,7 +30,7 @@ class ConnectionError : public std::runtime_error {
 
 class Client {
  public:
-  // base_url: "http://host:port" (a trailing path is kept as a prefix).
+  // base_url: "http[s]://host[:port]" (a trailing path is kept as a prefix).
   explicit Client(const std::string& base_url, std::string token = {},
                   std::chrono::milliseconds timeout = std::chrono::seconds(30));
   ~Client();
@@ -48,7 +49,10 @@ class Client {
 
  private:
   struct Connection;
+  void connect();
+
   std::string base_url_;
+  bool tls_ = false;
   std::string host_;
   std::string port_;
   std::string prefix_;

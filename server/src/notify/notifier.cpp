@@ -24,18 +24,55 @@ void enqueue(pqxx::work& tx, const std::string& kind, const std::string& url, co
 }
 
 struct ProjectTargets {
-  std::string name, github_repo, webhook_url;
+  std::string name, github_repo, webhook_url, gitlab_project;
+  bool github(const NotifierOptions& options) const {
+    return !github_repo.empty() && !options.github_token.empty();
+  }
+  bool gitlab(const NotifierOptions& options) const {
+    return !gitlab_project.empty() && !options.gitlab_token.empty();
+  }
 };
 
 ProjectTargets targets(pqxx::work& tx, std::int64_t project_id) {
   pqxx::row row = tx.exec_params1(
-      "SELECT name, COALESCE(github_repo, ''), COALESCE(webhook_url, '') FROM projects WHERE id = $1",
+      "SELECT name, COALESCE(github_repo, ''), COALESCE(webhook_url, ''), COALESCE(gitlab_project, '') "
+      "FROM projects WHERE id = $1",
       project_id);
-  return {row[0].as<std::string>(), row[1].as<std::string>(), row[2].as<std::string>()};
+  return {row[0].as<std::string>(), row[1].as<std::string>(), row[2].as<std::string>(),
+          row[3].as<std::string>()};
 }
 
 std::string status_url(const NotifierOptions& options, const std::string& repo, const std::string& sha) {
   return options.github_api + "/repos/" + repo + "/statuses/" + sha;
+}
+
+// A path names the project URL-encoded ("group%2Fname").
+std::string gitlab_status_url(const NotifierOptions& options, const std::string& project,
+                              const std::string& sha) {
+  std::string encoded;
+  for (char c : project) encoded += c == '/' ? std::string("%2F") : std::string(1, c);
+  return options.gitlab_api + "/projects/" + encoded + "/statuses/" + sha;
+}
+
+// One status to each forge the project names. `state` is GitHub's word
+// (pending, success, failure, error); GitLab says failed for the last two.
+void enqueue_statuses(pqxx::work& tx, const NotifierOptions& options, const ProjectTargets& project,
+                      const std::string& sha, const std::string& state, const std::string& link,
+                      const std::string& description, const std::string& context) {
+  if (project.github(options)) {
+    enqueue(tx, "github_status", status_url(options, project.github_repo, sha),
+            {{"state", state},
+             {"target_url", link},
+             {"description", truncate(description, 140)},  // GitHub's limit
+             {"context", context}});
+  }
+  if (project.gitlab(options)) {
+    enqueue(tx, "gitlab_status", gitlab_status_url(options, project.gitlab_project, sha),
+            {{"state", state == "failure" || state == "error" ? "failed" : state},
+             {"target_url", link},
+             {"description", truncate(description, 255)},
+             {"name", context}});
+  }
 }
 
 }  // namespace
@@ -47,13 +84,11 @@ namespace {
 void job_status(pqxx::work& tx, const NotifierOptions& options, std::int64_t project_id, const json& job,
                 const std::string& state, const std::string& description) {
   ProjectTargets project = targets(tx, project_id);
-  if (project.github_repo.empty() || options.github_token.empty()) return;
   std::string gpu = job.value("gpu_class", std::string("any"));
-  enqueue(tx, "github_status", status_url(options, project.github_repo, job["commit"]),
-          {{"state", state},
-           {"target_url", options.public_url + "/#/job/" + std::to_string(job["id"].get<std::int64_t>())},
-           {"description", truncate(description + (gpu == "any" ? std::string() : " on " + gpu), 140)},
-           {"context", "kernelwatch" + (gpu == "any" ? std::string() : "/" + gpu)}});
+  enqueue_statuses(tx, options, project, job["commit"], state,
+                   options.public_url + "/#/job/" + std::to_string(job["id"].get<std::int64_t>()),
+                   description + (gpu == "any" ? std::string() : " on " + gpu),
+                   "kernelwatch" + (gpu == "any" ? std::string() : "/" + gpu));
 }
 
 }  // namespace
@@ -76,7 +111,7 @@ void NotificationRepository::verdict(pqxx::work& tx, const NotifierOptions& opti
       "FROM runs r LEFT JOIN jobs j ON j.id = r.job_id WHERE r.id = $1",
       run_id);
   ProjectTargets project = targets(tx, run[0].as<std::int64_t>());
-  if (project.webhook_url.empty() && (project.github_repo.empty() || options.github_token.empty())) return;
+  if (project.webhook_url.empty() && !project.github(options) && !project.gitlab(options)) return;
   std::string commit = run[1].as<std::string>(), verdict = run[3].as<std::string>();
   std::string gpu_class = run[6].as<std::string>(), acknowledged_by = run[7].as<std::string>();
 
@@ -120,14 +155,9 @@ void NotificationRepository::verdict(pqxx::work& tx, const NotifierOptions& opti
     description = verdict == "improvement" ? "improvement, no regression" : "no regression";
   }
   std::string link = options.public_url + "/#/run/" + std::to_string(run_id);
-  if (!project.github_repo.empty() && !options.github_token.empty()) {
-    bool good = verdict == "pass" || verdict == "improvement";
-    enqueue(tx, "github_status", status_url(options, project.github_repo, commit),
-            {{"state", good ? "success" : "failure"},
-             {"target_url", link},
-             {"description", truncate(description, 140)},  // GitHub's limit
-             {"context", "kernelwatch" + (gpu_class == "any" ? std::string() : "/" + gpu_class)}});
-  }
+  bool good = verdict == "pass" || verdict == "improvement" || !acknowledged_by.empty();
+  enqueue_statuses(tx, options, project, commit, good ? "success" : "failure", link, description,
+                   "kernelwatch" + (gpu_class == "any" ? std::string() : "/" + gpu_class));
   if (!project.webhook_url.empty()) {
     json job = run[5].is_null() ? json(nullptr) : json(run[5].as<std::int64_t>());
     enqueue(tx, "webhook", project.webhook_url,
@@ -204,6 +234,8 @@ bool Notifier::deliver_due() {
       headers = {{"Authorization", "Bearer " + options_.github_token},
                  {"Accept", "application/vnd.github+json"},
                  {"X-GitHub-Api-Version", "2022-11-28"}};
+    } else if (kind == "gitlab_status") {
+      headers = {{"PRIVATE-TOKEN", options_.gitlab_token}};
     } else {
       headers = {{"X-Kernelwatch-Event", "verdict"}, {"X-Kernelwatch-Delivery", std::to_string(id)}};
       if (!options_.webhook_secret.empty()) {

@@ -1,6 +1,6 @@
-// Verdict notifications: GitHub commit statuses (pending when a job is
-// queued, success/failure with a description and a link on its verdict) and
-// a generic webhook signed with HMAC-SHA256. Enqueued into the notifications
+// Verdict notifications: GitHub and GitLab commit statuses (pending when a
+// job is queued, success/failure with a description and a link on its
+// verdict) and a generic webhook signed with HMAC-SHA256. Enqueued into the notifications
 // table inside the transaction that sets the verdict; a background worker
 // sends them with retries and backoff, so ingest never waits on GitHub.
 #pragma once
@@ -20,7 +20,9 @@ namespace kw::server {
 
 struct NotifierOptions {
   std::string github_api = "https://api.github.com";
-  std::string github_token;    // statuses are sent only when set
+  std::string github_token;  // statuses are sent only when set
+  std::string gitlab_api = "https://gitlab.com/api/v4";
+  std::string gitlab_token;    // PRIVATE-TOKEN (api scope); statuses are sent only when set
   std::string webhook_secret;  // signs webhook bodies (X-Kernelwatch-Signature-256)
   std::string public_url;      // base of links in statuses and webhooks
   int max_attempts = 8;

@@ -520,7 +520,8 @@ json ProjectSettings::to_json() const {
           {"case_thresholds", case_thresholds},
           {"run_alpha", run_alpha},
           {"github_repo", github_repo.empty() ? json(nullptr) : json(github_repo)},
-          {"webhook_url", webhook_url.empty() ? json(nullptr) : json(webhook_url)}};
+          {"webhook_url", webhook_url.empty() ? json(nullptr) : json(webhook_url)},
+          {"gitlab_project", gitlab_project.empty() ? json(nullptr) : json(gitlab_project)}};
 }
 
 common::DetectionSettings DetectionRepository::detection_settings(const ProjectSettings& project) {
@@ -545,11 +546,11 @@ std::vector<Statement> DetectionRepository::statements() {
 ProjectSettings DetectionRepository::settings(pqxx::work& tx, std::int64_t project_id) {
   pqxx::row row = tx.exec_params1(
       "SELECT name, default_branch, min_threshold, COALESCE(github_repo, ''), COALESCE(webhook_url, ''), "
-      "run_alpha FROM projects WHERE id = $1",
+      "run_alpha, COALESCE(gitlab_project, '') FROM projects WHERE id = $1",
       project_id);
   ProjectSettings settings{
-      project_id, row[0].as<std::string>(), row[1].as<std::string>(), row[2].as<double>(),
-      {},         row[5].as<double>(),      row[3].as<std::string>(), row[4].as<std::string>()};
+      project_id,          row[0].as<std::string>(), row[1].as<std::string>(), row[2].as<double>(),     {},
+      row[5].as<double>(), row[3].as<std::string>(), row[4].as<std::string>(), row[6].as<std::string>()};
   for (const auto& c : tx.exec_params(
            "SELECT case_name, min_threshold FROM case_settings WHERE project_id = $1", project_id)) {
     settings.case_thresholds[c[0].as<std::string>()] = c[1].as<double>();
@@ -613,10 +614,19 @@ ProjectSettings DetectionRepository::update_settings(pqxx::work& tx, std::int64_
       }
       tx.exec_params0("UPDATE projects SET webhook_url = $2 WHERE id = $1", project_id,
                       value.is_null() ? nullptr : value.get<std::string>().c_str());
+    } else if (key == "gitlab_project") {
+      if (!value.is_null() &&
+          !(value.is_string() && std::regex_match(value.get<std::string>(),
+                                                  std::regex("[0-9]+|[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)+")))) {
+        throw Unprocessable("invalid_value", "gitlab_project",
+                            "must be the project's numeric id, its path \"group/name\", or null");
+      }
+      tx.exec_params0("UPDATE projects SET gitlab_project = $2 WHERE id = $1", project_id,
+                      value.is_null() ? nullptr : value.get<std::string>().c_str());
     } else {
       throw Unprocessable("unknown_field", key,
                           "unknown setting (default_branch, min_threshold, case_thresholds, run_alpha, "
-                          "github_repo, webhook_url)");
+                          "github_repo, gitlab_project, webhook_url)");
     }
   }
   return settings(tx, project_id);

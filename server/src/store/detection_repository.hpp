@@ -27,6 +27,7 @@ struct ProjectSettings {
   double run_alpha = common::DetectionSettings{}.run_alpha;
   std::string github_repo;  // "owner/name": commit statuses go there
   std::string webhook_url;
+  std::string gitlab_project;  // id or "group/name": commit statuses go there
 
   double min_threshold_for(const std::string& case_name) const;
   nlohmann::json to_json() const;
@@ -38,7 +39,8 @@ class DetectionRepository {
 
   static ProjectSettings settings(pqxx::work& tx, std::int64_t project_id);
   // Applies {"default_branch"?, "min_threshold"?, "case_thresholds"?: {case: number|null}, "run_alpha"?,
-  //          "github_repo"?: "owner/name"|null, "webhook_url"?: url|null}.
+  //          "github_repo"?: "owner/name"|null, "webhook_url"?: url|null,
+  //          "gitlab_project"?: id|"group/name"|null}.
   static ProjectSettings update_settings(pqxx::work& tx, std::int64_t project_id,
                                          const nlohmann::json& changes);
 

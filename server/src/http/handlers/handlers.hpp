@@ -37,6 +37,10 @@ void add_token_routes(Router& router, const HandlerContext& context);    // /api
 // 201 with the new run, or 200 for a report stored before (runs.cpp).
 Response ingest_response(const IngestResult& stored, std::optional<std::int64_t> job_id);
 
+// GET /download/kw and /download/kw.sha256: the kw binary at `kw_binary`
+// (empty: none), for CI jobs to fetch instead of building it.
+void add_download_routes(Router& router, const std::string& kw_binary);
+
 // The built dashboard under `root` (empty: none) for GET paths no route has.
 void add_static_files(Router& router, std::string root);
 

@@ -1,0 +1,300 @@
+#include "ci_report.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <regex>
+#include <set>
+
+#include "commands.hpp"
+#include "kw/http/client.hpp"
+
+namespace kw::agent {
+
+namespace {
+
+using nlohmann::json;
+
+// Rows per table: the rest is on the run page (GitHub refuses comments over 65536 characters).
+constexpr std::size_t kMaxRows = 30;
+
+// Table cells hold case names and messages: no pipe may end a cell early.
+std::string cell(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '|')
+      out += "\\|";
+    else if (c == '\n')
+      out += ' ';
+    else
+      out += c;
+  }
+  return out;
+}
+
+std::string marker(const std::string& project) {
+  return "<!-- kernelwatch:" + project + " -->";
+}
+
+std::string env(const char* name) {
+  const char* value = std::getenv(name);
+  return value == nullptr ? std::string() : std::string(value);
+}
+
+// `shared_baseline`: every row's baseline, said once above the tables;
+// empty when they differ, and each row names its own.
+std::string comparison_table(const std::vector<const json*>& rows, const std::string& title,
+                             bool shared_baseline) {
+  if (rows.empty()) return {};
+  std::string text = "\n**" + title + "** (" + std::to_string(rows.size()) + ")\n\n" +
+                     "| case | time vs baseline | 99% interval | p | threshold |" +
+                     (shared_baseline ? "" : " baseline |") + "\n|---|---:|---:|---:|---:|" +
+                     (shared_baseline ? "" : "---|") + "\n";
+  for (std::size_t i = 0; i < rows.size() && i < kMaxRows; ++i) {
+    const json& c = *rows[i];
+    text += "| `" + cell(c["case"].get<std::string>()) + "` | " + fixed(c["ratio"], 3) + "x | " +
+            fixed(c["lower"], 3) + "-" + fixed(c["upper"], 3) + " | " + scientific(c["p_value"]) + " | " +
+            fixed(100 * c["threshold"].get<double>(), 1) + "% |" +
+            (shared_baseline ? "" : " " + cell(c.value("baseline_reason", std::string())) + " |") + "\n";
+  }
+  if (rows.size() > kMaxRows)
+    text += "\n... and " + std::to_string(rows.size() - kMaxRows) + " more on the run page\n";
+  return text;
+}
+
+std::string log_end(const json& stage) {
+  std::string tail = last_lines(stage.value("log_tail", ""), 25);
+  if (tail.empty()) return {};
+  // A fence inside the log must not close ours.
+  for (std::size_t at = tail.find("```"); at != std::string::npos; at = tail.find("```", at + 4))
+    tail.replace(at, 3, "`\u200b``");
+  return "\n<details><summary>end of the " + stage.value("name", std::string()) + " log</summary>\n\n```\n" +
+         tail + "\n```\n</details>\n";
+}
+
+// One comment or note per project, found by its hidden marker and edited;
+// created when there is none.
+struct Thread {
+  std::string list;    // GET, one page at a time (&page=N appended)
+  std::string create;  // POST {"body"}
+  std::string update;  // + id: PATCH (GitHub) / PUT (GitLab) {"body"}
+  std::string update_method;
+  std::map<std::string, std::string> headers;
+};
+
+std::string upsert(http::Client& client, const Thread& thread, const std::string& project,
+                   const std::string& markdown) {
+  const std::string wanted = marker(project);
+  const std::string body = json{{"body", markdown}}.dump();
+  for (int page = 1; page <= 50; ++page) {
+    http::Response listed =
+        client.request("GET", thread.list + "&page=" + std::to_string(page), {}, thread.headers);
+    if (listed.status != 200)
+      throw std::runtime_error("listing comments: HTTP " + std::to_string(listed.status) + ": " +
+                               listed.body.substr(0, 300));
+    json comments = listed.json();
+    if (!comments.is_array()) throw std::runtime_error("listing comments: not a JSON array");
+    for (const json& comment : comments) {
+      if (!comment.contains("body") || !comment["body"].is_string() ||
+          comment["body"].get<std::string>().find(wanted) == std::string::npos)
+        continue;
+      const std::string id = comment["id"].dump();
+      http::Response updated = client.request(thread.update_method, thread.update + id, body, thread.headers);
+      if (updated.status != 200)
+        throw std::runtime_error("editing comment " + id + ": HTTP " + std::to_string(updated.status) + ": " +
+                                 updated.body.substr(0, 300));
+      return "edited comment " + id;
+    }
+    if (comments.size() < 100) break;
+  }
+  http::Response created = client.request("POST", thread.create, body, thread.headers);
+  if (created.status != 201)
+    throw std::runtime_error("creating a comment: HTTP " + std::to_string(created.status) + ": " +
+                             created.body.substr(0, 300));
+  return "created comment " + created.json()["id"].dump();
+}
+
+}  // namespace
+
+std::string fixed(double value, int digits) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof(buffer), "%.*f", digits, value);
+  return buffer;
+}
+
+std::string scientific(double value) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof(buffer), "%.2g", value);
+  return buffer;
+}
+
+std::string last_lines(const std::string& text, int lines) {
+  std::size_t start = text.size();
+  for (int line = 0; line < lines && start > 0; ++line) {
+    std::size_t newline = text.rfind('\n', start - 1);
+    start = newline == std::string::npos ? 0 : newline;
+  }
+  return text.substr(start == 0 ? 0 : start + 1);
+}
+
+std::string verdict_markdown(const json& run, const std::string& link) {
+  const std::string project = run.value("project", std::string());
+  const std::string verdict = run.value("verdict", std::string());
+  const std::string gpu = run["gpu_model"].is_string() ? run["gpu_model"].get<std::string>() : "none";
+  const std::string where = "`" + run["commit"].get<std::string>().substr(0, 12) + "`" +
+                            (gpu == "none" ? std::string() : " on " + gpu);
+  const bool acknowledged = run["acknowledgement"].is_object();
+  std::string headline = verdict == "regression"    ? ":x: regression"
+                         : verdict == "failed"      ? ":x: preflight failed"
+                         : verdict == "no-data"     ? ":warning: no data"
+                         : acknowledged             ? ":white_check_mark: pass (regression acknowledged)"
+                         : verdict == "improvement" ? ":rocket: improvement"
+                                                    : ":white_check_mark: pass";
+  std::string text =
+      marker(project) + "\n### kernelwatch " + project + ": " + headline + " for " + where + "\n";
+
+  std::vector<const json*> regressed, improved;
+  int compared = 0;
+  for (const json& c : run["comparisons"]) {
+    if (c["kind"] != "time" || c["impl"] != "candidate") continue;
+    compared += c["status"] != "no-baseline";
+    if (c["status"] == "regression") regressed.push_back(&c);
+    if (c["status"] == "improvement") improved.push_back(&c);
+  }
+  std::sort(regressed.begin(), regressed.end(), [](const json* a, const json* b) {
+    return (*a)["ratio"].get<double>() > (*b)["ratio"].get<double>();
+  });
+  std::sort(improved.begin(), improved.end(), [](const json* a, const json* b) {
+    return (*a)["ratio"].get<double>() < (*b)["ratio"].get<double>();
+  });
+
+  if (verdict == "failed") {
+    for (const json& stage : run["stages"]) {
+      if (stage["status"] != "failed") continue;
+      text += "\nStage **" + stage["name"].get<std::string>() +
+              "** failed: " + cell(stage.value("message", std::string())) + "\n" + log_end(stage);
+    }
+    for (const json& c : run["cases"]) {
+      if (c.contains("correctness") && c["correctness"].is_object() &&
+          !c["correctness"].value("passed", true))
+        text += "\nCorrectness of `" + cell(c["name"].get<std::string>()) + "`: relative L2 error " +
+                scientific(c["correctness"]["rel_l2_err"]) + " > tolerance " +
+                scientific(c["correctness"]["tolerance"]) + "\n";
+    }
+  } else if (verdict == "no-data") {
+    text += "\nNo case was measured, so nothing can be judged.\n";
+    for (const json& stage : run["stages"]) {
+      if (stage["status"] == "skipped")
+        text += "\nStage " + stage["name"].get<std::string>() +
+                " skipped: " + cell(stage.value("message", std::string())) + "\n";
+    }
+  } else {
+    if (acknowledged)
+      text += "\nAcknowledged by " + cell(run["acknowledgement"].value("by", std::string())) + ": " +
+              cell(run["acknowledgement"].value("reason", std::string())) + "\n";
+    std::set<std::string> baselines;
+    for (const auto* rows : {&regressed, &improved})
+      for (const json* c : *rows) baselines.insert(c->value("baseline_reason", std::string()));
+    text += "\n" + std::to_string(run["cases"].size()) + " cases, " + std::to_string(compared) +
+            " compared with a baseline: " + std::to_string(regressed.size()) + " slower, " +
+            std::to_string(improved.size()) + " faster.";
+    if (baselines.size() == 1) text += " Baseline: " + cell(*baselines.begin()) + ".";
+    text += "\n" + comparison_table(regressed, "Regressed", baselines.size() == 1) +
+            comparison_table(improved, "Improved", baselines.size() == 1);
+  }
+  text += "\n[Run " + std::to_string(run["id"].get<std::int64_t>()) + "](" + link + ")";
+  if (verdict == "regression" && !acknowledged)
+    text +=
+        " · intended? `kw ack --run " + std::to_string(run["id"].get<std::int64_t>()) + " --reason \"...\"`";
+  return text + "\n";
+}
+
+std::string no_verdict_markdown(const std::string& project, std::int64_t job_id, const std::string& why,
+                                const std::string& link) {
+  return marker(project) + "\n### kernelwatch " + project + ": :warning: no verdict\n\nJob " +
+         std::to_string(job_id) + ": " + cell(why) + "\n\n[Job " + std::to_string(job_id) + "](" + link +
+         ")\n";
+}
+
+void CiReportTargets::add_to(CLI::App& command) {
+  command.add_option("--summary", summary_file,
+                     "append the verdict as Markdown to this file (GitHub: \"$GITHUB_STEP_SUMMARY\")");
+  command.add_option(
+      "--github-comment", github_pr,
+      "OWNER/NAME#PR: keep the verdict as one comment on that pull request (token: GITHUB_TOKEN)");
+  command.add_option("--github-api", github_api,
+                     "GitHub REST API URL (default: GITHUB_API_URL or api.github.com)");
+  command.add_option(
+      "--gitlab-note", gitlab_mr,
+      "PROJECT!IID: keep the verdict as one note on that merge request (token: KW_GITLAB_TOKEN)");
+  command.add_option("--gitlab-api", gitlab_api, "GitLab API v4 URL (default: CI_API_V4_URL)");
+}
+
+void CiReportTargets::resolve() {
+  if (!github_pr.empty()) {
+    if (!std::regex_match(github_pr, std::regex(R"([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+#[1-9][0-9]*)")))
+      throw CLI::ValidationError("--github-comment", "expected OWNER/NAME#NUMBER, got " + github_pr);
+    if (github_api.empty()) github_api = env("GITHUB_API_URL");
+    if (github_api.empty()) github_api = "https://api.github.com";
+    if (env("GITHUB_TOKEN").empty() && env("KW_GITHUB_TOKEN").empty())
+      throw CLI::ValidationError("--github-comment",
+                                 "needs GITHUB_TOKEN (or KW_GITHUB_TOKEN) in the environment");
+  }
+  if (!gitlab_mr.empty()) {
+    if (!std::regex_match(gitlab_mr, std::regex(R"([^!]+![1-9][0-9]*)")))
+      throw CLI::ValidationError("--gitlab-note", "expected PROJECT!IID (e.g. 42!7), got " + gitlab_mr);
+    if (gitlab_api.empty()) gitlab_api = env("CI_API_V4_URL");
+    if (gitlab_api.empty())
+      throw CLI::ValidationError("--gitlab-note", "needs --gitlab-api or CI_API_V4_URL");
+    if (env("KW_GITLAB_TOKEN").empty())
+      throw CLI::ValidationError("--gitlab-note",
+                                 "needs KW_GITLAB_TOKEN (a token with the api scope) in the environment");
+  }
+}
+
+void publish(const CiReportTargets& targets, const std::string& project, const std::string& markdown) {
+  if (!targets.summary_file.empty()) {
+    std::ofstream out(targets.summary_file, std::ios::app);
+    out << markdown << "\n";
+    if (!out) std::cout << "kernelwatch: could not append the summary to " << targets.summary_file << "\n";
+  }
+  if (!targets.github_pr.empty()) {
+    const auto hash = targets.github_pr.find('#');
+    const std::string repo = targets.github_pr.substr(0, hash), number = targets.github_pr.substr(hash + 1);
+    std::string token = env("GITHUB_TOKEN");
+    if (token.empty()) token = env("KW_GITHUB_TOKEN");
+    try {
+      http::Client github(targets.github_api, token);
+      Thread thread{"/repos/" + repo + "/issues/" + number + "/comments?per_page=100",
+                    "/repos/" + repo + "/issues/" + number + "/comments",
+                    "/repos/" + repo + "/issues/comments/",
+                    "PATCH",
+                    {{"Accept", "application/vnd.github+json"}, {"X-GitHub-Api-Version", "2022-11-28"}}};
+      say("pull request " + targets.github_pr + ": " + upsert(github, thread, project, markdown));
+    } catch (const std::exception& error) {
+      std::cout << "kernelwatch: could not comment on pull request " << targets.github_pr << ": "
+                << error.what() << "\n";
+    }
+  }
+  if (!targets.gitlab_mr.empty()) {
+    const auto bang = targets.gitlab_mr.find('!');
+    const std::string base = "/projects/" + http::url_encode(targets.gitlab_mr.substr(0, bang)) +
+                             "/merge_requests/" + targets.gitlab_mr.substr(bang + 1) + "/notes";
+    try {
+      http::Client gitlab(targets.gitlab_api);
+      Thread thread{base + "?per_page=100&sort=asc&order_by=created_at",
+                    base,
+                    base + "/",
+                    "PUT",
+                    {{"PRIVATE-TOKEN", env("KW_GITLAB_TOKEN")}}};
+      say("merge request " + targets.gitlab_mr + ": " + upsert(gitlab, thread, project, markdown));
+    } catch (const std::exception& error) {
+      std::cout << "kernelwatch: could not add a note to merge request " << targets.gitlab_mr << ": "
+                << error.what() << "\n";
+    }
+  }
+}
+
+}  // namespace kw::agent

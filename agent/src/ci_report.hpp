@@ -1,0 +1,46 @@
+// What `kw submit --wait` and `kw gate` tell a CI system besides their exit
+// code: the verdict as Markdown, appended to a job summary file
+// ($GITHUB_STEP_SUMMARY) and kept as one pull request comment (GitHub) or
+// merge request note (GitLab) per project, edited in place on every run.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+namespace kw::agent {
+
+// How the gate writes numbers and log ends, on the console and in Markdown.
+std::string fixed(double value, int digits);
+std::string scientific(double value);  // two significant digits
+std::string last_lines(const std::string& text, int lines);
+
+// A finished run (GET /api/v1/runs/{id}, every page): its verdict, the cases
+// that regressed or improved, a failed stage's log end, and the link.
+std::string verdict_markdown(const nlohmann::json& run, const std::string& link);
+// A job that ended without a verdict (failed on the agents, timed out).
+std::string no_verdict_markdown(const std::string& project, std::int64_t job_id, const std::string& why,
+                                const std::string& link);
+
+// Where the Markdown goes. Tokens come from the environment only, never the
+// command line: GITHUB_TOKEN (or KW_GITHUB_TOKEN) and KW_GITLAB_TOKEN.
+struct CiReportTargets {
+  std::string summary_file;
+  std::string github_pr;   // "owner/name#N"
+  std::string github_api;  // default: GITHUB_API_URL, else https://api.github.com
+  std::string gitlab_mr;   // "PROJECT!IID": a project id or path, and the merge request's iid
+  std::string gitlab_api;  // default: CI_API_V4_URL
+
+  void add_to(CLI::App& command);
+  // Checks the targets' forms and fills the defaults; throws CLI::ValidationError.
+  void resolve();
+  bool posts() const { return !github_pr.empty() || !gitlab_mr.empty(); }
+};
+
+// Appends to the summary file and creates or edits the comment and the note.
+// A target that fails is reported on stdout and does not change the verdict.
+void publish(const CiReportTargets& targets, const std::string& project, const std::string& markdown);
+
+}  // namespace kw::agent
