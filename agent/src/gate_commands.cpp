@@ -219,7 +219,35 @@ struct SubmitArguments {
   std::string project, commit, branch, base, gpu_class, timeout = "30m";
   std::int64_t pr = 0;
   bool wait = false;
+  bool rerun = false;
 };
+
+// What the server did with the submit: a new job (a rerun says which), the
+// job this commit already has, and whether the other side (the default
+// branch or a pull request) measured the commit too.
+std::string job_line(const json& job, bool created) {
+  const std::int64_t id = job["id"];
+  const std::string state = job["state"];
+  const int rerun = job.value("rerun", 0);
+  std::string line =
+      "job " + std::to_string(id) + " " +
+      (created ? state + (rerun > 0 ? " (rerun " + std::to_string(rerun) + " of this commit)" : "")
+               : "already exists (" + state + (rerun > 0 ? ", rerun " + std::to_string(rerun) : "") +
+                     "; kw submit --rerun measures it again)");
+  const json& other = job.contains("measured_on_other_side") ? job["measured_on_other_side"] : json();
+  if (created && other.is_object()) {
+    const std::string where = other["pr"].is_number() ? "pull request #" + other["pr"].dump()
+                                                      : "branch " + other["branch"].get<std::string>();
+    const std::string verdict =
+        other["verdict"].is_string() ? ", " + other["verdict"].get<std::string>() : "";
+    line +=
+        job.value("on_default_branch", false)
+            ? "; the commit was measured as " + where + " (job " + other["job_id"].dump() + verdict +
+                  "): the default branch gets a run of its own, the baseline of what follows"
+            : "; the default branch measured this commit too (job " + other["job_id"].dump() + verdict + ")";
+  }
+  return line;
+}
 
 int guarded(const std::string& server, const std::function<int()>& body) {
   try {
@@ -307,6 +335,8 @@ void add_gate_commands(CLI::App& app, int& exit_code) {
   command->add_option("--pr", submit->pr, "pull request number");
   command->add_option("--gpu-class", submit->gpu_class, "GPU model to run on (default: any)");
   command->add_flag("--wait", submit->wait, "wait for the verdict and exit with it");
+  command->add_flag("--rerun", submit->rerun,
+                    "measure the commit again though it has a job (a new job; the default: its job)");
   command->add_option("--timeout", submit->timeout, "with --wait: give up after this long (90s, 30m, 2h)")
       ->capture_default_str();
   submit->server.add_to(*command);
@@ -332,6 +362,7 @@ void add_gate_commands(CLI::App& app, int& exit_code) {
       if (!submit->base.empty()) body["base_commit"] = submit->base;
       if (submit->pr > 0) body["pr"] = submit->pr;
       if (!submit->gpu_class.empty()) body["gpu_class"] = submit->gpu_class;
+      if (submit->rerun) body["rerun"] = true;
       http::Response response = client.post("/api/v1/jobs", body);
       if (response.status != 200 && response.status != 201) {
         std::cout << "kernelwatch: the server refused the job (HTTP " << response.status
@@ -341,8 +372,7 @@ void add_gate_commands(CLI::App& app, int& exit_code) {
       json job = response.json();
       std::int64_t id = job["id"];
       const std::string state = job["state"];
-      say("job " + std::to_string(id) +
-          (response.status == 201 ? " " + state : " already exists (" + state + ")"));
+      say(job_line(job, response.status == 201));
       if (!submit->wait) {
         if (!submit->report.summary_file.empty()) {
           publish(submit->report, submit->project,

@@ -317,6 +317,47 @@ TEST_F(GateE2eTest, GateKeepsOneNoteOnTheMergeRequest) {
   }
 }
 
+// #18: a commit measured again is a new job (its rerun number said), and a
+// plain submit afterwards finds that newest measurement.
+TEST_F(GateE2eTest, RerunMeasuresACommitAgainAsANewJob) {
+  CommandResult again = gate(base_, "main", false, {"--rerun"});
+  EXPECT_EQ(again.exit_code, 0) << again.output;
+  std::smatch rerun;
+  ASSERT_TRUE(
+      std::regex_search(again.output, rerun, std::regex(R"(job ([0-9]+) queued \(rerun 1 of this commit\))")))
+      << again.output;
+  CommandResult plain = gate(base_, "main");
+  EXPECT_EQ(plain.exit_code, 0) << plain.output;
+  EXPECT_NE(plain.output.find("job " + rerun[1].str() + " already exists (done, rerun 1; kw submit --rerun"),
+            std::string::npos)
+      << plain.output;
+  int of_base = 0;
+  for (const json& run : server_.client().get("/api/v1/projects/demo/runs?branch=main").json())
+    of_base += run["commit"] == base_;
+  EXPECT_EQ(of_base, 2) << "the rerun made no second run of " << base_;
+}
+
+// #18: main fast-forwarded to a pull request's commit gets a run of its own
+// on main (its history has the commit), and kw submit says the pull request
+// measured it first.
+TEST_F(GateE2eTest, AMainPushOfAPullRequestsCommitGetsItsOwnRun) {
+  std::string head = change(R"({"note": "docs only"})", "the pull request");
+  CommandResult pr = gate(head, "pr-7", true);
+  ASSERT_EQ(pr.exit_code, 0) << pr.output;
+  CommandResult main = gate(head, "main");
+  EXPECT_EQ(main.exit_code, 0) << main.output;
+  std::smatch job;
+  ASSERT_TRUE(std::regex_search(
+      main.output, job,
+      std::regex(
+          R"(job ([0-9]+) queued; the commit was measured as pull request #7 \(job [0-9]+, pass\): the default branch gets a run of its own)")))
+      << main.output;
+  json main_job = server_.client().get("/api/v1/jobs/" + job[1].str()).json();
+  json run = server_.client().get("/api/v1/runs/" + main_job["run_id"].dump()).json();
+  EXPECT_EQ(run["branch"], "main");
+  EXPECT_EQ(run["commit"], head);
+}
+
 TEST_F(GateE2eTest, GateReportsTheServerBeingDown) {
   int closed = free_port();
   CommandResult result =

@@ -10,10 +10,22 @@ namespace kw::server {
 
 namespace {
 
+// The newest measurement of a commit on its side (the default branch or
+// not) and GPU class.
+constexpr const char* kLatest = R"sql(
+SELECT j.id, j.rerun FROM jobs j JOIN projects p ON p.id = j.project_id
+WHERE j.project_id = $1 AND j.commit_sha = $2 AND j.gpu_class = $4
+  AND j.on_default_branch = ($3 = p.default_branch)
+ORDER BY j.rerun DESC LIMIT 1
+)sql";
+
+// Two submits racing for the same measurement get the same job.
 constexpr const char* kCreate = R"sql(
-INSERT INTO jobs (project_id, commit_sha, branch, base_commit, pr, gpu_class, max_attempts)
-VALUES ($1, $2, $3, $4, $5::integer, $6, $7)
-ON CONFLICT (project_id, commit_sha, gpu_class) DO UPDATE SET updated_at = jobs.updated_at
+INSERT INTO jobs (project_id, commit_sha, branch, base_commit, pr, gpu_class, max_attempts, rerun,
+                  on_default_branch)
+SELECT $1, $2, $3, $4, $5::integer, $6, $7, $8, $3 = p.default_branch FROM projects p WHERE p.id = $1
+ON CONFLICT (project_id, commit_sha, gpu_class, on_default_branch, rerun)
+  DO UPDATE SET updated_at = jobs.updated_at
 RETURNING id, (xmax = 0) AS created
 )sql";
 
@@ -22,8 +34,16 @@ SELECT json_build_object(
   'id', j.id, 'project', p.name, 'commit', j.commit_sha, 'branch', j.branch, 'base_commit', j.base_commit,
   'pr', j.pr, 'gpu_class', j.gpu_class, 'state', j.state, 'attempts', j.attempts,
   'max_attempts', j.max_attempts, 'agent', a.name, 'lease_expires_at', j.lease_expires_at, 'error', j.error,
-  'created_at', j.created_at, 'updated_at', j.updated_at,
+  'created_at', j.created_at, 'updated_at', j.updated_at, 'rerun', j.rerun,
+  'on_default_branch', j.on_default_branch,
   'run_id', r.id, 'verdict', r.verdict,
+  'measured_on_other_side', (
+    SELECT json_build_object('job_id', o.id, 'branch', o.branch, 'pr', o.pr, 'run_id', ro.id,
+                             'verdict', ro.verdict)
+    FROM jobs o LEFT JOIN runs ro ON ro.job_id = o.id
+    WHERE o.project_id = j.project_id AND o.commit_sha = j.commit_sha AND o.gpu_class = j.gpu_class
+      AND o.on_default_branch <> j.on_default_branch
+    ORDER BY o.id DESC LIMIT 1),
   'stages', (SELECT COALESCE(json_agg(json_build_object(
                  'name', s.name, 'status', s.status, 'duration_ms', s.duration_ms, 'gpu_seconds', s.gpu_seconds,
                  'message', s.message, 'log_tail', s.log_tail, 'updated_at', s.updated_at) ORDER BY s.ordinal), '[]')
@@ -113,7 +133,8 @@ RETURNING job_id
 }  // namespace
 
 std::vector<Statement> JobRepository::statements() {
-  return {{"job_create", kCreate},
+  return {{"job_latest", kLatest},
+          {"job_create", kCreate},
           {"job_get", kGet},
           {"agent_upsert", kUpsertAgent},
           {"job_claim", kClaim},
@@ -127,8 +148,12 @@ std::vector<Statement> JobRepository::statements() {
 std::pair<std::int64_t, bool> JobRepository::create(pqxx::work& tx, const NewJob& job) {
   std::optional<std::string> pr;
   if (job.pr) pr = std::to_string(*job.pr);
-  pqxx::row row = tx.exec_prepared1("job_create", job.project_id, job.commit, job.branch,
-                                    nullable(job.base_commit), nullable(pr), job.gpu_class, job.max_attempts);
+  pqxx::result latest = tx.exec_prepared("job_latest", job.project_id, job.commit, job.branch, job.gpu_class);
+  if (!latest.empty() && !job.rerun) return {latest[0][0].as<std::int64_t>(), false};
+  const int rerun = latest.empty() ? 0 : latest[0][1].as<int>() + 1;
+  pqxx::row row =
+      tx.exec_prepared1("job_create", job.project_id, job.commit, job.branch, nullable(job.base_commit),
+                        nullable(pr), job.gpu_class, job.max_attempts, rerun);
   return {row[0].as<std::int64_t>(), row[1].as<bool>()};
 }
 

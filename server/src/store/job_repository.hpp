@@ -22,6 +22,9 @@ struct NewJob {
   std::optional<std::int64_t> pr;
   std::string gpu_class = "any";
   int max_attempts = 3;
+  // Measure again though the commit has a job on its side (the default
+  // branch or not) and GPU class; otherwise that job is returned.
+  bool rerun = false;
 };
 
 // One stage as an agent streams it: `status` is "started" or a report

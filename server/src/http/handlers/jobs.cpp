@@ -93,6 +93,10 @@ void add_job_routes(Router& router, const HandlerContext& context) {
     job.pr = body_integer(body, "pr", 1, common::kMaxInt32);
     std::string gpu_class = body_string(body, "gpu_class", false);
     if (!gpu_class.empty()) job.gpu_class = gpu_class;
+    if (body.contains("rerun")) {
+      if (!body["rerun"].is_boolean()) throw Unprocessable("wrong_type", "rerun", "must be true or false");
+      job.rerun = body["rerun"].get<bool>();
+    }
     job.max_attempts = context.max_attempts;
     auto [created, document] = with_transaction(context.pool, [&](pqxx::work& tx) {
       job.project_id = RunRepository::require_project(tx, project);
