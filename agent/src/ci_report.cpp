@@ -43,8 +43,8 @@ std::string env(const char* name) {
   return value == nullptr ? std::string() : std::string(value);
 }
 
-// `shared_baseline`: every row's baseline, said once above the tables;
-// empty when they differ, and each row names its own.
+// `shared_baseline`: the rows share one baseline, said once above the
+// tables; otherwise each row names its own.
 std::string comparison_table(const std::vector<const json*>& rows, const std::string& title,
                              bool shared_baseline) {
   if (rows.empty()) return {};
