@@ -171,11 +171,15 @@ async function casePage(project, name, query) {
   const series = await api(`/api/v1/projects/${enc(project)}/series?case=${enc(name)}&gpu=${enc(gpu)}&limit=10000`);
   const n = series.run_id.length;
   const gpus = [...new Set(series.gpu_model)];
+  // A chart is drawn only where it has something to show; otherwise a line says why.
+  const impls = [...new Set(series.median_ns.flatMap((m) => Object.keys(m)).filter((i) => i !== "candidate"))];
   app.innerHTML = `<h1>${esc(name)} <span class="muted">· ${esc(project)}</span></h1>
     <div class="filters"><label>GPU model <select id="gpu"><option value="">all</option>${gpus.concat(gpu && !gpus.includes(gpu) ? [gpu] : []).map((g) => `<option ${g === gpu ? "selected" : ""}>${esc(g)}</option>`).join("")}</select></label>
     <span class="muted">${n} runs on the default branch · drag to pan, wheel to zoom, click a point to open its run</span></div>
-    <h2>Median time (µs) with 95% interval</h2><div class="chart" id="time-chart"></div>
-    <h2>Speedup over the in-run baselines</h2><div class="chart" id="speedup-chart"></div>`;
+    ${n ? `<h2>Median time (µs) with 95% interval</h2><div class="chart" id="time-chart"></div>`
+        : `<p class="muted" id="no-runs">No run of this case on the default branch${gpu ? ` on ${esc(gpu)}` : ""} yet.</p>`}
+    ${n && impls.length ? `<h2>Speedup over the in-run baselines</h2><div class="chart" id="speedup-chart"></div>`
+        : n ? `<p class="muted" id="no-baselines">No speedup to chart: this case's bench measures no in-run baseline (a cuDNN or cuBLAS implementation run beside it).</p>` : ""}`;
   document.getElementById("gpu").onchange = (e) => setQuery({ gpu: e.target.value });
   if (!n) return;
   const x = series.finished_at;
@@ -215,7 +219,7 @@ async function casePage(project, name, query) {
   });
   const timeChart = plot(document.getElementById("time-chart"), { ...common(320), series: timeSeries, bands, axes: [{}, { label: "µs" }] }, timeData);
   timeChart.root.dataset.points = String(n);
-  const impls = [...new Set(series.median_ns.flatMap((m) => Object.keys(m)).filter((i) => i !== "candidate"))];
+  if (!impls.length) return;
   const speedupData = [x, ...impls.map((impl) => series.median_ns.map((m) => (m[impl] && m.candidate ? m[impl] / m.candidate : null)))];
   plot(document.getElementById("speedup-chart"), {
     ...common(240), axes: [{}, { label: "x" }],

@@ -105,6 +105,14 @@ before(async () => {
   await post(`/api/v1/runs/${seeded.acknowledged}/acknowledge`, { reason: "smaller tiles: 40% less memory" }, tokens.ci);
   for (let i = 0; i < 8; ++i) await post("/api/v1/runs", report({ commit: sha(n++), gpu: "NVIDIA L4", cases: CASES.map(([c, t]) => [c, t * 3.1]) }), tokens.agent);
   seeded.failed = (await post("/api/v1/runs", report({ commit: sha(n++), branch: "pr-12", failStage: "launch_geometry", cases: CASES.slice(0, 1) }), tokens.agent)).run_id;
+  // A project whose bench measures its kernel alone: no in-run baseline.
+  execFileSync(SERVER_BINARY, ["project", "create", "--data-dir", dataDir, "solo"]);
+  for (let i = 0; i < 3; ++i) {
+    const alone = report({ commit: sha(n++), cases: [["scan/int32/n16m", 90000]] });
+    alone.project = "solo";
+    for (const c of alone.cases) c.measurements = c.measurements.filter((m) => m.impl === "candidate");
+    await post("/api/v1/runs", alone, tokens.agent);
+  }
   // A case with 10,000 runs, to plot and pan. Written with SQL straight into
   // the server's database: 10,000 posts would take minutes on a 2-core machine
   // (kw-server-bench measures ingest); the page reads them through the API.
@@ -258,6 +266,22 @@ test("job page shows the stages its agent streams, a failed one with its log, as
   assert.match(table, /launch_geometry\s+failed\s+2\.1 s\s+attention: block: expected \(384,1,1\), observed \(128,1,1\)/);
   assert.match(await page.locator("pre.log").innerText(), /launch_geometry failed/);
   await shot("job-stages");
+  assert.deepEqual(consoleErrors, []);
+});
+
+// #18: no empty charts. A case measured alone has its time chart and a line
+// saying why there is no speedup chart; a GPU model with no runs has neither.
+test("a case page draws no empty chart", async () => {
+  await go("#/p/solo/case/scan%2Fint32%2Fn16m");
+  assert.equal(await page.locator("#time-chart").count(), 1);
+  assert.deepEqual(await chartPoints(), [3], "one chart, of the case's three runs");
+  assert.equal(await page.locator("#speedup-chart").count(), 0);
+  assert.match(await page.locator("#no-baselines").innerText(), /measures no in-run baseline/);
+  await shot("case-without-baselines");
+  await go("#/p/solo/case/scan%2Fint32%2Fn16m?gpu=NVIDIA%20L4");
+  assert.equal(await page.locator(".chart").count(), 0);
+  assert.deepEqual(await chartPoints(), []);
+  assert.match(await page.locator("#no-runs").innerText(), /No run of this case on the default branch on NVIDIA L4 yet/);
   assert.deepEqual(consoleErrors, []);
 });
 
