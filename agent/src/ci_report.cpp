@@ -238,7 +238,9 @@ void CiReportTargets::resolve() {
       throw CLI::ValidationError("--github-comment", "expected OWNER/NAME#NUMBER, got " + github_pr);
     if (github_api.empty()) github_api = env("GITHUB_API_URL");
     if (github_api.empty()) github_api = "https://api.github.com";
-    if (env("GITHUB_TOKEN").empty() && env("KW_GITHUB_TOKEN").empty())
+    github_token = env("GITHUB_TOKEN");
+    if (github_token.empty()) github_token = env("KW_GITHUB_TOKEN");
+    if (github_token.empty())
       throw CLI::ValidationError("--github-comment",
                                  "needs GITHUB_TOKEN (or KW_GITHUB_TOKEN) in the environment");
   }
@@ -248,7 +250,8 @@ void CiReportTargets::resolve() {
     if (gitlab_api.empty()) gitlab_api = env("CI_API_V4_URL");
     if (gitlab_api.empty())
       throw CLI::ValidationError("--gitlab-note", "needs --gitlab-api or CI_API_V4_URL");
-    if (env("KW_GITLAB_TOKEN").empty())
+    gitlab_token = env("KW_GITLAB_TOKEN");
+    if (gitlab_token.empty())
       throw CLI::ValidationError("--gitlab-note",
                                  "needs KW_GITLAB_TOKEN (a token with the api scope) in the environment");
   }
@@ -263,10 +266,8 @@ void publish(const CiReportTargets& targets, const std::string& project, const s
   if (!targets.github_pr.empty()) {
     const auto hash = targets.github_pr.find('#');
     const std::string repo = targets.github_pr.substr(0, hash), number = targets.github_pr.substr(hash + 1);
-    std::string token = env("GITHUB_TOKEN");
-    if (token.empty()) token = env("KW_GITHUB_TOKEN");
     try {
-      http::Client github(targets.github_api, token);
+      http::Client github(targets.github_api, targets.github_token);
       Thread thread{"/repos/" + repo + "/issues/" + number + "/comments?per_page=100",
                     "/repos/" + repo + "/issues/" + number + "/comments",
                     "/repos/" + repo + "/issues/comments/",
@@ -288,7 +289,7 @@ void publish(const CiReportTargets& targets, const std::string& project, const s
                     base,
                     base + "/",
                     "PUT",
-                    {{"PRIVATE-TOKEN", env("KW_GITLAB_TOKEN")}}};
+                    {{"PRIVATE-TOKEN", targets.gitlab_token}}};
       say("merge request " + targets.gitlab_mr + ": " + upsert(gitlab, thread, project, markdown));
     } catch (const std::exception& error) {
       std::cout << "kernelwatch: could not add a note to merge request " << targets.gitlab_mr << ": "

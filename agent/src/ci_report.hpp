@@ -28,10 +28,11 @@ std::string no_verdict_markdown(const std::string& project, std::int64_t job_id,
 // command line: GITHUB_TOKEN (or KW_GITHUB_TOKEN) and KW_GITLAB_TOKEN.
 struct CiReportTargets {
   std::string summary_file;
-  std::string github_pr;   // "owner/name#N"
-  std::string github_api;  // default: GITHUB_API_URL, else https://api.github.com
-  std::string gitlab_mr;   // "PROJECT!IID": a project id or path, and the merge request's iid
-  std::string gitlab_api;  // default: CI_API_V4_URL
+  std::string github_pr;                   // "owner/name#N"
+  std::string github_api;                  // default: GITHUB_API_URL, else https://api.github.com
+  std::string gitlab_mr;                   // "PROJECT!IID": a project id or path, and the merge request's iid
+  std::string gitlab_api;                  // default: CI_API_V4_URL
+  std::string github_token, gitlab_token;  // from the environment, by resolve()
 
   void add_to(CLI::App& command);
   // Checks the targets' forms and fills the defaults; throws CLI::ValidationError.

@@ -226,27 +226,25 @@ struct SubmitArguments {
 // job this commit already has, and whether the other side (the default
 // branch or a pull request) measured the commit too.
 std::string job_line(const json& job, bool created) {
-  const std::int64_t id = job["id"];
   const std::string state = job["state"];
   const int rerun = job.value("rerun", 0);
-  std::string line =
-      "job " + std::to_string(id) + " " +
-      (created ? state + (rerun > 0 ? " (rerun " + std::to_string(rerun) + " of this commit)" : "")
-               : "already exists (" + state + (rerun > 0 ? ", rerun " + std::to_string(rerun) : "") +
-                     "; kw submit --rerun measures it again)");
-  const json& other = job.contains("measured_on_other_side") ? job["measured_on_other_side"] : json();
-  if (created && other.is_object()) {
-    const std::string where = other["pr"].is_number() ? "pull request #" + other["pr"].dump()
-                                                      : "branch " + other["branch"].get<std::string>();
-    const std::string verdict =
-        other["verdict"].is_string() ? ", " + other["verdict"].get<std::string>() : "";
-    line +=
-        job.value("on_default_branch", false)
-            ? "; the commit was measured as " + where + " (job " + other["job_id"].dump() + verdict +
-                  "): the default branch gets a run of its own, the baseline of what follows"
-            : "; the default branch measured this commit too (job " + other["job_id"].dump() + verdict + ")";
+  std::string line = "job " + job["id"].dump() + " ";
+  if (!created) {
+    return line + "already exists (" + state + (rerun > 0 ? ", rerun " + std::to_string(rerun) : "") +
+           "; kw submit --rerun measures it again)";
   }
-  return line;
+  line += state;
+  if (rerun > 0) line += " (rerun " + std::to_string(rerun) + " of this commit)";
+  const json other = job.value("measured_on_other_side", json());
+  if (!other.is_object()) return line;
+  const std::string seen = "job " + other["job_id"].dump() +
+                           (other["verdict"].is_string() ? ", " + other["verdict"].get<std::string>() : "");
+  if (!job.value("on_default_branch", false))
+    return line + "; the default branch measured this commit too (" + seen + ")";
+  const std::string where = other["pr"].is_number() ? "pull request #" + other["pr"].dump()
+                                                    : "branch " + other["branch"].get<std::string>();
+  return line + "; the commit was measured as " + where + " (" + seen +
+         "): the default branch gets a run of its own, the baseline of what follows";
 }
 
 int guarded(const std::string& server, const std::function<int()>& body) {

@@ -155,7 +155,8 @@ void NotificationRepository::verdict(pqxx::work& tx, const NotifierOptions& opti
     description = verdict == "improvement" ? "improvement, no regression" : "no regression";
   }
   std::string link = options.public_url + "/#/run/" + std::to_string(run_id);
-  bool good = verdict == "pass" || verdict == "improvement" || !acknowledged_by.empty();
+  // An acknowledged regression is stored as a pass.
+  bool good = verdict == "pass" || verdict == "improvement";
   enqueue_statuses(tx, options, project, commit, good ? "success" : "failure", link, description,
                    "kernelwatch" + (gpu_class == "any" ? std::string() : "/" + gpu_class));
   if (!project.webhook_url.empty()) {
