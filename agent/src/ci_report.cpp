@@ -139,6 +139,28 @@ std::string last_lines(const std::string& text, int lines) {
   return text.substr(start == 0 ? 0 : start + 1);
 }
 
+std::string acknowledgement_text(const json& acknowledgement) {
+  std::string text = "by " + acknowledgement.value("by", std::string()) + ": " +
+                     acknowledgement.value("reason", std::string());
+  const json& from = acknowledgement.contains("carried_from") ? acknowledgement["carried_from"] : json();
+  if (from.is_object()) {
+    text += " (carried from run " + std::to_string(from.value("run_id", 0)) + " of " +
+            from.value("commit", std::string()).substr(0, 12) + " on " + from.value("branch", std::string()) +
+            (from.value("same_tree", false) ? ", the same tree)" : ", which this commit merges)");
+  }
+  return text;
+}
+
+std::vector<std::string> changes_of(const json& run, const std::string& case_name) {
+  std::vector<std::string> lines;
+  if (!run.contains("explanation")) return lines;
+  for (const json& c : run["explanation"]) {
+    if (c.value("case", std::string()) != case_name) continue;
+    for (const json& line : c.value("changes", json::array())) lines.push_back(line.get<std::string>());
+  }
+  return lines;
+}
+
 std::string verdict_markdown(const json& run, const std::string& link) {
   const std::string project = run.value("project", std::string());
   const std::string verdict = run.value("verdict", std::string());
@@ -191,9 +213,7 @@ std::string verdict_markdown(const json& run, const std::string& link) {
                 " skipped: " + cell(stage.value("message", std::string())) + "\n";
     }
   } else {
-    if (acknowledged)
-      text += "\nAcknowledged by " + cell(run["acknowledgement"].value("by", std::string())) + ": " +
-              cell(run["acknowledgement"].value("reason", std::string())) + "\n";
+    if (acknowledged) text += "\nAcknowledged " + cell(acknowledgement_text(run["acknowledgement"])) + "\n";
     std::set<std::string> baselines;
     for (const auto* rows : {&regressed, &improved})
       for (const json* c : *rows) baselines.insert(c->value("baseline_reason", std::string()));
@@ -203,6 +223,18 @@ std::string verdict_markdown(const json& run, const std::string& link) {
     if (baselines.size() == 1) text += " Baseline: " + cell(*baselines.begin()) + ".";
     text += "\n" + comparison_table(regressed, "Regressed", baselines.size() == 1) +
             comparison_table(improved, "Improved", baselines.size() == 1);
+    std::string changed;
+    for (const auto* rows : {&regressed, &improved}) {
+      for (const json* c : *rows) {
+        std::vector<std::string> lines = changes_of(run, (*c)["case"].get<std::string>());
+        if (lines.empty()) continue;
+        changed += "- `" + cell((*c)["case"].get<std::string>()) + "`:";
+        for (std::size_t i = 0; i < lines.size(); ++i) changed += (i ? "; " : " ") + cell(lines[i]);
+        changed += "\n";
+      }
+    }
+    if (!changed.empty())
+      text += "\n**What changed** (launches and build, against the baseline run)\n\n" + changed;
   }
   text += "\n[Run " + std::to_string(run["id"].get<std::int64_t>()) + "](" + link + ")";
   if (verdict == "regression" && !acknowledged)

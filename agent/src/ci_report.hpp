@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -16,6 +17,14 @@ namespace kw::agent {
 std::string fixed(double value, int digits);
 std::string scientific(double value);  // two significant digits
 std::string last_lines(const std::string& text, int lines);
+// "by NAME: REASON", and where an acknowledgement was carried from another
+// run of the same change, which run and why.
+std::string acknowledgement_text(const nlohmann::json& acknowledgement);
+
+// The run's `explanation` (GET /api/v1/runs/{id}/explanation, kept in the run
+// JSON by the gate) of one case: what changed in its launches and build, a
+// line each; empty where the server explains nothing.
+std::vector<std::string> changes_of(const nlohmann::json& run, const std::string& case_name);
 
 // A finished run (GET /api/v1/runs/{id}, every page): its verdict, the cases
 // that regressed or improved, a failed stage's log end, and the link.

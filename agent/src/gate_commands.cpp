@@ -47,6 +47,19 @@ json fetch_run(http::Client& client, std::int64_t run_id) {
   return run;
 }
 
+// What changed in the flagged cases (the server's explanation), kept in the
+// run as `explanation`; a server without it leaves the run as it was.
+void add_explanation(http::Client& client, json& run) {
+  bool flagged = false;
+  for (const json& c : run["comparisons"])
+    flagged = flagged ||
+              (c["impl"] == "candidate" && (c["status"] == "regression" || c["status"] == "improvement"));
+  if (!flagged) return;
+  http::Response response =
+      client.get("/api/v1/runs/" + std::to_string(run["id"].get<std::int64_t>()) + "/explanation");
+  if (response.status == 200) run["explanation"] = response.json().value("cases", json::array());
+}
+
 // A failed stage's last log lines: the compiler's or the bench's own words.
 void print_log_end(const json& stage) {
   const std::string tail = stage.value("log_tail", "");
@@ -107,15 +120,15 @@ int summarize(const json& run, const std::string& link, const std::map<std::stri
                 << c["baseline_reason"].get<std::string>() << " (99% interval " << fixed(c["lower"], 3) << "-"
                 << fixed(c["upper"], 3) << ", p = " << scientific(c["p_value"]) << ", threshold "
                 << fixed(100 * c["threshold"].get<double>(), 1) << "%)\n";
+      for (const std::string& line : changes_of(run, c["case"])) std::cout << "    changed: " << line << "\n";
     }
     std::cout << "  " << link << "\n"
               << "  intended? acknowledge it: kw ack --run " << run_id << " --reason \"...\"\n";
     return kExitRegression;
   }
   if (run["acknowledgement"].is_object()) {
-    std::cout << "kernelwatch: pass for " << where << " (regression acknowledged by "
-              << run["acknowledgement"]["by"].get<std::string>() << ": "
-              << run["acknowledgement"]["reason"].get<std::string>() << ")\n";
+    std::cout << "kernelwatch: pass for " << where << " (regression acknowledged "
+              << acknowledgement_text(run["acknowledgement"]) << ")\n";
   } else {
     int compared = 0, improved = 0;
     for (const json& c : run["comparisons"]) {
@@ -186,6 +199,7 @@ GateOutcome wait_and_gate(http::Client& client, const std::string& server, std::
     print_new_stages(job, shown);
     if (state == "done") {
       json run = fetch_run(client, job["run_id"]);
+      add_explanation(client, run);
       const std::string link = server + "/#/run/" + std::to_string(run["id"].get<std::int64_t>());
       return {summarize(run, link, shown), run.value("project", std::string()), verdict_markdown(run, link)};
     }
@@ -293,6 +307,7 @@ int acknowledge(const AckArguments& args) {
               << "): " << response.json().value("message", response.body) << "\n";
     return kExitInfrastructure;
   }
+  const json carried_to = response.json().value("carried_to", json::array());
   json run = fetch_run(client, run_id);
   int regressed = 0;
   for (const json& c : run["comparisons"])
@@ -301,6 +316,10 @@ int acknowledge(const AckArguments& args) {
             << run["commit"].get<std::string>().substr(0, 12) << ", " << regressed
             << " regressed case(s)): " << args.reason << "\n  " << args.server.url << "/#/run/" << run_id
             << "\n";
+  for (const json& other : carried_to) {
+    std::cout << "  and run " << other.get<std::int64_t>()
+              << ", a run of the same change (the same tree, or the commit that merges this one)\n";
+  }
   return kExitOk;
 }
 

@@ -1,6 +1,9 @@
 #include "git.hpp"
 
+#include <sstream>
 #include <stdexcept>
+
+#include <nlohmann/json.hpp>
 
 #include "kw/common/subprocess.hpp"
 
@@ -43,6 +46,62 @@ std::string resolve_commit(const fs::path& repo, const std::string& rev) {
 std::string current_branch(const fs::path& repo) {
   std::string branch = first_line(git(repo, {"rev-parse", "--abbrev-ref", "HEAD"}));
   return branch == "HEAD" ? "detached" : branch;
+}
+
+std::optional<common::CommitInfo> commit_info(const fs::path& repo, const std::string& commit) {
+  std::string text;
+  try {
+    // The subject last: it is the only field that may hold anything.
+    text = git(repo, {"show", "-s", "--format=%T%n%P%n%an%n%cI%n%s", commit + "^{commit}"});
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  std::istringstream lines(text);
+  common::CommitInfo info;
+  std::string parents;
+  std::getline(lines, info.tree);
+  std::getline(lines, parents);
+  std::getline(lines, info.author);
+  std::getline(lines, info.committed_at);
+  std::getline(lines, info.subject);
+  std::istringstream each(parents);
+  for (std::string parent; each >> parent;) info.parents.push_back(parent);
+  if (!common::is_commit_sha(info.tree)) return std::nullopt;
+  return info;
+}
+
+std::optional<common::Thresholds> committed_thresholds(const fs::path& repo, const std::string& commit,
+                                                       const std::function<void(const std::string&)>& log) {
+  ChildSpec spec;
+  spec.argv = {"git", "cat-file", "-e", commit + ":kernelwatch.json"};
+  spec.cwd = repo;
+  spec.timeout_s = 60;
+  if (!run_child(spec).ok()) {
+    // No such file at that commit, or no such commit here.
+    try {
+      git(repo, {"cat-file", "-e", commit + "^{commit}"}, 60);
+    } catch (const std::exception& error) {
+      log("thresholds of " + commit.substr(0, 12) + ": cannot read the commit: " + error.what());
+      return std::nullopt;
+    }
+    return common::Thresholds{};
+  }
+  spec.argv = {"git", "show", commit + ":kernelwatch.json"};
+  spec.tail_bytes = std::size_t{16} << 20;
+  ChildOutcome outcome = run_child(spec);
+  if (!outcome.ok()) {
+    log("thresholds of " + commit.substr(0, 12) + ": git show " + outcome.describe());
+    return std::nullopt;
+  }
+  try {
+    nlohmann::json config = nlohmann::json::parse(outcome.output_tail);
+    auto thresholds = config.find("thresholds");
+    if (thresholds == config.end() || thresholds->is_null()) return common::Thresholds{};
+    return common::parse_thresholds(*thresholds, "thresholds");
+  } catch (const std::exception& error) {
+    log("thresholds of " + commit.substr(0, 12) + ": its kernelwatch.json: " + error.what());
+    return std::nullopt;
+  }
 }
 
 fs::path update_mirror(const fs::path& mirrors_dir, const std::string& project, const std::string& url) {

@@ -15,6 +15,7 @@
 #include "adapters.hpp"
 #include "bench_checks.hpp"
 #include "built_commits.hpp"
+#include "git.hpp"
 #include "gpu_info.hpp"
 #include "kw/common/run_report.hpp"
 #include "kw/common/subprocess.hpp"
@@ -353,6 +354,7 @@ BenchResult run_replicates(const BenchConfig& bench, const RepoConfig& config,
   ReplicateOptions replicate_options;
   replicate_options.checkout = options.checkout;
   if (config.full_bench.ab) replicate_options.base_checkout = options.base_checkout;
+  replicate_options.base_thresholds = options.base_thresholds;
   replicate_options.stop = options.stop;
   replicate_options.log = options.log;
   return run_replicated_full_bench(bench, config, replicate_options);
@@ -411,6 +413,7 @@ json run_pipeline(const RepoConfig& config, const PipelineOptions& options) {
   if (opts.stop == nullptr) opts.stop = &never;
   Logger log{opts};
   std::string started_at = utc_now_rfc3339();
+  if (opts.base_commit) opts.base_thresholds = committed_thresholds(opts.checkout, *opts.base_commit, log);
   std::vector<common::Stage> stages;
   json cases = json::array();
   json device;
@@ -606,6 +609,9 @@ json run_pipeline(const RepoConfig& config, const PipelineOptions& options) {
   report.branch = opts.branch;
   report.base_commit = opts.base_commit;
   report.job_id = opts.job_id;
+  report.git = commit_info(opts.checkout, opts.commit);
+  report.thresholds = config.thresholds;
+  report.base_thresholds = opts.base_thresholds;
   report.agent = {opts.agent_name, KW_VERSION, opts.agent_host};
   report.started_at = started_at;
   report.finished_at = utc_now_rfc3339();

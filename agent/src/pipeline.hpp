@@ -26,6 +26,9 @@ struct PipelineOptions {
   // alternately in this run (A/B). Without it the server compares with the
   // stored history.
   std::optional<std::filesystem::path> base_checkout;
+  // base_commit's kernelwatch.json thresholds: run_pipeline reads them from
+  // git; the screening for a second A/B pass uses the stricter side's.
+  std::optional<common::Thresholds> base_thresholds;
   std::optional<std::int64_t> job_id;
   std::string agent_name;
   std::string agent_host;

@@ -352,16 +352,20 @@ BenchResult run_replicated_full_bench(const BenchConfig& bench, const RepoConfig
   // measured again; the run is judged on all its replicates.
   if (ab && fb.confirm_replicates > 0 && !stop.load()) {
     common::DetectionSettings settings;
-    if (config.min_threshold) settings.min_threshold = *config.min_threshold;
+    // The server judges a pull request by the stricter of its own and its
+    // base's thresholds (docs/detection.md): screen as it will judge.
+    auto threshold_of = [&](const std::string& name) {
+      double own = config.thresholds.for_case(name).value_or(settings.min_threshold);
+      if (!options.base_thresholds) return own;
+      return std::min(own, options.base_thresholds->for_case(name).value_or(settings.min_threshold));
+    };
     std::vector<std::string> screened;
     for (const std::string& name : order) {
       Replicates head = candidate_replicates(cases[name], "measurements");
       Replicates base = candidate_replicates(cases[name], "base_measurements");
       common::CaseTest test = common::test_ab(head.locations, base.locations, common::default_noise(),
                                               settings, head.clocks, base.clocks);
-      auto threshold = config.case_thresholds.find(name);
-      double min_threshold =
-          threshold == config.case_thresholds.end() ? settings.min_threshold : threshold->second;
+      double min_threshold = threshold_of(name);
       if (common::needs_confirmation(test, min_threshold, settings)) screened.push_back(name);
     }
     if (!screened.empty()) {

@@ -24,6 +24,7 @@ namespace kw::agent {
 struct ReplicateOptions {
   std::filesystem::path checkout;
   std::optional<std::filesystem::path> base_checkout;  // A/B when set
+  std::optional<common::Thresholds> base_thresholds;
   const std::atomic<bool>* stop = nullptr;
   std::function<void(const std::string&)> log;
   std::uint64_t seed = 0;  // of the case orders; 0: from the clock

@@ -231,24 +231,8 @@ RepoConfig parse_repo_config(const json& document) {
     }
     f.reject_unknown_keys();
   }
-  if (const json* thresholds = reader.find("thresholds")) {
-    JsonReader t(*thresholds, "thresholds");
-    config.min_threshold = t.opt_number("min_threshold", 0);
-    if (config.min_threshold && !(*config.min_threshold > 0 && *config.min_threshold < 1)) {
-      JsonReader::fail("thresholds.min_threshold", "must be between 0 and 1 (0.02 = 2%)");
-    }
-    if (const json* cases = t.find("cases")) {
-      JsonReader c(*cases, "thresholds.cases");
-      for (const auto& [name, value] : cases->items()) {
-        double threshold = JsonReader::as_number(value, "thresholds.cases." + name, 0);
-        if (!(threshold > 0 && threshold < 1)) {
-          JsonReader::fail("thresholds.cases." + name, "must be between 0 and 1 (0.02 = 2%)");
-        }
-        config.case_thresholds[name] = threshold;
-      }
-    }
-    t.reject_unknown_keys();
-  }
+  if (const json* thresholds = reader.find("thresholds"))
+    config.thresholds = common::parse_thresholds(*thresholds, "thresholds");
   reader.reject_unknown_keys();
   return config;
 }

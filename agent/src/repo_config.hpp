@@ -94,8 +94,7 @@ struct RepoConfig {
   std::vector<BenchConfig> benches;
   std::map<common::StageName, double> stage_timeouts_s;
   FullBenchConfig full_bench;
-  std::optional<double> min_threshold;
-  std::map<std::string, double> case_thresholds;
+  common::Thresholds thresholds;
 
   double timeout_for(common::StageName stage) const;
 };

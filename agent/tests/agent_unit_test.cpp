@@ -64,7 +64,7 @@ TEST(RepoConfig, ParsesAValidConfig) {
   EXPECT_EQ(config.timeout_for(common::StageName::full_bench), 120);
   EXPECT_EQ(config.timeout_for(common::StageName::load), 600);
   EXPECT_EQ(config.timeout_for(common::StageName::build), 60);
-  EXPECT_EQ(config.case_thresholds.at("fake.scale/n1m"), 0.05);
+  EXPECT_EQ(config.thresholds.cases.at("fake.scale/n1m"), 0.05);
 }
 
 TEST(RepoConfig, ThisRepositorysOwnConfigIsValid) {

@@ -56,6 +56,30 @@ TEST(RunReport, OptionalPartsMayBeAbsent) {
   EXPECT_EQ(parsed.stages[1].message, "no CUDA device");
 }
 
+// What git says of the commit, and the thresholds committed with it and its
+// base, go through as written; a case without its own threshold takes the
+// commit's min_threshold, and none at all the project's (nullopt).
+TEST(RunReport, CommitInfoAndThresholdsRoundTrip) {
+  json report = example();
+  report["git"] = {{"tree", std::string(40, 'b')},
+                   {"parents", {std::string(40, 'c'), std::string(40, 'd')}},
+                   {"author", "Ada Lovelace"},
+                   {"subject", "Merge pull request #7"},
+                   {"committed_at", "2026-03-02T17:40:00Z"}};
+  report["thresholds"] = {{"min_threshold", 0.01}, {"cases", {{"attention.fwd/fp16/b1_h1_s128_d64", 0.05}}}};
+  report["base_thresholds"] = json::object();
+  RunReport parsed = parse_run_report(report);
+  ASSERT_TRUE(parsed.git);
+  EXPECT_EQ(parsed.git->parents.size(), 2U);
+  EXPECT_EQ(parsed.git->subject, "Merge pull request #7");
+  EXPECT_EQ(to_json(parsed), report);
+  ASSERT_TRUE(parsed.thresholds && parsed.base_thresholds);
+  EXPECT_EQ(parsed.base_thresholds->for_case("other"), std::nullopt);
+  EXPECT_EQ(parsed.thresholds->for_case("attention.fwd/fp16/b1_h1_s128_d64"), 0.05);
+  EXPECT_EQ(parsed.thresholds->for_case("other"), 0.01);
+  EXPECT_EQ(Thresholds{}.for_case("other"), std::nullopt);
+}
+
 // A CPU benchmark on a host without a GPU: its device is the host's CPU,
 // with no compute capability or SM count, and it round-trips as such.
 TEST(RunReport, ACpuDeviceNeedsNoGpuFields) {

@@ -14,6 +14,17 @@ const us = (ns) => (ns == null ? "–" : (ns / 1000).toLocaleString(undefined, {
 const ratioText = (r) => (r == null ? "–" : r.toFixed(3) + "x");
 const badge = (status, text) => `<span class="badge ${esc(status)}">${esc(text ?? status)}</span>`;
 const family = (name) => name.split("/")[0];
+const short = (commit) => String(commit ?? "").slice(0, 8);
+const when = (t) => (t == null ? "–" : new Date(typeof t === "number" ? t * 1000 : t).toISOString().slice(0, 16).replace("T", " "));
+// A run's commit as a dashboard shows it: short SHA, subject, author.
+const commitCell = (r) => `<code>${esc(short(r.commit))}</code> ${esc(r.subject ?? "")}${r.author ? ` <span class="muted">· ${esc(r.author)}</span>` : ""}`;
+const verdictBadge = (r) => (r.acknowledged ? badge("acknowledged", "pass (acknowledged)") : badge(r.verdict));
+
+// The branches a project has runs on, the default branch first.
+async function branchSelect(project, branch) {
+  const branches = await api(`/api/v1/projects/${enc(project)}/branches`);
+  return `<label>branch <select id="branch">${branches.map((b) => `<option value="${esc(b.default ? "" : b.branch)}" ${(b.default ? !branch : b.branch === branch) ? "selected" : ""}>${esc(b.branch)}${b.default ? " (default)" : ""}</option>`).join("")}</select></label>`;
+}
 const enc = encodeURIComponent;
 
 // Where reads need a token, the one typed into the login form is kept in
@@ -21,9 +32,10 @@ const enc = encodeURIComponent;
 const TOKEN_KEY = "kw-read-token";
 class NeedsToken extends Error {}
 
-async function api(path) {
-  const token = sessionStorage.getItem(TOKEN_KEY);
-  const response = await fetch(path, token ? { headers: { authorization: `Bearer ${token}` } } : {});
+async function api(path, { method = "GET", payload, token = sessionStorage.getItem(TOKEN_KEY) } = {}) {
+  const headers = token ? { authorization: `Bearer ${token}` } : {};
+  if (payload !== undefined) headers["content-type"] = "application/json";
+  const response = await fetch(path, { method, headers, body: payload === undefined ? undefined : JSON.stringify(payload) });
   const body = await response.json().catch(() => ({}));
   if (response.status === 401) throw new NeedsToken(body.message ?? "this server needs a token");
   if (!response.ok) throw new Error(`${path}: ${body.message ?? response.status}`);
@@ -128,34 +140,52 @@ async function projectsPage() {
     </tbody></table>${projects.length ? "" : '<p class="muted">No runs yet: point an agent at this server or post a report.</p>'}`;
 }
 
+// The newest runs of every branch, pull requests included: where a pull
+// request's regression shows on the overview.
+function recentRuns(project, runs) {
+  if (!runs.length) return "";
+  return `<h2>Recent runs</h2><table id="recent-runs"><thead><tr><th>run</th><th>verdict</th><th>branch</th><th>commit</th><th>GPU</th><th>finished</th></tr></thead><tbody>
+    ${runs.map((r) => `<tr class="clickable" data-href="#/run/${r.id}"><td><a href="#/run/${r.id}">${r.id}</a></td><td>${verdictBadge(r)}</td>
+      <td>${esc(r.branch)}${r.base_commit ? ` <span class="muted">(vs ${esc(short(r.base_commit))})</span>` : ""}</td>
+      <td>${commitCell(r)}</td><td>${esc(r.gpu_model)}</td><td>${when(r.finished_at)}</td></tr>`).join("")}</tbody></table>
+    <p><a id="all-regressions" href="#/p/${enc(project)}/regressions">every regression of ${esc(project)} →</a></p>`;
+}
+
 async function overviewPage(project, query) {
-  const gpu = query.get("gpu") ?? "", fam = query.get("family") ?? "";
+  const gpu = query.get("gpu") ?? "", fam = query.get("family") ?? "", branch = query.get("branch") ?? "";
   const paging = pageQuery(query);
   paging.set("gpu", gpu);
-  const overview = await api(`/api/v1/projects/${enc(project)}/overview?${paging}`);
+  if (branch) paging.set("branch", branch);
+  const [overview, runs, branches] = await Promise.all([
+    api(`/api/v1/projects/${enc(project)}/overview?${paging}`),
+    api(`/api/v1/projects/${enc(project)}/runs?limit=10${branch ? `&branch=${enc(branch)}` : ""}`),
+    branchSelect(project, branch)]);
   const rows = overview.cases.filter((c) => !fam || family(c.case) === fam);
   const families = [...new Set(overview.cases.map((c) => family(c.case)))].sort();
   app.innerHTML = `<h1>${esc(project)}</h1>
     <div class="filters">
+      ${branches}
       <label>GPU model <select id="gpu"><option value="">all</option>${overview.gpu_models.map((g) => `<option ${g === gpu ? "selected" : ""}>${esc(g)}</option>`).join("")}</select></label>
       <label>kernel family <select id="family"><option value="">all</option>${families.map((f) => `<option ${f === fam ? "selected" : ""}>${esc(f)}</option>`).join("")}</select></label>
       <a href="#/compare?project=${enc(project)}">compare two commits</a>
-    </div>${pager(overview.paging, query)}
+    </div>${recentRuns(project, runs)}
+    <h2>Cases${branch ? ` on ${esc(branch)}` : ""}</h2>${pager(overview.paging, query)}
     <table id="overview"><thead><tr><th></th><th>case</th><th>GPU</th><th class="num">median</th><th class="num">speedup vs in-run baseline</th>
       <th class="num">change vs previous baseline</th><th>last 30 runs</th></tr></thead><tbody>
     ${rows.map((c, i) => {
       const status = c.comparison?.status ?? "no-baseline";
       const baselines = Object.entries(c.median_ns).filter(([impl]) => impl !== "candidate");
       const speedups = baselines.map(([impl, m]) => `${(m / c.median_ns.candidate).toFixed(2)}x ${esc(impl.replace("baseline:", ""))}`).join("<br>");
-      const href = `#/p/${enc(project)}/case/${enc(c.case)}?gpu=${enc(c.gpu_model)}`;
+      const href = `#/p/${enc(project)}/case/${enc(c.case)}?gpu=${enc(c.gpu_model)}${branch ? `&branch=${enc(branch)}` : ""}`;
       return `<tr class="clickable" data-href="${href}"><td><span class="dot ${status}" title="${status}"></span></td>
         <td><a href="${href}">${esc(c.case)}</a></td><td>${esc(c.gpu_model)}</td><td class="num">${us(c.median_ns.candidate)}</td>
         <td class="num">${speedups || "–"}</td>
         <td class="num">${c.comparison?.ratio ? `${ratioText(c.comparison.ratio)} <span class="muted">[${c.comparison.lower.toFixed(3)}, ${c.comparison.upper.toFixed(3)}]</span>` : "–"} ${badge(status)}</td>
         <td><div class="spark" id="spark-${i}"></div></td></tr>`;
     }).join("")}</tbody></table>`;
-  document.getElementById("gpu").onchange = (e) => setQuery({ gpu: e.target.value, family: fam });
-  document.getElementById("family").onchange = (e) => setQuery({ gpu, family: e.target.value });
+  document.getElementById("branch").onchange = (e) => setQuery({ branch: e.target.value, gpu, family: fam });
+  document.getElementById("gpu").onchange = (e) => setQuery({ branch, gpu: e.target.value, family: fam });
+  document.getElementById("family").onchange = (e) => setQuery({ branch, gpu, family: e.target.value });
   rows.forEach((c, i) => {
     const history = c.history ?? [];
     plot(document.getElementById(`spark-${i}`), {
@@ -166,24 +196,71 @@ async function overviewPage(project, query) {
   });
 }
 
+// Every run that flagged a regression, newest first, each with the cases it
+// flagged; an acknowledged one stays, marked, with who and why on its page.
+async function regressionsPage(project, query) {
+  const branch = query.get("branch") ?? "";
+  const [runs, branches] = await Promise.all([
+    api(`/api/v1/projects/${enc(project)}/regressions?limit=200${branch ? `&branch=${enc(branch)}` : ""}`),
+    branchSelect(project, branch)]);
+  app.innerHTML = `<h1>Regressions <span class="muted">· <a href="#/p/${enc(project)}">${esc(project)}</a></span></h1>
+    <div class="filters">${branches}
+      <span class="muted">${runs.length} run(s) flagged, ${runs.filter((r) => !r.acknowledged).length} not acknowledged</span></div>
+    ${runs.length ? `<table id="regressions"><thead><tr><th>run</th><th>status</th><th>branch</th><th>commit</th><th>GPU</th><th>cases flagged (time vs baseline, 99% interval)</th><th>finished</th></tr></thead><tbody>
+      ${runs.map((r) => `<tr class="clickable" data-href="#/run/${r.id}"><td><a href="#/run/${r.id}">${r.id}</a></td><td>${verdictBadge(r)}</td><td>${esc(r.branch)}</td>
+        <td>${commitCell(r)}</td><td>${esc(r.gpu_model)}</td>
+        <td>${(r.regressions ?? []).map((c) => `${esc(c.case)} <b>${ratioText(c.ratio)}</b> <span class="muted">[${c.lower.toFixed(3)}, ${c.upper.toFixed(3)}]</span>`).join("<br>")}</td>
+        <td>${when(r.finished_at)}</td></tr>`).join("")}</tbody></table>`
+      : `<p class="muted" id="no-regressions">No run of ${esc(project)}${branch ? ` on ${esc(branch)}` : ""} has flagged a regression.</p>`}`;
+  document.getElementById("branch").onchange = (e) => setQuery({ branch: e.target.value });
+}
+
+// The hover card of a chart point: the commit (short SHA, subject, author,
+// when), what was measured, and links. A click pins it so its links can be
+// followed; Escape or a click elsewhere lets it go.
+let pinnedCard = false;
+function showCard(html, x, y) {
+  tooltip.innerHTML = html;
+  tooltip.hidden = false;
+  tooltip.style.left = Math.min(x + 14, window.innerWidth - tooltip.offsetWidth - 8) + "px";
+  tooltip.style.top = y + 14 + "px";
+}
+function unpinCard() {
+  pinnedCard = false;
+  tooltip.classList.remove("pinned");
+  tooltip.hidden = true;
+}
+document.addEventListener("keydown", (e) => { if (e.key === "Escape") unpinCard(); });
+document.addEventListener("click", (e) => { if (pinnedCard && !e.target.closest("#tooltip, .u-over")) unpinCard(); });
+
 async function casePage(project, name, query) {
-  const gpu = query.get("gpu") ?? "";
-  const series = await api(`/api/v1/projects/${enc(project)}/series?case=${enc(name)}&gpu=${enc(gpu)}&limit=10000`);
+  const gpu = query.get("gpu") ?? "", branch = query.get("branch") ?? "";
+  const [series, settings, branches] = await Promise.all([
+    api(`/api/v1/projects/${enc(project)}/series?case=${enc(name)}&gpu=${enc(gpu)}&branch=${enc(branch)}&limit=10000`),
+    api(`/api/v1/projects/${enc(project)}`),
+    branchSelect(project, branch)]);
   const n = series.run_id.length;
   const gpus = [...new Set(series.gpu_model)];
+  const where = branch || settings.default_branch;
   // A chart is drawn only where it has something to show; otherwise a line says why.
   const impls = [...new Set(series.median_ns.flatMap((m) => Object.keys(m)).filter((i) => i !== "candidate"))];
-  app.innerHTML = `<h1>${esc(name)} <span class="muted">· ${esc(project)}</span></h1>
-    <div class="filters"><label>GPU model <select id="gpu"><option value="">all</option>${gpus.concat(gpu && !gpus.includes(gpu) ? [gpu] : []).map((g) => `<option ${g === gpu ? "selected" : ""}>${esc(g)}</option>`).join("")}</select></label>
-    <span class="muted">${n} runs on the default branch · drag to pan, wheel to zoom, click a point to open its run</span></div>
+  app.innerHTML = `<h1>${esc(name)} <span class="muted">· <a href="#/p/${enc(project)}">${esc(project)}</a></span></h1>
+    <div class="filters">${branches}<label>GPU model <select id="gpu"><option value="">all</option>${gpus.concat(gpu && !gpus.includes(gpu) ? [gpu] : []).map((g) => `<option ${g === gpu ? "selected" : ""}>${esc(g)}</option>`).join("")}</select></label>
+    <span class="muted">${n} runs on ${esc(where)}, in commit order · drag to pan, wheel to zoom, click a point to pin its card</span></div>
     ${n ? `<h2>Median time (µs) with 95% interval</h2><div class="chart" id="time-chart"></div>`
-        : `<p class="muted" id="no-runs">No run of this case on the default branch${gpu ? ` on ${esc(gpu)}` : ""} yet.</p>`}
+        : `<p class="muted" id="no-runs">No run of this case on ${esc(where)}${gpu ? ` on ${esc(gpu)}` : ""} yet.</p>`}
     ${n && impls.length ? `<h2>Speedup over the in-run baselines</h2><div class="chart" id="speedup-chart"></div>`
         : n ? `<p class="muted" id="no-baselines">No speedup to chart: this case's bench measures no in-run baseline (a cuDNN or cuBLAS implementation run beside it).</p>` : ""}`;
-  document.getElementById("gpu").onchange = (e) => setQuery({ gpu: e.target.value });
+  document.getElementById("branch").onchange = (e) => setQuery({ branch: e.target.value, gpu });
+  document.getElementById("gpu").onchange = (e) => setQuery({ branch, gpu: e.target.value });
   if (!n) return;
-  const x = series.finished_at;
-  const timeSeries = [{}], timeData = [x], bands = [];
+  // One point per run, in commit order: the axis is the commits, labelled by short SHA.
+  const x = series.run_id.map((_, k) => k);
+  const commitAxis = {
+    space: 80, incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000],
+    values: (u, splits) => splits.map((v) => (Number.isInteger(v) && v >= 0 && v < n ? short(series.commit[v]) : "")),
+  };
+  const timeSeries = [{ label: "commit", value: (u, v) => (v == null ? "–" : short(series.commit[v])) }], timeData = [x], bands = [];
   for (const g of gpus) {
     const own = (k) => series.gpu_model[k] === g;
     const median = series.median_ns.map((m, k) => (own(k) ? m.candidate / 1000 : null));
@@ -201,29 +278,42 @@ async function casePage(project, name, query) {
   timeSeries.push({ label: "regression", stroke: "#d92d20", paths: () => null, points: { size: 11, fill: "#d92d20", stroke: "#d92d20" } },
                   { label: "acknowledged", stroke: "#f79009", paths: () => null, points: { size: 11, fill: "#f79009", stroke: "#f79009" } });
   const width = Math.min(1300, app.clientWidth - 20);
+  const card = (k) => {
+    const commit = series.commit[k], m = series.median_ns[k];
+    const github = settings.github_repo ? ` · <a href="https://github.com/${esc(settings.github_repo)}/commit/${esc(commit)}" target="_blank" rel="noopener">commit on GitHub</a>` : "";
+    return `<div class="card-commit"><code>${esc(short(commit))}</code> ${esc(series.subject[k] ?? "")}</div>
+      <div class="card-meta">${series.author[k] ? `${esc(series.author[k])} · ` : ""}${series.committed_at[k] != null ? `committed ${when(series.committed_at[k])}` : `measured ${when(series.finished_at[k])}`}</div>
+      <div>${esc(series.gpu_model[k])} · median ${us(m.candidate)} · ${esc(series.status[k] ?? "no comparison")}${series.acknowledged[k] ? " (acknowledged)" : ""}</div>
+      <div class="card-links"><a class="card-run" href="#/run/${series.run_id[k]}">run ${series.run_id[k]} →</a>${github}</div>`;
+  };
   const hover = (u) => {
+    if (pinnedCard) return;
     const k = u.cursor.idx;
     if (k == null || u.cursor.left < 0) { tooltip.hidden = true; return; }
-    const m = series.median_ns[k], rect = u.over.getBoundingClientRect();
-    tooltip.hidden = false;
-    tooltip.textContent = `${series.commit[k].slice(0, 12)}  run ${series.run_id[k]}\n${new Date(x[k] * 1000).toISOString().slice(0, 16)}  ${series.gpu_model[k]}\nmedian ${us(m.candidate)}  ${series.status[k]}${series.acknowledged[k] ? " (acknowledged)" : ""}`;
-    tooltip.style.left = rect.left + u.cursor.left + 14 + "px";
-    tooltip.style.top = rect.top + u.cursor.top + 14 + "px";
+    const rect = u.over.getBoundingClientRect();
+    showCard(card(k), rect.left + u.cursor.left, rect.top + u.cursor.top);
   };
   const common = (height) => ({
-    width, height, plugins: [panZoomPlugin()], cursor: { drag: { x: false, y: false } }, scales: { x: { time: true } },
+    width, height, plugins: [panZoomPlugin()], cursor: { drag: { x: false, y: false } }, scales: { x: { time: false } },
     hooks: { setCursor: [hover], ready: [(u) => {
-      u.over.addEventListener("click", () => { const k = u.cursor.idx; if (k != null) location.hash = `#/run/${series.run_id[k]}`; });
-      u.over.addEventListener("mouseleave", () => { tooltip.hidden = true; });
+      u.over.addEventListener("click", () => {
+        const k = u.cursor.idx;
+        if (k == null) return;
+        pinnedCard = false;
+        hover(u);
+        pinnedCard = true;
+        tooltip.classList.add("pinned");
+      });
+      u.over.addEventListener("mouseleave", () => { if (!pinnedCard) tooltip.hidden = true; });
     }] },
   });
-  const timeChart = plot(document.getElementById("time-chart"), { ...common(320), series: timeSeries, bands, axes: [{}, { label: "µs" }] }, timeData);
+  const timeChart = plot(document.getElementById("time-chart"), { ...common(320), series: timeSeries, bands, axes: [commitAxis, { label: "µs" }] }, timeData);
   timeChart.root.dataset.points = String(n);
   if (!impls.length) return;
   const speedupData = [x, ...impls.map((impl) => series.median_ns.map((m) => (m[impl] && m.candidate ? m[impl] / m.candidate : null)))];
   plot(document.getElementById("speedup-chart"), {
-    ...common(240), axes: [{}, { label: "x" }],
-    series: [{}, ...impls.map((impl, i) => ({ label: impl.replace("baseline:", "vs "), stroke: ["#12a150", "#7a5af8", "#f79009"][i % 3], spanGaps: true, width: 1.5 }))],
+    ...common(240), axes: [commitAxis, { label: "x" }],
+    series: [timeSeries[0], ...impls.map((impl, i) => ({ label: impl.replace("baseline:", "vs "), stroke: ["#12a150", "#7a5af8", "#f79009"][i % 3], spanGaps: true, width: 1.5 }))],
   }, speedupData);
 }
 
@@ -253,15 +343,16 @@ async function runPage(id, query) {
   app.innerHTML = `<h1>Run ${run.id} ${verdict}</h1>
     <div class="card"><dl class="meta">
       <dt>project</dt><dd><a href="#/p/${enc(run.project)}">${esc(run.project)}</a></dd>
-      <dt>commit</dt><dd><code>${esc(run.commit)}</code> on ${esc(run.branch)}${run.base_commit ? ` (base <code>${esc(run.base_commit.slice(0, 12))}</code>)` : ""}</dd>
+      <dt>commit</dt><dd><code>${esc(run.commit)}</code> on ${esc(run.branch)}${run.base_commit ? ` (base <code>${esc(run.base_commit.slice(0, 12))}</code>)` : ""}
+        ${run.git ? `<br><span id="commit-subject">${esc(run.git.subject ?? "")}</span> <span class="muted">· ${esc(run.git.author ?? "")}${run.git.committed_at ? ` · ${when(run.git.committed_at)}` : ""}</span>` : ""}</dd>
       ${run.device?.kind === "cpu"
         ? `<dt>CPU</dt><dd>${esc(run.gpu_model)}${run.device.sm_count ? ` · ${run.device.sm_count} cores` : ""} (no GPU: a CPU benchmark)</dd>`
         : `<dt>GPU</dt><dd>${esc(run.gpu_model)}${run.device ? ` · CC ${esc(run.device.compute_capability)} · driver ${esc(run.device.driver)} · ${run.device.sm_count} SMs` : ""}</dd>`}
       <dt>agent</dt><dd>${esc(run.agent.name)} ${esc(run.agent.version)}</dd>
       <dt>GPU-seconds</dt><dd>${run.gpu_seconds.toFixed(1)}</dd>
       <dt>started</dt><dd>${esc(run.started_at)}</dd>
-      ${run.acknowledgement ? `<dt>acknowledged</dt><dd>by ${esc(run.acknowledgement.by)}: ${esc(run.acknowledgement.reason)}</dd>` : ""}
-    </dl></div>
+      ${run.acknowledgement ? `<dt>acknowledged</dt><dd id="acknowledgement">${acknowledgementText(run.acknowledgement)}</dd>` : ""}
+    </dl></div>${run.verdict === "regression" && !run.acknowledgement ? ackForm() : ""}
     <h2>Preflight checklist</h2>${stageTimeline(run.stages)}
     <table id="stages"><thead><tr><th></th><th>stage</th><th>status</th><th class="num">duration</th><th class="num">on the GPU</th><th>message</th></tr></thead><tbody>
     ${run.stages.map((s) => `<tr><td>${icon[s.status]}</td><td>${esc(s.name)}</td><td>${badge(s.status)}</td><td class="num">${(s.duration_ms / 1000).toFixed(1)} s</td>
@@ -269,7 +360,12 @@ async function runPage(id, query) {
       <td>${esc(s.message)}${s.log_tail ? `<details><summary>log tail</summary><pre class="log">${esc(s.log_tail)}</pre></details>` : ""}</td></tr>`).join("")}
     </tbody></table>
     <h2>Comparisons</h2>${decisionSummary(run)}<p id="compare-link"></p>${pager(run.paging, query)}${comparisonTable(run.comparisons)}
+    <div id="explanation"></div>
     <h2>Cases</h2><div id="cases"></div>${pager(run.paging, query)}`;
+  const form = document.getElementById("ack");
+  if (form) form.onsubmit = (e) => acknowledge(e, run.id);
+  if (run.comparisons.some((c) => c.impl === "candidate" && (c.status === "regression" || c.status === "improvement")))
+    document.getElementById("explanation").innerHTML = explanation(await api(`/api/v1/runs/${enc(id)}/explanation`));
   const baselineRun = run.comparisons.find((c) => c.baseline_run_id)?.baseline_run_id;
   if (baselineRun) {
     const baseline = await api(`/api/v1/runs/${baselineRun}?per_page=1`);
@@ -307,6 +403,55 @@ async function runPage(id, query) {
   });
 }
 
+// What changed between a flagged case's baseline run and this run: the
+// kernels launched and how, their occupancy, the build's spills.
+function explanation(e) {
+  if (!e.cases.length) return "";
+  const launchRows = (side, label) => (side?.launches ?? []).map((l) => {
+    const spill = side.build.find((b) => b.kernel === l.kernel);
+    const o = l.occupancy;
+    return `<tr><td>${label}</td><td><code>${esc(l.kernel)}</code></td><td>${esc(l.grid.join("×"))}</td><td>${esc(l.block.join("×"))}</td>
+      <td class="num">${l.registers}</td><td class="num">${(l.shared_bytes / 1024).toFixed(1)} KB</td>
+      <td class="num">${o ? `${Math.round(100 * o.fraction)}% <span class="muted">(${o.blocks_per_sm} blocks, ${esc(o.limited_by)})</span>` : "–"}</td>
+      <td class="num">${spill ? `${spill.spill_stores} / ${spill.spill_loads}` : "–"}</td></tr>`;
+  }).join("");
+  return `<h2>What changed in the flagged cases</h2>${e.cases.map((c) => `<div class="card explained" data-case="${esc(c.case)}">
+    <h3>${esc(c.case)} ${badge(c.status)} ${ratioText(c.ratio)}</h3>
+    ${c.changes.length ? `<ul class="changes">${c.changes.map((line) => `<li>${esc(line)}</li>`).join("")}</ul>` : ""}
+    ${c.note ? `<p class="muted">${esc(c.note)}</p>` : ""}
+    ${c.base ? `<table><thead><tr><th></th><th>kernel</th><th>grid</th><th>block</th><th class="num">registers</th><th class="num">shared / block</th><th class="num">theoretical occupancy</th><th class="num">spill stores / loads (bytes)</th></tr></thead>
+      <tbody>${launchRows(c.base, `base <a href="#/run/${c.base.run_id}">${esc(short(c.base.commit))}</a>`)}${launchRows(c.head, "head")}</tbody></table>` : ""}</div>`).join("")}`;
+}
+
+function acknowledgementText(a) {
+  const from = a.carried_from;
+  return `by ${esc(a.by)}: ${esc(a.reason)}${from ? ` <span class="muted">(carried from <a href="#/run/${from.run_id}">run ${from.run_id}</a> of <code>${esc(short(from.commit))}</code> on ${esc(from.branch)}, ${from.same_tree ? "the same tree" : "which this commit merges"})</span>` : ""}`;
+}
+
+// Acknowledging needs a ci token (or an admin's): kept for this tab only,
+// like the read token, and never sent anywhere but this server.
+const CI_TOKEN_KEY = "kw-ci-token";
+function ackForm() {
+  return `<form id="ack" class="card ack"><p>An intended slowdown? Acknowledge it: the verdict becomes pass (who and why are recorded) and the merge gate opens. It needs a ci token.</p>
+    <label>reason <input name="reason" required maxlength="2000" placeholder="why this slowdown is intended"></label>
+    <label>ci token <input name="token" type="password" autocomplete="off" size="30" value="${esc(sessionStorage.getItem(CI_TOKEN_KEY) ?? "")}"></label>
+    <button type="submit">Acknowledge</button><p id="ack-error" class="error" hidden></p></form>`;
+}
+
+async function acknowledge(e, runId) {
+  e.preventDefault();
+  const f = new FormData(e.target), error = document.getElementById("ack-error");
+  const token = String(f.get("token")).trim();
+  try {
+    await api(`/api/v1/runs/${runId}/acknowledge`, { method: "POST", payload: { reason: String(f.get("reason")).trim() }, token });
+    sessionStorage.setItem(CI_TOKEN_KEY, token);
+    await route();
+  } catch (failure) {
+    error.hidden = false;
+    error.textContent = failure instanceof NeedsToken ? `not acknowledged: ${failure.message}` : `not acknowledged: ${failure.message.replace(/^[^:]*: /, "")}`;
+  }
+}
+
 // How the run was judged: the false-alarm rate over its candidate
 // comparisons, the noise prior, and whether the baselines moved together.
 function decisionSummary(run) {
@@ -324,7 +469,7 @@ function comparisonTable(rows) {
   return `<table class="comparisons"><thead><tr><th>case</th><th>kind</th><th>implementation</th><th>status</th><th class="num">ratio</th><th class="num">99% interval</th><th class="num">p</th><th class="num">threshold</th><th>baseline</th><th>note</th></tr></thead><tbody>
     ${rows.map((c) => `<tr><td>${esc(c.case)}</td><td>${esc(c.kind)}</td><td>${esc(c.impl ?? "")}</td><td>${badge(c.status)}</td><td class="num">${ratioText(c.ratio)}</td>
       <td class="num">${c.lower != null ? `${c.lower.toFixed(3)} – ${c.upper.toFixed(3)}` : "–"}</td><td class="num">${c.p_value != null ? c.p_value.toExponential(1) : "–"}</td>
-      <td class="num">${c.threshold != null ? (100 * c.threshold).toFixed(1) + "%" : "–"}</td>
+      <td class="num threshold" title="${esc(c.threshold_source ?? "")}">${c.threshold != null ? (100 * c.threshold).toFixed(1) + "%" : "–"}</td>
       <td>${c.baseline_run_id ? `<a href="#/run/${c.baseline_run_id}">${esc(c.baseline_reason)}</a>` : esc(c.baseline_reason ?? "")}</td>
       <td class="muted">${esc(c.note)}${c.first_pass ? `<br><span class="first-pass">first pass: ${ratioText(c.first_pass.ratio)}, p ${c.first_pass.p_value.toExponential(1)} on ${c.first_pass.head_replicates} + ${c.first_pass.base_replicates} replicates; measured again</span>` : ""}</td></tr>`).join("")}</tbody></table>`;
 }
@@ -350,7 +495,7 @@ async function comparePage(query) {
         <table id="compare-table"><thead><tr><th>case</th><th>status</th><th class="num">ratio (head / base)</th><th class="num">99% interval</th><th class="num">p</th><th class="num">threshold</th></tr></thead><tbody>
         ${g.cases.map((c) => `<tr><td>${esc(c.case)}</td><td>${badge(c.status)}</td><td class="num">${ratioText(c.ratio)}</td>
           <td class="num">${c.lower != null ? `${c.lower.toFixed(3)} – ${c.upper.toFixed(3)}` : "–"}</td><td class="num">${c.p_value != null ? c.p_value.toExponential(1) : "–"}</td>
-          <td class="num">${c.threshold != null ? (100 * c.threshold).toFixed(1) + "%" : "–"}</td></tr>`).join("")}</tbody></table>`).join("")
+          <td class="num threshold" title="${esc(c.threshold_source ?? "")}">${c.threshold != null ? (100 * c.threshold).toFixed(1) + "%" : "–"}</td></tr>`).join("")}</tbody></table>`).join("")
     : '<p class="muted">No GPU model has runs of both commits.</p>';
 }
 
@@ -381,10 +526,11 @@ async function jobPage(id) {
 // ---------- router
 async function route() {
   clearCharts();
-  tooltip.hidden = true;
+  unpinCard();
   const { parts, query } = parseHash();
   try {
     if (parts[0] === "p" && parts[2] === "case" && parts[3]) await casePage(parts[1], parts[3], query);
+    else if (parts[0] === "p" && parts[2] === "regressions") await regressionsPage(parts[1], query);
     else if (parts[0] === "p" && parts[1]) await overviewPage(parts[1], query);
     else if (parts[0] === "run" && parts[1]) await runPage(parts[1], query);
     else if (parts[0] === "job" && parts[1]) await jobPage(parts[1]);

@@ -39,7 +39,7 @@ function measurement(impl, center, n = 30) {
   return { impl, samples_ns: samples, median_ns: median(samples) };
 }
 let clock = Date.parse("2026-11-01T00:00:00Z");
-function report({ commit, gpu = "NVIDIA H100 80GB HBM3", branch = "main", slowdown = 1, failStage = null, cases, base_commit, samples = 30 }) {
+function report({ commit, gpu = "NVIDIA H100 80GB HBM3", branch = "main", slowdown = 1, failStage = null, cases, base_commit, samples = 30, launch = {} }) {
   clock += 3600 * 1000;  // one run an hour
   const started = new Date(clock).toISOString(), finished = new Date(clock + 120 * 1000).toISOString();
   const stages = ["build", "load", "launch_geometry", "correctness", "quick_bench", "full_bench"].map((name, i) => ({
@@ -49,13 +49,14 @@ function report({ commit, gpu = "NVIDIA H100 80GB HBM3", branch = "main", slowdo
   }));
   return {
     schema: "kernelwatch.run/1", project: "kernels", commit, branch, ...(base_commit ? { base_commit } : {}),
+    git: { tree: [...commit].reverse().join(""), parents: [], author: "Ada Lovelace", subject: `commit ${parseInt(commit.slice(0, 8), 16)}: tune the tiles`, committed_at: started },
     agent: { name: "gpu-host-1", version: "0.1.0" },
     device: { name: gpu, compute_capability: gpu.includes("L4") ? "8.9" : "9.0", driver: "580.159.04", memory_bytes: 85520809984, sm_count: gpu.includes("L4") ? 58 : 132, l2_bytes: 52428800 },
     started_at: started, finished_at: finished, gpu_seconds: 95.5, stages,
     cases: cases.map(([name, t]) => ({
       name, params: { dtype: "fp16" },
       expected_launch: { kernel_pattern: "flash_fwd*", block: [384, 1, 1] },
-      launches: [{ kernel: "flash_fwd_kernel<128>", grid: [32, 16, 1], block: failStage === "launch_geometry" ? [128, 1, 1] : [384, 1, 1], registers: 168, static_smem: 0, dynamic_smem: 98304 }],
+      launches: [{ kernel: "flash_fwd_kernel<128>", grid: [32, 16, 1], block: failStage === "launch_geometry" ? [128, 1, 1] : [384, 1, 1], registers: 168, static_smem: 0, dynamic_smem: 98304, ...launch }],
       correctness: { passed: true, rel_l2_err: 3e-4, max_abs_err: 2e-3, tolerance: 1e-2, nonfinite: 0 },
       measurements: [measurement("candidate", t * slowdown, samples), measurement("baseline:cudnn-sdpa", t * 0.9, samples)],
       gpu_state: { sm_mhz: [1980, 1980], mem_mhz: [2619, 2619], throttle_reasons: 0, temp_c_max: 55, power_w_max: 610 },
@@ -105,6 +106,9 @@ before(async () => {
   await post(`/api/v1/runs/${seeded.acknowledged}/acknowledge`, { reason: "smaller tiles: 40% less memory" }, tokens.ci);
   for (let i = 0; i < 8; ++i) await post("/api/v1/runs", report({ commit: sha(n++), gpu: "NVIDIA L4", cases: CASES.map(([c, t]) => [c, t * 3.1]) }), tokens.agent);
   seeded.failed = (await post("/api/v1/runs", report({ commit: sha(n++), branch: "pr-12", failStage: "launch_geometry", cases: CASES.slice(0, 1) }), tokens.agent)).run_id;
+  // A pull request 25% slower than its base: the newest run, a regression
+  // only the recent runs show on the overview.
+  seeded.prRegression = (await post("/api/v1/runs", report({ commit: sha(n++), branch: "pr-40", base_commit: sha(14), slowdown: 1.25, cases: CASES, launch: { block: [256, 1, 1], registers: 200 } }), tokens.agent)).run_id;
   // A project whose bench measures its kernel alone: no in-run baseline.
   execFileSync(SERVER_BINARY, ["project", "create", "--data-dir", dataDir, "solo"]);
   for (let i = 0; i < 3; ++i) {
@@ -194,11 +198,24 @@ test("overview -> case -> run -> compare by clicking, and back/forward", async (
     const rect = u.over.getBoundingClientRect();
     return { x: rect.left + u.valToPos(u.data[0][k], "x"), y: rect.top + u.valToPos(u.data[1][k], "y") };
   });
+  // The x-axis is the commits in order, labelled by short SHA.
+  const axis = await page.evaluate(() => { const u = window.kwCharts[0]; return { x: u.data[0], labels: u.axes[0].values(u, [0, 13, 1.5]) }; });
+  assert.deepEqual(axis.x, [...Array(14).keys()]);
+  assert.deepEqual(axis.labels, [sha(1).slice(0, 8), sha(14).slice(0, 8), ""]);
+  // Hovering shows the commit's card; a click pins it, and its link opens the run.
   await page.mouse.move(box.x, box.y);
   await page.waitForFunction(() => !document.getElementById("tooltip").hidden);
-  assert.match(await page.locator("#tooltip").innerText(), /run \d+/);
+  const card = await page.locator("#tooltip").innerText();
+  assert.match(card, new RegExp(`${seeded.regressionCommit.slice(0, 8)} commit 10: tune the tiles`));
+  assert.match(card, /Ada Lovelace · committed 2026-11-01/);
+  assert.match(card, new RegExp(`run ${seeded.regression} →`));
   await page.mouse.click(box.x, box.y);
+  await page.waitForSelector("#tooltip.pinned");
+  await shot("case-hover-card");
+  await page.click("#tooltip .card-run");
   await page.waitForFunction((id) => location.hash === `#/run/${id}` && document.getElementById("app").dataset.ready === `#/run/${id}`, seeded.regression);
+  assert.equal(await page.locator("#tooltip").isHidden(), true);
+  assert.match(await page.locator("#commit-subject").innerText(), /commit 10: tune the tiles/);
   assert.equal(await page.locator("#stages tbody tr").count(), 6);
   // The stages as a timeline: six bars in order, each as wide as its wall
   // time, the GPU's share darker; the table says both.
@@ -269,6 +286,74 @@ test("job page shows the stages its agent streams, a failed one with its log, as
   assert.deepEqual(consoleErrors, []);
 });
 
+// #18: the overview lists the newest runs of every branch (a pull request's
+// regression shows there), a branch selector narrows every table to one
+// branch, and the regressions list holds every flagged run.
+test("overview lists recent runs of every branch, selects a branch, and links the regressions list", async () => {
+  await go("#/p/kernels");
+  const recent = await page.locator("#recent-runs tbody tr").allInnerTexts();
+  assert.equal(recent.length, 10);
+  assert.match(recent[0], new RegExp(`^${seeded.prRegression}\\s+regression\\s+pr-40 \\(vs ${sha(14).slice(0, 8)}\\)\\s+${sha(24).slice(0, 8)} commit 24: tune the tiles · Ada Lovelace`));
+  assert.match(recent[1], /failed\s+pr-12/);
+  const branches = await page.locator("#branch option").allInnerTexts();
+  assert.deepEqual(branches, ["main (default)", "pr-40", "pr-12"]);
+  await shot("overview-recent-runs");
+  await page.selectOption("#branch", "pr-12");
+  await page.waitForFunction(() => new URLSearchParams(location.hash.split("?")[1]).get("branch") === "pr-12");
+  await page.waitForFunction(() => document.querySelectorAll("#overview tbody tr").length === 1 && document.querySelectorAll("#recent-runs tbody tr").length === 1);
+  assert.match(await page.locator("#overview").innerText(), /b4_h16_s4096/);
+  await page.locator("#overview tbody tr").click();
+  await page.waitForFunction(() => location.hash.includes("/case/") && location.hash.includes("branch=pr-12") && window.kwCharts.length === 2);
+  assert.deepEqual(await chartPoints(), [1, 1], "the case's one run on pr-12");
+  await go("#/p/kernels");
+  await page.click("#all-regressions");
+  await page.waitForFunction(() => location.hash === "#/p/kernels/regressions" && document.getElementById("regressions"));
+  const rows = await page.locator("#regressions tbody tr").allInnerTexts();
+  assert.equal(rows.length, 3, rows.join("\n"));
+  assert.match(rows[0], new RegExp(`^${seeded.prRegression}\\s+regression\\s+pr-40`));
+  assert.match(rows[0], /attention\.fwd\/fp16\/b4_h16_s4096_d128 1\.2\d\dx \[/);
+  assert.match(rows[1], new RegExp(`^${seeded.acknowledged}\\s+pass \\(acknowledged\\)\\s+main`));
+  assert.match(rows[2], new RegExp(`^${seeded.regression}\\s+regression\\s+main`));
+  assert.match(await page.locator(".filters").innerText(), /3 run\(s\) flagged, 2 not acknowledged/);
+  await shot("regressions");
+  await page.selectOption("#branch", "pr-12");
+  await page.waitForSelector("#no-regressions");
+  assert.deepEqual(consoleErrors, []);
+});
+
+// #18: a regression is acknowledged from its run page with a ci token; a
+// token without the scope is refused, saying why, and nothing changes.
+test("a regression is acknowledged from the run page with a ci token", async () => {
+  await go(`#/run/${seeded.prRegression}`);
+  assert.match(await page.locator("h1").innerText(), /regression/);
+  // #19: what changed against the baseline run, case by case.
+  assert.equal(await page.locator("#explanation .explained").count(), 3);
+  const changed = await page.locator("#explanation .explained").first().innerText();
+  assert.match(changed, /block 384×1×1 → 256×1×1 \(384 → 256 threads\)/);
+  assert.match(changed, /registers 168 → 200 per thread/);
+  assert.match(changed, /theoretical occupancy 19% → 13% \(1 → 1 blocks per SM, limited by registers\)/);
+  await shot("run-explanation");
+  await page.fill("#ack input[name=reason]", "intended: 25% for half the memory");
+  await page.fill("#ack input[name=token]", tokens.agent);
+  await page.click("#ack button");
+  await page.waitForSelector("#ack-error:not([hidden])");
+  assert.match(await page.locator("#ack-error").innerText(), /not acknowledged: .*scope/);
+  assert.match(await page.locator("h1").innerText(), /regression/);
+  await page.fill("#ack input[name=token]", tokens.ci);
+  await page.click("#ack button");
+  await page.waitForSelector("#acknowledgement");
+  assert.match(await page.locator("h1").innerText(), /pass \(acknowledged\)/);
+  assert.equal(await page.locator("#acknowledgement").innerText(), "by ci: intended: 25% for half the memory");
+  assert.equal(await page.locator("#ack").count(), 0);
+  assert.equal(await page.evaluate(() => sessionStorage.getItem("kw-ci-token")), tokens.ci);
+  const stored = await (await fetch(`${base}/api/v1/runs/${seeded.prRegression}?per_page=1`)).json();
+  assert.equal(stored.verdict, "pass");
+  assert.equal(stored.acknowledgement.by, "ci");
+  await shot("acknowledged-from-run-page");
+  assert.deepEqual(consoleErrors.filter((e) => !e.includes("403")), []);
+  consoleErrors.length = 0;
+});
+
 // #18: no empty charts. A case measured alone has its time chart and a line
 // saying why there is no speedup chart; a GPU model with no runs has neither.
 test("a case page draws no empty chart", async () => {
@@ -281,7 +366,7 @@ test("a case page draws no empty chart", async () => {
   await go("#/p/solo/case/scan%2Fint32%2Fn16m?gpu=NVIDIA%20L4");
   assert.equal(await page.locator(".chart").count(), 0);
   assert.deepEqual(await chartPoints(), []);
-  assert.match(await page.locator("#no-runs").innerText(), /No run of this case on the default branch on NVIDIA L4 yet/);
+  assert.match(await page.locator("#no-runs").innerText(), /No run of this case on main on NVIDIA L4 yet/);
   assert.deepEqual(consoleErrors, []);
 });
 

@@ -48,7 +48,7 @@ class GateE2eTest : public ::testing::Test {
     argv.insert(argv.end(), {KW_BINARY, "submit", "--project", "demo", "--commit", commit, "--branch", branch,
                              "--wait", "--timeout", "120s", "--server", server_.url(), "--token", ci_token_});
     if (with_base) {
-      argv.insert(argv.end(), {"--base", base_, "--pr", "7"});
+      argv.insert(argv.end(), {"--base", pr_base_.empty() ? base_ : pr_base_, "--pr", "7"});
     }
     argv.insert(argv.end(), extra.begin(), extra.end());
     return run_command(argv);
@@ -70,6 +70,23 @@ class GateE2eTest : public ::testing::Test {
   ServerUnderTest server_;
   std::unique_ptr<ChildProcess> agent_;
   std::string agent_token_, ci_token_, base_;
+  std::string pr_base_;  // a pull request's base where it is not base_
+
+  json job_of(const std::string& commit, const std::string& branch) {
+    return server_.client(ci_token_)
+        .post("/api/v1/jobs", {{"project", "demo"}, {"commit", commit}, {"branch", branch}})
+        .json();  // the existing job (idempotent): its id and run
+  }
+  CommandResult ack(const json& job, const std::string& reason) {
+    return run_command({KW_BINARY, "ack", "--job", std::to_string(job["id"].get<int>()), "--reason", reason,
+                        "--server", server_.url(), "--token", ci_token_});
+  }
+  json run_of(const json& job) { return server_.client().get("/api/v1/runs/" + job["run_id"].dump()).json(); }
+  void set_thresholds(const json& thresholds) {
+    json config = json::parse(read(repo_.dir() / "kernelwatch.json"));
+    config["thresholds"] = thresholds;
+    repo_.write("kernelwatch.json", config.dump(2));
+  }
 };
 
 TEST_F(GateE2eTest, GatePassesAnUnchangedCommit) {
@@ -356,6 +373,143 @@ TEST_F(GateE2eTest, AMainPushOfAPullRequestsCommitGetsItsOwnRun) {
   json run = server_.client().get("/api/v1/runs/" + main_job["run_id"].dump()).json();
   EXPECT_EQ(run["branch"], "main");
   EXPECT_EQ(run["commit"], head);
+}
+
+// #18: an acknowledgement made on the pull request carries to main: to the
+// merge commit (its parent is the pull request's commit), and to a
+// fast-forward (the same tree), each saying where it came from. The commit's
+// subject and author come with its run.
+TEST_F(GateE2eTest, AnAcknowledgementCarriesToTheCommitThatMergesThePullRequest) {
+  std::string head = change(R"({"slowdown": 1.10})", "smaller tiles: 40% less memory");
+  ASSERT_EQ(gate(head, "pr-7", true).exit_code, 1);
+  json pr_job = job_of(head, "pr-7");
+  CommandResult acked = ack(pr_job, "intended: 40% less memory");
+  ASSERT_EQ(acked.exit_code, 0) << acked.output;
+  json pr_run = run_of(pr_job);
+  EXPECT_EQ(pr_run["git"]["subject"], "smaller tiles: 40% less memory");
+  EXPECT_EQ(pr_run["git"]["author"], "kernelwatch tests");
+  EXPECT_EQ(pr_run["git"]["parents"], json::array({base_}));
+
+  // main moved on meanwhile; the merge commit's tree is neither side's.
+  repo_.git({"checkout", "-q", "-b", "pr-7", head});
+  repo_.git({"checkout", "-q", "main"});
+  repo_.git({"reset", "-q", "--hard", base_});
+  repo_.write("README.md", "docs\n");
+  std::string other = repo_.commit("docs");
+  ASSERT_EQ(gate(other, "main").exit_code, 0);
+  repo_.git({"merge", "-q", "--no-ff", "-m", "Merge pull request #7", "pr-7"});
+  std::string merge = repo_.git({"rev-parse", "HEAD"}).substr(0, 40);
+  CommandResult merged = gate(merge, "main");
+  EXPECT_EQ(merged.exit_code, 0) << merged.output;
+  EXPECT_NE(merged.output.find("regression acknowledged by ci: intended: 40% less memory (carried from run " +
+                               pr_job["run_id"].dump() + " of " + head.substr(0, 12) +
+                               " on pr-7, which this commit merges)"),
+            std::string::npos)
+      << merged.output;
+  json merge_run = run_of(job_of(merge, "main"));
+  EXPECT_EQ(merge_run["verdict"], "pass");
+  EXPECT_EQ(merge_run["acknowledgement"]["carried_from"]["run_id"], pr_job["run_id"]);
+  int flagged = 0;
+  for (const json& c : merge_run["comparisons"]) flagged += c["status"] == "regression";
+  EXPECT_GT(flagged, 0) << "the merge run still shows what regressed";
+}
+
+TEST_F(GateE2eTest, AnAcknowledgementCarriesToAFastForwardOfMain) {
+  std::string head = change(R"({"slowdown": 1.10})", "smaller tiles");
+  ASSERT_EQ(gate(head, "pr-7", true).exit_code, 1);
+  ASSERT_EQ(ack(job_of(head, "pr-7"), "intended").exit_code, 0);
+  CommandResult forwarded = gate(head, "main");
+  EXPECT_EQ(forwarded.exit_code, 0) << forwarded.output;
+  EXPECT_NE(forwarded.output.find("regression acknowledged by ci: intended (carried from run "),
+            std::string::npos)
+      << forwarded.output;
+  EXPECT_NE(forwarded.output.find("on pr-7, the same tree)"), std::string::npos) << forwarded.output;
+}
+
+// #18: an acknowledgement covers the change acknowledged, no more: a merge
+// that ends up slower than the pull request was is flagged again. And it
+// carries both ways: acknowledging a run also passes an earlier regression
+// of the same tree.
+TEST_F(GateE2eTest, AnAcknowledgementDoesNotCoverALargerSlowdown) {
+  std::string head = change(R"({"slowdown": 1.10})", "smaller tiles");
+  ASSERT_EQ(gate(head, "pr-7", true).exit_code, 1);
+  ASSERT_EQ(ack(job_of(head, "pr-7"), "intended").exit_code, 0);
+  repo_.git({"checkout", "-q", "-b", "pr-7", head});
+  repo_.git({"checkout", "-q", "main"});
+  repo_.git({"reset", "-q", "--hard", base_});
+  repo_.write("README.md", "docs\n");
+  ASSERT_EQ(gate(repo_.commit("docs"), "main").exit_code, 0);
+  // A merge whose conflict resolution made it slower still.
+  repo_.git({"merge", "-q", "--no-ff", "--no-commit", "pr-7"});
+  repo_.write("kwbench-fake.json", R"({"slowdown": 1.40})");
+  std::string merge = repo_.commit("Merge pull request #7");
+  CommandResult merged = gate(merge, "main");
+  EXPECT_EQ(merged.exit_code, 1) << merged.output;
+  EXPECT_NE(merged.output.find("kernelwatch: REGRESSION in " + merge.substr(0, 12)), std::string::npos)
+      << merged.output;
+
+  // Acknowledged before it is measured elsewhere: a later run of the same
+  // tree that regressed is carried forward, and kw ack says which it reached.
+  std::string again = change(R"({"slowdown": 1.10})", "smaller tiles, again");
+  ASSERT_EQ(gate(again, "pr-8", true).exit_code, 1);
+  repo_.git({"checkout", "-q", "-b", "pr-9"});
+  repo_.git({"commit", "-q", "--amend", "-m", "smaller tiles, reworded"});
+  std::string reworded = repo_.git({"rev-parse", "HEAD"}).substr(0, 40);
+  ASSERT_EQ(gate(reworded, "pr-9", true).exit_code, 1);
+  CommandResult acked = ack(job_of(reworded, "pr-9"), "intended");
+  ASSERT_EQ(acked.exit_code, 0) << acked.output;
+  json earlier = job_of(again, "pr-8");
+  EXPECT_NE(acked.output.find("and run " + earlier["run_id"].dump() + ", a run of the same change"),
+            std::string::npos)
+      << acked.output;
+  EXPECT_EQ(run_of(earlier)["verdict"], "pass");
+}
+
+// #18: kernelwatch.json's thresholds take effect, as committed in the commit
+// judged; a pull request is judged by the stricter of its own and its base's,
+// so it cannot loosen its own gate; compare shows what the run was judged by.
+TEST_F(GateE2eTest, CommittedThresholdsDecideAndAPullRequestCannotLoosenItsOwn) {
+  set_thresholds({{"min_threshold", 0.25}});
+  repo_.write("kwbench-fake.json", R"({"slowdown": 1.10})");
+  std::string loosening = repo_.commit("slower, and a 25% threshold to hide it");
+  CommandResult refused = gate(loosening, "pr-7", true);
+  EXPECT_EQ(refused.exit_code, 1) << refused.output;
+  EXPECT_NE(refused.output.find("threshold 1.0%"), std::string::npos) << refused.output;
+  json refused_run = run_of(job_of(loosening, "pr-7"));
+  for (const json& c : refused_run["comparisons"]) {
+    if (c["impl"] != "candidate") continue;
+    EXPECT_EQ(c["threshold"], 0.01);
+    EXPECT_EQ(c["threshold_source"], "project setting (the base's, stricter than kernelwatch.json at " +
+                                         loosening.substr(0, 12) + ")");
+  }
+
+  // Merged to main, the 25% threshold is the base's too: a 10% change passes.
+  repo_.git({"reset", "-q", "--hard", base_});
+  set_thresholds({{"min_threshold", 0.25}});
+  std::string relaxed = repo_.commit("a 25% threshold");
+  ASSERT_EQ(gate(relaxed, "main").exit_code, 0);
+  pr_base_ = relaxed;
+  std::string head = change(R"({"slowdown": 1.10})", "slower within the threshold");
+  CommandResult passed = gate(head, "pr-8", true);
+  EXPECT_EQ(passed.exit_code, 0) << passed.output;
+  json run = run_of(job_of(head, "pr-8"));
+  json compared = server_.client()
+                      .get("/api/v1/compare?project=demo&base=" + relaxed.substr(0, 10) + "&head=" + head)
+                      .json();
+  ASSERT_EQ(compared["gpus"].size(), 1U) << compared.dump();
+  std::map<std::string, double> on_run_page;
+  for (const json& c : run["comparisons"]) {
+    if (c["impl"] != "candidate") continue;
+    EXPECT_EQ(c["status"], "unchanged") << c.dump();
+    EXPECT_EQ(c["threshold"], 0.25);
+    EXPECT_EQ(c["threshold_source"], "kernelwatch.json at " + head.substr(0, 12));
+    on_run_page[c["case"]] = c["threshold"];
+  }
+  ASSERT_EQ(on_run_page.size(), 2U);
+  for (const json& c : compared["gpus"][0]["cases"]) {
+    EXPECT_EQ(c["threshold"].get<double>(), on_run_page.at(c["case"])) << c.dump();
+    EXPECT_EQ(c["threshold_source"], "kernelwatch.json at " + head.substr(0, 12));
+  }
 }
 
 TEST_F(GateE2eTest, GateReportsTheServerBeingDown) {

@@ -53,6 +53,42 @@ inline std::vector<BrokenReport> broken_reports() {
       {"BaseCommitWrongLength", [](json& r) { r["base_commit"] = std::string(41, 'a'); },
        "base_commit: must be a 40-character lowercase hex commit SHA, got \"" + std::string(41, 'a') + "\""},
       {"MistypedBranch", [](json& r) { r["branch"] = 7; }, "branch: must be a string, got integer"},
+      {"ShortTree",
+       [](json& r) {
+         r["git"] = {{"tree", "4b825dc"}};
+       },
+       "git.tree: must be a 40-character lowercase hex commit SHA, got \"4b825dc\""},
+      {"BadParent",
+       [](json& r) {
+         r["git"] = {{"tree", std::string(40, 'a')}, {"parents", {"HEAD~1"}}};
+       },
+       "git.parents[0]: must be a 40-character lowercase hex commit SHA"},
+      {"CommitTimeNotRfc3339",
+       [](json& r) {
+         r["git"] = {{"tree", std::string(40, 'a')}, {"committed_at", "yesterday"}};
+       },
+       "git.committed_at: must be an RFC 3339 timestamp, got \"yesterday\""},
+      {"ThresholdOfHundredPercent",
+       [](json& r) {
+         r["thresholds"] = {{"min_threshold", 1}};
+       },
+       "thresholds.min_threshold: must be between 0 and 1 (0.02 = 2%)"},
+      {"CaseThresholdNegative",
+       [](json& r) {
+         r["thresholds"] = {{"cases", {{"x", -0.1}}}};
+       },
+       "thresholds.cases.x: must not be negative"},
+      {"UnknownThresholdKey",
+       [](json& r) {
+         r["thresholds"] = {{"minimum", 0.1}};
+       },
+       "thresholds.minimum: unknown field"},
+      {"BaseThresholdsWithoutBase",
+       [](json& r) {
+         r.erase("base_commit");
+         r["base_thresholds"] = json::object();
+       },
+       "base_thresholds: needs base_commit: they are that commit's"},
       {"UnknownStageName", [](json& r) { r["stages"][2]["name"] = "launch"; },
        "stages[2].name: unknown stage \"launch\" (expected build, load, launch_geometry, correctness, "
        "quick_bench or full_bench)"},

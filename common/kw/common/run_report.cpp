@@ -39,6 +39,27 @@ std::string read_commit(JsonReader& reader, std::string_view key, bool required)
   return *text;
 }
 
+CommitInfo read_git(const json& value) {
+  JsonReader reader(value, "git");
+  CommitInfo git;
+  git.tree = read_commit(reader, "tree", true);
+  if (const json* parents = reader.opt_array("parents")) {
+    for (std::size_t i = 0; i < parents->size(); ++i) {
+      std::string parent = JsonReader::as_string((*parents)[i], index_path("git.parents", i), false, 40);
+      if (!is_commit_sha(parent))
+        JsonReader::fail(index_path("git.parents", i), "must be a 40-character lowercase hex commit SHA");
+      git.parents.push_back(std::move(parent));
+    }
+  }
+  git.author = reader.string_or_empty("author", kMaxNameBytes);
+  git.subject = reader.string_or_empty("subject");
+  git.committed_at = reader.string_or_empty("committed_at", kMaxNameBytes);
+  if (!git.committed_at.empty() && !parse_rfc3339(git.committed_at))
+    JsonReader::fail("git.committed_at", "must be an RFC 3339 timestamp, got \"" + git.committed_at + "\"");
+  reader.reject_unknown_keys();
+  return git;
+}
+
 AgentInfo read_agent(const json& value) {
   JsonReader reader(value, "agent");
   AgentInfo agent;
@@ -453,6 +474,14 @@ RunReport parse_run_report(const json& document) {
   std::string base = read_commit(reader, "base_commit", false);
   if (!base.empty()) report.base_commit = base;
   report.job_id = reader.opt_integer("job_id", 1);
+  if (const json* git = reader.find("git")) report.git = read_git(*git);
+  if (const json* thresholds = reader.find("thresholds"))
+    report.thresholds = parse_thresholds(*thresholds, "thresholds");
+  if (const json* thresholds = reader.find("base_thresholds")) {
+    if (!report.base_commit)
+      JsonReader::fail("base_thresholds", "needs base_commit: they are that commit's", "inconsistent");
+    report.base_thresholds = parse_thresholds(*thresholds, "base_thresholds");
+  }
   report.agent = read_agent(reader.require("agent"));
   if (const json* device = reader.find("device")) report.device = read_device(*device);
 
@@ -512,6 +541,39 @@ RunReport parse_run_report(const json& document) {
   }
   reader.reject_unknown_keys();
   return report;
+}
+
+std::optional<double> Thresholds::for_case(const std::string& name) const {
+  auto own = cases.find(name);
+  return own != cases.end() ? std::optional(own->second) : min_threshold;
+}
+
+Thresholds parse_thresholds(const json& value, const std::string& path) {
+  auto check = [](double threshold, const std::string& at) {
+    if (!(threshold > 0 && threshold < 1)) JsonReader::fail(at, "must be between 0 and 1 (0.02 = 2%)");
+    return threshold;
+  };
+  JsonReader reader(value, path);
+  Thresholds thresholds;
+  if (auto min = reader.opt_number("min_threshold", 0))
+    thresholds.min_threshold = check(*min, reader.child("min_threshold"));
+  if (const json* cases = reader.find("cases")) {
+    JsonReader by_case(*cases, reader.child("cases"));
+    for (const auto& [name, threshold] : cases->items()) {
+      std::string at = by_case.child(name);
+      if (name.empty() || name.size() > kMaxNameBytes) JsonReader::fail(at, "is not a case name");
+      thresholds.cases[name] = check(JsonReader::as_number(threshold, at, 0), at);
+    }
+  }
+  reader.reject_unknown_keys();
+  return thresholds;
+}
+
+json to_json(const Thresholds& thresholds) {
+  json out = json::object();
+  if (thresholds.min_threshold) out["min_threshold"] = *thresholds.min_threshold;
+  if (!thresholds.cases.empty()) out["cases"] = thresholds.cases;
+  return out;
 }
 
 Stage parse_stage(const json& value, const std::string& path) {
@@ -612,6 +674,15 @@ json to_json(const RunReport& report) {
   if (!report.agent.host.empty()) out["agent"]["host"] = report.agent.host;
   if (report.base_commit) out["base_commit"] = *report.base_commit;
   if (report.job_id) out["job_id"] = *report.job_id;
+  if (const auto& git = report.git) {
+    out["git"] = {{"tree", git->tree}, {"parents", git->parents}};
+    for (auto [key, text] : {std::pair{"author", &git->author}, std::pair{"subject", &git->subject},
+                             std::pair{"committed_at", &git->committed_at}}) {
+      if (!text->empty()) out["git"][key] = *text;
+    }
+  }
+  if (report.thresholds) out["thresholds"] = to_json(*report.thresholds);
+  if (report.base_thresholds) out["base_thresholds"] = to_json(*report.base_thresholds);
   if (const auto& d = report.device) {
     json device{{"name", d->name},
                 {"uuid", d->uuid},

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -153,6 +154,28 @@ struct Case {
   const Measurement* base_candidate() const;
 };
 
+// A commit's kernelwatch.json `thresholds`: the smallest relative change
+// flagged, for every case or for one.
+struct Thresholds {
+  std::optional<double> min_threshold;
+  std::map<std::string, double> cases;
+
+  // The case's own threshold, else min_threshold, else nullopt (the
+  // project's setting applies).
+  std::optional<double> for_case(const std::string& name) const;
+};
+
+// What git says of the commit measured: the tree ties together commits with
+// the same content (a fast-forward, a rebase), the parents tie a merge commit
+// to the pull request it merges.
+struct CommitInfo {
+  std::string tree;  // 40 lowercase hex
+  std::vector<std::string> parents;
+  std::string author;
+  std::string subject;
+  std::string committed_at;  // RFC 3339
+};
+
 struct RunReport {
   std::string schema{kRunSchema};
   std::string project;
@@ -160,6 +183,11 @@ struct RunReport {
   std::string branch;
   std::optional<std::string> base_commit;
   std::optional<std::int64_t> job_id;
+  std::optional<CommitInfo> git;
+  // kernelwatch.json `thresholds` as committed in `commit`, and in
+  // `base_commit` (a pull request cannot loosen its own gate).
+  std::optional<Thresholds> thresholds;
+  std::optional<Thresholds> base_thresholds;
   AgentInfo agent;
   std::optional<DeviceInfo> device;  // absent when the host has no CUDA device
   std::string started_at;            // RFC 3339
@@ -180,7 +208,11 @@ RunReport parse_run_report_text(std::string_view text);
 // before the report); `path` names it in errors.
 Stage parse_stage(const nlohmann::json& value, const std::string& path = "stage");
 
+// `path` names the object in errors ("thresholds", "base_thresholds").
+Thresholds parse_thresholds(const nlohmann::json& value, const std::string& path);
+
 nlohmann::json to_json(const RunReport& report);
+nlohmann::json to_json(const Thresholds& thresholds);
 nlohmann::json to_json(const Case& run_case);
 nlohmann::json to_json(const Stage& stage);
 nlohmann::json to_json(const Launch& launch);

@@ -88,17 +88,18 @@ WHERE case_id = ANY($1::bigint[]) AND side = 'head'
 constexpr const char* kInsertComparisons = R"sql(
 INSERT INTO comparisons (run_id, case_name, kind, impl, baseline_run_id, baseline_reason, status, ratio,
                          ratio_of_medians, lower, upper, confidence, p_value, threshold, head_noise, base_noise,
-                         head_samples, base_samples, excluded_throttled, note, method, se, df, first_pass)
+                         head_samples, base_samples, excluded_throttled, note, method, se, df, first_pass,
+                         threshold_source)
 SELECT $1, t.case_name, t.kind, t.impl, t.baseline_run_id, t.baseline_reason, t.status, t.ratio, t.ratio_of_medians,
        t.lower, t.upper, t.confidence, t.p_value, t.threshold, t.head_noise, t.base_noise, t.head_samples,
-       t.base_samples, t.excluded_throttled, t.note, t.method, t.se, t.df, t.first_pass::jsonb
+       t.base_samples, t.excluded_throttled, t.note, t.method, t.se, t.df, t.first_pass::jsonb, t.threshold_source
 FROM unnest($2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[], $7::text[], $8::float8[], $9::float8[],
             $10::float8[], $11::float8[], $12::float8[], $13::float8[], $14::float8[], $15::float8[], $16::float8[],
             $17::integer[], $18::integer[], $19::integer[], $20::text[], $21::text[], $22::float8[], $23::float8[],
-            $24::text[])
+            $24::text[], $25::text[])
   AS t(case_name, kind, impl, baseline_run_id, baseline_reason, status, ratio, ratio_of_medians, lower, upper,
        confidence, p_value, threshold, head_noise, base_noise, head_samples, base_samples, excluded_throttled, note,
-       method, se, df, first_pass)
+       method, se, df, first_pass, threshold_source)
 )sql";
 
 struct Baseline {
@@ -199,6 +200,12 @@ json test_json(const common::CaseTest& test, ChangeStatus status) {
           {"note", test.note}};
 }
 
+// The smallest change a case's comparison flags, and who set it.
+struct CaseThreshold {
+  double value = 0;
+  std::string source;
+};
+
 struct ComparisonRow {
   std::string case_name;
   std::string impl;
@@ -207,6 +214,7 @@ struct ComparisonRow {
   ChangeStatus status = ChangeStatus::no_baseline;
   double ratio_of_medians = 1;
   double min_threshold = 0;
+  std::string threshold_source;
   std::size_t excluded_throttled = 0;
   std::optional<json> first_pass;  // the first pass's test, for a case measured again
   std::string reason;              // what it was compared with (the baseline run's reason by default)
@@ -233,6 +241,7 @@ struct ComparisonRow {
                   {"confidence", 1 - settings.run_alpha},
                   {"p_value", test.p_value},
                   {"threshold", min_threshold},
+                  {"threshold_source", threshold_source},
                   {"head_noise", test.head_replicate_sd},
                   {"base_noise", test.base_replicate_sd},
                   {"head_samples", test.head_replicates},
@@ -249,7 +258,7 @@ void insert_comparisons(pqxx::work& tx, std::int64_t run_id, const std::vector<C
   if (rows.empty()) return;
   PgArray case_name, kind, impl, baseline_run, reason, status, ratio, ratio_of_medians, lower, upper,
       confidence, p_value, threshold, head_noise, base_noise, head_samples, base_samples, excluded, note,
-      method, se, df, first_pass;
+      method, se, df, first_pass, threshold_source;
   for (const ComparisonRow& row : rows) {
     const common::CaseTest& t = row.test;
     case_name.text(row.case_name);
@@ -291,6 +300,7 @@ void insert_comparisons(pqxx::work& tx, std::int64_t run_id, const std::vector<C
     }
     excluded.number(row.excluded_throttled);
     note.text(t.note);
+    threshold_source.text(row.threshold_source);
     if (row.first_pass) {
       first_pass.text(row.first_pass->dump());
     } else {
@@ -301,7 +311,7 @@ void insert_comparisons(pqxx::work& tx, std::int64_t run_id, const std::vector<C
                     reason.str(), status.str(), ratio.str(), ratio_of_medians.str(), lower.str(), upper.str(),
                     confidence.str(), p_value.str(), threshold.str(), head_noise.str(), base_noise.str(),
                     head_samples.str(), base_samples.str(), excluded.str(), note.str(), method.str(),
-                    se.str(), df.str(), first_pass.str());
+                    se.str(), df.str(), first_pass.str(), threshold_source.str());
 }
 
 // A history as a case is judged against it: run locations and their clocks.
@@ -404,14 +414,15 @@ std::size_t throttled_count(const Measurement& m) {
 ComparisonRow compare_impl(const std::string& name, const std::string& impl, const common::Case* head_case,
                            const Measurement& head, const Measurement* in_job_base,
                            const Measurement* stored_base, const Baseline* baseline, RunHistory history,
-                           const common::NoiseModel& noise, double min_threshold,
+                           const common::NoiseModel& noise, const CaseThreshold& threshold,
                            const common::DetectionSettings& settings,
                            const std::optional<std::string>& base_commit = std::nullopt) {
   ComparisonRow row;
   row.case_name = name;
   row.impl = impl;
   row.baseline = baseline;
-  row.min_threshold = min_threshold;
+  row.min_threshold = threshold.value;
+  row.threshold_source = threshold.source;
   row.excluded_throttled = throttled_count(head);
   auto test_with = [&](std::optional<std::int64_t> before) {
     std::vector<double> h = common::replicate_locations(timing_of(head), settings, before);
@@ -504,6 +515,30 @@ std::map<std::string, History> load_history(pqxx::work& tx, const std::vector<st
                             exclude_run, limit));
   }
   return history;
+}
+
+}  // namespace
+
+namespace {
+
+// A case's threshold: the commit's kernelwatch.json where it sets one, else
+// the project's setting; for a pull request the stricter of that and its
+// base's, so a pull request cannot loosen its own gate.
+CaseThreshold threshold_for(const ProjectSettings& project, const common::RunReport& report,
+                            const std::string& name) {
+  auto of = [&](const std::optional<common::Thresholds>& thresholds, const std::string& commit) {
+    if (thresholds) {
+      if (auto value = thresholds->for_case(name))
+        return CaseThreshold{*value, "kernelwatch.json at " + commit.substr(0, 12)};
+    }
+    return CaseThreshold{project.min_threshold_for(name), "project setting"};
+  };
+  CaseThreshold own = of(report.thresholds, report.commit);
+  if (!report.base_commit) return own;
+  CaseThreshold base = of(report.base_thresholds, *report.base_commit);
+  if (base.value >= own.value) return own;
+  base.source += " (the base's, stricter than " + own.source + ")";
+  return base;
 }
 
 }  // namespace
@@ -751,7 +786,7 @@ std::shared_ptr<const DetectionRepository::Plan> DetectionRepository::plan(pqxx:
       auto h = history.find(c.name);
       const History& case_history = h == history.end() ? kNoHistory : h->second;
       common::NoiseModel noise = case_noise(case_history, gpu_noise, detection);
-      double min_threshold = project.min_threshold_for(c.name);
+      CaseThreshold threshold = threshold_for(project, report, c.name);
       for (const Measurement& m : c.measurements) {
         const Measurement* in_job = nullptr;
         for (const Measurement& bm : c.base_measurements) {
@@ -762,7 +797,7 @@ std::shared_ptr<const DetectionRepository::Plan> DetectionRepository::plan(pqxx:
         RunHistory runs;
         if (m.is_candidate() && baseline) runs = case_history.through(baseline->run_id);
         rows.push_back(compare_impl(c.name, m.impl, &c, m, in_job, find_impl(base, m.impl), baseline,
-                                    std::move(runs), noise, min_threshold, detection, report.base_commit));
+                                    std::move(runs), noise, threshold, detection, report.base_commit));
       }
     }
     return rows;
@@ -816,6 +851,7 @@ std::string DetectionRepository::finish(pqxx::work& tx, std::int64_t run_id, con
                                            : "pass";
   RunRepository::set_verdict(tx, run_id, verdict);
   tx.exec_params0("UPDATE runs SET detection = $2::jsonb WHERE id = $1", run_id, plan.detection.dump());
+  if (verdict == "regression" && carry_acknowledgement(tx, run_id)) return "pass";
   return verdict;
 }
 
@@ -854,9 +890,25 @@ json DetectionRepository::compare_commits(pqxx::work& tx, std::int64_t project_i
     Baseline baseline{
         base_run, base, 0,
         "commit " + base.substr(0, 12) + " on " + gpu + " (run " + std::to_string(base_run) + ")"};
+    // Each case by the threshold its head run was judged by, so compare and
+    // the run page agree; the project's setting for a case it did not judge.
+    std::map<std::string, CaseThreshold> judged_by;
+    for (const auto& row :
+         tx.exec_params("SELECT case_name, threshold, COALESCE(threshold_source, '') FROM comparisons "
+                        "WHERE run_id = $1 AND impl = 'candidate' AND threshold IS NOT NULL",
+                        head_run)) {
+      std::string source = row[2].as<std::string>();
+      judged_by[row[0].as<std::string>()] = {
+          row[1].as<double>(),
+          source.empty() ? "as run " + std::to_string(head_run) + " was judged" : source};
+    }
     std::vector<ComparisonRow> rows;
     for (const auto& c : cases) {
       std::string name = c[0].as<std::string>();
+      auto judged = judged_by.find(name);
+      CaseThreshold threshold = judged != judged_by.end()
+                                    ? judged->second
+                                    : CaseThreshold{project.min_threshold_for(name), "project setting"};
       const std::vector<Measurement>& head_measurements = measurements[c[1].as<std::int64_t>()];
       const std::vector<Measurement>& base_measurements = measurements[c[2].as<std::int64_t>()];
       const History& case_history = history[name];
@@ -865,8 +917,7 @@ json DetectionRepository::compare_commits(pqxx::work& tx, std::int64_t project_i
         RunHistory runs;
         if (m.is_candidate()) runs = case_history.through(base_run);
         rows.push_back(compare_impl(name, m.impl, nullptr, m, nullptr, find_impl(base_measurements, m.impl),
-                                    &baseline, std::move(runs), noise, project.min_threshold_for(name),
-                                    detection));
+                                    &baseline, std::move(runs), noise, threshold, detection));
       }
     }
     json decision;
@@ -898,20 +949,94 @@ json DetectionRepository::compare_commits(pqxx::work& tx, std::int64_t project_i
   return {{"project", project.name}, {"base", base}, {"head", head}, {"gpus", gpus}};
 }
 
-std::optional<std::string> DetectionRepository::acknowledge(pqxx::work& tx, std::int64_t run_id,
-                                                            const std::string& who,
-                                                            const std::string& reason) {
+namespace {
+
+// The candidate cases a run flagged as regressions: ratio, upper bound and threshold.
+struct Flag {
+  double ratio, upper, threshold;
+};
+std::map<std::string, Flag> regressions_of(pqxx::work& tx, std::int64_t run_id) {
+  std::map<std::string, Flag> flags;
+  for (const auto& row : tx.exec_params("SELECT case_name, ratio, upper, threshold FROM comparisons "
+                                        "WHERE run_id = $1 AND impl = 'candidate' AND status = 'regression'",
+                                        run_id)) {
+    flags[row[0].as<std::string>()] = {row[1].as<double>(), row[2].as<double>(), row[3].as<double>()};
+  }
+  return flags;
+}
+
+// An acknowledgement covers a regression of the same change: every case the
+// run flags was flagged in the acknowledged run, and by no more than that
+// run's interval allowed, give or take one threshold (what a further change
+// must exceed to be flagged on its own).
+bool covers(const std::map<std::string, Flag>& acknowledged, const std::map<std::string, Flag>& flagged) {
+  if (flagged.empty()) return false;
+  for (const auto& [name, flag] : flagged) {
+    auto it = acknowledged.find(name);
+    if (it == acknowledged.end() || flag.ratio > it->second.upper * (1 + flag.threshold)) return false;
+  }
+  return true;
+}
+
+// Runs of the same change as run $1 on its GPU model, the other way round
+// from $2: 'from' finds acknowledged runs whose acknowledgement may reach
+// it, 'to' the unacknowledged regressions that its acknowledgement may
+// reach. The same change: the same tree, or a merge commit on the default
+// branch and the pull request commit it merges (a parent measured off it).
+constexpr const char* kSameChange = R"sql(
+SELECT o.id FROM runs r
+JOIN projects p ON p.id = r.project_id
+JOIN runs o ON o.project_id = r.project_id AND o.gpu_model = r.gpu_model AND o.id <> r.id
+WHERE r.id = $1 AND CASE WHEN $2 = 'from'
+  THEN o.acknowledged_at IS NOT NULL AND (o.tree_sha = r.tree_sha OR (
+         r.branch = p.default_branch AND o.branch <> p.default_branch AND o.commit_sha = ANY (r.parent_shas)))
+  ELSE o.verdict = 'regression' AND o.acknowledged_at IS NULL AND (o.tree_sha = r.tree_sha OR (
+         o.branch = p.default_branch AND r.branch <> p.default_branch AND r.commit_sha = ANY (o.parent_shas)))
+  END
+ORDER BY o.id DESC
+)sql";
+
+void carry(pqxx::work& tx, std::int64_t from, std::int64_t to) {
+  tx.exec_params0(
+      "UPDATE runs r SET verdict = 'pass', acknowledged_by = a.acknowledged_by, "
+      "  acknowledged_reason = a.acknowledged_reason, acknowledged_at = now(), acknowledged_from = a.id "
+      "FROM runs a WHERE r.id = $2 AND a.id = $1",
+      from, to);
+}
+
+}  // namespace
+
+std::optional<std::int64_t> DetectionRepository::carry_acknowledgement(pqxx::work& tx, std::int64_t run_id) {
+  std::map<std::string, Flag> flagged = regressions_of(tx, run_id);
+  for (const auto& source : tx.exec_params(kSameChange, run_id, "from")) {
+    std::int64_t from = source[0].as<std::int64_t>();
+    if (!covers(regressions_of(tx, from), flagged)) continue;
+    carry(tx, from, run_id);
+    return from;
+  }
+  return std::nullopt;
+}
+
+std::optional<DetectionRepository::Acknowledged> DetectionRepository::acknowledge(pqxx::work& tx,
+                                                                                  std::int64_t run_id,
+                                                                                  const std::string& who,
+                                                                                  const std::string& reason) {
   pqxx::result rows = tx.exec_params("SELECT verdict FROM runs WHERE id = $1 FOR UPDATE", run_id);
   if (rows.empty()) return std::nullopt;
-  std::string verdict = rows[0][0].as<std::string>();
-  if (verdict == "regression") {
-    tx.exec_params0(
-        "UPDATE runs SET verdict = 'pass', acknowledged_by = $2, acknowledged_reason = $3, acknowledged_at = "
-        "now() "
-        "WHERE id = $1",
-        run_id, who, reason);
+  Acknowledged result{rows[0][0].as<std::string>(), {}};
+  if (result.previous_verdict != "regression") return result;
+  tx.exec_params0(
+      "UPDATE runs SET verdict = 'pass', acknowledged_by = $2, acknowledged_reason = $3, acknowledged_at = "
+      "now() WHERE id = $1",
+      run_id, who, reason);
+  std::map<std::string, Flag> acknowledged = regressions_of(tx, run_id);
+  for (const auto& target : tx.exec_params(kSameChange, run_id, "to")) {
+    std::int64_t to = target[0].as<std::int64_t>();
+    if (!covers(acknowledged, regressions_of(tx, to))) continue;
+    carry(tx, run_id, to);
+    result.carried_to.push_back(to);
   }
-  return verdict;
+  return result;
 }
 
 }  // namespace kw::server

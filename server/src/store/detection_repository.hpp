@@ -59,10 +59,19 @@ class DetectionRepository {
   static nlohmann::json compare_commits(pqxx::work& tx, std::int64_t project_id, const std::string& base,
                                         const std::string& head, const std::string& gpu_model);
 
-  // A regression run becomes `pass`, with who and why recorded. Returns the
-  // previous verdict (the caller refuses anything but "regression").
-  static std::optional<std::string> acknowledge(pqxx::work& tx, std::int64_t run_id, const std::string& who,
-                                                const std::string& reason);
+  // A regression run becomes `pass`, with who and why recorded, and so do
+  // the unacknowledged regressions of the same change (same tree, or the
+  // merge of that pull request's commit) that it covers. nullopt: no such
+  // run; the caller refuses a previous verdict other than "regression".
+  struct Acknowledged {
+    std::string previous_verdict;
+    std::vector<std::int64_t> carried_to;
+  };
+  static std::optional<Acknowledged> acknowledge(pqxx::work& tx, std::int64_t run_id, const std::string& who,
+                                                 const std::string& reason);
+  // A new regression run takes the acknowledgement of a run of the same
+  // change that covers it: returns that run.
+  static std::optional<std::int64_t> carry_acknowledgement(pqxx::work& tx, std::int64_t run_id);
 
   static common::DetectionSettings detection_settings(const ProjectSettings& project);
 };

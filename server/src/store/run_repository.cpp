@@ -12,8 +12,12 @@ namespace {
 
 constexpr const char* kInsertRun = R"sql(
 INSERT INTO runs (project_id, job_id, commit_sha, branch, base_commit, agent_name, agent_version, agent_host,
-                  gpu_model, device, started_at, finished_at, gpu_seconds, report_sha256)
-VALUES ($1, $2::bigint, $3, $4, $5, $6, $7, $8, $9, $10::jsonb, $11::timestamptz, $12::timestamptz, $13, $14)
+                  gpu_model, device, started_at, finished_at, gpu_seconds, report_sha256, tree_sha, parent_shas,
+                  commit_author, commit_subject, committed_at)
+SELECT $1, $2::bigint, $3, $4, $5, $6, $7, $8, $9, $10::jsonb, $11::timestamptz, $12::timestamptz, $13, $14,
+       g->>'tree', ARRAY(SELECT jsonb_array_elements_text(COALESCE(g->'parents', '[]'))), g->>'author',
+       g->>'subject', (g->>'committed_at')::timestamptz
+FROM (SELECT $15::jsonb AS g) AS git
 ON CONFLICT (project_id, report_sha256) DO NOTHING
 RETURNING id
 )sql";
@@ -78,8 +82,14 @@ SELECT json_build_object(
   'agent', json_build_object('name', r.agent_name, 'version', r.agent_version, 'host', r.agent_host),
   'gpu_model', r.gpu_model, 'device', r.device, 'started_at', r.started_at, 'finished_at', r.finished_at,
   'gpu_seconds', r.gpu_seconds, 'verdict', r.verdict, 'created_at', r.created_at, 'detection', r.detection,
+  'git', CASE WHEN r.tree_sha IS NULL THEN NULL ELSE json_build_object(
+      'tree', r.tree_sha, 'parents', r.parent_shas, 'author', r.commit_author, 'subject', r.commit_subject,
+      'committed_at', r.committed_at) END,
   'acknowledgement', CASE WHEN r.acknowledged_at IS NULL THEN NULL ELSE json_build_object(
-      'by', r.acknowledged_by, 'reason', r.acknowledged_reason, 'at', r.acknowledged_at) END,
+      'by', r.acknowledged_by, 'reason', r.acknowledged_reason, 'at', r.acknowledged_at,
+      'carried_from', (SELECT json_build_object('run_id', a.id, 'commit', a.commit_sha, 'branch', a.branch,
+                                                'same_tree', a.tree_sha = r.tree_sha)
+                       FROM runs a WHERE a.id = r.acknowledged_from)) END,
   'stages', (SELECT COALESCE(json_agg(json_build_object(
                  'name', s.name, 'status', s.status, 'duration_ms', s.duration_ms,
                  'gpu_seconds', s.gpu_seconds, 'message', s.message,
@@ -100,7 +110,7 @@ SELECT COALESCE(json_agg(json_build_object(
                       'case', x.case_name, 'kind', x.kind, 'impl', x.impl, 'status', x.status,
                       'baseline_run_id', x.baseline_run_id, 'baseline_reason', x.baseline_reason,
                       'ratio', x.ratio, 'ratio_of_medians', x.ratio_of_medians, 'lower', x.lower, 'upper', x.upper,
-                      'confidence', x.confidence, 'p_value', x.p_value, 'threshold', x.threshold,
+                      'confidence', x.confidence, 'p_value', x.p_value, 'threshold', x.threshold, 'threshold_source', x.threshold_source,
                       'head_noise', x.head_noise, 'base_noise', x.base_noise, 'head_samples', x.head_samples,
                       'base_samples', x.base_samples, 'excluded_throttled', x.excluded_throttled, 'note', x.note,
                       'method', x.method, 'se', x.se, 'df', x.df, 'first_pass', x.first_pass)
@@ -156,16 +166,37 @@ SELECT COALESCE(json_agg(x ORDER BY x.name), '[]')::text FROM (
 ) AS x
 )sql";
 
+// Newest runs first, with their commit and, for a run that flagged a
+// regression, the cases it flagged. $4: only those runs (the regressions
+// list: an acknowledged one stays in it, marked).
 constexpr const char* kRunsJson = R"sql(
 SELECT COALESCE(json_agg(x ORDER BY x.id DESC), '[]')::text FROM (
-  SELECT r.id, r.job_id, r.commit_sha AS commit, r.branch, r.gpu_model, r.verdict, r.gpu_seconds,
-         r.started_at, r.finished_at, r.agent_name AS agent,
-         (SELECT count(*) FROM cases c WHERE c.run_id = r.id) AS cases
+  SELECT r.id, r.job_id, r.commit_sha AS commit, r.branch, r.base_commit, r.commit_subject AS subject,
+         r.commit_author AS author, r.gpu_model, r.verdict, r.acknowledged_at IS NOT NULL AS acknowledged,
+         r.gpu_seconds, r.started_at, r.finished_at, r.agent_name AS agent,
+         (SELECT count(*) FROM cases c WHERE c.run_id = r.id) AS cases,
+         (SELECT json_agg(json_build_object('case', x.case_name, 'ratio', x.ratio, 'lower', x.lower,
+                                            'upper', x.upper) ORDER BY x.ratio DESC)
+          FROM comparisons x WHERE x.run_id = r.id AND x.impl = 'candidate' AND x.status = 'regression')
+           AS regressions
   FROM runs r
   WHERE r.project_id = $1 AND ($2 = '' OR r.branch = $2)
+    AND (NOT $4::boolean OR r.verdict = 'regression' OR r.acknowledged_at IS NOT NULL)
   ORDER BY r.id DESC
   LIMIT $3
 ) AS x
+)sql";
+
+// The branches a project has runs on, the default first, then the most
+// recently measured.
+constexpr const char* kBranchesJson = R"sql(
+SELECT COALESCE(json_agg(json_build_object('branch', b.branch, 'runs', b.runs, 'last_run_at', b.last_run_at,
+                                           'default', b.branch = p.default_branch)
+                         ORDER BY b.branch = p.default_branch DESC, b.last_run_at DESC), '[]')::text
+FROM projects p
+LEFT JOIN LATERAL (SELECT branch, count(*) AS runs, max(finished_at) AS last_run_at
+                   FROM runs WHERE project_id = p.id GROUP BY branch) AS b ON true
+WHERE p.id = $1 AND b.branch IS NOT NULL
 )sql";
 
 // The history of one case, newest `limit` runs, as parallel arrays ordered
@@ -176,6 +207,9 @@ WITH project AS (SELECT id, default_branch FROM projects WHERE name = $1)
 SELECT json_build_object(
   'run_id', COALESCE(array_agg(x.id), '{}'),
   'commit', COALESCE(array_agg(x.commit_sha::text), '{}'),
+  'subject', COALESCE(array_agg(x.commit_subject), '{}'),
+  'author', COALESCE(array_agg(x.commit_author), '{}'),
+  'committed_at', COALESCE(array_agg(extract(epoch FROM x.committed_at)), '{}'),
   'finished_at', COALESCE(array_agg(extract(epoch FROM x.finished_at)), '{}'),
   'gpu_model', COALESCE(array_agg(x.gpu_model), '{}'),
   'verdict', COALESCE(array_agg(x.verdict), '{}'),
@@ -185,8 +219,8 @@ SELECT json_build_object(
   'band_ns', COALESCE(array_agg(x.bands), '{}'))::text
 FROM (
   SELECT * FROM (
-    SELECT r.id, r.commit_sha, r.finished_at, r.gpu_model, r.verdict, c.medians, c.bands,
-           r.acknowledged_at IS NOT NULL AS acknowledged, c.status
+    SELECT r.id, r.commit_sha, r.commit_subject, r.commit_author, r.committed_at, r.finished_at, r.gpu_model,
+           r.verdict, c.medians, c.bands, r.acknowledged_at IS NOT NULL AS acknowledged, c.status
     FROM project p
     JOIN cases c ON c.project_id = p.id
     JOIN runs r ON r.id = c.run_id
@@ -194,7 +228,9 @@ FROM (
     ORDER BY c.run_id DESC
     LIMIT $5
   ) AS newest
-  ORDER BY newest.id
+  -- In commit order (a commit's runs in the order taken); runs whose agent
+  -- sent no commit time where they were measured.
+  ORDER BY COALESCE(newest.committed_at, newest.finished_at), newest.id
 ) AS x
 HAVING EXISTS (SELECT 1 FROM project)
 )sql";
@@ -246,6 +282,7 @@ std::vector<Statement> RunRepository::statements() {
           {"projects_json", kProjectsJson},
           {"cases_json", kCasesJson},
           {"runs_json", kRunsJson},
+          {"branches_json", kBranchesJson},
           {"series_json", kSeriesJson},
           {"overview_json", kOverviewJson}};
 }
@@ -316,11 +353,11 @@ StoredRun RunRepository::store(pqxx::work& tx, std::int64_t project_id, const co
   std::optional<std::string> job_text;
   if (job_id) job_text = std::to_string(*job_id);
   std::string device = report.device ? document.at("device").dump() : "null";
-  pqxx::result inserted =
-      tx.exec_prepared("run_insert", project_id, nullable(job_text), report.commit, report.branch,
-                       nullable(report.base_commit), report.agent.name, report.agent.version,
-                       report.agent.host, report.device ? report.device->name : "none", device,
-                       report.started_at, report.finished_at, report.gpu_seconds, sha);
+  pqxx::result inserted = tx.exec_prepared(
+      "run_insert", project_id, nullable(job_text), report.commit, report.branch,
+      nullable(report.base_commit), report.agent.name, report.agent.version, report.agent.host,
+      report.device ? report.device->name : "none", device, report.started_at, report.finished_at,
+      report.gpu_seconds, sha, document.contains("git") ? document.at("git").dump() : "null");
   if (inserted.empty()) return *find_stored(tx, project_id, canonical);
   std::int64_t run_id = inserted[0][0].as<std::int64_t>();
 
@@ -453,8 +490,12 @@ std::string RunRepository::cases_json(pqxx::work& tx, std::int64_t project_id) {
 }
 
 std::string RunRepository::runs_json(pqxx::work& tx, std::int64_t project_id, const std::string& branch,
-                                     int limit) {
-  return tx.exec_prepared("runs_json", project_id, branch, limit)[0][0].as<std::string>();
+                                     int limit, bool regressions_only) {
+  return tx.exec_prepared("runs_json", project_id, branch, limit, regressions_only)[0][0].as<std::string>();
+}
+
+std::string RunRepository::branches_json(pqxx::work& tx, std::int64_t project_id) {
+  return tx.exec_prepared("branches_json", project_id)[0][0].as<std::string>();
 }
 
 std::string RunRepository::overview_json(pqxx::work& tx, std::int64_t project_id, const std::string& branch,

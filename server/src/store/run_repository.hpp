@@ -71,7 +71,9 @@ class RunRepository {
   // Every project, or those named in `only`.
   static std::string projects_json(pqxx::work& tx, const std::optional<std::vector<std::string>>& only);
   static std::string cases_json(pqxx::work& tx, std::int64_t project_id);
-  static std::string runs_json(pqxx::work& tx, std::int64_t project_id, const std::string& branch, int limit);
+  static std::string runs_json(pqxx::work& tx, std::int64_t project_id, const std::string& branch, int limit,
+                               bool regressions_only = false);
+  static std::string branches_json(pqxx::work& tx, std::int64_t project_id);
   static std::string overview_json(pqxx::work& tx, std::int64_t project_id, const std::string& branch,
                                    const std::string& gpu_model, const Page& page);
   // One statement, so it runs outside a transaction in one round trip (the

@@ -100,13 +100,24 @@ void add_project_routes(Router& router, const HandlerContext& context) {
                                }));
   });
 
-  router.add("GET", "/api/v1/projects/{project}/runs", Access::read(), [&context](Request& request) {
-    int limit = int_param(request, "limit", 100, 1000);
-    std::string branch = request.query_value("branch").value_or("");
+  for (bool regressions : {false, true}) {
+    const char* route =
+        regressions ? "/api/v1/projects/{project}/regressions" : "/api/v1/projects/{project}/runs";
+    router.add("GET", route, Access::read(), [&context, regressions](Request& request) {
+      int limit = int_param(request, "limit", 100, 1000);
+      std::string branch = request.query_value("branch").value_or("");
+      return Response::json_text(200, with_transaction(context.pool, [&](pqxx::work& tx) {
+                                   return RunRepository::runs_json(
+                                       tx, readable_project(tx, request, request.param("project")), branch,
+                                       limit, regressions);
+                                 }));
+    });
+  }
+
+  router.add("GET", "/api/v1/projects/{project}/branches", Access::read(), [&context](Request& request) {
     return Response::json_text(200, with_transaction(context.pool, [&](pqxx::work& tx) {
-                                 return RunRepository::runs_json(
-                                     tx, readable_project(tx, request, request.param("project")), branch,
-                                     limit);
+                                 return RunRepository::branches_json(
+                                     tx, readable_project(tx, request, request.param("project")));
                                }));
   });
 

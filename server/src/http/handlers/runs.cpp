@@ -4,6 +4,7 @@
 #include "http/handlers/handlers.hpp"
 #include "http/handlers/request_fields.hpp"
 #include "store/detection_repository.hpp"
+#include "store/explanation_repository.hpp"
 #include "store/run_repository.hpp"
 
 namespace kw::server {
@@ -137,22 +138,37 @@ void add_run_routes(Router& router, const HandlerContext& context) {
     return response;
   });
 
+  router.add("GET", "/api/v1/runs/{id}/explanation", Access::read(), [&context](Request& request) {
+    std::int64_t id = request.id_param("id", "run");
+    return Response::json(200, with_transaction(context.pool, [&](pqxx::work& tx) {
+                            auto project = RunRepository::project_of_run(tx, id);
+                            if (!project) throw NotFound("no_such_run", "no run " + std::to_string(id));
+                            check_project(request, *project);
+                            return *ExplanationRepository::explain(tx, id);
+                          }));
+  });
+
   router.add("POST", "/api/v1/runs/{id}/acknowledge", ci, [&context](Request& request) {
     std::int64_t id = request.id_param("id", "run");
     json body = require_object(request);
     std::string reason = body_string(body, "reason", true, common::kMaxTextBytes);
     std::string who = request.caller->token_name;
+    std::vector<std::int64_t> carried_to;
     const std::string project = with_transaction(context.pool, [&](pqxx::work& tx) {
       auto owner = RunRepository::project_of_run(tx, id);
       if (!owner) throw NotFound("no_such_run", "no run " + std::to_string(id));
       request.caller->require_project(*owner);
-      auto previous = DetectionRepository::acknowledge(tx, id, who, reason);
-      if (!previous) throw NotFound("no_such_run", "no run " + std::to_string(id));
-      if (*previous != "regression") {
-        throw Conflict("not_a_regression", "run " + std::to_string(id) + " has verdict " + *previous +
+      auto acknowledged = DetectionRepository::acknowledge(tx, id, who, reason);
+      if (!acknowledged) throw NotFound("no_such_run", "no run " + std::to_string(id));
+      if (acknowledged->previous_verdict != "regression") {
+        throw Conflict("not_a_regression", "run " + std::to_string(id) + " has verdict " +
+                                               acknowledged->previous_verdict +
                                                "; only a regression can be acknowledged");
       }
       NotificationRepository::verdict(tx, context.notifications, id);
+      for (std::int64_t carried : acknowledged->carried_to)
+        NotificationRepository::verdict(tx, context.notifications, carried);
+      carried_to = acknowledged->carried_to;
       return *owner;
     });
     context.read_cache.changed(project);
@@ -160,7 +176,9 @@ void add_run_routes(Router& router, const HandlerContext& context) {
     // its cases with every raw sample.
     auto head = with_transaction(context.pool,
                                  [&](pqxx::work& tx) { return RunRepository::run_head(tx, id, Page{}); });
-    return Response::json_text(200, std::move(head->json));
+    head->json.pop_back();  // the closing brace
+    return Response::json_text(200,
+                               std::move(head->json) + ",\"carried_to\":" + json(carried_to).dump() + "}");
   });
 
   // base and head: a commit SHA, a prefix of at least 7 hex digits of a

@@ -1,0 +1,251 @@
+#include "store/explanation_repository.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "kw/common/demangle.hpp"
+#include "kw/common/occupancy.hpp"
+
+namespace kw::server {
+
+using nlohmann::json;
+
+namespace {
+
+// The flagged candidate comparisons, largest change first, with what each
+// was compared with.
+constexpr const char* kFlagged = R"sql(
+SELECT x.case_name, x.status, x.ratio, x.baseline_run_id
+FROM comparisons x JOIN cases c ON c.run_id = x.run_id AND c.name = x.case_name
+WHERE x.run_id = $1 AND x.impl = 'candidate' AND x.status IN ('regression', 'improvement')
+ORDER BY abs(ln(x.ratio)) DESC, c.ordinal
+)sql";
+
+// A run's GPU, commit and build table (ptxas -v, per mangled kernel name).
+constexpr const char* kRunFacts = R"sql(
+SELECT r.id, r.commit_sha, r.gpu_model, COALESCE(r.device->>'compute_capability', ''),
+       COALESCE((SELECT s.details->'kernels' FROM stages s WHERE s.run_id = r.id AND s.name = 'build'), '[]')::text
+FROM runs r WHERE r.id = $1
+)sql";
+
+constexpr const char* kLaunches = R"sql(
+SELECT l.kernel, l.grid::text, l.block::text, l.registers, l.static_smem, l.dynamic_smem
+FROM launches l JOIN cases c ON c.id = l.case_id
+WHERE c.run_id = $1 AND c.name = $2
+ORDER BY l.ordinal
+)sql";
+
+struct Launch {
+  std::string kernel;
+  std::vector<std::int64_t> grid, block;
+  int registers = 0;
+  std::int64_t shared = 0;  // static + dynamic, per block
+
+  std::int64_t threads() const {
+    std::int64_t n = 1;
+    for (std::int64_t d : block) n *= d;
+    return n;
+  }
+  bool operator<(const Launch& o) const {
+    return std::tie(kernel, grid, block, registers, shared) <
+           std::tie(o.kernel, o.grid, o.block, o.registers, o.shared);
+  }
+  bool operator==(const Launch& o) const { return !(*this < o) && !(o < *this); }
+};
+
+std::vector<std::int64_t> int_array(const std::string& text) {
+  std::vector<std::int64_t> out;
+  std::string digits;
+  for (char c : text) {
+    if ((c >= '0' && c <= '9') || c == '-') {
+      digits += c;
+    } else if (!digits.empty()) {
+      out.push_back(std::stoll(digits));
+      digits.clear();
+    }
+  }
+  if (!digits.empty()) out.push_back(std::stoll(digits));
+  return out;
+}
+
+struct Side {
+  std::int64_t run_id = 0;
+  std::string commit, gpu_model, compute_capability;
+  json build = json::array();
+  std::vector<Launch> launches;  // distinct configurations, in launch order
+};
+
+std::optional<Side> load_side(pqxx::work& tx, std::int64_t run_id, const std::string& case_name) {
+  pqxx::result facts = tx.exec_params(kRunFacts, run_id);
+  if (facts.empty()) return std::nullopt;
+  Side side;
+  side.run_id = run_id;
+  side.commit = facts[0][1].as<std::string>();
+  side.gpu_model = facts[0][2].as<std::string>();
+  side.compute_capability = facts[0][3].as<std::string>();
+  side.build = json::parse(facts[0][4].as<std::string>());
+  std::set<Launch> seen;
+  for (const auto& row : tx.exec_params(kLaunches, run_id, case_name)) {
+    Launch launch{row[0].as<std::string>(), int_array(row[1].as<std::string>()),
+                  int_array(row[2].as<std::string>()), row[3].as<int>(),
+                  row[4].as<std::int64_t>() + row[5].as<std::int64_t>()};
+    if (seen.insert(launch).second) side.launches.push_back(std::move(launch));
+  }
+  return side;
+}
+
+std::string dims(const std::vector<std::int64_t>& d) {
+  std::string out;
+  for (std::int64_t v : d) out += (out.empty() ? "" : "×") + std::to_string(v);
+  return out;
+}
+
+std::string kilobytes(std::int64_t bytes) {
+  if (bytes % 1024 == 0) return std::to_string(bytes / 1024) + " KB";
+  return std::to_string(bytes) + " bytes";
+}
+
+std::string percent(double fraction) {
+  return std::to_string(static_cast<int>(std::lround(100 * fraction))) + "%";
+}
+
+json launch_json(const Launch& launch, const Side& side) {
+  json out{{"kernel", launch.kernel},     {"grid", launch.grid},           {"block", launch.block},
+           {"threads", launch.threads()}, {"registers", launch.registers}, {"shared_bytes", launch.shared}};
+  if (auto sm = common::sm_limits(side.compute_capability)) {
+    common::Occupancy o =
+        common::theoretical_occupancy(*sm, launch.threads(), launch.registers, launch.shared);
+    out["occupancy"] = {{"blocks_per_sm", o.blocks_per_sm},
+                        {"warps_per_sm", o.warps_per_sm},
+                        {"fraction", o.fraction},
+                        {"limited_by", o.limited_by}};
+  }
+  return out;
+}
+
+// The build table's row of a launched kernel: ptxas names it mangled, the
+// launch record demangled; a signature's parameters may differ in spelling,
+// so the name up to its parameter list is enough.
+const json* build_row(const json& build, const std::string& kernel) {
+  auto stem = [](const std::string& name) { return name.substr(0, name.find('(')); };
+  for (const json& row : build) {
+    std::string name = common::demangle(row.value("name", std::string()).c_str());
+    if (name == kernel || stem(name) == stem(kernel)) return &row;
+  }
+  return nullptr;
+}
+
+// What a reader should see first: each difference as one line.
+std::vector<std::string> changes(const Side& base, const Side& head) {
+  std::vector<std::string> lines;
+  std::set<std::string> base_kernels, head_kernels;
+  for (const Launch& l : base.launches) base_kernels.insert(l.kernel);
+  for (const Launch& l : head.launches) head_kernels.insert(l.kernel);
+  for (const std::string& k : head_kernels) {
+    if (!base_kernels.contains(k)) lines.push_back("launches " + k + ", which the base did not");
+  }
+  for (const std::string& k : base_kernels) {
+    if (!head_kernels.contains(k)) lines.push_back("no longer launches " + k);
+  }
+  // Launch by launch where both launch the same number of configurations,
+  // else the first of each: a swapped variant is the common case.
+  const std::size_t pairs =
+      base.launches.size() == head.launches.size()
+          ? head.launches.size()
+          : std::min<std::size_t>(1, std::min(base.launches.size(), head.launches.size()));
+  auto sm_base = common::sm_limits(base.compute_capability),
+       sm_head = common::sm_limits(head.compute_capability);
+  for (std::size_t i = 0; i < pairs; ++i) {
+    const Launch& b = base.launches[i];
+    const Launch& h = head.launches[i];
+    const std::string which = pairs > 1 ? " (launch " + std::to_string(i + 1) + ")" : "";
+    if (b.block != h.block)
+      lines.push_back("block " + dims(b.block) + " → " + dims(h.block) + " (" + std::to_string(b.threads()) +
+                      " → " + std::to_string(h.threads()) + " threads)" + which);
+    if (b.grid != h.grid) lines.push_back("grid " + dims(b.grid) + " → " + dims(h.grid) + which);
+    if (b.registers != h.registers)
+      lines.push_back("registers " + std::to_string(b.registers) + " → " + std::to_string(h.registers) +
+                      " per thread" + which);
+    if (b.shared != h.shared)
+      lines.push_back("shared memory " + kilobytes(b.shared) + " → " + kilobytes(h.shared) + " per block" +
+                      which);
+    if (sm_base && sm_head) {
+      common::Occupancy ob = common::theoretical_occupancy(*sm_base, b.threads(), b.registers, b.shared);
+      common::Occupancy oh = common::theoretical_occupancy(*sm_head, h.threads(), h.registers, h.shared);
+      if (ob.warps_per_sm != oh.warps_per_sm)
+        lines.push_back("theoretical occupancy " + percent(ob.fraction) + " → " + percent(oh.fraction) +
+                        " (" + std::to_string(ob.blocks_per_sm) + " → " + std::to_string(oh.blocks_per_sm) +
+                        " blocks per SM, limited by " + oh.limited_by + ")" + which);
+    }
+  }
+  for (const std::string& k : head_kernels) {
+    const json* hb = build_row(head.build, k);
+    const json* bb = build_row(base.build, k);
+    if (hb == nullptr) continue;
+    for (const char* key : {"spill_stores", "spill_loads"}) {
+      std::int64_t was = bb ? bb->value(key, std::int64_t{0}) : 0, now = hb->value(key, std::int64_t{0});
+      if (now != was)
+        lines.push_back(std::string(key == std::string("spill_stores") ? "spill stores " : "spill loads ") +
+                        std::to_string(was) + " → " + std::to_string(now) + " bytes in " + k);
+    }
+  }
+  if (base.gpu_model != head.gpu_model) lines.push_back("GPU " + base.gpu_model + " → " + head.gpu_model);
+  return lines;
+}
+
+json side_json(const Side& side) {
+  json launches = json::array(), build = json::array();
+  std::set<std::string> kernels;
+  for (const Launch& l : side.launches) {
+    launches.push_back(launch_json(l, side));
+    kernels.insert(l.kernel);
+  }
+  for (const std::string& k : kernels) {
+    if (const json* row = build_row(side.build, k)) {
+      json entry = *row;
+      entry["kernel"] = k;
+      build.push_back(std::move(entry));
+    }
+  }
+  return {{"run_id", side.run_id},       {"commit", side.commit},
+          {"gpu_model", side.gpu_model}, {"compute_capability", side.compute_capability},
+          {"launches", launches},        {"build", build}};
+}
+
+}  // namespace
+
+std::optional<json> ExplanationRepository::explain(pqxx::work& tx, std::int64_t run_id) {
+  if (tx.exec_params("SELECT 1 FROM runs WHERE id = $1", run_id).empty()) return std::nullopt;
+  json cases = json::array();
+  for (const auto& flagged : tx.exec_params(kFlagged, run_id)) {
+    const std::string name = flagged[0].as<std::string>();
+    json entry{{"case", name}, {"status", flagged[1].as<std::string>()}, {"ratio", flagged[2].as<double>()}};
+    std::optional<Side> head = load_side(tx, run_id, name);
+    std::optional<Side> base;
+    if (!flagged[3].is_null()) base = load_side(tx, flagged[3].as<std::int64_t>(), name);
+    entry["head"] = side_json(*head);
+    if (!base) {
+      entry["base"] = nullptr;
+      entry["changes"] = json::array();
+      entry["note"] = "no stored baseline run to compare launches with";
+    } else {
+      entry["base"] = side_json(*base);
+      entry["changes"] = changes(*base, *head);
+      if (base->launches.empty() || head->launches.empty())
+        entry["note"] = "launches were not recorded on both sides (the launch_geometry stage records them)";
+      else if (entry["changes"].empty())
+        entry["note"] =
+            "the same kernels, launched the same way, with the same resources: the change is inside "
+            "the kernels (a profile tells more)";
+    }
+    cases.push_back(std::move(entry));
+  }
+  return json{{"run_id", run_id}, {"cases", cases}};
+}
+
+}  // namespace kw::server
