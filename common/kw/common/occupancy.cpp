@@ -70,9 +70,10 @@ Occupancy theoretical_occupancy(const SmLimits& sm, std::int64_t threads_per_blo
   const std::int64_t by_registers =
       registers_fit ? sm.registers / kSubPartitions / per_warp * kSubPartitions / warps : 0;
   const std::int64_t shared = round_up(shared_bytes_per_block + sm.reserved_shared_bytes, sm.shared_unit);
-  const std::int64_t by_shared = shared > sm.shared_bytes_per_block ? 0
-                                 : shared <= 0                      ? sm.max_blocks
-                                                                    : sm.shared_bytes / shared;
+  // The opt-in limit is on what a block asks for; the reserved part comes on top.
+  const std::int64_t by_shared = shared > sm.shared_bytes_per_block + sm.reserved_shared_bytes ? 0
+                                 : shared <= 0                                                 ? sm.max_blocks
+                                               : sm.shared_bytes / shared;
   const std::array<Limit, 4> limits = {{{warps > sm.max_warps ? 0 : sm.max_warps / warps, "warps"},
                                         {sm.max_blocks, "blocks"},
                                         {by_registers, "registers"},
