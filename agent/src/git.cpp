@@ -48,11 +48,23 @@ std::string current_branch(const fs::path& repo) {
   return branch == "HEAD" ? "detached" : branch;
 }
 
+namespace {
+// At most `bytes`, cut where a UTF-8 character starts: the report takes
+// names up to 200 bytes.
+std::string clipped(std::string text, std::size_t bytes) {
+  if (text.size() <= bytes) return text;
+  while (bytes > 0 && (static_cast<unsigned char>(text[bytes]) & 0xC0) == 0x80) --bytes;
+  text.resize(bytes);
+  return text;
+}
+}  // namespace
+
 std::optional<common::CommitInfo> commit_info(const fs::path& repo, const std::string& commit) {
   std::string text;
   try {
     // The subject last: it is the only field that may hold anything.
-    text = git(repo, {"show", "-s", "--format=%T%n%P%n%an%n%cI%n%s", commit + "^{commit}"});
+    text =
+        git(repo, {"show", "-s", "--encoding=UTF-8", "--format=%T%n%P%n%an%n%cI%n%s", commit + "^{commit}"});
   } catch (const std::exception&) {
     return std::nullopt;
   }
@@ -66,6 +78,8 @@ std::optional<common::CommitInfo> commit_info(const fs::path& repo, const std::s
   std::getline(lines, info.subject);
   std::istringstream each(parents);
   for (std::string parent; each >> parent;) info.parents.push_back(parent);
+  info.author = clipped(info.author, 200);
+  info.subject = clipped(info.subject, 1000);
   if (!common::is_commit_sha(info.tree)) return std::nullopt;
   return info;
 }

@@ -362,6 +362,43 @@ TEST_F(DetectionApiTest, ExplanationNamesTheVariantLaunchedInPlaceOfTheTunedOne)
   EXPECT_EQ(occupancy["blocks_per_sm"], 4);
   EXPECT_EQ(occupancy["limited_by"], "shared memory");
   EXPECT_EQ(c["head"]["build"][0]["spill_stores"], 64);
+  // A pull request measured A/B against the tuned commit: its base's launches
+  // come from that commit's stored run.
+  ReportSpec pr;
+  pr.branch = "pr-7";
+  pr.base_commit = client().get("/api/v1/runs/" + std::to_string(base)).json()["commit"];
+  pr.replicates = 4;
+  pr.ab = true;
+  pr.slowdown = 1.25;
+  pr.commit = make_commit(next_commit_++);
+  pr.seed = next_seed_++;
+  json pr_report = make_report(pr);
+  for (json& pr_case : pr_report["cases"]) {
+    pr_case["launches"] = json::array({{{"kernel", tuned},
+                                        {"grid", {8, 16, 1}},
+                                        {"block", {256, 1, 1}},
+                                        {"registers", 96},
+                                        {"static_smem", 0},
+                                        {"dynamic_smem", 48 * 1024}}});
+  }
+  auto pr_run = agent().post("/api/v1/runs", pr_report).json();
+  json ab = client().get("/api/v1/runs/" + pr_run["run_id"].dump() + "/explanation").json()["cases"];
+  ASSERT_EQ(ab.size(), 3U) << ab.dump();
+  EXPECT_EQ(ab[0]["base"]["run_id"], base);
+  // Twice the warps, half the blocks: the same occupancy, said so.
+  EXPECT_EQ(
+      ab[0]["changes"],
+      json::array({"block 128×1×1 → 256×1×1 (128 → 256 threads)",
+                   "theoretical occupancy unchanged at 25% (4 → 2 blocks per SM, limited by registers)"}))
+      << ab[0].dump(2);
+  // One case by name, whatever its status: the base run's, compared with nothing.
+  json named = client()
+                   .get("/api/v1/runs/" + std::to_string(base) + "/explanation?case=attention.fwd/case1")
+                   .json()["cases"];
+  ASSERT_EQ(named.size(), 1U) << named.dump();
+  EXPECT_EQ(named[0]["status"], "no-baseline");
+  EXPECT_EQ(named[0]["base"], nullptr);
+  EXPECT_EQ(named[0]["head"]["launches"][0]["threads"], 128);
   // Nothing flagged, nothing to explain; no such run, 404.
   EXPECT_EQ(client().get("/api/v1/runs/" + std::to_string(base) + "/explanation").json()["cases"],
             json::array());

@@ -17,13 +17,20 @@ using nlohmann::json;
 
 namespace {
 
-// The flagged candidate comparisons, largest change first, with what each
-// was compared with.
+// The flagged candidate comparisons (or the one case $2 names, whatever its
+// status), largest change first, with what each was compared with.
+// A pull request measured A/B has its base's times but not its launches: the
+// newest stored run of base_commit on the same GPU model has them.
 constexpr const char* kFlagged = R"sql(
-SELECT x.case_name, x.status, x.ratio, x.baseline_run_id
+SELECT x.case_name, x.status, x.ratio,
+       COALESCE(x.baseline_run_id,
+                (SELECT b.id FROM runs r JOIN runs b ON b.project_id = r.project_id AND b.commit_sha = r.base_commit
+                   AND b.gpu_model = r.gpu_model
+                 WHERE r.id = x.run_id ORDER BY b.id DESC LIMIT 1))
 FROM comparisons x JOIN cases c ON c.run_id = x.run_id AND c.name = x.case_name
-WHERE x.run_id = $1 AND x.impl = 'candidate' AND x.status IN ('regression', 'improvement')
-ORDER BY abs(ln(x.ratio)) DESC, c.ordinal
+WHERE x.run_id = $1 AND x.impl = 'candidate'
+  AND CASE WHEN $2 = '' THEN x.status IN ('regression', 'improvement') ELSE x.case_name = $2 END
+ORDER BY abs(ln(COALESCE(x.ratio, 1))) DESC, c.ordinal
 )sql";
 
 // A run's GPU, commit and build table (ptxas -v, per mangled kernel name).
@@ -80,15 +87,25 @@ struct Side {
   std::vector<Launch> launches;  // distinct configurations, in launch order
 };
 
-std::optional<Side> load_side(pqxx::work& tx, std::int64_t run_id, const std::string& case_name) {
-  pqxx::result facts = tx.exec_params(kRunFacts, run_id);
-  if (facts.empty()) return std::nullopt;
-  Side side;
-  side.run_id = run_id;
-  side.commit = facts[0][1].as<std::string>();
-  side.gpu_model = facts[0][2].as<std::string>();
-  side.compute_capability = facts[0][3].as<std::string>();
-  side.build = json::parse(facts[0][4].as<std::string>());
+// A run's facts are read once however many of its cases are explained.
+using RunFacts = std::map<std::int64_t, std::optional<Side>>;
+
+std::optional<Side> load_side(pqxx::work& tx, RunFacts& known, std::int64_t run_id,
+                              const std::string& case_name) {
+  auto [it, fresh] = known.try_emplace(run_id);
+  if (fresh) {
+    pqxx::result facts = tx.exec_params(kRunFacts, run_id);
+    if (!facts.empty()) {
+      Side& side = it->second.emplace();
+      side.run_id = run_id;
+      side.commit = facts[0][1].as<std::string>();
+      side.gpu_model = facts[0][2].as<std::string>();
+      side.compute_capability = facts[0][3].as<std::string>();
+      side.build = json::parse(facts[0][4].as<std::string>());
+    }
+  }
+  if (!it->second) return std::nullopt;
+  Side side = *it->second;
   std::set<Launch> seen;
   for (const auto& row : tx.exec_params(kLaunches, run_id, case_name)) {
     Launch launch{row[0].as<std::string>(), int_array(row[1].as<std::string>()),
@@ -177,10 +194,15 @@ std::vector<std::string> changes(const Side& base, const Side& head) {
     if (sm_base && sm_head) {
       common::Occupancy ob = common::theoretical_occupancy(*sm_base, b.threads(), b.registers, b.shared);
       common::Occupancy oh = common::theoretical_occupancy(*sm_head, h.threads(), h.registers, h.shared);
+      // Said whenever the launch changed: "unchanged" is an answer too.
+      const std::string blocks = " (" + std::to_string(ob.blocks_per_sm) + " → " +
+                                 std::to_string(oh.blocks_per_sm) + " blocks per SM, limited by " +
+                                 oh.limited_by + ")" + which;
       if (ob.warps_per_sm != oh.warps_per_sm)
         lines.push_back("theoretical occupancy " + percent(ob.fraction) + " → " + percent(oh.fraction) +
-                        " (" + std::to_string(ob.blocks_per_sm) + " → " + std::to_string(oh.blocks_per_sm) +
-                        " blocks per SM, limited by " + oh.limited_by + ")" + which);
+                        blocks);
+      else if (b.block != h.block || b.registers != h.registers || b.shared != h.shared)
+        lines.push_back("theoretical occupancy unchanged at " + percent(oh.fraction) + blocks);
     }
   }
   for (const std::string& k : head_kernels) {
@@ -219,20 +241,24 @@ json side_json(const Side& side) {
 
 }  // namespace
 
-std::optional<json> ExplanationRepository::explain(pqxx::work& tx, std::int64_t run_id) {
+std::optional<json> ExplanationRepository::explain(pqxx::work& tx, std::int64_t run_id,
+                                                   const std::string& case_name) {
   if (tx.exec_params("SELECT 1 FROM runs WHERE id = $1", run_id).empty()) return std::nullopt;
   json cases = json::array();
-  for (const auto& flagged : tx.exec_params(kFlagged, run_id)) {
+  RunFacts known;
+  for (const auto& flagged : tx.exec_params(kFlagged, run_id, case_name)) {
     const std::string name = flagged[0].as<std::string>();
-    json entry{{"case", name}, {"status", flagged[1].as<std::string>()}, {"ratio", flagged[2].as<double>()}};
-    std::optional<Side> head = load_side(tx, run_id, name);
+    json entry{{"case", name},
+               {"status", flagged[1].as<std::string>()},
+               {"ratio", flagged[2].is_null() ? json(nullptr) : json(flagged[2].as<double>())}};
+    std::optional<Side> head = load_side(tx, known, run_id, name);
     std::optional<Side> base;
-    if (!flagged[3].is_null()) base = load_side(tx, flagged[3].as<std::int64_t>(), name);
+    if (!flagged[3].is_null()) base = load_side(tx, known, flagged[3].as<std::int64_t>(), name);
     entry["head"] = side_json(*head);
     if (!base) {
       entry["base"] = nullptr;
       entry["changes"] = json::array();
-      entry["note"] = "no stored baseline run to compare launches with";
+      entry["note"] = "no stored run of the baseline on this GPU model to compare launches with";
     } else {
       entry["base"] = side_json(*base);
       entry["changes"] = changes(*base, *head);

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 
 #include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
@@ -16,8 +17,10 @@ namespace kw::server {
 class ExplanationRepository {
  public:
   // {"run_id", "cases": [...]} for the run's candidate comparisons flagged
-  // `regression` or `improvement`; nullopt: no such run.
-  static std::optional<nlohmann::json> explain(pqxx::work& tx, std::int64_t run_id);
+  // `regression` or `improvement`, or for the one case named whatever its
+  // status; nullopt: no such run.
+  static std::optional<nlohmann::json> explain(pqxx::work& tx, std::int64_t run_id,
+                                               const std::string& case_name = {});
 };
 
 }  // namespace kw::server

@@ -144,7 +144,8 @@ void add_run_routes(Router& router, const HandlerContext& context) {
                             auto project = RunRepository::project_of_run(tx, id);
                             if (!project) throw NotFound("no_such_run", "no run " + std::to_string(id));
                             check_project(request, *project);
-                            return *ExplanationRepository::explain(tx, id);
+                            return *ExplanationRepository::explain(tx, id,
+                                                                   request.query_value("case").value_or(""));
                           }));
   });
 

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# On the GPU machine: the regression explanation's target (#19) on real
+# hardware. A scratch history of this tree: A as it is, D = A with the
+# attention kernel's head-dim-128 configuration swapped for the 8-warp
+# variant kw-attention-tune measures beside it (ForwardTraits<128, 128, 64,
+# 8, 1> in place of the tuned <..., 4, 2>), the bench's expectation table
+# following it so the preflight passes. `kw run` measures A on main, then D as
+# a pull request against A (A/B), every stage, so both reports hold the
+# launches and the build's ptxas table. Results: $OUT/explain-variant.tar.gz;
+# kw-server's explanation of D's run is read on the VM (docs/PERFORMANCE.md).
+#   EXPLAIN_CASES=GLOB kernels/tools/explain-variant.sh
+set -uo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+out="${OUT:-$root/gpu-results}"
+work="${EXPLAIN_WORK:-/tmp/kw-explain}"
+cases="${EXPLAIN_CASES:-attention/*/d128/*s4096*,attention/*/d128/*s8192*}"
+mkdir -p "$out/explain" "$work"
+log() { printf '[explain %s] %s\n' "$(date -u +%H:%M:%S)" "$*"; }
+git_() { git -c user.name=kernelwatch -c user.email=kw@localhost -c advice.detachedHead=false "$@"; }
+
+source "$root/kernels/tools/gpu-scratch.sh"
+kw=$(kw_binary "$out/explain") || exit 1
+
+rm -rf "$work/a" "$work/built"
+copy_tree "$work/a"
+cat > "$work/a/kernelwatch.json" <<JSON
+{
+  "project": "kernelwatch",
+  "build": {"commands": ["cmake --preset gpu -DKW_BUILD_TESTS=OFF -DKW_BUILD_AGENT=OFF",
+                         "cmake --build --preset gpu -j $(nproc) --target kw-bench-attention"]},
+  "benches": [{"name": "attention", "path": "build/gpu/kernels/attention/kw-bench-attention", "cases": "$cases"}],
+  "full_bench": $(python3 -c "import json; print(json.dumps(json.load(open('$root/kernelwatch.json'))['full_bench']))")
+}
+JSON
+tuned="ForwardTraits<128, 128, 64, 4, 2>"
+wide="ForwardTraits<128, 128, 64, 8, 1>"
+(cd "$work/a" && git_ init -q -b main && git_ add -A && git_ commit -qm "A: the tuned 4-warp configuration" &&
+  git_ checkout -q -b pr &&
+  sed -i "s|$tuned|$wide|" kernels/attention/src/launch.cuh &&
+  sed -i 's|kStreamingD128{128, 128, 64, 128,|kStreamingD128{128, 128, 64, 256,|' kernels/attention/bench/expected_launches.hpp &&
+  grep -qF "$wide" kernels/attention/src/launch.cuh && grep -qF "64, 256," kernels/attention/bench/expected_launches.hpp &&
+  git_ commit -qam "D: the 8-warp variant for head dim 128") || { log "commit D was not made"; exit 1; }
+base=$(git -C "$work/a" rev-parse main) head=$(git -C "$work/a" rev-parse pr)
+log "A=$base D=$head"
+
+measure() {  # name commit [base]
+  local name=$1 commit=$2 extra=() started=$SECONDS
+  [ $# -ge 3 ] && extra=(--base "$3")
+  git -C "$work/a" checkout -q "$commit"
+  "$kw" run --repo "$work/a" --cache-dir "$work/built" --name explain --branch "$name" "${extra[@]}" \
+    --out "$out/explain/$name.json" > "$out/explain/$name.log" 2>&1
+  log "$name: exit $? in $((SECONDS - started)) s; $(grep -E 'stage [a-z_]+ (passed|failed)' "$out/explain/$name.log" | sed 's/.*stage //' | cut -c1-90 | tr '\n' ' ')"
+}
+measure main "$base"
+measure pr "$head" "$base"
+tar -C "$out" -czf "$out/explain-variant.tar.gz" explain && rm -rf "$out/explain"
+log "done"
