@@ -1,6 +1,7 @@
 #include "kw/common/detection.hpp"
 #include "kw/common/stats.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <random>
@@ -266,6 +267,32 @@ TEST(Detection, ACertainChangeUnderTheThresholdIsUnchanged) {
   thresholds[0] = 0.002;
   EXPECT_EQ(decide(std::span<const CaseTest>(&test, 1), thresholds, kSettings).statuses[0],
             ChangeStatus::regression);
+}
+
+// #18: 0.774x with an interval excluding 1, yet unchanged: the run's other 55
+// comparisons hold it back (Holm). decide() says which tests that was, so the
+// run page can say it beside the interval; a change under its threshold or
+// one Holm flags is not held back.
+TEST(Detection, HeldBackByTheRunsOtherComparisonsIsSaid) {
+  std::vector<CaseTest> tests(56);
+  for (CaseTest& t : tests) {
+    t.method = CaseTest::Method::history;
+    t.p_value = 0.5;
+  }
+  tests[0].effect = std::log(0.774);
+  tests[0].p_value = 0.003;  // < run_alpha alone, > 0.01 / 56
+  tests[1].effect = 0.001;
+  tests[1].p_value = 0.004;  // under the threshold
+  tests[2].effect = 0.05;
+  tests[2].p_value = 1e-7;  // flagged
+  std::vector<double> thresholds(tests.size(), 0.01);
+  Decision d = decide(tests, thresholds, kSettings);
+  EXPECT_EQ(d.statuses[0], ChangeStatus::unchanged);
+  EXPECT_TRUE(d.held_back[0]);
+  EXPECT_FALSE(d.held_back[1]);
+  EXPECT_EQ(d.statuses[2], ChangeStatus::regression);
+  EXPECT_FALSE(d.held_back[2]);
+  EXPECT_EQ(std::count(d.held_back.begin(), d.held_back.end(), true), 1);
 }
 
 TEST(Detection, NoBaselineIsNotCountedAndSaysSo) {

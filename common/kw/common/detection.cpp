@@ -608,6 +608,7 @@ Decision decide(std::span<const CaseTest> tests, std::span<const double> min_thr
   if (min_thresholds.size() != tests.size()) throw std::invalid_argument("decide: one threshold per test");
   Decision decision;
   decision.statuses.assign(tests.size(), ChangeStatus::no_baseline);
+  decision.held_back.assign(tests.size(), false);
   std::vector<std::size_t> order;
   for (std::size_t i = 0; i < tests.size(); ++i) {
     if (tests[i].method != CaseTest::Method::none) order.push_back(i);
@@ -625,6 +626,8 @@ Decision decide(std::span<const CaseTest> tests, std::span<const double> min_thr
     if (rejecting && test.effect > floor) status = ChangeStatus::regression;
     if (rejecting && test.effect < -floor) status = ChangeStatus::improvement;
     decision.statuses[i] = status;
+    decision.held_back[i] = status == ChangeStatus::unchanged && test.p_value <= settings.run_alpha &&
+                            std::abs(test.effect) > floor;
     decision.regression = decision.regression || status == ChangeStatus::regression;
     decision.improvement = decision.improvement || status == ChangeStatus::improvement;
   }

@@ -209,6 +209,10 @@ CaseTest test_history(std::span<const double> head_locations, std::span<const do
 // run_alpha, and a flagged case must also move past its threshold.
 struct Decision {
   std::vector<ChangeStatus> statuses;  // one per test, in order
+  // Per test: `unchanged` though its own interval excludes no change and it
+  // moved past its threshold; held back by the run's other comparisons
+  // (Holm). The run page says so beside the interval.
+  std::vector<bool> held_back;
   bool regression = false;
   bool improvement = false;
 };

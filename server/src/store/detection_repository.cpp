@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <future>
 #include <regex>
 #include <thread>
@@ -695,7 +696,20 @@ void decide_run(std::vector<ComparisonRow>& rows, const common::DetectionSetting
       members.push_back(&row);
     }
     common::Decision decision = common::decide(tests, thresholds, settings);
-    for (std::size_t i = 0; i < members.size(); ++i) members[i]->status = decision.statuses[i];
+    for (std::size_t i = 0; i < members.size(); ++i) {
+      members[i]->status = decision.statuses[i];
+      if (decision.held_back[i]) {
+        // Its interval alone says changed; the verdict weighs every comparison of the run.
+        char why[160];
+        std::snprintf(
+            why, sizeof(why),
+            "unchanged though its interval excludes 1: p = %.1e alone, not enough among the run's %zu "
+            "comparisons (Holm at %g%%)",
+            tests[i].p_value, members.size(), 100 * settings.run_alpha);
+        std::string& note = members[i]->test.note;
+        note += (note.empty() ? "" : "; ") + std::string(why);
+      }
+    }
     if (candidates) {
       regression = decision.regression;
       improvement = decision.improvement;
