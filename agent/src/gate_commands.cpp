@@ -7,10 +7,12 @@
 #include <cstdio>
 #include <iostream>
 #include <map>
+#include <sstream>
 #include <thread>
 
 #include "ci_report.hpp"
 #include "commands.hpp"
+#include "git.hpp"
 #include "kw/common/run_report.hpp"
 #include "kw/http/client.hpp"
 
@@ -124,6 +126,9 @@ int summarize(const json& run, const std::string& link, const std::map<std::stri
     }
     std::cout << "  " << link << "\n"
               << "  intended? acknowledge it: kw ack --run " << run_id << " --reason \"...\"\n";
+    if (run.contains("bisect") && run["bisect"].is_object())
+      std::cout << "  bisecting the " << run["bisect"]["commits"].get<int>() << " pushed commits for the one "
+                << "that brought it: bisect " << run["bisect"]["id"].get<std::int64_t>() << "\n";
     return kExitRegression;
   }
   if (run["acknowledgement"].is_object()) {
@@ -231,10 +236,37 @@ struct SubmitArguments {
   ServerOptions server;
   CiReportTargets report;
   std::string project, commit, branch, base, gpu_class, timeout = "30m";
+  std::string range_from, repo = ".";
   std::int64_t pr = 0;
   bool wait = false;
   bool rerun = false;
 };
+
+// The push's range for a bisect: the commit before the push, then the
+// pushed commits on the first-parent line, oldest first, at most the newest
+// 1000. A range git cannot give is said, and the job goes without it.
+json pushed_range(const std::string& repo, const std::string& from, const std::string& to) {
+  constexpr std::size_t kMaxPushed = 1000;
+  std::vector<std::string> line;
+  try {
+    std::istringstream out(git(repo, {"rev-list", "--first-parent", "--reverse", from + ".." + to}));
+    for (std::string commit; std::getline(out, commit);) {
+      if (common::is_commit_sha(commit)) line.push_back(commit);
+    }
+  } catch (const std::exception& error) {
+    std::cout << "kernelwatch: no bisect range from " << from.substr(0, 12) << ": " << error.what() << "\n";
+    return json::array();
+  }
+  if (line.empty() || line.back() != to) {
+    std::cout << "kernelwatch: no bisect range: " << to.substr(0, 12) << " does not descend from "
+              << from.substr(0, 12) << " on its first-parent line\n";
+    return json::array();
+  }
+  std::size_t first = line.size() > kMaxPushed ? line.size() - kMaxPushed : 0;
+  json range = json::array({first == 0 ? from : line[first - 1]});
+  for (std::size_t i = first; i < line.size(); ++i) range.push_back(line[i]);
+  return range;
+}
 
 // What the server did with the submit: a new job (a rerun says which), the
 // job this commit already has, and whether the other side (the default
@@ -356,6 +388,11 @@ void add_gate_commands(CLI::App& app, int& exit_code) {
                     "measure the commit again though it has a job (a new job; the default: its job)");
   command->add_option("--timeout", submit->timeout, "with --wait: give up after this long (90s, 30m, 2h)")
       ->capture_default_str();
+  command->add_option("--range-from", submit->range_from,
+                      "a push to the default branch: the commit before it (GitHub: github.event.before); a "
+                      "regression is then bisected over the pushed commits");
+  command->add_option("--repo", submit->repo, "with --range-from: the checkout that has the commits")
+      ->capture_default_str();
   submit->server.add_to(*command);
   submit->report.add_to(*command);
   command->callback([submit, &exit_code] {
@@ -380,6 +417,10 @@ void add_gate_commands(CLI::App& app, int& exit_code) {
       if (submit->pr > 0) body["pr"] = submit->pr;
       if (!submit->gpu_class.empty()) body["gpu_class"] = submit->gpu_class;
       if (submit->rerun) body["rerun"] = true;
+      if (!submit->range_from.empty()) {
+        json range = pushed_range(submit->repo, submit->range_from, submit->commit);
+        if (range.size() > 1) body["range"] = std::move(range);
+      }
       http::Response response = client.post("/api/v1/jobs", body);
       if (response.status != 200 && response.status != 201) {
         std::cout << "kernelwatch: the server refused the job (HTTP " << response.status

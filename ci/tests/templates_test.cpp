@@ -187,6 +187,36 @@ TEST(CiTemplates, GithubWorkflowAsyncOnlyQueues) {
   EXPECT_EQ(step.output.find("--github-comment"), std::string::npos) << step.output;
 }
 
+// #19: a push sends what it brought (github.event.before, GitLab's
+// CI_COMMIT_BEFORE_SHA) so a regression can be bisected; a new branch's
+// all-zero "before" sends nothing.
+TEST(CiTemplates, APushSendsItsRangeForBisecting) {
+  StepSandbox box("bin/kw");
+  std::vector<std::string> env{"PATH=" + (box.root / "bin").string() + ":/usr/bin:/bin",
+                               "KW_PROJECT=demo",
+                               "KW_COMMIT=" + box.main_tip,
+                               "KW_BRANCH=main",
+                               "KW_BEFORE=" + box.fork_point,
+                               "GITHUB_REPOSITORY=acme/kernels",
+                               "GITHUB_STEP_SUMMARY=/tmp/summary.md"};
+  auto push = box.run(github_step("kw submit"), env);
+  EXPECT_EQ(push.exit_code, 0) << push.output;
+  EXPECT_NE(push.output.find("--range-from " + box.fork_point + " --repo tracked --wait"), std::string::npos)
+      << push.output;
+  env[4] = "KW_BEFORE=0000000000000000000000000000000000000000";
+  auto created = box.run(github_step("kw submit"), env);
+  EXPECT_EQ(created.output.find("--range-from"), std::string::npos) << created.output;
+
+  StepSandbox gitlab_box(".kw-bin/kw");
+  auto gitlab = gitlab_box.run(script_of(kGitlab, "'\\n'.join(d['kernelwatch']['script'])"),
+                               {"CI_PROJECT_NAME=kernels", "CI_COMMIT_SHA=" + gitlab_box.main_tip,
+                                "CI_COMMIT_BRANCH=main", "CI_COMMIT_BEFORE_SHA=" + gitlab_box.fork_point});
+  EXPECT_EQ(gitlab.exit_code, 0) << gitlab.output;
+  EXPECT_NE(gitlab.output.find("--branch main --range-from " + gitlab_box.fork_point + " --wait"),
+            std::string::npos)
+      << gitlab.output;
+}
+
 // Same-repository pull requests run through pull_request; a fork's only
 // through pull_request_target with the maintainer's label, where this file
 // comes from the base branch and the fork's code never runs on the runner.

@@ -352,6 +352,7 @@ async function runPage(id, query) {
       <dt>GPU-seconds</dt><dd>${run.gpu_seconds.toFixed(1)}</dd>
       <dt>started</dt><dd>${esc(run.started_at)}</dd>
       ${run.acknowledgement ? `<dt>acknowledged</dt><dd id="acknowledgement">${acknowledgementText(run.acknowledgement)}</dd>` : ""}
+      ${run.bisect ? `<dt>bisect</dt><dd id="bisect">${bisectText(run.bisect)}</dd>` : ""}
     </dl></div>${run.verdict === "regression" && !run.acknowledgement ? ackForm() : ""}
     <h2>Preflight checklist</h2>${stageTimeline(run.stages)}
     <table id="stages"><thead><tr><th></th><th>stage</th><th>status</th><th class="num">duration</th><th class="num">on the GPU</th><th>message</th></tr></thead><tbody>
@@ -421,6 +422,14 @@ function explanation(e) {
     ${c.note ? `<p class="muted">${esc(c.note)}</p>` : ""}
     ${c.base ? `<table><thead><tr><th></th><th>kernel</th><th>grid</th><th>block</th><th class="num">registers</th><th class="num">shared / block</th><th class="num">theoretical occupancy</th><th class="num">spill stores / loads (bytes)</th></tr></thead>
       <tbody>${launchRows(c.base, `base <a href="#/run/${c.base.run_id}">${esc(short(c.base.commit))}</a>`)}${launchRows(c.head, "head")}</tbody></table>` : ""}</div>`).join("")}`;
+}
+
+// Which of the push's commits brought the regression.
+function bisectText(b) {
+  const where = `over the ${b.commits} pushed commits (bisect ${b.id}, ${b.steps} step${b.steps === 1 ? "" : "s"})`;
+  if (b.state === "found") return `first bad commit <code>${esc(short(b.first_bad))}</code> ${where}${b.message?.includes(", or one of") ? ` <span class="muted">${esc(b.message)}</span>` : ""}`;
+  if (b.state === "running") return `bisecting ${where}`;
+  return `${esc(b.state)} ${where}: ${esc(b.message ?? "")}`;
 }
 
 function acknowledgementText(a) {

@@ -141,6 +141,13 @@ before(async () => {
            30000
     FROM r;`]);
 
+  // A bisect of the regression run's push, as kw-server leaves one it found.
+  execFileSync("psql", ["-q", "-v", "ON_ERROR_STOP=1", databaseUrl, "-c", `
+    INSERT INTO bisects (project_id, run_id, gpu_class, commits, cases, good, bad, steps, max_steps, state, first_bad, message)
+    SELECT project_id, id, 'any', ARRAY['${sha(9)}', '${sha(901)}', '${sha(902)}', '${sha(10)}'], ARRAY['softmax/fp32/n1m'],
+           1, 2, 2, 6, 'found', '${sha(902)}', 'first bad commit ${sha(902).slice(0, 12)} after 2 step(s)'
+    FROM runs WHERE id = ${seeded.regression};`]);
+
   browser = await chromium.launch({ executablePath: CHROMIUM, headless: true,
     args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"] });
   page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
@@ -216,6 +223,7 @@ test("overview -> case -> run -> compare by clicking, and back/forward", async (
   await page.waitForFunction((id) => location.hash === `#/run/${id}` && document.getElementById("app").dataset.ready === `#/run/${id}`, seeded.regression);
   assert.equal(await page.locator("#tooltip").isHidden(), true);
   assert.match(await page.locator("#commit-subject").innerText(), /commit 10: tune the tiles/);
+  assert.equal(await page.locator("#bisect").innerText(), `first bad commit ${sha(902).slice(0, 8)} over the 3 pushed commits (bisect 1, 2 steps)`);
   assert.equal(await page.locator("#stages tbody tr").count(), 6);
   // The stages as a timeline: six bars in order, each as wide as its wall
   // time, the GPU's share darker; the table says both.

@@ -2,10 +2,12 @@
 // --wait` as CI runs it, a real kw-server on embedded PostgreSQL, and a
 // `kw agent` whose bench is the kwbench CPU TEST DOUBLE. The exit code is
 // what a required status check sees.
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <regex>
 #include <sstream>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -510,6 +512,49 @@ TEST_F(GateE2eTest, CommittedThresholdsDecideAndAPullRequestCannotLoosenItsOwn) 
     EXPECT_EQ(c["threshold"].get<double>(), on_run_page.at(c["case"])) << c.dump();
     EXPECT_EQ(c["threshold_source"], "kernelwatch.json at " + head.substr(0, 12));
   }
+}
+
+// #19: a push of 16 commits to main, the 9th of which makes the kernels 10%
+// slower: the regression is bisected to that commit in at most log2(16) + 1
+// jobs, each measuring a midpoint A/B against the newest good commit; the
+// run and the bisect's API name it, and an ended bisect cannot be cancelled.
+TEST_F(GateE2eTest, ARegressionInAPushOfSixteenCommitsIsBisectedToItsCommit) {
+  std::vector<std::string> pushed;
+  for (int i = 1; i <= 16; ++i) {
+    repo_.write("history.txt", std::to_string(i) + "\n");
+    if (i == 9) repo_.write("kwbench-fake.json", R"({"slowdown": 1.10})");
+    pushed.push_back(repo_.commit("commit " + std::to_string(i)));
+  }
+  CommandResult push =
+      gate(pushed.back(), "main", false, {"--range-from", base_, "--repo", repo_.dir().string()});
+  EXPECT_EQ(push.exit_code, 1) << push.output;
+  EXPECT_NE(push.output.find("bisecting the 16 pushed commits for the one that brought it: bisect "),
+            std::string::npos)
+      << push.output;
+  json run = run_of(job_of(pushed.back(), "main"));
+  ASSERT_TRUE(run["bisect"].is_object()) << run.dump();
+  const std::string path = "/api/v1/bisects/" + run["bisect"]["id"].dump();
+  json bisect;
+  for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+       std::chrono::steady_clock::now() < deadline;
+       std::this_thread::sleep_for(std::chrono::milliseconds(300))) {
+    bisect = server_.client().get(path).json();
+    if (bisect["state"] != "running") break;
+  }
+  ASSERT_EQ(bisect["state"], "found") << bisect.dump(2);
+  EXPECT_EQ(bisect["first_bad"], pushed[8]) << bisect.dump(2);
+  EXPECT_LE(bisect["steps"].get<int>(), 5) << bisect.dump(2);
+  EXPECT_EQ(bisect["jobs"].size(), bisect["steps"].get<std::size_t>());
+  for (const json& step : bisect["jobs"]) {
+    EXPECT_EQ(step["state"], "done") << step.dump();
+    const auto at = std::find(pushed.begin(), pushed.end(), step["base_commit"]);
+    EXPECT_TRUE(step["base_commit"] == base_ || at - pushed.begin() < 8)
+        << "measured against a bad commit: " << step.dump();
+  }
+  EXPECT_EQ(run_of(job_of(pushed.back(), "main"))["bisect"]["first_bad"], pushed[8]);
+  auto again = server_.client(ci_token_).post(path + "/cancel", json::object());
+  EXPECT_EQ(again.status, 409) << again.body;
+  EXPECT_EQ(server_.client().get("/api/v1/bisects/999").status, 404);
 }
 
 TEST_F(GateE2eTest, GateReportsTheServerBeingDown) {

@@ -5,6 +5,7 @@
 
 #include "errors.hpp"
 #include "kw/common/run_report.hpp"
+#include "store/bisect_repository.hpp"
 #include "store/detection_repository.hpp"
 #include "store/job_repository.hpp"
 #include "store/run_repository.hpp"
@@ -68,8 +69,15 @@ IngestResult IngestService::ingest(nlohmann::json document, const Caller& caller
     if (!result.duplicate) {
       if (!plan) plan = planned.get();
       result.verdict = DetectionRepository::finish(tx, result.run_id, *plan, report);
-      if (job_id) JobRepository::complete(tx, *job_id);
-      NotificationRepository::verdict(tx, notifications_, result.run_id);
+      BisectRepository::AfterRun bisect;
+      if (job_id) {
+        JobRepository::complete(tx, *job_id);
+        bisect = BisectRepository::after_run(tx, *job_id, result.run_id);
+      }
+      // A bisect's step is measured against the range's good end: its
+      // verdict is the bisect's to use, not a status for that commit.
+      if (!bisect.step) NotificationRepository::verdict(tx, notifications_, result.run_id);
+      if (bisect.finished) NotificationRepository::bisect_ended(tx, notifications_, *bisect.finished);
     }
     return result;
   });

@@ -177,6 +177,41 @@ void NotificationRepository::verdict(pqxx::work& tx, const NotifierOptions& opti
   }
 }
 
+void NotificationRepository::bisect_ended(pqxx::work& tx, const NotifierOptions& options,
+                                          std::int64_t bisect_id) {
+  pqxx::row b = tx.exec_params1(
+      "SELECT b.project_id, b.state, COALESCE(b.first_bad, ''), b.run_id, b.gpu_class, COALESCE(b.message, "
+      "''), "
+      "       b.steps, array_to_string(b.cases, ', '), r.commit_sha "
+      "FROM bisects b JOIN runs r ON r.id = b.run_id WHERE b.id = $1",
+      bisect_id);
+  ProjectTargets project = targets(tx, b[0].as<std::int64_t>());
+  const std::string state = b[1].as<std::string>(), first_bad = b[2].as<std::string>();
+  const std::int64_t run_id = b[3].as<std::int64_t>();
+  const std::string gpu_class = b[4].as<std::string>();
+  const std::string link = options.public_url + "/#/run/" + std::to_string(run_id);
+  if (state == "found") {
+    // On the commit that brought the regression, under a context of its own.
+    enqueue_statuses(tx, options, project, first_bad, "failure", link,
+                     "first bad commit of the regression in " + b[8].as<std::string>().substr(0, 12) + ": " +
+                         b[7].as<std::string>(),
+                     "kernelwatch/bisect" + (gpu_class == "any" ? std::string() : "/" + gpu_class));
+  }
+  if (!project.webhook_url.empty()) {
+    enqueue(tx, "webhook", project.webhook_url,
+            {{"event", "bisect"},
+             {"project", project.name},
+             {"bisect_id", bisect_id},
+             {"run_id", run_id},
+             {"commit", b[8].as<std::string>()},
+             {"state", state},
+             {"first_bad", first_bad.empty() ? json(nullptr) : json(first_bad)},
+             {"steps", b[6].as<int>()},
+             {"description", b[5].as<std::string>()},
+             {"url", link}});
+  }
+}
+
 Notifier::Notifier(ConnectionPool& pool, NotifierOptions options)
     : pool_(pool), options_(std::move(options)) {}
 

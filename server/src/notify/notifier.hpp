@@ -34,6 +34,8 @@ class NotificationRepository {
   static void job_queued(pqxx::work& tx, const NotifierOptions& options, std::int64_t project_id,
                          const nlohmann::json& job);
   static void verdict(pqxx::work& tx, const NotifierOptions& options, std::int64_t run_id);
+  // A bisect that ended: found, a status on its first bad commit; any end, a webhook.
+  static void bisect_ended(pqxx::work& tx, const NotifierOptions& options, std::int64_t bisect_id);
   // A job that ended without a run (its agent could not run it).
   static void job_failed(pqxx::work& tx, const NotifierOptions& options, std::int64_t project_id,
                          const nlohmann::json& job);

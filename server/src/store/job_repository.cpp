@@ -22,8 +22,9 @@ ORDER BY j.rerun DESC LIMIT 1
 // Two submits racing for the same measurement get the same job.
 constexpr const char* kCreate = R"sql(
 INSERT INTO jobs (project_id, commit_sha, branch, base_commit, pr, gpu_class, max_attempts, rerun,
-                  on_default_branch)
-SELECT $1, $2, $3, $4, $5::integer, $6, $7, $8, $3 = p.default_branch FROM projects p WHERE p.id = $1
+                  on_default_branch, range_commits, bisect_id)
+SELECT $1, $2, $3, $4, $5::integer, $6, $7, $8, $3 = p.default_branch, $9::text[], $10::bigint
+FROM projects p WHERE p.id = $1
 ON CONFLICT (project_id, commit_sha, gpu_class, on_default_branch, rerun)
   DO UPDATE SET updated_at = jobs.updated_at
 RETURNING id, (xmax = 0) AS created
@@ -35,7 +36,7 @@ SELECT json_build_object(
   'pr', j.pr, 'gpu_class', j.gpu_class, 'state', j.state, 'attempts', j.attempts,
   'max_attempts', j.max_attempts, 'agent', a.name, 'lease_expires_at', j.lease_expires_at, 'error', j.error,
   'created_at', j.created_at, 'updated_at', j.updated_at, 'rerun', j.rerun,
-  'on_default_branch', j.on_default_branch,
+  'on_default_branch', j.on_default_branch, 'range', j.range_commits, 'bisect_id', j.bisect_id,
   'run_id', r.id, 'verdict', r.verdict,
   'measured_on_other_side', (
     SELECT json_build_object('job_id', o.id, 'branch', o.branch, 'pr', o.pr, 'run_id', ro.id,
@@ -151,9 +152,13 @@ std::pair<std::int64_t, bool> JobRepository::create(pqxx::work& tx, const NewJob
   pqxx::result latest = tx.exec_prepared("job_latest", job.project_id, job.commit, job.branch, job.gpu_class);
   if (!latest.empty() && !job.rerun) return {latest[0][0].as<std::int64_t>(), false};
   const int rerun = latest.empty() ? 0 : latest[0][1].as<int>() + 1;
+  PgArray range;
+  for (const std::string& commit : job.range) range.text(commit);
+  std::optional<std::string> bisect;
+  if (job.bisect_id) bisect = std::to_string(*job.bisect_id);
   pqxx::row row =
       tx.exec_prepared1("job_create", job.project_id, job.commit, job.branch, nullable(job.base_commit),
-                        nullable(pr), job.gpu_class, job.max_attempts, rerun);
+                        nullable(pr), job.gpu_class, job.max_attempts, rerun, range.str(), nullable(bisect));
   return {row[0].as<std::int64_t>(), row[1].as<bool>()};
 }
 

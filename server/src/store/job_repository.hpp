@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
@@ -25,6 +26,11 @@ struct NewJob {
   // Measure again though the commit has a job on its side (the default
   // branch or not) and GPU class; otherwise that job is returned.
   bool rerun = false;
+  // A push to the default branch: the last measured commit before it, then
+  // the pushed commits oldest first (the last is `commit`). A regression
+  // found there is bisected over them.
+  std::vector<std::string> range;
+  std::optional<std::int64_t> bisect_id;  // a step of that bisect
 };
 
 // One stage as an agent streams it: `status` is "started" or a report

@@ -95,6 +95,9 @@ SELECT json_build_object(
                  'gpu_seconds', s.gpu_seconds, 'message', s.message,
                  'log_tail', s.log_tail, 'details', s.details) ORDER BY s.ordinal), '[]')
              FROM stages s WHERE s.run_id = r.id),
+  'bisect', (SELECT json_build_object('id', b.id, 'state', b.state, 'first_bad', b.first_bad, 'steps', b.steps,
+                                      'commits', cardinality(b.commits) - 1, 'message', b.message)
+             FROM bisects b WHERE b.run_id = r.id),
   'paging', json_build_object(
       'page', $2::bigint / $3::integer + 1, 'per_page', $3::integer, 'cases_total', n.total,
       'pages', GREATEST(1, (n.total + $3::integer - 1) / $3::integer))

@@ -4,6 +4,7 @@
 #include "http/handlers/handlers.hpp"
 #include "http/handlers/request_fields.hpp"
 #include "kw/common/run_report.hpp"
+#include "store/bisect_repository.hpp"
 #include "store/job_repository.hpp"
 #include "store/run_repository.hpp"
 
@@ -70,6 +71,9 @@ Response as_holder(const HandlerContext& context, Request& request, const json& 
 
 }  // namespace
 
+// A push's range: the bisect searches at most this many commits.
+constexpr std::size_t kMaxRange = 1001;
+
 void add_job_routes(Router& router, const HandlerContext& context) {
   const Access agent = Access::of({Scope::agent});
   const Access ci = Access::of({Scope::ci});
@@ -97,6 +101,21 @@ void add_job_routes(Router& router, const HandlerContext& context) {
       if (!body["rerun"].is_boolean()) throw Unprocessable("wrong_type", "rerun", "must be true or false");
       job.rerun = body["rerun"].get<bool>();
     }
+    if (body.contains("range")) {
+      const json& range = body["range"];
+      if (!range.is_array() || range.size() < 2 || range.size() > kMaxRange)
+        throw Unprocessable("invalid_value", "range",
+                            "must be an array of 2 to " + std::to_string(kMaxRange) +
+                                " commits: the last measured before the push, then the pushed ones");
+      for (std::size_t i = 0; i < range.size(); ++i) {
+        if (!range[i].is_string() || !common::is_commit_sha(range[i].get<std::string>()))
+          throw Unprocessable("invalid_value", "range[" + std::to_string(i) + "]",
+                              "must be a 40-character lowercase hex SHA");
+        job.range.push_back(range[i].get<std::string>());
+      }
+      if (job.range.back() != job.commit)
+        throw Unprocessable("inconsistent", "range", "must end with the job's commit");
+    }
     job.max_attempts = context.max_attempts;
     auto [created, document] = with_transaction(context.pool, [&](pqxx::work& tx) {
       job.project_id = RunRepository::require_project(tx, project);
@@ -107,6 +126,30 @@ void add_job_routes(Router& router, const HandlerContext& context) {
       return std::make_pair(was_created, job_json);
     });
     return Response::json(created ? 201 : 200, document);
+  });
+
+  router.add("GET", "/api/v1/bisects/{id}", Access::read(), [&context](Request& request) {
+    std::int64_t id = request.id_param("id", "bisect");
+    return Response::json(200, with_transaction(context.pool, [&](pqxx::work& tx) {
+                            auto project = BisectRepository::project_of(tx, id);
+                            if (!project) throw NotFound("no_such_bisect", "no bisect " + std::to_string(id));
+                            check_project(request, *project);
+                            return *BisectRepository::get(tx, id);
+                          }));
+  });
+
+  router.add("POST", "/api/v1/bisects/{id}/cancel", ci, [&context](Request& request) {
+    std::int64_t id = request.id_param("id", "bisect");
+    return Response::json(
+        200, with_transaction(context.pool, [&](pqxx::work& tx) {
+          auto project = BisectRepository::project_of(tx, id);
+          if (!project) throw NotFound("no_such_bisect", "no bisect " + std::to_string(id));
+          request.caller->require_project(*project);
+          auto previous = BisectRepository::cancel(tx, id);
+          if (*previous != "running")
+            throw Conflict("bisect_ended", "bisect " + std::to_string(id) + " has ended (" + *previous + ")");
+          return *BisectRepository::get(tx, id);
+        }));
   });
 
   router.add("GET", "/api/v1/jobs/{id}", Access::read(), [&context](Request& request) {
@@ -151,6 +194,8 @@ void add_job_routes(Router& router, const HandlerContext& context) {
           std::int64_t project_id =
               tx.exec_params1("SELECT project_id FROM jobs WHERE id = $1", id)[0].as<std::int64_t>();
           NotificationRepository::job_failed(tx, context.notifications, project_id, job);
+          if (auto ended = BisectRepository::step_failed(tx, id))
+            NotificationRepository::bisect_ended(tx, context.notifications, *ended);
           return true;
         });
   });
