@@ -176,12 +176,13 @@ BisectRepository::AfterRun BisectRepository::after_run(pqxx::work& tx, std::int6
   const int pushed = static_cast<int>(range.size()) - 1;
   // Binary search over the pushed commits, and room for skips.
   const int max_steps = static_cast<int>(std::ceil(std::log2(pushed))) + 4;
-  pqxx::row created = tx.exec_params1(
+  pqxx::result created = tx.exec_params(
       "INSERT INTO bisects (project_id, run_id, gpu_class, commits, cases, good, bad, max_steps) "
       "VALUES ($1, $2, $3, $4::text[], $5::text[], 0, $6, $7) ON CONFLICT (run_id) DO NOTHING RETURNING id",
       job[4].as<std::int64_t>(), run_id, job[3].as<std::string>(), commits.str(), cases.str(), pushed,
       max_steps);
-  auto b = load(tx, created[0].as<std::int64_t>());
+  if (created.empty()) return result;  // the run has its bisect already
+  auto b = load(tx, created[0][0].as<std::int64_t>());
   if (next_step(tx, *b)) result.finished = b->id;
   return result;
 }
