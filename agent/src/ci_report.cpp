@@ -206,7 +206,12 @@ std::string verdict_markdown(const json& run, const std::string& link) {
                 scientific(c["correctness"]["tolerance"]) + "\n";
     }
   } else if (verdict == "no-data") {
-    text += "\nNo case was measured, so nothing can be judged.\n";
+    const int braked = run.contains("detection") && run["detection"].is_object()
+                           ? run["detection"].value("throttled_out", 0)
+                           : 0;
+    text += braked > 0 ? "\nThe GPU throttled through most samples of all " + std::to_string(braked) +
+                             " case(s), so nothing can be judged: the GPU needs attention.\n"
+                       : "\nNo case was measured, so nothing can be judged.\n";
     for (const json& stage : run["stages"]) {
       if (stage["status"] == "skipped")
         text += "\nStage " + stage["name"].get<std::string>() +

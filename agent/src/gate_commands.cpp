@@ -86,7 +86,16 @@ int summarize(const json& run, const std::string& link, const std::map<std::stri
   const std::string gpu = run.value("gpu_model", std::string("none"));
   std::string where = run["commit"].get<std::string>().substr(0, 12) + (gpu == "none" ? "" : " on " + gpu);
   if (verdict == "no-data") {
-    std::cout << "kernelwatch: NO DATA for " << where << ": no case was measured, so nothing can be judged\n";
+    const int braked = run.contains("detection") && run["detection"].is_object()
+                           ? run["detection"].value("throttled_out", 0)
+                           : 0;
+    if (braked > 0) {
+      std::cout << "kernelwatch: NO DATA for " << where << ": the GPU throttled through most samples of all "
+                << braked << " case(s), so nothing can be judged; the GPU needs attention\n";
+    } else {
+      std::cout << "kernelwatch: NO DATA for " << where
+                << ": no case was measured, so nothing can be judged\n";
+    }
     for (const json& stage : run["stages"]) {
       if (stage["status"] == "skipped")
         std::cout << "  stage " << stage["name"].get<std::string>()

@@ -241,6 +241,39 @@ TEST_F(DetectionApiTest, ThrottledSamplesAreExcludedAndSaid) {
       << c["note"];
 }
 
+// A GPU braking through most of a run (an H100 at 92 °C did, 98% of its
+// samples throttled) measures the GPU, not the code: its comparisons are not
+// judged, and a run with nothing else to judge has no verdict (no-data), not
+// a regression.
+TEST_F(DetectionApiTest, ARunMeasuredMostlyWhileThrottledIsNotJudged) {
+  post({});
+  ReportSpec braking;
+  braking.throttled = 25;  // of 30 samples, each 1.3x
+  braking.seed = next_seed_++;
+  auto with_reasons = [&](std::uint64_t reasons) {
+    braking.commit = make_commit(next_commit_++);
+    json report = make_report(braking);
+    for (json& c : report["cases"]) {
+      c["gpu_state"] = {{"sm_mhz", {1980, 1755}}, {"mem_mhz", {2619, 2619}}, {"throttle_reasons", reasons}};
+    }
+    auto response = agent().post("/api/v1/runs", report);
+    EXPECT_EQ(response.status, 201) << response.body;
+    return response.json();
+  };
+  // At the power cap (0x4) a healthy GPU runs heavy kernels: judged.
+  EXPECT_NE(with_reasons(0x4)["verdict"], "no-data");
+  // Thermal (0x20, 0x40) is braking: not judged, no verdict.
+  json answer = with_reasons(0x4 | 0x20 | 0x40);
+  EXPECT_EQ(answer["verdict"], "no-data") << answer.dump();
+  json c = candidate_comparison(answer);
+  EXPECT_EQ(c["status"], "no-baseline");
+  EXPECT_NE(c["note"].get<std::string>().find(
+                "not judged: 83% of the head's samples were taken while the GPU braked (thermal"),
+            std::string::npos)
+      << c["note"];
+  EXPECT_EQ(run(answer)["detection"]["throttled_out"], 3);
+}
+
 TEST_F(DetectionApiTest, PerCaseThresholdOverride) {
   post({});
   auto update =

@@ -217,6 +217,7 @@ struct ComparisonRow {
   double min_threshold = 0;
   std::string threshold_source;
   std::size_t excluded_throttled = 0;
+  bool throttled_out = false;      // not judged: most samples taken while the GPU throttled
   std::optional<json> first_pass;  // the first pass's test, for a case measured again
   std::string reason;              // what it was compared with (the baseline run's reason by default)
 
@@ -410,6 +411,17 @@ std::size_t throttled_count(const Measurement& m) {
   return m.throttled_samples.size();
 }
 
+// A side with most of its samples taken while the GPU was braking measured
+// the GPU, not the code: such a comparison is not judged. Braking is NVML's
+// hardware slowdown, thermal (software and hardware) and hardware power
+// brake; the software power cap is how a healthy GPU runs a heavy kernel,
+// and the comparison at equal clock takes it.
+constexpr double kMostlyThrottled = 0.5;
+constexpr std::uint64_t kBrakeReasons = 0x8 | 0x20 | 0x40 | 0x80;
+double throttled_share(const Measurement& m) {
+  return m.samples_ns.empty() ? 0 : static_cast<double>(throttled_count(m)) / m.samples_ns.size();
+}
+
 // One implementation of one case: A/B when the report measured the base in
 // the same job, else against the stored history up to the baseline run.
 ComparisonRow compare_impl(const std::string& name, const std::string& impl, const common::Case* head_case,
@@ -454,7 +466,26 @@ ComparisonRow compare_impl(const std::string& name, const std::string& impl, con
     row.test.note =
         baseline ? "the baseline run has no " + impl + " measurement for this case" : "no baseline run";
   }
-  if (row.excluded_throttled > 0) {
+  const double head_braked = throttled_share(head);
+  const double base_braked = in_job_base ? throttled_share(*in_job_base) : 0;
+  const bool braking =
+      head_case && head_case->gpu_state && (head_case->gpu_state->throttle_reasons & kBrakeReasons) != 0;
+  if (braking && row.measured() && std::max(head_braked, base_braked) > kMostlyThrottled) {
+    char why[200];
+    std::snprintf(why, sizeof(why),
+                  "not judged: %.0f%% of the head's samples%s were taken while the GPU braked (thermal or "
+                  "hardware slowdown); a comparison of them would be the GPU's, not the code's",
+                  100 * head_braked,
+                  in_job_base ? (" and " + std::to_string(static_cast<int>(100 * base_braked + 0.5)) +
+                                 "% of the base's")
+                                    .c_str()
+                              : "");
+    common::CaseTest unjudged;
+    unjudged.head_replicates = row.test.head_replicates;
+    unjudged.note = why;
+    row.test = unjudged;
+    row.throttled_out = true;
+  } else if (row.excluded_throttled > 0) {
     row.test.note += (row.test.note.empty() ? "" : "; ") + std::to_string(row.excluded_throttled) +
                      " sample(s) taken while throttled were left out of the replicate locations";
   }
@@ -674,7 +705,9 @@ struct DetectionRepository::Plan {
   std::vector<ComparisonRow> rows;
   bool regression = false;
   bool improvement = false;
-  json detection;  // the run's decision, stored with it
+  std::size_t judged = 0;         // candidate comparisons made
+  std::size_t throttled_out = 0;  // candidate comparisons refused: the GPU throttled
+  json detection;                 // the run's decision, stored with it
 };
 
 namespace {
@@ -836,6 +869,12 @@ std::shared_ptr<const DetectionRepository::Plan> DetectionRepository::plan(pqxx:
                          {"run_sd", gpu_noise.run.df > 0 ? gpu_noise.run.sd : common::default_noise().run_sd},
                          {"run_df", gpu_noise.run.df}}}};
   decide_run(result->rows, detection, result->detection, result->regression, result->improvement);
+  for (const ComparisonRow& row : result->rows) {
+    if (row.impl != "candidate") continue;
+    result->throttled_out += row.throttled_out;
+    result->judged += row.measured();
+  }
+  if (result->throttled_out > 0) result->detection["throttled_out"] = result->throttled_out;
   return result;
 }
 
@@ -857,12 +896,14 @@ std::string DetectionRepository::finish(pqxx::work& tx, std::int64_t run_id, con
     failed = failed || (c.correctness && !c.correctness->passed);
     measured = measured || c.candidate() != nullptr;
   }
-  // Nothing measured is no evidence of no regression.
-  std::string verdict = failed             ? "failed"
-                        : !measured        ? "no-data"
-                        : plan.regression  ? "regression"
-                        : plan.improvement ? "improvement"
-                                           : "pass";
+  // Nothing measured is no evidence of no regression, and neither is a run
+  // measured only while the GPU throttled.
+  const bool braked = plan.judged == 0 && plan.throttled_out > 0;
+  std::string verdict = failed                ? "failed"
+                        : !measured || braked ? "no-data"
+                        : plan.regression     ? "regression"
+                        : plan.improvement    ? "improvement"
+                                              : "pass";
   RunRepository::set_verdict(tx, run_id, verdict);
   tx.exec_params0("UPDATE runs SET detection = $2::jsonb WHERE id = $1", run_id, plan.detection.dump());
   if (verdict == "regression" && carry_acknowledgement(tx, run_id)) return "pass";
