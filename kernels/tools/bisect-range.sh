@@ -26,16 +26,7 @@ source "$root/kernels/tools/gpu-scratch.sh"
 kw=$(kw_binary "$out/bisect") || exit 1
 
 if [ ! -d "$work/r/.git" ]; then
-  copy_tree "$work/r"
-  cat > "$work/r/kernelwatch.json" <<JSON
-{
-  "project": "kernelwatch",
-  "build": {"commands": ["cmake --preset gpu -DKW_BUILD_TESTS=OFF -DKW_BUILD_AGENT=OFF",
-                         "cmake --build --preset gpu -j $(nproc) --target kw-bench-attention"]},
-  "benches": [{"name": "attention", "path": "build/gpu/kernels/attention/kw-bench-attention", "cases": "$cases"}],
-  "full_bench": $(python3 -c "import json; print(json.dumps(json.load(open('$root/kernelwatch.json'))['full_bench']))")
-}
-JSON
+  attention_tree "$work/r" "$cases"
   (cd "$work/r" && git_ init -q -b main && git_ add -A && git_ commit -qm "commit 0" &&
     for i in $(seq 1 16); do
       echo "line $i" >> bisect-range.txt

@@ -32,16 +32,7 @@ kw=$(kw_binary "$out/series") || exit 1
 if [ ! -d "$work/b/.git" ]; then
   log "scratch history in $work"
   rm -rf "$work/b" "$work/c" "$work/built"
-  copy_tree "$work/b"
-  cat > "$work/b/kernelwatch.json" <<EOF
-{
-  "project": "kernelwatch",
-  "build": {"commands": ["cmake --preset gpu -DKW_BUILD_TESTS=OFF -DKW_BUILD_AGENT=OFF",
-                         "cmake --build --preset gpu -j $(nproc) --target kw-bench-attention"]},
-  "benches": [{"name": "attention", "path": "build/gpu/kernels/attention/kw-bench-attention", "cases": "$cases"}],
-  "full_bench": $(python3 -c "import json; print(json.dumps(json.load(open('$root/kernelwatch.json'))['full_bench']))")
-}
-EOF
+  attention_tree "$work/b" "$cases"
   (cd "$work/b" && git_ init -q -b main && git_ add -A && git_ commit -qm "A" &&
     echo "<!-- a no-op change -->" >> README.md && git_ commit -qam "B: no-op")
 fi

@@ -22,16 +22,7 @@ source "$root/kernels/tools/gpu-scratch.sh"
 kw=$(kw_binary "$out/explain") || exit 1
 
 rm -rf "$work/a" "$work/built"
-copy_tree "$work/a"
-cat > "$work/a/kernelwatch.json" <<JSON
-{
-  "project": "kernelwatch",
-  "build": {"commands": ["cmake --preset gpu -DKW_BUILD_TESTS=OFF -DKW_BUILD_AGENT=OFF",
-                         "cmake --build --preset gpu -j $(nproc) --target kw-bench-attention"]},
-  "benches": [{"name": "attention", "path": "build/gpu/kernels/attention/kw-bench-attention", "cases": "$cases"}],
-  "full_bench": $(python3 -c "import json; print(json.dumps(json.load(open('$root/kernelwatch.json'))['full_bench']))")
-}
-JSON
+attention_tree "$work/a" "$cases"
 tuned="ForwardTraits<128, 128, 64, 4, 2>"
 wide="ForwardTraits<128, 128, 64, 8, 1>"
 (cd "$work/a" && git_ init -q -b main && git_ add -A && git_ commit -qm "A: the tuned 4-warp configuration" &&

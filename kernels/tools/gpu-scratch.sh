@@ -19,3 +19,19 @@ copy_tree() {
   (cd "$root" && tar --exclude=./build --exclude=./.git --exclude=./gpu-results --exclude=./dashboards/node_modules \
     -cf - .) | tar -C "$1" -xf -
 }
+
+# attention_tree DEST CASES: copy_tree, with a kernelwatch.json that builds
+# only the attention bench and runs the CASES glob, full_bench as this
+# repository's.
+attention_tree() {
+  copy_tree "$1"
+  cat > "$1/kernelwatch.json" <<JSON
+{
+  "project": "kernelwatch",
+  "build": {"commands": ["cmake --preset gpu -DKW_BUILD_TESTS=OFF -DKW_BUILD_AGENT=OFF",
+                         "cmake --build --preset gpu -j $(nproc) --target kw-bench-attention"]},
+  "benches": [{"name": "attention", "path": "build/gpu/kernels/attention/kw-bench-attention", "cases": "$2"}],
+  "full_bench": $(python3 -c "import json; print(json.dumps(json.load(open('$root/kernelwatch.json'))['full_bench']))")
+}
+JSON
+}
