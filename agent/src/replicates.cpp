@@ -58,9 +58,10 @@ PassResult run_pass(const fs::path& checkout, const BenchConfig& bench, const Re
   spec.argv.insert(spec.argv.end(), bench.args.begin(), bench.args.end());
   for (const std::string& arg :
        {std::string("--case-list"), list.string(), std::string("--order-seed"), std::to_string(order_seed),
-        std::string("--max-seconds"), std::to_string(fb.replicate_seconds), std::string("--min-samples"),
-        std::to_string(fb.min_samples), std::string("--max-samples"), std::to_string(fb.max_samples),
-        std::string("--noise-target"), std::to_string(fb.noise_target)}) {
+        std::string("--energy-seconds"), std::to_string(fb.energy_seconds), std::string("--max-seconds"),
+        std::to_string(fb.replicate_seconds), std::string("--min-samples"), std::to_string(fb.min_samples),
+        std::string("--max-samples"), std::to_string(fb.max_samples), std::string("--noise-target"),
+        std::to_string(fb.noise_target)}) {
     spec.argv.push_back(arg);
   }
   spec.argv.push_back("--impls");
@@ -159,6 +160,7 @@ void merge_replicate(json& accumulated, const json& pass_case, std::int64_t repl
       fresh["throttled_samples"] = json::array();
       fresh["replicates"] = json::array();
       fresh["sm_mhz"] = json::array();
+      for (const char* key : {"energy_j", "energy_replicates", "power_w"}) fresh.erase(key);
       into.push_back(std::move(fresh));
       target = &into.back();
     }
@@ -178,6 +180,15 @@ void merge_replicate(json& accumulated, const json& pass_case, std::int64_t repl
     for (const json& index : m.value("throttled_samples", json::array()))
       (*target)["throttled_samples"].push_back(index.get<std::int64_t>() + static_cast<std::int64_t>(offset));
     (*target)["median_ns"] = common::median((*target)["samples_ns"].get<std::vector<double>>());
+    // Energy: one value per replicate that measured it, with its index.
+    if (m.contains("energy_j") && !m["energy_j"].empty() && m.contains("power_w") && !m["power_w"].empty()) {
+      for (const char* key : {"energy_j", "power_w", "energy_replicates"}) {
+        if (!target->contains(key)) (*target)[key] = json::array();
+      }
+      (*target)["energy_j"].push_back(m["energy_j"][0]);
+      (*target)["power_w"].push_back(m["power_w"][0]);
+      (*target)["energy_replicates"].push_back(replicate);
+    }
   }
   if (pass_case.contains("gpu_state")) {
     const json& state = pass_case["gpu_state"];

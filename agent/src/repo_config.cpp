@@ -223,6 +223,8 @@ RepoConfig parse_repo_config(const json& document) {
     fb.replicate_seconds = f.opt_number("replicate_seconds", 0.001).value_or(fb.replicate_seconds);
     fb.target_se = f.opt_number("target_se", 0).value_or(fb.target_se);
     fb.noise_target = f.opt_number("noise_target", 0).value_or(fb.noise_target);
+    fb.energy_seconds = f.opt_number("energy_seconds", 0).value_or(fb.energy_seconds);
+    if (fb.energy_seconds > 10) JsonReader::fail("full_bench.energy_seconds", "must be at most 10");
     for (auto [key, into] : {std::pair{"ab", &fb.ab}, std::pair{"context_pass", &fb.context_pass}}) {
       if (const json* flag = f.find(key)) {
         if (!flag->is_boolean()) JsonReader::fail(f.child(key), "must be true or false");

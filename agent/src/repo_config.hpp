@@ -81,6 +81,9 @@ struct FullBenchConfig {
   double noise_target = 0.005;      // a replicate stops early once its samples are this quiet
   bool ab = true;                   // measure base_commit's build in the same job when there is one
   bool context_pass = true;         // one replicate of the baselines, for the speedup series (not in A/B)
+  // Per case per replicate: the candidate runs back to back this long for
+  // NVML's energy counter after its timed rounds (0: no energy measured).
+  double energy_seconds = 0;
 };
 
 struct RepoConfig {

@@ -109,6 +109,48 @@ TEST(Detection, ABFindsAThreePercentSlowdownAndReportsIt) {
   EXPECT_TRUE(d.regression);
 }
 
+// Two A/A jobs of one H100 host (docs/results/detection-series-h100-s16b,
+// pr-1 and pr-3): replicate locations and SM clocks of ~7 us cases whose
+// sides sat 1.8% and 2.9% apart, every replicate of one side on its own side
+// of the other's, though head and base were one build. Judged as one of the
+// run's 56 comparisons, the replicates' own spread flags both.
+TEST(Detection, ATinyKernelsBetweenSideOffsetIsNotAChange) {
+  struct Job {
+    std::vector<double> head, head_mhz, base, base_mhz;
+  };
+  const std::vector<Job> jobs = {
+      {{6993.6, 7158.1, 7187.5, 7193.9, 7193.6, 7178.2, 7199.0, 7232.0, 7254.1, 7208.3},
+       {1949, 1965, 2025, 2040, 2054, 1979, 1979, 1980, 1979, 1979},
+       {7312.3, 7267.5, 7217.6, 7304.6, 7405.1, 7307.5, 7347.8, 7279.7, 7315.8, 7383.4},
+       {2040, 1965, 2069, 1980, 1965, 1995, 1979, 1979, 1979, 1979}},
+      {{7378.9, 7281.3, 7227.5, 7386.2, 7519.4, 7377.9, 6619.2, 7322.2, 6711.0, 7318.4},
+       {2054, 2009, 1979, 1965, 1965, 1980, 1979, 1979, 1980, 1979},
+       {7174.1, 7305.6, 7158.1, 7023.0, 7144.6, 7131.5, 6552.0, 7081.6, 6574.1, 7130.9},
+       {2040, 1979, 2024, 1995, 1965, 1965, 1979, 1979, 1979, 1979}}};
+  const double first_holm_step = kSettings.run_alpha / 56;
+  NoiseModel without_offset = default_noise();
+  without_offset.side_offset_ns = 0;
+  for (const Job& job : jobs) {
+    EXPECT_LT(test_ab(job.head, job.base, without_offset, kSettings, job.head_mhz, job.base_mhz).p_value,
+              first_holm_step);
+    CaseTest test = test_ab(job.head, job.base, default_noise(), kSettings, job.head_mhz, job.base_mhz);
+    EXPECT_GT(test.p_value, first_holm_step) << test.note;
+    EXPECT_NE(test.note.find("between-side offset 35 ns"), std::string::npos) << test.note;
+    // A real 10% slowdown of the same kernel is still found.
+    std::vector<double> slower = job.head;
+    for (double& location : slower) location *= 1.10;
+    EXPECT_LT(test_ab(slower, job.base, default_noise(), kSettings, job.head_mhz, job.base_mhz).p_value,
+              first_holm_step);
+  }
+  // For a 1 ms kernel the offset is nothing.
+  std::mt19937_64 rng(3);
+  auto base = replicates_of(1e6, 0.004, 6, rng), head = replicates_of(1.03e6, 0.004, 6, rng);
+  CaseTest with = test_ab(head, base, default_noise(), kSettings),
+           without = test_ab(head, base, without_offset, kSettings);
+  EXPECT_NEAR(with.se, without.se, 1e-4 * without.se);
+  EXPECT_EQ(with.note.find("between-side offset"), std::string::npos) << with.note;
+}
+
 // A power-capped case: each replicate gets its own SM clock (sd 4%), its
 // time following the clock, and 0.3% of noise besides.
 struct ClockedReplicates {
@@ -208,6 +250,7 @@ TEST(Detection, HolmKeepsTheRunLevelFalseAlarmRate) {
 TEST(Detection, AnOutlierReplicateIsLeftOut) {
   std::vector<double> head = {1148.9, 475.8, 478.1, 481.2, 477.7}, base = {465.4, 468.4, 461.7, 470.3, 463.6};
   NoiseModel noise{0.006, 100, 0.01, 50};
+  noise.side_offset_ns = 0;  // the outlier rule alone
   CaseTest test = test_ab(head, base, noise, kSettings);
   EXPECT_NEAR(test.ratio, 478.2 / 465.9, 0.003);
   EXPECT_LT(test.p_value, 1e-5);

@@ -776,6 +776,8 @@ def _parser():
     p.add_argument("--case-list", help="a file of case names, one per line (full_bench replicates)")
     p.add_argument("--impls", default="*", help="glob over implementations: candidate, baseline:NAME")
     p.add_argument("--order-seed", type=int, default=0)
+    p.add_argument("--energy-seconds", type=float, default=0,
+                   help="accepted for the agent's protocol; the Python harness reports no energy (the field is absent)")
     p.add_argument("--max-seconds", type=float, default=0.25)
     p.add_argument("--min-samples", type=int, default=10)
     p.add_argument("--max-samples", type=int, default=200)

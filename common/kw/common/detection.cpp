@@ -471,6 +471,7 @@ CaseTest test_ab(std::span<const double> head_locations, std::span<const double>
   }
   test.method = CaseTest::Method::ab;
   std::vector<double> head_logs = logs_of(head_locations), base_logs = logs_of(base_locations);
+  const double side_offset = noise.side_offset_ns / std::exp(mean(base_logs));
   ClockFit clock = adjust_to_common_clock(head_logs, base_logs, head_clocks, base_clocks);
   test.clock_adjusted = clock.applied;
   test.clock_slope = clock.slope;
@@ -487,14 +488,24 @@ CaseTest test_ab(std::span<const double> head_locations, std::span<const double>
   double data_sd = data_df > 0 ? std::sqrt((sum_of_squares(head) + sum_of_squares(base)) / data_df) : 0;
   PooledSd pooled = shrink({data_sd, std::max(data_df, 0.0)}, prior_sd, prior_df);
   test.df = pooled.df;
-  test.se = pooled.sd * std::sqrt(1 / static_cast<double>(head.size()) +
-                                  1 / static_cast<double>(base.size()) + clock.extra_variance);
+  // The side offset is a variance both sides add, known rather than
+  // estimated: it adds no degrees of freedom and no replicates shrink it.
+  test.se = std::sqrt(pooled.sd * pooled.sd *
+                          (1 / static_cast<double>(head.size()) + 1 / static_cast<double>(base.size()) +
+                           clock.extra_variance) +
+                      2 * side_offset * side_offset);
   finish_test(test, settings);
   char text[300];
   std::snprintf(text, sizeof(text),
                 "A/B in one job: %zu head vs %zu base replicates, %s, between-replicate sd %.2f%% (%.0f df)",
                 head.size(), base.size(), percent(test.effect).c_str(), 100 * pooled.sd, pooled.df);
   test.note = text;
+  // Said where it weighs: a fifth of the test's error or more.
+  if (side_offset * side_offset * 2 >= 0.04 * test.se * test.se) {
+    std::snprintf(text, sizeof(text), ", between-side offset %.0f ns (%.2f%%) a side", noise.side_offset_ns,
+                  100 * side_offset);
+    test.note += text;
+  }
   if (clock.applied) {
     std::snprintf(text, sizeof(text),
                   "; at equal SM clock (time ~ clock^%.2f; the head ran at %s the base's clock)", clock.slope,

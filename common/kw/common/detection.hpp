@@ -61,6 +61,16 @@ struct NoiseModel {
   // for the large cases against 1.6% before (docs/results/noise-model-h100.json).
   // A conservative default; not learned yet.
   double clock_adjusted_sd = 0.01;
+  // Between the two sides of one A/B job: an offset of each side's level in
+  // nanoseconds, whatever the kernel's length, that alternating replicates
+  // do not cancel (each side's processes load their own binary). Measured on
+  // one H100 host (docs/results/detection-series-h100-s16b): all ~7 us
+  // cases of a job moved together by 0.5-3% between the sides, in a
+  // different direction per job, the >= 0.9 ms cases not at all; 35 ns per
+  // side (0.49% of 7 us) is that job's between-side spread. On the other 27
+  // A/A jobs of the H100 series it was not seen. Relative to a 1 ms kernel it
+  // is nothing; relative to a 7 us one it bounds what one job can tell.
+  double side_offset_ns = 35;
 };
 
 // The conservative default before anything is stored for a GPU model.
@@ -178,7 +188,8 @@ std::string_view to_string(CaseTest::Method method);
 
 // Base and head measured alternately in one job: Welch-free pooled t-test on
 // the replicate locations, the pooled variance shrunk towards the prior's
-// between-replicate variance.
+// between-replicate variance, and each side's level carrying the noise
+// model's side offset (side_offset_ns over the base's level) besides.
 //
 // With each replicate's SM clock (both sides, one per location) and a clock
 // that moved between replicates, the test is an analysis of covariance: log

@@ -198,6 +198,50 @@ std::vector<T> read_per_sample(JsonReader& reader, const char* key, const std::s
   return values;
 }
 
+// energy_j, energy_replicates and power_w: all three or none, one of each
+// per replicate that measured energy, each replicate once and among the
+// samples' replicates.
+void read_energy(JsonReader& reader, Measurement& measurement) {
+  const json* energy = reader.opt_array("energy_j");
+  if (energy == nullptr) {
+    for (const char* key : {"energy_replicates", "power_w"}) {
+      if (reader.find(key) != nullptr)
+        JsonReader::fail(reader.child(key), "needs energy_j beside it", "inconsistent");
+    }
+    return;
+  }
+  auto positive = [](const char* unit) {
+    return [unit](const json& number, const std::string& at) {
+      double value = JsonReader::as_number(number, at, 0);
+      if (!std::isfinite(value) || value <= 0)
+        JsonReader::fail(at, std::string("must be ") + unit + " > 0 (absent where not measured, never 0)",
+                         "out_of_range");
+      return value;
+    };
+  };
+  measurement.energy_j =
+      read_per_sample<double>(reader, "energy_j", "value", energy->size(), positive("joules"));
+  if (reader.opt_array("energy_replicates") == nullptr)
+    JsonReader::fail(reader.child("energy_replicates"), "is required with energy_j", "missing_field");
+  if (reader.opt_array("power_w") == nullptr)
+    JsonReader::fail(reader.child("power_w"), "is required with energy_j", "missing_field");
+  std::set<std::int64_t> sample_replicates(measurement.replicates.begin(), measurement.replicates.end());
+  if (measurement.replicates.empty()) sample_replicates.insert(0);
+  std::set<std::int64_t> seen;
+  measurement.energy_replicates = read_per_sample<std::int64_t>(
+      reader, "energy_replicates", "replicate index per energy_j value", energy->size(),
+      [&](const json& index, const std::string& at) {
+        std::int64_t replicate = JsonReader::as_integer(index, at, 0, kMaxInt32);
+        if (!sample_replicates.count(replicate))
+          JsonReader::fail(at, "replicate " + std::to_string(replicate) + " has no samples", "inconsistent");
+        if (!seen.insert(replicate).second)
+          JsonReader::fail(at, "replicate " + std::to_string(replicate) + " twice", "inconsistent");
+        return replicate;
+      });
+  measurement.power_w = read_per_sample<double>(reader, "power_w", "power per energy_j value", energy->size(),
+                                                positive("watts"));
+}
+
 Measurement read_measurement(const json& value, const std::string& path) {
   JsonReader reader(value, path);
   Measurement measurement;
@@ -262,6 +306,7 @@ Measurement read_measurement(const json& value, const std::string& path) {
           JsonReader::fail(at, "must be a clock in MHz, > 0 and <= 100000", "out_of_range");
         return mhz;
       });
+  read_energy(reader, measurement);
   reader.reject_unknown_keys();
   return measurement;
 }
@@ -645,6 +690,11 @@ json to_json(const Case& run_case) {
       if (!m.throttled_samples.empty()) j["throttled_samples"] = m.throttled_samples;
       if (!m.replicates.empty()) j["replicates"] = m.replicates;
       if (!m.sm_mhz.empty()) j["sm_mhz"] = m.sm_mhz;
+      if (!m.energy_j.empty()) {
+        j["energy_j"] = m.energy_j;
+        j["energy_replicates"] = m.energy_replicates;
+        j["power_w"] = m.power_w;
+      }
       measurements.push_back(std::move(j));
     }
     return measurements;

@@ -123,6 +123,11 @@ struct Measurement {
   // The SM clock (MHz) each sample ran at, one per sample, as the bench's
   // in-band probe saw it; empty when the bench does not report it.
   std::vector<double> sm_mhz;
+  // Joules per iteration, one per replicate that measured energy, with that
+  // replicate's index and average board power; all empty where none did.
+  std::vector<double> energy_j;
+  std::vector<std::int64_t> energy_replicates;
+  std::vector<double> power_w;
 
   bool is_candidate() const { return impl == "candidate"; }
 };

@@ -347,7 +347,9 @@ std::vector<CaseRun> run_in_children(const Options& options, const std::vector<s
                                      "--impls",
                                      options.bench.impls,
                                      "--order-offset",
-                                     std::to_string(options.bench.order_offset)};
+                                     std::to_string(options.bench.order_offset),
+                                     "--energy-seconds",
+                                     std::to_string(options.bench.energy_seconds)};
     for (const auto& [stage, left] : stage_left)
       argv.insert(argv.end(), {"--stage-timeout", stage + "=" + std::to_string(std::max(0.0, left))});
     const std::size_t runs_before = runs.size();
@@ -691,6 +693,11 @@ int main(int argc, char** argv) {
   cli.add_option("--noise-target", options.bench.noise_target, "full_bench: stop at this relative noise")
       ->capture_default_str();
   cli.add_option("--max-seconds", options.bench.max_seconds, "full_bench: time cap per case")
+      ->capture_default_str();
+  cli.add_option("--energy-seconds", options.bench.energy_seconds,
+                 "full_bench: run each implementation back to back this long after its timed rounds and "
+                 "report joules per iteration from NVML's energy counter (0: no energy)")
+      ->check(CLI::Range(0.0, 10.0))
       ->capture_default_str();
   cli.add_option("--min-samples", options.bench.min_samples)->capture_default_str();
   cli.add_option("--max-samples", options.bench.max_samples)->capture_default_str();

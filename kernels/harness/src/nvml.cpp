@@ -15,6 +15,7 @@ using ClockFn = nvmlReturn (*)(void*, int, unsigned int*);
 using ReasonsFn = nvmlReturn (*)(void*, unsigned long long*);
 using TemperatureFn = nvmlReturn (*)(void*, int, unsigned int*);
 using PowerFn = nvmlReturn (*)(void*, unsigned int*);
+using EnergyFn = nvmlReturn (*)(void*, unsigned long long*);
 using DriverVersionFn = nvmlReturn (*)(char*, unsigned int);
 using ErrorStringFn = const char* (*)(nvmlReturn);
 
@@ -82,6 +83,26 @@ std::optional<GpuReading> Nvml::read() {
   if (temperature && temperature(device_, kTemperatureGpu, &value) == 0) reading.temp_c = value;
   if (power && power(device_, &value) == 0) reading.power_w = value / 1000.0;
   return reading;
+}
+
+std::optional<std::uint64_t> Nvml::energy_mj() {
+  if (!available()) {
+    energy_why_ = why_;
+    return std::nullopt;
+  }
+  auto energy = symbol<EnergyFn>(library_, "nvmlDeviceGetTotalEnergyConsumption");
+  if (energy == nullptr) {
+    energy_why_ = "nvmlDeviceGetTotalEnergyConsumption not found";
+    return std::nullopt;
+  }
+  unsigned long long millijoules = 0;
+  if (nvmlReturn status = energy(device_, &millijoules); status != 0) {
+    auto error_string = symbol<ErrorStringFn>(library_, "nvmlErrorString");
+    energy_why_ = std::string("nvmlDeviceGetTotalEnergyConsumption failed: ") +
+                  (error_string ? error_string(status) : std::to_string(status));
+    return std::nullopt;
+  }
+  return millijoules;
 }
 
 std::string Nvml::driver_version() {

@@ -35,12 +35,18 @@ class Nvml {
   bool available() const { return device_ != nullptr; }
   const std::string& unavailable() const { return why_; }
   std::optional<GpuReading> read();
+  // The board's total energy since the driver loaded, in millijoules (Volta
+  // and newer); nullopt, with energy_unavailable() saying why, where NVML
+  // cannot read it.
+  std::optional<std::uint64_t> energy_mj();
+  const std::string& energy_unavailable() const { return energy_why_; }
   std::string driver_version();
 
  private:
   void* library_ = nullptr;
   void* device_ = nullptr;
   std::string why_;
+  std::string energy_why_;
 };
 
 }  // namespace kwbench

@@ -6,7 +6,9 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <deque>
 #include <memory>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -523,6 +525,113 @@ void run_preflight(Case& c, const BenchOptions& options, std::size_t stages,
   }
 }
 
+// Energy per iteration of each implementation. NVML's energy counter steps
+// about every 100 ms on an H100 (docs/PERFORMANCE.md), and one read takes
+// about 4 ms, so the window runs from one step to the first step at least
+// options.energy_seconds later, the joules between two steps being whole.
+// The implementation runs back to back all along (no L2 flush), the host
+// keeping ~20 ms of batches queued while it polls the counter; an event
+// after each ~1 ms batch tells how many iterations had finished when a step
+// was seen. The counter is the board's, idle power included: a kernel's
+// joules are its average power times its time. Each implementation gets its
+// joules per iteration, average power and iterations, or nothing where NVML
+// cannot read energy or the counter did not step (never a zero).
+std::vector<json> measure_energy(Case& c, const std::vector<Impl>& impls, Prepared& prepared,
+                                 const std::vector<std::vector<double>>& samples, Nvml& nvml,
+                                 const BenchOptions& options) {
+  std::vector<json> energy(impls.size(), json::object());
+  if (!(options.energy_seconds > 0)) return energy;
+  constexpr double kBatch = 0.001, kQueued = 0.02, kStepWait = 1.0;
+  using Clock = std::chrono::steady_clock;
+  for (std::size_t k = 0; k < impls.size(); ++k) {
+    const double per_iteration_s = std::max(kw::common::median(samples[k]) * 1e-9, 1e-7);
+    const std::int64_t batch =
+        std::clamp<std::int64_t>(static_cast<std::int64_t>(kBatch / per_iteration_s), 1, 4096);
+    const std::int64_t queued_limit =
+        std::max<std::int64_t>(2 * batch, static_cast<std::int64_t>(kQueued / per_iteration_s));
+    struct Mark {
+      cudaEvent_t event;
+      std::int64_t iterations;  // finished once the event has
+    };
+    std::deque<Mark> marks;
+    std::vector<cudaEvent_t> spare;
+    std::int64_t enqueued = 0, finished = 0;
+    auto poll = [&] {
+      while (!marks.empty()) {
+        cudaError_t status = cudaEventQuery(marks.front().event);
+        if (status == cudaErrorNotReady) break;
+        KW_CUDA_CHECK(status);
+        finished = marks.front().iterations;
+        spare.push_back(marks.front().event);
+        marks.pop_front();
+      }
+    };
+    auto top_up = [&] {
+      poll();
+      while (enqueued - finished < queued_limit) {
+        for (std::int64_t i = 0; i < batch; ++i) run_impl(c, impls[k], *prepared.state);
+        enqueued += batch;
+        cudaEvent_t event = nullptr;
+        if (spare.empty()) {
+          KW_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+        } else {
+          event = spare.back();
+          spare.pop_back();
+        }
+        KW_CUDA_CHECK(cudaEventRecord(event, prepared.stream));
+        marks.push_back({event, enqueued});
+      }
+    };
+    // Polls the counter with the GPU kept busy until it steps past `from`
+    // (at least `after` seconds from `since`), or kStepWait passes.
+    struct Step {
+      std::uint64_t millijoules;
+      std::int64_t iterations;
+      Clock::time_point at;
+    };
+    auto next_step = [&](std::uint64_t from, Clock::time_point since, double after) -> std::optional<Step> {
+      const Clock::time_point began = Clock::now();
+      for (;;) {
+        top_up();
+        const std::optional<std::uint64_t> now = nvml.energy_mj();
+        const Clock::time_point at = Clock::now();
+        if (!now) return std::nullopt;
+        const bool long_enough = std::chrono::duration<double>(at - since).count() >= after;
+        if (*now != from && long_enough) {
+          poll();
+          return Step{*now, finished, at};
+        }
+        if (*now != from) from = *now;
+        if (std::chrono::duration<double>(at - began).count() > after + kStepWait) return std::nullopt;
+      }
+    };
+    std::optional<Step> opened, closed;
+    if (const std::optional<std::uint64_t> idle = nvml.energy_mj()) {
+      opened = next_step(*idle, Clock::now(), 0);
+      if (opened) closed = next_step(opened->millijoules, opened->at, options.energy_seconds);
+    }
+    KW_CUDA_CHECK(cudaStreamSynchronize(prepared.stream));
+    for (const Mark& mark : marks) cudaEventDestroy(mark.event);
+    for (cudaEvent_t event : spare) cudaEventDestroy(event);
+    if (!opened) {
+      if (!nvml.energy_unavailable().empty()) return energy;
+      continue;
+    }
+    if (!closed || closed->millijoules <= opened->millijoules || closed->iterations <= opened->iterations)
+      continue;
+    const double joules = static_cast<double>(closed->millijoules - opened->millijoules) / 1000;
+    const double seconds = std::chrono::duration<double>(closed->at - opened->at).count();
+    const std::int64_t iterations = closed->iterations - opened->iterations;
+    // As a report's measurement has them: one value per replicate, this
+    // process being replicate 0.
+    energy[k] = {{"energy_j", {joules / static_cast<double>(iterations)}},
+                 {"energy_replicates", {0}},
+                 {"power_w", {joules / seconds}},
+                 {"iterations", iterations}};
+  }
+  return energy;
+}
+
 CaseOutcome run_full_bench(Case& c, const DeviceFacts& device, const BenchOptions& options) {
   CaseOutcome outcome;
   outcome.part = case_header(c);
@@ -656,10 +765,11 @@ CaseOutcome run_full_bench(Case& c, const DeviceFacts& device, const BenchOption
   }
   read_nvml(true);
   KW_CUDA_CHECK(cudaFree(flush));
+  const std::vector<json> energy = measure_energy(c, impls, prepared, samples, nvml, options);
 
   json measurements = json::array();
   double flops = c.flops(), bytes = c.bytes();
-  json noise = json::object();
+  json noise = json::object(), energy_iterations = json::object();
   for (std::size_t k = 0; k < impls.size(); ++k) {
     json m{{"impl", impls[k].name},
            {"samples_ns", samples[k]},
@@ -670,6 +780,10 @@ CaseOutcome run_full_bench(Case& c, const DeviceFacts& device, const BenchOption
     if (!throttled_rounds.empty()) m["throttled_samples"] = throttled_rounds;
     if (std::all_of(sample_mhz.begin(), sample_mhz.end(), [](double mhz) { return mhz > 0; }))
       m["sm_mhz"] = sample_mhz;
+    if (energy[k].contains("energy_j")) {
+      for (const char* key : {"energy_j", "energy_replicates", "power_w"}) m[key] = energy[k][key];
+      energy_iterations[impls[k].name] = energy[k]["iterations"];
+    }
     measurements.push_back(std::move(m));
     noise[impls[k].name] = kw::common::relative_noise(samples[k]);
   }
@@ -692,6 +806,10 @@ CaseOutcome run_full_bench(Case& c, const DeviceFacts& device, const BenchOption
       {"throttled_samples", throttled_rounds.size()},
       {"skipped_baselines", skipped}};
   if (!nvml.available()) outcome.details["nvml"] = nvml.unavailable();
+  if (!energy_iterations.empty()) outcome.details["energy_iterations"] = energy_iterations;
+  if (options.energy_seconds > 0 && energy_iterations.empty())
+    outcome.details["energy"] =
+        nvml.energy_unavailable().empty() ? "NVML's energy counter did not step" : nvml.energy_unavailable();
   double first = measurements[0]["median_ns"];
   outcome.message =
       std::to_string(samples[0].size()) + " samples, " + impls[0].name + " median " +

@@ -25,6 +25,9 @@ struct BenchOptions {
   double warmup_seconds = 0.1;       // or this long at the most
   std::string impls = "*";           // full_bench: glob over the implementations timed
   unsigned order_offset = 0;         // full_bench: which implementation goes first in round 0
+  // full_bench: after the timed rounds, each implementation runs back to back
+  // this long between two reads of NVML's energy counter (0: no energy).
+  double energy_seconds = 0;
 };
 
 struct DeviceFacts {

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <map>
 
 #include <gtest/gtest.h>
@@ -86,6 +87,58 @@ TEST_F(HarnessGpuTest, CorrectKernelsPassEveryStageAndMakeAValidReport) {
   EXPECT_NO_THROW(kw::common::parse_run_report(report)) << report.dump().substr(0, 2000);
 }
 
+// Energy per iteration from NVML's counter: the scale kernel streams 8 bytes
+// an element, so eight times the elements costs about eight times the
+// joules; each implementation's joules are its average power times its
+// time. Where NVML cannot read energy the fields are absent, and the stage
+// says why.
+TEST_F(HarnessGpuTest, EnergyPerIterationFollowsTheWork) {
+  std::map<std::string, json> candidates;
+  for (const char* name : {"selftest.scale/n33554432", "selftest.scale/n268435456"}) {
+    json document = stage(KW_SELFTEST_BENCH, "full_bench",
+                          {"--case", name, "--max-seconds", "0.5", "--energy-seconds", "0.2"});
+    ASSERT_EQ(document["stage"]["status"], "passed") << last_.output;
+    ASSERT_EQ(document["cases"].size(), 1u) << last_.output;
+    json c = document["cases"][0];
+    if (!c["measurements"][0].contains("energy_j")) {
+      json details = case_named(document, name).value("details", json::object());
+      ASSERT_TRUE(details.contains("energy") || details.contains("nvml")) << c.dump().substr(0, 1500);
+      GTEST_SKIP() << "NVML reads no energy here: " << details.value("energy", details.value("nvml", ""));
+    }
+    for (const json& m : c["measurements"]) {
+      ASSERT_TRUE(m.contains("energy_j")) << m["impl"];
+      const double joules = m["energy_j"][0], watts = m["power_w"][0];
+      const double seconds = m["median_ns"].get<double>() * 1e-9;
+      EXPECT_GT(watts, 30) << m["impl"];
+      EXPECT_LT(watts, 1500) << m["impl"];
+      EXPECT_EQ(m["energy_replicates"], json({0}));
+      // The energy window runs without the timed rounds' L2 flush: within 40%.
+      EXPECT_NEAR(joules / (watts * seconds), 1.0, 0.4) << m["impl"] << " " << m.dump().substr(0, 300);
+    }
+    candidates[name] = c["measurements"][0];
+    // The single process's measurement is already a report's.
+    EXPECT_NO_THROW(kw::common::parse_run_report(json{{"schema", "kernelwatch.run/1"},
+                                                      {"project", "p"},
+                                                      {"commit", std::string(40, 'a')},
+                                                      {"branch", "main"},
+                                                      {"agent", {{"name", "gpu-test"}, {"version", "0.1.0"}}},
+                                                      {"device", document["device"]},
+                                                      {"started_at", "2026-11-24T10:00:00Z"},
+                                                      {"finished_at", "2026-11-24T10:10:00Z"},
+                                                      {"gpu_seconds", 1.0},
+                                                      {"stages", json::array({document["stage"]})},
+                                                      {"cases", document["cases"]}}))
+        << c.dump().substr(0, 1500);
+  }
+  const double ratio = candidates["selftest.scale/n268435456"]["energy_j"][0].get<double>() /
+                       candidates["selftest.scale/n33554432"]["energy_j"][0].get<double>();
+  EXPECT_GT(ratio, 5.0) << "8x the elements";
+  EXPECT_LT(ratio, 11.0) << "8x the elements";
+  std::cout << "energy per iteration: n33554432 " << candidates["selftest.scale/n33554432"]["energy_j"]
+            << " J, n268435456 " << candidates["selftest.scale/n268435456"]["energy_j"] << " J (x" << ratio
+            << "), power " << candidates["selftest.scale/n268435456"]["power_w"] << " W\n";
+}
+
 TEST_F(HarnessGpuTest, MissingTemplateInstantiationFailsLoad) {
   json document =
       stage(KW_SELFTEST_BENCH, "load", {"--library", KW_BROKEN_LIBRARY, "--symbol", "kw_selftest_entry"});
@@ -121,11 +174,12 @@ TEST_F(HarnessGpuTest, OldKernelGeometryFailsLaunchGeometry) {
 }
 
 TEST_F(HarnessGpuTest, CorrectnessCatchesUnwrittenNaNAndFaultsPerCase) {
-  json document =
-      stage(KW_BROKEN_BENCH, "correctness", {"--case", "broken.[ounf]*"});  // ok, unwritten, nan, fault, overrun
+  json document = stage(KW_BROKEN_BENCH, "correctness",
+                        {"--case", "broken.[ounf]*"});  // ok, unwritten, nan, fault, overrun
   EXPECT_EQ(document["stage"]["status"], "failed");
   EXPECT_EQ(case_named(document, "broken.overrun")["status"], "passed")
-      << "its outputs are right; only a sanitizer sees its write past the end (agent/tests/sanitize_gpu_test.cpp)";
+      << "its outputs are right; only a sanitizer sees its write past the end "
+         "(agent/tests/sanitize_gpu_test.cpp)";
   EXPECT_EQ(case_named(document, "broken.ok")["status"], "passed")
       << "a fault elsewhere must not fail this case";
   json unwritten = case_named(document, "broken.unwritten");
