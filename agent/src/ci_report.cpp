@@ -46,10 +46,10 @@ std::string env(const char* name) {
 // `shared_baseline`: the rows share one baseline, said once above the
 // tables; otherwise each row names its own.
 std::string comparison_table(const std::vector<const json*>& rows, const std::string& title,
-                             bool shared_baseline) {
+                             bool shared_baseline, const std::string& metric = "time") {
   if (rows.empty()) return {};
-  std::string text = "\n**" + title + "** (" + std::to_string(rows.size()) + ")\n\n" +
-                     "| case | time vs baseline | 99% interval | p | threshold |" +
+  std::string text = "\n**" + title + "** (" + std::to_string(rows.size()) + ")\n\n" + "| case | " + metric +
+                     " vs baseline | 99% interval | p | threshold |" +
                      (shared_baseline ? "" : " baseline |") + "\n|---|---:|---:|---:|---:|" +
                      (shared_baseline ? "" : "---|") + "\n";
   for (std::size_t i = 0; i < rows.size() && i < kMaxRows; ++i) {
@@ -177,9 +177,14 @@ std::string verdict_markdown(const json& run, const std::string& link) {
   std::string text =
       marker(project) + "\n### kernelwatch " + project + ": " + headline + " for " + where + "\n";
 
-  std::vector<const json*> regressed, improved;
+  std::vector<const json*> regressed, improved, energy_regressed, energy_improved;
   int compared = 0;
   for (const json& c : run["comparisons"]) {
+    if (c["kind"] == "energy" && c["impl"] == "candidate") {
+      if (c["status"] == "regression") energy_regressed.push_back(&c);
+      if (c["status"] == "improvement") energy_improved.push_back(&c);
+      continue;
+    }
     if (c["kind"] != "time" || c["impl"] != "candidate") continue;
     compared += c["status"] != "no-baseline";
     if (c["status"] == "regression") regressed.push_back(&c);
@@ -190,6 +195,9 @@ std::string verdict_markdown(const json& run, const std::string& link) {
   });
   std::sort(improved.begin(), improved.end(), [](const json* a, const json* b) {
     return (*a)["ratio"].get<double>() < (*b)["ratio"].get<double>();
+  });
+  std::sort(energy_regressed.begin(), energy_regressed.end(), [](const json* a, const json* b) {
+    return (*a)["ratio"].get<double>() > (*b)["ratio"].get<double>();
   });
 
   if (verdict == "failed") {
@@ -227,7 +235,9 @@ std::string verdict_markdown(const json& run, const std::string& link) {
             std::to_string(improved.size()) + " faster.";
     if (baselines.size() == 1) text += " Baseline: " + cell(*baselines.begin()) + ".";
     text += "\n" + comparison_table(regressed, "Regressed", baselines.size() == 1) +
-            comparison_table(improved, "Improved", baselines.size() == 1);
+            comparison_table(improved, "Improved", baselines.size() == 1) +
+            comparison_table(energy_regressed, "More energy (joules per iteration)", false, "energy") +
+            comparison_table(energy_improved, "Less energy (joules per iteration)", false, "energy");
     std::string changed;
     for (const auto* rows : {&regressed, &improved}) {
       for (const json* c : *rows) {

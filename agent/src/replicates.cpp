@@ -58,14 +58,18 @@ PassResult run_pass(const fs::path& checkout, const BenchConfig& bench, const Re
   spec.argv.insert(spec.argv.end(), bench.args.begin(), bench.args.end());
   for (const std::string& arg :
        {std::string("--case-list"), list.string(), std::string("--order-seed"), std::to_string(order_seed),
-        std::string("--energy-seconds"), std::to_string(fb.energy_seconds), std::string("--max-seconds"),
-        std::to_string(fb.replicate_seconds), std::string("--min-samples"), std::to_string(fb.min_samples),
-        std::string("--max-samples"), std::to_string(fb.max_samples), std::string("--noise-target"),
-        std::to_string(fb.noise_target)}) {
+        std::string("--max-seconds"), std::to_string(fb.replicate_seconds), std::string("--min-samples"),
+        std::to_string(fb.min_samples), std::string("--max-samples"), std::to_string(fb.max_samples),
+        std::string("--noise-target"), std::to_string(fb.noise_target)}) {
     spec.argv.push_back(arg);
   }
   spec.argv.push_back("--impls");
   spec.argv.push_back(impls);
+  // Only when asked for: a bench built on an older harness knows no such option.
+  if (fb.energy_seconds > 0) {
+    spec.argv.push_back("--energy-seconds");
+    spec.argv.push_back(std::to_string(fb.energy_seconds));
+  }
   spec.cwd = checkout;
   spec.timeout_s = config.timeout_for(common::StageName::full_bench);
   common::ChildOutcome outcome = common::run_child(spec, stop);

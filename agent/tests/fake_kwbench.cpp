@@ -3,7 +3,10 @@
 // so the agent and the CI gate can be tested end to end on machines without
 // a GPU. It times nothing real: its samples are drawn log-normal around fixed
 // case times, and, as a real GPU process does, each invocation (a replicate)
-// sits at a level of its own: 0.5% between processes, 0.5% within one.
+// sits at a level of its own: 0.2% between processes, 0.5% within one. The
+// between-process spread is kept well under the 1% threshold: at 0.5% an
+// unchanged commit was flagged now and then (the run's 1% false-alarm
+// allowance; CI of 921acca), and the e2e suite judges a few dozen of them.
 //
 // Behaviour comes from kwbench-fake.json in the working directory (the
 // checkout), so a commit can change it:
@@ -82,7 +85,7 @@ int main(int argc, char** argv) {
   std::mt19937_64 rng(
       static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
   std::normal_distribution<double> noise(0, 0.005);
-  const double process_level = std::exp(noise(rng));
+  const double process_level = std::exp(std::normal_distribution<double>(0, 0.002)(rng));
   // One stage's {"stage", "cases"}.
   auto run_stage = [&](const std::string& stage_name) {
     if (stage == "preflight" && stage_name != "load")

@@ -209,7 +209,7 @@ async function regressionsPage(project, query) {
     ${runs.length ? `<table id="regressions"><thead><tr><th>run</th><th>status</th><th>branch</th><th>commit</th><th>GPU</th><th>cases flagged (time vs baseline, 99% interval)</th><th>finished</th></tr></thead><tbody>
       ${runs.map((r) => `<tr class="clickable" data-href="#/run/${r.id}"><td><a href="#/run/${r.id}">${r.id}</a></td><td>${verdictBadge(r)}</td><td>${esc(r.branch)}</td>
         <td>${commitCell(r)}</td><td>${esc(r.gpu_model)}</td>
-        <td>${(r.regressions ?? []).map((c) => `${esc(c.case)} <b>${ratioText(c.ratio)}</b> <span class="muted">[${c.lower.toFixed(3)}, ${c.upper.toFixed(3)}]</span>`).join("<br>")}</td>
+        <td>${(r.regressions ?? []).map((c) => `${esc(c.case)}${c.kind === "energy" ? " (energy)" : ""} <b>${ratioText(c.ratio)}</b> <span class="muted">[${c.lower.toFixed(3)}, ${c.upper.toFixed(3)}]</span>`).join("<br>")}</td>
         <td>${when(r.finished_at)}</td></tr>`).join("")}</tbody></table>`
       : `<p class="muted" id="no-regressions">No run of ${esc(project)}${branch ? ` on ${esc(branch)}` : ""} has flagged a regression.</p>`}`;
   document.getElementById("branch").onchange = (e) => setQuery({ branch: e.target.value });
@@ -244,13 +244,16 @@ async function casePage(project, name, query) {
   const where = branch || settings.default_branch;
   // A chart is drawn only where it has something to show; otherwise a line says why.
   const impls = [...new Set(series.median_ns.flatMap((m) => Object.keys(m)).filter((i) => i !== "candidate"))];
+  const energy = series.energy_j ?? [], hasEnergy = energy.some((e) => e != null);
   app.innerHTML = `<h1>${esc(name)} <span class="muted">· <a href="#/p/${enc(project)}">${esc(project)}</a></span></h1>
     <div class="filters">${branches}<label>GPU model <select id="gpu"><option value="">all</option>${gpus.concat(gpu && !gpus.includes(gpu) ? [gpu] : []).map((g) => `<option ${g === gpu ? "selected" : ""}>${esc(g)}</option>`).join("")}</select></label>
     <span class="muted">${n} runs on ${esc(where)}, in commit order · drag to pan, wheel to zoom, click a point to pin its card</span></div>
     ${n ? `<h2>Median time (µs) with 95% interval</h2><div class="chart" id="time-chart"></div>`
         : `<p class="muted" id="no-runs">No run of this case on ${esc(where)}${gpu ? ` on ${esc(gpu)}` : ""} yet.</p>`}
     ${n && impls.length ? `<h2>Speedup over the in-run baselines</h2><div class="chart" id="speedup-chart"></div>`
-        : n ? `<p class="muted" id="no-baselines">No speedup to chart: this case's bench measures no in-run baseline (a cuDNN or cuBLAS implementation run beside it).</p>` : ""}`;
+        : n ? `<p class="muted" id="no-baselines">No speedup to chart: this case's bench measures no in-run baseline (a cuDNN or cuBLAS implementation run beside it).</p>` : ""}
+    ${hasEnergy ? `<h2>Energy per iteration (mJ)</h2><div class="chart" id="energy-chart"></div>`
+        : n ? `<p class="muted" id="no-energy">No energy to chart: no run measured it (kernelwatch.json <code>full_bench.energy_seconds</code>, on a GPU whose NVML reads energy).</p>` : ""}`;
   document.getElementById("branch").onchange = (e) => setQuery({ branch: e.target.value, gpu });
   document.getElementById("gpu").onchange = (e) => setQuery({ branch, gpu: e.target.value });
   if (!n) return;
@@ -284,6 +287,7 @@ async function casePage(project, name, query) {
     return `<div class="card-commit"><code>${esc(short(commit))}</code> ${esc(series.subject[k] ?? "")}</div>
       <div class="card-meta">${series.author[k] ? `${esc(series.author[k])} · ` : ""}${series.committed_at[k] != null ? `committed ${when(series.committed_at[k])}` : `measured ${when(series.finished_at[k])}`}</div>
       <div>${esc(series.gpu_model[k])} · median ${us(m.candidate)} · ${esc(series.status[k] ?? "no comparison")}${series.acknowledged[k] ? " (acknowledged)" : ""}</div>
+      ${energy[k] != null ? `<div class="card-energy">${(1000 * energy[k]).toPrecision(4)} mJ per iteration at ${Math.round(series.power_w[k])} W · energy ${esc(series.energy_status[k] ?? "not compared")}</div>` : ""}
       <div class="card-links"><a class="card-run" href="#/run/${series.run_id[k]}">run ${series.run_id[k]} →</a>${github}</div>`;
   };
   const hover = (u) => {
@@ -309,6 +313,17 @@ async function casePage(project, name, query) {
   });
   const timeChart = plot(document.getElementById("time-chart"), { ...common(320), series: timeSeries, bands, axes: [commitAxis, { label: "µs" }] }, timeData);
   timeChart.root.dataset.points = String(n);
+  if (hasEnergy) {
+    const energyData = [x], energySeries = [timeSeries[0]];
+    gpus.forEach((g, i) => {
+      energyData.push(energy.map((e, k) => (series.gpu_model[k] === g && e != null ? 1000 * e : null)));
+      energySeries.push({ label: g, stroke: ["#2e90fa", "#7a5af8", "#12a150", "#f79009"][i % 4], width: 1.5, spanGaps: true, points: { size: 4 } });
+    });
+    energyData.push(energy.map((e, k) => (series.energy_status[k] === "regression" && e != null ? 1000 * e : null)));
+    energySeries.push({ label: "more energy", stroke: "#d92d20", paths: () => null, points: { size: 11, fill: "#d92d20", stroke: "#d92d20" } });
+    const energyChart = plot(document.getElementById("energy-chart"), { ...common(240), series: energySeries, axes: [commitAxis, { label: "mJ" }] }, energyData);
+    energyChart.root.dataset.points = String(energy.filter((e) => e != null).length);
+  }
   if (!impls.length) return;
   const speedupData = [x, ...impls.map((impl) => series.median_ns.map((m) => (m[impl] && m.candidate ? m[impl] / m.candidate : null)))];
   plot(document.getElementById("speedup-chart"), {

@@ -117,6 +117,20 @@ before(async () => {
     for (const c of alone.cases) c.measurements = c.measurements.filter((m) => m.impl === "candidate");
     await post("/api/v1/runs", alone, tokens.agent);
   }
+  // A project whose bench measures energy (full_bench.energy_seconds): five
+  // runs, the newest burning 30% more joules per iteration in the same time.
+  execFileSync(SERVER_BINARY, ["project", "create", "--data-dir", dataDir, "watts"]);
+  for (let i = 0; i < 5; ++i) {
+    const measured = report({ commit: sha(n++), cases: [["gemm/bf16/m4096", 250000]] });
+    measured.project = "watts";
+    const candidate = measured.cases[0].measurements[0];
+    candidate.replicates = candidate.samples_ns.map((_, k) => Math.floor(k / 10));
+    candidate.energy_j = [0, 1, 2].map(() => 0.17 * (i === 4 ? 1.3 : 1) * Math.exp(0.01 * gauss()));
+    candidate.energy_replicates = [0, 1, 2];
+    candidate.power_w = [0, 1, 2].map(() => 690 * (i === 4 ? 1.3 : 1));
+    const r = await post("/api/v1/runs", measured, tokens.agent);
+    if (i === 4) seeded.energyRegression = r.run_id;
+  }
   // A case with 10,000 runs, to plot and pan. Written with SQL straight into
   // the server's database: 10,000 posts would take minutes on a 2-core machine
   // (kw-server-bench measures ingest); the page reads them through the API.
@@ -375,6 +389,26 @@ test("a case page draws no empty chart", async () => {
   assert.equal(await page.locator(".chart").count(), 0);
   assert.deepEqual(await chartPoints(), []);
   assert.match(await page.locator("#no-runs").innerText(), /No run of this case on main on NVIDIA L4 yet/);
+  assert.deepEqual(consoleErrors, []);
+});
+
+// #19: joules per iteration beside the time, a run that burns more energy
+// in the same time marked; a case measured without energy says why it has no
+// energy chart.
+test("a case page charts energy per iteration and marks an energy regression", async () => {
+  const run = await (await fetch(`${base}/api/v1/runs/${seeded.energyRegression}`)).json();
+  assert.equal(run.verdict, "regression");
+  const byKind = Object.fromEntries(run.comparisons.filter((c) => c.impl === "candidate").map((c) => [c.kind, c.status]));
+  assert.deepEqual(byKind, { time: "unchanged", energy: "regression" });
+  await go("#/p/watts/case/gemm%2Fbf16%2Fm4096");
+  assert.equal(await page.locator("#energy-chart").count(), 1);
+  const energy = await page.evaluate(() => window.kwCharts.find((u) => u.root.parentElement.id === "energy-chart").data);
+  assert.equal(energy[1].filter((v) => v != null).length, 5, "one point per run");
+  assert.ok(energy[1][4] > 1.25 * energy[1][0], `the newest run burns more: ${energy[1]}`);
+  assert.deepEqual(energy[2].map((v) => v != null), [false, false, false, false, true], "only the newest is marked");
+  await shot("case-energy");
+  await go("#/p/solo/case/scan%2Fint32%2Fn16m");
+  assert.match(await page.locator("#no-energy").innerText(), /No energy to chart: no run measured it/);
   assert.deepEqual(consoleErrors, []);
 });
 

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <map>
 #include <random>
+#include <set>
 
 #include "../../tests/support/report_factory.hpp"
 #include "kw/common/stats.hpp"
@@ -301,7 +302,8 @@ TEST_F(DetectionApiTest, PerCaseThresholdOverride) {
   EXPECT_EQ(client(admin_token_)
                 .request("PUT", "/api/v1/projects/demo/settings", R"({"treshold": 0.1})")
                 .json()["message"],
-            "treshold: unknown setting (default_branch, min_threshold, case_thresholds, run_alpha, "
+            "treshold: unknown setting (default_branch, min_threshold, case_thresholds, energy_threshold, "
+            "run_alpha, "
             "github_repo, gitlab_project, "
             "webhook_url)");
   EXPECT_EQ(ci().request("PUT", "/api/v1/projects/demo/settings", R"({"min_threshold": 0.05})").status, 403);
@@ -700,6 +702,108 @@ TEST_F(DetectionApiTest, ConfirmationPassAndLearnedPrior) {
   EXPECT_NEAR(full["detection"]["noise_prior"]["replicate_sd"].get<double>(), 0.003, 0.002);
   EXPECT_EQ(full["cases"][0]["first_pass_replicates"], 4);
   EXPECT_EQ(full["cases"][0]["base_measurements"][0]["impl"], "candidate");
+}
+
+// Energy per iteration on each replicate of a measurement: `level` joules,
+// each replicate moved by `sd` (log), at `watts`.
+void put_energy(json& m, double level, double sd, std::mt19937_64& rng) {
+  std::normal_distribution<double> gauss(0, sd);
+  std::set<std::int64_t> replicates;
+  for (const json& r : m["replicates"]) replicates.insert(r.get<std::int64_t>());
+  json joules = json::array(), indices = json::array(), watts = json::array();
+  for (std::int64_t r : replicates) {
+    joules.push_back(level * std::exp(gauss(rng)));
+    indices.push_back(r);
+    watts.push_back(700.0);
+  }
+  m["energy_j"] = joules;
+  m["energy_replicates"] = indices;
+  m["power_w"] = watts;
+}
+
+// issue 19: a change that keeps its time but burns more energy. A pull
+// request measured A/B whose head takes the same time as its base and 10%
+// more joules per iteration is a regression on energy alone, with the
+// energy_threshold its own; an A/A with energy passes, and a main run is
+// judged against its baseline run's stored energy.
+TEST_F(DetectionApiTest, AChangeThatKeepsItsTimeButBurnsMoreEnergyIsFlagged) {
+  post({});  // the project's first main run, without energy
+  std::mt19937_64 rng(19);
+  auto pull_request = [&](double head_joules, std::uint64_t commit) {
+    ReportSpec pr;
+    pr.cases = 2;
+    pr.branch = "pr";
+    pr.base_commit = make_commit(1);
+    pr.commit = make_commit(commit);
+    pr.ab = true;
+    pr.replicates = 6;
+    pr.replicate_noise = 0.003;
+    pr.seed = commit;
+    json report = make_report(pr);
+    for (json& c : report["cases"]) {
+      put_energy(c["measurements"][0], c["name"] == "attention.fwd/case0" ? head_joules : 0.25, 0.01, rng);
+      put_energy(c["base_measurements"][0], 0.25, 0.01, rng);
+    }
+    auto response = agent().post("/api/v1/runs", report);
+    EXPECT_EQ(response.status, 201) << response.body;
+    return response.json();
+  };
+  auto energy_of = [&](const json& answer, const std::string& name) {
+    const json full = run(answer);
+    for (const json& c : full["comparisons"])
+      if (c["case"] == name && c["kind"] == "energy") return c;
+    ADD_FAILURE() << "no energy comparison of " << name;
+    return json();
+  };
+
+  json hotter = pull_request(0.275, 700);
+  EXPECT_EQ(hotter["verdict"], "regression");
+  json energy = energy_of(hotter, "attention.fwd/case0");
+  EXPECT_EQ(energy["status"], "regression") << energy.dump();
+  EXPECT_EQ(energy["method"], "ab");
+  EXPECT_NEAR(energy["ratio"].get<double>(), 1.10, 0.02);
+  EXPECT_DOUBLE_EQ(energy["threshold"].get<double>(), 0.05);
+  EXPECT_NE(energy["note"].get<std::string>().find("joules per iteration"), std::string::npos);
+  EXPECT_EQ(candidate_comparison(hotter)["status"], "unchanged");
+  EXPECT_EQ(energy_of(hotter, "attention.fwd/case1")["status"], "unchanged");
+  // Stored and shown with the run.
+  json stored = run(hotter)["cases"][0]["measurements"][0];
+  EXPECT_EQ(stored["energy_j"].size(), 6u) << stored.dump().substr(0, 400);
+  EXPECT_EQ(stored["power_w"][0], 700.0);
+
+  EXPECT_EQ(pull_request(0.25, 701)["verdict"], "pass");
+
+  // Over the project's energy_threshold (20%), 10% more is not flagged.
+  auto set_threshold = [&](const char* body) {
+    return client(admin_token_).request("PUT", "/api/v1/projects/demo/settings", body);
+  };
+  ASSERT_EQ(set_threshold(R"({"energy_threshold": 0.2})").status, 200);
+  EXPECT_EQ(client().get("/api/v1/projects/demo").json()["energy_threshold"], 0.2);
+  EXPECT_EQ(energy_of(pull_request(0.275, 702), "attention.fwd/case0")["status"], "unchanged");
+  EXPECT_EQ(set_threshold(R"({"energy_threshold": 0})").status, 422);
+  ASSERT_EQ(set_threshold(R"({"energy_threshold": 0.05})").status, 200);
+
+  // A main run against its baseline run's stored energy: 30% more flagged.
+  auto main_run = [&](double joules, std::uint64_t commit) {
+    ReportSpec m;
+    m.cases = 1;
+    m.replicates = 6;
+    m.replicate_noise = 0.003;
+    m.commit = make_commit(commit);
+    m.seed = commit;
+    json report = make_report(m);
+    put_energy(report["cases"][0]["measurements"][0], joules, 0.01, rng);
+    auto response = agent().post("/api/v1/runs", report);
+    EXPECT_EQ(response.status, 201) << response.body;
+    return response.json();
+  };
+  main_run(0.25, 710);
+  json main_hotter = main_run(0.325, 711);
+  EXPECT_EQ(main_hotter["verdict"], "regression");
+  EXPECT_EQ(energy_of(main_hotter, "attention.fwd/case0")["method"], "baseline-run");
+  // A report without energy has no energy comparison: absent, never zero.
+  const json plain = run(post(ReportSpec{}));
+  for (const json& c : plain["comparisons"]) EXPECT_NE(c["kind"], "energy");
 }
 
 }  // namespace

@@ -63,7 +63,7 @@ struct NoiseModel {
   double clock_adjusted_sd = 0.01;
   // Between the two sides of one A/B job: an offset of each side's level in
   // nanoseconds, whatever the kernel's length, that alternating replicates
-  // do not cancel (each side's processes load their own binary). Measured on
+  // do not cancel (each side's processes are its own). Measured on
   // one H100 host (docs/results/detection-series-h100-s16b): all ~7 us
   // cases of a job moved together by 0.5-3% between the sides, in a
   // different direction per job, the >= 0.9 ms cases not at all; 35 ns per

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <iostream>
+#include <set>
 
 #include "notify/outbound_http.hpp"
 
@@ -116,12 +117,15 @@ void NotificationRepository::verdict(pqxx::work& tx, const NotifierOptions& opti
   std::string gpu_class = run[6].as<std::string>(), acknowledged_by = run[7].as<std::string>();
 
   json regressions = json::array();
+  std::set<std::string> regressed_cases;
   for (const auto& row :
-       tx.exec_params("SELECT case_name, ratio, lower, upper FROM comparisons "
-                      "WHERE run_id = $1 AND kind = 'time' AND impl = 'candidate' AND status = 'regression' "
-                      "ORDER BY ratio DESC",
+       tx.exec_params("SELECT case_name, ratio, lower, upper, kind FROM comparisons "
+                      "WHERE run_id = $1 AND kind IN ('time', 'energy') AND impl = 'candidate' "
+                      "AND status = 'regression' ORDER BY kind = 'energy', ratio DESC",
                       run_id)) {
+    regressed_cases.insert(row[0].as<std::string>());
     regressions.push_back({{"case", row[0].as<std::string>()},
+                           {"kind", row[4].as<std::string>()},
                            {"ratio", row[1].as<double>()},
                            {"lower", row[2].as<double>()},
                            {"upper", row[3].as<double>()}});
@@ -137,11 +141,13 @@ void NotificationRepository::verdict(pqxx::work& tx, const NotifierOptions& opti
   std::string description;
   if (!acknowledged_by.empty()) {
     description = "regression acknowledged by " + acknowledged_by + ": " + run[8].as<std::string>();
-  } else if (verdict == "regression") {
+  } else if (verdict == "regression" && !regressions.empty()) {
+    // Time first: an energy regression leads only when no time regressed.
     char worst[64];
     std::snprintf(worst, sizeof(worst), "%.3fx", regressions[0]["ratio"].get<double>());
-    description = std::to_string(regressions.size()) + " case(s) regressed; worst " +
-                  regressions[0]["case"].get<std::string>() + " " + worst;
+    const bool energy = regressions[0]["kind"] == "energy";
+    description = std::to_string(regressed_cases.size()) + " case(s) regressed; worst " +
+                  regressions[0]["case"].get<std::string>() + " " + worst + (energy ? " in energy" : "");
   } else if (verdict == "failed") {
     description = "preflight failed: " + failed_stage;
   } else if (verdict == "no-data") {

@@ -125,12 +125,12 @@ void judge_step(pqxx::work& tx, Bisect& b, const std::string& commit, std::int64
       run_id);
   PgArray cases;
   for (const std::string& c : b.cases) cases.text(c);
-  const bool regressed =
-      tx.exec_params1(
-            "SELECT EXISTS (SELECT 1 FROM comparisons WHERE run_id = $1 AND impl = 'candidate' "
-            "AND status = 'regression' AND case_name = ANY ($2::text[]))",
-            run_id, cases.str())[0]
-          .as<bool>();
+  const bool regressed = tx.exec_params1(
+                               "SELECT EXISTS (SELECT 1 FROM comparisons WHERE run_id = $1 AND kind = 'time' "
+                               "AND impl = 'candidate' "
+                               "AND status = 'regression' AND case_name = ANY ($2::text[]))",
+                               run_id, cases.str())[0]
+                             .as<bool>();
   if (run[1].as<bool>() || (run[0].as<std::string>() == "failed" && !regressed)) {
     b.skipped.insert(index);
   } else if (regressed) {
@@ -165,10 +165,10 @@ BisectRepository::AfterRun BisectRepository::after_run(pqxx::work& tx, std::int6
   PgArray commits, cases;
   for (const std::string& c : range) commits.text(c);
   std::size_t flagged = 0;
-  for (const auto& row :
-       tx.exec_params("SELECT case_name FROM comparisons WHERE run_id = $1 AND impl = 'candidate' "
-                      "AND status = 'regression' ORDER BY case_name",
-                      run_id)) {
+  for (const auto& row : tx.exec_params(
+           "SELECT case_name FROM comparisons WHERE run_id = $1 AND kind = 'time' AND impl = 'candidate' "
+           "AND status = 'regression' ORDER BY case_name",
+           run_id)) {
     cases.text(row[0].as<std::string>());
     ++flagged;
   }

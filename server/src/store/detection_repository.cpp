@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "errors.hpp"
+#include "kw/common/stats.hpp"
 #include "store/pg_array.hpp"
 #include "store/run_repository.hpp"
 
@@ -79,7 +80,7 @@ ORDER BY w.name, h.run_id
 
 constexpr const char* kMeasurementsOf = R"sql(
 SELECT case_id, impl, samples_ns::text, throttled_samples::text, COALESCE(replicates, '{}')::text,
-       COALESCE(sm_mhz, '{}')::text
+       COALESCE(sm_mhz, '{}')::text, COALESCE(energy_j, '{}')::text
 FROM measurements
 WHERE case_id = ANY($1::bigint[]) AND side = 'head'
 )sql";
@@ -171,6 +172,7 @@ std::map<std::int64_t, std::vector<Measurement>> load_measurements(
     m.throttled_samples = parse_pg_array<std::int64_t>(row[3].c_str());
     m.replicates = parse_pg_array<std::int64_t>(row[4].c_str());
     m.sm_mhz = parse_pg_array<double>(row[5].c_str());
+    m.energy_j = parse_pg_array<double>(row[6].c_str());
     by_case[row[0].as<std::int64_t>()].push_back(std::move(m));
   }
   return by_case;
@@ -209,6 +211,7 @@ struct CaseThreshold {
 
 struct ComparisonRow {
   std::string case_name;
+  std::string kind = "time";  // or "energy": the candidate's joules per iteration
   std::string impl;
   const Baseline* baseline = nullptr;
   common::CaseTest test;
@@ -226,7 +229,7 @@ struct ComparisonRow {
 
   json to_json(const common::DetectionSettings& settings) const {
     json row{{"case", case_name},
-             {"kind", "time"},
+             {"kind", kind},
              {"impl", impl},
              {"baseline_run_id", baseline ? json(baseline->run_id) : json(nullptr)},
              {"baseline_reason", reason_text()},
@@ -264,7 +267,7 @@ void insert_comparisons(pqxx::work& tx, std::int64_t run_id, const std::vector<C
   for (const ComparisonRow& row : rows) {
     const common::CaseTest& t = row.test;
     case_name.text(row.case_name);
-    kind.text("time");
+    kind.text(row.kind);
     impl.text(row.impl);
     if (row.baseline) {
       baseline_run.number(row.baseline->run_id);
@@ -498,6 +501,52 @@ ComparisonRow compare_impl(const std::string& name, const std::string& impl, con
   return row;
 }
 
+// Energy's noise: a conservative prior until one is learned. On an H100 the
+// joules per iteration of a >= 100 us kernel move 1.7% between replicates and
+// 1.1% between runs (median), a 7 us kernel's 14% and 5% (docs/PERFORMANCE.md):
+// each case's own replicates weigh in through the pooled spread.
+common::NoiseModel energy_noise() {
+  common::NoiseModel noise;
+  noise.replicate_sd = 0.03;
+  noise.run_sd = 0.03;
+  noise.clock_adjusted_sd = 0.03;
+  noise.side_offset_ns = 0;  // a time, not an energy
+  return noise;
+}
+
+// The candidate's joules per iteration, as a second metric: A/B against the
+// base measured in this job, else against the baseline run's stored energy
+// with the between-run prior; its own threshold (the project's
+// energy_threshold). Where either side measured no energy there is no row.
+std::optional<ComparisonRow> compare_energy(const std::string& name, const Measurement& head,
+                                            const Measurement* in_job_base, const Measurement* stored_base,
+                                            const Baseline* baseline, double threshold,
+                                            const common::DetectionSettings& settings,
+                                            const std::optional<std::string>& base_commit) {
+  if (head.energy_j.empty()) return std::nullopt;
+  const Measurement* base = in_job_base ? in_job_base : stored_base;
+  if (base == nullptr || base->energy_j.empty()) return std::nullopt;
+  ComparisonRow row;
+  row.case_name = name;
+  row.kind = "energy";
+  row.impl = "candidate";
+  row.min_threshold = threshold;
+  row.threshold_source = "project setting (energy_threshold)";
+  if (in_job_base) {
+    row.reason = base_commit ? "base_commit " + base_commit->substr(0, 12) +
+                                   " measured in this job, its replicates alternating with the head's"
+                             : "base measured in this job";
+    row.test = common::test_ab(head.energy_j, in_job_base->energy_j, energy_noise(), settings);
+  } else {
+    row.baseline = baseline;
+    const double stored = common::location(base->energy_j);
+    row.test = common::test_history(head.energy_j, std::vector<double>{stored}, energy_noise(), settings);
+  }
+  row.ratio_of_medians = common::median(head.energy_j) / common::median(base->energy_j);
+  row.test.note = "joules per iteration: " + row.test.note;
+  return row;
+}
+
 // `exclude_run`: a run left out of the history (the head, when it is stored).
 std::map<std::string, History> load_history(pqxx::work& tx, const std::vector<std::string>& names,
                                             std::int64_t project_id, const std::string& gpu,
@@ -585,6 +634,7 @@ json ProjectSettings::to_json() const {
           {"default_branch", default_branch},
           {"min_threshold", min_threshold},
           {"case_thresholds", case_thresholds},
+          {"energy_threshold", energy_threshold},
           {"run_alpha", run_alpha},
           {"github_repo", github_repo.empty() ? json(nullptr) : json(github_repo)},
           {"webhook_url", webhook_url.empty() ? json(nullptr) : json(webhook_url)},
@@ -613,11 +663,12 @@ std::vector<Statement> DetectionRepository::statements() {
 ProjectSettings DetectionRepository::settings(pqxx::work& tx, std::int64_t project_id) {
   pqxx::row row = tx.exec_params1(
       "SELECT name, default_branch, min_threshold, COALESCE(github_repo, ''), COALESCE(webhook_url, ''), "
-      "run_alpha, COALESCE(gitlab_project, '') FROM projects WHERE id = $1",
+      "run_alpha, COALESCE(gitlab_project, ''), energy_threshold FROM projects WHERE id = $1",
       project_id);
   ProjectSettings settings{
       project_id,          row[0].as<std::string>(), row[1].as<std::string>(), row[2].as<double>(),     {},
       row[5].as<double>(), row[3].as<std::string>(), row[4].as<std::string>(), row[6].as<std::string>()};
+  settings.energy_threshold = row[7].as<double>();
   for (const auto& c : tx.exec_params(
            "SELECT case_name, min_threshold FROM case_settings WHERE project_id = $1", project_id)) {
     settings.case_thresholds[c[0].as<std::string>()] = c[1].as<double>();
@@ -645,6 +696,9 @@ ProjectSettings DetectionRepository::update_settings(pqxx::work& tx, std::int64_
     } else if (key == "min_threshold") {
       tx.exec_params0("UPDATE projects SET min_threshold = $2 WHERE id = $1", project_id,
                       threshold_of(value, "min_threshold"));
+    } else if (key == "energy_threshold") {
+      tx.exec_params0("UPDATE projects SET energy_threshold = $2 WHERE id = $1", project_id,
+                      threshold_of(value, "energy_threshold"));
     } else if (key == "run_alpha") {
       if (!value.is_number() || !(value.get<double>() > 0 && value.get<double>() <= 0.2))
         throw Unprocessable("out_of_range", "run_alpha",
@@ -691,9 +745,10 @@ ProjectSettings DetectionRepository::update_settings(pqxx::work& tx, std::int64_
       tx.exec_params0("UPDATE projects SET gitlab_project = $2 WHERE id = $1", project_id,
                       value.is_null() ? nullptr : value.get<std::string>().c_str());
     } else {
-      throw Unprocessable("unknown_field", key,
-                          "unknown setting (default_branch, min_threshold, case_thresholds, run_alpha, "
-                          "github_repo, gitlab_project, webhook_url)");
+      throw Unprocessable(
+          "unknown_field", key,
+          "unknown setting (default_branch, min_threshold, case_thresholds, energy_threshold, run_alpha, "
+          "github_repo, gitlab_project, webhook_url)");
     }
   }
   return settings(tx, project_id);
@@ -845,6 +900,12 @@ std::shared_ptr<const DetectionRepository::Plan> DetectionRepository::plan(pqxx:
         if (m.is_candidate() && baseline) runs = case_history.through(baseline->run_id);
         rows.push_back(compare_impl(c.name, m.impl, &c, m, in_job, find_impl(base, m.impl), baseline,
                                     std::move(runs), noise, threshold, detection, report.base_commit));
+        if (!m.is_candidate()) continue;
+        if (auto energy = compare_energy(c.name, m, in_job, find_impl(base, m.impl), baseline,
+                                         project.energy_threshold, detection, report.base_commit)) {
+          // Not judged when its time was not: the GPU braked.
+          if (!rows.back().throttled_out) rows.push_back(std::move(*energy));
+        }
       }
     }
     return rows;
@@ -870,7 +931,7 @@ std::shared_ptr<const DetectionRepository::Plan> DetectionRepository::plan(pqxx:
                          {"run_df", gpu_noise.run.df}}}};
   decide_run(result->rows, detection, result->detection, result->regression, result->improvement);
   for (const ComparisonRow& row : result->rows) {
-    if (row.impl != "candidate") continue;
+    if (row.impl != "candidate" || row.kind != "time") continue;
     result->throttled_out += row.throttled_out;
     result->judged += row.measured();
   }
@@ -883,7 +944,7 @@ std::string DetectionRepository::finish(pqxx::work& tx, std::int64_t run_id, con
   insert_comparisons(tx, run_id, plan.rows, plan.settings);
   PgArray names, statuses;
   for (const ComparisonRow& row : plan.rows) {
-    if (row.impl != "candidate") continue;
+    if (row.impl != "candidate" || row.kind != "time") continue;
     names.text(row.case_name);
     statuses.text(common::to_string(row.status));
   }
@@ -948,10 +1009,10 @@ json DetectionRepository::compare_commits(pqxx::work& tx, std::int64_t project_i
     // Each case by the threshold its head run was judged by, so compare and
     // the run page agree; the project's setting for a case it did not judge.
     std::map<std::string, CaseThreshold> judged_by;
-    for (const auto& row :
-         tx.exec_params("SELECT case_name, threshold, COALESCE(threshold_source, '') FROM comparisons "
-                        "WHERE run_id = $1 AND impl = 'candidate' AND threshold IS NOT NULL",
-                        head_run)) {
+    for (const auto& row : tx.exec_params(
+             "SELECT case_name, threshold, COALESCE(threshold_source, '') FROM comparisons "
+             "WHERE run_id = $1 AND impl = 'candidate' AND kind = 'time' AND threshold IS NOT NULL",
+             head_run)) {
       std::string source = row[2].as<std::string>();
       judged_by[row[0].as<std::string>()] = {
           row[1].as<double>(),
@@ -1012,9 +1073,11 @@ struct Flag {
 };
 std::map<std::string, Flag> regressions_of(pqxx::work& tx, std::int64_t run_id) {
   std::map<std::string, Flag> flags;
-  for (const auto& row : tx.exec_params("SELECT case_name, ratio, upper, threshold FROM comparisons "
-                                        "WHERE run_id = $1 AND impl = 'candidate' AND status = 'regression'",
-                                        run_id)) {
+  // Keyed "kind case": an energy regression is covered by an acknowledged energy regression.
+  for (const auto& row :
+       tx.exec_params("SELECT kind || ' ' || case_name, ratio, upper, threshold FROM comparisons "
+                      "WHERE run_id = $1 AND impl = 'candidate' AND status = 'regression'",
+                      run_id)) {
     flags[row[0].as<std::string>()] = {row[1].as<double>(), row[2].as<double>(), row[3].as<double>()};
   }
   return flags;

@@ -28,6 +28,8 @@ struct ProjectSettings {
   std::string github_repo;  // "owner/name": commit statuses go there
   std::string webhook_url;
   std::string gitlab_project;  // id or "group/name": commit statuses go there
+  // The smallest change of the candidate's joules per iteration flagged.
+  double energy_threshold = 0.05;
 
   double min_threshold_for(const std::string& case_name) const;
   nlohmann::json to_json() const;

@@ -18,7 +18,8 @@ using nlohmann::json;
 namespace {
 
 // The flagged candidate comparisons (or the one case $2 names, whatever its
-// status), largest change first, with what each was compared with.
+// status), largest change first, with what each was compared with. A case
+// flagged in energy alone is explained too, by its time row.
 // A pull request measured A/B has its base's times but not its launches: the
 // newest stored run of base_commit on the same GPU model has them.
 constexpr const char* kFlagged = R"sql(
@@ -28,8 +29,11 @@ SELECT x.case_name, x.status, x.ratio,
                    AND b.gpu_model = r.gpu_model
                  WHERE r.id = x.run_id ORDER BY b.id DESC LIMIT 1))
 FROM comparisons x JOIN cases c ON c.run_id = x.run_id AND c.name = x.case_name
-WHERE x.run_id = $1 AND x.impl = 'candidate'
-  AND CASE WHEN $2 = '' THEN x.status IN ('regression', 'improvement') ELSE x.case_name = $2 END
+WHERE x.run_id = $1 AND x.impl = 'candidate' AND x.kind = 'time'
+  AND CASE WHEN $2 = '' THEN EXISTS (SELECT 1 FROM comparisons f
+                                     WHERE f.run_id = x.run_id AND f.case_name = x.case_name
+                                       AND f.impl = 'candidate' AND f.status IN ('regression', 'improvement'))
+      ELSE x.case_name = $2 END
 ORDER BY abs(ln(COALESCE(x.ratio, 1))) DESC, c.ordinal
 )sql";
 

@@ -64,12 +64,15 @@ new_locations AS (
          $23::float8[]
 )
 INSERT INTO measurements (case_id, side, impl, samples_ns, median_ns, flops, bytes, peak_mem_bytes,
-                          throttled_samples, replicates, sm_mhz)
+                          throttled_samples, replicates, sm_mhz, energy_j, energy_replicates, power_w)
 SELECT nc.id, t.side, t.impl, ($6::float8[])[t.first:t.last], t.median, t.flops, t.bytes, t.peak,
-       t.throttled::integer[], t.replicates::integer[], t.sm_mhz::float8[]
+       t.throttled::integer[], t.replicates::integer[], t.sm_mhz::float8[], t.energy_j::float8[],
+       t.energy_replicates::integer[], t.power_w::float8[]
 FROM unnest($4::integer[], $5::text[], $7::integer[], $8::integer[], $9::float8[], $10::float8[], $11::float8[],
-            $12::bigint[], $13::text[], $18::text[], $19::text[], $20::text[])
-  AS t(ordinal, impl, first, last, median, flops, bytes, peak, throttled, side, replicates, sm_mhz)
+            $12::bigint[], $13::text[], $18::text[], $19::text[], $20::text[], $24::text[], $25::text[],
+            $26::text[])
+  AS t(ordinal, impl, first, last, median, flops, bytes, peak, throttled, side, replicates, sm_mhz, energy_j,
+       energy_replicates, power_w)
 JOIN new_cases nc ON nc.ordinal = t.ordinal
 )sql";
 
@@ -137,13 +140,15 @@ SELECT COALESCE(json_agg(json_build_object(
                                       'impl', m.impl, 'samples_ns', m.samples_ns, 'median_ns', m.median_ns,
                                       'flops', m.flops, 'bytes', m.bytes, 'peak_mem_bytes', m.peak_mem_bytes,
                                       'throttled_samples', m.throttled_samples, 'replicates', m.replicates,
-                                      'sm_mhz', m.sm_mhz)
+                                      'sm_mhz', m.sm_mhz, 'energy_j', m.energy_j,
+                                      'energy_replicates', m.energy_replicates, 'power_w', m.power_w)
                                       ORDER BY m.impl <> 'candidate', m.impl), '[]')
                                   FROM measurements m WHERE m.case_id = c.id AND m.side = 'head'),
                  'base_measurements', (SELECT json_agg(json_build_object(
                                       'impl', m.impl, 'samples_ns', m.samples_ns, 'median_ns', m.median_ns,
                                       'throttled_samples', m.throttled_samples, 'replicates', m.replicates,
-                                      'sm_mhz', m.sm_mhz)
+                                      'sm_mhz', m.sm_mhz, 'energy_j', m.energy_j,
+                                      'energy_replicates', m.energy_replicates, 'power_w', m.power_w)
                                       ORDER BY m.impl <> 'candidate', m.impl)
                                   FROM measurements m WHERE m.case_id = c.id AND m.side = 'base')
                ) ORDER BY c.ordinal), '[]')::text
@@ -178,8 +183,8 @@ SELECT COALESCE(json_agg(x ORDER BY x.id DESC), '[]')::text FROM (
          r.commit_author AS author, r.gpu_model, r.verdict, r.acknowledged_at IS NOT NULL AS acknowledged,
          r.gpu_seconds, r.started_at, r.finished_at, r.agent_name AS agent,
          (SELECT count(*) FROM cases c WHERE c.run_id = r.id) AS cases,
-         (SELECT json_agg(json_build_object('case', x.case_name, 'ratio', x.ratio, 'lower', x.lower,
-                                            'upper', x.upper) ORDER BY x.ratio DESC)
+         (SELECT json_agg(json_build_object('case', x.case_name, 'kind', x.kind, 'ratio', x.ratio,
+                                            'lower', x.lower, 'upper', x.upper) ORDER BY x.ratio DESC)
           FROM comparisons x WHERE x.run_id = r.id AND x.impl = 'candidate' AND x.status = 'regression')
            AS regressions
   FROM runs r
@@ -219,11 +224,23 @@ SELECT json_build_object(
   'status', COALESCE(array_agg(x.status), '{}'),
   'acknowledged', COALESCE(array_agg(x.acknowledged), '{}'),
   'median_ns', COALESCE(array_agg(x.medians), '{}'),
-  'band_ns', COALESCE(array_agg(x.bands), '{}'))::text
+  'band_ns', COALESCE(array_agg(x.bands), '{}'),
+  'energy_j', COALESCE(array_agg(x.energy_j), '{}'),
+  'power_w', COALESCE(array_agg(x.power_w), '{}'),
+  'energy_status', COALESCE(array_agg(x.energy_status), '{}'))::text
 FROM (
   SELECT * FROM (
     SELECT r.id, r.commit_sha, r.commit_subject, r.commit_author, r.committed_at, r.finished_at, r.gpu_model,
-           r.verdict, c.medians, c.bands, r.acknowledged_at IS NOT NULL AS acknowledged, c.status
+           r.verdict, c.medians, c.bands, r.acknowledged_at IS NOT NULL AS acknowledged, c.status,
+           -- The candidate's joules per iteration: the geometric mean of its
+           -- replicates (no outlier left out); null where none was measured.
+           (SELECT exp(avg(ln(e))) FROM measurements m, unnest(m.energy_j) AS e
+            WHERE m.case_id = c.id AND m.side = 'head' AND m.impl = 'candidate' AND e > 0) AS energy_j,
+           (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY w) FROM measurements m, unnest(m.power_w) AS w
+            WHERE m.case_id = c.id AND m.side = 'head' AND m.impl = 'candidate') AS power_w,
+           (SELECT x.status FROM comparisons x
+            WHERE x.run_id = c.run_id AND x.case_name = c.name AND x.kind = 'energy' AND x.impl = 'candidate')
+             AS energy_status
     FROM project p
     JOIN cases c ON c.project_id = p.id
     JOIN runs r ON r.id = c.run_id
@@ -371,7 +388,7 @@ StoredRun RunRepository::store(pqxx::work& tx, std::int64_t project_id, const co
   json cases = json::array();
   PgArray ordinals, impls, samples, firsts, lasts, medians, flops, bytes, peaks, throttled, located_names,
       locations, replicate_counts, replicate_sds, sides, replicates, clocks, run_clocks, run_clock_sxx,
-      run_clock_sxy;
+      run_clock_sxy, energy_j, energy_replicates, power_w;
   std::size_t sample_count = 0;
   const common::DetectionSettings detection;
   for (std::size_t i = 0; i < report.cases.size(); ++i) {
@@ -410,6 +427,9 @@ StoredRun RunRepository::store(pqxx::work& tx, std::int64_t project_id, const co
         throttled.text(marked.str());
         add_array_or_null(replicates, m.replicates);
         add_array_or_null(clocks, m.sm_mhz);
+        add_array_or_null(energy_j, m.energy_j);
+        add_array_or_null(energy_replicates, m.energy_replicates);
+        add_array_or_null(power_w, m.power_w);
       }
     }
     row["medians"] = std::move(median_by_impl);
@@ -450,7 +470,8 @@ StoredRun RunRepository::store(pqxx::work& tx, std::int64_t project_id, const co
                    samples.str(), firsts.str(), lasts.str(), medians.str(), flops.str(), bytes.str(),
                    peaks.str(), throttled.str(), located_names.str(), locations.str(), replicate_counts.str(),
                    replicate_sds.str(), sides.str(), replicates.str(), clocks.str(), run_clocks.str(),
-                   run_clock_sxx.str(), run_clock_sxy.str());
+                   run_clock_sxx.str(), run_clock_sxy.str(), energy_j.str(), energy_replicates.str(),
+                   power_w.str());
   return {run_id, false, "pending"};
 }
 
