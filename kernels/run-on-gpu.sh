@@ -14,6 +14,9 @@
 #   carried as .device-carry/nvbench-kit) as a tracked repository of its own:
 #   the report (nvbench-kit-report.json) must validate and hold per-sample
 #   data for every state (#16).
+# --agent-health: `kw agent --once` on every GPU of this host against a
+#   loopback stand-in for kw-server (there is no PostgreSQL here): what each
+#   worker's claim says about its GPU and its health check (agent-health.json).
 # --python-bench: `kw run` full_bench of the PyTorch example
 #   (kernels/attention/python/attention_bench.py: the attention kernel through
 #   ctypes against torch's SDPA), beside kw-bench-attention's candidate at the
@@ -23,7 +26,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 out="${OUT:-$root/gpu-results}"
 mkdir -p "$out"
-build=1 tests=1 noise=0 tune=0 attention_check=0 attention_bench=0 nvbench_kit=0 python_bench=0
+build=1 tests=1 noise=0 tune=0 attention_check=0 attention_bench=0 nvbench_kit=0 python_bench=0 agent_health=0
 for arg in "$@"; do
   case "$arg" in
     --skip-build) build=0 ;;
@@ -34,6 +37,7 @@ for arg in "$@"; do
     --attention-bench) attention_bench=1 ;;
     --nvbench-kit) nvbench_kit=1 ;;
     --python-bench) python_bench=1 ;;
+    --agent-health) agent_health=1 ;;
     *) echo "unknown option $arg" >&2; exit 64 ;;
   esac
 done
@@ -215,6 +219,34 @@ if [ "$attention_bench" = 1 ]; then
     > "$out/sdpa-pytorch.log" 2>&1 || { status=1; tail -5 "$out/sdpa-pytorch.log"; }
   python3 kernels/attention/tools/attention_table.py "$out/attention-full_bench.json" "$out/sdpa-pytorch.json" \
     | tee "$out/attention-table.md"
+fi
+if [ "$agent_health" = 1 ]; then
+  log "kw agent: each GPU's worker and its health check"
+  # A TEST DOUBLE of kw-server's claim endpoint: it records each claim and
+  # answers 204 (no job), so each worker checks its GPU, claims once, exits.
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  python3 - "$port" "$out/agent-health.json" <<'PY' &
+import http.server, json, sys
+claims = []
+class Claims(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        claims.append(json.loads(self.rfile.read(int(self.headers["content-length"]))))
+        json.dump(claims, open(sys.argv[2], "w"), indent=2)
+        self.send_response(204)
+        self.end_headers()
+    def log_message(self, *args):
+        pass
+http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Claims).serve_forever()
+PY
+  stand_in=$!
+  sleep 1
+  build/gpu/agent/kw agent --once --server "http://127.0.0.1:$port" --token stand-in --work-dir /tmp/kw-agent-health \
+    --name "$(hostname)" > "$out/agent-health.log" 2>&1 || status=1
+  kill "$stand_in"
+  cat "$out/agent-health.log"
+  python3 -c 'import json, sys; [print(c["agent"], json.dumps(c.get("gpu")), json.dumps(c.get("health"))) for c in json.load(open(sys.argv[1]))]' \
+    "$out/agent-health.json" || status=1
+  build/gpu/agent/kw gpu-check | tee "$out/gpu-check.txt" || status=1
 fi
 log "done (status $status)"
 exit "$status"

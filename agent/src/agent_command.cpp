@@ -1,8 +1,11 @@
 // kw agent: the GPU host loop. Claims a job, checks the commit out into a
 // worktree of a per-project mirror, runs the pipeline while heartbeating the
 // lease, and delivers the report through the spool (never lost, stored once).
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
+#include <iostream>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -10,7 +13,9 @@
 #include "built_commits.hpp"
 #include "commands.hpp"
 #include "git.hpp"
+#include "gpu_health.hpp"
 #include "gpu_info.hpp"
+#include "kw/common/subprocess.hpp"
 #include "kw/http/client.hpp"
 #include "pipeline.hpp"
 #include "repo_config.hpp"
@@ -26,11 +31,25 @@ using nlohmann::json;
 struct AgentArguments {
   ServerOptions server;
   std::string work_dir;
+  // Where the compiler cache and correctness references live: the host's
+  // workers share them (default: work_dir).
+  std::string shared_dir;
   std::vector<std::string> repos;  // PROJECT=URL
   std::string name;
   double poll_seconds = 10;
   bool once = false;
-  std::string gpu_test_double;
+  std::vector<std::string> gpu_test_doubles;
+  std::vector<std::string> gpus;  // UUIDs or NVML indices; empty: every GPU
+  std::string gpu_check;          // the health check command; empty: kw gpu-check
+  double health_seconds = 300;
+};
+
+// The GPU a worker owns.
+struct WorkerGpu {
+  std::string uuid;
+  int index = 0;
+  std::string model;
+  bool test_double = false;
 };
 
 // Sleeps until the time passes or a stop is requested.
@@ -80,6 +99,74 @@ class Heartbeat {
   std::thread thread_;
 };
 
+// One `kw agent` process per GPU, pinned to it by UUID through
+// CUDA_VISIBLE_DEVICES (so every process of its jobs sees only that GPU),
+// each with its own name, mirrors, build trees and spool under
+// work/gpu-<index>, sharing the compiler cache and references. A worker that
+// exits on its own is started again; SIGTERM reaches each, which gives its
+// job back.
+int supervise_workers(const AgentArguments& args, const std::vector<WorkerGpu>& gpus) {
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) throw std::runtime_error("cannot find this kw (/proc/self/exe): " + ec.message());
+  const fs::path work = fs::absolute(args.work_dir);
+  say(std::to_string(gpus.size()) + " workers, one per GPU:");
+  std::atomic<int> exit_code{kExitOk};
+  std::vector<std::thread> workers;
+  for (const WorkerGpu& gpu : gpus) {
+    const std::string name = args.name + "-gpu" + std::to_string(gpu.index);
+    say("  " + name + ": GPU " + std::to_string(gpu.index) + " " + gpu.uuid + " (" + gpu.model + ")");
+    common::ChildSpec spec;
+    spec.argv = {self.string(),
+                 "agent",
+                 "--work-dir",
+                 (work / ("gpu-" + std::to_string(gpu.index))).string(),
+                 "--shared-dir",
+                 args.shared_dir.empty() ? work.string() : args.shared_dir,
+                 "--name",
+                 name,
+                 "--poll-seconds",
+                 std::to_string(args.poll_seconds),
+                 "--gpu",
+                 gpu.uuid,
+                 "--health-seconds",
+                 std::to_string(args.health_seconds)};
+    for (const std::string& repo : args.repos) spec.argv.insert(spec.argv.end(), {"--repo", repo});
+    for (const std::string& model : args.gpu_test_doubles)
+      spec.argv.insert(spec.argv.end(), {"--gpu-test-double", model});
+    if (!args.gpu_check.empty()) spec.argv.insert(spec.argv.end(), {"--gpu-check", args.gpu_check});
+    if (args.once) spec.argv.emplace_back("--once");
+    // The token goes through the environment, never the command line.
+    spec.env = {{"KW_SERVER", args.server.url}, {"KW_TOKEN", args.server.token}};
+    if (!gpu.test_double) spec.env["CUDA_VISIBLE_DEVICES"] = gpu.uuid;
+    spec.timeout_s = 1e9;
+    spec.stop_grace_s = 120;  // it ends its stage and gives its job back first
+    spec.on_line = [name](const std::string& line) {
+      // One write per line: the workers' lines never interleave.
+      std::string text;
+      text.append("[").append(name).append("] ").append(line).append("\n");
+      std::cerr << text << std::flush;
+    };
+    workers.emplace_back([spec, name, &args, &exit_code] {
+      while (!stop_requested()) {
+        common::ChildOutcome outcome = common::run_child(spec, stop_requested());
+        if (stop_requested() || args.once) break;
+        if (outcome.exit_code == kExitInfrastructure) {
+          say(name + " stopped: " + outcome.describe() + " (the server refused its token)");
+          exit_code = kExitInfrastructure;
+          break;
+        }
+        say(name + " " + outcome.describe() + "; started again in " + std::to_string(args.poll_seconds) +
+            " s");
+        pause(args.poll_seconds);
+      }
+    });
+  }
+  for (std::thread& worker : workers) worker.join();
+  say("agent stopped");
+  return exit_code;
+}
+
 int agent_loop(AgentArguments args) {
   args.server.resolve();
   if (args.name.empty()) args.name = host_name();
@@ -90,21 +177,67 @@ int agent_loop(AgentArguments args) {
       throw CLI::ValidationError("--repo", "expected PROJECT=URL, got " + entry);
     repo_urls[entry.substr(0, eq)] = entry.substr(eq + 1);
   }
+  GpuInventory inventory;
+  if (!args.gpu_test_doubles.empty()) {
+    inventory.models = args.gpu_test_doubles;
+    for (std::size_t i = 0; i < inventory.models.size(); ++i)
+      inventory.uuids.push_back("GPU-test-double-" + std::to_string(i));
+    inventory.source = "test double";
+  } else {
+    inventory = detect_gpus();
+  }
+  std::vector<WorkerGpu> gpus;
+  for (std::size_t i = 0; i < inventory.uuids.size(); ++i) {
+    const bool wanted =
+        args.gpus.empty() || std::any_of(args.gpus.begin(), args.gpus.end(), [&](const auto& g) {
+          return g == inventory.uuids[i] || g == std::to_string(i);
+        });
+    if (wanted)
+      gpus.push_back(
+          {inventory.uuids[i], static_cast<int>(i), inventory.models[i], !args.gpu_test_doubles.empty()});
+  }
+  if (!args.gpus.empty() && gpus.size() != args.gpus.size())
+    throw CLI::ValidationError("--gpu", "names a GPU this host does not have (" +
+                                            std::to_string(inventory.uuids.size()) + " from " +
+                                            inventory.source + ")");
+  if (gpus.size() > 1) return supervise_workers(args, gpus);
+
+  const std::optional<WorkerGpu> gpu = gpus.empty() ? std::nullopt : std::optional(gpus.front());
+  if (!gpu) {
+    say("no CUDA device (" + inventory.source + "): GPU stages will be skipped");
+  } else if (gpu->test_double) {
+    say("GPU test double \"" + gpu->model + "\": benches run as if on that GPU");
+  } else {
+    // Every process of its jobs sees this GPU alone.
+    setenv("CUDA_VISIBLE_DEVICES", gpu->uuid.c_str(), 1);
+    say("GPU " + std::to_string(gpu->index) + ": " + gpu->model + " " + gpu->uuid + " (" + inventory.source +
+        ")");
+  }
+  const std::vector<std::string> models = gpu ? std::vector{gpu->model} : std::vector<std::string>{};
   fs::path work = fs::absolute(args.work_dir);
-  BuiltCommits built(work / "built", 8, work / "ccache");
+  const fs::path shared = args.shared_dir.empty() ? work : fs::absolute(args.shared_dir);
+  BuiltCommits built(work / "built", 8, shared / "ccache");
   Spool spool(work / "spool");
 
-  std::vector<std::string> gpus;
-  if (!args.gpu_test_double.empty()) {
-    gpus = {args.gpu_test_double};
-    say("GPU test double \"" + args.gpu_test_double + "\": benches run as if on that GPU");
-  } else {
-    GpuInventory inventory = detect_gpus();
-    gpus = inventory.models;
-    say(gpus.empty()
-            ? "no CUDA device (" + inventory.source + "): GPU stages will be skipped"
-            : std::to_string(gpus.size()) + " GPU(s): " + gpus.front() + " (" + inventory.source + ")");
-  }
+  // Checked before claiming when the last check is older than
+  // health_seconds: a real GPU always, a test double with --gpu-check.
+  std::optional<GpuHealth> health;
+  auto health_checked = std::chrono::steady_clock::time_point{};
+  auto check_health = [&] {
+    if (!gpu || (gpu->test_double && args.gpu_check.empty())) return;
+    if (health && std::chrono::steady_clock::now() - health_checked <
+                      std::chrono::duration<double>(args.health_seconds))
+      return;
+    const bool was_healthy = !health || health->healthy();
+    health = check_gpu_in_child(gpu->uuid, gpu->index, gpu->model, args.gpu_check);
+    health_checked = std::chrono::steady_clock::now();
+    if (!health->healthy())
+      say("GPU " + gpu->uuid + " failed its health check: " + health->failures() +
+          "; this worker claims no job until it passes (checked again every " +
+          std::to_string(static_cast<int>(args.health_seconds)) + " s)");
+    else if (!was_healthy)
+      say("GPU " + gpu->uuid + " passed its health check again");
+  };
   http::Client client(args.server.url, args.server.token, std::chrono::seconds(30));
   say("agent " + args.name + " polling " + args.server.url);
 
@@ -113,13 +246,17 @@ int agent_loop(AgentArguments args) {
   for (const auto& [project, url] : repo_urls) served.push_back(project);
   while (!stop_requested()) {
     if (spool.pending() > 0) spool.deliver(client, say);
+    check_health();
     json job;
     try {
-      http::Response response = client.post("/api/v1/agents/claim", {{"agent", args.name},
-                                                                     {"host", host_name()},
-                                                                     {"version", KW_VERSION},
-                                                                     {"gpus", gpus},
-                                                                     {"projects", served}});
+      json claim{{"agent", args.name},
+                 {"host", host_name()},
+                 {"version", KW_VERSION},
+                 {"gpus", models},
+                 {"projects", served}};
+      if (gpu) claim["gpu"] = {{"uuid", gpu->uuid}, {"index", gpu->index}, {"model", gpu->model}};
+      if (health) claim["health"] = {{"healthy", health->healthy()}, {"checks", health->to_json()["checks"]}};
+      http::Response response = client.post("/api/v1/agents/claim", claim);
       if (response.status == 204) {
         if (args.once && spool.pending() == 0) return kExitOk;
         pause(args.poll_seconds);
@@ -164,8 +301,8 @@ int agent_loop(AgentArguments args) {
       options.checkout = tree.path;
       options.built_from = tree.built_from;
       options.clean_build_tree = [&tree] { BuiltCommits::clean(tree); };
-      options.ccache_dir = work / "ccache";
-      options.reference_cache_dir = work / "references";
+      options.ccache_dir = shared / "ccache";
+      options.reference_cache_dir = shared / "references";
       options.commit = commit;
       options.branch = job.value("branch", std::string("main"));
       if (job.contains("base_commit") && job["base_commit"].is_string())
@@ -173,7 +310,7 @@ int agent_loop(AgentArguments args) {
       options.job_id = job_id;
       options.agent_name = args.name;
       options.agent_host = host_name();
-      options.gpu_available = !gpus.empty();
+      options.gpu_available = gpu.has_value();
       options.stop = &stop_pipeline;
       options.log = say;
       // Progress for `kw submit --wait` and the job page; the report stays
@@ -283,8 +420,21 @@ void add_agent_command(CLI::App& app, int& exit_code) {
   command->add_option("--poll-seconds", args->poll_seconds, "wait between claims when idle")
       ->capture_default_str();
   command->add_flag("--once", args->once, "exit after one job (or when none is queued)");
-  command->add_option("--gpu-test-double", args->gpu_test_double,
-                      "TEST DOUBLE: advertise and run as if this GPU model were present");
+  command->add_option(
+      "--gpu", args->gpus,
+      "a GPU's UUID or NVML index to run a worker on (repeatable; default: one worker per GPU)");
+  command->add_option("--gpu-check", args->gpu_check,
+                      "health check command run between jobs (default: kw gpu-check); it prints kw gpu-check "
+                      "--json's result for the GPU in KW_GPU_UUID");
+  command
+      ->add_option("--health-seconds", args->health_seconds, "how old a health check may be before a claim")
+      ->check(CLI::Range(1.0, 86400.0))
+      ->capture_default_str();
+  command->add_option("--shared-dir", args->shared_dir)->group("");  // a worker's: its host's shared caches
+  command->add_option(
+      "--gpu-test-double", args->gpu_test_doubles,
+      "TEST DOUBLE: advertise and run as if a GPU of this model were present (repeatable: one "
+      "worker each)");
   command->callback([args, &exit_code] { exit_code = agent_loop(*args); });
 }
 

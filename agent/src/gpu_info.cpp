@@ -31,16 +31,20 @@ bool from_nvml(GpuInventory& inventory) {
   auto count = reinterpret_cast<Count>(dlsym(library, "nvmlDeviceGetCount_v2"));
   auto handle = reinterpret_cast<Handle>(dlsym(library, "nvmlDeviceGetHandleByIndex_v2"));
   auto name = reinterpret_cast<Name>(dlsym(library, "nvmlDeviceGetName"));
+  auto uuid = reinterpret_cast<Name>(dlsym(library, "nvmlDeviceGetUUID"));
   auto shutdown = reinterpret_cast<Init>(dlsym(library, "nvmlShutdown"));
-  bool ok = init && count && handle && name && init() == 0;
+  bool ok = init && count && handle && name && uuid && init() == 0;
   if (ok) {
     unsigned devices = 0;
     ok = count(&devices) == 0;
     for (unsigned i = 0; ok && i < devices; ++i) {
       void* device = nullptr;
-      char text[96] = {};
-      if (handle(i, &device) == 0 && name(device, text, sizeof(text)) == 0)
+      char text[96] = {}, id[96] = {};
+      if (handle(i, &device) == 0 && name(device, text, sizeof(text)) == 0 &&
+          uuid(device, id, sizeof(id)) == 0) {
         inventory.models.emplace_back(text);
+        inventory.uuids.emplace_back(id);
+      }
     }
     if (shutdown) shutdown();
   }
@@ -55,14 +59,17 @@ GpuInventory detect_gpus() {
   GpuInventory inventory;
   if (from_nvml(inventory)) return inventory;
   ChildSpec spec;
-  spec.argv = {"nvidia-smi", "--query-gpu=name", "--format=csv,noheader"};
+  spec.argv = {"nvidia-smi", "--query-gpu=uuid,name", "--format=csv,noheader"};
   spec.timeout_s = 20;
   ChildOutcome outcome = run_child(spec);
   if (outcome.ok()) {
     std::istringstream lines(outcome.output_tail);
     std::string line;
     while (std::getline(lines, line)) {
-      if (!line.empty()) inventory.models.push_back(line);
+      const auto comma = line.find(", ");
+      if (comma == std::string::npos) continue;
+      inventory.uuids.push_back(line.substr(0, comma));
+      inventory.models.push_back(line.substr(comma + 2));
     }
     inventory.source = "nvidia-smi";
   } else {

@@ -11,6 +11,7 @@ namespace kw::agent {
 
 struct GpuInventory {
   std::vector<std::string> models;  // one entry per GPU, e.g. "NVIDIA H100 80GB HBM3"
+  std::vector<std::string> uuids;   // "GPU-8f3a...", in NVML's index order as models
   std::string source;               // "nvml", "nvidia-smi", or why none was found
 };
 

@@ -412,6 +412,30 @@ test("a case page charts energy per iteration and marks an energy regression", a
   assert.deepEqual(consoleErrors, []);
 });
 
+// #19: the agents page: each worker of a two-GPU host, the one whose GPU
+// failed its health check marked with the check's message.
+test("the agents page shows each GPU worker and why an unhealthy one claims nothing", async () => {
+  const claim = (index, healthy) => fetch(`${base}/api/v1/agents/claim`, {
+    method: "POST", headers: { authorization: `Bearer ${tokens.agent}`, "content-type": "application/json" },
+    body: JSON.stringify({ agent: `gpu-host-2-gpu${index}`, host: "gpu-host-2", version: "0.1.0", gpus: ["NVIDIA H100 80GB HBM3"],
+      gpu: { uuid: `GPU-5e1f0a7${index}-0000-0000-0000-000000000000`, index, model: "NVIDIA H100 80GB HBM3" },
+      health: { healthy, checks: [{ name: "cuda_context", passed: true, message: "ran" },
+        { name: "clocks", passed: healthy, message: healthy ? "SM clock reached 1980 MHz" : "SM clock reached only 1410 MHz under load, application clock 1980 MHz; clock event reasons: hardware slowdown" }] } }),
+  });
+  assert.equal((await claim(0, true)).status, 204);
+  assert.equal((await claim(1, false)).status, 204);
+  await go("#/agents");
+  const rows = page.locator("#agents tbody tr");
+  assert.equal(await page.locator('#agents tr[data-agent="gpu-host-2-gpu0"]').getAttribute("data-state"), "idle");
+  const sick = page.locator('#agents tr[data-agent="gpu-host-2-gpu1"]');
+  assert.equal(await sick.getAttribute("data-state"), "unhealthy");
+  assert.match(await sick.innerText(), /clocks: SM clock reached only 1410 MHz under load, application clock 1980 MHz; clock event reasons: hardware slowdown/);
+  assert.match(await sick.innerText(), /GPU 1 · NVIDIA H100 80GB HBM3/);
+  assert.ok(await rows.count() >= 2);
+  await shot("agents");
+  assert.deepEqual(consoleErrors, []);
+});
+
 test("a 10,000-point series renders and pans without lag", async () => {
   const started = Date.now();
   await go("#/p/history/case/long%2Fhistory%2Fcase");

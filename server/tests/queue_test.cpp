@@ -216,6 +216,59 @@ TEST_F(QueueTest, TheHolderFailsAJobItCannotRunWithTheReason) {
   EXPECT_EQ(agent().post(fail, {{"agent", "host-a"}, {"reason", "again"}}).status, 409);
 }
 
+// #19: each worker of a multi-GPU host claims as an agent of its own, saying
+// which GPU it owns and how its health check went. An unhealthy GPU is
+// refused jobs, and GET /agents says why; once it passes it claims again.
+TEST_F(QueueTest, AWorkerWhoseGpuFailedItsHealthCheckClaimsNothingAndTheAgentsListSaysWhy) {
+  std::int64_t job_id = ci().post("/api/v1/jobs", job_request(21)).json()["id"];
+  auto worker = [](int index, bool healthy) {
+    json body = claim_body("gpu-host-1-gpu" + std::to_string(index));
+    body["gpu"] = {{"uuid", "GPU-0000000" + std::to_string(index)},
+                   {"index", index},
+                   {"model", "NVIDIA H100 80GB HBM3"}};
+    body["health"] = {{"healthy", healthy},
+                      {"checks",
+                       {{{"name", "cuda_context"}, {"passed", true}, {"message", "ran"}},
+                        {{"name", "ecc"},
+                         {"passed", healthy},
+                         {"message", healthy ? "no uncorrected ECC error" : "2 uncorrected ECC error(s)"}}}}};
+    return body;
+  };
+  EXPECT_EQ(agent().post("/api/v1/agents/claim", worker(1, false)).status, 204)
+      << "the queued job stays queued";
+  auto claimed = agent().post("/api/v1/agents/claim", worker(0, true));
+  ASSERT_EQ(claimed.status, 200) << claimed.body;
+  EXPECT_EQ(claimed.json()["id"], job_id);
+
+  json agents = client().get("/api/v1/agents").json();
+  ASSERT_EQ(agents.size(), 2u) << agents.dump();
+  EXPECT_EQ(agents[0]["name"], "gpu-host-1-gpu0");
+  EXPECT_EQ(agents[0]["state"], "running");
+  EXPECT_EQ(agents[0]["job"]["id"], job_id);
+  EXPECT_EQ(agents[0]["gpu"]["uuid"], "GPU-00000000");
+  EXPECT_EQ(agents[1]["state"], "unhealthy");
+  EXPECT_EQ(agents[1]["gpu"]["index"], 1);
+  EXPECT_EQ(agents[1]["health"]["checks"][1]["message"], "2 uncorrected ECC error(s)");
+  EXPECT_EQ(agents[1]["job"], nullptr);
+
+  // Healthy again: it claims the next job.
+  std::int64_t next = ci().post("/api/v1/jobs", job_request(22)).json()["id"];
+  auto again = agent().post("/api/v1/agents/claim", worker(1, true));
+  ASSERT_EQ(again.status, 200) << again.body;
+  EXPECT_EQ(again.json()["id"], next);
+
+  json bad = worker(1, true);
+  bad["health"]["checks"][0].erase("passed");
+  auto refused = agent().post("/api/v1/agents/claim", bad);
+  EXPECT_EQ(refused.status, 422);
+  EXPECT_EQ(refused.json()["message"],
+            "health.checks[0]: must be {name: string, passed: bool, message: string}");
+  bad = worker(1, true);
+  bad["gpu"]["index"] = -1;
+  EXPECT_EQ(agent().post("/api/v1/agents/claim", bad).json()["message"],
+            "gpu.index: must be the GPU's index, an integer >= 0");
+}
+
 TEST_F(QueueTest, TwentyConcurrentClaimersOnTwoHundredJobsEachClaimedOnce) {
   for (int i = 0; i < 200; ++i) ASSERT_EQ(ci().post("/api/v1/jobs", job_request(1000 + i)).status, 201);
   std::vector<std::vector<std::int64_t>> claimed(20);

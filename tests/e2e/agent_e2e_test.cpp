@@ -283,6 +283,89 @@ TEST_F(AgentE2eTest, KilledAgentsJobIsFinishedByAnotherAfterTheLeaseExpires) {
   EXPECT_EQ(run_of(done)["agent"]["name"], "host-b");
 }
 
+// #19: `kw agent` on a host of two GPUs (two TEST DOUBLES here) runs one
+// worker per GPU: two jobs at once, each worker an agent of its own. A GPU
+// whose health check fails (the check is a TEST DOUBLE too: a script that
+// reports ECC errors while a file exists) stops claiming, the agents list
+// says why, and the other GPU takes the jobs.
+TEST_F(AgentE2eTest, AHostWithTwoGpusRunsTwoJobsAtOnceAndAnUnhealthyGpuClaimsNone) {
+  start_server();
+  const fs::path check = work_dir_ / "gpu-check.sh";
+  std::ofstream(check) << "if [ -e '" << work_dir_.string() << "/ecc-'\"$KW_GPU_UUID\" ]; then\n"
+                       << "  passed=false; message='2 uncorrected ECC error(s) since the driver loaded'\n"
+                       << "else passed=true; message='no uncorrected ECC error since the driver loaded'; fi\n"
+                       << "printf '{\"uuid\": \"%s\", \"index\": %s, \"checks\": [{\"name\": \"ecc\", "
+                          "\"passed\": %s, \"message\": \"%s\"}]}\\n' \"$KW_GPU_UUID\" \"$KW_GPU_INDEX\" "
+                          "\"$passed\" \"$message\"\n";
+  repo_.write("kwbench-fake.json", R"({"sleep_stage": "full_bench", "sleep_seconds": 60})");
+  fs::path marker = work_dir_ / "sleep";
+  std::ofstream(marker) << "x";
+  setenv("KW_FAKE_SLEEP_FILE", marker.c_str(), 1);
+  auto commit = [this](const std::string& message) {
+    repo_.write("note.txt", message);
+    return repo_.commit(message);
+  };
+  std::int64_t first = submit(commit("one"));
+  std::int64_t second = submit(commit("two"));
+  ChildProcess agent({KW_BINARY,
+                      "agent",
+                      "--server",
+                      server_->url(),
+                      "--token",
+                      agent_token_,
+                      "--work-dir",
+                      (work_dir_ / "host").string(),
+                      "--repo",
+                      "demo=" + repo_.dir().string(),
+                      "--name",
+                      "host",
+                      "--poll-seconds",
+                      "0.3",
+                      "--gpu-test-double",
+                      "kwbench CPU test double",
+                      "--gpu-test-double",
+                      "kwbench CPU test double",
+                      "--gpu-check",
+                      "sh " + check.string(),
+                      "--health-seconds",
+                      "1"});
+  unsetenv("KW_FAKE_SLEEP_FILE");
+  auto running = [](const json& j) { return j["state"] == "running"; };
+  json a = wait_for_job(*server_, first, running), b = wait_for_job(*server_, second, running);
+  agent.wait_for(R"(\[host-gpu0\] \[kw [0-9:]+\] stage full_bench started)");
+  agent.wait_for(R"(\[host-gpu1\] \[kw [0-9:]+\] stage full_bench started)");
+  EXPECT_NE(a["agent"], b["agent"]) << "both GPUs measure at once";
+  json agents = server_->client().get("/api/v1/agents").json();
+  ASSERT_EQ(agents.size(), 2u) << agents.dump();
+  for (const json& worker : agents) {
+    EXPECT_EQ(worker["state"], "running") << worker.dump();
+    EXPECT_EQ(worker["health"]["healthy"], true) << worker.dump();
+  }
+  EXPECT_EQ(agents[1]["name"], "host-gpu1");
+  EXPECT_EQ(agents[1]["gpu"]["uuid"], "GPU-test-double-1");
+  fs::remove(marker);
+  for (std::int64_t job : {first, second})
+    EXPECT_EQ(wait_for_job(*server_, job, [](const json& j) { return j["state"] == "done"; })["verdict"],
+              "pass");
+
+  std::ofstream(work_dir_ / "ecc-GPU-test-double-1") << "x";
+  agent.wait_for(R"(GPU GPU-test-double-1 failed its health check: ecc: 2 uncorrected ECC error\(s\))");
+  std::int64_t third = submit(commit("three"));
+  std::int64_t fourth = submit(commit("four"));
+  for (std::int64_t job : {third, fourth}) {
+    json done = wait_for_job(*server_, job, [](const json& j) { return j["state"] == "done"; });
+    EXPECT_EQ(done["agent"], "host-gpu0") << "only the healthy GPU claims";
+  }
+  agents = server_->client().get("/api/v1/agents").json();
+  EXPECT_EQ(agents[1]["state"], "unhealthy") << agents.dump();
+  EXPECT_EQ(agents[1]["health"]["checks"][0]["message"],
+            "2 uncorrected ECC error(s) since the driver loaded");
+
+  agent.signal(SIGTERM);
+  EXPECT_EQ(agent.wait_exit(), 0) << agent.output();
+  EXPECT_NE(agent.output().find("agent stopped"), std::string::npos) << agent.output();
+}
+
 TEST_F(AgentE2eTest, CommitThatDoesNotBuildFailsWithTheCompilerError) {
   start_server();
   repo_.write("build.sh",

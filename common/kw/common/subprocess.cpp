@@ -132,7 +132,8 @@ ChildOutcome run_child(const ChildSpec& spec, const std::atomic<bool>& stop) {
       outcome.stopped = !outcome.timed_out;
       kill(-pid, SIGTERM);
       terminating = true;
-      kill_at = now + std::chrono::seconds(5);
+      kill_at =
+          now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(spec.stop_grace_s));
     }
     if (terminating && now > kill_at) kill(-pid, SIGKILL);
   }

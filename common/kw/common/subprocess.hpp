@@ -32,6 +32,8 @@ struct ChildSpec {
   // Sent to the child when the thread that started it ends, this process's
   // death by SIGKILL included (PR_SET_PDEATHSIG): 0 for none.
   int parent_death_signal = 0;
+  // After SIGTERM (timeout or stop flag), how long the group has before SIGKILL.
+  double stop_grace_s = 5;
 };
 
 struct ChildOutcome {

@@ -70,6 +70,31 @@ ON CONFLICT (name) DO UPDATE
 RETURNING id
 )sql";
 
+constexpr const char* kRecordAgentGpu = R"sql(
+UPDATE agents SET gpu = $2::jsonb, health = $3::jsonb WHERE id = $1
+)sql";
+
+// Every agent with what it runs now ($1: the projects whose jobs the caller
+// may see; NULL: all). `state`: running, unhealthy (its last health check
+// failed), offline (not seen for 10 minutes), else idle.
+constexpr const char* kAgentsJson = R"sql(
+SELECT COALESCE(json_agg(json_build_object(
+  'name', a.name, 'host', a.host, 'version', a.version, 'gpus', a.gpus, 'gpu', a.gpu, 'health', a.health,
+  'registered_at', a.registered_at, 'last_seen_at', a.last_seen_at,
+  'state', CASE WHEN j.id IS NOT NULL THEN 'running'
+                WHEN a.health->>'healthy' = 'false' THEN 'unhealthy'
+                WHEN a.last_seen_at < now() - interval '10 minutes' THEN 'offline'
+                ELSE 'idle' END,
+  'job', CASE WHEN j.id IS NULL THEN NULL
+              ELSE json_build_object('id', j.id, 'project', j.project, 'commit', j.commit_sha, 'branch', j.branch)
+         END) ORDER BY a.name), '[]')::text
+FROM agents a
+LEFT JOIN LATERAL (
+  SELECT j.id, p.name AS project, j.commit_sha, j.branch FROM jobs j JOIN projects p ON p.id = j.project_id
+  WHERE j.agent_id = a.id AND j.state = 'running' AND ($1::text[] IS NULL OR p.name = ANY ($1::text[]))
+  ORDER BY j.id DESC LIMIT 1) j ON true
+)sql";
+
 // The oldest queued job of the token's projects ($4, NULL: all) that one of
 // the agent's GPUs can run.
 constexpr const char* kClaim = R"sql(
@@ -138,6 +163,8 @@ std::vector<Statement> JobRepository::statements() {
           {"job_create", kCreate},
           {"job_get", kGet},
           {"agent_upsert", kUpsertAgent},
+          {"agent_gpu", kRecordAgentGpu},
+          {"agents_json", kAgentsJson},
           {"job_claim", kClaim},
           {"job_requeue", kRequeueExpired},
           {"job_heartbeat", kHeartbeat},
@@ -187,6 +214,18 @@ std::int64_t JobRepository::bind_agent(pqxx::work& tx, const std::string& name, 
                                            caller.token_name + "\"");
   }
   return *agent;
+}
+
+void JobRepository::record_gpu(pqxx::work& tx, std::int64_t agent_id,
+                               const std::optional<nlohmann::json>& gpu,
+                               const std::optional<nlohmann::json>& health) {
+  tx.exec_prepared0("agent_gpu", agent_id, nullable(gpu ? std::optional(gpu->dump()) : std::nullopt),
+                    nullable(health ? std::optional(health->dump()) : std::nullopt));
+}
+
+std::string JobRepository::agents_json(pqxx::work& tx,
+                                       const std::optional<std::vector<std::string>>& projects) {
+  return tx.exec_prepared1("agents_json", nullable(text_array(projects)))[0].as<std::string>();
 }
 
 std::int64_t JobRepository::registered_agent(pqxx::work& tx, const std::string& name, const Caller& caller) {

@@ -71,6 +71,13 @@ class JobRepository {
   static std::int64_t bind_agent(pqxx::work& tx, const std::string& name, const Caller& caller,
                                  const std::string& host, const std::string& version,
                                  const nlohmann::json& gpus);
+  // A worker's GPU ({"uuid", "index", "model"}) and its last health check,
+  // as its claim says (nullopt: none).
+  static void record_gpu(pqxx::work& tx, std::int64_t agent_id, const std::optional<nlohmann::json>& gpu,
+                         const std::optional<nlohmann::json>& health);
+  // GET /api/v1/agents: every agent, its GPU, health, state and running job
+  // (of `projects` only; nullopt: all).
+  static std::string agents_json(pqxx::work& tx, const std::optional<std::vector<std::string>>& projects);
   // The agent registered under the caller's token name; 409 "agent_not_registered" otherwise.
   static std::int64_t registered_agent(pqxx::work& tx, const std::string& name, const Caller& caller);
 

@@ -9,7 +9,56 @@ namespace kw::server {
 
 using nlohmann::json;
 
+namespace {
+
+// A claim's `gpu`: the one GPU a worker is pinned to.
+json gpu_of(const json& body) {
+  const json& gpu = body["gpu"];
+  if (!gpu.is_object()) throw Unprocessable("wrong_type", "gpu", "must be an object {uuid, index, model}");
+  if (!gpu.contains("uuid") || !gpu["uuid"].is_string() || gpu["uuid"].get<std::string>().empty())
+    throw Unprocessable("missing_field", "gpu.uuid", "must be the GPU's UUID");
+  if (!gpu.contains("index") || !gpu["index"].is_number_integer() || gpu["index"].get<std::int64_t>() < 0)
+    throw Unprocessable("wrong_type", "gpu.index", "must be the GPU's index, an integer >= 0");
+  if (!gpu.contains("model") || !gpu["model"].is_string())
+    throw Unprocessable("missing_field", "gpu.model", "must be the GPU's model name");
+  return {{"uuid", gpu["uuid"]}, {"index", gpu["index"]}, {"model", gpu["model"]}};
+}
+
+// A claim's `health`: the worker's last health check of its GPU.
+json health_of(const json& body) {
+  const json& health = body["health"];
+  if (!health.is_object()) throw Unprocessable("wrong_type", "health", "must be an object {healthy, checks}");
+  if (!health.contains("healthy") || !health["healthy"].is_boolean())
+    throw Unprocessable("missing_field", "health.healthy", "must be true or false");
+  if (!health.contains("checks") || !health["checks"].is_array())
+    throw Unprocessable("missing_field", "health.checks", "must be an array of {name, passed, message}");
+  json checks = json::array();
+  for (std::size_t i = 0; i < health["checks"].size(); ++i) {
+    const json& check = health["checks"][i];
+    const std::string at = "health.checks[" + std::to_string(i) + "]";
+    if (!check.is_object() || !check.contains("name") || !check["name"].is_string() ||
+        !check.contains("passed") || !check["passed"].is_boolean() ||
+        (check.contains("message") && !check["message"].is_string()))
+      throw Unprocessable("wrong_type", at, "must be {name: string, passed: bool, message: string}");
+    checks.push_back(
+        {{"name", check["name"]}, {"passed", check["passed"]}, {"message", check.value("message", "")}});
+  }
+  return {{"healthy", health["healthy"]}, {"checks", checks}};
+}
+
+}  // namespace
+
 void add_agent_routes(Router& router, const HandlerContext& context) {
+  // Every agent (each worker of a multi-GPU host is one), its GPU, health
+  // and the job it runs; jobs of projects the caller cannot read are left out.
+  router.add("GET", "/api/v1/agents", Access::read(), [&context](Request& request) {
+    std::optional<std::vector<std::string>> only;
+    if (request.caller) only = request.caller->projects;
+    return Response::json_text(200, with_transaction(context.pool, [&](pqxx::work& tx) {
+                                 return JobRepository::agents_json(tx, only);
+                               }));
+  });
+
   // An agent claims only jobs of the projects its token names and, when it
   // says which it serves (`projects`: those it can fetch), of those alone:
   // a job it cannot run is never claimed, dropped and left to expire.
@@ -39,9 +88,15 @@ void add_agent_routes(Router& router, const HandlerContext& context) {
       }
       projects = std::move(names);
     }
+    std::optional<json> gpu, health;
+    if (body.contains("gpu")) gpu = gpu_of(body);
+    if (body.contains("health")) health = health_of(body);
     auto job = with_transaction(context.pool, [&](pqxx::work& tx) -> std::optional<json> {
       std::int64_t agent_id = JobRepository::bind_agent(tx, name, *request.caller, host, version, gpus);
+      JobRepository::record_gpu(tx, agent_id, gpu, health);
       JobRepository::requeue_expired(tx);
+      // A GPU that failed its health check measures nothing until it passes.
+      if (health && !(*health)["healthy"].get<bool>()) return std::nullopt;
       auto job_id = JobRepository::claim(tx, agent_id, gpus, context.lease_seconds, projects);
       if (!job_id) return std::nullopt;
       return JobRepository::get(tx, *job_id);
