@@ -8,6 +8,7 @@
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <sstream>
 #include <thread>
 
 #include "built_commits.hpp"
@@ -176,6 +177,13 @@ int agent_loop(AgentArguments args) {
     if (eq == std::string::npos || eq == 0)
       throw CLI::ValidationError("--repo", "expected PROJECT=URL, got " + entry);
     repo_urls[entry.substr(0, eq)] = entry.substr(eq + 1);
+  }
+  // A host that already narrowed the agent to some GPUs keeps that narrowing
+  // (its indices taken as nvidia-smi's).
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  if (args.gpus.empty() && visible != nullptr && *visible != '\0' && args.gpu_test_doubles.empty()) {
+    std::stringstream list(visible);
+    for (std::string entry; std::getline(list, entry, ',');) args.gpus.push_back(entry);
   }
   GpuInventory inventory;
   if (!args.gpu_test_doubles.empty()) {

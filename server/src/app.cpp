@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "errors.hpp"
+#include "notify/notifier.hpp"
 #include "store/detection_repository.hpp"
 #include "store/job_repository.hpp"
 #include "store/migrations.hpp"
@@ -167,9 +168,17 @@ void App::reap_leases() {
   while (!reaper_wake_.wait_for(lock, period, [this] { return reaper_stop_; })) {
     lock.unlock();
     try {
-      int requeued =
-          with_transaction(*pool_, [](pqxx::work& tx) { return JobRepository::requeue_expired(tx); });
-      if (requeued > 0) std::cerr << "kw-server: " << requeued << " expired lease(s) returned to the queue\n";
+      ExpiredLeases expired = with_transaction(*pool_, [this](pqxx::work& tx) {
+        ExpiredLeases leases = JobRepository::requeue_expired(tx);
+        for (std::int64_t failed : leases.failed)
+          NotificationRepository::job_failed(tx, options_.notifications, failed);
+        return leases;
+      });
+      if (expired.requeued > 0)
+        std::cerr << "kw-server: " << expired.requeued << " expired lease(s) returned to the queue\n";
+      if (!expired.failed.empty())
+        std::cerr << "kw-server: " << expired.failed.size()
+                  << " job(s) failed: their lease ran out on every attempt\n";
     } catch (const ServiceUnavailable&) {  // the database monitor logs that once
     } catch (const std::exception& error) {
       std::cerr << "kw-server: lease reaper: " << error.what() << "\n";

@@ -269,6 +269,41 @@ TEST_F(QueueTest, AWorkerWhoseGpuFailedItsHealthCheckClaimsNothingAndTheAgentsLi
             "gpu.index: must be the GPU's index, an integer >= 0");
 }
 
+// A bisect step whose lease ran out on every attempt (its agent died each
+// time) fails, and the bisect skips that commit and measures another, as it
+// does for a commit that does not build; before, it waited on the failed
+// step for ever.
+TEST_F(QueueTest, ABisectStepWhoseLeaseRanOutOnEveryAttemptIsSkippedAndTheBisectGoesOn) {
+  ReportSpec spec;
+  spec.commit = make_commit(40);
+  ASSERT_EQ(agent().post("/api/v1/runs", make_report(spec)).status, 201);
+  std::vector<std::string> commits;
+  for (std::uint64_t n = 41; n <= 44; ++n) commits.push_back(make_commit(n));
+  sql("INSERT INTO bisects (project_id, run_id, gpu_class, commits, cases, good, bad, steps, max_steps) "
+      "SELECT project_id, id, 'any', ARRAY['" +
+      commits[0] + "', '" + commits[1] + "', '" + commits[2] + "', '" + commits[3] +
+      "'], ARRAY['case0'], 0, 3, 1, 6 FROM runs");
+  // The first step: commits[1] against the good end, its third attempt's lease gone.
+  sql("INSERT INTO jobs (project_id, commit_sha, branch, base_commit, gpu_class, state, attempts, "
+      "max_attempts, "
+      "lease_expires_at, rerun, on_default_branch, bisect_id) "
+      "SELECT b.project_id, '" +
+      commits[1] + "', 'kernelwatch/bisect-' || b.id, '" + commits[0] +
+      "', 'any', 'running', 3, 3, now() - interval '1 second', 1, false, b.id FROM bisects b");
+
+  // Any claim returns expired leases first.
+  EXPECT_EQ(agent().post("/api/v1/agents/claim", claim_body("host-a", {"NVIDIA L4"})).json()["commit"],
+            commits[2])
+      << "the next step is claimable at once";
+  pqxx::result failed = sql("SELECT state, error FROM jobs WHERE commit_sha = '" + commits[1] + "'");
+  EXPECT_EQ(failed[0][0].as<std::string>(), "failed");
+  EXPECT_EQ(failed[0][1].as<std::string>(), "lease expired 3 times; giving up");
+  pqxx::result bisect = sql("SELECT state, skipped::text, steps FROM bisects");
+  EXPECT_EQ(bisect[0][0].as<std::string>(), "running");
+  EXPECT_EQ(bisect[0][1].as<std::string>(), "{1}");
+  EXPECT_EQ(bisect[0][2].as<int>(), 2);
+}
+
 TEST_F(QueueTest, TwentyConcurrentClaimersOnTwoHundredJobsEachClaimedOnce) {
   for (int i = 0; i < 200; ++i) ASSERT_EQ(ci().post("/api/v1/jobs", job_request(1000 + i)).status, 201);
   std::vector<std::vector<std::int64_t>> claimed(20);

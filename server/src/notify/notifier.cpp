@@ -7,6 +7,8 @@
 #include <set>
 
 #include "notify/outbound_http.hpp"
+#include "store/bisect_repository.hpp"
+#include "store/job_repository.hpp"
 
 namespace kw::server {
 
@@ -99,9 +101,12 @@ void NotificationRepository::job_queued(pqxx::work& tx, const NotifierOptions& o
   job_status(tx, options, project_id, job, "pending", "queued for benchmarking");
 }
 
-void NotificationRepository::job_failed(pqxx::work& tx, const NotifierOptions& options,
-                                        std::int64_t project_id, const json& job) {
+void NotificationRepository::job_failed(pqxx::work& tx, const NotifierOptions& options, std::int64_t job_id) {
+  const json job = *JobRepository::get(tx, job_id);
+  const auto project_id =
+      tx.exec_params1("SELECT project_id FROM jobs WHERE id = $1", job_id)[0].as<std::int64_t>();
   job_status(tx, options, project_id, job, "error", "could not run: " + job.value("error", std::string()));
+  if (auto ended = BisectRepository::step_failed(tx, job_id)) bisect_ended(tx, options, *ended);
 }
 
 void NotificationRepository::verdict(pqxx::work& tx, const NotifierOptions& options, std::int64_t run_id) {

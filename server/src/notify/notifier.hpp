@@ -36,9 +36,11 @@ class NotificationRepository {
   static void verdict(pqxx::work& tx, const NotifierOptions& options, std::int64_t run_id);
   // A bisect that ended: found, a status on its first bad commit; any end, a webhook.
   static void bisect_ended(pqxx::work& tx, const NotifierOptions& options, std::int64_t bisect_id);
-  // A job that ended without a run (its agent could not run it).
-  static void job_failed(pqxx::work& tx, const NotifierOptions& options, std::int64_t project_id,
-                         const nlohmann::json& job);
+  // A job that ended without a run (its agent could not run it, or its
+  // lease ran out on every attempt): an error status on its commit, and a
+  // bisect step skipped as a commit that does not build is (the bisect goes
+  // on, or ends and says so).
+  static void job_failed(pqxx::work& tx, const NotifierOptions& options, std::int64_t job_id);
 };
 
 class Notifier {

@@ -119,6 +119,7 @@ SET state = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END,
                  THEN 'lease expired ' || attempts || ' times; giving up' ELSE error END,
     agent_id = NULL, lease_expires_at = NULL, updated_at = now()
 WHERE state = 'running' AND lease_expires_at < now()
+RETURNING id, state
 )sql";
 
 constexpr const char* kHeartbeat = R"sql(
@@ -249,8 +250,15 @@ std::optional<std::int64_t> JobRepository::claim(pqxx::work& tx, std::int64_t ag
   return job_id;
 }
 
-int JobRepository::requeue_expired(pqxx::work& tx) {
-  return static_cast<int>(tx.exec_prepared("job_requeue").affected_rows());
+ExpiredLeases JobRepository::requeue_expired(pqxx::work& tx) {
+  ExpiredLeases expired;
+  for (const auto& row : tx.exec_prepared("job_requeue")) {
+    if (row[1].as<std::string>() == "failed")
+      expired.failed.push_back(row[0].as<std::int64_t>());
+    else
+      ++expired.requeued;
+  }
+  return expired;
 }
 
 bool JobRepository::heartbeat(pqxx::work& tx, std::int64_t job_id, std::int64_t agent_id,

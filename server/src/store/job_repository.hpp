@@ -53,6 +53,13 @@ struct JobHold {
   std::optional<std::int64_t> agent_id;
 };
 
+// Jobs whose lease ran out: back in the queue, or failed once their
+// attempts are spent (the caller ends what waits on those).
+struct ExpiredLeases {
+  int requeued = 0;
+  std::vector<std::int64_t> failed;
+};
+
 class JobRepository {
  public:
   static std::vector<Statement> statements();
@@ -87,7 +94,7 @@ class JobRepository {
                                            const nlohmann::json& gpu_models, double lease_seconds,
                                            const std::optional<std::vector<std::string>>& projects);
   // Expired leases: back to the queue, or failed after max_attempts.
-  static int requeue_expired(pqxx::work& tx);
+  static ExpiredLeases requeue_expired(pqxx::work& tx);
   static bool heartbeat(pqxx::work& tx, std::int64_t job_id, std::int64_t agent_id, double lease_seconds);
   static bool release(pqxx::work& tx, std::int64_t job_id, std::int64_t agent_id);
   // The holder could not run the job (no report can be made): it fails now,

@@ -3,6 +3,7 @@
 #include "errors.hpp"
 #include "http/handlers/handlers.hpp"
 #include "http/handlers/request_fields.hpp"
+#include "notify/notifier.hpp"
 #include "store/job_repository.hpp"
 
 namespace kw::server {
@@ -94,7 +95,8 @@ void add_agent_routes(Router& router, const HandlerContext& context) {
     auto job = with_transaction(context.pool, [&](pqxx::work& tx) -> std::optional<json> {
       std::int64_t agent_id = JobRepository::bind_agent(tx, name, *request.caller, host, version, gpus);
       JobRepository::record_gpu(tx, agent_id, gpu, health);
-      JobRepository::requeue_expired(tx);
+      for (std::int64_t failed : JobRepository::requeue_expired(tx).failed)
+        NotificationRepository::job_failed(tx, context.notifications, failed);
       // A GPU that failed its health check measures nothing until it passes.
       if (health && !(*health)["healthy"].get<bool>()) return std::nullopt;
       auto job_id = JobRepository::claim(tx, agent_id, gpus, context.lease_seconds, projects);

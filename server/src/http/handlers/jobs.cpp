@@ -187,17 +187,12 @@ void add_job_routes(Router& router, const HandlerContext& context) {
     json body = require_object(request);
     std::string reason = body_string(body, "reason", true, 4096);
     std::string error = "agent \"" + body_string(body, "agent") + "\" could not run it: " + reason;
-    return as_holder(
-        context, request, body, "fail it", [&](pqxx::work& tx, std::int64_t id, std::int64_t agent_id) {
-          if (!JobRepository::fail(tx, id, agent_id, error)) return false;
-          json job = *JobRepository::get(tx, id);
-          std::int64_t project_id =
-              tx.exec_params1("SELECT project_id FROM jobs WHERE id = $1", id)[0].as<std::int64_t>();
-          NotificationRepository::job_failed(tx, context.notifications, project_id, job);
-          if (auto ended = BisectRepository::step_failed(tx, id))
-            NotificationRepository::bisect_ended(tx, context.notifications, *ended);
-          return true;
-        });
+    return as_holder(context, request, body, "fail it",
+                     [&](pqxx::work& tx, std::int64_t id, std::int64_t agent_id) {
+                       if (!JobRepository::fail(tx, id, agent_id, error)) return false;
+                       NotificationRepository::job_failed(tx, context.notifications, id);
+                       return true;
+                     });
   });
 
   router.add("POST", "/api/v1/jobs/{id}/report", agent, [&context](Request& request) {
