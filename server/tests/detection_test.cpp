@@ -729,9 +729,10 @@ void put_energy(json& m, double level, double sd, std::mt19937_64& rng) {
 TEST_F(DetectionApiTest, AChangeThatKeepsItsTimeButBurnsMoreEnergyIsFlagged) {
   post({});  // the project's first main run, without energy
   std::mt19937_64 rng(19);
-  auto pull_request = [&](double head_joules, std::uint64_t commit) {
+  auto pull_request = [&](double head_joules, std::uint64_t commit, double case_ns = 250e3) {
     ReportSpec pr;
     pr.cases = 2;
+    pr.case_ns = case_ns;
     pr.branch = "pr";
     pr.base_commit = make_commit(1);
     pr.commit = make_commit(commit);
@@ -787,6 +788,7 @@ TEST_F(DetectionApiTest, AChangeThatKeepsItsTimeButBurnsMoreEnergyIsFlagged) {
   auto main_run = [&](double joules, std::uint64_t commit) {
     ReportSpec m;
     m.cases = 1;
+    m.case_ns = 250e3;
     m.replicates = 6;
     m.replicate_noise = 0.003;
     m.commit = make_commit(commit);
@@ -804,6 +806,9 @@ TEST_F(DetectionApiTest, AChangeThatKeepsItsTimeButBurnsMoreEnergyIsFlagged) {
   // A report without energy has no energy comparison: absent, never zero.
   const json plain = run(post(ReportSpec{}));
   for (const json& c : plain["comparisons"]) EXPECT_NE(c["kind"], "energy");
+  // Nor has a kernel under 100 us: its joules are mostly the board's idle power.
+  const json tiny = run(pull_request(0.275, 703, 20e3));
+  for (const json& c : tiny["comparisons"]) EXPECT_NE(c["kind"], "energy") << c.dump();
 }
 
 }  // namespace

@@ -20,6 +20,7 @@ struct ReportSpec {
   std::string base_commit;
   std::string gpu_model = "NVIDIA H100 80GB HBM3";
   int cases = 3;
+  double case_ns = 20000;  // case i takes (i + 1) times this
   int samples = 30;
   double noise = 0.01;             // relative, log-normal sigma
   double slowdown = 1.0;           // candidate time multiplier
@@ -91,7 +92,7 @@ inline nlohmann::json make_report(const ReportSpec& spec) {
   }
   json cases = json::array();
   for (int i = 0; i < spec.cases; ++i) {
-    double base = 20000.0 * (i + 1);
+    double base = spec.case_ns * (i + 1);
     json c{{"name", "attention.fwd/case" + std::to_string(i)},
            {"params", {{"S", 1024 * (i + 1)}, {"dtype", "fp16"}}},
            {"launches", json::array({{{"kernel", "flash_fwd_kernel"},
