@@ -503,8 +503,8 @@ ComparisonRow compare_impl(const std::string& name, const std::string& impl, con
 
 // Energy's noise: a conservative prior until one is learned. On an H100 the
 // joules per iteration of a >= 100 us kernel move 1.7% between replicates and
-// 1.1% between runs (median), a 7 us kernel's 14% and 5% (docs/PERFORMANCE.md):
-// each case's own replicates weigh in through the pooled spread.
+// 1.1% between runs (median; docs/PERFORMANCE.md): each case's own
+// replicates weigh in through the pooled spread.
 common::NoiseModel energy_noise() {
   common::NoiseModel noise;
   noise.replicate_sd = 0.03;
