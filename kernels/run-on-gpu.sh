@@ -64,7 +64,10 @@ if [ "$tests" = 1 ]; then
   # The Google Benchmark self-test bench, built elsewhere and carried here
   # (kernels/tools/stage-gbench-selftest.sh); its tests skip without it.
   [ -x .device-carry/gbench-selftest/kw-selftest-gbench ] && export KW_SELFTEST_GBENCH_DIR="$root/.device-carry/gbench-selftest"
-  ctest --preset gpu --output-on-failure > "$out/gpu-tests.log" 2>&1 || status=1
+  # kw profile's output (profile.json, profile.md, the raw ncu CSV) comes back.
+  export KW_PROFILE_OUT="$out/profile"
+  # KW_GPU_TESTS: a regex of the tests to run (default: every gpu test).
+  ctest --preset gpu --output-on-failure ${KW_GPU_TESTS:+-R "$KW_GPU_TESTS"} > "$out/gpu-tests.log" 2>&1 || status=1
   grep -E '^\s*[0-9]+/[0-9]+ Test|tests passed|tests failed' "$out/gpu-tests.log"
 fi
 

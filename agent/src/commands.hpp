@@ -24,6 +24,7 @@ void add_upload_command(CLI::App& app, int& exit_code);
 void add_agent_command(CLI::App& app, int& exit_code);
 void add_gate_commands(CLI::App& app, int& exit_code);  // kw submit, kw gate
 void add_gpu_check_command(CLI::App& app, int& exit_code);
+void add_profile_command(CLI::App& app, int& exit_code);
 
 // Server and token from the flags, else KW_SERVER / KW_TOKEN.
 struct ServerOptions {

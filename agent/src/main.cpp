@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
   kw::agent::add_agent_command(app, exit_code);
   kw::agent::add_gate_commands(app, exit_code);
   kw::agent::add_gpu_check_command(app, exit_code);
+  kw::agent::add_profile_command(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

@@ -22,6 +22,7 @@
 #include "launch_check.hpp"
 #include "load_check.hpp"
 #include "pipeline.hpp"
+#include "profile_summary.hpp"
 #include "replicates.hpp"
 #include "repo_config.hpp"
 
@@ -1280,4 +1281,37 @@ kwbench correctness started on NVIDIA H100 80GB HBM3
 }
 
 }  // namespace
+// kw profile's summary of real ncu output (tests/data/ncu-h100): the tuned
+// attention kernel's four launches, units ns, numbers with separators.
+TEST(Profile, NcuCsvOfTheAttentionKernelIsSummarized) {
+  std::ifstream in(KW_TEST_DATA_DIR "/ncu-h100/attention-fp16-d128-b4h16s4096.csv");
+  std::stringstream text;
+  text << in.rdbuf();
+  // Among the bench's own lines and ncu's, as kw profile reads them.
+  const std::string csv = ncu_csv_of("[kwbench] stage full_bench started\n==PROF== Connected to process\n" +
+                                     text.str() + "==PROF== Disconnected\n");
+  const json kernels = summarize_ncu_csv(csv);
+  ASSERT_EQ(kernels.size(), 1u) << kernels.dump(2);
+  const std::string name =
+      "void attention_forward_kernel<ForwardTraits<128, 128, 64, 4, 2, 0>, __half, 0>(ForwardParams)";
+  ASSERT_TRUE(kernels.contains(name)) << kernels.dump(2);
+  const json& k = kernels[name];
+  EXPECT_EQ(k["launches"], 4);
+  EXPECT_NEAR(k["time_us"].get<double>(), 1820.7, 0.1);
+  EXPECT_NEAR(k["sm_pct"].get<double>(), 58.2, 0.1);
+  EXPECT_NEAR(k["memory_pct"].get<double>(), 52.3, 0.1);
+  EXPECT_NEAR(k["occupancy_pct"].get<double>(), 12.2, 0.1);
+  ASSERT_EQ(k["stalls"].size(), 3u);
+  EXPECT_EQ(k["stalls"][0]["reason"], "wait");
+  EXPECT_GE(k["stalls"][0]["cycles_per_issue"].get<double>(),
+            k["stalls"][1]["cycles_per_issue"].get<double>());
+
+  const json summary{{"case", "attention/fp16/d128/b4h16s4096"},
+                     {"head", {{"commit", std::string(40, 'c')}, {"kernels", kernels}}}};
+  const std::string table = profile_markdown(summary);
+  EXPECT_NE(table.find("| head cccccccc | 4 | 1820.7 | 58.2 | 52.3 | 12.2 | wait "), std::string::npos)
+      << table;
+  EXPECT_THROW(summarize_ncu_csv("\"ID\",\"Kernel Name\"\n"), std::runtime_error);
+}
+
 }  // namespace kw::agent
