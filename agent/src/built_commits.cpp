@@ -231,4 +231,10 @@ void BuiltCommits::finish(const fs::path& repo, const BuildTree& tree, const std
   evict(repo);
 }
 
+std::filesystem::path user_built_cache(const std::string& cache_dir) {
+  if (!cache_dir.empty()) return cache_dir;
+  const char* home = std::getenv("HOME");
+  return std::filesystem::path(home != nullptr ? home : "/tmp") / ".kw" / "built";
+}
+
 }  // namespace kw::agent

@@ -29,6 +29,10 @@ struct BuildTree {
   std::string built_from;
 };
 
+// Where `kw run --base` and `kw profile` keep built commits: `cache_dir`,
+// else ~/.kw/built (their builds go through the ccache beside it).
+std::filesystem::path user_built_cache(const std::string& cache_dir);
+
 class BuiltCommits {
  public:
   // Builds go through the compiler cache in `ccache_dir` where ccache is

@@ -105,9 +105,7 @@ int profile(const ProfileArguments& args) {
   const fs::path repo = fs::absolute(args.repo);
   const fs::path out = fs::absolute(args.out);
   fs::create_directories(out);
-  const fs::path cache = !args.cache_dir.empty()
-                             ? fs::path(args.cache_dir)
-                             : fs::path(std::getenv("HOME") ? std::getenv("HOME") : "/tmp") / ".kw" / "built";
+  const fs::path cache = user_built_cache(args.cache_dir);
   BuiltCommits built(cache, 8, cache.parent_path() / "ccache");
   json summary{{"case", args.case_name}, {"ncu", ncu.string()}, {"launch_count", args.launch_count}};
   std::vector<std::pair<std::string, std::string>> sides;

@@ -185,9 +185,7 @@ int run_once(const RunArguments& args) {
     options.only_stages.push_back(*name);
   }
   if (options.base_commit && config.full_bench.ab && options.gpu_available && is_git_checkout(repo)) {
-    fs::path cache = !args.cache_dir.empty()
-                         ? fs::path(args.cache_dir)
-                         : fs::path(std::getenv("HOME") ? std::getenv("HOME") : "/tmp") / ".kw" / "built";
+    const fs::path cache = user_built_cache(args.cache_dir);
     // The base builds in the cache go through ccache beside it; the
     // checkout's own build is the user's and left as it is configured.
     BuiltCommits built(cache, args.cache_size, cache.parent_path() / "ccache");
