@@ -16,9 +16,13 @@
 #include "git.hpp"
 #include "gpu_health.hpp"
 #include "gpu_info.hpp"
+#include "kw/common/json_reader.hpp"
 #include "kw/common/subprocess.hpp"
 #include "kw/http/client.hpp"
+#include "load_check.hpp"
 #include "pipeline.hpp"
+#include "profile_summary.hpp"
+#include "profiling.hpp"
 #include "repo_config.hpp"
 #include "spool.hpp"
 
@@ -43,6 +47,8 @@ struct AgentArguments {
   std::vector<std::string> gpus;  // UUIDs or NVML indices; empty: every GPU
   std::string gpu_check;          // the health check command; empty: kw gpu-check
   double health_seconds = 300;
+  std::string
+      ncu;  // for profile jobs; empty: ncu in PATH or CUDA's bin (a real GPU only); "none": no profiles
 };
 
 // The GPU a worker owns.
@@ -100,6 +106,81 @@ class Heartbeat {
   std::thread thread_;
 };
 
+// `stop` is raised on SIGTERM or when the lease is lost (and when this ends):
+// what stops a job's work.
+class StopWatcher {
+ public:
+  explicit StopWatcher(const std::atomic<bool>& lost)
+      : thread_([this, &lost] {
+          while (!done_ && !stop_requested() && !lost)
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+          stop = true;
+        }) {}
+  ~StopWatcher() {
+    done_ = true;
+    thread_.join();
+  }
+  std::atomic<bool> stop{false};
+
+ private:
+  std::atomic<bool> done_{false};
+  std::thread thread_;
+};
+
+// A profile job's result for POST /api/v1/jobs/ID/profile: its case under
+// ncu in the job's base commit (when it names one) and its commit, built as
+// kw profile builds them. Throws what kept it from running; an ncu refused
+// the GPU's performance counters also clears `can_profile`.
+json profile_job_result(const AgentArguments& args, const json& job, const fs::path& mirror,
+                        BuiltCommits& built, const fs::path& ncu, const fs::path& work,
+                        const std::atomic<bool>& stop, bool& can_profile) {
+  const json& profile = job["profile"];
+  ProfileTarget target;
+  target.case_name = profile["case"];
+  target.launch_count = profile.value("launch_count", 10);
+  if (profile["kernel"].is_string()) target.kernel = profile["kernel"];
+  target.ncu = ncu;
+  std::vector<ProfiledCommit> commits;
+  if (job["base_commit"].is_string()) commits.push_back({"base", job["base_commit"], {}});
+  commits.push_back({"head", job["commit"], {}});
+  for (ProfiledCommit& commit : commits) {
+    std::string why;
+    const std::optional<fs::path> tree = built.get(mirror, commit.commit, stop, say, why);
+    if (!tree) throw std::runtime_error(commit.side + ": " + why);
+    commit.tree = *tree;
+  }
+  const fs::path out = work / "profiles" / ("job-" + job["id"].dump());
+  fs::remove_all(out);
+  bool denied = false;
+  json summary;
+  try {
+    summary = profile_commits(target, commits, out, stop, &denied);
+  } catch (const std::exception&) {
+    if (denied) {
+      can_profile = false;
+      say("ncu may not read this GPU's performance counters (ERR_NVGPUCTRPERM): this agent takes no more "
+          "profile jobs");
+    }
+    throw;
+  }
+  std::cerr << profile_markdown(summary) << std::flush;
+  json body{{"agent", args.name}, {"summary", summary}};
+  bool kept = false;
+  for (const ProfiledCommit& commit : commits) {
+    const fs::path csv = out / (commit.side + ".csv");
+    if (fs::file_size(csv) > common::kMaxProfileCsvBytes) {
+      say(commit.side + ": ncu's CSV is over the server's " +
+          std::to_string(common::kMaxProfileCsvBytes >> 20) + " MiB; kept only here: " + csv.string());
+      kept = true;
+      continue;
+    }
+    std::ifstream in(csv);
+    body[commit.side + "_csv"] = std::string(std::istreambuf_iterator<char>(in), {});
+  }
+  if (!kept) fs::remove_all(out);
+  return body;
+}
+
 // One `kw agent` process per GPU, pinned to it by UUID through
 // CUDA_VISIBLE_DEVICES (so every process of its jobs sees only that GPU),
 // each with its own name, mirrors, build trees and spool under
@@ -136,6 +217,7 @@ int supervise_workers(const AgentArguments& args, const std::vector<WorkerGpu>& 
     for (const std::string& model : args.gpu_test_doubles)
       spec.argv.insert(spec.argv.end(), {"--gpu-test-double", model});
     if (!args.gpu_check.empty()) spec.argv.insert(spec.argv.end(), {"--gpu-check", args.gpu_check});
+    if (!args.ncu.empty()) spec.argv.insert(spec.argv.end(), {"--ncu", args.ncu});
     if (args.once) spec.argv.emplace_back("--once");
     // The token goes through the environment, never the command line.
     spec.env = {{"KW_SERVER", args.server.url}, {"KW_TOKEN", args.server.token}};
@@ -226,6 +308,14 @@ int agent_loop(AgentArguments args) {
   const fs::path shared = args.shared_dir.empty() ? work : fs::absolute(args.shared_dir);
   BuiltCommits built(work / "built", 8, shared / "ccache");
   Spool spool(work / "spool");
+  // Profile jobs need ncu and a GPU under it: a test double's only with an
+  // ncu named (a test's own double of ncu).
+  const fs::path ncu = args.ncu == "none"         ? fs::path()
+                       : !args.ncu.empty()        ? fs::path(args.ncu)
+                       : gpu && !gpu->test_double ? find_cuda_tool("ncu")
+                                                  : fs::path();
+  bool can_profile = gpu && !ncu.empty();
+  if (gpu) say(can_profile ? "profile jobs: " + ncu.string() : "no ncu: this agent takes no profile jobs");
 
   // Checked before claiming when the last check is older than
   // health_seconds: a real GPU always, a test double with --gpu-check.
@@ -257,11 +347,8 @@ int agent_loop(AgentArguments args) {
     check_health();
     json job;
     try {
-      json claim{{"agent", args.name},
-                 {"host", host_name()},
-                 {"version", KW_VERSION},
-                 {"gpus", models},
-                 {"projects", served}};
+      json claim{{"agent", args.name}, {"host", host_name()}, {"version", KW_VERSION},
+                 {"gpus", models},     {"projects", served},  {"can_profile", can_profile}};
       if (gpu) claim["gpu"] = {{"uuid", gpu->uuid}, {"index", gpu->index}, {"model", gpu->model}};
       if (health) claim["health"] = {{"healthy", health->healthy()}, {"checks", health->to_json()["checks"]}};
       http::Response response = client.post("/api/v1/agents/claim", claim);
@@ -285,8 +372,10 @@ int agent_loop(AgentArguments args) {
 
     std::int64_t job_id = job["id"];
     std::string project = job["project"], commit = job["commit"];
-    say("claimed job " + std::to_string(job_id) + ": " + project + " " + commit.substr(0, 12) + " (" +
-        job.value("branch", std::string()) + ")");
+    const bool profile_job = job.value("kind", std::string()) == "profile";
+    say("claimed job " + std::to_string(job_id) + ": " +
+        (profile_job ? "profile " + job["profile"]["case"].get<std::string>() + " of " : std::string()) +
+        project + " " + commit.substr(0, 12) + " (" + job.value("branch", std::string()) + ")");
     BuildTree tree;
     std::atomic<bool> lost{false};
     json report;
@@ -296,75 +385,66 @@ int agent_loop(AgentArguments args) {
       if (url == repo_urls.end())
         throw std::runtime_error("no --repo " + project + "=URL given to this agent");
       fs::path mirror = update_mirror(work / "mirrors", project, url->second);
-      tree = built.checkout_for(mirror, project, job.value("branch", std::string("main")), commit, say);
+      if (!profile_job)
+        tree = built.checkout_for(mirror, project, job.value("branch", std::string("main")), commit, say);
       Heartbeat heartbeat(args, job_id, job.value("lease_seconds", 120.0), lost);
-      // Stop the pipeline on SIGTERM or when the lease is lost.
-      std::atomic<bool> stop_pipeline{false};
-      std::thread watcher([&] {
-        while (!stop_pipeline && !stop_requested() && !lost)
-          std::this_thread::sleep_for(std::chrono::milliseconds(100));
-        stop_pipeline = true;
-      });
-      PipelineOptions options;
-      options.checkout = tree.path;
-      options.built_from = tree.built_from;
-      options.clean_build_tree = [&tree] { BuiltCommits::clean(tree); };
-      options.ccache_dir = shared / "ccache";
-      options.reference_cache_dir = shared / "references";
-      options.commit = commit;
-      options.branch = job.value("branch", std::string("main"));
-      if (job.contains("base_commit") && job["base_commit"].is_string())
-        options.base_commit = job["base_commit"];
-      options.job_id = job_id;
-      options.agent_name = args.name;
-      options.agent_host = host_name();
-      options.gpu_available = gpu.has_value();
-      options.stop = &stop_pipeline;
-      options.log = say;
-      // Progress for `kw submit --wait` and the job page; the report stays
-      // the record, so a stage the server did not take is only logged.
-      options.on_stage = [&](const json& event) {
-        json body{{"agent", args.name}};
-        if (event.contains("started")) {
-          body["started"] = event["started"];
-        } else {
-          body["stage"] = event;
-          body["stage"].erase("details");  // the report carries them
-        }
-        try {
-          http::Response response = client.post("/api/v1/jobs/" + std::to_string(job_id) + "/stages", body);
-          if (response.status != 200)
-            say("stage not recorded on the server (HTTP " + std::to_string(response.status) +
-                "): " + response.body);
-        } catch (const http::ConnectionError& error) {
-          say(std::string("stage not recorded on the server: ") + error.what());
-        }
-      };
-      try {
+      StopWatcher watcher(lost);
+      if (profile_job) {
+        report = profile_job_result(args, job, mirror, built, ncu, work, watcher.stop, can_profile);
+      } else {
+        PipelineOptions options;
+        options.checkout = tree.path;
+        options.built_from = tree.built_from;
+        options.clean_build_tree = [&tree] { BuiltCommits::clean(tree); };
+        options.ccache_dir = shared / "ccache";
+        options.reference_cache_dir = shared / "references";
+        options.commit = commit;
+        options.branch = job.value("branch", std::string("main"));
+        if (job.contains("base_commit") && job["base_commit"].is_string())
+          options.base_commit = job["base_commit"];
+        options.job_id = job_id;
+        options.agent_name = args.name;
+        options.agent_host = host_name();
+        options.gpu_available = gpu.has_value();
+        options.stop = &watcher.stop;
+        options.log = say;
+        // Progress for `kw submit --wait` and the job page; the report stays
+        // the record, so a stage the server did not take is only logged.
+        options.on_stage = [&](const json& event) {
+          json body{{"agent", args.name}};
+          if (event.contains("started")) {
+            body["started"] = event["started"];
+          } else {
+            body["stage"] = event;
+            body["stage"].erase("details");  // the report carries them
+          }
+          try {
+            http::Response response = client.post("/api/v1/jobs/" + std::to_string(job_id) + "/stages", body);
+            if (response.status != 200)
+              say("stage not recorded on the server (HTTP " + std::to_string(response.status) +
+                  "): " + response.body);
+          } catch (const http::ConnectionError& error) {
+            say(std::string("stage not recorded on the server: ") + error.what());
+          }
+        };
         RepoConfig config = load_repo_config(tree.path / "kernelwatch.json");
         if (options.base_commit && config.full_bench.ab && options.gpu_available) {
           std::string why;
-          options.base_checkout = built.get(mirror, *options.base_commit, stop_pipeline, say, why);
-          if (!options.base_checkout) say(why + "; the server will compare with the stored history instead");
+          options.base_checkout = built.get(mirror, *options.base_commit, watcher.stop, say, why);
+          if (!options.base_checkout)
+            say("base: " + why + "; the server will compare with the stored history instead");
         }
         report = run_pipeline(config, options);
-      } catch (...) {
-        stop_pipeline = true;
-        watcher.join();
-        throw;
       }
-      bool interrupted = stop_requested() || lost;
-      stop_pipeline = true;
-      watcher.join();
-      if (interrupted) report = json();
+      if (stop_requested() || lost) report = json();
     } catch (const std::exception& error) {
       cannot_run = error.what();
       say("job " + std::to_string(job_id) + " could not run: " + cannot_run);
     }
     try {
       // A commit that built is kept for pull requests based on it.
-      bool built_ok =
-          report.is_object() && !report["stages"].empty() && report["stages"][0]["status"] == "passed";
+      bool built_ok = report.is_object() && report.contains("stages") && !report["stages"].empty() &&
+                      report["stages"][0]["status"] == "passed";
       if (!tree.path.empty()) built.finish(work / "mirrors" / (project + ".git"), tree, commit, built_ok);
     } catch (const std::exception& error) {
       say(std::string("built commit not kept: ") + error.what());
@@ -401,7 +481,8 @@ int agent_loop(AgentArguments args) {
       if (!lost) pause(args.poll_seconds);  // its lease expires and it is retried or failed
       continue;
     }
-    spool.add("job-" + std::to_string(job_id), "/api/v1/jobs/" + std::to_string(job_id) + "/report", report);
+    spool.add("job-" + std::to_string(job_id),
+              "/api/v1/jobs/" + std::to_string(job_id) + (profile_job ? "/profile" : "/report"), report);
     spool.deliver(client, say);
     if (args.once) {
       while (spool.pending() > 0 && !stop_requested()) {
@@ -438,6 +519,10 @@ void add_agent_command(CLI::App& app, int& exit_code) {
       ->add_option("--health-seconds", args->health_seconds, "how old a health check may be before a claim")
       ->check(CLI::Range(1.0, 86400.0))
       ->capture_default_str();
+  command->add_option(
+      "--ncu", args->ncu,
+      "the Nsight Compute CLI for profile jobs (default: ncu in PATH or CUDA's bin; none: take "
+      "no profile jobs)");
   command->add_option("--shared-dir", args->shared_dir)->group("");  // a worker's: its host's shared caches
   command->add_option(
       "--gpu-test-double", args->gpu_test_doubles,

@@ -158,18 +158,18 @@ std::optional<fs::path> BuiltCommits::get(const fs::path& repo, const std::strin
   if (std::optional<fs::path> tree = find_built(commit)) {
     write_state(*tree, commit, true);
     in_use_.insert(*tree);
-    log("base " + commit.substr(0, 12) + ": built commit from the cache (" + tree->string() + ")");
+    log("commit " + commit.substr(0, 12) + ": built commit from the cache (" + tree->string() + ")");
     return tree;
   }
   fs::path tree = dir_ / commit;
   try {
     add_worktree(repo, tree, commit);
   } catch (const std::exception& error) {
-    why = "cannot check out base " + commit.substr(0, 12) + ": " + error.what();
+    why = "cannot check out " + commit.substr(0, 12) + ": " + error.what();
     return std::nullopt;
   }
   write_state(tree, commit, false);
-  log("base " + commit.substr(0, 12) + ": building in " + tree.string());
+  log("commit " + commit.substr(0, 12) + ": building in " + tree.string());
   std::string output;
   double seconds = 0;
   std::string failure;
@@ -180,11 +180,11 @@ std::optional<fs::path> BuiltCommits::get(const fs::path& repo, const std::strin
     failure = error.what();
   }
   if (!failure.empty()) {
-    why = "base " + commit.substr(0, 12) + " does not build: " + failure;
+    why = "commit " + commit.substr(0, 12) + " does not build: " + failure;
     remove(repo, tree);
     return std::nullopt;
   }
-  log("base " + commit.substr(0, 12) + ": built in " + std::to_string(static_cast<int>(seconds)) + " s");
+  log("commit " + commit.substr(0, 12) + ": built in " + std::to_string(static_cast<int>(seconds)) + " s");
   write_state(tree, commit, true);
   in_use_.insert(tree);
   evict(repo);

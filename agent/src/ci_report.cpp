@@ -10,6 +10,7 @@
 
 #include "commands.hpp"
 #include "kw/http/client.hpp"
+#include "profile_summary.hpp"
 
 namespace kw::agent {
 
@@ -161,6 +162,48 @@ std::vector<std::string> changes_of(const json& run, const std::string& case_nam
   return lines;
 }
 
+// The run's Nsight Compute profiles (`profiles` as GET
+// /api/v1/runs/{id}/profiles gives them): a done one's table folded under
+// its headline, with links to the raw CSVs; the others' state.
+std::string profiles_markdown(const json& run, const std::string& server) {
+  if (!run.contains("profiles") || !run["profiles"].is_array()) return {};
+  std::string text;
+  for (const json& p : run["profiles"]) {
+    if (!p.contains("summary")) continue;  // the run's short list, not the profiles
+    const std::string name = "`" + cell(p.value("case", std::string())) + "`";
+    const std::string state = p.value("state", std::string());
+    if (state == "done" && p["summary"].is_object()) {
+      const std::string csv = server + "/api/v1/profiles/" + p["id"].dump() + "/ncu/";
+      text.append("\n<details><summary>Nsight Compute profile of ")
+          .append(name)
+          .append(": ")
+          .append(cell(profile_headline(p["summary"])))
+          .append("</summary>\n\n")
+          .append(profile_markdown(p["summary"]))
+          .append("\nRaw ncu CSV: ");
+      if (p["summary"].contains("base")) text.append("[base](").append(csv).append("base) · ");
+      text.append("[head](").append(csv).append("head)\n</details>\n");
+    } else if (state == "failed" || state == "cancelled") {
+      text.append("\nNsight Compute profile of ")
+          .append(name)
+          .append(" ")
+          .append(state)
+          .append(": ")
+          .append(cell(p["error"].is_string() ? p["error"].get<std::string>() : std::string("?")))
+          .append("\n");
+    } else {
+      text.append("\nNsight Compute profile of ")
+          .append(name)
+          .append(": ")
+          .append(state)
+          .append(" (job ")
+          .append(p["job_id"].dump())
+          .append("); it will be on the run page.\n");
+    }
+  }
+  return text;
+}
+
 std::string verdict_markdown(const json& run, const std::string& link) {
   const std::string project = run.value("project", std::string());
   const std::string verdict = run.value("verdict", std::string());
@@ -250,6 +293,7 @@ std::string verdict_markdown(const json& run, const std::string& link) {
     }
     if (!changed.empty())
       text += "\n**What changed** (launches and build, against the baseline run)\n\n" + changed;
+    text += profiles_markdown(run, link.substr(0, link.find("/#/")));
   }
   text += "\n[Run " + std::to_string(run["id"].get<std::int64_t>()) + "](" + link + ")";
   if (verdict == "regression" && !acknowledged)

@@ -15,6 +15,7 @@
 #include "git.hpp"
 #include "kw/common/run_report.hpp"
 #include "kw/http/client.hpp"
+#include "profile_summary.hpp"
 
 namespace kw::agent {
 
@@ -25,14 +26,19 @@ using nlohmann::json;
 constexpr int kExitRegression = 1;
 constexpr int kExitPreflight = 2;
 
-double parse_duration(const std::string& text) {
-  if (text.empty()) throw CLI::ValidationError("--timeout", "is empty");
+double parse_duration(const std::string& text, const std::string& option, bool zero_allowed = false) {
+  if (text.empty()) throw CLI::ValidationError(option, "is empty");
   std::size_t used = 0;
-  double value = std::stod(text, &used);
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    throw CLI::ValidationError(option, "expected e.g. 90s, 30m or 2h, got " + text);
+  }
   std::string unit = text.substr(used);
   double scale = unit.empty() || unit == "s" ? 1 : unit == "m" ? 60 : unit == "h" ? 3600 : -1;
-  if (scale < 0 || value <= 0)
-    throw CLI::ValidationError("--timeout", "expected e.g. 90s, 30m or 2h, got " + text);
+  if (scale < 0 || value < 0 || (value == 0 && !zero_allowed))
+    throw CLI::ValidationError(option, "expected e.g. 90s, 30m or 2h, got " + text);
   return value * scale;
 }
 
@@ -60,6 +66,37 @@ void add_explanation(http::Client& client, json& run) {
   http::Response response =
       client.get("/api/v1/runs/" + std::to_string(run["id"].get<std::int64_t>()) + "/explanation");
   if (response.status == 200) run["explanation"] = response.json().value("cases", json::array());
+}
+
+// The run's Nsight Compute profiles in full (GET /api/v1/runs/{id}/profiles)
+// as `profiles`. A regression's profile that is queued or running is waited
+// for up to `wait_s`, so the comment can say why the case got slower.
+void add_profiles(http::Client& client, json& run, double wait_s) {
+  if (!run.contains("profiles") || !run["profiles"].is_array() || run["profiles"].empty()) return;
+  const std::string path = "/api/v1/runs/" + run["id"].dump() + "/profiles";
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_s);
+  std::string said;
+  while (true) {
+    http::Response response = client.get(path);
+    if (response.status != 200) return;
+    json profiles = response.json();
+    const json* pending = nullptr;
+    for (const json& p : profiles) {
+      if (p["state"] == "queued" || p["state"] == "running") pending = &p;
+    }
+    if (pending == nullptr || run["verdict"] != "regression" || stop_requested() ||
+        std::chrono::steady_clock::now() >= deadline) {
+      run["profiles"] = std::move(profiles);
+      return;
+    }
+    const std::string line = "waiting up to " + std::to_string(static_cast<long>(wait_s)) +
+                             " s for the Nsight Compute profile of " + (*pending)["case"].get<std::string>() +
+                             " (job " + (*pending)["job_id"].dump() + ", " +
+                             (*pending)["state"].get<std::string>() + ")";
+    if (line != said) say(line);
+    said = line;
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
 }
 
 // A failed stage's last log lines: the compiler's or the bench's own words.
@@ -133,6 +170,11 @@ int summarize(const json& run, const std::string& link, const std::map<std::stri
                 << fixed(100 * c["threshold"].get<double>(), 1) << "%)\n";
       for (const std::string& line : changes_of(run, c["case"])) std::cout << "    changed: " << line << "\n";
     }
+    for (const json& p : run.value("profiles", json::array())) {
+      if (p.value("state", std::string()) == "done" && p.contains("summary"))
+        std::cout << "  profiled " << p["case"].get<std::string>()
+                  << " under Nsight Compute: " << profile_headline(p["summary"]) << "\n";
+    }
     std::cout << "  " << link << "\n"
               << "  intended? acknowledge it: kw ack --run " << run_id << " --reason \"...\"\n";
     if (run.contains("bisect") && run["bisect"].is_object())
@@ -192,7 +234,7 @@ GateOutcome no_verdict(const json& job, std::int64_t job_id, const std::string& 
 // it is not said twice; progress is printed when the state or agent changes,
 // and every 30 s.
 GateOutcome wait_and_gate(http::Client& client, const std::string& server, std::int64_t job_id,
-                          double timeout_s, std::string said = {}) {
+                          double timeout_s, double profile_wait_s, std::string said = {}) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
   auto next_progress = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   std::map<std::string, std::string> shown;
@@ -214,6 +256,7 @@ GateOutcome wait_and_gate(http::Client& client, const std::string& server, std::
     if (state == "done") {
       json run = fetch_run(client, job["run_id"]);
       add_explanation(client, run);
+      add_profiles(client, run, profile_wait_s);
       const std::string link = server + "/#/run/" + std::to_string(run["id"].get<std::int64_t>());
       return {summarize(run, link, shown), run.value("project", std::string()), verdict_markdown(run, link)};
     }
@@ -245,6 +288,7 @@ struct SubmitArguments {
   ServerOptions server;
   CiReportTargets report;
   std::string project, commit, branch, base, gpu_class, timeout = "30m";
+  std::string profile_wait = "5m";
   std::string range_from, repo = ".";
   std::int64_t pr = 0;
   bool wait = false;
@@ -366,6 +410,10 @@ int acknowledge(const AckArguments& args) {
 
 }  // namespace
 
+constexpr const char* kProfileWaitHelp =
+    "with a regression: wait this long for the Nsight Compute profile of its worst case, to put it in the "
+    "verdict (0: do not wait)";
+
 void add_gate_commands(CLI::App& app, int& exit_code) {
   auto ack = std::make_shared<AckArguments>();
   auto* ack_command =
@@ -397,6 +445,7 @@ void add_gate_commands(CLI::App& app, int& exit_code) {
                     "measure the commit again though it has a job (a new job; the default: its job)");
   command->add_option("--timeout", submit->timeout, "with --wait: give up after this long (90s, 30m, 2h)")
       ->capture_default_str();
+  command->add_option("--profile-wait", submit->profile_wait, kProfileWaitHelp)->capture_default_str();
   command->add_option("--range-from", submit->range_from,
                       "a push to the default branch: the commit before it (GitHub: github.event.before); a "
                       "regression is then bisected over the pushed commits");
@@ -418,7 +467,8 @@ void add_gate_commands(CLI::App& app, int& exit_code) {
     if (!submit->base.empty() && !common::is_commit_sha(submit->base)) {
       throw CLI::ValidationError("--base", "must be a 40-character lowercase hex SHA, got " + submit->base);
     }
-    double timeout = parse_duration(submit->timeout);
+    double timeout = parse_duration(submit->timeout, "--timeout");
+    double profile_wait = parse_duration(submit->profile_wait, "--profile-wait", true);
     exit_code = guarded(submit->server.url, [&] {
       http::Client client(submit->server.url, submit->server.token);
       json body{{"project", submit->project}, {"commit", submit->commit}, {"branch", submit->branch}};
@@ -451,8 +501,8 @@ void add_gate_commands(CLI::App& app, int& exit_code) {
         std::cout << id << "\n";
         return kExitOk;
       }
-      GateOutcome outcome =
-          wait_and_gate(client, submit->server.url, id, timeout, response.status == 201 ? state : "");
+      GateOutcome outcome = wait_and_gate(client, submit->server.url, id, timeout, profile_wait,
+                                          response.status == 201 ? state : "");
       if (!outcome.markdown.empty()) publish(submit->report, outcome.project, outcome.markdown);
       return outcome.exit_code;
     });
@@ -464,15 +514,17 @@ void add_gate_commands(CLI::App& app, int& exit_code) {
   gate_command->add_option("--job", *job_id, "job id (from kw submit)")->required();
   gate_command->add_option("--timeout", gate->timeout, "give up after this long (90s, 30m, 2h)")
       ->capture_default_str();
+  gate_command->add_option("--profile-wait", gate->profile_wait, kProfileWaitHelp)->capture_default_str();
   gate->server.add_to(*gate_command);
   gate->report.add_to(*gate_command);
   gate_command->callback([gate, job_id, &exit_code] {
     gate->server.resolve();
     gate->report.resolve();
-    double timeout = parse_duration(gate->timeout);
+    double timeout = parse_duration(gate->timeout, "--timeout");
+    double profile_wait = parse_duration(gate->profile_wait, "--profile-wait", true);
     exit_code = guarded(gate->server.url, [&] {
       http::Client client(gate->server.url, gate->server.token);
-      GateOutcome outcome = wait_and_gate(client, gate->server.url, *job_id, timeout);
+      GateOutcome outcome = wait_and_gate(client, gate->server.url, *job_id, timeout, profile_wait);
       if (!outcome.markdown.empty()) publish(gate->report, outcome.project, outcome.markdown);
       return outcome.exit_code;
     });

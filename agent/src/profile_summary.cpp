@@ -187,4 +187,47 @@ std::string profile_markdown(const json& summary) {
   return text;
 }
 
+namespace {
+
+// The kernel of `kernels` with the most time over its launches; empty: none.
+std::string longest_kernel(const json& kernels) {
+  std::string longest;
+  double most = -1;
+  for (const auto& [name, k] : kernels.items()) {
+    const double total =
+        k["time_us"].is_number() ? k["time_us"].get<double>() * k["launches"].get<double>() : 0;
+    if (total > most) {
+      most = total;
+      longest = name;
+    }
+  }
+  return longest;
+}
+
+}  // namespace
+
+std::string profile_headline(const json& summary) {
+  const json& head = summary["head"]["kernels"];
+  const std::string kernel = longest_kernel(head);
+  if (kernel.empty()) return "no kernel profiled";
+  const json& k = head[kernel];
+  // The base's own kernel where it launched another (a variant swapped in).
+  std::string base_kernel;
+  if (summary.contains("base"))
+    base_kernel =
+        summary["base"]["kernels"].contains(kernel) ? kernel : longest_kernel(summary["base"]["kernels"]);
+  const json* base = base_kernel.empty() ? nullptr : &summary["base"]["kernels"][base_kernel];
+  auto metric = [&](const char* key, int digits) {
+    return (base != nullptr ? fixed((*base)[key], digits) + " -> " : std::string()) + fixed(k[key], digits);
+  };
+  std::string line = "`" + kernel + "`" +
+                     (base != nullptr && base_kernel != kernel ? " in place of `" + base_kernel + "`" : "") +
+                     ": time " + metric("time_us", 1) + " us, SM " + metric("sm_pct", 1) + "%, memory " +
+                     metric("memory_pct", 1) + "%, achieved occupancy " + metric("occupancy_pct", 1) + "%";
+  if (!k["stalls"].empty())
+    line += ", top stall " + k["stalls"][0]["reason"].get<std::string>() + " " +
+            fixed(k["stalls"][0]["cycles_per_issue"], 2);
+  return line;
+}
+
 }  // namespace kw::agent

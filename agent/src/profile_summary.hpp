@@ -29,4 +29,9 @@ nlohmann::json summarize_ncu_csv(const std::string& csv);
 // profile.json's summary ({"case", "base"?, "head"}) as a Markdown table.
 std::string profile_markdown(const nlohmann::json& summary);
 
+// One line of the summary: the head's longest kernel, base -> head where
+// the base launched it ("`k`: time 1812.1 -> 2265.1 us, SM 58.2 -> 46.6%,
+// achieved occupancy 12.2 -> 12.2%, top stall wait 1.94").
+std::string profile_headline(const nlohmann::json& summary);
+
 }  // namespace kw::agent

@@ -191,7 +191,8 @@ int run_once(const RunArguments& args) {
     BuiltCommits built(cache, args.cache_size, cache.parent_path() / "ccache");
     std::string why;
     options.base_checkout = built.get(repo, *options.base_commit, stop_requested(), say, why);
-    if (!options.base_checkout) say(why + "; the server will compare with the stored history instead");
+    if (!options.base_checkout)
+      say("base: " + why + "; the server will compare with the stored history instead");
   }
   json report = run_pipeline(config, options);
 

@@ -50,8 +50,11 @@ std::size_t Spool::deliver(http::Client& client, const std::function<void(const 
       http::Response response = client.post(spooled.at("target").get<std::string>(), spooled.at("report"));
       if (response.status / 100 == 2) {
         json answer = response.json();
-        log("delivered " + key + ": run " + std::to_string(answer.value("run_id", 0)) + ", verdict " +
-            answer.value("verdict", std::string("?")) +
+        // A report's answer names its run and verdict; a profile's, its state.
+        log("delivered " + key + ": " +
+            (answer.contains("verdict")
+                 ? "run " + answer["run_id"].dump() + ", verdict " + answer.value("verdict", std::string("?"))
+                 : "profile " + answer.value("state", std::string("stored"))) +
             (answer.value("duplicate", false) ? " (already stored)" : ""));
         fs::remove(entry.path());
         backoff_.erase(key);

@@ -797,7 +797,7 @@ TEST(BuiltCommits, ABranchBuildsItsNextCommitIncrementallyAndBasesStayLoadable) 
   built.finish(repo, failing, fifth, false);
   EXPECT_TRUE(fs::exists(failing.path / ".git"));
   EXPECT_FALSE(built.get(repo, std::string(40, '0'), stop, log, why));
-  EXPECT_NE(why.find("cannot check out base"), std::string::npos) << why;
+  EXPECT_NE(why.find("cannot check out 000000000000"), std::string::npos) << why;
 }
 
 // What an earlier commit left in a branch's tree must not fail the next
@@ -1312,6 +1312,26 @@ TEST(Profile, NcuCsvOfTheAttentionKernelIsSummarized) {
   EXPECT_NE(table.find("| head cccccccc | 4 | 1820.7 | 58.2 | 52.3 | 12.2 | wait "), std::string::npos)
       << table;
   EXPECT_THROW(summarize_ncu_csv("\"ID\",\"Kernel Name\"\n"), std::runtime_error);
+  EXPECT_EQ(profile_headline(summary),
+            "`" + name +
+                "`: time 1820.7 us, SM 58.2%, memory 52.3%, achieved occupancy 12.2%, "
+                "top stall wait 1.94");
+}
+
+// The regression explanation's own example on the H100: D launches the
+// 8-warp variant where A launched the tuned kernel; the headline compares
+// the head's kernel with the one it replaced.
+TEST(Profile, AVariantSwappedInIsComparedWithTheKernelItReplaced) {
+  std::ifstream in(KW_TEST_DATA_DIR "/ncu-h100/variant-8warp-profile.json");
+  const json summary = json::parse(in);
+  EXPECT_EQ(
+      profile_headline(summary),
+      "`void attention_forward_kernel<ForwardTraits<128, 128, 64, 8, 1, 0>, __half, 0>(ForwardParams)` in "
+      "place of `void attention_forward_kernel<ForwardTraits<128, 128, 64, 4, 2, 0>, __half, "
+      "0>(ForwardParams)`: time 1465.7 -> 1911.7 us, SM 58.0 -> 44.0%, memory 52.1 -> 62.6%, achieved "
+      "occupancy 12.2 -> 12.5%, top stall wait 1.74");
+  const std::string table = profile_markdown(summary);
+  EXPECT_NE(table.find("| 0 | not launched |"), std::string::npos) << table;
 }
 
 }  // namespace kw::agent

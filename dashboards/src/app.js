@@ -376,12 +376,18 @@ async function runPage(id, query) {
       <td>${esc(s.message)}${s.log_tail ? `<details><summary>log tail</summary><pre class="log">${esc(s.log_tail)}</pre></details>` : ""}</td></tr>`).join("")}
     </tbody></table>
     <h2>Comparisons</h2>${decisionSummary(run)}<p id="compare-link"></p>${pager(run.paging, query)}${comparisonTable(run.comparisons)}
-    <div id="explanation"></div>
+    <div id="explanation"></div><div id="profiles"></div>
     <h2>Cases</h2><div id="cases"></div>${pager(run.paging, query)}`;
   const form = document.getElementById("ack");
-  if (form) form.onsubmit = (e) => acknowledge(e, run.id);
+  if (form) form.onsubmit = (e) => postWithCiToken(e, `/api/v1/runs/${run.id}/acknowledge`, (f) => ({ reason: String(f.get("reason")).trim() }), "ack-error", "not acknowledged");
   if (run.comparisons.some((c) => c.impl === "candidate" && (c.status === "regression" || c.status === "improvement")))
     document.getElementById("explanation").innerHTML = explanation(await api(`/api/v1/runs/${enc(id)}/explanation`));
+  if (run.device?.kind !== "cpu" && run.gpu_model !== "none") {
+    const section = document.getElementById("profiles");
+    section.innerHTML = profiles(await api(`/api/v1/runs/${enc(id)}/profiles`), run);
+    document.getElementById("profile-form").onsubmit = (e) => postWithCiToken(e, `/api/v1/runs/${run.id}/profiles`,
+      (f) => ({ case: String(f.get("case")), launch_count: Number(f.get("launch_count")) }), "profile-error", "not queued");
+  }
   const baselineRun = run.comparisons.find((c) => c.baseline_run_id)?.baseline_run_id;
   if (baselineRun) {
     const baseline = await api(`/api/v1/runs/${baselineRun}?per_page=1`);
@@ -439,6 +445,37 @@ function explanation(e) {
       <tbody>${launchRows(c.base, `base <a href="#/run/${c.base.run_id}">${esc(short(c.base.commit))}</a>`)}${launchRows(c.head, "head")}</tbody></table>` : ""}</div>`).join("")}`;
 }
 
+// Nsight Compute profiles of the run's cases: per kernel, base against head,
+// its time, SM and memory throughput, achieved occupancy and top warp stalls;
+// a form queues one (it needs a ci token, as acknowledging does).
+function profiles(list, run) {
+  const fmt = (v, digits = 1) => (v == null ? "–" : v.toFixed(digits));
+  const table = (p) => {
+    const sides = ["base", "head"].filter((side) => p.summary[side]);
+    const kernels = [...new Set(sides.flatMap((side) => Object.keys(p.summary[side].kernels)))];
+    const rows = kernels.flatMap((kernel) => sides.map((side) => {
+      const k = p.summary[side].kernels[kernel];
+      const label = `${side} <code>${esc(short(p.summary[side].commit))}</code>`;
+      if (!k) return `<tr><td><code>${esc(kernel)}</code></td><td>${label}</td><td class="num">0</td><td colspan="5" class="muted">not launched</td></tr>`;
+      return `<tr data-side="${side}"><td><code>${esc(kernel)}</code></td><td>${label}</td><td class="num">${k.launches}</td><td class="num">${fmt(k.time_us)} µs</td>
+        <td class="num">${fmt(k.sm_pct)}%</td><td class="num">${fmt(k.memory_pct)}%</td><td class="num">${fmt(k.occupancy_pct)}%</td>
+        <td>${k.stalls.map((st) => `${esc(st.reason)} ${st.cycles_per_issue.toFixed(2)}`).join(", ")}</td></tr>`;
+    })).join("");
+    return `<table class="profile"><thead><tr><th>kernel</th><th>side</th><th class="num">launches</th><th class="num">time</th><th class="num">SM</th><th class="num">memory</th><th class="num">achieved occupancy</th><th>top warp stalls (cycles per issued instruction)</th></tr></thead><tbody>${rows}</tbody></table>
+      <p class="muted">raw ncu CSV: ${sides.map((side) => `<a href="/api/v1/profiles/${p.id}/ncu/${side}">${side}</a>`).join(" · ")} · ${p.launch_count} launches a side${p.kernel ? ` of kernels matching <code>${esc(p.kernel)}</code>` : ""}</p>`;
+  };
+  const card = (p) => `<div class="card profile-card" data-case="${esc(p.case)}" data-state="${esc(p.state)}">
+    <h3>${esc(p.case)} ${badge(p.state === "done" ? "passed" : p.state === "failed" || p.state === "cancelled" ? "failed" : "pending", p.state)}
+      <span class="muted">${p.reason === "worst_regression" ? "the regression's worst case" : `asked by ${esc(p.requested_by)}`} · <a href="#/job/${p.job_id}">job ${p.job_id}</a></span></h3>
+    ${p.state === "done" ? table(p) : p.state === "failed" || p.state === "cancelled" ? `<p class="error">${esc(p.error ?? "")}</p>` : '<p class="muted">waiting for an agent with Nsight Compute on this GPU model</p>'}</div>`;
+  return `<h2>Nsight Compute profiles</h2>${list.map(card).join("") || '<p class="muted">No case of this run was profiled.</p>'}
+    <form id="profile-form" class="card"><p>Profile a case under Nsight Compute in this commit and the one it was compared with (an agent with ncu on ${esc(run.gpu_model)} runs it). It needs a ci token.</p>
+      <label>case <select name="case">${run.cases.map((c) => `<option>${esc(c.name)}</option>`).join("")}</select></label>
+      <label>launches <input name="launch_count" type="number" min="1" max="1000" value="10"></label>
+      <label>ci token <input name="token" type="password" autocomplete="off" size="30" value="${esc(sessionStorage.getItem(CI_TOKEN_KEY) ?? "")}"></label>
+      <button type="submit">Profile</button><p id="profile-error" class="error" hidden></p></form>`;
+}
+
 // Which of the push's commits brought the regression.
 function bisectText(b) {
   const where = `over the ${b.commits} pushed commits (bisect ${b.id}, ${b.steps} step${b.steps === 1 ? "" : "s"})`;
@@ -462,17 +499,19 @@ function ackForm() {
     <button type="submit">Acknowledge</button><p id="ack-error" class="error" hidden></p></form>`;
 }
 
-async function acknowledge(e, runId) {
+// A form that POSTs with the ci token typed into it: the token is kept for
+// the tab once it worked; the server's reason is shown when it did not.
+async function postWithCiToken(e, path, payloadOf, errorId, failed) {
   e.preventDefault();
-  const f = new FormData(e.target), error = document.getElementById("ack-error");
+  const f = new FormData(e.target), error = document.getElementById(errorId);
   const token = String(f.get("token")).trim();
   try {
-    await api(`/api/v1/runs/${runId}/acknowledge`, { method: "POST", payload: { reason: String(f.get("reason")).trim() }, token });
+    await api(path, { method: "POST", payload: payloadOf(f), token });
     sessionStorage.setItem(CI_TOKEN_KEY, token);
     await route();
   } catch (failure) {
     error.hidden = false;
-    error.textContent = failure instanceof NeedsToken ? `not acknowledged: ${failure.message}` : `not acknowledged: ${failure.message.replace(/^[^:]*: /, "")}`;
+    error.textContent = `${failed}: ${failure instanceof NeedsToken ? failure.message : failure.message.replace(/^[^:]*: /, "")}`;
   }
 }
 
@@ -536,9 +575,10 @@ async function jobPage(id) {
   const failed = stages.find((s) => s.status === "failed");
   app.innerHTML = `<h1>Job ${job.id} ${badge(job.state === "failed" ? "failed" : "pending", job.state)}</h1>
     <div class="card"><dl class="meta"><dt>project</dt><dd>${esc(job.project)}</dd><dt>commit</dt><dd><code>${esc(job.commit)}</code></dd>
+    ${job.profile ? `<dt>profile</dt><dd>${esc(job.profile.case)} of <a href="#/run/${job.profile.run_id}">run ${job.profile.run_id}</a> under Nsight Compute</dd>` : ""}
     <dt>agent</dt><dd>${esc(job.agent ?? "–")}</dd><dt>attempts</dt><dd>${job.attempts} of ${job.max_attempts}</dd>${job.error ? `<dt>error</dt><dd>${esc(job.error)}</dd>` : ""}</dl></div>
-    <h2>Stages</h2>${stages.length ? `<table id="job-stages"><thead><tr><th>stage</th><th>status</th><th class="num">time</th><th>message</th></tr></thead><tbody>${rows}</tbody></table>`
-      : '<p class="muted">No stage has started yet.</p>'}
+    ${job.kind === "profile" ? "" : `<h2>Stages</h2>${stages.length ? `<table id="job-stages"><thead><tr><th>stage</th><th>status</th><th class="num">time</th><th>message</th></tr></thead><tbody>${rows}</tbody></table>`
+      : '<p class="muted">No stage has started yet.</p>'}`}
     ${failed && failed.log_tail ? `<h2>${esc(failed.name)}: end of its log</h2><pre class="log">${esc(failed.log_tail)}</pre>` : ""}`;
   if (job.state === "queued" || job.state === "running") {
     const hash = location.hash;

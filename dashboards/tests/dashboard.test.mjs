@@ -376,6 +376,48 @@ test("a regression is acknowledged from the run page with a ci token", async () 
   consoleErrors.length = 0;
 });
 
+// #19: a case is profiled under Nsight Compute from the run page (a ci
+// token queues it); when an agent with ncu has posted the result, the run page
+// shows base and head per kernel, with the raw CSVs.
+test("a case is profiled from the run page and its Nsight Compute table shown", async () => {
+  await go(`#/run/${seeded.prRegression}`);
+  assert.match(await page.locator("#profiles").innerText(), /No case of this run was profiled/);
+  await page.selectOption("#profile-form select[name=case]", "attention.fwd/fp16/b4_h16_s4096_d128");
+  await page.fill("#profile-form input[name=launch_count]", "4");
+  await page.fill("#profile-form input[name=token]", tokens.agent);
+  await page.click("#profile-form button");
+  await page.waitForSelector("#profile-error:not([hidden])");
+  assert.match(await page.locator("#profile-error").innerText(), /not queued: .*scope/);
+  await page.fill("#profile-form input[name=token]", tokens.ci);
+  await page.click("#profile-form button");
+  await page.waitForSelector('.profile-card[data-state="queued"]');
+  assert.match(await page.locator(".profile-card").innerText(), /waiting for an agent with Nsight Compute/);
+
+  // An agent with ncu (this test posts what kw agent would) runs it.
+  const job = await post("/api/v1/agents/claim", { agent: "gpu-host-3", gpus: ["NVIDIA H100 80GB HBM3"], can_profile: true }, tokens.agent);
+  assert.equal(job.kind, "profile");
+  assert.equal(job.profile.launch_count, 4);
+  const kernel = "void attention_forward_kernel<ForwardTraits<128, 128, 64, 4, 2, 0>, __half, 0>(ForwardParams)";
+  const side = (commit, time_us, sm_pct) => ({ commit, kernels: { [kernel]: { launches: 4, time_us, sm_pct, memory_pct: 52.3, occupancy_pct: 12.2,
+    stalls: [{ reason: "wait", cycles_per_issue: 1.94 }, { reason: "math_pipe_throttle", cycles_per_issue: 0.54 }] } } });
+  const summary = { case: job.profile.case, ncu: "/usr/local/cuda/bin/ncu", launch_count: 4, head: side(job.commit, 2265.1, 46.6) };
+  if (job.base_commit) summary.base = side(job.base_commit, 1812.1, 58.2);
+  await post(`/api/v1/jobs/${job.id}/profile`, { agent: "gpu-host-3", summary, head_csv: '"ID","Kernel Name"\n' }, tokens.agent);
+  await go(`#/job/${job.id}`);
+  assert.match(await page.locator("dl.meta").innerText(), /attention\.fwd\/fp16\/b4_h16_s4096_d128 of run \d+ under Nsight Compute/);
+  await go(`#/run/${seeded.prRegression}`);
+  const card = page.locator('.profile-card[data-state="done"]');
+  const text = await card.innerText();
+  assert.match(text, /attention\.fwd\/fp16\/b4_h16_s4096_d128/);
+  assert.match(text, /head \w+\s+4\s+2,?265\.1 µs\s+46\.6%\s+52\.3%\s+12\.2%\s+wait 1\.94, math_pipe_throttle 0\.54/);
+  if (job.base_commit) assert.match(text, /base \w+\s+4\s+1,?812\.1 µs\s+58\.2%/);
+  const csv = await fetch(base + (await card.locator('a[href$="/ncu/head"]').getAttribute("href")));
+  assert.equal(await csv.text(), '"ID","Kernel Name"\n');
+  await shot("run-profile");
+  assert.deepEqual(consoleErrors.filter((e) => !e.includes("403")), []);
+  consoleErrors.length = 0;
+});
+
 // #18: no empty charts. A case measured alone has its time chart and a line
 // saying why there is no speedup chart; a GPU model with no runs has neither.
 test("a case page draws no empty chart", async () => {

@@ -6,8 +6,10 @@
 # 8, 1> in place of the tuned <..., 4, 2>), the bench's expectation table
 # following it so the preflight passes. `kw run` measures A on main, then D as
 # a pull request against A (A/B), every stage, so both reports hold the
-# launches and the build's ptxas table. Results: $OUT/explain-variant.tar.gz;
-# kw-server's explanation of D's run is read on the VM (docs/PERFORMANCE.md).
+# launches and the build's ptxas table; then `kw profile` runs the case D
+# slowed most under Nsight Compute in A and D. Results:
+# $OUT/explain-variant.tar.gz; kw-server's explanation of D's run is read on
+# the VM (docs/PERFORMANCE.md).
 #   EXPLAIN_CASES=GLOB kernels/tools/explain-variant.sh
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -44,5 +46,20 @@ measure() {  # name commit [base]
 }
 measure main "$base"
 measure pr "$head" "$base"
+# Why D is slower, from the hardware's counters: the case D slowed most
+# (as kw-server picks a regression's worst case), under Nsight Compute in A
+# and D, as a profile job runs it.
+worst=$(python3 - "$out/explain/main.json" "$out/explain/pr.json" <<'PY'
+import json, sys
+median = lambda path: {c["name"]: next(m["median_ns"] for m in c["measurements"] if m["impl"] == "candidate")
+                       for c in json.load(open(path))["cases"] if c.get("measurements")}
+a, d = median(sys.argv[1]), median(sys.argv[2])
+print(max((d[c] / a[c], c) for c in d if c in a)[1])
+PY
+)
+log "profile of $worst under ncu"
+"$kw" profile --repo "$work/a" --base "$base" --commit "$head" --case "$worst" --kernel attention --launch-count 4 \
+  --cache-dir "$work/built" --out "$out/explain/profile" > "$out/explain/profile.log" 2>&1 || log "kw profile failed"
+cat "$out/explain/profile/profile.md" 2>/dev/null || tail -20 "$out/explain/profile.log"
 tar -C "$out" -czf "$out/explain-variant.tar.gz" explain && rm -rf "$out/explain"
 log "done"

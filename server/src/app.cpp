@@ -9,6 +9,7 @@
 #include "store/detection_repository.hpp"
 #include "store/job_repository.hpp"
 #include "store/migrations.hpp"
+#include "store/profile_repository.hpp"
 #include "store/run_repository.hpp"
 #include "store/token_repository.hpp"
 
@@ -21,7 +22,7 @@ using nlohmann::json;
 std::vector<Statement> all_statements() {
   std::vector<Statement> statements;
   for (auto part : {TokenRepository::statements(), RunRepository::statements(), JobRepository::statements(),
-                    DetectionRepository::statements()}) {
+                    DetectionRepository::statements(), ProfileRepository::statements()}) {
     statements.insert(statements.end(), part.begin(), part.end());
   }
   return statements;
@@ -62,13 +63,15 @@ App::App(ServerOptions options) : options_(std::move(options)) {
   if (options_.read_cache_bytes > 0)
     change_feed_ = std::make_unique<ChangeFeed>(options_.database_url, *read_cache_);
   add_metrics_sources();
-  ingest_ = std::make_unique<IngestService>(*pool_, *read_cache_, options_.notifications);
+  ingest_ =
+      std::make_unique<IngestService>(*pool_, *read_cache_, options_.notifications, options_.max_attempts);
   handler_context_ = std::make_unique<HandlerContext>(
       HandlerContext{*pool_, *monitor_, metrics_, *ingest_, *read_cache_, options_.notifications,
                      options_.lease_seconds, options_.max_attempts, schema_version_});
   add_health_routes(*router_, *handler_context_);
   add_run_routes(*router_, *handler_context_);
   add_job_routes(*router_, *handler_context_);
+  add_profile_routes(*router_, *handler_context_);
   add_agent_routes(*router_, *handler_context_);
   add_project_routes(*router_, *handler_context_);
   add_token_routes(*router_, *handler_context_);

@@ -194,6 +194,51 @@ TEST_F(NotificationTest, AGitlabProjectMustBeAnIdOrAPath) {
   configure({{"gitlab_project", "4242"}});
 }
 
+// A profile explains a verdict: its end is a webhook event, and a profile
+// that failed is no error status on the commit.
+TEST_F(NotificationTest, AProfileEndsInAWebhookAndNeverInACommitStatus) {
+  configure({{"github_repo", "acme/kernels"}, {"webhook_url", github_.url() + "/hook"}});
+  agent().post("/api/v1/runs", make_report({}));
+  ASSERT_EQ(agent()
+                .post("/api/v1/agents/claim",
+                      {{"agent", "profiler"}, {"gpus", {"NVIDIA H100 80GB HBM3"}}, {"can_profile", true}})
+                .status,
+            204);
+  ReportSpec slower;
+  slower.commit = make_commit(2);
+  slower.slowdown = 1.25;
+  json answer = agent().post("/api/v1/runs", make_report(slower)).json();
+  ASSERT_EQ(answer["verdict"], "regression");
+  auto claimed =
+      agent().post("/api/v1/agents/claim",
+                   {{"agent", "profiler"}, {"gpus", {"NVIDIA H100 80GB HBM3"}}, {"can_profile", true}});
+  ASSERT_EQ(claimed.status, 200) << claimed.body;
+  ASSERT_EQ(claimed.json()["kind"], "profile");
+  ASSERT_EQ(agent()
+                .post("/api/v1/jobs/" + claimed.json()["id"].dump() + "/fail",
+                      {{"agent", "profiler"}, {"reason", "ncu: ERR_NVGPUCTRPERM"}})
+                .status,
+            200);
+  auto profile_event = [](const Request& r) {
+    return r.path == "/hook" && json::parse(r.body).value("event", "") == "profile";
+  };
+  std::vector<Request> events = github_.wait_for(1, profile_event);
+  ASSERT_EQ(events.size(), 1u);
+  json event = json::parse(events[0].body);
+  EXPECT_EQ(event["state"], "failed");
+  EXPECT_EQ(event["reason"], "worst_regression");
+  EXPECT_EQ(event["run_id"], answer["run_id"]);
+  EXPECT_NE(event["error"].get<std::string>().find("ERR_NVGPUCTRPERM"), std::string::npos);
+  EXPECT_EQ(events[0].headers.at("x-kernelwatch-event"), "profile");
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const std::vector<Request> statuses = github_.wait_for(
+      0, [&](const Request& r) { return r.path == "/repos/acme/kernels/statuses/" + make_commit(2); });
+  ASSERT_FALSE(statuses.empty());
+  for (const Request& status : statuses) {
+    EXPECT_EQ(json::parse(status.body)["state"], "failure") << "the verdict's status alone";
+  }
+}
+
 class WebhookRetryTest : public NotificationTest {};
 
 TEST_F(WebhookRetryTest, WebhookIsSignedAndRetriedUntilAccepted) {

@@ -38,7 +38,8 @@ class AgentE2eTest : public ::testing::Test {
 
   // `gpu_double`: the agent takes the kwbench CPU TEST DOUBLE for a GPU;
   // without it, this machine has none.
-  ChildProcess& start_agent(const std::string& name, bool once = true, bool gpu_double = true) {
+  ChildProcess& start_agent(const std::string& name, bool once = true, bool gpu_double = true,
+                            const std::vector<std::string>& more = {}) {
     std::vector<std::string> argv = {KW_BINARY,        "agent",
                                      "--server",       server_->url(),
                                      "--token",        agent_token_,
@@ -48,6 +49,7 @@ class AgentE2eTest : public ::testing::Test {
                                      "--poll-seconds", "0.5"};
     if (gpu_double) argv.insert(argv.end(), {"--gpu-test-double", "kwbench CPU test double"});
     if (once) argv.push_back("--once");
+    argv.insert(argv.end(), more.begin(), more.end());
     agents_.push_back(std::make_unique<ChildProcess>(argv));
     return *agents_.back();
   }
@@ -364,6 +366,106 @@ TEST_F(AgentE2eTest, AHostWithTwoGpusRunsTwoJobsAtOnceAndAnUnhealthyGpuClaimsNon
   agent.signal(SIGTERM);
   EXPECT_EQ(agent.wait_exit(), 0) << agent.output();
   EXPECT_NE(agent.output().find("agent stopped"), std::string::npos) << agent.output();
+}
+
+// A regression's worst case is profiled under Nsight Compute by an agent
+// that has it, and any case on demand; the profile is kept with the run. The
+// ncu TEST DOUBLE runs the bench and prints real H100 ncu output whose kernel
+// time the commit's slowdown scales.
+TEST_F(AgentE2eTest, ARegressionsWorstCaseIsProfiledAndAnyCaseOnDemand) {
+  start_server();
+  const std::string base = repo_.commit("base");
+  std::int64_t base_job = submit(base);
+  EXPECT_EQ(start_agent("plain").wait_exit(), 0);
+  wait_for_job(*server_, base_job, [](const json& j) { return j["state"] == "done"; });
+
+  repo_.write("kwbench-fake.json", R"({"slowdown": 1.25})");
+  const std::string slow = repo_.commit("slower");
+  std::int64_t job = submit(slow);
+  const fs::path calls = work_dir_ / "ncu-calls";
+  setenv("KW_FAKE_NCU_CALLS", calls.c_str(), 1);
+  ChildProcess& agent =
+      start_agent("profiler", false, true, {"--ncu", KW_SOURCE_DIR "/tests/support/ncu_test_double.py"});
+  unsetenv("KW_FAKE_NCU_CALLS");
+  json done = wait_for_job(*server_, job, [](const json& j) { return j["state"] == "done"; });
+  ASSERT_EQ(done["verdict"], "regression");
+  const std::int64_t run_id = done["run_id"];
+  json run = run_of(done);
+  std::string worst;
+  double most = 0;
+  for (const json& c : run["comparisons"]) {
+    if (c["kind"] == "time" && c["impl"] == "candidate" && c["status"] == "regression" && c["ratio"] > most) {
+      most = c["ratio"];
+      worst = c["case"];
+    }
+  }
+  ASSERT_EQ(run["profiles"].size(), 1u) << run["profiles"].dump();
+  EXPECT_EQ(run["profiles"][0]["case"], worst);
+  EXPECT_EQ(run["profiles"][0]["reason"], "worst_regression");
+
+  const std::string list = "/api/v1/runs/" + std::to_string(run_id) + "/profiles";
+  auto profiles_done = [&](std::size_t n) {
+    json profiles;
+    for (int i = 0; i < 300; ++i) {
+      profiles = server_->client().get(list).json();
+      bool all = profiles.size() == n;
+      for (const json& p : profiles) all = all && p["state"] == "done";
+      if (all) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    return profiles;
+  };
+  json profiles = profiles_done(1);
+  ASSERT_EQ(profiles[0]["state"], "done") << profiles.dump() << agent.output();
+  const json& summary = profiles[0]["summary"];
+  EXPECT_EQ(profiles[0]["base_commit"], base);
+  EXPECT_EQ(summary["base"]["commit"], base);
+  EXPECT_EQ(summary["head"]["commit"], slow);
+  ASSERT_EQ(summary["head"]["kernels"].size(), 1u) << summary.dump();
+  const json& head = summary["head"]["kernels"].begin().value();
+  const json& before = summary["base"]["kernels"].begin().value();
+  EXPECT_NEAR(head["time_us"].get<double>() / before["time_us"].get<double>(), 1.25, 1e-4);
+  EXPECT_EQ(head["stalls"][0]["reason"], "wait");
+  auto csv = server_->client().get("/api/v1/profiles/" + profiles[0]["id"].dump() + "/ncu/head");
+  ASSERT_EQ(csv.status, 200);
+  EXPECT_EQ(csv.body.rfind("\"ID\",", 0), 0u) << csv.body.substr(0, 200);
+
+  // On demand: the other case, three launches; the same request again is the same profile.
+  std::string other;
+  for (const json& c : run["cases"]) {
+    if (c["name"] != worst) other = c["name"];
+  }
+  json ask{{"case", other}, {"launch_count", 3}};
+  auto queued = server_->client(ci_token_).post(list, ask);
+  ASSERT_EQ(queued.status, 201) << queued.body;
+  auto again = server_->client(ci_token_).post(list, ask);
+  EXPECT_EQ(again.status, 200) << again.body;
+  EXPECT_EQ(again.json()["id"], queued.json()["id"]);
+  profiles = profiles_done(2);
+  ASSERT_EQ(profiles.size(), 2u);
+  EXPECT_EQ(profiles[0]["case"], other);
+  EXPECT_EQ(profiles[0]["state"], "done") << profiles.dump();
+  EXPECT_EQ(profiles[0]["reason"], "requested");
+  EXPECT_EQ(profiles[0]["requested_by"], "ci");
+  std::ifstream call_lines(calls);
+  int launched_three = 0, calls_made = 0;
+  for (std::string line; std::getline(call_lines, line); ++calls_made) {
+    json argv = json::parse(line);
+    for (std::size_t i = 0; i + 1 < argv.size(); ++i)
+      launched_three += argv[i] == "--launch-count" && argv[i + 1] == "3";
+  }
+  EXPECT_EQ(calls_made, 4) << "base and head of two profiles";
+  EXPECT_EQ(launched_three, 2);
+
+  // A profile's job is no measurement: the commit's measurement is still its job.
+  auto resubmit = server_->client(ci_token_).post(
+      "/api/v1/jobs", {{"project", "demo"}, {"commit", slow}, {"branch", "main"}});
+  EXPECT_EQ(resubmit.status, 200);
+  EXPECT_EQ(resubmit.json()["id"], job);
+  agent.signal(SIGTERM);
+  EXPECT_EQ(agent.wait_exit(), 0) << agent.output();
+  EXPECT_NE(agent.output().find("profile jobs: "), std::string::npos) << agent.output();
+  EXPECT_NE(agent.output().find(".json: profile done"), std::string::npos) << agent.output();
 }
 
 TEST_F(AgentE2eTest, CommitThatDoesNotBuildFailsWithTheCompilerError) {

@@ -123,6 +123,38 @@ TEST_F(GateE2eTest, GateFailsOnATenPercentSlowdown) {
       << result.output;
 }
 
+// With an agent that has Nsight Compute (the ncu TEST DOUBLE: real H100
+// output, the kernel's time scaled by the commit's slowdown), the gate waits
+// for the profile of the regression's worst case and puts it in the verdict.
+TEST_F(GateE2eTest, GateWaitsForTheRegressionsProfileAndShowsIt) {
+  agent_->signal(SIGTERM);
+  agent_->wait_exit();
+  const std::string ncu = KW_SOURCE_DIR "/tests/support/ncu_test_double.py";
+  agent_ = std::make_unique<ChildProcess>(std::vector<std::string>{
+      KW_BINARY, "agent", "--server", server_.url(), "--token", agent_token_, "--work-dir",
+      (work_dir_ / "agent").string(), "--repo", "demo=" + repo_.dir().string(), "--name", "gpu-host-1",
+      "--poll-seconds", "0.3", "--gpu-test-double", "kwbench CPU test double", "--ncu", ncu});
+  std::string head = change(R"({"slowdown": 1.25})", "smaller tiles");
+  const fs::path summary = work_dir_ / "step-summary.md";
+  CommandResult result = gate(head, "pr-7", true, {"--summary", summary.string()});
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  EXPECT_NE(result.output.find("s for the Nsight Compute profile of fake.scale/"), std::string::npos)
+      << result.output;
+  std::smatch match;
+  ASSERT_TRUE(std::regex_search(
+      result.output, match,
+      std::regex(
+          R"(profiled fake\.scale/n[0-9]+m under Nsight Compute: `void attention_forward_kernel<.*>\(ForwardParams\)`: time ([0-9.]+) -> ([0-9.]+) us, SM 58\.2 -> 58\.2%)")))
+      << result.output;
+  EXPECT_NEAR(std::stod(match[2]) / std::stod(match[1]), 1.25, 1e-3);
+  const std::string markdown = read(summary);
+  EXPECT_NE(markdown.find("<details><summary>Nsight Compute profile of `fake.scale/"), std::string::npos)
+      << markdown;
+  EXPECT_NE(markdown.find("| base " + base_.substr(0, 8) + " | 4 |"), std::string::npos) << markdown;
+  EXPECT_NE(markdown.find("| head " + head.substr(0, 8) + " | 4 |"), std::string::npos) << markdown;
+  EXPECT_NE(markdown.find("/ncu/head)"), std::string::npos) << markdown;
+}
+
 TEST_F(GateE2eTest, GateFailsOnALaunchGeometryMismatch) {
   std::string head = change(R"({"fail_stage": "launch_geometry"})", "benchmark calls the old kernel");
   CommandResult result = gate(head, "pr-7", true);

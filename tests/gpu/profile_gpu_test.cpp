@@ -14,12 +14,40 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../support/child_process.hpp"
 #include "../support/kw_run.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+
+// A repository for the test: its bench the attention bench, two commits.
+struct TwoCommits {
+  fs::path dir;
+  std::string base, head;
+};
+TwoCommits two_commit_repo() {
+  TwoCommits repo{kw::testing::make_temp_dir("kw-profile-repo"), {}, {}};
+  auto git = [&](std::vector<std::string> args) {
+    args.insert(args.begin(),
+                {"git", "-C", repo.dir.string(), "-c", "user.name=kw", "-c", "user.email=kw@localhost"});
+    return kw::testing::run_command(args);
+  };
+  json config{{"project", "profile"},
+              {"build", {{"commands", {"true"}}}},
+              {"benches", {{{"name", "attention"}, {"path", KW_ATTENTION_BENCH}}}}};
+  std::ofstream(repo.dir / "kernelwatch.json") << config.dump(2);
+  git({"init", "-q"});
+  git({"add", "-A"});
+  git({"commit", "-qm", "base"});
+  repo.base = git({"rev-parse", "HEAD"}).output.substr(0, 40);
+  std::ofstream(repo.dir / "README.md") << "head\n";
+  git({"add", "-A"});
+  git({"commit", "-qm", "head"});
+  repo.head = git({"rev-parse", "HEAD"}).output.substr(0, 40);
+  return repo;
+}
 
 bool has_ncu() {
   return kw::testing::run_command({"sh", "-c", "command -v ncu || test -x /usr/local/cuda/bin/ncu"})
@@ -29,22 +57,7 @@ bool has_ncu() {
 TEST(ProfileGpuTest, TheAttentionKernelOfBothCommitsIsProfiledWithItsStalls) {
   if (!kw::testing::has_cuda_device()) GTEST_SKIP() << "no CUDA device";
   if (!has_ncu()) GTEST_SKIP() << "no ncu";
-  const fs::path repo = kw::testing::make_temp_dir("kw-profile-repo");
-  auto git = [&](std::vector<std::string> args) {
-    args.insert(args.begin(),
-                {"git", "-C", repo.string(), "-c", "user.name=kw", "-c", "user.email=kw@localhost"});
-    return kw::testing::run_command(args);
-  };
-  json config{{"project", "profile"},
-              {"build", {{"commands", {"true"}}}},
-              {"benches", {{{"name", "attention"}, {"path", KW_ATTENTION_BENCH}}}}};
-  std::ofstream(repo / "kernelwatch.json") << config.dump(2);
-  git({"init", "-q"});
-  git({"add", "-A"});
-  git({"commit", "-qm", "base"});
-  std::ofstream(repo / "README.md") << "head\n";
-  git({"add", "-A"});
-  git({"commit", "-qm", "head"});
+  const fs::path repo = two_commit_repo().dir;
 
   const char* keep = std::getenv("KW_PROFILE_OUT");
   const fs::path out = keep != nullptr ? fs::path(keep) : repo / "out";
@@ -77,6 +90,62 @@ TEST(ProfileGpuTest, TheAttentionKernelOfBothCommitsIsProfiledWithItsStalls) {
   EXPECT_NE(text.str().find("| base "), std::string::npos) << text.str();
   EXPECT_NE(text.str().find("| head "), std::string::npos) << text.str();
   fs::remove_all(repo);
+}
+
+// A profile job as kw-server hands it out (from a loopback stand-in for
+// kw-server: no PostgreSQL here): `kw agent` finds ncu itself, builds both
+// commits from its mirror, profiles the case and posts the summary and CSVs.
+TEST(ProfileGpuTest, AnAgentRunsAProfileJobAndPostsItsSummary) {
+  if (!kw::testing::has_cuda_device()) GTEST_SKIP() << "no CUDA device";
+  if (!has_ncu()) GTEST_SKIP() << "no ncu";
+  const TwoCommits repo = two_commit_repo();
+  const fs::path job = repo.dir / "job.json", record = repo.dir / "record.jsonl";
+  std::ofstream(job) << json{
+      {"id", 41},
+      {"project", "profile"},
+      {"commit", repo.head},
+      {"base_commit", repo.base},
+      {"branch", "main"},
+      {"kind", "profile"},
+      {"profile",
+       {{"id", 7},
+        {"run_id", 40},
+        {"case", "attention/fp16/d128/b4h16s4096*"},
+        {"launch_count", 3},
+        {"kernel",
+         "attention"}}}}.dump();
+  kw::testing::ChildProcess stand_in({"/usr/bin/env", "python3",
+                                      KW_SOURCE_DIR "/tests/support/kw_server_stand_in.py", job.string(),
+                                      record.string()});
+  const std::string port = stand_in.wait_for("^[0-9]+");
+  auto result =
+      kw::testing::run_command({KW_BINARY, "agent", "--once", "--server", "http://127.0.0.1:" + port,
+                                "--token", "stand-in", "--work-dir", (repo.dir / "work").string(), "--repo",
+                                "profile=" + repo.dir.string(), "--name", "gpu-profiler"});
+  std::cout << result.output << std::endl;
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("profile jobs: "), std::string::npos);
+  std::ifstream lines(record);
+  std::string line;
+  ASSERT_TRUE(std::getline(lines, line)) << "the agent posted nothing";
+  const json posted = json::parse(line);
+  ASSERT_EQ(posted["path"], "/api/v1/jobs/41/profile") << posted.dump().substr(0, 2000);
+  const json& summary = posted["body"]["summary"];
+  EXPECT_EQ(summary["base"]["commit"], repo.base);
+  EXPECT_EQ(summary["head"]["commit"], repo.head);
+  for (const char* side : {"base", "head"}) {
+    ASSERT_EQ(summary[side]["kernels"].size(), 1u) << summary.dump(2);
+    const json& k = summary[side]["kernels"].begin().value();
+    EXPECT_EQ(k["launches"], 3);
+    EXPECT_GT(k["time_us"].get<double>(), 0);
+    EXPECT_EQ(posted["body"][std::string(side) + "_csv"].get<std::string>().rfind("\"ID\",", 0), 0u);
+  }
+  if (const char* keep = std::getenv("KW_PROFILE_OUT")) {
+    fs::create_directories(keep);
+    std::ofstream(fs::path(keep) / "agent-profile-job.json") << posted["body"]["summary"].dump(2);
+  }
+  stand_in.signal(SIGTERM);
+  fs::remove_all(repo.dir);
 }
 
 }  // namespace

@@ -24,6 +24,8 @@ constexpr std::size_t kMaxNameBytes = 200;  // names that are keys: project, bra
 constexpr std::size_t kMaxTextBytes =
     std::size_t{64} * 1024;                     // any other string: messages, log tails, kernel names
 constexpr std::int64_t kMaxInt32 = 2147483647;  // integers the store keeps as 32-bit
+// One side's ncu CSV in a profile (POST /api/v1/jobs/ID/profile).
+constexpr std::size_t kMaxProfileCsvBytes = std::size_t{4} * 1024 * 1024;
 
 inline std::string type_name(const json& value) {
   if (value.is_number_integer() || value.is_number_unsigned()) return "integer";

@@ -8,6 +8,7 @@
 #include "store/bisect_repository.hpp"
 #include "store/detection_repository.hpp"
 #include "store/job_repository.hpp"
+#include "store/profile_repository.hpp"
 #include "store/run_repository.hpp"
 
 namespace kw::server {
@@ -45,6 +46,10 @@ IngestResult IngestService::ingest(nlohmann::json document, const Caller& caller
     if (job_id) {
       auto hold = JobRepository::lock(tx, *job_id);
       if (!hold) throw NotFound("no_such_job", "no job " + std::to_string(*job_id));
+      if (hold->kind != "measure")
+        throw Conflict("not_a_measurement_job", "job " + std::to_string(*job_id) + " is a " + hold->kind +
+                                                    " job: its result goes to POST /api/v1/jobs/" +
+                                                    std::to_string(*job_id) + "/profile");
       if (hold->project_id != project_id)
         throw Unprocessable("inconsistent", "project", "does not match job " + std::to_string(*job_id));
       if (hold->commit != report.commit) {
@@ -77,6 +82,9 @@ IngestResult IngestService::ingest(nlohmann::json document, const Caller& caller
       // A bisect's step is measured against the range's good end: its
       // verdict is the bisect's to use, not a status for that commit.
       if (!bisect.step) NotificationRepository::verdict(tx, notifications_, result.run_id);
+      // Why its worst case got slower, from the hardware's counters.
+      if (!bisect.step && result.verdict == "regression")
+        ProfileRepository::after_regression(tx, result.run_id, max_attempts_);
       if (bisect.finished) NotificationRepository::bisect_ended(tx, notifications_, *bisect.finished);
     }
     return result;

@@ -24,8 +24,10 @@ struct IngestResult {
 
 class IngestService {
  public:
-  IngestService(ConnectionPool& pool, ReadCache& read_cache, const NotifierOptions& notifications)
-      : pool_(pool), read_cache_(read_cache), notifications_(notifications) {}
+  // `max_attempts`: of the profile jobs a regression queues.
+  IngestService(ConnectionPool& pool, ReadCache& read_cache, const NotifierOptions& notifications,
+                int max_attempts)
+      : pool_(pool), read_cache_(read_cache), notifications_(notifications), max_attempts_(max_attempts) {}
 
   // `document` is the posted report; `job_id` the job it answers, if any.
   // Throws Unprocessable (the contract), NotFound (no project or job),
@@ -37,6 +39,7 @@ class IngestService {
   ConnectionPool& pool_;
   ReadCache& read_cache_;
   const NotifierOptions& notifications_;
+  int max_attempts_;
 };
 
 }  // namespace kw::server

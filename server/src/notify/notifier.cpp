@@ -103,6 +103,11 @@ void NotificationRepository::job_queued(pqxx::work& tx, const NotifierOptions& o
 
 void NotificationRepository::job_failed(pqxx::work& tx, const NotifierOptions& options, std::int64_t job_id) {
   const json job = *JobRepository::get(tx, job_id);
+  // A profile explains a verdict; its failure is no status of the commit.
+  if (job.value("kind", std::string()) == "profile") {
+    profile_ended(tx, options, job_id);
+    return;
+  }
   const auto project_id =
       tx.exec_params1("SELECT project_id FROM jobs WHERE id = $1", job_id)[0].as<std::int64_t>();
   job_status(tx, options, project_id, job, "error", "could not run: " + job.value("error", std::string()));
@@ -223,6 +228,31 @@ void NotificationRepository::bisect_ended(pqxx::work& tx, const NotifierOptions&
   }
 }
 
+void NotificationRepository::profile_ended(pqxx::work& tx, const NotifierOptions& options,
+                                           std::int64_t job_id) {
+  pqxx::row f = tx.exec_params1(
+      "SELECT f.project_id, f.id, f.run_id, f.case_name, f.reason, j.state, COALESCE(j.error, ''), "
+      "       f.head_commit, COALESCE(f.base_commit, '') "
+      "FROM profiles f JOIN jobs j ON j.id = f.job_id WHERE f.job_id = $1",
+      job_id);
+  ProjectTargets project = targets(tx, f[0].as<std::int64_t>());
+  if (project.webhook_url.empty()) return;
+  const std::int64_t run_id = f[2].as<std::int64_t>();
+  const std::string base = f[8].as<std::string>();
+  enqueue(tx, "webhook", project.webhook_url,
+          {{"event", "profile"},
+           {"project", project.name},
+           {"profile_id", f[1].as<std::int64_t>()},
+           {"run_id", run_id},
+           {"case", f[3].as<std::string>()},
+           {"reason", f[4].as<std::string>()},
+           {"state", f[5].as<std::string>()},
+           {"error", f[6].as<std::string>()},
+           {"commit", f[7].as<std::string>()},
+           {"base_commit", base.empty() ? json(nullptr) : json(base)},
+           {"url", options.public_url + "/#/run/" + std::to_string(run_id)}});
+}
+
 Notifier::Notifier(ConnectionPool& pool, NotifierOptions options)
     : pool_(pool), options_(std::move(options)) {}
 
@@ -284,7 +314,9 @@ bool Notifier::deliver_due() {
     } else if (kind == "gitlab_status") {
       headers = {{"PRIVATE-TOKEN", options_.gitlab_token}};
     } else {
-      headers = {{"X-Kernelwatch-Event", "verdict"}, {"X-Kernelwatch-Delivery", std::to_string(id)}};
+      // verdict, bisect or profile: what the payload says it is.
+      const std::string event = json::parse(body).value("event", std::string("verdict"));
+      headers = {{"X-Kernelwatch-Event", event}, {"X-Kernelwatch-Delivery", std::to_string(id)}};
       if (!options_.webhook_secret.empty()) {
         headers["X-Kernelwatch-Signature-256"] = "sha256=" + hmac_sha256_hex(options_.webhook_secret, body);
       }

@@ -41,6 +41,8 @@ class NotificationRepository {
   // bisect step skipped as a commit that does not build is (the bisect goes
   // on, or ends and says so).
   static void job_failed(pqxx::work& tx, const NotifierOptions& options, std::int64_t job_id);
+  // A profile job that ended (done or failed): a webhook, no status.
+  static void profile_ended(pqxx::work& tx, const NotifierOptions& options, std::int64_t job_id);
 };
 
 class Notifier {

@@ -14,7 +14,7 @@ namespace {
 // not) and GPU class.
 constexpr const char* kLatest = R"sql(
 SELECT j.id, j.rerun FROM jobs j JOIN projects p ON p.id = j.project_id
-WHERE j.project_id = $1 AND j.commit_sha = $2 AND j.gpu_class = $4
+WHERE j.project_id = $1 AND j.commit_sha = $2 AND j.gpu_class = $4 AND j.kind = 'measure'
   AND j.on_default_branch = ($3 = p.default_branch)
 ORDER BY j.rerun DESC LIMIT 1
 )sql";
@@ -25,7 +25,7 @@ INSERT INTO jobs (project_id, commit_sha, branch, base_commit, pr, gpu_class, ma
                   on_default_branch, range_commits, bisect_id)
 SELECT $1, $2, $3, $4, $5::integer, $6, $7, $8, $3 = p.default_branch, $9::text[], $10::bigint
 FROM projects p WHERE p.id = $1
-ON CONFLICT (project_id, commit_sha, gpu_class, on_default_branch, rerun)
+ON CONFLICT (project_id, commit_sha, gpu_class, on_default_branch, rerun) WHERE kind = 'measure'
   DO UPDATE SET updated_at = jobs.updated_at
 RETURNING id, (xmax = 0) AS created
 )sql";
@@ -37,13 +37,16 @@ SELECT json_build_object(
   'max_attempts', j.max_attempts, 'agent', a.name, 'lease_expires_at', j.lease_expires_at, 'error', j.error,
   'created_at', j.created_at, 'updated_at', j.updated_at, 'rerun', j.rerun,
   'on_default_branch', j.on_default_branch, 'range', j.range_commits, 'bisect_id', j.bisect_id,
-  'run_id', r.id, 'verdict', r.verdict,
+  'run_id', r.id, 'verdict', r.verdict, 'kind', j.kind,
+  'profile', (SELECT json_build_object('id', f.id, 'run_id', f.run_id, 'case', f.case_name,
+                                       'launch_count', f.launch_count, 'kernel', f.kernel_regex)
+              FROM profiles f WHERE f.job_id = j.id),
   'measured_on_other_side', (
     SELECT json_build_object('job_id', o.id, 'branch', o.branch, 'pr', o.pr, 'run_id', ro.id,
                              'verdict', ro.verdict)
     FROM jobs o LEFT JOIN runs ro ON ro.job_id = o.id
     WHERE o.project_id = j.project_id AND o.commit_sha = j.commit_sha AND o.gpu_class = j.gpu_class
-      AND o.on_default_branch <> j.on_default_branch
+      AND o.on_default_branch <> j.on_default_branch AND o.kind = 'measure' AND j.kind = 'measure'
     ORDER BY o.id DESC LIMIT 1),
   'stages', (SELECT COALESCE(json_agg(json_build_object(
                  'name', s.name, 'status', s.status, 'duration_ms', s.duration_ms, 'gpu_seconds', s.gpu_seconds,
@@ -70,8 +73,8 @@ ON CONFLICT (name) DO UPDATE
 RETURNING id
 )sql";
 
-constexpr const char* kRecordAgentGpu = R"sql(
-UPDATE agents SET gpu = $2::jsonb, health = $3::jsonb WHERE id = $1
+constexpr const char* kRecordWorker = R"sql(
+UPDATE agents SET gpu = $2::jsonb, health = $3::jsonb, can_profile = $4 WHERE id = $1
 )sql";
 
 // Every agent with what it runs now ($1: the projects whose jobs the caller
@@ -86,17 +89,19 @@ SELECT COALESCE(json_agg(json_build_object(
                 WHEN a.last_seen_at < now() - interval '10 minutes' THEN 'offline'
                 ELSE 'idle' END,
   'job', CASE WHEN j.id IS NULL THEN NULL
-              ELSE json_build_object('id', j.id, 'project', j.project, 'commit', j.commit_sha, 'branch', j.branch)
-         END) ORDER BY a.name), '[]')::text
+              ELSE json_build_object('id', j.id, 'project', j.project, 'commit', j.commit_sha, 'branch', j.branch,
+                                     'kind', j.kind)
+         END, 'can_profile', a.can_profile) ORDER BY a.name), '[]')::text
 FROM agents a
 LEFT JOIN LATERAL (
-  SELECT j.id, p.name AS project, j.commit_sha, j.branch FROM jobs j JOIN projects p ON p.id = j.project_id
+  SELECT j.id, p.name AS project, j.commit_sha, j.branch, j.kind FROM jobs j JOIN projects p ON p.id = j.project_id
   WHERE j.agent_id = a.id AND j.state = 'running' AND ($1::text[] IS NULL OR p.name = ANY ($1::text[]))
   ORDER BY j.id DESC LIMIT 1) j ON true
 )sql";
 
 // The oldest queued job of the token's projects ($4, NULL: all) that one of
-// the agent's GPUs can run.
+// the agent's GPUs can run; a profile only for an agent with ncu ($5), and
+// after the measurements, which gate merges.
 constexpr const char* kClaim = R"sql(
 UPDATE jobs
 SET state = 'running', agent_id = $1, attempts = attempts + 1,
@@ -106,7 +111,8 @@ WHERE id = (
   WHERE state = 'queued'
     AND (gpu_class = 'any' OR gpu_class IN (SELECT jsonb_array_elements_text($2::jsonb)))
     AND ($4::text[] IS NULL OR project_id IN (SELECT id FROM projects WHERE name = ANY ($4::text[])))
-  ORDER BY id
+    AND (kind = 'measure' OR $5)
+  ORDER BY kind = 'profile', id
   FOR UPDATE SKIP LOCKED
   LIMIT 1)
 RETURNING id
@@ -164,7 +170,7 @@ std::vector<Statement> JobRepository::statements() {
           {"job_create", kCreate},
           {"job_get", kGet},
           {"agent_upsert", kUpsertAgent},
-          {"agent_gpu", kRecordAgentGpu},
+          {"agent_worker", kRecordWorker},
           {"agents_json", kAgentsJson},
           {"job_claim", kClaim},
           {"job_requeue", kRequeueExpired},
@@ -217,11 +223,11 @@ std::int64_t JobRepository::bind_agent(pqxx::work& tx, const std::string& name, 
   return *agent;
 }
 
-void JobRepository::record_gpu(pqxx::work& tx, std::int64_t agent_id,
-                               const std::optional<nlohmann::json>& gpu,
-                               const std::optional<nlohmann::json>& health) {
-  tx.exec_prepared0("agent_gpu", agent_id, nullable(gpu ? std::optional(gpu->dump()) : std::nullopt),
-                    nullable(health ? std::optional(health->dump()) : std::nullopt));
+void JobRepository::record_worker(pqxx::work& tx, std::int64_t agent_id,
+                                  const std::optional<nlohmann::json>& gpu,
+                                  const std::optional<nlohmann::json>& health, bool can_profile) {
+  tx.exec_prepared0("agent_worker", agent_id, nullable(gpu ? std::optional(gpu->dump()) : std::nullopt),
+                    nullable(health ? std::optional(health->dump()) : std::nullopt), can_profile);
 }
 
 std::string JobRepository::agents_json(pqxx::work& tx,
@@ -240,9 +246,10 @@ std::int64_t JobRepository::registered_agent(pqxx::work& tx, const std::string& 
 
 std::optional<std::int64_t> JobRepository::claim(pqxx::work& tx, std::int64_t agent_id,
                                                  const nlohmann::json& gpu_models, double lease_seconds,
-                                                 const std::optional<std::vector<std::string>>& projects) {
+                                                 const std::optional<std::vector<std::string>>& projects,
+                                                 bool can_profile) {
   pqxx::result rows = tx.exec_prepared("job_claim", agent_id, gpu_models.dump(), lease_seconds,
-                                       nullable(text_array(projects)));
+                                       nullable(text_array(projects)), can_profile);
   if (rows.empty()) return std::nullopt;
   const auto job_id = rows[0][0].as<std::int64_t>();
   // A fresh attempt: what an earlier holder streamed is no progress of this one.
@@ -291,10 +298,10 @@ bool JobRepository::record_stage(pqxx::work& tx, std::int64_t job_id, std::int64
 
 std::optional<JobHold> JobRepository::lock(pqxx::work& tx, std::int64_t job_id) {
   pqxx::result rows = tx.exec_params(
-      "SELECT id, project_id, commit_sha, state, agent_id FROM jobs WHERE id = $1 FOR UPDATE", job_id);
+      "SELECT id, project_id, commit_sha, state, agent_id, kind FROM jobs WHERE id = $1 FOR UPDATE", job_id);
   if (rows.empty()) return std::nullopt;
   JobHold hold{rows[0][0].as<std::int64_t>(), rows[0][1].as<std::int64_t>(), rows[0][2].as<std::string>(),
-               rows[0][3].as<std::string>(), std::nullopt};
+               rows[0][3].as<std::string>(),  rows[0][5].as<std::string>(),  std::nullopt};
   if (!rows[0][4].is_null()) hold.agent_id = rows[0][4].as<std::int64_t>();
   return hold;
 }

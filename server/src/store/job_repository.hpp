@@ -50,6 +50,7 @@ struct JobHold {
   std::int64_t project_id = 0;
   std::string commit;
   std::string state;
+  std::string kind;  // measure or profile
   std::optional<std::int64_t> agent_id;
 };
 
@@ -78,10 +79,10 @@ class JobRepository {
   static std::int64_t bind_agent(pqxx::work& tx, const std::string& name, const Caller& caller,
                                  const std::string& host, const std::string& version,
                                  const nlohmann::json& gpus);
-  // A worker's GPU ({"uuid", "index", "model"}) and its last health check,
-  // as its claim says (nullopt: none).
-  static void record_gpu(pqxx::work& tx, std::int64_t agent_id, const std::optional<nlohmann::json>& gpu,
-                         const std::optional<nlohmann::json>& health);
+  // A worker's GPU ({"uuid", "index", "model"}), its last health check
+  // (nullopt: none) and whether it can profile (has ncu), as its claim says.
+  static void record_worker(pqxx::work& tx, std::int64_t agent_id, const std::optional<nlohmann::json>& gpu,
+                            const std::optional<nlohmann::json>& health, bool can_profile);
   // GET /api/v1/agents: every agent, its GPU, health, state and running job
   // (of `projects` only; nullopt: all).
   static std::string agents_json(pqxx::work& tx, const std::optional<std::vector<std::string>>& projects);
@@ -89,10 +90,12 @@ class JobRepository {
   static std::int64_t registered_agent(pqxx::work& tx, const std::string& name, const Caller& caller);
 
   // Claims the oldest queued job this agent's GPUs can run, of `projects`
-  // only (nullopt: any project).
+  // only (nullopt: any project); measurements before profiles, and
+  // profiles only when it can run ncu.
   static std::optional<std::int64_t> claim(pqxx::work& tx, std::int64_t agent_id,
                                            const nlohmann::json& gpu_models, double lease_seconds,
-                                           const std::optional<std::vector<std::string>>& projects);
+                                           const std::optional<std::vector<std::string>>& projects,
+                                           bool can_profile);
   // Expired leases: back to the queue, or failed after max_attempts.
   static ExpiredLeases requeue_expired(pqxx::work& tx);
   static bool heartbeat(pqxx::work& tx, std::int64_t job_id, std::int64_t agent_id, double lease_seconds);

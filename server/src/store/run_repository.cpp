@@ -101,6 +101,9 @@ SELECT json_build_object(
   'bisect', (SELECT json_build_object('id', b.id, 'state', b.state, 'first_bad', b.first_bad, 'steps', b.steps,
                                       'commits', cardinality(b.commits) - 1, 'message', b.message)
              FROM bisects b WHERE b.run_id = r.id),
+  'profiles', (SELECT COALESCE(json_agg(json_build_object('id', f.id, 'case', f.case_name, 'state', j.state,
+                                                          'reason', f.reason) ORDER BY f.id DESC), '[]')
+               FROM profiles f JOIN jobs j ON j.id = f.job_id WHERE f.run_id = r.id),
   'paging', json_build_object(
       'page', $2::bigint / $3::integer + 1, 'per_page', $3::integer, 'cases_total', n.total,
       'pages', GREATEST(1, (n.total + $3::integer - 1) / $3::integer))

@@ -92,14 +92,21 @@ void add_agent_routes(Router& router, const HandlerContext& context) {
     std::optional<json> gpu, health;
     if (body.contains("gpu")) gpu = gpu_of(body);
     if (body.contains("health")) health = health_of(body);
+    // An agent that can run Nsight Compute (ncu) on its GPU takes profile jobs too.
+    bool can_profile = false;
+    if (body.contains("can_profile")) {
+      if (!body["can_profile"].is_boolean())
+        throw Unprocessable("wrong_type", "can_profile", "must be true or false");
+      can_profile = body["can_profile"].get<bool>();
+    }
     auto job = with_transaction(context.pool, [&](pqxx::work& tx) -> std::optional<json> {
       std::int64_t agent_id = JobRepository::bind_agent(tx, name, *request.caller, host, version, gpus);
-      JobRepository::record_gpu(tx, agent_id, gpu, health);
+      JobRepository::record_worker(tx, agent_id, gpu, health, can_profile);
       for (std::int64_t failed : JobRepository::requeue_expired(tx).failed)
         NotificationRepository::job_failed(tx, context.notifications, failed);
       // A GPU that failed its health check measures nothing until it passes.
       if (health && !(*health)["healthy"].get<bool>()) return std::nullopt;
-      auto job_id = JobRepository::claim(tx, agent_id, gpus, context.lease_seconds, projects);
+      auto job_id = JobRepository::claim(tx, agent_id, gpus, context.lease_seconds, projects, can_profile);
       if (!job_id) return std::nullopt;
       return JobRepository::get(tx, *job_id);
     });

@@ -28,9 +28,11 @@ struct HandlerContext {
   int schema_version = 0;
 };
 
-void add_health_routes(Router& router, const HandlerContext& context);   // /healthz, /metrics
-void add_run_routes(Router& router, const HandlerContext& context);      // /api/v1/runs, /api/v1/compare
-void add_job_routes(Router& router, const HandlerContext& context);      // /api/v1/jobs
+void add_health_routes(Router& router, const HandlerContext& context);  // /healthz, /metrics
+void add_run_routes(Router& router, const HandlerContext& context);     // /api/v1/runs, /api/v1/compare
+void add_job_routes(Router& router, const HandlerContext& context);     // /api/v1/jobs
+// /api/v1/runs/{id}/profiles, /api/v1/profiles, /api/v1/jobs/{id}/profile
+void add_profile_routes(Router& router, const HandlerContext& context);
 void add_agent_routes(Router& router, const HandlerContext& context);    // /api/v1/agents
 void add_project_routes(Router& router, const HandlerContext& context);  // /api/v1/projects
 void add_token_routes(Router& router, const HandlerContext& context);    // /api/v1/tokens
