@@ -326,14 +326,24 @@ int agent_loop(AgentArguments args) {
     if (health && std::chrono::steady_clock::now() - health_checked <
                       std::chrono::duration<double>(args.health_seconds))
       return;
+    // The checks that fail: said when they change, not at every re-check
+    // while a failure lasts (its numbers may move).
+    auto failing = [&] {
+      std::string names;
+      for (const GpuCheck& check : health->checks) {
+        if (!check.passed) names += check.name + " ";
+      }
+      return names;
+    };
     const bool was_healthy = !health || health->healthy();
+    const std::string was_failing = health ? failing() : std::string();
     health = check_gpu_in_child(gpu->uuid, gpu->index, gpu->model, args.gpu_check);
     health_checked = std::chrono::steady_clock::now();
-    if (!health->healthy())
+    if (!health->healthy() && failing() != was_failing)
       say("GPU " + gpu->uuid + " failed its health check: " + health->failures() +
           "; this worker claims no job until it passes (checked again every " +
           std::to_string(static_cast<int>(args.health_seconds)) + " s)");
-    else if (!was_healthy)
+    else if (health->healthy() && !was_healthy)
       say("GPU " + gpu->uuid + " passed its health check again");
   };
   http::Client client(args.server.url, args.server.token, std::chrono::seconds(30));
@@ -402,6 +412,9 @@ int agent_loop(AgentArguments args) {
         options.branch = job.value("branch", std::string("main"));
         if (job.contains("base_commit") && job["base_commit"].is_string())
           options.base_commit = job["base_commit"];
+        // A bisect step judges the cases its regression flagged: it measures those alone.
+        if (job.contains("cases") && job["cases"].is_array())
+          options.only_cases = job["cases"].get<std::vector<std::string>>();
         options.job_id = job_id;
         options.agent_name = args.name;
         options.agent_host = host_name();

@@ -357,6 +357,7 @@ BenchResult run_replicates(const BenchConfig& bench, const RepoConfig& config,
   replicate_options.base_thresholds = options.base_thresholds;
   replicate_options.stop = options.stop;
   replicate_options.log = options.log;
+  replicate_options.only_cases = options.only_cases;
   return run_replicated_full_bench(bench, config, replicate_options);
 }
 

@@ -35,6 +35,9 @@ struct PipelineOptions {
   // Stages after build to run; empty: all. The others are reported skipped
   // (a re-measurement of a commit whose preflight already passed).
   std::vector<common::StageName> only_stages;
+  // The cases full_bench measures (of a kwbench or python bench; a bisect
+  // step's flagged cases); empty: all. The preflight runs every case.
+  std::vector<std::string> only_cases;
   // No GPU: the GPU stages are skipped with "no CUDA device", never run.
   bool gpu_available = false;
   // The compiler cache's directory (build through ccache where installed);

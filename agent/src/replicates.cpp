@@ -330,13 +330,19 @@ BenchResult run_replicated_full_bench(const BenchConfig& bench, const RepoConfig
       result.log_tail = outcome.output_tail;
       return result;
     }
+    const auto& only = options.only_cases;
     for (const json& c : listed["cases"]) {
       if (!c.value("timed", true)) continue;  // correctness-only: preflight ran it
-      all.push_back(c["name"]);
-      if (!c.value("baselines", json::array()).empty()) with_baselines.push_back(c["name"]);
+      const std::string name = c["name"];
+      if (!only.empty() && std::find(only.begin(), only.end(), name) == only.end()) continue;
+      all.push_back(name);
+      if (!c.value("baselines", json::array()).empty()) with_baselines.push_back(name);
     }
   }
 
+  if (!options.only_cases.empty())
+    log("full_bench " + bench.name + ": " + std::to_string(all.size()) +
+        " of the bench's cases, those asked for");
   // First pass: the minimum replicates of every case.
   for (int r = 0; r < fb.replicates && !stop.load(); ++r) {
     replicate(all);

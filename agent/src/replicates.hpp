@@ -28,6 +28,9 @@ struct ReplicateOptions {
   const std::atomic<bool>* stop = nullptr;
   std::function<void(const std::string&)> log;
   std::uint64_t seed = 0;  // of the case orders; 0: from the clock
+  // Measure these of the bench's cases alone (a bisect step's flagged
+  // cases); empty: every case.
+  std::vector<std::string> only_cases;
 };
 
 BenchResult run_replicated_full_bench(const BenchConfig& bench, const RepoConfig& config,

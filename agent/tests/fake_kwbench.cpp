@@ -10,8 +10,9 @@
 //
 // Behaviour comes from kwbench-fake.json in the working directory (the
 // checkout), so a commit can change it:
-//   {"slowdown": 1.10, "fail_stage": "launch_geometry", "sleep_stage": "full_bench", "sleep_seconds": 3,
-//    "no_preflight": true}
+//   {"slowdown": 1.10, "slow_cases": ["fake.scale/n1m"], "fail_stage": "launch_geometry",
+//    "sleep_stage": "full_bench", "sleep_seconds": 3, "no_preflight": true}
+// ("slow_cases": the cases the slowdown applies to; absent: every case)
 // and sleeping happens only while the file named by KW_FAKE_SLEEP_FILE exists.
 // Each invocation's --stage is appended to the file KW_FAKE_CALLS names.
 // --stage preflight writes load, launch_geometry, correctness and
@@ -61,7 +62,14 @@ int main(int argc, char** argv) {
   if (const char* calls = std::getenv("KW_FAKE_CALLS")) std::ofstream(calls, std::ios::app) << stage << "\n";
   json behaviour = json::object();
   if (std::ifstream in("kwbench-fake.json"); in) behaviour = json::parse(in);
-  double slowdown = behaviour.value("slowdown", 1.0);
+  const double slowdown = behaviour.value("slowdown", 1.0);
+  auto slowdown_of = [&](const std::string& name) {
+    if (!behaviour.contains("slow_cases")) return slowdown;
+    for (const json& slow : behaviour["slow_cases"]) {
+      if (slow.get<std::string>() == name) return slowdown;
+    }
+    return 1.0;
+  };
   const std::vector<std::pair<std::string, double>> cases = {{"fake.scale/n1m", 20000},
                                                              {"fake.scale/n16m", 250000}};
   auto selected = [&](const std::string& name) {
@@ -139,7 +147,7 @@ int main(int argc, char** argv) {
                             {"nonfinite", 0}};
       } else if (stage_name == "full_bench") {
         json measurements = json::array();
-        for (const auto& [impl, center] : {std::pair{std::string("candidate"), base * slowdown},
+        for (const auto& [impl, center] : {std::pair{std::string("candidate"), base * slowdown_of(name)},
                                            std::pair{std::string("baseline:memcpy"), base * 0.8}}) {
           if (fnmatch(impls.c_str(), impl.c_str(), 0) != 0) continue;
           std::vector<double> samples;

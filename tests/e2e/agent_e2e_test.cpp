@@ -366,6 +366,10 @@ TEST_F(AgentE2eTest, AHostWithTwoGpusRunsTwoJobsAtOnceAndAnUnhealthyGpuClaimsNon
   agent.signal(SIGTERM);
   EXPECT_EQ(agent.wait_exit(), 0) << agent.output();
   EXPECT_NE(agent.output().find("agent stopped"), std::string::npos) << agent.output();
+  // Checked every second while sick, said once.
+  const std::string sick = "GPU GPU-test-double-1 failed its health check";
+  const std::string log = agent.output();
+  EXPECT_EQ(log.find(sick, log.find(sick) + 1), std::string::npos) << log;
 }
 
 // A regression's worst case is profiled under Nsight Compute by an agent

@@ -548,15 +548,16 @@ TEST_F(GateE2eTest, CommittedThresholdsDecideAndAPullRequestCannotLoosenItsOwn) 
   }
 }
 
-// #19: a push of 16 commits to main, the 9th of which makes the kernels 10%
+// #19: a push of 16 commits to main, the 9th of which makes one kernel 10%
 // slower: the regression is bisected to that commit in at most log2(16) + 1
-// jobs, each measuring a midpoint A/B against the newest good commit; the
-// run and the bisect's API name it, and an ended bisect cannot be cancelled.
+// jobs, each measuring a midpoint A/B against the newest good commit, the
+// flagged case alone; the run and the bisect's API name it, and an ended
+// bisect cannot be cancelled.
 TEST_F(GateE2eTest, ARegressionInAPushOfSixteenCommitsIsBisectedToItsCommit) {
   std::vector<std::string> pushed;
   for (int i = 1; i <= 16; ++i) {
     repo_.write("history.txt", std::to_string(i) + "\n");
-    if (i == 9) repo_.write("kwbench-fake.json", R"({"slowdown": 1.10})");
+    if (i == 9) repo_.write("kwbench-fake.json", R"({"slowdown": 1.10, "slow_cases": ["fake.scale/n16m"]})");
     pushed.push_back(repo_.commit("commit " + std::to_string(i)));
   }
   CommandResult push =
@@ -579,8 +580,12 @@ TEST_F(GateE2eTest, ARegressionInAPushOfSixteenCommitsIsBisectedToItsCommit) {
   EXPECT_EQ(bisect["first_bad"], pushed[8]) << bisect.dump(2);
   EXPECT_LE(bisect["steps"].get<int>(), 5) << bisect.dump(2);
   EXPECT_EQ(bisect["jobs"].size(), bisect["steps"].get<std::size_t>());
+  EXPECT_EQ(bisect["cases"], json::array({"fake.scale/n16m"})) << bisect.dump(2);
   for (const json& step : bisect["jobs"]) {
     EXPECT_EQ(step["state"], "done") << step.dump();
+    // Its full_bench measured the flagged case; the other had its preflight only.
+    for (const json& c : server_.client().get("/api/v1/runs/" + step["run_id"].dump()).json()["cases"])
+      EXPECT_EQ(c["measurements"].empty(), c["name"] != "fake.scale/n16m") << c.dump();
     const auto at = std::find(pushed.begin(), pushed.end(), step["base_commit"]);
     EXPECT_TRUE(step["base_commit"] == base_ || at - pushed.begin() < 8)
         << "measured against a bad commit: " << step.dump();

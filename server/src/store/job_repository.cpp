@@ -38,6 +38,7 @@ SELECT json_build_object(
   'created_at', j.created_at, 'updated_at', j.updated_at, 'rerun', j.rerun,
   'on_default_branch', j.on_default_branch, 'range', j.range_commits, 'bisect_id', j.bisect_id,
   'run_id', r.id, 'verdict', r.verdict, 'kind', j.kind,
+  'cases', (SELECT b.cases FROM bisects b WHERE b.id = j.bisect_id),
   'profile', (SELECT json_build_object('id', f.id, 'run_id', f.run_id, 'case', f.case_name,
                                        'launch_count', f.launch_count, 'kernel', f.kernel_regex)
               FROM profiles f WHERE f.job_id = j.id),
