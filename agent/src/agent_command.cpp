@@ -47,8 +47,8 @@ struct AgentArguments {
   std::vector<std::string> gpus;  // UUIDs or NVML indices; empty: every GPU
   std::string gpu_check;          // the health check command; empty: kw gpu-check
   double health_seconds = 300;
-  std::string
-      ncu;  // for profile jobs; empty: ncu in PATH or CUDA's bin (a real GPU only); "none": no profiles
+  // ncu for profile jobs; empty: ncu in PATH or CUDA's bin (a real GPU only); "none": no profile jobs.
+  std::string ncu;
 };
 
 // The GPU a worker owns.
