@@ -69,6 +69,21 @@ std::string fixed(const json& value, int digits) {
   return text;
 }
 
+// The kernel of `kernels` with the most time over its launches; empty: none.
+std::string longest_kernel(const json& kernels) {
+  std::string longest;
+  double most = -1;
+  for (const auto& [name, k] : kernels.items()) {
+    const double total =
+        k["time_us"].is_number() ? k["time_us"].get<double>() * k["launches"].get<double>() : 0;
+    if (total > most) {
+      most = total;
+      longest = name;
+    }
+  }
+  return longest;
+}
+
 }  // namespace
 
 std::string ncu_csv_of(const std::string& output) {
@@ -186,25 +201,6 @@ std::string profile_markdown(const json& summary) {
   }
   return text;
 }
-
-namespace {
-
-// The kernel of `kernels` with the most time over its launches; empty: none.
-std::string longest_kernel(const json& kernels) {
-  std::string longest;
-  double most = -1;
-  for (const auto& [name, k] : kernels.items()) {
-    const double total =
-        k["time_us"].is_number() ? k["time_us"].get<double>() * k["launches"].get<double>() : 0;
-    if (total > most) {
-      most = total;
-      longest = name;
-    }
-  }
-  return longest;
-}
-
-}  // namespace
 
 std::string profile_headline(const json& summary) {
   const json& head = summary["head"]["kernels"];

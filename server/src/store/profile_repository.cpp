@@ -3,6 +3,7 @@
 #include "errors.hpp"
 #include "kw/common/json_reader.hpp"
 #include "kw/common/run_report.hpp"
+#include "store/job_repository.hpp"
 #include "store/run_repository.hpp"
 
 namespace kw::server {
@@ -222,8 +223,7 @@ void ProfileRepository::store(pqxx::work& tx, std::int64_t job_id, const Profile
   if (!result.head_csv.empty()) head_csv = result.head_csv;
   tx.exec_prepared0("profile_store", rows[0][0].as<std::int64_t>(), summary.dump(), nullable(base_csv),
                     nullable(head_csv));
-  tx.exec_params0("UPDATE jobs SET state = 'done', lease_expires_at = NULL, updated_at = now() WHERE id = $1",
-                  job_id);
+  JobRepository::complete(tx, job_id);
 }
 
 std::optional<json> ProfileRepository::get(pqxx::work& tx, std::int64_t profile_id) {
@@ -242,13 +242,6 @@ std::optional<std::string> ProfileRepository::csv(pqxx::work& tx, std::int64_t p
                                                     : "SELECT head_csv FROM profiles WHERE id = $1",
                                      profile_id);
   if (rows.empty() || rows[0][0].is_null()) return std::nullopt;
-  return rows[0][0].as<std::string>();
-}
-
-std::optional<std::string> ProfileRepository::project_of(pqxx::work& tx, std::int64_t profile_id) {
-  pqxx::result rows = tx.exec_params(
-      "SELECT p.name FROM profiles f JOIN projects p ON p.id = f.project_id WHERE f.id = $1", profile_id);
-  if (rows.empty()) return std::nullopt;
   return rows[0][0].as<std::string>();
 }
 

@@ -61,7 +61,6 @@ class ProfileRepository {
   static std::string of_run_json(pqxx::work& tx, std::int64_t run_id);
   // The raw ncu CSV of one side ("base" or "head"); nullopt: none.
   static std::optional<std::string> csv(pqxx::work& tx, std::int64_t profile_id, const std::string& side);
-  static std::optional<std::string> project_of(pqxx::work& tx, std::int64_t profile_id);
 };
 
 }  // namespace kw::server

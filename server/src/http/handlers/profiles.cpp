@@ -14,10 +14,10 @@ namespace {
 
 // A profile read: 404 when there is none, 403 for another project's.
 json readable_profile(pqxx::work& tx, const Request& request, std::int64_t id) {
-  auto project = ProfileRepository::project_of(tx, id);
-  if (!project) throw NotFound("no_such_profile", "no profile " + std::to_string(id));
-  check_project(request, *project);
-  return *ProfileRepository::get(tx, id);
+  auto profile = ProfileRepository::get(tx, id);
+  if (!profile) throw NotFound("no_such_profile", "no profile " + std::to_string(id));
+  check_project(request, (*profile)["project"].get<std::string>());
+  return *profile;
 }
 
 std::string csv_field(const json& body, const std::string& field) {
