@@ -21,3 +21,18 @@ function(kw_add_test name label)
     PROPERTIES LABELS ${label} TIMEOUT ${ARG_TIMEOUT}
     DISCOVERY_TIMEOUT 60)
 endfunction()
+
+# kw_embed_text(TARGET FILE NAME NAMESPACE HEADER): TARGET's sources may
+# include HEADER (in the build tree), which holds FILE's text as NAME.
+function(kw_embed_text target file name namespace header)
+  set(out ${CMAKE_CURRENT_BINARY_DIR}/generated/${header})
+  add_custom_command(
+    OUTPUT ${out}
+    COMMAND ${CMAKE_COMMAND} -DINPUT=${file} -DOUTPUT=${out} -DNAME=${name} -DNAMESPACE=${namespace}
+            -P ${PROJECT_SOURCE_DIR}/cmake/embed_text.cmake
+    DEPENDS ${file} ${PROJECT_SOURCE_DIR}/cmake/embed_text.cmake
+    COMMENT "Embedding ${file}"
+    VERBATIM)
+  target_sources(${target} PRIVATE ${out})
+  target_include_directories(${target} PRIVATE ${CMAKE_CURRENT_BINARY_DIR}/generated)
+endfunction()

@@ -151,18 +151,29 @@ function recentRuns(project, runs) {
     <p><a id="all-regressions" href="#/p/${enc(project)}/regressions">every regression of ${esc(project)} →</a></p>`;
 }
 
+// Where the project's notifications go, said only when one is failing: a
+// paused target gets no attempt until its pause ends.
+function notificationTargets(targets) {
+  const unwell = targets.filter((t) => t.state !== "ok");
+  if (!unwell.length) return "";
+  return `<div class="warning" id="notification-targets">${unwell.map((t) =>
+    `<p>Notifications to <code>${esc(t.target)}</code> are ${t.state === "paused" ? `paused until ${esc(t.paused_until)}` : "failing"}
+     after ${t.consecutive_failures} failed attempts in a row (${t.pending} waiting): ${esc(t.last_error ?? "")}</p>`).join("")}</div>`;
+}
+
 async function overviewPage(project, query) {
   const gpu = query.get("gpu") ?? "", fam = query.get("family") ?? "", branch = query.get("branch") ?? "";
   const paging = pageQuery(query);
   paging.set("gpu", gpu);
   if (branch) paging.set("branch", branch);
-  const [overview, runs, branches] = await Promise.all([
+  const [overview, runs, branches, settings] = await Promise.all([
     api(`/api/v1/projects/${enc(project)}/overview?${paging}`),
     api(`/api/v1/projects/${enc(project)}/runs?limit=10${branch ? `&branch=${enc(branch)}` : ""}`),
-    branchSelect(project, branch)]);
+    branchSelect(project, branch),
+    api(`/api/v1/projects/${enc(project)}`)]);
   const rows = overview.cases.filter((c) => !fam || family(c.case) === fam);
   const families = [...new Set(overview.cases.map((c) => family(c.case)))].sort();
-  app.innerHTML = `<h1>${esc(project)}</h1>
+  app.innerHTML = `<h1>${esc(project)}</h1>${notificationTargets(settings.notification_targets ?? [])}
     <div class="filters">
       ${branches}
       <label>GPU model <select id="gpu"><option value="">all</option>${overview.gpu_models.map((g) => `<option ${g === gpu ? "selected" : ""}>${esc(g)}</option>`).join("")}</select></label>

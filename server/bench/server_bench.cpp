@@ -1,6 +1,8 @@
 // kw-server-bench: ingest latency (200 cases x 100 samples), series query over
 // 10,000 runs of one case, claim throughput with 50 concurrent agents, reads
-// while agents post, and a 10,000-case run read back by pages,
+// while agents post, a 10,000-case run read back by pages, every list
+// endpoint of a project with 5,000 runs, and the server's memory while 48
+// clients download kw without reading,
 // against a real kw-server (in-process, all HTTP over loopback) on a private
 // embedded PostgreSQL. Prints a markdown table; --json writes the numbers.
 #include <unistd.h>
@@ -11,10 +13,15 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <mutex>
 #include <set>
 #include <thread>
 #include <tuple>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/write.hpp>
 
 #include <CLI/CLI.hpp>
 
@@ -66,7 +73,19 @@ int main(int argc, char** argv) {
   int ingest_runs = 60, series_runs = 10000, series_queries = 500, claim_jobs = 5000, agents = 50,
       threads = 4, load_posters = 8, load_queries = 500, load_cases = 3, large_cases = 10000,
       read_threads = HttpOptions{}.read_threads, write_threads = HttpOptions{}.write_threads;
-  std::string json_out;
+  int history_runs = 5000, stalled_downloads = 48;
+  std::string json_out, kw_binary = KW_BENCH_KW_BINARY;
+  std::set<std::string> only;
+  cli.add_option("--only", only,
+                 "run only these parts: ingest, series, claims, load, large, history, downloads")
+      ->delimiter(',');
+  cli.add_option("--history-runs", history_runs, "runs of the project whose list endpoints are read")
+      ->capture_default_str();
+  cli.add_option("--stalled-downloads", stalled_downloads, "clients that ask for kw and read nothing")
+      ->capture_default_str();
+  cli.add_option("--kw-binary", kw_binary, "the kw served at /download/kw")->capture_default_str();
+  bool explain = false;
+  cli.add_flag("--explain", explain, "print the plan of each list statement over the history project");
   cli.add_option("--ingest-runs", ingest_runs)->capture_default_str();
   cli.add_option("--series-runs", series_runs)->capture_default_str();
   cli.add_option("--series-queries", series_queries)->capture_default_str();
@@ -90,6 +109,7 @@ int main(int argc, char** argv) {
   if (mkdtemp(pattern) == nullptr) return 1;
   std::filesystem::path dir = pattern;
   std::vector<Result> results;
+  auto part = [&only](const char* name) { return only.empty() || only.count(name) > 0; };
   try {
     EmbeddedPostgres postgres(dir);
     postgres.start();
@@ -99,6 +119,7 @@ int main(int argc, char** argv) {
     options.http.read_threads = read_threads;
     options.http.write_threads = write_threads;
     options.database_url = postgres.url();
+    options.kw_binary = kw_binary;
     App app(options);
     app.start();
     std::string url = "http://127.0.0.1:" + std::to_string(app.port());
@@ -108,14 +129,14 @@ int main(int argc, char** argv) {
       pqxx::work tx(connection);
       agent_token = TokenRepository::create(tx, "bench-agent", Scope::agent);
       ci_token = TokenRepository::create(tx, "bench-ci", Scope::ci);
-      for (const char* project : {"ingest", "series", "claims", "load", "large"})
+      for (const char* project : {"ingest", "series", "claims", "load", "large", "history"})
         RunRepository::create_project(tx, project, "main");
       tx.commit();
     }
 
     // 1. Ingest: one agent posting 200-case x 100-sample reports back to back.
-    std::cerr << "ingest: " << ingest_runs << " runs of 200 cases x 100 samples\n";
-    {
+    if (part("ingest")) {
+      std::cerr << "ingest: " << ingest_runs << " runs of 200 cases x 100 samples\n";
       kw::http::Client client(url, agent_token);
       std::vector<std::string> bodies;
       for (int i = 0; i < ingest_runs + 3; ++i) {
@@ -143,8 +164,8 @@ int main(int argc, char** argv) {
     }
 
     // 2. Series over `series_runs` runs of one case.
-    std::cerr << "series: storing " << series_runs << " runs of one case\n";
-    {
+    if (part("series")) {
+      std::cerr << "series: storing " << series_runs << " runs of one case\n";
       std::atomic<int> next{0};
       std::vector<std::thread> posters;
       for (int t = 0; t < 4; ++t) {
@@ -190,8 +211,8 @@ int main(int argc, char** argv) {
     }
 
     // 3. Claims: `agents` concurrent agents draining `claim_jobs` jobs.
-    std::cerr << "claims: " << agents << " agents, " << claim_jobs << " jobs\n";
-    {
+    if (part("claims")) {
+      std::cerr << "claims: " << agents << " agents, " << claim_jobs << " jobs\n";
       std::atomic<int> next{0};
       std::vector<std::thread> submitters;
       for (int t = 0; t < 4; ++t) {
@@ -240,8 +261,8 @@ int main(int argc, char** argv) {
     // 4. Reads while `load_posters` agents post reports back to back: a read
     // must not queue behind ingest (#17: the series p99 was 135 ms and
     // /healthz's 79 ms with 8 posters when handlers ran on the I/O threads).
-    std::cerr << "reads under load: " << load_posters << " agents posting\n";
-    {
+    if (part("load")) {
+      std::cerr << "reads under load: " << load_posters << " agents posting\n";
       const std::string series =
           "/api/v1/projects/series/series?case=" + kw::http::url_encode("attention.fwd/case0") +
           "&gpu=" + kw::http::url_encode("NVIDIA H100 80GB HBM3");
@@ -306,8 +327,8 @@ int main(int argc, char** argv) {
     }
     // 5. A run of the most cases a report may hold, read back a page at a
     // time (#17: a 100,000-case run was one 87 MB answer, built whole).
-    std::cerr << "large run: " << large_cases << " cases\n";
-    {
+    if (part("large")) {
+      std::cerr << "large run: " << large_cases << " cases\n";
       kw::http::Client client(url, agent_token);
       kw::testing::ReportSpec spec;
       spec.project = "large";
@@ -355,6 +376,124 @@ int main(int argc, char** argv) {
       results.push_back(summarize(
           "GET the overview's first page (500 of " + std::to_string(large_cases) + " cases), uncached",
           latencies, ms_since(start), std::to_string(bytes >> 10) + " KiB"));
+    }
+    // 6. Every list endpoint of a project with `history_runs` runs of 3
+    // cases: none may cost more per row as history grows (/cases recounted
+    // each case's runs for every row: 17.8 s at 3,305 runs).
+    if (part("history")) {
+      std::cerr << "history: storing " << history_runs << " runs of 3 cases\n";
+      std::atomic<int> next{0};
+      std::vector<std::thread> posters;
+      for (int t = 0; t < 4; ++t) {
+        posters.emplace_back([&] {
+          kw::http::Client client(url, agent_token);
+          for (int i; (i = next++) < history_runs;) {
+            kw::testing::ReportSpec spec;
+            spec.project = "history";
+            spec.cases = 3;
+            spec.samples = 10;
+            spec.seed = static_cast<std::uint64_t>(9000000 + i);
+            spec.branch = i % 10 == 0 ? "feature-" + std::to_string(i % 50) : "main";
+            check(client.post("/api/v1/runs", kw::testing::make_report(spec)).status == 201,
+                  "history ingest");
+          }
+        });
+      }
+      for (auto& poster : posters) poster.join();
+      // Reads are timed on statistics as autovacuum keeps them for a grown
+      // project: right after this bulk load they are stale, and the overview
+      // took 2 s instead of 40 ms until autovacuum's ANALYZE ran.
+      {
+        pqxx::connection connection(postgres.url());
+        pqxx::nontransaction(connection).exec("ANALYZE");
+      }
+      kw::http::Client client(url);
+      for (const std::string target :
+           {"/api/v1/projects/history/cases", "/api/v1/projects/history/runs",
+            "/api/v1/projects/history/regressions", "/api/v1/projects/history/branches",
+            "/api/v1/projects/history/overview", "/api/v1/projects", "/api/v1/agents"}) {
+        std::vector<double> latencies;
+        std::size_t bytes = 0;
+        auto start = Clock::now();
+        for (int i = 0; i < 30; ++i) {
+          app.read_cache().changed("history");
+          auto t0 = Clock::now();
+          auto response = client.get(target);
+          latencies.push_back(ms_since(t0));
+          check(response.status == 200, target + " answered " + std::to_string(response.status));
+          bytes = response.body.size();
+        }
+        results.push_back(
+            summarize("GET " + target + " of " + std::to_string(history_runs) + " runs, uncached", latencies,
+                      ms_since(start), std::to_string(bytes >> 10) + " KiB"));
+      }
+      // The statement /cases ran before, on the same data: what the fix is
+      // measured against.
+      {
+        pqxx::connection connection(postgres.url());
+        pqxx::nontransaction tx(connection);
+        const std::string project_id =
+            tx.exec1("SELECT id FROM projects WHERE name = 'history'")[0].as<std::string>();
+        // --explain: each list statement's plan, as the server prepares it.
+        const std::map<std::string, std::string> arguments = {
+            {"cases_json", project_id},
+            {"runs_json", project_id + ", 'main', 100, false"},
+            {"branches_json", project_id},
+            {"overview_json", project_id + ", 'main', '', 0, 500"},
+            {"projects_json", "NULL"}};
+        for (const Statement& statement : RunRepository::statements()) {
+          auto it = arguments.find(statement.name);
+          if (!explain || it == arguments.end()) continue;
+          tx.exec(std::string("PREPARE ") + statement.name + " AS " + statement.sql);
+          std::cerr << "EXPLAIN ANALYZE " << statement.name << ":\n";
+          for (const auto& row : tx.exec(std::string("EXPLAIN (ANALYZE, BUFFERS) EXECUTE ") + statement.name +
+                                         "(" + it->second + ")"))
+            std::cerr << "  " << row[0].c_str() << "\n";
+        }
+        std::vector<double> latencies;
+        auto start = Clock::now();
+        for (int i = 0; i < 3; ++i) {
+          auto t0 = Clock::now();
+          tx.exec(
+              "SELECT COALESCE(json_agg(x ORDER BY x.name), '[]')::text FROM (SELECT DISTINCT ON (c.name) "
+              "c.name, c.params, c.run_id AS last_run_id, (SELECT count(*) FROM cases c2 WHERE c2.project_id "
+              "= c.project_id AND c2.name = c.name) AS runs FROM cases c WHERE c.project_id = " +
+              project_id + " ORDER BY c.name, c.run_id DESC) AS x");
+          latencies.push_back(ms_since(t0));
+        }
+        results.push_back(summarize("the former /cases statement on the same project (SQL alone)", latencies,
+                                    ms_since(start), "a count per row"));
+      }
+    }
+    // 7. Clients that ask for kw and read nothing: the server's memory must
+    // not grow by a copy each (48 took it from 16 to 378 MB).
+    if (part("downloads") && !kw_binary.empty() && std::filesystem::exists(kw_binary)) {
+      auto rss_mib = [] {
+        std::ifstream status("/proc/self/status");
+        for (std::string line; std::getline(status, line);) {
+          if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) / 1024;
+        }
+        return 0.0;
+      };
+      check(kw::http::Client(url).get("/download/kw").status == 200, "/download/kw");
+      const double before = rss_mib();
+      auto start = Clock::now();
+      boost::asio::io_context io;
+      std::vector<boost::asio::ip::tcp::socket> stalled;
+      for (int i = 0; i < stalled_downloads; ++i) {
+        stalled.emplace_back(io);
+        stalled.back().connect({boost::asio::ip::make_address("127.0.0.1"), app.port()});
+        boost::asio::write(stalled.back(),
+                           boost::asio::buffer(std::string("GET /download/kw HTTP/1.1\r\nHost: x\r\n\r\n")));
+      }
+      std::this_thread::sleep_for(std::chrono::seconds(2));
+      const double grown = rss_mib() - before;
+      stalled.clear();
+      char note[160];
+      std::snprintf(note, sizeof(note), "kw of %.1f MiB; RSS grew %.1f MiB",
+                    std::filesystem::file_size(kw_binary) / 1048576.0, grown);
+      results.push_back(summarize(std::to_string(stalled_downloads) + " clients download kw and read nothing",
+                                  {ms_since(start)}, ms_since(start), note));
     }
     app.stop();
     app.wait();

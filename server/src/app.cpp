@@ -2,6 +2,7 @@
 
 #include <boost/asio/ip/address.hpp>
 
+#include <algorithm>
 #include <iostream>
 
 #include "errors.hpp"
@@ -9,6 +10,7 @@
 #include "store/detection_repository.hpp"
 #include "store/job_repository.hpp"
 #include "store/migrations.hpp"
+#include "store/notification_outbox.hpp"
 #include "store/profile_repository.hpp"
 #include "store/run_repository.hpp"
 #include "store/token_repository.hpp"
@@ -123,14 +125,10 @@ void App::add_metrics_sources() {
   metrics_.add_source([this](std::string& text) {
     text += "# HELP kw_db_up Whether the database answered its last ping.\n# TYPE kw_db_up gauge\nkw_db_up " +
             std::string(monitor_->available() ? "1" : "0") + "\n";
-    // The job counts need the database; the rest of /metrics does not.
-    if (!monitor_->available()) return;
-    try {
-      text +=
-          with_transaction(*pool_, [](pqxx::work& tx) { return JobRepository::counts_by_state_metrics(tx); });
-    } catch (const std::exception& error) {
-      std::cerr << "kw-server: /metrics: job counts: " << error.what() << "\n";
-    }
+    // What needs the database is read by the background loop, never here:
+    // /metrics answers at once whatever the database does.
+    std::lock_guard lock(stored_metrics_mutex_);
+    text += stored_metrics_;
   });
 }
 
@@ -164,9 +162,24 @@ void App::wait() {
   if (reaper_.joinable()) reaper_.join();
 }
 
+void App::refresh_stored_metrics() {
+  try {
+    std::string text = with_transaction(*pool_, [](pqxx::work& tx) {
+      return JobRepository::counts_by_state_metrics(tx) + NotificationOutbox::metrics(tx);
+    });
+    std::lock_guard lock(stored_metrics_mutex_);
+    stored_metrics_ = std::move(text);
+  } catch (const ServiceUnavailable&) {  // the database monitor logs that once
+  } catch (const std::exception& error) {
+    std::cerr << "kw-server: /metrics: " << error.what() << "\n";
+  }
+}
+
 void App::reap_leases() {
+  // Also the period of the stored metrics: at most 5 s old.
   auto period =
-      std::chrono::milliseconds(static_cast<int>(std::max(0.05, options_.lease_seconds / 4) * 1000));
+      std::chrono::milliseconds(static_cast<int>(std::clamp(options_.lease_seconds / 4, 0.05, 5.0) * 1000));
+  refresh_stored_metrics();
   std::unique_lock lock(reaper_mutex_);
   while (!reaper_wake_.wait_for(lock, period, [this] { return reaper_stop_; })) {
     lock.unlock();
@@ -182,6 +195,7 @@ void App::reap_leases() {
       if (!expired.failed.empty())
         std::cerr << "kw-server: " << expired.failed.size()
                   << " job(s) failed: their lease ran out on every attempt\n";
+      refresh_stored_metrics();
     } catch (const ServiceUnavailable&) {  // the database monitor logs that once
     } catch (const std::exception& error) {
       std::cerr << "kw-server: lease reaper: " << error.what() << "\n";

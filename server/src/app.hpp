@@ -58,7 +58,10 @@ class App {
 
  private:
   void add_metrics_sources();
+  // The lease reaper's loop, which also reads what /metrics shows from the
+  // database (job counts, notification targets).
   void reap_leases();
+  void refresh_stored_metrics();
 
   ServerOptions options_;
   Metrics metrics_;
@@ -77,6 +80,8 @@ class App {
   std::mutex reaper_mutex_;
   std::condition_variable reaper_wake_;
   bool reaper_stop_ = false;
+  std::mutex stored_metrics_mutex_;
+  std::string stored_metrics_;
 };
 
 }  // namespace kw::server

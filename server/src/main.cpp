@@ -156,6 +156,22 @@ int main(int argc, char** argv) {
                  "connections served at once; past them a connection gets 503 and Retry-After")
       ->capture_default_str()
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20));
+  cli.add_option("--max-connections-per-address", options.http.max_connections_per_address,
+                 "connections one client address may hold at once (behind a reverse proxy every client "
+                 "shares its address: raise it there)")
+      ->capture_default_str()
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20));
+  std::int64_t first_request_seconds = options.http.first_request_timeout.count();
+  cli.add_option("--first-request-timeout", first_request_seconds,
+                 "seconds a new connection has to send its first request's header (a kept-alive one has "
+                 "the idle timeout)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 3600));
+  std::int64_t idle_seconds = options.http.idle_timeout.count();
+  cli.add_option("--idle-timeout", idle_seconds,
+                 "seconds a kept-alive connection may wait for its next request")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 3600));
   cli.add_option("--body-limit", options.http.body_limit, "largest request body in bytes")
       ->capture_default_str();
   cli.add_option("--lease-seconds", options.lease_seconds, "job lease length; agents heartbeat within it")
@@ -225,6 +241,8 @@ int main(int argc, char** argv) {
     return cli.exit(error);
   }
   options.statement_timeout = std::chrono::milliseconds(statement_timeout_ms);
+  options.http.first_request_timeout = std::chrono::seconds(first_request_seconds);
+  options.http.idle_timeout = std::chrono::seconds(idle_seconds);
   options.read_cache_bytes = read_cache_mb << 20;
 
   if (options.notifications.github_token.empty()) {

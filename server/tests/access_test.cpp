@@ -1,5 +1,5 @@
-// Who may do what: tokens scoped to projects, agents bound to their token's
-// name, projects made only by an admin, the admin token API, and the stable
+// Who may do what: tokens scoped to projects, agents bound to their token,
+// projects made only by an admin, the admin token API, and the stable
 // error codes clients branch on.
 #include <gtest/gtest.h>
 
@@ -120,23 +120,33 @@ TEST_F(AccessTest, AScopedReadTokenSeesOnlyItsProjects) {
   EXPECT_EQ(run.json()["error"], "project_denied");
 }
 
-TEST_F(AccessTest, AnAgentNameStaysWithItsTokensNameAcrossRotation) {
+TEST_F(AccessTest, AnAgentStaysWithItsTokenAcrossRotation) {
   std::string first = token("host-1", Scope::agent, {"demo"});
   ASSERT_EQ(client(first).post("/api/v1/runs", report_for("demo", 1, "gpu-1")).status, 201);
+  const auto agent_id = [](const std::string& where) {
+    return "SELECT a.id FROM agents a JOIN api_tokens t ON t.id = a.token_id WHERE a.name = 'gpu-1' AND " +
+           where;
+  };
+  const int original = sql(agent_id("t.name = 'host-1'"))[0][0].as<int>();
 
-  // Another token cannot post as gpu-1, nor claim under its name.
-  http::Client intruder = client(token("host-2", Scope::agent, {"demo"}));
-  auto taken = intruder.post("/api/v1/runs", report_for("demo", 2, "gpu-1"));
-  EXPECT_EQ(taken.status, 409) << taken.body;
-  EXPECT_EQ(taken.json()["error"], "agent_name_taken");
-  EXPECT_EQ(intruder.post("/api/v1/agents/claim", {{"agent", "gpu-1"}}).status, 409);
+  // Another token's "gpu-1" is an agent of its own, not host-1's.
+  http::Client other = client(token("host-2", Scope::agent, {"demo"}));
+  EXPECT_EQ(other.post("/api/v1/runs", report_for("demo", 2, "gpu-1")).status, 201);
+  EXPECT_NE(sql(agent_id("t.name = 'host-2'"))[0][0].as<int>(), original);
 
-  // A rotated token (revoked, made again under the same name) keeps the agent.
+  // A rotated token (revoked, made again under the same name, scope and
+  // projects) takes over its agent.
   sql("UPDATE api_tokens SET revoked_at = now() WHERE name = 'host-1'");
   EXPECT_EQ(client(first).post("/api/v1/runs", report_for("demo", 3, "gpu-1")).status, 401);
   std::string rotated = token("host-1", Scope::agent, {"demo"});
   EXPECT_EQ(client(rotated).post("/api/v1/runs", report_for("demo", 4, "gpu-1")).status, 201);
-  EXPECT_EQ(count("runs"), 2);
+  EXPECT_EQ(sql(agent_id("t.name = 'host-1' AND t.revoked_at IS NULL"))[0][0].as<int>(), original);
+  // One of the same name but wider projects does not.
+  sql("UPDATE api_tokens SET revoked_at = now() WHERE name = 'host-1'");
+  std::string wider = token("host-1", Scope::agent, {"demo", "other"});
+  EXPECT_EQ(client(wider).post("/api/v1/runs", report_for("demo", 5, "gpu-1")).status, 201);
+  EXPECT_NE(sql(agent_id("t.name = 'host-1' AND t.revoked_at IS NULL"))[0][0].as<int>(), original);
+  EXPECT_EQ(count("runs"), 4);
 }
 
 TEST_F(AccessTest, OnlyAnAdminMakesProjects) {
@@ -215,7 +225,10 @@ TEST_F(AccessTest, ErrorsCarryAStableCodePerKind) {
   EXPECT_EQ(code(client().get("/api/v1/projects/demo/series")), "bad_query");
   EXPECT_EQ(code(client().get("/api/v1/nothing")), "no_such_endpoint");
   EXPECT_EQ(code(client().request("DELETE", "/api/v1/projects")), "method_not_allowed");
-  EXPECT_EQ(code(agent().post("/api/v1/jobs/1/heartbeat", {{"agent", "never-claimed"}})),
+  EXPECT_EQ(code(agent().post("/api/v1/jobs/1/heartbeat", {{"agent", "never-claimed"}})), "no_such_job");
+  auto job = ci().post("/api/v1/jobs", {{"project", "demo"}, {"commit", make_commit(9)}, {"branch", "main"}});
+  EXPECT_EQ(code(agent().post("/api/v1/jobs/" + std::to_string(job.json()["id"].get<int>()) + "/heartbeat",
+                              {{"agent", "never-claimed"}})),
             "agent_not_registered");
 }
 

@@ -1,4 +1,6 @@
 // Every endpoint's success and error paths against a real server and database.
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <set>
 #include <thread>
@@ -282,6 +284,10 @@ class TokenOnlyReadsTest : public ServerTest {
 
 TEST_F(TokenOnlyReadsTest, ReadsNeedAnyValidToken) {
   EXPECT_EQ(client().get("/api/v1/projects").status, 401);
+  // Probes answer anyone, as docs/api.md says.
+  EXPECT_EQ(client().get("/healthz").status, 200);
+  EXPECT_EQ(client().get("/metrics").status, 200);
+  EXPECT_EQ(client("kw_not_a_token").get("/healthz").status, 200);
   EXPECT_EQ(client(read_token_).get("/api/v1/projects").status, 200);
   EXPECT_EQ(client(agent_token_).get("/api/v1/projects").status, 200);
 }
@@ -578,6 +584,130 @@ TEST_F(ApiTest, BadPathsAndNamesAre4xx) {
       {{"project", "demo"}, {"commit", std::string(40, 'a')}, {"branch", "main"}, {"pr", 2147483648LL}});
   EXPECT_EQ(pr.status, 422) << pr.body;
   EXPECT_NE(pr.body.find("pr"), std::string::npos) << pr.body;
+}
+
+// The dashboard's folder serves its files and nothing else: a folder is no
+// file (it answered 200 with an empty body).
+class StaticFilesTest : public ServerTest {
+ protected:
+  ServerOptions server_options() override {
+    ServerOptions options = ServerTest::server_options();
+    root_ = std::filesystem::temp_directory_path() / ("kw-static-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(root_ / "vendor");
+    std::ofstream(root_ / "index.html") << "<!doctype html><title>kw</title>";
+    std::ofstream(root_ / "vendor" / "chart.js") << "export {};";
+    options.dashboard_dir = root_.string();
+    return options;
+  }
+  void TearDown() override {
+    ServerTest::TearDown();
+    std::filesystem::remove_all(root_);
+  }
+  std::filesystem::path root_;
+};
+
+TEST_F(StaticFilesTest, StaticPathsServeFilesOnly) {
+  EXPECT_EQ(client().get("/").status, 200);
+  EXPECT_EQ(client().get("/vendor/chart.js").body, "export {};");
+  for (const char* folder : {"/vendor", "/vendor/", "/."}) {
+    auto response = client().get(folder);
+    EXPECT_EQ(response.status, 404) << folder << ": " << response.body;
+  }
+}
+
+struct PerAddressCap {
+  void operator()(HttpOptions& http) const {
+    http.max_connections = 100;
+    http.max_connections_per_address = 16;
+    http.first_request_timeout = std::chrono::seconds(1);
+  }
+};
+using PerAddressCapTest = ServerWithHttp<PerAddressCap>;
+
+// One client opening every slot (from 127.0.0.2) leaves room for the others
+// (from 127.0.0.1); its silent connections are closed after the first
+// request's timeout, not the keep-alive one.
+TEST_F(PerAddressCapTest, OneClientCannotTakeEverySlot) {
+  const auto port = static_cast<unsigned short>(app_->port());
+  boost::asio::io_context io;
+  std::vector<boost::asio::ip::tcp::socket> flood;
+  for (int i = 0; i < 100; ++i) {
+    flood.emplace_back(io);
+    flood.back().open(boost::asio::ip::tcp::v4());
+    flood.back().bind({boost::asio::ip::make_address("127.0.0.2"), 0});
+    flood.back().connect({boost::asio::ip::make_address("127.0.0.1"), port});
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  std::string answer = raw_exchange(port, "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  EXPECT_EQ(answer.rfind("HTTP/1.1 200", 0), 0u) << answer.substr(0, 300);
+  // Each flood connection ends within a few seconds: refused at once, or
+  // closed for sending no request within the first request's timeout.
+  const auto started = std::chrono::steady_clock::now();
+  for (auto& socket : flood) {
+    char byte = 0;
+    boost::system::error_code ec;
+    socket.read_some(boost::asio::buffer(&byte, 1), ec);
+    while (!ec) socket.read_some(boost::asio::buffer(&byte, 1), ec);
+  }
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(), 5.0);
+}
+
+// Every download is sent from the one copy the server holds: clients that
+// ask for kw and read nothing cost no copy each.
+class DownloadTest : public ServerTest {
+ protected:
+  ServerOptions server_options() override {
+    ServerOptions options = ServerTest::server_options();
+    binary_ = std::filesystem::temp_directory_path() / ("kw-download-" + std::to_string(::getpid()));
+    std::ofstream out(binary_, std::ios::binary);
+    std::string chunk(1 << 20, '\0');
+    for (int mib = 0; mib < 16; ++mib) {
+      for (std::size_t i = 0; i < chunk.size(); ++i) chunk[i] = static_cast<char>((i * 131 + mib) & 0xff);
+      out.write(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+    }
+    options.kw_binary = binary_.string();
+    return options;
+  }
+  void TearDown() override {
+    ServerTest::TearDown();
+    std::filesystem::remove(binary_);
+  }
+  static long rss_kib() {
+    std::ifstream status("/proc/self/status");
+    for (std::string line; std::getline(status, line);) {
+      if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+    }
+    return 0;
+  }
+  std::filesystem::path binary_;
+};
+
+TEST_F(DownloadTest, ClientsThatDoNotReadCostNoCopyEach) {
+  auto whole = client().get("/download/kw");
+  ASSERT_EQ(whole.status, 200);
+  ASSERT_EQ(whole.body.size(), 16u << 20);
+  EXPECT_EQ(whole.body, [&] {
+    std::ifstream in(binary_, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }());
+  EXPECT_EQ(whole.headers["x-kw-sha256"], sha256_hex(whole.body));
+  whole = {};
+  const long before = rss_kib();
+  const auto port = static_cast<unsigned short>(app_->port());
+  boost::asio::io_context io;
+  std::vector<boost::asio::ip::tcp::socket> stalled;
+  for (int i = 0; i < 48; ++i) {
+    stalled.emplace_back(io);
+    stalled.back().connect({boost::asio::ip::make_address("127.0.0.1"), port});
+    boost::asio::write(stalled.back(),
+                       boost::asio::buffer(std::string("GET /download/kw HTTP/1.1\r\nHost: x\r\n\r\n")));
+  }
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  const long grown_mib = (rss_kib() - before) / 1024;
+  std::cout << "48 stalled downloads of 16 MiB: RSS grew " << grown_mib << " MiB\n";
+  EXPECT_LT(grown_mib, 64);
+  stalled.clear();
+  EXPECT_EQ(client().get("/healthz").status, 200);
 }
 
 }  // namespace

@@ -53,7 +53,7 @@ class Mutator {
       case 11:
         return std::string(300, 'n');
       case 12:
-        return std::string(70000, 'x');
+        return std::string(20000 + below(50000), "x/._-"[below(5)]);
       case 13:
         return std::string("nul\0in", 6);
       case 14:
@@ -135,13 +135,22 @@ class Mutator {
   std::mt19937_64 rng_;
 };
 
-class FuzzTest : public ServerTest {};
+class FuzzTest : public ServerTest {
+ protected:
+  // KW_FUZZ_SEED and KW_FUZZ_COUNT replay or widen a run.
+  static std::uint64_t seed_or(std::uint64_t fallback) {
+    const char* text = std::getenv("KW_FUZZ_SEED");
+    return text ? std::strtoull(text, nullptr, 10) : fallback;
+  }
+  static int count_or(int fallback) {
+    const char* text = std::getenv("KW_FUZZ_COUNT");
+    return text ? std::atoi(text) : fallback;
+  }
+};
 
 TEST_F(FuzzTest, MutatedReportsJobsAndTargetsNeverGet5xx) {
-  const char* seed_text = std::getenv("KW_FUZZ_SEED");
-  const char* count_text = std::getenv("KW_FUZZ_COUNT");
-  const std::uint64_t seed = seed_text ? std::strtoull(seed_text, nullptr, 10) : 20261123;
-  const int count = count_text ? std::atoi(count_text) : 10000;
+  const std::uint64_t seed = seed_or(20261123);
+  const int count = count_or(10000);
   Mutator mutator(seed);
   ReportSpec spec;
   spec.cases = 2;
@@ -200,6 +209,100 @@ TEST_F(FuzzTest, MutatedReportsJobsAndTargetsNeverGet5xx) {
             << " answered 4xx, " << stored << " reports stored, " << failures << " 5xx or unanswered\n";
   EXPECT_EQ(failures, 0);
   EXPECT_GT(answered_4xx, count / 2) << "the mutations should mostly break the contract";
+  EXPECT_EQ(client().get("/healthz").status, 200);
+}
+
+// Every write endpoint, each with a valid body mutated: project settings,
+// tokens, projects, jobs and their holder's calls, acknowledgements and
+// profiles. Each goes through a token of the scope it needs (admin for the
+// admin routes), so the mutations reach the handlers' checks.
+TEST_F(FuzzTest, EveryWriteEndpointNeverGets5xx) {
+  const std::uint64_t seed = seed_or(20261125);
+  const int count = count_or(3000);
+  Mutator mutator(seed);
+
+  // A job held by agent "fuzz-gpu", and a stored run, for the routes that need one.
+  ASSERT_EQ(
+      ci().post("/api/v1/jobs", {{"project", "demo"}, {"commit", std::string(40, 'b')}, {"branch", "main"}})
+          .status,
+      201);
+  auto claimed =
+      agent().post("/api/v1/agents/claim", {{"agent", "fuzz-gpu"}, {"gpus", {"NVIDIA H100 80GB HBM3"}}});
+  ASSERT_EQ(claimed.status, 200) << claimed.body;
+  const std::string job = "/api/v1/jobs/" + std::to_string(claimed.json()["id"].get<int>());
+  ReportSpec spec;
+  auto run = agent().post("/api/v1/runs", make_report(spec));
+  ASSERT_EQ(run.status, 201) << run.body;
+  const std::string run_path = "/api/v1/runs/" + std::to_string(run.json()["run_id"].get<int>());
+
+  struct Endpoint {
+    std::string method, target;
+    json body;
+    std::string token;
+  };
+  std::vector<Endpoint> endpoints;
+  auto add = [&endpoints](std::string method, std::string target, json body, std::string token) {
+    endpoints.push_back({std::move(method), std::move(target), std::move(body), std::move(token)});
+  };
+  add("PUT", "/api/v1/projects/demo/settings",
+      json{{"default_branch", "main"},
+           {"min_threshold", 0.02},
+           {"case_thresholds", {{"attention.fwd", 0.03}}},
+           {"energy_threshold", 0.05},
+           {"run_alpha", 0.01},
+           {"github_repo", "owner/name"},
+           {"gitlab_project", "group/sub/name"},
+           {"webhook_url", "http://127.0.0.1:9/hook"}},
+      admin_token_);
+  add("POST", "/api/v1/tokens", json{{"name", "fuzzed"}, {"scope", "read"}, {"projects", {"demo"}}},
+      admin_token_);
+  add("DELETE", "/api/v1/tokens/999999", json::object(), admin_token_);
+  add("POST", "/api/v1/projects", json{{"name", "fuzzed"}, {"default_branch", "trunk"}}, admin_token_);
+  add("POST", "/api/v1/jobs", json{{"project", "demo"}, {"commit", std::string(40, 'c')}, {"branch", "x"}},
+      ci_token_);
+  add("POST", "/api/v1/agents/claim", json{{"agent", "fuzz-2"}, {"gpus", {"GPU"}}, {"projects", {"demo"}}},
+      agent_token_);
+  add("POST", job + "/heartbeat", json{{"agent", "fuzz-gpu"}}, agent_token_);
+  add("POST", job + "/stages", json{{"agent", "fuzz-gpu"}, {"started", "build"}}, agent_token_);
+  json kernels = json::array({json{{"name", "k"}, {"registers", 32}}});
+  json stage{{"name", "build"},
+             {"status", "passed"},
+             {"duration_ms", 10},
+             {"message", ""},
+             {"details", json{{"kernels", kernels}}}};
+  add("POST", job + "/stages", json{{"agent", "fuzz-gpu"}, {"stage", stage}}, agent_token_);
+  add("POST", job + "/fail", json{{"agent", "other-gpu"}, {"reason", "why"}}, agent_token_);
+  add("POST", job + "/release", json{{"agent", "other-gpu"}}, agent_token_);
+  add("POST", job + "/profile", json{{"agent", "fuzz-gpu"}, {"summary", json::object()}}, agent_token_);
+  add("POST", run_path + "/acknowledge", json{{"reason", "intended"}}, ci_token_);
+  add("POST", run_path + "/profiles", json{{"case", "attention.fwd"}, {"launch_count", 1}}, ci_token_);
+  add("POST", "/api/v1/bisects/1/cancel", json::object(), ci_token_);
+
+  int failures = 0, answered = 0;
+  for (int i = 0; i < count; ++i) {
+    const Endpoint& endpoint = endpoints[mutator.below(endpoints.size())];
+    json mutated = endpoint.body;
+    for (std::size_t k = 0, n = 1 + mutator.below(2); k < n; ++k) mutator.mutate(mutated);
+    std::string body = mutated.dump(-1, ' ', false, json::error_handler_t::replace);
+    if (mutator.below(6) == 0) body = mutator.damage(body);
+    try {
+      http::Response response = client(endpoint.token).request(endpoint.method, endpoint.target, body);
+      ++answered;
+      if (response.status >= 500 && ++failures <= 5)
+        ADD_FAILURE() << "seed " << seed << " input " << i << ": " << endpoint.method << " "
+                      << endpoint.target << " -> " << response.status << " " << response.body.substr(0, 300)
+                      << "\n"
+                      << body.substr(0, 600);
+    } catch (const std::exception& error) {
+      if (++failures <= 5)
+        ADD_FAILURE() << "seed " << seed << " input " << i << ": " << endpoint.method << " "
+                      << endpoint.target << ": no answer (" << error.what() << ")\n"
+                      << body.substr(0, 600);
+    }
+  }
+  std::cout << count << " write requests (seed " << seed << "): " << answered << " answered, " << failures
+            << " 5xx or unanswered\n";
+  EXPECT_EQ(failures, 0);
   EXPECT_EQ(client().get("/healthz").status, 200);
 }
 

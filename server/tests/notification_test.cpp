@@ -3,6 +3,8 @@
 // api.github.com and for a webhook receiver; there is no internet here.
 #include <sys/socket.h>
 
+#include <boost/asio/ip/tcp.hpp>
+
 #include <mutex>
 #include <thread>
 
@@ -291,6 +293,111 @@ TEST_F(NotificationTest, IngestDoesNotWaitForAReceiverThatNeverAnswers) {
   }
   EXPECT_EQ(sql("SELECT count(*) FROM notifications WHERE delivered_at IS NULL")[0][0].as<int>(), 3);
   close(fd);
+}
+
+// A webhook target that accepts connections and never answers (nor closes).
+class HangingTarget {
+ public:
+  HangingTarget() : acceptor_(io_, {boost::asio::ip::make_address("127.0.0.1"), 0}) {
+    thread_ = std::thread([this] {
+      for (;;) {
+        boost::asio::ip::tcp::socket socket(io_);
+        boost::system::error_code ec;
+        acceptor_.accept(socket, ec);
+        if (ec) return;
+        std::lock_guard lock(mutex_);
+        held_.push_back(std::move(socket));
+      }
+    });
+  }
+  ~HangingTarget() {
+    // Wakes the blocking accept, then ends it.
+    ::shutdown(acceptor_.native_handle(), SHUT_RDWR);
+    thread_.join();
+    boost::system::error_code ec;
+    acceptor_.close(ec);
+  }
+  std::string origin() const {
+    return "http://127.0.0.1:" + std::to_string(acceptor_.local_endpoint().port());
+  }
+  std::size_t connections() {
+    std::lock_guard lock(mutex_);
+    return held_.size();
+  }
+
+ private:
+  boost::asio::io_context io_;
+  boost::asio::ip::tcp::acceptor acceptor_;
+  std::thread thread_;
+  std::mutex mutex_;
+  std::vector<boost::asio::ip::tcp::socket> held_;
+};
+
+class NotificationTargetsTest : public NotificationTest {
+ protected:
+  ServerOptions server_options() override {
+    ServerOptions options = NotificationTest::server_options();
+    options.notifications.timeouts.connect = std::chrono::seconds(1);
+    options.notifications.timeouts.total = std::chrono::seconds(2);
+    options.notifications.target_policy.pause_after_failures = 2;
+    options.lease_seconds = 4;  // the stored metrics are refreshed each second
+    return options;
+  }
+  HangingTarget hanging_;
+};
+
+// A target that hangs holds one delivery worker for at most its timeout:
+// another project's webhook, queued after it, arrives meanwhile. Failing on
+// and on, the target is paused, and the project page and /metrics say so.
+TEST_F(NotificationTargetsTest, AHangingWebhookDelaysNoOtherTargetAndIsPausedAfterRepeatedFailures) {
+  create_project("other");
+  configure({{"webhook_url", hanging_.origin() + "/hook"}});
+  ASSERT_EQ(client(admin_token_)
+                .request("PUT", "/api/v1/projects/other/settings",
+                         json{{"webhook_url", github_.url() + "/other-hook"}}.dump())
+                .status,
+            200);
+  ReportSpec demo_run;
+  ASSERT_EQ(agent().post("/api/v1/runs", make_report(demo_run)).status, 201);
+  for (int i = 0; i < 50 && hanging_.connections() == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_EQ(hanging_.connections(), 1u) << "the hanging target has its attempt under way";
+
+  ReportSpec other_run;
+  other_run.project = "other";
+  other_run.seed = 2;
+  const auto posted = std::chrono::steady_clock::now();
+  ASSERT_EQ(agent().post("/api/v1/runs", make_report(other_run)).status, 201);
+  auto delivered = github_.wait_for(
+      1, [](const Request& r) { return r.path == "/other-hook"; }, std::chrono::seconds(10));
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - posted).count();
+  ASSERT_EQ(delivered.size(), 1u);
+  EXPECT_LT(waited, 2.0) << "delayed by the hanging target";
+  EXPECT_EQ(json::parse(delivered[0].body)["project"], "other");
+
+  // Two attempts time out (2 s each, 1 s apart): the target is paused.
+  json targets;
+  for (int i = 0; i < 150; ++i) {
+    targets = client().get("/api/v1/projects/demo").json()["notification_targets"];
+    if (!targets.empty() && targets[0]["state"] == "paused") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_EQ(targets.size(), 1u) << targets.dump();
+  EXPECT_EQ(targets[0]["target"], hanging_.origin());
+  EXPECT_EQ(targets[0]["state"], "paused") << targets.dump();
+  EXPECT_EQ(targets[0]["consecutive_failures"], 2);
+  EXPECT_EQ(targets[0]["pending"], 1);
+  EXPECT_NE(targets[0]["last_error"].get<std::string>().find("timed out"), std::string::npos)
+      << targets.dump();
+  EXPECT_EQ(hanging_.connections(), 2u) << "no attempt while paused";
+  std::string metrics;
+  const std::string paused_line = "kw_notification_target_paused{target=\"" + hanging_.origin() + "\"} 1";
+  for (int i = 0; i < 50 && metrics.find(paused_line) == std::string::npos; ++i) {
+    metrics = client().get("/metrics").body;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_NE(metrics.find(paused_line), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("kw_notifications_pending 1"), std::string::npos) << metrics;
 }
 
 }  // namespace

@@ -112,11 +112,17 @@ TEST_F(QueueTest, ReportForTheWrongCommitIsRejected) {
   EXPECT_EQ(client().get("/api/v1/jobs/" + std::to_string(job_id)).json()["state"], "running");
 }
 
+// Another token's agent of the same name is an agent of its own: it does
+// not hold the first one's job.
 TEST_F(QueueTest, AgentNameBelongsToItsToken) {
-  agent().post("/api/v1/agents/claim", claim_body("host-a"));
+  ci().post("/api/v1/jobs", job_request(3));
+  std::int64_t job_id = agent().post("/api/v1/agents/claim", claim_body("host-a")).json()["id"];
   std::string other = create_token(database_->url(), "agent-2", Scope::agent);
-  auto response = client(other).post("/api/v1/agents/claim", claim_body("host-a"));
+  EXPECT_EQ(client(other).post("/api/v1/agents/claim", claim_body("host-a")).status, 204);
+  auto response =
+      client(other).post("/api/v1/jobs/" + std::to_string(job_id) + "/release", {{"agent", "host-a"}});
   EXPECT_EQ(response.status, 409) << response.body;
+  EXPECT_EQ(response.json()["error"], "job_not_held");
 }
 
 TEST_F(QueueTest, ReleaseReturnsTheJobWithoutSpendingAnAttempt) {

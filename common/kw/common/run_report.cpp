@@ -123,6 +123,7 @@ Stage read_stage(const json& value, const std::string& path) {
   stage.log_tail = reader.string_or_empty("log_tail");
   if (const json* details = reader.find("details")) {
     if (!details->is_object()) JsonReader::fail(reader.child("details"), "must be an object", "wrong_type");
+    if (stage.name == StageName::build) check_build_details(*details, reader.child("details"));
     stage.details = *details;
   }
   if (stage.status != StageStatus::passed && stage.message.empty()) {
@@ -619,6 +620,26 @@ json to_json(const Thresholds& thresholds) {
   if (thresholds.min_threshold) out["min_threshold"] = *thresholds.min_threshold;
   if (!thresholds.cases.empty()) out["cases"] = thresholds.cases;
   return out;
+}
+
+void check_build_details(const json& details, const std::string& path) {
+  const auto kernels = details.find("kernels");
+  if (kernels == details.end()) return;
+  const std::string at = path + ".kernels";
+  if (!kernels->is_array()) JsonReader::fail(at, "must be an array of {name, registers, ...}", "wrong_type");
+  for (std::size_t i = 0; i < kernels->size(); ++i) {
+    const json& row = (*kernels)[i];
+    const std::string row_path = at + "[" + std::to_string(i) + "]";
+    if (!row.is_object())
+      JsonReader::fail(row_path, "must be an object, got " + type_name(row), "wrong_type");
+    const auto name = row.find("name");
+    if (name == row.end()) JsonReader::fail(row_path + ".name", "is required", "missing_field");
+    JsonReader::as_string(*name, row_path + ".name", false, kMaxTextBytes);
+    for (const char* key : {"registers", "shared_bytes", "spill_stores", "spill_loads"}) {
+      if (const auto value = row.find(key); value != row.end())
+        JsonReader::as_integer(*value, row_path + "." + key, 0, INT64_MAX);
+    }
+  }
 }
 
 Stage parse_stage(const json& value, const std::string& path) {

@@ -216,6 +216,11 @@ Stage parse_stage(const nlohmann::json& value, const std::string& path = "stage"
 // `path` names the object in errors ("thresholds", "base_thresholds").
 Thresholds parse_thresholds(const nlohmann::json& value, const std::string& path);
 
+// The build stage's `details.kernels` (ptxas -v per kernel: {name,
+// registers, shared_bytes, spill_stores, spill_loads}), which the server
+// reads back to explain a regression. Throws ValidationError at `path`.
+void check_build_details(const nlohmann::json& details, const std::string& path);
+
 nlohmann::json to_json(const RunReport& report);
 nlohmann::json to_json(const Thresholds& thresholds);
 nlohmann::json to_json(const Case& run_case);

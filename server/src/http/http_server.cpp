@@ -21,8 +21,14 @@ using tcp = net::ip::tcp;
 
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(tcp::socket&& socket, HttpServer& server) : stream_(std::move(socket)), server_(server) {}
-  ~Session() { server_.unregister_session(this); }
+  Session(tcp::socket&& socket, HttpServer& server, std::string address)
+      : stream_(std::move(socket)), server_(server), address_(std::move(address)) {}
+  ~Session() {
+    if (registered_) server_.unregister_session(this, address_);
+  }
+  void mark_registered() { registered_ = true; }
+
+  tcp::socket release_socket() { return stream_.release_socket(); }
 
   void run() {
     net::dispatch(stream_.get_executor(), beast::bind_front_handler(&Session::do_read, shared_from_this()));
@@ -41,7 +47,8 @@ class Session : public std::enable_shared_from_this<Session> {
     parser_.emplace();
     parser_->body_limit(server_.options_.body_limit);
     idle_ = true;
-    stream_.expires_after(server_.options_.idle_timeout);
+    stream_.expires_after(served_ == 0 ? server_.options_.first_request_timeout
+                                       : server_.options_.idle_timeout);
     http::async_read_header(stream_, buffer_, *parser_,
                             beast::bind_front_handler(&Session::on_header, shared_from_this()));
   }
@@ -82,6 +89,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void on_read(beast::error_code ec, std::size_t) {
     request_timer_.cancel();
     if (ec) return on_read_error(ec);
+    ++served_;
     http::request<http::string_body> message = parser_->release();
     parser_.reset();
 
@@ -122,7 +130,11 @@ class Session : public std::enable_shared_from_this<Session> {
   void dispatch(Request request, bool keep_alive, unsigned version, bool head) {
     awaiting_ = true;
     const bool read = request.method == "GET" || request.method == "HEAD";
-    net::post(read ? server_.read_pool_ : server_.write_pool_,
+    const auto& probes = server_.options_.probe_paths;
+    const bool probe = read && std::find(probes.begin(), probes.end(), request.path) != probes.end();
+    net::post(probe  ? server_.probe_pool_
+              : read ? server_.read_pool_
+                     : server_.write_pool_,
               [self = shared_from_this(), request = std::move(request), keep_alive, version, head]() mutable {
                 Response response;
                 try {
@@ -156,6 +168,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void write(Response response, bool keep_alive, unsigned version, bool head) {
     if (response.stream) return write_streamed(std::move(response), keep_alive, version, head);
+    if (response.shared_body) return write_shared(std::move(response), keep_alive, version, head);
     auto message = std::make_shared<http::response<http::string_body>>(
         static_cast<http::status>(response.status), version);
     message->set(http::field::server, "kw-server");
@@ -176,15 +189,57 @@ class Session : public std::enable_shared_from_this<Session> {
                       });
   }
 
-  // Header, then each part as a chunk as the producer makes it (on the read
-  // pool: it reads the database), then the last chunk.
-  void write_streamed(Response response, bool keep_alive, unsigned version, bool head) {
+  // The header of a response whose body goes out after it, in parts.
+  static std::shared_ptr<http::response<http::empty_body>> header_of(const Response& response,
+                                                                     bool keep_alive, unsigned version) {
     auto header = std::make_shared<http::response<http::empty_body>>(
         static_cast<http::status>(response.status), version);
     header->set(http::field::server, "kw-server");
     header->set(http::field::content_type, response.content_type);
     for (const auto& [name, value] : response.headers) header->set(name, value);
     header->keep_alive(keep_alive);
+    return header;
+  }
+
+  // The header, then the shared body a slice at a time straight from its one
+  // copy: a connection costs no memory of its own however large the body.
+  void write_shared(Response response, bool keep_alive, unsigned version, bool head) {
+    auto header = header_of(response, keep_alive, version);
+    header->content_length(response.shared_body->size());
+    auto serializer = std::make_shared<http::response_serializer<http::empty_body>>(*header);
+    stream_.expires_after(server_.options_.read_timeout);
+    http::async_write_header(
+        stream_, *serializer,
+        [self = shared_from_this(), header, serializer, body = std::move(response.shared_body), keep_alive,
+         head](beast::error_code ec, std::size_t) mutable {
+          if (ec) return self->close();
+          if (head) return self->after_write(keep_alive);
+          self->write_slice(std::move(body), 0, keep_alive);
+        });
+  }
+
+  void write_slice(std::shared_ptr<const std::string> body, std::size_t offset, bool keep_alive) {
+    constexpr std::size_t kSlice = 256 * 1024;
+    if (offset >= body->size()) return after_write(keep_alive);
+    const std::size_t size = std::min(kSlice, body->size() - offset);
+    stream_.expires_after(server_.options_.read_timeout);
+    net::async_write(stream_, net::buffer(body->data() + offset, size),
+                     [self = shared_from_this(), body, offset, size, keep_alive](beast::error_code ec,
+                                                                                 std::size_t) mutable {
+                       if (ec) return self->close();
+                       self->write_slice(std::move(body), offset + size, keep_alive);
+                     });
+  }
+
+  void after_write(bool keep_alive) {
+    if (!keep_alive || server_.stopping_) return close();
+    do_read();
+  }
+
+  // Header, then each part as a chunk as the producer makes it (on the read
+  // pool: it reads the database), then the last chunk.
+  void write_streamed(Response response, bool keep_alive, unsigned version, bool head) {
+    auto header = header_of(response, keep_alive, version);
     header->chunked(true);
     auto serializer = std::make_shared<http::response_serializer<http::empty_body>>(*header);
     auto producer = std::make_shared<std::function<bool(std::string&)>>(std::move(response.stream));
@@ -283,6 +338,9 @@ class Session : public std::enable_shared_from_this<Session> {
 
   beast::tcp_stream stream_;
   HttpServer& server_;
+  std::string address_;
+  bool registered_ = false;
+  std::size_t served_ = 0;  // requests read on this connection
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   bool idle_ = true;
@@ -298,6 +356,7 @@ HttpServer::HttpServer(HttpOptions options, RequestHandler handler, OverdueCheck
       overdue_(std::move(overdue)),
       read_pool_(static_cast<std::size_t>(std::max(1, options_.read_threads))),
       write_pool_(static_cast<std::size_t>(std::max(1, options_.write_threads))),
+      probe_pool_(1),
       acceptor_(net::make_strand(io_)) {}
 
 HttpServer::~HttpServer() {
@@ -354,21 +413,19 @@ void HttpServer::do_accept() {
     }
     accept_backoff_ = std::chrono::milliseconds(0);
     if (!stopping_) {
-      std::size_t live = 0;
-      {
-        std::lock_guard lock(sessions_mutex_);
-        live = sessions_.size();
-      }
-      if (live >= options_.max_connections) {
-        refuse(std::move(socket));
-      } else {
-        // Responses go out as header + body writes; without this, Nagle and the
-        // peer's delayed ACK add up to 40 ms to a large response.
-        beast::error_code option_ec;
-        socket.set_option(tcp::no_delay(true), option_ec);
-        auto session = std::make_shared<Session>(std::move(socket), *this);
-        register_session(session.get(), session);
+      beast::error_code endpoint_ec;
+      const auto peer = socket.remote_endpoint(endpoint_ec);
+      std::string address = endpoint_ec ? std::string() : peer.address().to_string();
+      // Responses go out as header + body writes; without this, Nagle and the
+      // peer's delayed ACK add up to 40 ms to a large response.
+      beast::error_code option_ec;
+      socket.set_option(tcp::no_delay(true), option_ec);
+      auto session = std::make_shared<Session>(std::move(socket), *this, address);
+      if (register_session(session.get(), session, address)) {
+        session->mark_registered();
         session->run();
+      } else {
+        refuse(session->release_socket());
       }
     }
     if (!stopping_) do_accept();
@@ -412,8 +469,9 @@ class Refusal : public std::enable_shared_from_this<Refusal> {
 
   void run() {
     static const std::string answer = [] {
-      Response response = Response::error(
-          503, "overloaded", "kw-server is serving its maximum number of connections; retry shortly");
+      Response response = Response::error(503, "overloaded",
+                                          "kw-server is serving its maximum number of connections (in all, "
+                                          "or from this address); retry shortly");
       return "HTTP/1.1 503 Service Unavailable\r\nServer: kw-server\r\nContent-Type: " +
              response.content_type + "\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: " +
              std::to_string(response.body.size()) + "\r\n\r\n" + response.body;
@@ -446,14 +504,24 @@ void HttpServer::refuse(tcp::socket socket) {
   std::make_shared<Refusal>(std::move(socket))->run();
 }
 
-void HttpServer::register_session(Session* session, const std::shared_ptr<Session>& shared) {
+bool HttpServer::register_session(Session* session, const std::shared_ptr<Session>& shared,
+                                  const std::string& address) {
   std::lock_guard lock(sessions_mutex_);
+  std::size_t& from_address = sessions_per_address_[address];
+  if (sessions_.size() >= options_.max_connections || from_address >= options_.max_connections_per_address) {
+    if (from_address == 0) sessions_per_address_.erase(address);
+    return false;
+  }
+  ++from_address;
   sessions_[session] = shared;
+  return true;
 }
 
-void HttpServer::unregister_session(Session* session) {
+void HttpServer::unregister_session(Session* session, const std::string& address) {
   std::lock_guard lock(sessions_mutex_);
   sessions_.erase(session);
+  if (auto it = sessions_per_address_.find(address); it != sessions_per_address_.end() && --it->second == 0)
+    sessions_per_address_.erase(it);
   // The last connection gone during shutdown: nothing to wait for any more.
   if (stopping_ && sessions_.empty() && grace_timer_) grace_timer_->cancel();
 }
@@ -493,10 +561,8 @@ void HttpServer::wait() {
   }
   threads_.clear();
   // Handlers still queued have no connection to answer any more.
-  read_pool_.stop();
-  write_pool_.stop();
-  read_pool_.join();
-  write_pool_.join();
+  for (auto* pool : {&read_pool_, &write_pool_, &probe_pool_}) pool->stop();
+  for (auto* pool : {&read_pool_, &write_pool_, &probe_pool_}) pool->join();
 }
 
 }  // namespace kw::server

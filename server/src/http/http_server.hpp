@@ -35,6 +35,16 @@ struct HttpOptions {
   // Connections served at once; one more is answered 503 with Retry-After
   // and closed, so a flood cannot take every file descriptor.
   std::size_t max_connections = 1024;
+  // Connections one client address may hold at once, so one client cannot
+  // take every slot; over it, the same 503 as over max_connections.
+  std::size_t max_connections_per_address = 64;
+  // A new connection must send its first request's header within this, a
+  // kept-alive one its next request within idle_timeout: connections opened
+  // and left silent are closed early.
+  std::chrono::seconds first_request_timeout{10};
+  // Served on a thread of their own, never queued behind handlers that wait
+  // on the database: a liveness probe answers even while it is frozen.
+  std::vector<std::string> probe_paths = {"/healthz", "/metrics"};
   // Handlers run on two pools, never on the I/O threads: reads (GET, HEAD)
   // and the rest, so a read never queues behind an ingest. Ingest is
   // PostgreSQL's CPU as much as ours: on 2 cores, 8 agents posting took a
@@ -84,13 +94,14 @@ class HttpServer {
   void do_accept();
   void on_accept_error(const boost::system::error_code& ec);
   void refuse(boost::asio::ip::tcp::socket socket);
-  void register_session(Session* session, const std::shared_ptr<Session>& shared);
-  void unregister_session(Session* session);
+  // False (nothing registered) when the server or the address is at its cap.
+  bool register_session(Session* session, const std::shared_ptr<Session>& shared, const std::string& address);
+  void unregister_session(Session* session, const std::string& address);
 
   HttpOptions options_;
   RequestHandler handler_;
   OverdueCheck overdue_;
-  boost::asio::thread_pool read_pool_, write_pool_;
+  boost::asio::thread_pool read_pool_, write_pool_, probe_pool_;
   boost::asio::io_context io_;
   boost::asio::ip::tcp::acceptor acceptor_;
   unsigned short bound_port_ = 0;
@@ -98,6 +109,7 @@ class HttpServer {
   std::atomic<bool> stopping_{false};
   std::mutex sessions_mutex_;
   std::unordered_map<Session*, std::weak_ptr<Session>> sessions_;
+  std::unordered_map<std::string, std::size_t> sessions_per_address_;
   std::unique_ptr<boost::asio::steady_timer> grace_timer_;
   // Accept errors (EMFILE, ENFILE, ENOBUFS) are retried after a growing
   // pause, and logged at most once a second with how many were not.

@@ -3,6 +3,7 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -42,6 +43,9 @@ struct Response {
   // a part that throws ends the connection, so a client never takes a cut
   // body for a whole one.
   std::function<bool(std::string& chunk)> stream;
+  // A large body many responses share (a download): sent from this one
+  // read-only copy with a Content-Length, never copied per connection.
+  std::shared_ptr<const std::string> shared_body;
 
   static Response json(int status, const nlohmann::json& value);
   static Response json_text(int status, std::string text);

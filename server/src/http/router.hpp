@@ -22,9 +22,13 @@ using Authenticator = std::function<std::optional<Caller>(const std::string& tok
 struct Access {
   bool open_read = false;
   std::vector<Scope> scopes;
+  // Probes (/healthz, /metrics): open to anyone, whatever the server's reads
+  // need and whatever token comes with them.
+  bool probe = false;
 
   static Access read() { return {true, {}}; }
   static Access of(std::vector<Scope> scopes) { return {false, std::move(scopes)}; }
+  static Access open_probe() { return {true, {}, true}; }
 };
 
 class Router {

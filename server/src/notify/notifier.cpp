@@ -9,6 +9,7 @@
 #include "notify/outbound_http.hpp"
 #include "store/bisect_repository.hpp"
 #include "store/job_repository.hpp"
+#include "store/notification_outbox.hpp"
 
 namespace kw::server {
 
@@ -22,8 +23,7 @@ std::string truncate(std::string text, std::size_t limit) {
 }
 
 void enqueue(pqxx::work& tx, const std::string& kind, const std::string& url, const json& payload) {
-  tx.exec_params0("INSERT INTO notifications (kind, url, payload) VALUES ($1, $2, $3::jsonb)", kind, url,
-                  payload.dump());
+  NotificationOutbox::enqueue(tx, kind, url, payload);
 }
 
 struct ProjectTargets {
@@ -253,6 +253,18 @@ void NotificationRepository::profile_ended(pqxx::work& tx, const NotifierOptions
            {"url", options.public_url + "/#/run/" + std::to_string(run_id)}});
 }
 
+std::vector<std::string> NotificationRepository::targets_of_project(pqxx::work& tx,
+                                                                    const NotifierOptions& options,
+                                                                    std::int64_t project_id) {
+  const ProjectTargets project = targets(tx, project_id);
+  std::vector<std::string> out;
+  if (project.github(options)) out.push_back(NotificationOutbox::target_of("github_status", ""));
+  if (project.gitlab(options)) out.push_back(NotificationOutbox::target_of("gitlab_status", ""));
+  if (!project.webhook_url.empty())
+    out.push_back(NotificationOutbox::target_of("webhook", project.webhook_url));
+  return out;
+}
+
 Notifier::Notifier(ConnectionPool& pool, NotifierOptions options)
     : pool_(pool), options_(std::move(options)) {}
 
@@ -261,7 +273,8 @@ Notifier::~Notifier() {
 }
 
 void Notifier::start() {
-  thread_ = std::thread([this] { run(); });
+  dispatcher_ = std::thread([this] { dispatch(); });
+  for (int i = 0; i < std::max(1, options_.workers); ++i) workers_.emplace_back([this] { work(); });
 }
 
 void Notifier::stop() {
@@ -270,84 +283,102 @@ void Notifier::stop() {
     stopping_ = true;
   }
   wake_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  if (dispatcher_.joinable()) dispatcher_.join();
+  for (std::thread& worker : workers_) {
+    if (worker.joinable()) worker.join();
+  }
+  workers_.clear();
 }
 
-void Notifier::run() {
+// Claims what is due into the queue, one notification per target at a time:
+// a target is handed out again only once its previous attempt has ended.
+void Notifier::dispatch() {
   std::unique_lock lock(mutex_);
   while (!stopping_) {
+    std::vector<std::string> busy(busy_.begin(), busy_.end());
+    const int free_workers = std::max(1, options_.workers) - static_cast<int>(busy_.size());
     lock.unlock();
-    bool busy = false;
+    std::vector<Outgoing> due;
+    if (free_workers > 0) {
+      try {
+        // The lease outlasts one attempt by far: no other server process
+        // sends the same notification meanwhile.
+        const double lease = 4.0 * static_cast<double>(options_.timeouts.total.count()) + 60;
+        due = with_transaction(pool_, [&](pqxx::work& tx) {
+          return NotificationOutbox::claim_due(tx, busy, free_workers, lease);
+        });
+      } catch (const ServiceUnavailable&) {  // the database monitor logs that once
+      } catch (const std::exception& error) {
+        std::cerr << "kw-server: notifier: " << error.what() << "\n";
+      }
+    }
+    lock.lock();
+    for (Outgoing& item : due) {
+      busy_.insert(item.target);
+      queue_.push_back(std::move(item));
+    }
+    if (!due.empty()) wake_.notify_all();
+    wake_.wait_for(lock, std::chrono::duration<double>(options_.poll_seconds),
+                   [this] { return stopping_ || wake_dispatcher_; });
+    wake_dispatcher_ = false;
+  }
+}
+
+void Notifier::work() {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+    if (stopping_) return;
+    Outgoing item = std::move(queue_.front());
+    queue_.pop_front();
+    lock.unlock();
     try {
-      busy = deliver_due();
-    } catch (const ServiceUnavailable&) {  // the database monitor logs that once
+      deliver(item);
     } catch (const std::exception& error) {
       std::cerr << "kw-server: notifier: " << error.what() << "\n";
     }
     lock.lock();
-    if (!busy)
-      wake_.wait_for(lock, std::chrono::duration<double>(options_.poll_seconds),
-                     [this] { return stopping_; });
+    busy_.erase(item.target);
+    wake_dispatcher_ = true;
+    wake_.notify_all();
   }
 }
 
-bool Notifier::deliver_due() {
-  // Take up to 10 due notifications and push their next attempt out first, so
-  // another server process working the same database never sends them twice.
-  pqxx::result due = with_transaction(pool_, [](pqxx::work& tx) {
-    return tx.exec(
-        "UPDATE notifications SET next_attempt_at = now() + interval '2 minutes', attempts = attempts + 1 "
-        "WHERE id IN (SELECT id FROM notifications WHERE delivered_at IS NULL AND failed_at IS NULL "
-        "             AND next_attempt_at <= now() ORDER BY id FOR UPDATE SKIP LOCKED LIMIT 10) "
-        "RETURNING id, kind, url, payload::text, attempts");
-  });
-  for (const auto& row : due) {
-    std::int64_t id = row[0].as<std::int64_t>();
-    std::string kind = row[1].as<std::string>(), url = row[2].as<std::string>(),
-                body = row[3].as<std::string>();
-    int attempts = row[4].as<int>();
-    std::map<std::string, std::string> headers;
-    if (kind == "github_status") {
-      headers = {{"Authorization", "Bearer " + options_.github_token},
-                 {"Accept", "application/vnd.github+json"},
-                 {"X-GitHub-Api-Version", "2022-11-28"}};
-    } else if (kind == "gitlab_status") {
-      headers = {{"PRIVATE-TOKEN", options_.gitlab_token}};
-    } else {
-      // verdict, bisect or profile: what the payload says it is.
-      const std::string event = json::parse(body).value("event", std::string("verdict"));
-      headers = {{"X-Kernelwatch-Event", event}, {"X-Kernelwatch-Delivery", std::to_string(id)}};
-      if (!options_.webhook_secret.empty()) {
-        headers["X-Kernelwatch-Signature-256"] = "sha256=" + hmac_sha256_hex(options_.webhook_secret, body);
-      }
+std::map<std::string, std::string> Notifier::headers_for(const Outgoing& item) const {
+  if (item.kind == "github_status")
+    return {{"Authorization", "Bearer " + options_.github_token},
+            {"Accept", "application/vnd.github+json"},
+            {"X-GitHub-Api-Version", "2022-11-28"}};
+  if (item.kind == "gitlab_status") return {{"PRIVATE-TOKEN", options_.gitlab_token}};
+  // verdict, bisect or profile: what the payload says it is.
+  const std::string event = json::parse(item.body).value("event", std::string("verdict"));
+  std::map<std::string, std::string> headers{{"X-Kernelwatch-Event", event},
+                                             {"X-Kernelwatch-Delivery", std::to_string(item.id)}};
+  if (!options_.webhook_secret.empty())
+    headers["X-Kernelwatch-Signature-256"] = "sha256=" + hmac_sha256_hex(options_.webhook_secret, item.body);
+  return headers;
+}
+
+void Notifier::deliver(const Outgoing& item) {
+  std::string error;
+  try {
+    OutboundResponse response = post_json(item.url, item.body, headers_for(item), options_.timeouts);
+    if (response.status / 100 == 2) {
+      with_transaction(pool_, [&](pqxx::work& tx) { NotificationOutbox::delivered(tx, item); });
+      return;
     }
-    std::string error;
-    try {
-      OutboundResponse response = post_json(url, body, headers);
-      if (response.status / 100 == 2) {
-        with_transaction(pool_, [&](pqxx::work& tx) {
-          tx.exec_params0("UPDATE notifications SET delivered_at = now(), last_error = NULL WHERE id = $1",
-                          id);
-        });
-        continue;
-      }
-      error = "HTTP " + std::to_string(response.status) + ": " + response.body.substr(0, 200);
-    } catch (const std::exception& failure) {
-      error = failure.what();
-    }
-    double backoff = std::min(600.0, std::pow(2.0, attempts - 1));
-    bool give_up = attempts >= options_.max_attempts;
-    std::cerr << "kw-server: notification " << id << " (" << kind << ") attempt " << attempts
-              << " failed: " << error << (give_up ? "; giving up" : "") << "\n";
-    with_transaction(pool_, [&](pqxx::work& tx) {
-      tx.exec_params0(
-          "UPDATE notifications SET last_error = $2, "
-          "  next_attempt_at = now() + make_interval(secs => $3), "
-          "  failed_at = CASE WHEN $4 THEN now() END WHERE id = $1",
-          id, error, backoff, give_up);
-    });
+    error = "HTTP " + std::to_string(response.status) + ": " + response.body.substr(0, 200);
+  } catch (const std::exception& failure) {
+    error = failure.what();
   }
-  return !due.empty();
+  const double backoff = std::min(600.0, std::pow(2.0, item.attempts - 1));
+  const bool give_up = item.attempts >= options_.max_attempts;
+  std::cerr << "kw-server: notification " << item.id << " (" << item.kind << " to " << item.target
+            << ") attempt " << item.attempts << " failed: " << error << (give_up ? "; giving up" : "")
+            << "\n";
+  with_transaction(pool_, [&](pqxx::work& tx) {
+    NotificationOutbox::failed(tx, item, error, backoff, give_up, options_.target_policy);
+  });
 }
 
 }  // namespace kw::server

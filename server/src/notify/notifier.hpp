@@ -1,20 +1,27 @@
 // Verdict notifications: GitHub and GitLab commit statuses (pending when a
 // job is queued, success/failure with a description and a link on its
 // verdict) and a generic webhook signed with HMAC-SHA256. Enqueued into the notifications
-// table inside the transaction that sets the verdict; a background worker
-// sends them with retries and backoff, so ingest never waits on GitHub.
+// table inside the transaction that sets the verdict; a pool of workers sends
+// them, in order per target and independently across targets, with retries
+// and backoff, so ingest never waits on GitHub and no target waits on another.
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
+#include <deque>
+#include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
 
+#include "notify/outbound_http.hpp"
 #include "store/database.hpp"
+#include "store/notification_outbox.hpp"
 
 namespace kw::server {
 
@@ -27,6 +34,11 @@ struct NotifierOptions {
   std::string public_url;      // base of links in statuses and webhooks
   int max_attempts = 8;
   double poll_seconds = 0.5;
+  // Deliveries run on this many threads, each target on one at a time, so a
+  // target that hangs holds one thread for at most `timeouts.total`.
+  int workers = 4;
+  OutboundTimeouts timeouts;
+  TargetPolicy target_policy;
 };
 
 class NotificationRepository {
@@ -43,6 +55,9 @@ class NotificationRepository {
   static void job_failed(pqxx::work& tx, const NotifierOptions& options, std::int64_t job_id);
   // A profile job that ended (done or failed): a webhook, no status.
   static void profile_ended(pqxx::work& tx, const NotifierOptions& options, std::int64_t job_id);
+  // The delivery targets the project's settings name (NotificationOutbox's keys).
+  static std::vector<std::string> targets_of_project(pqxx::work& tx, const NotifierOptions& options,
+                                                     std::int64_t project_id);
 };
 
 class Notifier {
@@ -53,14 +68,20 @@ class Notifier {
   void stop();
 
  private:
-  void run();
-  bool deliver_due();  // true when it sent something
+  void dispatch();
+  void work();
+  void deliver(const Outgoing& item);
+  std::map<std::string, std::string> headers_for(const Outgoing& item) const;
 
   ConnectionPool& pool_;
   NotifierOptions options_;
-  std::thread thread_;
+  std::thread dispatcher_;
+  std::vector<std::thread> workers_;
   std::mutex mutex_;
   std::condition_variable wake_;
+  std::deque<Outgoing> queue_;
+  std::set<std::string> busy_;  // targets with an attempt queued or under way
+  bool wake_dispatcher_ = false;
   bool stopping_ = false;
 };
 

@@ -13,11 +13,17 @@ struct OutboundResponse {
   std::string body;
 };
 
-// Throws std::runtime_error on connection or TLS failure (never for an HTTP
-// status).
+// Both apply to every attempt: a target that accepts and never answers is
+// given up on at `total`, one that does not accept at `connect`.
+struct OutboundTimeouts {
+  std::chrono::seconds connect{5};
+  std::chrono::seconds total{15};
+};
+
+// Throws std::runtime_error on connection or TLS failure or a timeout (never
+// for an HTTP status).
 OutboundResponse post_json(const std::string& url, const std::string& body,
-                           const std::map<std::string, std::string>& headers,
-                           std::chrono::seconds timeout = std::chrono::seconds(15));
+                           const std::map<std::string, std::string>& headers, OutboundTimeouts timeouts = {});
 
 std::string hmac_sha256_hex(const std::string& key, const std::string& data);
 

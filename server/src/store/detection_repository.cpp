@@ -5,7 +5,6 @@
 #include <cmath>
 #include <cstdio>
 #include <future>
-#include <regex>
 #include <thread>
 #include <unordered_map>
 
@@ -636,30 +635,6 @@ CaseThreshold threshold_for(const ProjectSettings& project, const common::RunRep
 
 }  // namespace
 
-double ProjectSettings::min_threshold_for(const std::string& case_name) const {
-  auto it = case_thresholds.find(case_name);
-  return it == case_thresholds.end() ? min_threshold : it->second;
-}
-
-json ProjectSettings::to_json() const {
-  return {{"name", name},
-          {"default_branch", default_branch},
-          {"min_threshold", min_threshold},
-          {"case_thresholds", case_thresholds},
-          {"energy_threshold", energy_threshold},
-          {"run_alpha", run_alpha},
-          {"github_repo", github_repo.empty() ? json(nullptr) : json(github_repo)},
-          {"webhook_url", webhook_url.empty() ? json(nullptr) : json(webhook_url)},
-          {"gitlab_project", gitlab_project.empty() ? json(nullptr) : json(gitlab_project)}};
-}
-
-common::DetectionSettings DetectionRepository::detection_settings(const ProjectSettings& project) {
-  common::DetectionSettings settings;
-  settings.run_alpha = project.run_alpha;
-  settings.min_threshold = project.min_threshold;
-  return settings;
-}
-
 std::vector<Statement> DetectionRepository::statements() {
   return {{"detection_baseline", kBaseline},
           {"detection_recent_runs", kRecentRuns},
@@ -670,100 +645,6 @@ std::vector<Statement> DetectionRepository::statements() {
           {"detection_case_status",
            "UPDATE cases c SET status = s.status FROM unnest($2::text[], $3::text[]) AS s(name, status) "
            "WHERE c.run_id = $1 AND c.name = s.name"}};
-}
-
-ProjectSettings DetectionRepository::settings(pqxx::work& tx, std::int64_t project_id) {
-  pqxx::row row = tx.exec_params1(
-      "SELECT name, default_branch, min_threshold, COALESCE(github_repo, ''), COALESCE(webhook_url, ''), "
-      "run_alpha, COALESCE(gitlab_project, ''), energy_threshold FROM projects WHERE id = $1",
-      project_id);
-  ProjectSettings settings{
-      project_id,          row[0].as<std::string>(), row[1].as<std::string>(), row[2].as<double>(),     {},
-      row[5].as<double>(), row[3].as<std::string>(), row[4].as<std::string>(), row[6].as<std::string>()};
-  settings.energy_threshold = row[7].as<double>();
-  for (const auto& c : tx.exec_params(
-           "SELECT case_name, min_threshold FROM case_settings WHERE project_id = $1", project_id)) {
-    settings.case_thresholds[c[0].as<std::string>()] = c[1].as<double>();
-  }
-  return settings;
-}
-
-ProjectSettings DetectionRepository::update_settings(pqxx::work& tx, std::int64_t project_id,
-                                                     const json& changes) {
-  if (!changes.is_object()) throw Unprocessable("wrong_type", "settings", "must be a JSON object");
-  auto threshold_of = [](const json& value, const std::string& path) {
-    if (!value.is_number()) throw Unprocessable("wrong_type", path, "must be a number");
-    double threshold = value.get<double>();
-    if (!(threshold > 0 && threshold < 1))
-      throw Unprocessable("out_of_range", path, "must be between 0 and 1 (0.02 = 2%)");
-    return threshold;
-  };
-  for (const auto& [key, value] : changes.items()) {
-    if (key == "default_branch") {
-      if (!value.is_string() || value.get<std::string>().empty()) {
-        throw Unprocessable("invalid_value", "default_branch", "must be a non-empty string");
-      }
-      tx.exec_params0("UPDATE projects SET default_branch = $2 WHERE id = $1", project_id,
-                      value.get<std::string>());
-    } else if (key == "min_threshold") {
-      tx.exec_params0("UPDATE projects SET min_threshold = $2 WHERE id = $1", project_id,
-                      threshold_of(value, "min_threshold"));
-    } else if (key == "energy_threshold") {
-      tx.exec_params0("UPDATE projects SET energy_threshold = $2 WHERE id = $1", project_id,
-                      threshold_of(value, "energy_threshold"));
-    } else if (key == "run_alpha") {
-      if (!value.is_number() || !(value.get<double>() > 0 && value.get<double>() <= 0.2))
-        throw Unprocessable("out_of_range", "run_alpha",
-                            "must be a number above 0 and at most 0.2 (the chance that a run of an unchanged "
-                            "build "
-                            "flags any case; default 0.01)");
-      tx.exec_params0("UPDATE projects SET run_alpha = $2 WHERE id = $1", project_id, value.get<double>());
-    } else if (key == "case_thresholds") {
-      if (!value.is_object())
-        throw Unprocessable("wrong_type", "case_thresholds", "must be an object of case name -> number|null");
-      for (const auto& [case_name, threshold] : value.items()) {
-        if (threshold.is_null()) {
-          tx.exec_params0("DELETE FROM case_settings WHERE project_id = $1 AND case_name = $2", project_id,
-                          case_name);
-        } else {
-          tx.exec_params0(
-              "INSERT INTO case_settings (project_id, case_name, min_threshold) VALUES ($1, $2, $3) "
-              "ON CONFLICT (project_id, case_name) DO UPDATE SET min_threshold = EXCLUDED.min_threshold",
-              project_id, case_name, threshold_of(threshold, "case_thresholds." + case_name));
-        }
-      }
-    } else if (key == "github_repo") {
-      if (!value.is_null() &&
-          !(value.is_string() &&
-            std::regex_match(value.get<std::string>(), std::regex("[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")))) {
-        throw Unprocessable("invalid_value", "github_repo", "must be \"owner/name\" or null");
-      }
-      tx.exec_params0("UPDATE projects SET github_repo = $2 WHERE id = $1", project_id,
-                      value.is_null() ? nullptr : value.get<std::string>().c_str());
-    } else if (key == "webhook_url") {
-      if (!value.is_null() && !(value.is_string() && (value.get<std::string>().rfind("http://", 0) == 0 ||
-                                                      value.get<std::string>().rfind("https://", 0) == 0))) {
-        throw Unprocessable("invalid_value", "webhook_url", "must be an http:// or https:// URL or null");
-      }
-      tx.exec_params0("UPDATE projects SET webhook_url = $2 WHERE id = $1", project_id,
-                      value.is_null() ? nullptr : value.get<std::string>().c_str());
-    } else if (key == "gitlab_project") {
-      if (!value.is_null() &&
-          !(value.is_string() && std::regex_match(value.get<std::string>(),
-                                                  std::regex("[0-9]+|[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)+")))) {
-        throw Unprocessable("invalid_value", "gitlab_project",
-                            "must be the project's numeric id, its path \"group/name\", or null");
-      }
-      tx.exec_params0("UPDATE projects SET gitlab_project = $2 WHERE id = $1", project_id,
-                      value.is_null() ? nullptr : value.get<std::string>().c_str());
-    } else {
-      throw Unprocessable(
-          "unknown_field", key,
-          "unknown setting (default_branch, min_threshold, case_thresholds, energy_threshold, run_alpha, "
-          "github_repo, gitlab_project, webhook_url)");
-    }
-  }
-  return settings(tx, project_id);
 }
 
 struct DetectionRepository::Plan {
@@ -845,9 +726,9 @@ std::shared_ptr<const DetectionRepository::Plan> DetectionRepository::plan(pqxx:
   auto found = RunRepository::find_project(tx, project_name);
   // Planned before the run is stored: every run this transaction sees is earlier.
   constexpr std::int64_t kAfterEveryRun = INT64_MAX;
-  ProjectSettings project = found ? settings(tx, *found) : ProjectSettings{};
+  ProjectSettings project = found ? SettingsRepository::get(tx, *found) : ProjectSettings{};
   std::int64_t project_id = found.value_or(0);
-  common::DetectionSettings detection = detection_settings(project);
+  common::DetectionSettings detection = project.detection();
   result->settings = detection;
   std::string gpu = report.device ? report.device->name : "none";
 
@@ -985,8 +866,8 @@ std::string DetectionRepository::finish(pqxx::work& tx, std::int64_t run_id, con
 
 json DetectionRepository::compare_commits(pqxx::work& tx, std::int64_t project_id, const std::string& base,
                                           const std::string& head, const std::string& gpu_model) {
-  ProjectSettings project = settings(tx, project_id);
-  common::DetectionSettings detection = detection_settings(project);
+  ProjectSettings project = SettingsRepository::get(tx, project_id);
+  common::DetectionSettings detection = project.detection();
   // The newest run of each commit per GPU model.
   pqxx::result pairs = tx.exec_params(
       "SELECT h.gpu_model, h.id, b.id FROM "

@@ -15,36 +15,13 @@
 #include "kw/common/detection.hpp"
 #include "kw/common/run_report.hpp"
 #include "store/database.hpp"
+#include "store/settings_repository.hpp"
 
 namespace kw::server {
-
-struct ProjectSettings {
-  std::int64_t id = 0;
-  std::string name;
-  std::string default_branch = "main";
-  double min_threshold = 0.01;
-  std::map<std::string, double> case_thresholds;
-  double run_alpha = common::DetectionSettings{}.run_alpha;
-  std::string github_repo;  // "owner/name": commit statuses go there
-  std::string webhook_url;
-  std::string gitlab_project;  // id or "group/name": commit statuses go there
-  // The smallest change of the candidate's joules per iteration flagged.
-  double energy_threshold = 0.05;
-
-  double min_threshold_for(const std::string& case_name) const;
-  nlohmann::json to_json() const;
-};
 
 class DetectionRepository {
  public:
   static std::vector<Statement> statements();
-
-  static ProjectSettings settings(pqxx::work& tx, std::int64_t project_id);
-  // Applies {"default_branch"?, "min_threshold"?, "case_thresholds"?: {case: number|null}, "run_alpha"?,
-  //          "github_repo"?: "owner/name"|null, "webhook_url"?: url|null,
-  //          "gitlab_project"?: id|"group/name"|null}.
-  static ProjectSettings update_settings(pqxx::work& tx, std::int64_t project_id,
-                                         const nlohmann::json& changes);
 
   // Detection in two halves, so the first can run on its own connection while
   // the run is being stored: `plan` reads the baselines and history (earlier
@@ -74,8 +51,6 @@ class DetectionRepository {
   // A new regression run takes the acknowledgement of a run of the same
   // change that covers it: returns that run.
   static std::optional<std::int64_t> carry_acknowledgement(pqxx::work& tx, std::int64_t run_id);
-
-  static common::DetectionSettings detection_settings(const ProjectSettings& project);
 };
 
 }  // namespace kw::server

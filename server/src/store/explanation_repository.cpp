@@ -105,7 +105,15 @@ std::optional<Side> load_side(pqxx::work& tx, RunFacts& known, std::int64_t run_
       side.commit = facts[0][1].as<std::string>();
       side.gpu_model = facts[0][2].as<std::string>();
       side.compute_capability = facts[0][3].as<std::string>();
-      side.build = json::parse(facts[0][4].as<std::string>());
+      // Runs stored before their build details were checked may hold any
+      // shape: what is not a table of kernel rows is no table.
+      json build = json::parse(facts[0][4].as<std::string>(), nullptr, false);
+      if (build.is_array()) {
+        for (json& row : build) {
+          if (row.is_object() && row.contains("name") && row["name"].is_string())
+            side.build.push_back(std::move(row));
+        }
+      }
     }
   }
   if (!it->second) return std::nullopt;
@@ -155,10 +163,17 @@ json launch_json(const Launch& launch, const Side& side) {
 const json* build_row(const json& build, const std::string& kernel) {
   auto stem = [](const std::string& name) { return name.substr(0, name.find('(')); };
   for (const json& row : build) {
-    std::string name = common::demangle(row.value("name", std::string()).c_str());
+    std::string name = common::demangle(row["name"].get_ref<const std::string&>().c_str());
     if (name == kernel || stem(name) == stem(kernel)) return &row;
   }
   return nullptr;
+}
+
+// A byte count of a build row; anything but a non-negative integer is absent.
+std::int64_t count_of(const json& row, const char* key) {
+  const auto value = row.find(key);
+  if (value == row.end() || !value->is_number_integer()) return 0;
+  return std::max<std::int64_t>(0, value->get<std::int64_t>());
 }
 
 // What a reader should see first: each difference as one line.
@@ -214,7 +229,7 @@ std::vector<std::string> changes(const Side& base, const Side& head) {
     const json* bb = build_row(base.build, k);
     if (hb == nullptr) continue;
     for (const char* key : {"spill_stores", "spill_loads"}) {
-      std::int64_t was = bb ? bb->value(key, std::int64_t{0}) : 0, now = hb->value(key, std::int64_t{0});
+      const std::int64_t was = bb ? count_of(*bb, key) : 0, now = count_of(*hb, key);
       if (now != was)
         lines.push_back(std::string(key == std::string("spill_stores") ? "spill stores " : "spill loads ") +
                         std::to_string(was) + " → " + std::to_string(now) + " bytes in " + k);

@@ -60,17 +60,31 @@ LEFT JOIN runs r ON r.job_id = j.id
 WHERE j.id = $1
 )sql";
 
-// An agent name belongs to the token name that first used it; an admin may
-// act as any agent without taking it over.
-constexpr const char* kUpsertAgent = R"sql(
+// An agent belongs to the token that registered it ($2: its id). A token
+// that replaces a revoked one of the same name, scope and projects takes
+// over that token's agent of this name (the newest, should there be several).
+constexpr const char* kRefreshAgent = R"sql(
+UPDATE agents SET host = $3, version = $4, last_seen_at = now(),
+                  gpus = CASE WHEN $5::jsonb = '[]' THEN gpus ELSE $5::jsonb END
+WHERE token_id = $2 AND name = $1
+RETURNING id
+)sql";
+
+constexpr const char* kTakeOverAgent = R"sql(
+UPDATE agents SET token_id = $2, token_name = $3, last_seen_at = now()
+WHERE id = (
+  SELECT a.id FROM agents a JOIN api_tokens t ON t.id = a.token_id
+  WHERE a.name = $1 AND t.revoked_at IS NOT NULL AND t.name = $3 AND t.scope = $4
+    AND (SELECT array_agg(p ORDER BY p) FROM unnest(t.projects) p)
+        IS NOT DISTINCT FROM (SELECT array_agg(p ORDER BY p) FROM unnest($5::text[]) p)
+  ORDER BY a.id DESC LIMIT 1)
+RETURNING id
+)sql";
+
+constexpr const char* kInsertAgent = R"sql(
 INSERT INTO agents (name, token_id, token_name, host, version, gpus)
 VALUES ($1, $2, $3, $4, $5, $6::jsonb)
-ON CONFLICT (name) DO UPDATE
-  SET host = EXCLUDED.host, version = EXCLUDED.version, last_seen_at = now(),
-      gpus = CASE WHEN EXCLUDED.gpus = '[]' THEN agents.gpus ELSE EXCLUDED.gpus END,
-      token_id = CASE WHEN agents.token_name = EXCLUDED.token_name THEN EXCLUDED.token_id
-                      ELSE agents.token_id END
-  WHERE agents.token_name = EXCLUDED.token_name OR $7
+ON CONFLICT (token_id, name) DO UPDATE SET last_seen_at = now()
 RETURNING id
 )sql";
 
@@ -170,7 +184,9 @@ std::vector<Statement> JobRepository::statements() {
   return {{"job_latest", kLatest},
           {"job_create", kCreate},
           {"job_get", kGet},
-          {"agent_upsert", kUpsertAgent},
+          {"agent_refresh", kRefreshAgent},
+          {"agent_take_over", kTakeOverAgent},
+          {"agent_insert", kInsertAgent},
           {"agent_worker", kRecordWorker},
           {"agents_json", kAgentsJson},
           {"job_claim", kClaim},
@@ -203,25 +219,21 @@ std::optional<nlohmann::json> JobRepository::get(pqxx::work& tx, std::int64_t jo
   return nlohmann::json::parse(rows[0][0].c_str());
 }
 
-std::optional<std::int64_t> JobRepository::upsert_agent(pqxx::work& tx, const std::string& name,
-                                                        const Caller& caller, const std::string& host,
-                                                        const std::string& version,
-                                                        const nlohmann::json& gpus) {
-  pqxx::result rows = tx.exec_prepared("agent_upsert", name, caller.token_id, caller.token_name, host,
-                                       version, gpus.dump(), caller.scope == Scope::admin);
-  if (rows.empty()) return std::nullopt;
-  return rows[0][0].as<std::int64_t>();
-}
-
 std::int64_t JobRepository::bind_agent(pqxx::work& tx, const std::string& name, const Caller& caller,
                                        const std::string& host, const std::string& version,
                                        const nlohmann::json& gpus) {
-  auto agent = upsert_agent(tx, name, caller, host, version, gpus);
-  if (!agent) {
-    throw Conflict("agent_name_taken", "agent name \"" + name + "\" belongs to another token name than \"" +
-                                           caller.token_name + "\"");
+  const std::string gpu_list = gpus.dump();
+  pqxx::result rows = tx.exec_prepared("agent_refresh", name, caller.token_id, host, version, gpu_list);
+  if (rows.empty()) {
+    rows = tx.exec_prepared("agent_take_over", name, caller.token_id, caller.token_name,
+                            std::string(to_string(caller.scope)), nullable(text_array(caller.projects)));
+    if (!rows.empty())
+      rows = tx.exec_prepared("agent_refresh", name, caller.token_id, host, version, gpu_list);
   }
-  return *agent;
+  if (rows.empty())
+    rows =
+        tx.exec_prepared("agent_insert", name, caller.token_id, caller.token_name, host, version, gpu_list);
+  return rows[0][0].as<std::int64_t>();
 }
 
 void JobRepository::record_worker(pqxx::work& tx, std::int64_t agent_id,
@@ -237,8 +249,9 @@ std::string JobRepository::agents_json(pqxx::work& tx,
 }
 
 std::int64_t JobRepository::registered_agent(pqxx::work& tx, const std::string& name, const Caller& caller) {
-  pqxx::result rows = tx.exec_params("SELECT id, token_name FROM agents WHERE name = $1", name);
-  if (rows.empty() || (caller.scope != Scope::admin && rows[0][1].as<std::string>() != caller.token_name)) {
+  pqxx::result rows =
+      tx.exec_params("SELECT id FROM agents WHERE name = $1 AND token_id = $2", name, caller.token_id);
+  if (rows.empty()) {
     throw Conflict("agent_not_registered", "agent \"" + name + "\" is not registered under token \"" +
                                                caller.token_name + "\"; claim a job first");
   }

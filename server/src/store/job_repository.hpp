@@ -70,12 +70,8 @@ class JobRepository {
   static std::pair<std::int64_t, bool> create(pqxx::work& tx, const NewJob& job);
   static std::optional<nlohmann::json> get(pqxx::work& tx, std::int64_t job_id);
 
-  // Registers or refreshes an agent under the caller's token name. Returns
-  // the agent id, or nullopt when the name belongs to another token name.
-  static std::optional<std::int64_t> upsert_agent(pqxx::work& tx, const std::string& name,
-                                                  const Caller& caller, const std::string& host,
-                                                  const std::string& version, const nlohmann::json& gpus);
-  // upsert_agent, 409 "agent_name_taken" when the name is another token's.
+  // Registers or refreshes the caller's token's agent of this name (a
+  // token's agent names are its own); returns the agent id.
   static std::int64_t bind_agent(pqxx::work& tx, const std::string& name, const Caller& caller,
                                  const std::string& host, const std::string& version,
                                  const nlohmann::json& gpus);
@@ -86,7 +82,7 @@ class JobRepository {
   // GET /api/v1/agents: every agent, its GPU, health, state and running job
   // (of `projects` only; nullopt: all).
   static std::string agents_json(pqxx::work& tx, const std::optional<std::vector<std::string>>& projects);
-  // The agent registered under the caller's token name; 409 "agent_not_registered" otherwise.
+  // The caller's token's agent of this name; 409 "agent_not_registered" otherwise.
   static std::int64_t registered_agent(pqxx::work& tx, const std::string& name, const Caller& caller);
 
   // Claims the oldest queued job this agent's GPUs can run, of `projects`

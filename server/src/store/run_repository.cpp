@@ -169,11 +169,10 @@ WHERE $1::text[] IS NULL OR p.name = ANY ($1::text[])
 
 constexpr const char* kCasesJson = R"sql(
 SELECT COALESCE(json_agg(x ORDER BY x.name), '[]')::text FROM (
-  SELECT DISTINCT ON (c.name) c.name, c.params, c.run_id AS last_run_id,
-         (SELECT count(*) FROM cases c2 WHERE c2.project_id = c.project_id AND c2.name = c.name) AS runs
-  FROM cases c
-  WHERE c.project_id = $1
-  ORDER BY c.name, c.run_id DESC
+  SELECT n.name, c.params, n.last_run_id, n.runs
+  FROM (SELECT name, max(run_id) AS last_run_id, count(*) AS runs
+        FROM cases WHERE project_id = $1 GROUP BY name) AS n
+  JOIN cases c ON c.project_id = $1 AND c.name = n.name AND c.run_id = n.last_run_id
 ) AS x
 )sql";
 
@@ -360,6 +359,38 @@ std::optional<std::string> RunRepository::project_of_run(pqxx::work& tx, std::in
       "SELECT p.name FROM runs r JOIN projects p ON p.id = r.project_id WHERE r.id = $1", run_id);
   if (rows.empty()) return std::nullopt;
   return rows[0][0].as<std::string>();
+}
+
+std::vector<std::string> RunRepository::measured_commits_with_prefix(pqxx::work& tx, std::int64_t project_id,
+                                                                     const std::string& prefix, int limit) {
+  std::vector<std::string> commits;
+  for (const auto& row :
+       tx.exec_params("SELECT DISTINCT commit_sha FROM runs WHERE commit_sha LIKE $1 || '%' "
+                      "AND ($2 = 0 OR project_id = $2) ORDER BY commit_sha LIMIT $3",
+                      prefix, project_id, limit))
+    commits.push_back(row[0].as<std::string>());
+  return commits;
+}
+
+std::optional<std::string> RunRepository::newest_commit_on_branch(pqxx::work& tx, std::int64_t project_id,
+                                                                  const std::string& branch) {
+  pqxx::result rows = tx.exec_params(
+      "SELECT commit_sha FROM runs WHERE branch = $1 AND ($2 = 0 OR project_id = $2) "
+      "ORDER BY finished_at DESC, id DESC LIMIT 1",
+      branch, project_id);
+  if (rows.empty()) return std::nullopt;
+  return rows[0][0].as<std::string>();
+}
+
+std::vector<std::int64_t> RunRepository::projects_with_commit(pqxx::work& tx, const std::string& commit) {
+  std::vector<std::int64_t> projects;
+  for (const auto& row : tx.exec_params("SELECT DISTINCT project_id FROM runs WHERE commit_sha = $1", commit))
+    projects.push_back(row[0].as<std::int64_t>());
+  return projects;
+}
+
+std::string RunRepository::project_name(pqxx::work& tx, std::int64_t project_id) {
+  return tx.exec_params1("SELECT name FROM projects WHERE id = $1", project_id)[0].as<std::string>();
 }
 
 std::optional<std::int64_t> RunRepository::find_project(pqxx::work& tx, const std::string& name) {

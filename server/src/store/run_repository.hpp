@@ -40,6 +40,15 @@ class RunRepository {
   static std::int64_t ensure_project(pqxx::work& tx, const std::string& name);
   static std::int64_t require_project(pqxx::work& tx, const std::string& name);
   static std::optional<std::int64_t> find_project(pqxx::work& tx, const std::string& name);
+  static std::string project_name(pqxx::work& tx, std::int64_t project_id);
+  // Revisions (project_id 0: of every project): the measured commits that
+  // start with `prefix`, the newest measured commit of a branch, and the
+  // projects that measured a commit.
+  static std::vector<std::string> measured_commits_with_prefix(pqxx::work& tx, std::int64_t project_id,
+                                                               const std::string& prefix, int limit);
+  static std::optional<std::string> newest_commit_on_branch(pqxx::work& tx, std::int64_t project_id,
+                                                            const std::string& branch);
+  static std::vector<std::int64_t> projects_with_commit(pqxx::work& tx, const std::string& commit);
   // nullopt when a project of that name exists.
   static std::optional<std::int64_t> create_project(pqxx::work& tx, const std::string& name,
                                                     const std::string& default_branch);

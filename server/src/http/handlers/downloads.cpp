@@ -7,6 +7,7 @@
 
 #include "errors.hpp"
 #include "http/handlers/handlers.hpp"
+#include "kwbench_py.hpp"
 #include "store/token_repository.hpp"
 
 namespace kw::server {
@@ -14,7 +15,7 @@ namespace kw::server {
 namespace {
 
 struct Binary {
-  std::string content;
+  std::shared_ptr<const std::string> content;  // every download is sent from this one copy
   std::string sha256;
 };
 
@@ -39,8 +40,8 @@ class BinaryFile {
       content << in.rdbuf();
       if (!in) throw ServiceUnavailable("kw_unavailable", "cannot read " + path_);
       auto binary = std::make_shared<Binary>();
-      binary->content = content.str();
-      binary->sha256 = sha256_hex(binary->content);
+      binary->content = std::make_shared<const std::string>(content.str());
+      binary->sha256 = sha256_hex(*binary->content);
       binary_ = std::move(binary);
       size_ = info.st_size;
       mtime_ = info.st_mtim;
@@ -64,10 +65,20 @@ void add_download_routes(Router& router, const std::string& kw_binary) {
     auto binary = file->get();
     Response response;
     response.content_type = "application/octet-stream";
-    response.body = binary->content;
+    response.shared_body = binary->content;
     response.headers.emplace_back("Content-Disposition", "attachment; filename=\"kw\"");
     response.headers.emplace_back("X-Kw-Sha256", binary->sha256);
     response.headers.emplace_back("X-Kw-Platform", KW_PLATFORM);
+    response.headers.emplace_back("Cache-Control", "no-cache");
+    return response;
+  });
+  // The python harness this server's kw carries, for a bench run where kw
+  // is not installed (the agent puts its own copy on the bench's PYTHONPATH).
+  router.add("GET", "/download/kwbench.py", Access::read(), [](Request&) {
+    Response response;
+    response.content_type = "text/x-python; charset=utf-8";
+    response.body = std::string(kKwbenchPy);
+    response.headers.emplace_back("Content-Disposition", "attachment; filename=\"kwbench.py\"");
     response.headers.emplace_back("Cache-Control", "no-cache");
     return response;
   });

@@ -5,7 +5,7 @@ namespace kw::server {
 
 void add_health_routes(Router& router, const HandlerContext& context) {
   // From the monitor's last ping: never waits on the database.
-  router.add("GET", "/healthz", Access::read(), [&context](Request&) {
+  router.add("GET", "/healthz", Access::open_probe(), [&context](Request&) {
     if (!context.monitor.available())
       throw ServiceUnavailable("database_unavailable", context.monitor.problem());
     return Response::json(200, {{"status", "ok"},
@@ -13,7 +13,7 @@ void add_health_routes(Router& router, const HandlerContext& context) {
                                 {"database_ping_ms", context.monitor.last_ping_ms()}});
   });
 
-  router.add("GET", "/metrics", Access::read(), [&context](Request&) {
+  router.add("GET", "/metrics", Access::open_probe(), [&context](Request&) {
     Response response;
     response.content_type = "text/plain; version=0.0.4";
     response.body = context.metrics.render();

@@ -57,10 +57,12 @@ Response as_holder(const HandlerContext& context, Request& request, const json& 
   std::int64_t id = request.id_param("id", "job");
   std::string name = body_string(body, "agent");
   auto job = with_transaction(context.pool, [&](pqxx::work& tx) {
+    auto hold = JobRepository::lock(tx, id);
+    if (!hold) throw NotFound("no_such_job", "no job " + std::to_string(id));
+    request.caller->require_project(RunRepository::project_name(tx, hold->project_id));
     std::int64_t agent_id = JobRepository::registered_agent(tx, name, *request.caller);
     if (!action(tx, id, agent_id)) {
       auto current = JobRepository::get(tx, id);
-      if (!current) throw NotFound("no_such_job", "no job " + std::to_string(id));
       throw Conflict("job_not_held", "agent \"" + name + "\" does not hold job " + std::to_string(id) +
                                          " (state " + current->value("state", "") + "); cannot " + verb);
     }

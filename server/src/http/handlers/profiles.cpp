@@ -115,11 +115,11 @@ void add_profile_routes(Router& router, const HandlerContext& context) {
     result.head_csv = csv_field(body, "head_csv");
     return Response::json(
         200, with_transaction(context.pool, [&](pqxx::work& tx) {
-          std::int64_t agent_id = JobRepository::registered_agent(tx, name, *request.caller);
           auto hold = JobRepository::lock(tx, job_id);
           if (!hold) throw NotFound("no_such_job", "no job " + std::to_string(job_id));
           const json job = *JobRepository::get(tx, job_id);
           request.caller->require_project(job["project"].get<std::string>());
+          std::int64_t agent_id = JobRepository::registered_agent(tx, name, *request.caller);
           if (hold->kind != "profile")
             throw Conflict("not_a_profile_job",
                            "job " + std::to_string(job_id) +

@@ -2,7 +2,9 @@
 #include "http/handlers/handlers.hpp"
 #include "http/handlers/request_fields.hpp"
 #include "kw/common/run_report.hpp"
+#include "notify/notifier.hpp"
 #include "store/detection_repository.hpp"
+#include "store/notification_outbox.hpp"
 #include "store/run_repository.hpp"
 
 namespace kw::server {
@@ -48,27 +50,37 @@ void add_project_routes(Router& router, const HandlerContext& context) {
     json body = require_object(request);
     std::string name = body_string(body, "name");
     common::check_project_name(name, "name");
+    if (request.caller->projects)
+      throw Forbidden("project_denied",
+                      "token \"" + request.caller->token_name +
+                          "\" is scoped to projects; only an unscoped admin makes projects");
     std::string default_branch = body_string(body, "default_branch", false);
     if (default_branch.empty()) default_branch = "main";
     return Response::json(201, with_transaction(context.pool, [&](pqxx::work& tx) {
                             auto id = RunRepository::create_project(tx, name, default_branch);
                             if (!id) throw Conflict("project_exists", "project \"" + name + "\" exists");
-                            return DetectionRepository::settings(tx, *id).to_json();
+                            return SettingsRepository::get(tx, *id).to_json();
                           }));
   });
 
   router.add("GET", "/api/v1/projects/{project}", Access::read(), [&context](Request& request) {
     return Response::json(200, with_transaction(context.pool, [&](pqxx::work& tx) {
                             std::int64_t id = readable_project(tx, request, request.param("project"));
-                            return DetectionRepository::settings(tx, id).to_json();
+                            json project = SettingsRepository::get(tx, id).to_json();
+                            // How delivery to each of its targets fares (paused after repeated failures).
+                            project["notification_targets"] = NotificationOutbox::targets_json(
+                                tx,
+                                NotificationRepository::targets_of_project(tx, context.notifications, id));
+                            return project;
                           }));
   });
 
   router.add("PUT", "/api/v1/projects/{project}/settings", admin, [&context](Request& request) {
     json changes = require_object(request);
+    request.caller->require_project(request.param("project"));
     json settings = with_transaction(context.pool, [&](pqxx::work& tx) {
       std::int64_t id = RunRepository::require_project(tx, request.param("project"));
-      return DetectionRepository::update_settings(tx, id, changes).to_json();
+      return SettingsRepository::update(tx, id, changes).to_json();
     });
     context.read_cache.changed(request.param("project"));
     return Response::json(200, std::move(settings));
@@ -87,7 +99,7 @@ void add_project_routes(Router& router, const HandlerContext& context) {
         [&] {
           return with_transaction(context.pool, [&](pqxx::work& tx) {
             std::int64_t project_id = readable_project(tx, request, project);
-            if (branch.empty()) branch = DetectionRepository::settings(tx, project_id).default_branch;
+            if (branch.empty()) branch = SettingsRepository::get(tx, project_id).default_branch;
             return RunRepository::overview_json(tx, project_id, branch, gpu, page);
           });
         });

@@ -74,7 +74,8 @@ bool is_hex_prefix(const std::string& text) {
          });
 }
 
-// The commit a client names in `field` (project_id 0: any project).
+// The commit a client names in `field` (project_id 0: any project; only
+// for a caller who may read every project).
 std::string resolve_revision(pqxx::work& tx, std::int64_t project_id, const std::string& field,
                              const std::string& text) {
   if (text.empty())
@@ -82,27 +83,31 @@ std::string resolve_revision(pqxx::work& tx, std::int64_t project_id, const std:
                      field + ": is required (a commit SHA, 7 or more of its first hex digits, or a branch)");
   if (common::is_commit_sha(text)) return text;
   if (is_hex_prefix(text)) {
-    pqxx::result rows = tx.exec_params(
-        "SELECT DISTINCT commit_sha FROM runs WHERE commit_sha LIKE $1 || '%' AND ($2 = 0 OR project_id = "
-        "$2) "
-        "ORDER BY commit_sha LIMIT 4",
-        text, project_id);
-    if (rows.size() == 1) return rows[0][0].as<std::string>();
-    if (rows.size() > 1) {
+    std::vector<std::string> commits = RunRepository::measured_commits_with_prefix(tx, project_id, text, 4);
+    if (commits.size() == 1) return commits[0];
+    if (commits.size() > 1) {
       std::string some;
-      for (const auto& row : rows)
-        some += (some.empty() ? "" : ", ") + row[0].as<std::string>().substr(0, 12);
+      for (const std::string& commit : commits) some += (some.empty() ? "" : ", ") + commit.substr(0, 12);
       throw BadRequest("ambiguous_revision", field + ": " + text + " starts several measured commits (" +
                                                  some + "); give more digits");
     }
   }
-  pqxx::result rows = tx.exec_params(
-      "SELECT commit_sha FROM runs WHERE branch = $1 AND ($2 = 0 OR project_id = $2) "
-      "ORDER BY finished_at DESC, id DESC LIMIT 1",
-      text, project_id);
-  if (rows.empty())
-    throw NotFound("no_such_commit", field + ": no run of a commit or branch \"" + text + "\"");
-  return rows[0][0].as<std::string>();
+  auto commit = RunRepository::newest_commit_on_branch(tx, project_id, text);
+  if (!commit) throw NotFound("no_such_commit", field + ": no run of a commit or branch \"" + text + "\"");
+  return *commit;
+}
+
+// The project a compare looks in: the one named, else the one a scoped
+// token reaches; 0 (every project) only for a caller who may read them all,
+// so no answer names a commit, branch or project the caller cannot read.
+std::int64_t compare_project(pqxx::work& tx, const Request& request) {
+  if (auto project = request.query_value("project")) return readable_project(tx, request, *project);
+  if (!request.caller || !request.caller->projects) return 0;
+  const std::vector<std::string>& reachable = *request.caller->projects;
+  if (reachable.size() > 1)
+    throw BadRequest("bad_query", "project: is required (token \"" + request.caller->token_name +
+                                      "\" reaches several projects)");
+  return readable_project(tx, request, reachable.front());
 }
 
 }  // namespace
@@ -190,21 +195,14 @@ void add_run_routes(Router& router, const HandlerContext& context) {
     std::string gpu = request.query_value("gpu").value_or("");
     return Response::json(
         200, with_transaction(context.pool, [&](pqxx::work& tx) {
-          std::int64_t project_id = 0;
-          if (auto project = request.query_value("project"))
-            project_id = readable_project(tx, request, *project);
+          std::int64_t project_id = compare_project(tx, request);
           const std::string head = resolve_revision(tx, project_id, "head", head_text);
           if (project_id == 0) {
-            pqxx::result projects = tx.exec_params(
-                "SELECT DISTINCT p.id, p.name FROM runs r JOIN projects p ON p.id = r.project_id "
-                "WHERE r.commit_sha = $1",
-                head);
+            std::vector<std::int64_t> projects = RunRepository::projects_with_commit(tx, head);
             if (projects.empty()) throw NotFound("no_such_commit", "no run of commit " + head);
-            if (projects.size() > 1) {
+            if (projects.size() > 1)
               throw BadRequest("bad_query", "commit " + head + " has runs in several projects; add project=");
-            }
-            check_project(request, projects[0][1].as<std::string>());
-            project_id = projects[0][0].as<std::int64_t>();
+            project_id = projects.front();
           }
           const std::string base = resolve_revision(tx, project_id, "base", base_text);
           return DetectionRepository::compare_commits(tx, project_id, base, head, gpu);

@@ -1,3 +1,4 @@
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -13,6 +14,9 @@ std::optional<Response> static_file(const std::string& root, const Request& requ
   if (root.empty()) return std::nullopt;
   std::string path = request.path == "/" ? "/index.html" : request.path;
   if (path.find("..") != std::string::npos || path.find('\0') != std::string::npos) return std::nullopt;
+  // A folder opens as a stream too, and reads as nothing: files only.
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(root + path, ec)) return std::nullopt;
   std::ifstream in(root + path, std::ios::binary);
   if (!in) return std::nullopt;
   std::stringstream content;

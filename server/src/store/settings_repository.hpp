@@ -1,0 +1,53 @@
+// A project's settings: the detection thresholds, the default branch and
+// where its notifications go. Every value is checked as what it becomes (a
+// URL, a path segment of GitHub's or GitLab's API, a key of the store)
+// before it is written.
+#pragma once
+
+#include <map>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+#include <pqxx/pqxx>
+
+#include "kw/common/detection.hpp"
+
+namespace kw::server {
+
+struct ProjectSettings {
+  std::int64_t id = 0;
+  std::string name;
+  std::string default_branch = "main";
+  double min_threshold = 0.01;
+  std::map<std::string, double> case_thresholds;
+  double run_alpha = common::DetectionSettings{}.run_alpha;
+  std::string github_repo;  // "owner/name": commit statuses go there
+  std::string webhook_url;
+  std::string gitlab_project;  // id or "group/name": commit statuses go there
+  // The smallest change of the candidate's joules per iteration flagged.
+  double energy_threshold = 0.05;
+
+  double min_threshold_for(const std::string& case_name) const;
+  common::DetectionSettings detection() const;
+  nlohmann::json to_json() const;
+};
+
+// The checks, as pure functions: each returns an empty string when `text`
+// is acceptable, else the reason. They look at each byte once (no regular
+// expression, no recursion), whatever the input's length.
+std::string webhook_url_problem(std::string_view text);
+std::string github_repo_problem(std::string_view text);
+std::string gitlab_project_problem(std::string_view text);
+std::string name_problem(std::string_view text);  // branch and case names
+
+class SettingsRepository {
+ public:
+  static ProjectSettings get(pqxx::work& tx, std::int64_t project_id);
+  // Applies {"default_branch"?, "min_threshold"?, "case_thresholds"?: {case: number|null}, "run_alpha"?,
+  //          "energy_threshold"?, "github_repo"?: "owner/name"|null, "webhook_url"?: url|null,
+  //          "gitlab_project"?: id|"group/name"|null}: all of it, or nothing (422 naming the field).
+  static ProjectSettings update(pqxx::work& tx, std::int64_t project_id, const nlohmann::json& changes);
+};
+
+}  // namespace kw::server
