@@ -1,11 +1,15 @@
 # `cpack` in a build directory makes Debian packages for hosts:
-#   kw         /usr/bin/kw (the agent and CI client; only the C library needed)
+#   kw         /usr/bin/kw (the agent and CI client; only the C library needed),
+#              /usr/share/kernelwatch/python/kwbench.py
 #   kw-server  /usr/bin/kw-server, the dashboard and the kw it hands out to CI
 #              jobs in /usr/share/kernelwatch, example systemd units
 # The package tests (ci/tests/package_test.sh) build, inspect and run them.
 if(TARGET kw)
   install(PROGRAMS "${KW_DIST_BINARY}" DESTINATION bin COMPONENT kw)
   install(FILES ci/systemd/kw-agent.service DESTINATION share/kernelwatch/systemd COMPONENT kw)
+  # The python harness at a stable path, for a bench run by hand (kw carries
+  # it too and puts it on a python bench's PYTHONPATH: kw harness-path).
+  install(FILES kernels/python/kwbench.py DESTINATION share/kernelwatch/python COMPONENT kw)
 endif()
 if(TARGET kw-server)
   install(TARGETS kw-server RUNTIME DESTINATION bin COMPONENT server)

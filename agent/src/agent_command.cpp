@@ -441,7 +441,8 @@ int agent_loop(AgentArguments args) {
           }
         };
         RepoConfig config = load_repo_config(tree.path / "kernelwatch.json");
-        if (options.base_commit && config.full_bench.ab && options.gpu_available) {
+        if (options.base_commit && config.full_bench.ab &&
+            full_bench_runs_here(config, options.gpu_available)) {
           std::string why;
           options.base_checkout = built.get(mirror, *options.base_commit, watcher.stop, say, why);
           if (!options.base_checkout)

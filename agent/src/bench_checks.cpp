@@ -9,6 +9,7 @@
 #include "kw/common/subprocess.hpp"
 #include "launch_check.hpp"
 #include "load_check.hpp"
+#include "python_harness.hpp"
 
 namespace kw::agent {
 
@@ -258,7 +259,7 @@ std::string first_sanitizer_report(const std::string& output) {
 
 // compute-sanitizer's tools over a bench that passed correctness: any error
 // fails the stage, quoting the first report.
-void sanitize(BenchResult& result, const BenchAdapter* adapter, const BenchConfig& bench,
+void sanitize(BenchResult& result, const BenchAdapter& adapter, const BenchConfig& bench,
               const RepoConfig& config, const PipelineOptions& options) {
   const fs::path sanitizer = find_cuda_tool("compute-sanitizer");
   if (sanitizer.empty()) {
@@ -273,12 +274,13 @@ void sanitize(BenchResult& result, const BenchAdapter* adapter, const BenchConfi
     spec.argv = {sanitizer.string(),           "--tool",        tool, "--error-exitcode",
                  std::to_string(kFoundErrors), "--print-limit", "10"};
     for (std::string& part : bench_command(bench, options.checkout)) spec.argv.push_back(std::move(part));
-    if (adapter == nullptr) {
+    spec.env = bench_env(bench);
+    if (adapter.speaks_kwbench()) {
       spec.argv.insert(spec.argv.end(), {"--stage", "correctness", "--in-process", "--case",
                                          bench.sanitize_cases.empty() ? bench.cases : bench.sanitize_cases,
                                          "--json", json_out.string()});
     } else {
-      for (std::string& arg : adapter->one_pass_args()) spec.argv.push_back(std::move(arg));
+      for (std::string& arg : adapter.one_pass_args()) spec.argv.push_back(std::move(arg));
       spec.argv.insert(spec.argv.end(), bench.args.begin(), bench.args.end());
     }
     spec.cwd = options.checkout;

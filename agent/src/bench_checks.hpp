@@ -47,9 +47,9 @@ void check_marked_launches(BenchResult& result, const BenchConfig& bench, const 
 std::string problems_message(const std::string& bench_name, const std::vector<std::string>& problems);
 
 // compute-sanitizer's tools (bench.sanitize_tools) over a bench whose
-// correctness passed (`adapter` null for kwbench): any error fails `result`,
-// quoting the first report.
-void sanitize(BenchResult& result, const BenchAdapter* adapter, const BenchConfig& bench,
+// correctness passed (over its correctness workload where it speaks kwbench,
+// else its launch pass): any error fails `result`, quoting the first report.
+void sanitize(BenchResult& result, const BenchAdapter& adapter, const BenchConfig& bench,
               const RepoConfig& config, const PipelineOptions& options);
 
 // The first error block of compute-sanitizer's output, without its "========= " prefixes.

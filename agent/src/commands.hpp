@@ -25,6 +25,10 @@ void add_agent_command(CLI::App& app, int& exit_code);
 void add_gate_commands(CLI::App& app, int& exit_code);  // kw submit, kw gate
 void add_gpu_check_command(CLI::App& app, int& exit_code);
 void add_profile_command(CLI::App& app, int& exit_code);
+// kw init: a first kernelwatch.json (init_command.hpp).
+void add_init_command(CLI::App& app, int& exit_code);
+// kw harness-path: where kwbench.py is (python_harness.hpp).
+void add_harness_path_command(CLI::App& app, int& exit_code);
 
 // Server and token from the flags, else KW_SERVER / KW_TOKEN.
 struct ServerOptions {

@@ -21,7 +21,8 @@
 #include "kw/common/subprocess.hpp"
 #include "launch_check.hpp"
 #include "load_check.hpp"
-#include "replicates.hpp"
+#include "measurement_engine.hpp"
+#include "python_harness.hpp"
 
 namespace kw::agent {
 
@@ -138,6 +139,7 @@ ChildOutcome invoke_kwbench(const BenchConfig& bench, const std::string& stage, 
   spec.timeout_s = timeout_s;
   spec.on_line = std::move(on_line);
   spec.env = std::move(env);
+  spec.env.merge(bench_env(bench));
   if (!options.reference_cache_dir.empty() && std::getenv("KWBENCH_REFERENCE_CACHE") == nullptr)
     spec.env["KWBENCH_REFERENCE_CACHE"] = options.reference_cache_dir.string();
   ChildOutcome outcome = run_child(spec, *options.stop);
@@ -307,76 +309,35 @@ BenchResult run_adapted(const BenchAdapter& adapter, const BenchConfig& bench, S
   if (stage == StageName::launch_geometry) return run_injected_launches(adapter, bench, config, options);
   if (stage == StageName::correctness) return run_check_command(bench, options);
   BenchResult result;
-  if (stage != StageName::full_bench) {
-    result.status = "skipped";
-    result.message = bench.name + ": a " + adapter.harness() + " bench has no " +
-                     std::string(common::to_string(stage)) + " stage";
-    return result;
-  }
-  fs::path out = temp_json("adapted");
-  ChildSpec spec;
-  spec.argv = {(options.checkout / bench.path).string()};
-  for (std::string& arg : adapter.output_args(out)) spec.argv.push_back(std::move(arg));
-  spec.argv.insert(spec.argv.end(), bench.args.begin(), bench.args.end());
-  spec.cwd = options.checkout;
-  spec.timeout_s = config.timeout_for(stage);
-  ChildOutcome outcome = run_child(spec, *options.stop);
-  result.seconds = outcome.seconds;
-  if (!outcome.ok()) {
-    result.status = "failed";
-    result.message = bench.name + ": " + outcome.describe();
-    result.log_tail = outcome.output_tail;
-    adapter.remove_outputs(out);
-    return result;
-  }
-  try {
-    std::ifstream in(out);
-    json adapted = adapter.adapt(json::parse(in), out, bench.name + "/");
-    result.cases = adapted["cases"];
-    result.device = adapted.value("device", json());
-    result.message =
-        bench.name + ": " + std::to_string(result.cases.size()) + " cases from " + adapter.harness();
-    for (const json& note : adapted.value("notes", json::array())) {
-      result.message += "; " + note.get<std::string>();
-      if (options.log) options.log(bench.name + ": " + note.get<std::string>());
-    }
-  } catch (const std::exception& error) {
-    result.status = "failed";
-    result.message = bench.name + ": cannot read its " + adapter.harness() + " output: " + error.what();
-    result.log_tail = outcome.output_tail;
-  }
-  adapter.remove_outputs(out);
+  result.status = "skipped";
+  result.message = bench.name + ": a " + adapter.harness() + " bench has no " +
+                   std::string(common::to_string(stage)) + " stage";
   return result;
 }
 
-BenchResult run_replicates(const BenchConfig& bench, const RepoConfig& config,
-                           const PipelineOptions& options) {
-  ReplicateOptions replicate_options;
-  replicate_options.checkout = options.checkout;
-  if (config.full_bench.ab) replicate_options.base_checkout = options.base_checkout;
-  replicate_options.base_thresholds = options.base_thresholds;
-  replicate_options.stop = options.stop;
-  replicate_options.log = options.log;
-  replicate_options.only_cases = options.only_cases;
-  return run_replicated_full_bench(bench, config, replicate_options);
+// full_bench, for every format: replicates through the measurement engine.
+BenchResult run_full_bench_of(const BenchConfig& bench, const RepoConfig& config,
+                              const PipelineOptions& options) {
+  EngineOptions engine;
+  engine.checkout = options.checkout;
+  if (config.full_bench.ab) engine.base_checkout = options.base_checkout;
+  engine.base_thresholds = options.base_thresholds;
+  engine.stop = options.stop;
+  engine.log = options.log;
+  engine.only_cases = options.only_cases;
+  return run_full_bench(adapter_for(bench.format), bench, config, engine);
 }
 
-// One bench's stage, as its format runs it: another harness's through its
-// adapter; kwbench and python (which speaks kwbench's command line) stage by
-// stage, full_bench as replicates.
+// One bench's stage, as its format runs it: full_bench through the
+// measurement engine; the preflight of kwbench and python benches (which
+// speak kwbench's command line) stage by stage, another harness's through
+// the agent's own checks.
 BenchResult run_bench_stage(const BenchConfig& bench, StageName stage, const RepoConfig& config,
                             const PipelineOptions& options) {
-  switch (bench.format) {
-    case BenchFormat::gbench:
-    case BenchFormat::nvbench:
-      return run_adapted(*adapter_for(bench.format), bench, stage, config, options);
-    case BenchFormat::python:
-      if (stage == StageName::full_bench) return run_replicates(bench, config, options);
-      return run_python(bench, stage, config, options);
-    case BenchFormat::kwbench:
-      break;
-  }
-  if (stage == StageName::full_bench) return run_replicates(bench, config, options);
+  if (stage == StageName::full_bench) return run_full_bench_of(bench, config, options);
+  const BenchAdapter& adapter = adapter_for(bench.format);
+  if (!adapter.speaks_kwbench()) return run_adapted(adapter, bench, stage, config, options);
+  if (bench.format == BenchFormat::python) return run_python(bench, stage, config, options);
   return run_kwbench(bench, stage, config, options);
 }
 
@@ -406,6 +367,12 @@ std::string utc_now_rfc3339() {
   std::snprintf(buffer, sizeof(buffer), "%04d-%02d-%02dT%02d:%02d:%02d.%03lldZ", tm.tm_year + 1900,
                 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<long long>(millis));
   return buffer;
+}
+
+bool full_bench_runs_here(const RepoConfig& config, bool gpu_available) {
+  return gpu_available || std::any_of(config.benches.begin(), config.benches.end(), [](const BenchConfig& b) {
+           return adapter_for(b.format).runs_without_gpu();
+         });
 }
 
 json run_pipeline(const RepoConfig& config, const PipelineOptions& options) {
@@ -504,10 +471,7 @@ json run_pipeline(const RepoConfig& config, const PipelineOptions& options) {
     // Without a GPU only the load, correctness check and full_bench of a CPU
     // harness's bench can run (a benchmark in it that needs a GPU fails with
     // its own error).
-    auto runs_without_gpu = [](const BenchConfig& b) {
-      const BenchAdapter* adapter = adapter_for(b.format);
-      return adapter != nullptr && adapter->runs_without_gpu();
-    };
+    auto runs_without_gpu = [](const BenchConfig& b) { return adapter_for(b.format).runs_without_gpu(); };
     const bool runs_on_cpu =
         (stage == StageName::load || stage == StageName::correctness || stage == StageName::full_bench) &&
         std::any_of(config.benches.begin(), config.benches.end(), runs_without_gpu);
@@ -593,12 +557,13 @@ json run_pipeline(const RepoConfig& config, const PipelineOptions& options) {
 
   // A bench that says nothing of its device (Google Benchmark, NVBench's
   // summaries) ran on this host's GPU, or on a host without one its CPU:
-  // that is what its baselines are keyed by. Without it the report was
-  // refused ("device: is required when any case has measurements").
+  // that is what its baselines are keyed by. A run that failed before any
+  // bench said (a build, a load) is this host's GPU's too: it belongs in
+  // that GPU model's history, not in "none".
   const bool measured = std::any_of(cases.begin(), cases.end(), [](const json& c) {
     return !c.value("measurements", json::array()).empty();
   });
-  if (device.is_null() && measured && opts.gpu_available) {
+  if (device.is_null() && opts.gpu_available) {
     device = host_gpu_device();
     if (device.is_null()) log("no device in the bench output and none from the CUDA driver");
   }

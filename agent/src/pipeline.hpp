@@ -62,6 +62,11 @@ struct PipelineOptions {
   std::function<void(const nlohmann::json&)> on_stage;
 };
 
+// Whether full_bench measures anything on this host: on a GPU, or on a CPU
+// host where some bench is of a CPU harness (Google Benchmark). A pull
+// request's base is built for its A/B only then.
+bool full_bench_runs_here(const RepoConfig& config, bool gpu_available);
+
 // Returns the run report (valid kernelwatch.run/1).
 nlohmann::json run_pipeline(const RepoConfig& config, const PipelineOptions& options);
 

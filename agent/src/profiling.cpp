@@ -5,6 +5,7 @@
 #include "commands.hpp"
 #include "kw/common/subprocess.hpp"
 #include "profile_summary.hpp"
+#include "python_harness.hpp"
 #include "repo_config.hpp"
 
 namespace kw::agent {
@@ -23,6 +24,7 @@ bool lists_case(const BenchConfig& bench, const fs::path& tree, const std::strin
                 const RepoConfig& config) {
   common::ChildSpec spec;
   spec.argv = bench_command(bench, tree);
+  spec.env = bench_env(bench);
   spec.argv.insert(spec.argv.end(), bench.args.begin(), bench.args.end());
   spec.argv.emplace_back("--list");
   spec.cwd = tree;
@@ -81,6 +83,7 @@ json profile_side(const ProfileTarget& target, const ProfiledCommit& commit, con
                kProfileMetrics};
   if (!target.kernel.empty()) spec.argv.insert(spec.argv.end(), {"--kernel-name", "regex:" + target.kernel});
   for (std::string& part : bench_command(bench, commit.tree)) spec.argv.push_back(std::move(part));
+  spec.env = bench_env(bench);
   spec.argv.insert(spec.argv.end(), bench.args.begin(), bench.args.end());
   // A few samples: each profiled launch is replayed once per counter pass.
   spec.argv.insert(spec.argv.end(), {"--stage", "full_bench", "--case", target.case_name, "--impls",

@@ -178,13 +178,21 @@ int run_once(const RunArguments& args) {
   options.stop = &stop_requested();
   options.log = say;
   for (const std::string& stage : args.stages) {
+    if (stage == "preflight") {  // every stage before full_bench
+      for (common::StageName preflight : {common::StageName::load, common::StageName::launch_geometry,
+                                          common::StageName::correctness, common::StageName::quick_bench})
+        options.only_stages.push_back(preflight);
+      continue;
+    }
     auto name = common::stage_name_from(stage);
     if (!name || *name == common::StageName::build)
       throw std::runtime_error("--stages: unknown stage \"" + stage +
-                               "\" (load, launch_geometry, correctness, quick_bench, full_bench)");
+                               "\" (load, launch_geometry, correctness, quick_bench, full_bench, or "
+                               "preflight: all but full_bench)");
     options.only_stages.push_back(*name);
   }
-  if (options.base_commit && config.full_bench.ab && options.gpu_available && is_git_checkout(repo)) {
+  if (options.base_commit && config.full_bench.ab && full_bench_runs_here(config, options.gpu_available) &&
+      is_git_checkout(repo)) {
     const fs::path cache = user_built_cache(args.cache_dir);
     // The base builds in the cache go through ccache beside it; the
     // checkout's own build is the user's and left as it is configured.

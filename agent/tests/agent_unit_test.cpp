@@ -6,6 +6,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <regex>
+#include <set>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -21,9 +23,9 @@
 #include "kw/common/subprocess.hpp"
 #include "launch_check.hpp"
 #include "load_check.hpp"
+#include "measurement_engine.hpp"
 #include "pipeline.hpp"
 #include "profile_summary.hpp"
-#include "replicates.hpp"
 #include "repo_config.hpp"
 
 namespace kw::agent {
@@ -464,8 +466,21 @@ TEST_F(PipelineTest, NoGpuStillRunsCpuBenchmarksOnTheHostCpu) {
             std::string::npos)
       << report["stages"][5]["message"];
   ASSERT_EQ(report["cases"].size(), 2u) << report["cases"].dump();
+  // In the bench's own order, each as replicates: a process per replicate,
+  // the bench's 5 repetitions each.
   EXPECT_EQ(report["cases"][0]["name"], "gb/BM_sum/1024");
-  EXPECT_EQ(report["cases"][0]["measurements"][0]["samples_ns"].size(), 5u);
+  EXPECT_EQ(report["cases"][1]["name"], "gb/BM_manual/manual_time");
+  for (const json& c : report["cases"]) {
+    const json& m = c["measurements"][0];
+    const std::set<int> replicates = m["replicates"].get<std::set<int>>();
+    EXPECT_GE(replicates.size(), 4u) << c["name"];
+    EXPECT_EQ(m["samples_ns"].size(), 5 * replicates.size()) << c["name"];
+  }
+  // 4 replicates a case at least, more (up to 8) where they still spread.
+  EXPECT_TRUE(std::regex_search(report["stages"][5]["message"].get<std::string>(),
+                                std::regex("gb: 2 cases, [4-8]-[4-8] replicates in [0-9.]+ s; not observed: "
+                                           "per-sample clocks and throttling")))
+      << report["stages"][5]["message"];
   ASSERT_TRUE(report.contains("device"));
   EXPECT_EQ(report["device"]["kind"], "cpu");
   EXPECT_FALSE(report["device"]["name"].get<std::string>().empty());
@@ -516,7 +531,7 @@ TEST_F(PipelineTest, PythonBenchRunsLoadCorrectnessQuickBenchAndReplicates) {
     EXPECT_EQ(candidate["replicates"].back(), 1) << "two replicates";
   }
   const std::string quick = report["stages"][4]["details"]["py"]["cases"][0]["message"];
-  EXPECT_NE(quick.find("x of baseline:copy, inside 0.20x..5.00x"), std::string::npos) << quick;
+  EXPECT_NE(quick.find("x of baseline:copy, inside 0.2x..5x"), std::string::npos) << quick;
 }
 
 TEST_F(PipelineTest, PythonBenchFailsCorrectnessPerCaseAndGoesOnAfterABrokenContext) {
@@ -899,6 +914,19 @@ TEST(Adapters, GoogleBenchmarkUnitsAndErrors) {
                  {"time_unit", "us"}}}}};
   json adapted = adapt_gbench(output, "");
   EXPECT_EQ(adapted["cases"][0]["measurements"][0]["samples_ns"], json({2500.0}));
+  EXPECT_EQ(adapted["cases"][0]["params"]["clock"], "real") << "no CPU time in the output";
+  // A CPU benchmark's sample is its CPU time; one that asks for real or
+  // manual time keeps it.
+  output["benchmarks"][0]["cpu_time"] = 2.0;
+  adapted = adapt_gbench(output, "");
+  EXPECT_EQ(adapted["cases"][0]["measurements"][0]["samples_ns"], json({2000.0}));
+  EXPECT_EQ(adapted["cases"][0]["params"]["clock"], "cpu");
+  for (const char* suffix : {"/real_time", "/manual_time"}) {
+    json timed = output;
+    timed["benchmarks"][0]["run_name"] = std::string("BM_a") + suffix;
+    adapted = adapt_gbench(timed, "");
+    EXPECT_EQ(adapted["cases"][0]["measurements"][0]["samples_ns"], json({2500.0})) << suffix;
+  }
   output["benchmarks"][0]["error_occurred"] = true;
   output["benchmarks"][0]["error_message"] = "cudaErrorIllegalAddress";
   EXPECT_THROW(adapt_gbench(output, ""), std::runtime_error);
@@ -964,8 +992,50 @@ TEST(Adapters, NvbenchLeavesOutWhatTheBenchmarkSkippedAndSaysSo) {
   }
   ASSERT_GT(skipped, 0u);
   EXPECT_EQ(adapted["cases"].size(), states - skipped);
-  EXPECT_EQ(adapted["notes"].back(), std::to_string(skipped) + " state(s) skipped by the benchmark itself");
+  // Named as NVBench names them, with its reason, the first five.
+  EXPECT_EQ(
+      adapted["notes"].back().get<std::string>().rfind(
+          std::to_string(skipped) + " state(s) skipped by the benchmark itself: runtime_skip [Device=0 "
+                                    "Duration=0.0005 Kramble=Foo] (Long 'Foo' benchmarks are skipped.), ",
+          0),
+      0u)
+      << adapted["notes"].back();
   EXPECT_EQ(adapted["cases"][0]["name"], "nv/runtime_skip/Duration=0/Kramble=Foo");
+}
+
+// A replicate of NVBench: kernelwatch's stopping criterion and per-state
+// budget before the bench's own arguments (which win, and keep their own
+// criterion), then the benchmarks in the order asked.
+TEST(Adapters, NvbenchPassArgumentsSetTheBudgetAndTheOrder) {
+  BenchConfig bench;
+  bench.args = {"-a", "Duration=0.002"};
+  FullBenchConfig fb;
+  fb.noise_target = 0.005;
+  fb.replicate_seconds = 0.25;
+  fb.min_samples = 10;
+  EXPECT_EQ(
+      nvbench_pass_args(bench, fb, {"second", "first"}),
+      (std::vector<std::string>{"--stopping-criterion", "stdrel", "--max-noise", "0.500000", "--min-time",
+                                "0.250000", "--min-samples", "10", "--timeout", "2.000000", "--no-batch",
+                                "-a", "Duration=0.002", "-b", "second", "-b", "first"}));
+  bench.args = {"--stopping-criterion", "sample-count", "--target-samples", "50"};
+  const std::vector<std::string> own = nvbench_pass_args(bench, fb, {});
+  EXPECT_EQ(std::count(own.begin(), own.end(), "--stopping-criterion"), 1) << "NVBench refuses a second one";
+}
+
+TEST(Adapters, NvbenchListNamesTheBenchmarks) {
+  const std::string listing =
+      "# Devices\n\n## [0] `NVIDIA H100 80GB HBM3`\n* SM Version: 900\n\n# Benchmarks\n\n"
+      "## [0] `throughput_bench` (4 configurations)\n\n### Axes\n\n* `Stride` : int64\n  * `1`\n"
+      "## [1] `copy_sweep_grid_shape` (12 configurations)\n";
+  EXPECT_EQ(nvbench_benchmarks_of_list(listing),
+            (std::vector<std::string>{"throughput_bench", "copy_sweep_grid_shape"}));
+}
+
+TEST(Adapters, GbenchFilterMatchesExactlyTheNamesAsked) {
+  const std::string filter = gbench_filter({"BM_sum/1024", "BM_manual/manual_time", "BM_x<int>/threads:2"});
+  EXPECT_EQ(filter, "^(BM_sum/1024|BM_manual/manual_time|BM_x<int>/threads:2)$");
+  EXPECT_EQ(gbench_filter({"BM_a.b(c)+"}), "^(BM_a\\.b\\(c\\)\\+)$");
 }
 
 TEST(Adapters, NvbenchKeepsCpuOnlyBenchmarks) {

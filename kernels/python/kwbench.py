@@ -1,5 +1,7 @@
-"""kwbench for Python: kernelwatch's harness for benches written in Python, in
-one file to copy into a repository (or import from this one).
+"""kwbench for Python: kernelwatch's harness for benches written in Python.
+kw carries this file and puts it on a Python bench's PYTHONPATH, so a
+repository imports it without a copy (`kw harness-path` prints where it is,
+for running a bench by hand).
 
 A bench script defines cases and hands them to `main`; kernelwatch's agent
 runs it with the command line of the C++ kwbench (`--list`, `--stage S --json
@@ -36,7 +38,9 @@ What each stage does with a case:
   agent holds each case's launches to its `expected_launch()`.
 - correctness: poisons the output with NaN, runs the candidate, compares with
   `reference()` in float64: relative L2 error against `tolerance()`, and any
-  non-finite value fails.
+  non-finite value fails. A call that allocates its output (a PyTorch
+  extension's `forward()`) just returns it from `run_candidate`, and the case
+  needs no `output()`: what it returns is compared.
 - quick_bench: a short interleaved timing, held to `sanity()`.
 - full_bench: one replicate: the implementations interleaved round by round
   (the first rotating), each sample after an L2 flush, timed with CUDA events
@@ -99,10 +103,33 @@ class Launch:
 
 class Sanity:
     """quick_bench's bounds: the candidate's speedup over a named baseline, and
-    a time limit (0: none)."""
+    a time limit (0: none). `Sanity.report_only(versus)` says the speedup and
+    holds it to no bound (a kernel meant to be slower than a baseline, or one
+    whose range is not known yet)."""
 
-    def __init__(self, versus="", min_speedup=0.0, max_speedup=float("inf"), max_ns=0.0):
+    def __init__(self, versus="", min_speedup=0.0, max_speedup=float("inf"), max_ns=0.0, bounded=True):
         self.versus, self.min_speedup, self.max_speedup, self.max_ns = versus, min_speedup, max_speedup, max_ns
+        self.bounded = bounded
+
+    @classmethod
+    def report_only(cls, versus):
+        return cls(versus, bounded=False)
+
+
+def _speedup_text(speedup):
+    """Three significant digits: 230x slower is 0.00435x, not 0.00x."""
+    return "%.3gx" % speedup
+
+
+def _range_text(sanity):
+    low, high = sanity.min_speedup > 0, sanity.max_speedup < float("inf") and sanity.max_speedup < 1e9
+    if low and high:
+        return "%s..%s" % (_speedup_text(sanity.min_speedup), _speedup_text(sanity.max_speedup))
+    if low:
+        return "at least " + _speedup_text(sanity.min_speedup)
+    if high:
+        return "at most " + _speedup_text(sanity.max_speedup)
+    return "unbounded"
 
 
 class Case:
@@ -131,6 +158,9 @@ class Case:
         return None
 
     def output(self, state):
+        """The candidate's output, for correctness: a case that keeps its output
+        buffer names it here (it is poisoned before the run); a call that
+        allocates its output just returns it from run_candidate instead."""
         raise NotImplementedError("output: the candidate's output, for correctness")
 
     def reference(self, state):
@@ -449,12 +479,25 @@ def _stage_launch_geometry(case, state, injection):
     return "passed", "ran once between marks", part, {}
 
 
+def _defines(case, method):
+    """Whether the case's class overrides Case's `method`."""
+    return getattr(type(case), method) is not getattr(Case, method)
+
+
 def _stage_correctness(case, state):
     part = _header(case)
-    case.poison_output(state)
-    case.run_candidate(state)
+    # A call that allocates its output returns it; only an output the case
+    # keeps (and names through output()) can be poisoned before the run.
+    keeps_output = _defines(case, "output")
+    if keeps_output or _defines(case, "poison_output"):
+        case.poison_output(state)
+    returned = case.run_candidate(state)
     state.backend.synchronize()
-    rel, max_abs, nonfinite = state.backend.compare(case.output(state), case.reference(state))
+    if returned is None and not keeps_output:
+        raise RuntimeError("run_candidate returned nothing and the case has no output(): "
+                           "return the output, or define output(state)")
+    output = returned if returned is not None else case.output(state)
+    rel, max_abs, nonfinite = state.backend.compare(output, case.reference(state))
     tolerance = case.tolerance()
     finite = math.isfinite(rel) and math.isfinite(max_abs)
     passed = nonfinite == 0 and finite and rel <= tolerance
@@ -502,12 +545,13 @@ def _stage_quick_bench(case, state, options):
                 % (versus, skipped.get(versus, "no such baseline")), part, details)
     speedup = medians[versus] / candidate
     details["speedup"] = speedup
-    if not sanity.min_speedup <= speedup <= sanity.max_speedup:
-        return ("failed", "candidate runs at %.2fx of %s (median %.1f us vs %.1f us); its sanity range is "
-                "%.2fx..%.2fx" % (speedup, versus, candidate / 1000, medians[versus] / 1000,
-                                  sanity.min_speedup, sanity.max_speedup), part, details)
-    return ("passed", "%.2fx of %s, inside %.2fx..%.2fx"
-            % (speedup, versus, sanity.min_speedup, sanity.max_speedup), part, details)
+    if sanity.bounded and not sanity.min_speedup <= speedup <= sanity.max_speedup:
+        return ("failed", "candidate runs at %s of %s (median %.1f us vs %.1f us); its sanity range is %s"
+                % (_speedup_text(speedup), versus, candidate / 1000, medians[versus] / 1000,
+                   _range_text(sanity)), part, details)
+    return ("passed", "%s of %s, %s" % (_speedup_text(speedup), versus,
+                                        "inside " + _range_text(sanity) if sanity.bounded else "no bound set"),
+            part, details)
 
 
 def _stage_full_bench(case, state, options):

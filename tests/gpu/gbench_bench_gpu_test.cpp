@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include <filesystem>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -65,15 +66,25 @@ TEST_F(GbenchGpuTest, CorrectKernelsPassEveryStage) {
             std::string::npos)
       << stage_of(report, "load")["message"];
   ASSERT_EQ(report["cases"].size(), 1u) << report["cases"];
-  EXPECT_EQ(report["cases"][0]["measurements"][0]["samples_ns"].size(), 3u);
+  // Replicates, a process each, of the bench's 3 repetitions.
+  const json& measured = report["cases"][0]["measurements"][0];
+  const std::size_t replicates = measured["replicates"].get<std::set<int>>().size();
+  EXPECT_GE(replicates, 4u) << measured;
+  EXPECT_EQ(measured["samples_ns"].size(), 3 * replicates);
 }
 
 TEST_F(GbenchGpuTest, MissingTemplateInstantiationFailsLoad) {
   setenv("LD_LIBRARY_PATH", (dir_ + "/missing-instantiation").c_str(), 1);
-  const json load = stage_of(run({bench("ok", "scale/ok")}, "load"), "load");
+  const json report = run({bench("ok", "scale/ok")}, "load");
+  const json load = stage_of(report, "load");
   EXPECT_EQ(load["status"], "failed") << load;
   EXPECT_NE(load["message"].get<std::string>().find("undefined symbol"), std::string::npos)
       << load["message"];
+  // Nothing was measured, and the run is still this host's GPU's.
+  ASSERT_TRUE(report.contains("device")) << "a failed run records the host's GPU";
+  EXPECT_NE(report["device"].value("name", std::string()).find("NVIDIA"), std::string::npos)
+      << report["device"];
+  EXPECT_TRUE(report["device"].contains("compute_capability")) << report["device"];
 }
 
 TEST_F(GbenchGpuTest, OldKernelGeometryFailsLaunchGeometry) {

@@ -31,6 +31,42 @@ def case_results(document):
     return {c["name"]: c for c in document["stage"]["details"]["cases"]}
 
 
+sys.path.insert(0, os.path.dirname(HERE))
+import kwbench  # noqa: E402
+
+
+class SanityText(unittest.TestCase):
+    def test_speedups_keep_three_significant_digits(self):
+        self.assertEqual(kwbench._speedup_text(1 / 230), "0.00435x")
+        self.assertEqual(kwbench._speedup_text(1.7), "1.7x")
+        self.assertEqual(kwbench._range_text(kwbench.Sanity("copy", 0.2, 5.0)), "0.2x..5x")
+        self.assertEqual(kwbench._range_text(kwbench.Sanity("copy", 0.0044)), "at least 0.0044x")
+        self.assertEqual(kwbench._range_text(kwbench.Sanity("copy", max_speedup=2)), "at most 2x")
+
+    def test_a_case_can_report_its_speedup_with_no_bound(self):
+        sanity = kwbench.Sanity.report_only("unfused")
+        self.assertFalse(sanity.bounded)
+        self.assertEqual(sanity.versus, "unfused")
+
+
+class AllocatedOutputs(unittest.TestCase):
+    def test_a_returned_output_is_compared_without_an_output_method(self):
+        bench = os.path.join(HERE, "allocating_bench.py")
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "out.json")
+            done = subprocess.run([sys.executable, bench, "--backend", "cpu-stand-in", "--json", out,
+                                   "--stage", "correctness", "--case", "*"],
+                                  capture_output=True, text=True, timeout=120)
+            with open(out) as f:
+                results = case_results(json.load(f))
+        self.assertEqual(done.returncode, 1, done.stderr)
+        self.assertEqual(results["scale/ok"]["status"], "passed", results["scale/ok"])
+        self.assertEqual(results["scale/wrong"]["status"], "failed")
+        self.assertIn("relative L2 error", results["scale/wrong"]["message"])
+        self.assertEqual(results["scale/forgets"]["status"], "failed")
+        self.assertIn("return the output, or define output(state)", results["scale/forgets"]["message"])
+
+
 class ListAndLoad(unittest.TestCase):
     def test_list_names_baselines_and_timing(self):
         code, document, _ = run("--list", "--case", "saxpy/ok,saxpy/edge")
@@ -84,7 +120,7 @@ class Stages(unittest.TestCase):
         self.assertEqual(code, 1)
         results = case_results(document)
         self.assertNotIn("saxpy/edge", results, "a correctness-only case is not timed")
-        self.assertIn("x of baseline:copy, inside 0.20x..5.00x", results["saxpy/ok"]["message"])
+        self.assertIn("x of baseline:copy, inside 0.2x..5x", results["saxpy/ok"]["message"])
         self.assertEqual(results["saxpy/ok"]["details"]["skipped_baselines"], {"baseline:missing": "not built here"})
         self.assertRegex(results["saxpy/slow"]["message"], r"^candidate runs at 0\.0\d+x of baseline:copy")
 

@@ -55,12 +55,17 @@ struct ExpectedLaunch {
 
 // quick_bench fails when the candidate's speedup over `versus` (a baseline
 // name; empty = time bound only) falls outside [min_speedup, max_speedup], or
-// its median time exceeds max_ns.
+// its median time exceeds max_ns. `report_only(versus)` says the speedup and
+// holds it to no bound (a kernel that is meant to be slower than a baseline,
+// say, or one whose range is not known yet).
 struct SanityRange {
   std::string versus;
   double min_speedup = 0;
   double max_speedup = 1e9;
   double max_ns = 0;  // 0 = no bound
+  bool bounded = true;
+
+  static SanityRange report_only(std::string versus) { return {std::move(versus), 0, 1e9, 0, false}; }
 };
 
 struct Accuracy {
