@@ -30,10 +30,12 @@ void add_init_command(CLI::App& app, int& exit_code);
 // kw harness-path: where kwbench.py is (python_harness.hpp).
 void add_harness_path_command(CLI::App& app, int& exit_code);
 
-// Server and token from the flags, else KW_SERVER / KW_TOKEN.
+// Server and token from the flags, else KW_SERVER / KW_TOKEN. A token on the
+// command line still works, with a warning: every user of the host sees it.
 struct ServerOptions {
   std::string url;
   std::string token;
+  std::string token_file;
   void add_to(CLI::App& command);
   void resolve();  // fills from the environment; throws CLI::ValidationError when missing
 };

@@ -328,12 +328,31 @@ BenchResult run_full_bench_of(const BenchConfig& bench, const RepoConfig& config
   return run_full_bench(adapter_for(bench.format), bench, config, engine);
 }
 
+// What keeps a bench from starting at all, named as the user would look for
+// it (the load stage's headline, not a loader's exit 127 in the log tail).
+std::optional<std::string> bench_file_problem(const BenchConfig& bench, const fs::path& checkout) {
+  const fs::path file = checkout / bench.path;
+  std::error_code ec;
+  if (!fs::exists(file, ec))
+    return "`" + bench.path + "`: no such file after the build (did the build write it elsewhere?)";
+  if (fs::is_directory(file, ec)) return "`" + bench.path + "`: a directory, not the bench";
+  if (bench.format != BenchFormat::python && access(file.c_str(), X_OK) != 0)
+    return "`" + bench.path + "`: not executable (is it the built bench?)";
+  return std::nullopt;
+}
+
 // One bench's stage, as its format runs it: full_bench through the
 // measurement engine; the preflight of kwbench and python benches (which
 // speak kwbench's command line) stage by stage, another harness's through
 // the agent's own checks.
 BenchResult run_bench_stage(const BenchConfig& bench, StageName stage, const RepoConfig& config,
                             const PipelineOptions& options) {
+  if (auto problem = bench_file_problem(bench, options.checkout)) {
+    BenchResult result;
+    result.status = "failed";
+    result.message = bench.name + ": " + *problem;
+    return result;
+  }
   if (stage == StageName::full_bench) return run_full_bench_of(bench, config, options);
   const BenchAdapter& adapter = adapter_for(bench.format);
   if (!adapter.speaks_kwbench()) return run_adapted(adapter, bench, stage, config, options);
@@ -498,7 +517,8 @@ json run_pipeline(const RepoConfig& config, const PipelineOptions& options) {
         continue;
       }
       std::optional<BenchResult> from_preflight;
-      if (bench.format == BenchFormat::kwbench && stage != StageName::full_bench && whole_preflight) {
+      if (bench.format == BenchFormat::kwbench && stage != StageName::full_bench && whole_preflight &&
+          !bench_file_problem(bench, opts.checkout)) {
         if (stage == StageName::load) {
           auto on_started = [&](StageName started) {
             if (!announced.insert(started).second) return;

@@ -38,18 +38,30 @@ std::string host_name() {
 
 void ServerOptions::add_to(CLI::App& command) {
   command.add_option("--server", url, "kw-server URL (or KW_SERVER)");
-  command.add_option("--token", token, "API token (or KW_TOKEN)");
+  command.add_option("--token-file", token_file, "a file holding the API token (or KW_TOKEN)");
+  command.add_option("--token", token,
+                     "API token; prefer KW_TOKEN or --token-file: a command line is visible to every user of "
+                     "the host");
 }
 
 void ServerOptions::resolve() {
   if (url.empty()) {
     if (const char* env = std::getenv("KW_SERVER")) url = env;
   }
-  if (token.empty()) {
-    if (const char* env = std::getenv("KW_TOKEN")) token = env;
+  if (!token.empty()) {
+    say("warning: --token puts the token in the process list of every user of this host; use KW_TOKEN or "
+        "--token-file");
+  } else if (!token_file.empty()) {
+    std::ifstream in(token_file);
+    if (!in) throw CLI::ValidationError("--token-file", "cannot read " + token_file);
+    std::getline(in, token);
+    while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
+    if (token.empty()) throw CLI::ValidationError("--token-file", token_file + " holds no token");
+  } else if (const char* env = std::getenv("KW_TOKEN")) {
+    token = env;
   }
   if (url.empty()) throw CLI::ValidationError("--server", "is required (or set KW_SERVER)");
-  if (token.empty()) throw CLI::ValidationError("--token", "is required (or set KW_TOKEN)");
+  if (token.empty()) throw CLI::ValidationError("--token", "is required: set KW_TOKEN, or --token-file FILE");
 }
 
 namespace {

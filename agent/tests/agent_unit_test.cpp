@@ -388,6 +388,27 @@ TEST_F(PipelineTest, FullBenchMeasuresReplicatesAndTheBaseInTheSameJob) {
   EXPECT_EQ(c["measurements"].size(), 1u);
 }
 
+// A bench the build did not write (or wrote elsewhere) fails load with that
+// cause in the headline, for every format.
+TEST_F(PipelineTest, AMissingOrNonExecutableBenchIsNamedAsSuch) {
+  for (const char* format : {"kwbench", "gbench", "nvbench"}) {
+    json config = valid_config();
+    config["benches"] = json::array({{{"name", "micro"}, {"path", "build/my_bench"}, {"format", format}}});
+    json report = run(json::object(), true, config);
+    EXPECT_EQ(report["stages"][1]["status"], "failed") << format;
+    EXPECT_EQ(report["stages"][1]["message"],
+              "micro: `build/my_bench`: no such file after the build (did the build write it elsewhere?)")
+        << format;
+    EXPECT_EQ(report["stages"][5]["status"], "skipped") << format;
+  }
+  fs::create_directories(checkout_ / "build");
+  std::ofstream(checkout_ / "build/my_bench") << "not a program";
+  json config = valid_config();
+  config["benches"] = json::array({{{"name", "micro"}, {"path", "build/my_bench"}, {"format", "gbench"}}});
+  EXPECT_EQ(run(json::object(), true, config)["stages"][1]["message"],
+            "micro: `build/my_bench`: not executable (is it the built bench?)");
+}
+
 TEST_F(PipelineTest, StopsAtTheFirstFailedPreflightStage) {
   json report = run({{"fail_stage", "launch_geometry"}});
   EXPECT_EQ(statuses(report),

@@ -95,7 +95,12 @@ OutboundResponse post_json(const std::string& url_text, const std::string& body,
   http::response<http::string_body> response;
   beast::error_code failure;
   std::string step = "resolve";
+  // Configured before the stream: its SSL object copies the verify mode when made.
   ssl::context context(ssl::context::tls_client);
+  if (url.tls) {
+    context.set_default_verify_paths();
+    context.set_verify_mode(ssl::verify_peer);
+  }
   beast::ssl_stream<beast::tcp_stream> tls_stream(io, context);
   beast::tcp_stream& plain = beast::get_lowest_layer(tls_stream);
   auto finish = [&](beast::error_code ec) {
@@ -131,8 +136,6 @@ OutboundResponse post_json(const std::string& url_text, const std::string& body,
     });
   };
   if (url.tls) {
-    context.set_default_verify_paths();
-    context.set_verify_mode(ssl::verify_peer);
     // SSL_set_tlsext_host_name, spelled out (the macro casts C-style).
     if (SSL_ctrl(tls_stream.native_handle(), SSL_CTRL_SET_TLSEXT_HOSTNAME, TLSEXT_NAMETYPE_host_name,
                  const_cast<char*>(url.host.c_str())) != 1) {
