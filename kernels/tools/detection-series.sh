@@ -60,21 +60,14 @@ run() {  # kind index repo [base]
   log "$kind $i: exit $status in $((SECONDS - started)) s; $(grep -E 'stage (build|full_bench) (passed|failed)' "$out/series/$kind-$i.log" | sed 's/.*stage //' | tr '\n' ' ' | cut -c1-300)"
 }
 
-for item in $series; do
-  kind=${item%%:*} count=${item##*:}
-  for i in $(seq 1 "$count"); do
-    if [ -n "${SERIES_DEADLINE:-}" ] && [ "$(date +%s)" -ge "$SERIES_DEADLINE" ]; then
-      log "deadline reached: $kind $i and later not started"
-      break 2
-    fi
-    n=$(ls "$out/series" | grep -c "^$kind-.*\.json$")
-    case "$kind" in
-      main) run main $((n + 1)) "$work/b" ;;
-      pr) run pr $((n + 1)) "$work/b" "$base" ;;
-      power) run power $((n + 1)) "$work/c" "$base" ;;
-      *) echo "unknown series $kind" >&2; exit 64 ;;
-    esac
-  done
-done
+series_run() {  # kind index
+  case "$1" in
+    main) run main "$2" "$work/b" ;;
+    pr) run pr "$2" "$work/b" "$base" ;;
+    power) run power "$2" "$work/c" "$base" ;;
+    *) echo "unknown series $1" >&2; exit 64 ;;
+  esac
+}
+series_each "$series" "$out/series" "${SERIES_DEADLINE:-}"
 rm -rf "$out/series"
 log "done: $(du -h "$out/series.tar.gz" | cut -f1)"

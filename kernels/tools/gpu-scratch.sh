@@ -35,3 +35,21 @@ attention_tree() {
 }
 JSON
 }
+
+# series_each SERIES DIR [DEADLINE]: for each KIND:COUNT of SERIES, calls the
+# caller's `series_run KIND N` COUNT times, N the next number of KIND's
+# reports in DIR (KIND-N.json); none is started after DEADLINE (epoch seconds).
+series_each() {
+  local item kind count n
+  for item in $1; do
+    kind=${item%%:*} count=${item##*:}
+    for _ in $(seq 1 "$count"); do
+      if [ -n "${3:-}" ] && [ "$(date +%s)" -ge "$3" ]; then
+        echo "deadline reached: $kind and later not started"
+        return 0
+      fi
+      n=$(ls "$2" | grep -c "^$kind-.*\.json$")
+      series_run "$kind" $((n + 1)) || return
+    done
+  done
+}

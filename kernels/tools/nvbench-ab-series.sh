@@ -65,21 +65,14 @@ run() {  # kind index repo [base]
   log "$kind $i: exit $status in $((SECONDS - started)) s; $(grep -E 'stage (build|full_bench) (passed|failed)' "$out/nvbench-series/$kind-$i.log" | sed 's/.*stage //' | tr '\n' ' ' | cut -c1-300)"
 }
 
-for item in $series; do
-  kind=${item%%:*} count=${item##*:}
-  for _ in $(seq 1 "$count"); do
-    if [ -n "${NVB_DEADLINE:-}" ] && [ "$(date +%s)" -ge "$NVB_DEADLINE" ]; then
-      log "deadline reached: $kind and later not started"
-      break 2
-    fi
-    n=$(ls "$out/nvbench-series" | grep -c "^$kind-.*\.json$")
-    case "$kind" in
-      main) run main $((n + 1)) "$work/b" ;;
-      aa) run aa $((n + 1)) "$work/b" "$base" ;;
-      slow) run slow $((n + 1)) "$work/c" "$base" ;;
-      *) echo "unknown series $kind" >&2; exit 64 ;;
-    esac
-  done
-done
+series_run() {  # kind index
+  case "$1" in
+    main) run main "$2" "$work/b" ;;
+    aa) run aa "$2" "$work/b" "$base" ;;
+    slow) run slow "$2" "$work/c" "$base" ;;
+    *) echo "unknown series $1" >&2; exit 64 ;;
+  esac
+}
+series_each "$series" "$out/nvbench-series" "${NVB_DEADLINE:-}"
 rm -rf "$out/nvbench-series"
 log "done: $(du -h "$out/nvbench-series.tar.gz" | cut -f1)"

@@ -165,7 +165,8 @@ void App::wait() {
 void App::refresh_stored_metrics() {
   try {
     std::string text = with_transaction(*pool_, [](pqxx::work& tx) {
-      return JobRepository::counts_by_state_metrics(tx) + NotificationOutbox::metrics(tx);
+      return JobRepository::counts_by_state_metrics(tx) +
+             notification_metrics(NotificationOutbox::health(tx));
     });
     std::lock_guard lock(stored_metrics_mutex_);
     stored_metrics_ = std::move(text);

@@ -4,8 +4,6 @@
 
 namespace kw::server {
 
-namespace {
-
 std::string escape_label(const std::string& value) {
   std::string out;
   for (char c : value) {
@@ -18,8 +16,6 @@ std::string escape_label(const std::string& value) {
   }
   return out;
 }
-
-}  // namespace
 
 void Metrics::observe_request(const std::string& route, int status, double seconds) {
   std::lock_guard lock(mutex_);
@@ -65,6 +61,26 @@ std::string Metrics::render() const {
   }
   std::string text = out.str();
   for (const auto& source : sources) source(text);
+  return text;
+}
+
+std::string notification_metrics(const OutboxHealth& health) {
+  std::string text =
+      "# HELP kw_notifications_pending Notifications not yet delivered nor given up on.\n"
+      "# TYPE kw_notifications_pending gauge\n"
+      "kw_notifications_pending " +
+      std::to_string(health.pending) +
+      "\n# HELP kw_notification_target_failures Failed attempts in a row per target (0 rows: all healthy).\n"
+      "# TYPE kw_notification_target_failures gauge\n";
+  for (const TargetHealth& target : health.failing)
+    text += "kw_notification_target_failures{target=\"" + escape_label(target.target) + "\"} " +
+            std::to_string(target.consecutive_failures) + "\n";
+  text +=
+      "# HELP kw_notification_target_paused 1 while a target that kept failing is paused.\n"
+      "# TYPE kw_notification_target_paused gauge\n";
+  for (const TargetHealth& target : health.failing)
+    text += "kw_notification_target_paused{target=\"" + escape_label(target.target) + "\"} " +
+            (target.paused ? "1" : "0") + "\n";
   return text;
 }
 

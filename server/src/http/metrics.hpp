@@ -9,7 +9,14 @@
 #include <string>
 #include <utility>
 
+#include "store/notification_outbox.hpp"
+
 namespace kw::server {
+
+// A Prometheus label value: backslash, quote and newline escaped.
+std::string escape_label(const std::string& value);
+// kw_notifications_pending and each failing notification target's gauges.
+std::string notification_metrics(const OutboxHealth& health);
 
 class Metrics {
  public:

@@ -48,19 +48,6 @@ SELECT COALESCE(json_agg(json_build_object(
 FROM unnest($1::text[]) AS w(target) LEFT JOIN notification_targets t ON t.target = w.target
 )sql";
 
-std::string escape_label(const std::string& value) {
-  std::string out;
-  for (char c : value) {
-    if (c == '\\' || c == '"') out += '\\';
-    if (c == '\n') {
-      out += "\\n";
-      continue;
-    }
-    out += c;
-  }
-  return out;
-}
-
 }  // namespace
 
 std::string NotificationOutbox::target_of(const std::string& kind, const std::string& url) {
@@ -114,28 +101,16 @@ json NotificationOutbox::targets_json(pqxx::work& tx, const std::vector<std::str
   return json::parse(tx.exec_params1(kTargetsJson, wanted.str())[0].as<std::string>());
 }
 
-std::string NotificationOutbox::metrics(pqxx::work& tx) {
-  std::string text =
-      "# HELP kw_notifications_pending Notifications not yet delivered nor given up on.\n"
-      "# TYPE kw_notifications_pending gauge\n"
-      "kw_notifications_pending " +
+OutboxHealth NotificationOutbox::health(pqxx::work& tx) {
+  OutboxHealth health;
+  health.pending =
       tx.exec1("SELECT count(*) FROM notifications WHERE delivered_at IS NULL AND failed_at IS NULL")[0]
-          .as<std::string>() +
-      "\n# HELP kw_notification_target_failures Failed attempts in a row per target (0 rows: all healthy).\n"
-      "# TYPE kw_notification_target_failures gauge\n";
-  pqxx::result targets = tx.exec(
-      "SELECT target, consecutive_failures, COALESCE(paused_until > now(), false) FROM notification_targets "
-      "WHERE consecutive_failures > 0 ORDER BY target");
-  for (const auto& row : targets)
-    text += "kw_notification_target_failures{target=\"" + escape_label(row[0].as<std::string>()) + "\"} " +
-            row[1].as<std::string>() + "\n";
-  text +=
-      "# HELP kw_notification_target_paused 1 while a target that kept failing is paused.\n"
-      "# TYPE kw_notification_target_paused gauge\n";
-  for (const auto& row : targets)
-    text += "kw_notification_target_paused{target=\"" + escape_label(row[0].as<std::string>()) + "\"} " +
-            (row[2].as<bool>() ? "1" : "0") + "\n";
-  return text;
+          .as<std::int64_t>();
+  for (const auto& row : tx.exec("SELECT target, consecutive_failures, COALESCE(paused_until > now(), false) "
+                                 "FROM notification_targets "
+                                 "WHERE consecutive_failures > 0 ORDER BY target"))
+    health.failing.push_back({row[0].as<std::string>(), row[1].as<int>(), row[2].as<bool>()});
+  return health;
 }
 
 }  // namespace kw::server

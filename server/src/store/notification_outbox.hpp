@@ -22,6 +22,17 @@ struct Outgoing {
   int attempts = 0;  // this one included
 };
 
+struct TargetHealth {
+  std::string target;
+  int consecutive_failures = 0;
+  bool paused = false;
+};
+
+struct OutboxHealth {
+  std::int64_t pending = 0;
+  std::vector<TargetHealth> failing;
+};
+
 // When a target is paused: after this many failed attempts in a row, for
 // this long; then it is tried again.
 struct TargetPolicy {
@@ -52,8 +63,8 @@ class NotificationOutbox {
   // The state of `targets`: [{target, state: ok|failing|paused, consecutive_failures,
   // paused_until, last_error, pending}].
   static nlohmann::json targets_json(pqxx::work& tx, const std::vector<std::string>& targets);
-  // Prometheus text: pending notifications, and each failing or paused target.
-  static std::string metrics(pqxx::work& tx);
+  // Pending notifications, and each target with failures in a row.
+  static OutboxHealth health(pqxx::work& tx);
 };
 
 }  // namespace kw::server
