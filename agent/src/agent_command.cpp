@@ -440,15 +440,25 @@ int agent_loop(AgentArguments args) {
             say(std::string("stage not recorded on the server: ") + error.what());
           }
         };
-        RepoConfig config = load_repo_config(tree.path / "kernelwatch.json");
-        if (options.base_commit && config.full_bench.ab &&
-            full_bench_runs_here(config, options.gpu_available)) {
+        std::optional<RepoConfig> config;
+        try {
+          config = load_repo_config(tree.path / "kernelwatch.json");
+          if (config->project != project)
+            throw ConfigError({"project: \"" + config->project + "\" is not this job's project \"" + project +
+                               "\" (kernelwatch.json names the project as the server knows it)"});
+        } catch (const ConfigError& error) {
+          // The commit says the same on every attempt: a failed stage, not a retry.
+          report = config_failure_report(project, error, options);
+          config.reset();
+        }
+        if (config && options.base_commit && config->full_bench.ab &&
+            full_bench_runs_here(*config, options.gpu_available)) {
           std::string why;
           options.base_checkout = built.get(mirror, *options.base_commit, watcher.stop, say, why);
           if (!options.base_checkout)
             say("base: " + why + "; the server will compare with the stored history instead");
         }
-        report = run_pipeline(config, options);
+        if (config) report = run_pipeline(*config, options);
       }
       if (stop_requested() || lost) report = json();
     } catch (const std::exception& error) {

@@ -12,6 +12,7 @@ namespace kw::agent {
 // Exit codes shared by every subcommand.
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitInvalid = 1;
+inline constexpr int kExitPreflight = 2;  // a preflight stage (config included) failed
 inline constexpr int kExitInfrastructure = 3;
 inline constexpr int kExitUsage = 64;
 

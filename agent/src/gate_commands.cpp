@@ -24,7 +24,6 @@ namespace {
 using nlohmann::json;
 
 constexpr int kExitRegression = 1;
-constexpr int kExitPreflight = 2;
 
 double parse_duration(const std::string& text, const std::string& option, bool zero_allowed = false) {
   if (text.empty()) throw CLI::ValidationError(option, "is empty");

@@ -25,16 +25,26 @@ struct Inspection {
   std::string project;
   std::vector<std::string> build_commands;
   std::vector<FoundBench> benches;
-  std::vector<std::string> notes;  // what was found, and guesses said as guesses
-  std::vector<std::string> todos;  // what the user must still write
+  std::vector<std::string> notes;     // what was found, and guesses said as guesses
+  std::vector<std::string> todos;     // what the user must still write
+  bool read_configured_tree = false;  // the team's own build tree, not one kw init configured
   // Python projects: the bench script to write (path, text).
   std::string script_path, script_text;
 };
 
-// Looks at `repo` (and, for a CMake project, configures it into
-// `build_dir`, a path relative to `repo`, when `configure` is set).
-Inspection inspect_repository(const std::filesystem::path& repo, const std::string& build_dir,
-                              bool configure);
+struct InitOptions {
+  std::string build_dir = "build";  // relative to the repository
+  bool configure = true;            // run CMake to read its targets (else read its files)
+  // Globs over bench, target, function and kernel names: only what matches
+  // one is written (a large suite's first tracked part). Empty: everything.
+  std::vector<std::string> only;
+};
+
+// Looks at `repo`. A CMake project is read from CMake's file API: from the
+// build tree at `build_dir` when the team configured one there already (its
+// cache holds the options and dependency paths its build needs), else from
+// a fresh configure with the project's benchmark options on.
+Inspection inspect_repository(const std::filesystem::path& repo, const InitOptions& options);
 
 nlohmann::json repo_config_of(const Inspection& inspection);
 

@@ -612,4 +612,36 @@ json run_pipeline(const RepoConfig& config, const PipelineOptions& options) {
   return common::to_json(common::parse_run_report(document));
 }
 
+json config_failure_report(const std::string& project, const ConfigError& error,
+                           const PipelineOptions& options) {
+  Logger log{options};
+  const std::string started_at = utc_now_rfc3339();
+  log("stage config failed: " + std::string(error.what()));
+  std::string listed;
+  for (const std::string& problem : error.problems()) listed += problem + "\n";
+  std::vector<common::Stage> stages = {make_stage(StageName::config, "failed", 0, 0, error.what(), listed)};
+  log.ended(stages.back());
+  for (StageName stage : common::kAllStages) {
+    stages.push_back(make_stage(stage, "skipped", 0, 0, "not run: the config stage failed"));
+    log.ended(stages.back());
+  }
+  common::RunReport report;
+  report.project = project;
+  report.commit = options.commit;
+  report.branch = options.branch;
+  report.base_commit = options.base_commit;
+  report.job_id = options.job_id;
+  report.git = commit_info(options.checkout, options.commit);
+  report.agent = {options.agent_name, KW_VERSION, options.agent_host};
+  report.started_at = started_at;
+  report.finished_at = utc_now_rfc3339();
+  report.stages = std::move(stages);
+  json document = common::to_json(report);
+  if (options.gpu_available) {
+    json device = host_gpu_device();
+    if (device.is_object()) document["device"] = std::move(device);
+  }
+  return common::to_json(common::parse_run_report(document));
+}
+
 }  // namespace kw::agent

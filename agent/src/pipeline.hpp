@@ -70,6 +70,12 @@ bool full_bench_runs_here(const RepoConfig& config, bool gpu_available);
 // Returns the run report (valid kernelwatch.run/1).
 nlohmann::json run_pipeline(const RepoConfig& config, const PipelineOptions& options);
 
+// The report of a commit whose kernelwatch.json cannot be used: its config
+// stage failed with `error`'s problems and nothing else ran. `project` is
+// the job's (the file may not say it).
+nlohmann::json config_failure_report(const std::string& project, const ConfigError& error,
+                                     const PipelineOptions& options);
+
 std::string utc_now_rfc3339();
 
 }  // namespace kw::agent

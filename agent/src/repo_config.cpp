@@ -1,5 +1,7 @@
 #include "repo_config.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <sstream>
 
@@ -46,7 +48,256 @@ LaunchExpectation launch_expectation(JsonReader& reader) {
   return expected;
 }
 
+// kernelwatch.json's shape, for repo_config_problems: every key, its type,
+// and for some strings the values they may take. parse_repo_config holds
+// the values to their rules.
+enum class Kind { string, number, integer, boolean, strings, dims, object, objects, string_map, any };
+
+struct Field {
+  std::string_view key;
+  Kind kind;
+  bool required = false;
+  const std::vector<Field>* fields = nullptr;  // an object's, or each object's of an array
+  std::vector<std::string_view> values = {};   // a string's allowed values
+};
+
+const std::vector<Field> kLibraryFields = {{"path", Kind::string, true}, {"symbols", Kind::strings}};
+const std::vector<Field> kLaunchFields = {{"kernel", Kind::string, true},
+                                          {"block", Kind::dims},
+                                          {"grid", Kind::dims},
+                                          {"max_registers", Kind::integer},
+                                          {"max_shared_bytes", Kind::integer},
+                                          {"must_launch", Kind::boolean}};
+const std::vector<Field> kCheckFields = {{"command", Kind::strings, true}, {"timeout_s", Kind::number}};
+const std::vector<Field> kSanitizeFields = {
+    {"tools", Kind::strings, true, nullptr, {"memcheck", "racecheck", "initcheck", "synccheck"}},
+    {"cases", Kind::string}};
+const std::vector<Field> kBenchFields = {
+    {"name", Kind::string, true},
+    {"path", Kind::string, true},
+    {"format", Kind::string, false, nullptr, {"kwbench", "gbench", "nvbench", "python"}},
+    {"args", Kind::strings},
+    {"cases", Kind::string},
+    {"libraries", Kind::objects, false, &kLibraryFields},
+    {"launches", Kind::objects, false, &kLaunchFields},
+    {"launch_args", Kind::strings},
+    {"check", Kind::object, false, &kCheckFields},
+    {"sanitize", Kind::object, false, &kSanitizeFields},
+    {"python", Kind::string},
+    {"modules", Kind::strings}};
+const std::vector<Field> kBuildFields = {{"commands", Kind::strings, true},
+                                         {"timeout_s", Kind::number},
+                                         {"env", Kind::string_map},
+                                         {"clean", Kind::boolean}};
+const std::vector<Field> kTimeoutFields = {{"load", Kind::number},
+                                           {"launch_geometry", Kind::number},
+                                           {"correctness", Kind::number},
+                                           {"quick_bench", Kind::number},
+                                           {"full_bench", Kind::number}};
+const std::vector<Field> kFullBenchFields = {{"replicates", Kind::integer},
+                                             {"max_replicates", Kind::integer},
+                                             {"confirm_replicates", Kind::integer},
+                                             {"min_samples", Kind::integer},
+                                             {"max_samples", Kind::integer},
+                                             {"budget_s", Kind::number},
+                                             {"replicate_seconds", Kind::number},
+                                             {"target_se", Kind::number},
+                                             {"noise_target", Kind::number},
+                                             {"energy_seconds", Kind::number},
+                                             {"ab", Kind::boolean},
+                                             {"context_pass", Kind::boolean}};
+const std::vector<Field> kConfigFields = {{"project", Kind::string, true},
+                                          {"build", Kind::object, true, &kBuildFields},
+                                          {"benches", Kind::objects, true, &kBenchFields},
+                                          {"timeouts_s", Kind::object, false, &kTimeoutFields},
+                                          {"full_bench", Kind::object, false, &kFullBenchFields},
+                                          {"thresholds", Kind::any}};
+
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// The candidate nearest `word`, if near enough to be what was meant.
+std::optional<std::string_view> nearest(std::string_view word,
+                                        const std::vector<std::string_view>& candidates) {
+  std::optional<std::string_view> best;
+  std::size_t best_distance = std::max<std::size_t>(2, word.size() / 3) + 1;
+  for (std::string_view candidate : candidates) {
+    const std::size_t distance = edit_distance(word, candidate);
+    if (distance < best_distance) {
+      best_distance = distance;
+      best = candidate;
+    }
+  }
+  return best;
+}
+
+std::string kind_text(Kind kind) {
+  switch (kind) {
+    case Kind::string:
+      return "a string";
+    case Kind::number:
+      return "a number";
+    case Kind::integer:
+      return "an integer";
+    case Kind::boolean:
+      return "true or false";
+    case Kind::strings:
+      return "an array of strings";
+    case Kind::dims:
+      return "an array of 1 to 3 positive integers";
+    case Kind::object:
+      return "an object";
+    case Kind::objects:
+      return "an array of objects";
+    case Kind::string_map:
+      return "an object of strings";
+    case Kind::any:
+      return "a value";
+  }
+  return "a value";
+}
+
+bool is_integer(const json& value) {
+  return value.is_number_integer() || (value.is_number_float() && std::isfinite(value.get<double>()) &&
+                                       std::trunc(value.get<double>()) == value.get<double>());
+}
+
+void check_fields(const json& object, const std::string& path, const std::vector<Field>& fields,
+                  std::vector<std::string>& problems);
+
+void check_string_value(const json& value, const std::string& path, const Field& field,
+                        std::vector<std::string>& problems) {
+  if (field.values.empty() || !value.is_string()) return;
+  const std::string& text = value.get_ref<const std::string&>();
+  if (std::find(field.values.begin(), field.values.end(), text) != field.values.end()) return;
+  std::string expected;
+  for (std::string_view allowed : field.values)
+    expected += (expected.empty() ? "" : ", ") + std::string(allowed);
+  std::string problem = path + ": unknown value \"" + text + "\"";
+  if (auto near = nearest(text, field.values)) problem += "; did you mean \"" + std::string(*near) + "\"?";
+  problems.push_back(problem + " (expected " + expected + ")");
+}
+
+void check_value(const json& value, const std::string& path, const Field& field,
+                 std::vector<std::string>& problems) {
+  auto wrong = [&] {
+    problems.push_back(path + ": must be " + kind_text(field.kind) + ", got " + common::type_name(value));
+  };
+  switch (field.kind) {
+    case Kind::string:
+      if (!value.is_string()) return wrong();
+      return check_string_value(value, path, field, problems);
+    case Kind::number:
+      if (!value.is_number()) wrong();
+      return;
+    case Kind::integer:
+      if (!is_integer(value)) wrong();
+      return;
+    case Kind::boolean:
+      if (!value.is_boolean()) wrong();
+      return;
+    case Kind::strings:
+      if (!value.is_array()) return wrong();
+      for (std::size_t i = 0; i < value.size(); ++i) {
+        if (!value[i].is_string())
+          problems.push_back(index_path(path, i) + ": must be a string, got " + common::type_name(value[i]));
+        else
+          check_string_value(value[i], index_path(path, i), field, problems);
+      }
+      return;
+    case Kind::dims:
+      if (!value.is_array() || value.empty() || value.size() > 3 ||
+          !std::all_of(value.begin(), value.end(), [](const json& d) { return is_integer(d); }))
+        problems.push_back(path + ": must be " + kind_text(field.kind));
+      return;
+    case Kind::object:
+      if (!value.is_object()) return wrong();
+      return check_fields(value, path, *field.fields, problems);
+    case Kind::objects:
+      if (!value.is_array()) return wrong();
+      for (std::size_t i = 0; i < value.size(); ++i) {
+        if (!value[i].is_object())
+          problems.push_back(index_path(path, i) + ": must be an object, got " + common::type_name(value[i]));
+        else
+          check_fields(value[i], index_path(path, i), *field.fields, problems);
+      }
+      return;
+    case Kind::string_map:
+      if (!value.is_object()) return wrong();
+      for (const auto& [key, entry] : value.items()) {
+        if (!entry.is_string())
+          problems.push_back(path + "." + key + ": must be a string, got " + common::type_name(entry));
+      }
+      return;
+    case Kind::any:
+      return;
+  }
+}
+
+void check_fields(const json& object, const std::string& path, const std::vector<Field>& fields,
+                  std::vector<std::string>& problems) {
+  auto child = [&](std::string_view key) {
+    return path.empty() ? std::string(key) : path + "." + std::string(key);
+  };
+  std::vector<std::string_view> known;
+  for (const Field& field : fields) known.push_back(field.key);
+  std::vector<std::string_view> meant;  // known keys an unknown one was taken for
+  for (const auto& [key, _] : object.items()) {
+    if (std::find(known.begin(), known.end(), key) != known.end()) continue;
+    std::string problem = child(key) + ": unknown field";
+    if (auto near = nearest(key, known)) {
+      problem += "; did you mean `" + std::string(*near) + "`?";
+      meant.push_back(*near);
+    }
+    problems.push_back(problem);
+  }
+  for (const Field& field : fields) {
+    auto it = object.find(std::string(field.key));
+    if (it == object.end() || it->is_null()) {
+      // A misspelt key already says what is missing.
+      if (field.required && std::find(meant.begin(), meant.end(), field.key) == meant.end())
+        problems.push_back(child(field.key) + ": is required");
+      continue;
+    }
+    check_value(*it, child(field.key), field, problems);
+  }
+}
+
+std::string problems_text(const std::vector<std::string>& problems) {
+  if (problems.size() == 1) return problems.front();
+  std::string text = std::to_string(problems.size()) + " problems: ";
+  for (std::size_t i = 0; i < problems.size(); ++i) text += (i ? "; " : "") + problems[i];
+  return text;
+}
+
+RepoConfig read_repo_config(const json& document);
+
 }  // namespace
+
+ConfigError::ConfigError(std::vector<std::string> problems)
+    : std::runtime_error(problems_text(problems)), problems_(std::move(problems)) {}
+
+std::vector<std::string> repo_config_problems(const json& document) {
+  std::vector<std::string> problems;
+  if (!document.is_object()) {
+    problems.push_back("kernelwatch.json must be an object, got " + common::type_name(document));
+    return problems;
+  }
+  check_fields(document, "", kConfigFields, problems);
+  return problems;
+}
 
 std::string_view to_string(BenchFormat format) {
   switch (format) {
@@ -79,6 +330,18 @@ double RepoConfig::timeout_for(common::StageName stage) const {
 }
 
 RepoConfig parse_repo_config(const json& document) {
+  if (std::vector<std::string> problems = repo_config_problems(document); !problems.empty())
+    throw ConfigError(std::move(problems));
+  try {
+    return read_repo_config(document);
+  } catch (const common::ValidationError& error) {
+    throw ConfigError({error.what()});
+  }
+}
+
+namespace {
+
+RepoConfig read_repo_config(const json& document) {
   JsonReader reader(document, "");
   RepoConfig config;
   config.project = reader.string("project");
@@ -239,17 +502,22 @@ RepoConfig parse_repo_config(const json& document) {
   return config;
 }
 
+}  // namespace
+
 RepoConfig load_repo_config(const std::filesystem::path& file) {
   std::ifstream in(file);
-  if (!in) throw common::ValidationError("", "cannot open " + file.string());
+  if (!in) {
+    throw ConfigError({file.filename().string() + ": " +
+                       (std::filesystem::exists(file) ? "cannot be read"
+                                                      : "no such file in the commit (kw init writes one)")});
+  }
   std::stringstream text;
   text << in.rdbuf();
   json document;
   try {
     document = json::parse(text.str());
   } catch (const json::parse_error& error) {
-    throw common::ValidationError("",
-                                  file.string() + " is not valid JSON at byte " + std::to_string(error.byte));
+    throw ConfigError({file.filename().string() + ": not valid JSON at byte " + std::to_string(error.byte)});
   }
   return parse_repo_config(document);
 }

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -102,8 +103,27 @@ struct RepoConfig {
   double timeout_for(common::StageName stage) const;
 };
 
-// Throws common::ValidationError naming the field ("benches[1].format: ...").
+// kernelwatch.json's shape, every problem at once, each naming its field:
+// unknown keys with the nearest known one ("benchs: unknown field; did you
+// mean `benches`?"), missing fields, wrong types, unknown values.
+std::vector<std::string> repo_config_problems(const nlohmann::json& document);
+
+// A kernelwatch.json that cannot be used: a configuration mistake, failed as
+// the `config` stage (never retried: the commit says the same every time).
+// what(): its first line names the first problem.
+class ConfigError : public std::runtime_error {
+ public:
+  explicit ConfigError(std::vector<std::string> problems);
+  const std::vector<std::string>& problems() const { return problems_; }
+
+ private:
+  std::vector<std::string> problems_;
+};
+
+// Throws ConfigError with every shape problem, else the first rule broken
+// ("benches[1].name: duplicate bench name").
 RepoConfig parse_repo_config(const nlohmann::json& document);
+// `file` read and parsed; a missing file or invalid JSON is a ConfigError too.
 RepoConfig load_repo_config(const std::filesystem::path& file);
 
 std::string_view to_string(BenchFormat format);

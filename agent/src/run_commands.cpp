@@ -133,6 +133,17 @@ void refuse_uncommitted_changes(const fs::path& repo, const std::string& commit,
                            "with --allow-dirty --out FILE (never posted)");
 }
 
+// The project a kernelwatch.json names, even one that fails its checks;
+// else the repository's folder name.
+std::string project_named_in(const fs::path& config_file, const fs::path& repo) {
+  std::ifstream in(config_file);
+  const json document = json::parse(in, nullptr, false);
+  if (document.is_object() && document.contains("project") && document["project"].is_string() &&
+      !document["project"].get<std::string>().empty())
+    return document["project"];
+  return fs::weakly_canonical(repo).filename().string();
+}
+
 int run_once(const RunArguments& args) {
   fs::path repo = fs::absolute(args.repo);
   fs::path checkout = repo;
@@ -166,8 +177,14 @@ int run_once(const RunArguments& args) {
     }
   } cleanup{repo, worktree};
 
-  RepoConfig config =
-      load_repo_config(args.config.empty() ? checkout / "kernelwatch.json" : fs::path(args.config));
+  const fs::path config_file = args.config.empty() ? checkout / "kernelwatch.json" : fs::path(args.config);
+  std::optional<RepoConfig> config;
+  std::optional<ConfigError> config_error;
+  try {
+    config = load_repo_config(config_file);
+  } catch (const ConfigError& error) {
+    config_error = error;
+  }
   PipelineOptions options;
   options.checkout = checkout;
   options.commit = commit;
@@ -203,8 +220,8 @@ int run_once(const RunArguments& args) {
                                "preflight: all but full_bench)");
     options.only_stages.push_back(*name);
   }
-  if (options.base_commit && config.full_bench.ab && full_bench_runs_here(config, options.gpu_available) &&
-      is_git_checkout(repo)) {
+  if (config && options.base_commit && config->full_bench.ab &&
+      full_bench_runs_here(*config, options.gpu_available) && is_git_checkout(repo)) {
     const fs::path cache = user_built_cache(args.cache_dir);
     // The base builds in the cache go through ccache beside it; the
     // checkout's own build is the user's and left as it is configured.
@@ -214,12 +231,19 @@ int run_once(const RunArguments& args) {
     if (!options.base_checkout)
       say("base: " + why + "; the server will compare with the stored history instead");
   }
-  json report = run_pipeline(config, options);
+  json report = config ? run_pipeline(*config, options)
+                       : config_failure_report(project_named_in(config_file, repo), *config_error, options);
+  // A configuration mistake fails here, at once, as it fails a job.
+  const int done = config ? kExitOk : kExitPreflight;
+  if (config_error) {
+    std::cerr << "kw run: " << config_file.string() << ":\n";
+    for (const std::string& problem : config_error->problems()) std::cerr << "  " << problem << "\n";
+  }
 
   if (!args.out.empty()) {
     std::ofstream(args.out) << report.dump(2) << "\n";
     say("report written to " + args.out);
-    return kExitOk;
+    return done;
   }
   http::Client client(args.server.url, args.server.token);
   try {
@@ -227,7 +251,7 @@ int run_once(const RunArguments& args) {
     say("run " + std::to_string(answer.value("run_id", 0)) + ": verdict " +
         answer.value("verdict", std::string("?")) + " (" + args.server.url + "/api/v1/runs/" +
         std::to_string(answer.value("run_id", 0)) + ")");
-    return kExitOk;
+    return done;
   } catch (const http::ConnectionError& error) {
     fs::path dir = fs::path(std::getenv("HOME") ? std::getenv("HOME") : "/tmp") / ".kw" / "spool";
     Spool spool(dir);

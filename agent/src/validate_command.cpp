@@ -5,6 +5,7 @@
 
 #include "commands.hpp"
 #include "kw/common/run_report.hpp"
+#include "repo_config.hpp"
 
 namespace kw::agent {
 
@@ -33,9 +34,36 @@ int validate_file(const std::string& path) {
   }
 }
 
+// kernelwatch.json as the agent will read it, before a push: every problem,
+// one a line.
+int validate_config(const std::string& path) {
+  try {
+    const RepoConfig config = load_repo_config(path);
+    std::string benches;
+    for (const BenchConfig& bench : config.benches)
+      benches +=
+          (benches.empty() ? "" : ", ") + bench.name + " (" + std::string(to_string(bench.format)) + ")";
+    std::cout << path << ": valid: project " << config.project << ", " << config.benches.size()
+              << " bench(es): " << benches << "\n";
+    return kExitOk;
+  } catch (const ConfigError& error) {
+    const auto& problems = error.problems();
+    std::cerr << path << ": "
+              << (problems.size() == 1 ? "1 problem" : std::to_string(problems.size()) + " problems") << "\n";
+    for (const std::string& problem : problems) std::cerr << "  " << problem << "\n";
+    return kExitInvalid;
+  }
+}
+
 }  // namespace
 
 void add_validate_command(CLI::App& app, int& exit_code) {
+  auto* config_command = app.add_subcommand(
+      "validate-config", "Check a kernelwatch.json as the agent reads it: every problem at once");
+  auto config_file = std::make_shared<std::string>("kernelwatch.json");
+  config_command->add_option("FILE", *config_file, "the file")->capture_default_str();
+  config_command->callback([config_file, &exit_code] { exit_code = validate_config(*config_file); });
+
   auto* command = app.add_subcommand("validate", "Check run reports against kernelwatch.run/1");
   auto files = std::make_shared<std::vector<std::string>>();
   command->add_option("FILE", *files, "run report JSON files")->required();

@@ -53,7 +53,7 @@ std::string config_error(const std::function<void(json&)>& mutate) {
   mutate(config);
   try {
     parse_repo_config(config);
-  } catch (const common::ValidationError& error) {
+  } catch (const ConfigError& error) {
     return error.what();
   }
   return "accepted";
@@ -86,11 +86,11 @@ TEST(RepoConfig, ErrorsNameTheField) {
   EXPECT_EQ(config_error([](json& c) { c["build"]["commands"] = json::array(); }),
             "build.commands: must hold at least one command");
   EXPECT_EQ(config_error([](json& c) { c["benches"][0]["format"] = "criterion"; }),
-            "benches[0].format: unknown format \"criterion\" (expected kwbench, gbench, nvbench or python)");
+            "benches[0].format: unknown value \"criterion\" (expected kwbench, gbench, nvbench, python)");
   EXPECT_EQ(config_error([](json& c) { c["benches"].push_back(c["benches"][0]); }),
             "benches[1].name: duplicate bench name \"fake\"");
   EXPECT_EQ(config_error([](json& c) { c["timeouts_s"]["correctnes"] = 5; }),
-            "timeouts_s.correctnes: unknown field");
+            "timeouts_s.correctnes: unknown field; did you mean `correctness`?");
   EXPECT_EQ(config_error([](json& c) { c["thresholds"]["min_threshold"] = 5; }),
             "thresholds.min_threshold: must be between 0 and 1 (0.02 = 2%)");
   EXPECT_EQ(config_error([](json& c) {
@@ -142,7 +142,7 @@ TEST(RepoConfig, LaunchExpectationsAndCheckOfAnotherHarnessesBench) {
             "benches[0].launches[0].max_registers: must be <= 255, got 300");
   EXPECT_EQ(nvbench_error({{"block", {128}}}), "benches[0].launches[0].kernel: is required");
   EXPECT_EQ(nvbench_error({{"kernel", "k"}, {"min_registers", 3}}),
-            "benches[0].launches[0].min_registers: unknown field");
+            "benches[0].launches[0].min_registers: unknown field; did you mean `max_registers`?");
 
   json sanitized = valid_config();
   sanitized["benches"][0]["sanitize"] = {{"tools", {"memcheck", "racecheck"}}, {"cases", "fake.scale/n1k"}};
@@ -152,8 +152,8 @@ TEST(RepoConfig, LaunchExpectationsAndCheckOfAnotherHarnessesBench) {
   EXPECT_EQ(config_error([](json& c) {
               c["benches"][0]["sanitize"] = {{"tools", {"memcheck", "leakcheck"}}};
             }),
-            "benches[0].sanitize.tools[1]: unknown tool \"leakcheck\" (memcheck, racecheck, initcheck or "
-            "synccheck)");
+            "benches[0].sanitize.tools[1]: unknown value \"leakcheck\"; did you mean \"memcheck\"? (expected "
+            "memcheck, racecheck, initcheck, synccheck)");
   EXPECT_EQ(config_error([](json& c) {
               c["benches"][0]["format"] = "gbench";
               c["benches"][0]["sanitize"] = {{"tools", {"memcheck"}}, {"cases", "x*"}};
@@ -191,7 +191,51 @@ TEST(RepoConfig, PythonBenchesRunThroughTheirInterpreter) {
             }),
             "benches[0].check: a python bench checks its cases itself (its cases' check or reference)");
   EXPECT_EQ(config_error([](json& c) { c["benches"][0]["format"] = "criterion"; }),
-            "benches[0].format: unknown format \"criterion\" (expected kwbench, gbench, nvbench or python)");
+            "benches[0].format: unknown value \"criterion\" (expected kwbench, gbench, nvbench, python)");
+}
+
+// The shape is checked as a whole: every problem at once, a misspelt key
+// with the one it meant (and not again as a missing field), wrong types.
+TEST(RepoConfig, EveryProblemIsListedAtOnce) {
+  json config = valid_config();
+  config["benchs"] = config["benches"];
+  config.erase("benches");
+  config["build"]["timeout_s"] = "60";
+  config["full_bench"] = {{"replicates", 2.5}, {"budget", 30}};
+  try {
+    parse_repo_config(config);
+    FAIL() << "accepted";
+  } catch (const ConfigError& error) {
+    EXPECT_EQ(error.problems(), (std::vector<std::string>{
+                                    "benchs: unknown field; did you mean `benches`?",
+                                    "build.timeout_s: must be a number, got string",
+                                    "full_bench.budget: unknown field; did you mean `budget_s`?",
+                                    "full_bench.replicates: must be an integer, got number",
+                                }));
+    EXPECT_EQ(std::string(error.what()).rfind("4 problems: benchs: unknown field", 0), 0u) << error.what();
+  }
+  EXPECT_EQ(repo_config_problems(json::array()),
+            std::vector<std::string>{"kernelwatch.json must be an object, got array"});
+  EXPECT_TRUE(repo_config_problems(valid_config()).empty());
+}
+
+// A commit whose kernelwatch.json cannot be used still gets a report: its
+// config stage failed, every other stage skipped, valid kernelwatch.run/1.
+TEST(RepoConfig, AConfigMistakeIsAFailedConfigStage) {
+  PipelineOptions options;
+  options.checkout = fs::temp_directory_path();
+  options.commit = std::string(40, 'a');
+  options.branch = "main";
+  options.agent_name = "host";
+  const json report =
+      config_failure_report("demo", ConfigError({"benchs: unknown field; did you mean `benches`?"}), options);
+  ASSERT_EQ(report["stages"].size(), 7u);
+  EXPECT_EQ(report["stages"][0]["name"], "config");
+  EXPECT_EQ(report["stages"][0]["status"], "failed");
+  EXPECT_EQ(report["stages"][0]["message"], "benchs: unknown field; did you mean `benches`?");
+  EXPECT_EQ(report["stages"][1]["name"], "build");
+  EXPECT_EQ(report["stages"][1]["status"], "skipped");
+  EXPECT_EQ(report["project"], "demo");
 }
 
 TEST(RepoConfig, FullBenchSettings) {
@@ -210,11 +254,11 @@ TEST(RepoConfig, FullBenchSettings) {
   EXPECT_EQ(config_error([](json& c) {
               c["full_bench"] = {{"replicas", 4}};
             }),
-            "full_bench.replicas: unknown field");
+            "full_bench.replicas: unknown field; did you mean `replicates`?");
   EXPECT_EQ(config_error([](json& c) {
               c["full_bench"] = {{"ab", "yes"}};
             }),
-            "full_bench.ab: must be true or false");
+            "full_bench.ab: must be true or false, got string");
 }
 
 // One pass's case appended as a replicate: indices shifted, medians redone.
@@ -1221,6 +1265,17 @@ TEST(LaunchCheck, MarkedLaunchesAreHeldToTheirCasesDeclarations) {
   check_marked_launches(passing, bench, observed);
   EXPECT_EQ(passing.status, "passed");
   EXPECT_EQ(passing.message, "py: 3 launches; 1 of 1 cases launched as declared");
+
+  // An autotuned kernel (Triton) declares no block: its name is still held.
+  BenchResult autotuned;
+  autotuned.cases = {{{"name", "a"}, {"expected_launch", {{"kernel_pattern", "scale_kernel*"}}}},
+                     {{"name", "b"}, {"expected_launch", {{"kernel_pattern", "softmax_kernel*"}}}}};
+  check_marked_launches(autotuned, bench, observed);
+  EXPECT_EQ(autotuned.status, "failed");
+  EXPECT_NE(autotuned.message.find("b: no launch of a kernel matching \"softmax_kernel*\""),
+            std::string::npos)
+      << autotuned.message;
+  EXPECT_EQ(autotuned.message.find("a:"), std::string::npos) << autotuned.message;
 }
 
 TEST(LaunchCheck, IncompleteRecordsAreNamed) {

@@ -23,6 +23,18 @@ void write(const fs::path& file, const std::string& text) {
   std::ofstream(file) << text;
 }
 
+InitOptions without_configure() {
+  InitOptions options;
+  options.configure = false;
+  return options;
+}
+
+InitOptions only(std::vector<std::string> globs) {
+  InitOptions options;
+  options.only = std::move(globs);
+  return options;
+}
+
 void expect_python_compiles(const std::string& text) {
   const fs::path dir = kw::testing::make_temp_dir("kw-init-script");
   write(dir / "kernelwatch_bench.py", text);
@@ -45,7 +57,7 @@ TEST(InitCommand, ACMakeProjectsGoogleBenchmarkTargetAsBuilt) {
   write(repo / "CMakeLists.txt", kGbenchCmake);
   write(repo / "bench/sort.cpp", "#include <benchmark/benchmark.h>\nBENCHMARK_MAIN();\n");
   write(repo / "tool.cpp", "int main() { return 0; }\n");
-  const Inspection found = inspect_repository(repo, "build", true);
+  const Inspection found = inspect_repository(repo, {});
   ASSERT_EQ(found.benches.size(), 1u) << json(found.notes).dump();
   EXPECT_EQ(found.benches[0].format, "gbench");
   EXPECT_EQ(found.benches[0].path, "build/sort_bench") << "the artifact as CMake places it";
@@ -61,7 +73,7 @@ TEST(InitCommand, WithoutAConfigureTheCMakeFilesAreReadAndThePathIsAGuess) {
   write(repo / "CMakeLists.txt", "project(kernels CUDA CXX)\nadd_subdirectory(benches)\n");
   write(repo / "benches/CMakeLists.txt",
         "add_executable(copy_bench copy.cu)\ntarget_link_libraries(copy_bench PRIVATE nvbench::main)\n");
-  const Inspection found = inspect_repository(repo, "build", false);
+  const Inspection found = inspect_repository(repo, without_configure());
   ASSERT_EQ(found.benches.size(), 1u);
   EXPECT_EQ(found.benches[0].format, "nvbench");
   EXPECT_EQ(found.benches[0].name, "copy_bench");
@@ -83,7 +95,7 @@ TEST(InitCommand, APyTorchExtensionGetsABenchScriptWithACasePerBoundFunction) {
   write(repo / "csrc/ops.cpp",
         "PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {\n  m.def(\"forward\", &forward);\n"
         "  m.def(\"backward\", &backward);\n}\n");
-  const Inspection found = inspect_repository(repo, "build", true);
+  const Inspection found = inspect_repository(repo, {});
   ASSERT_EQ(found.benches.size(), 1u);
   EXPECT_EQ(found.benches[0].format, "python");
   EXPECT_EQ(found.build_commands, std::vector<std::string>{"python3 setup.py build_ext --inplace"});
@@ -91,7 +103,7 @@ TEST(InitCommand, APyTorchExtensionGetsABenchScriptWithACasePerBoundFunction) {
   EXPECT_NE(found.script_text.find("class Forward(kwbench.Case)"), std::string::npos);
   EXPECT_NE(found.script_text.find("class Backward(kwbench.Case)"), std::string::npos);
   EXPECT_NE(found.script_text.find("return fused_ops.forward()  # TODO"), std::string::npos);
-  EXPECT_NE(found.script_text.find("kwbench.Launch(\"fused_softmax_kernel*\""), std::string::npos);
+  EXPECT_NE(found.script_text.find("kwbench.Launch(\"*fused_softmax_kernel*\""), std::string::npos);
   EXPECT_NE(found.script_text.find("modules=[\"fused_ops\"]"), std::string::npos);
   expect_python_compiles(found.script_text);
   const RepoConfig config = parse_repo_config(repo_config_of(found));
@@ -105,7 +117,7 @@ TEST(InitCommand, TritonKernelsGetABenchScriptWithACasePerKernel) {
         "import torch\nimport triton\nimport triton.language as tl\n\n"
         "@triton.jit\ndef add_kernel(x, y, out, n, BLOCK: tl.constexpr):\n    pass\n\n"
         "@triton.autotune(configs=[], key=['n'])\n@triton.jit\ndef scale_kernel(x, n):\n    pass\n");
-  const Inspection found = inspect_repository(repo, "build", true);
+  const Inspection found = inspect_repository(repo, {});
   ASSERT_EQ(found.benches.size(), 1u);
   EXPECT_EQ(found.benches[0].name, "triton");
   EXPECT_NE(found.script_text.find("import kernels.add"), std::string::npos);
@@ -117,10 +129,116 @@ TEST(InitCommand, TritonKernelsGetABenchScriptWithACasePerKernel) {
   fs::remove_all(repo);
 }
 
+// A project whose benchmarks are behind an option that is off by default
+// (spdlog's SPDLOG_BUILD_BENCH), configured with that option on.
+TEST(InitCommand, ABenchmarkOptionOffByDefaultIsTurnedOn) {
+  const fs::path repo = kw::testing::make_temp_dir("kw-init-option");
+  write(repo / "CMakeLists.txt",
+        "cmake_minimum_required(VERSION 3.16)\nproject(lib CXX)\n"
+        "option(LIB_BUILD_BENCH \"benchmarks\" OFF)\noption(LIB_BUILD_TESTS \"tests\" OFF)\n"
+        "option(BENCHMARK_ENABLE_TESTING \"its tests\" OFF)\n"
+        "if(LIB_BUILD_BENCH)\n  add_subdirectory(bench)\nendif()\n");
+  write(repo / "bench/CMakeLists.txt",
+        "find_package(benchmark REQUIRED)\nadd_executable(latency latency.cpp)\n"
+        "target_link_libraries(latency PRIVATE benchmark::benchmark)\n");
+  write(repo / "bench/latency.cpp", "#include <benchmark/benchmark.h>\nBENCHMARK_MAIN();\n");
+  const Inspection found = inspect_repository(repo, {});
+  ASSERT_EQ(found.benches.size(), 1u) << json(found.notes).dump();
+  EXPECT_EQ(found.benches[0].path, "build/bench/latency");
+  ASSERT_EQ(found.build_commands.size(), 2u);
+  EXPECT_EQ(found.build_commands[0], "cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DLIB_BUILD_BENCH=ON")
+      << "the tests' options stay as they are";
+  fs::remove_all(repo);
+}
+
+// A kit that keeps its CMake project one folder down and builds it with its
+// own script (as ../shared/nvbench-kit does): the tree that script configured
+// is re-read, each source once however many targets build it, and the
+// script is the build command.
+TEST(InitCommand, AConfiguredBuildTreeIsReReadAndTheTeamsBuildScriptKept) {
+  const fs::path repo = kw::testing::make_temp_dir("kw-init-kit");
+  write(repo / "build.sh", "cmake -S project -B build -DKIT_DEPS=here && cmake --build build\n");
+  write(repo / "project/CMakeLists.txt",
+        "cmake_minimum_required(VERSION 3.16)\nproject(kit CXX)\n"
+        "if(NOT KIT_DEPS STREQUAL \"here\")\n  message(FATAL_ERROR \"run build.sh\")\nendif()\n"
+        "find_package(benchmark REQUIRED)\n"
+        "foreach(std 17 20)\n  add_executable(bench.example.cpp${std}.copy copy.cpp)\n"
+        "  target_link_libraries(bench.example.cpp${std}.copy PRIVATE benchmark::benchmark)\nendforeach()\n"
+        "add_executable(bench.example.cpp17.scan scan.cpp)\n"
+        "target_link_libraries(bench.example.cpp17.scan PRIVATE benchmark::benchmark)\n");
+  write(repo / "project/copy.cpp", "#include <benchmark/benchmark.h>\nBENCHMARK_MAIN();\n");
+  write(repo / "project/scan.cpp", "#include <benchmark/benchmark.h>\nBENCHMARK_MAIN();\n");
+  auto configured = kw::testing::run_command(
+      {"cmake", "-S", (repo / "project").string(), "-B", (repo / "build").string(), "-DKIT_DEPS=here"});
+  ASSERT_EQ(configured.exit_code, 0) << configured.output;
+
+  const Inspection all = inspect_repository(repo, {});
+  ASSERT_EQ(all.benches.size(), 2u) << json(all.notes).dump();
+  EXPECT_EQ(all.benches[0].path, "build/bench.example.cpp17.copy");
+  EXPECT_EQ(all.build_commands, std::vector<std::string>{"bash build.sh"});
+
+  const Inspection scan = inspect_repository(repo, only({"scan"}));
+  ASSERT_EQ(scan.benches.size(), 1u);
+  EXPECT_EQ(scan.benches[0].path, "build/bench.example.cpp17.scan");
+  fs::remove_all(repo);
+}
+
+// pytorch/extension-cpp's shape: the module named through an f-string, ops
+// registered with TORCH_LIBRARY schemas, one kernel per op.
+TEST(InitCommand, ATorchLibraryExtensionIsCalledThroughTorchOps) {
+  const fs::path repo = kw::testing::make_temp_dir("kw-init-torch-library");
+  write(repo / "setup.py",
+        "from torch.utils.cpp_extension import CppExtension, CUDAExtension, BuildExtension\n"
+        "library_name = \"extension_cpp\"\n"
+        "def get_extensions():\n    extension = CUDAExtension\n"
+        "    return [extension(f\"{library_name}._C\", sources)]\n");
+  write(repo / "extension_cpp/csrc/muladd.cpp",
+        "TORCH_LIBRARY(extension_cpp, m) {\n  m.def(\"mymuladd(Tensor a, Tensor b, float c) -> Tensor\");\n"
+        "  m.def(\"mymul(Tensor a, Tensor b) -> Tensor\");\n}\n");
+  write(repo / "extension_cpp/csrc/cuda/muladd.cu",
+        "__global__ void muladd_kernel(int n, const float* a) {}\n"
+        "__global__ void mul_kernel(int n, const float* a) {}\n");
+  const Inspection found = inspect_repository(repo, {});
+  ASSERT_EQ(found.benches.size(), 1u) << json(found.notes).dump();
+  EXPECT_NE(found.script_text.find("import extension_cpp._C"), std::string::npos) << found.script_text;
+  EXPECT_NE(found.script_text.find("return torch.ops.extension_cpp.mymuladd()  # TODO"), std::string::npos);
+  EXPECT_NE(found.script_text.find("class Mymul(kwbench.Case)"), std::string::npos);
+  EXPECT_NE(found.script_text.find("kwbench.Launch(\"*mul_kernel*\""), std::string::npos)
+      << "mymul launches mul_kernel, not muladd_kernel";
+  expect_python_compiles(found.script_text);
+
+  const Inspection one = inspect_repository(repo, only({"mymuladd"}));
+  EXPECT_EQ(one.script_text.find("class Mymul("), std::string::npos);
+  EXPECT_NE(one.script_text.find("class Mymuladd("), std::string::npos);
+  fs::remove_all(repo);
+}
+
+TEST(InitCommand, OnlyTritonFunctionsLaunchedAsKernelsBecomeCases) {
+  const fs::path repo = kw::testing::make_temp_dir("kw-init-triton-launched");
+  write(repo / "lib/softmax_kernels.py",
+        "import triton\nimport triton.language as tl\n\n"
+        "@triton.jit\ndef row_max(x):\n    return tl.max(x)\n\n"
+        "@triton.autotune(\n    configs=configs(),\n    key=['n'],\n)\n"
+        "@triton.heuristics({'BLOCK': lambda args: 64,\n                    'ROWS': lambda args: 1})\n"
+        "@triton.jit\ndef softmax_forward_kernel(x, n):\n    pass\n");
+  write(repo / "lib/softmax_layer.py",
+        "from .softmax_kernels import softmax_forward_kernel\n"
+        "def softmax(x):\n    softmax_forward_kernel[grid](x, x.numel())\n");
+  const Inspection found = inspect_repository(repo, {});
+  ASSERT_EQ(found.benches.size(), 1u) << json(found.notes).dump();
+  EXPECT_NE(found.script_text.find("class SoftmaxForwardKernel(kwbench.Case)"), std::string::npos);
+  EXPECT_EQ(found.script_text.find("RowMax"), std::string::npos) << "a helper is no case";
+  ASSERT_FALSE(found.notes.empty());
+  EXPECT_NE(found.notes[0].find("2 @triton.jit function(s), 1 launched as kernels"), std::string::npos)
+      << found.notes[0];
+  expect_python_compiles(found.script_text);
+  fs::remove_all(repo);
+}
+
 TEST(InitCommand, NothingFoundSaysWhatToAdd) {
   const fs::path repo = kw::testing::make_temp_dir("kw-init-empty");
   write(repo / "README.md", "nothing to measure\n");
-  const Inspection found = inspect_repository(repo, "build", true);
+  const Inspection found = inspect_repository(repo, {});
   EXPECT_TRUE(found.benches.empty());
   ASSERT_EQ(found.todos.size(), 1u);
   EXPECT_NE(found.todos[0].find("no bench found"), std::string::npos);

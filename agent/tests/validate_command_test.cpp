@@ -30,6 +30,31 @@ TEST(ValidateCommand, NoArgumentsIsUsageError) {
   EXPECT_EQ(result.exit_code, 64) << result.output;
 }
 
+// `kw validate-config` before a push: every problem, one a line; this
+// repository's own kernelwatch.json is valid.
+TEST(ValidateConfigCommand, ListsEveryProblemOfAKernelwatchJson) {
+  const fs::path file =
+      fs::temp_directory_path() / ("kw-validate-config-" + std::to_string(getpid()) + ".json");
+  std::ofstream(file) << R"({"project": "demo", "build": {"commands": ["make"]},
+    "benches": [{"name": "nv", "path": "build/nv", "format": "gbnech", "arg": ["-q"]}]})";
+  auto result = run_command({KW_BINARY, "validate-config", file.string()});
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  EXPECT_NE(result.output.find(file.string() + ": 2 problems\n"
+                                               "  benches[0].arg: unknown field; did you mean `args`?\n"
+                                               "  benches[0].format: unknown value \"gbnech\"; did you mean "
+                                               "\"gbench\"? (expected kwbench, gbench, nvbench, python)\n"),
+            std::string::npos)
+      << result.output;
+  fs::remove(file);
+
+  auto own = run_command({KW_BINARY, "validate-config", KW_SOURCE_DIR "/kernelwatch.json"});
+  EXPECT_EQ(own.exit_code, 0) << own.output;
+  EXPECT_NE(own.output.find(
+                ": valid: project kernelwatch, 2 bench(es): harness-selftest (kwbench), attention (kwbench)"),
+            std::string::npos)
+      << own.output;
+}
+
 class ValidateBrokenTest : public ::testing::TestWithParam<kw::testing::BrokenReport> {};
 
 TEST_P(ValidateBrokenTest, ExitsOneNamingTheField) {

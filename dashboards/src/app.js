@@ -287,6 +287,12 @@ async function casePage(project, name, query) {
                     { label: `${g} high`, stroke: "transparent", spanGaps: true, points: { show: false } });
     bands.push({ series: [base + 2, base + 1], fill: "rgba(46,144,250,0.15)" }, { series: [base, base + 1], fill: "rgba(0,0,0,0)" });
   }
+  // A branch's runs against their base: the base commit's level, dashed.
+  const baseLevel = (series.base_ns ?? []).map((b) => (b == null ? null : b / 1000));
+  if (baseLevel.some((b) => b != null)) {
+    timeData.push(baseLevel);
+    timeSeries.push({ label: "base", stroke: "#667085", dash: [6, 4], width: 1.5, spanGaps: true, points: { size: 3 } });
+  }
   const mark = (want) => series.median_ns.map((m, k) => (series.status[k] === "regression" && series.acknowledged[k] === want ? m.candidate / 1000 : null));
   timeData.push(mark(false), mark(true));
   timeSeries.push({ label: "regression", stroke: "#d92d20", paths: () => null, points: { size: 11, fill: "#d92d20", stroke: "#d92d20" } },
@@ -343,9 +349,39 @@ async function casePage(project, name, query) {
   }, speedupData);
 }
 
+// Each flagged case in numbers, first on the run page: base and head medians
+// with their spread, the ratio and its interval, the speedup against each
+// baseline on each side, and where the why and the profile are.
+function flaggedCases(run) {
+  const rows = run.flagged ?? [];
+  if (!rows.length) return "";
+  const spread = (noise) => (noise == null ? "" : ` <span class="muted">± ${(100 * noise).toFixed(1)}%</span>`);
+  // The base's level: measured in the job, else the head's over the ratio.
+  const baseNs = (f) => {
+    if (f.base_ns != null) return f.base_ns;
+    const r = Number.isFinite(f.ratio_of_medians) && f.ratio_of_medians > 0 ? f.ratio_of_medians : f.ratio;
+    return f.head_ns && r ? f.head_ns / r : null;
+  };
+  const speedups = (f) => Object.keys(f.head_baselines ?? {}).map((impl) => {
+    const head = f.head_ns ? f.head_baselines[impl] / f.head_ns : null;
+    const base = f.base_baselines?.[impl] && f.base_ns ? f.base_baselines[impl] / f.base_ns : null;
+    return `${esc(impl.replace("baseline:", "vs "))} ${base != null ? `${base.toPrecision(3)}x → ` : ""}${head != null ? `${head.toPrecision(3)}x` : "–"}`;
+  }).join("<br>") || '<span class="muted">no baseline</span>';
+  const profiled = new Set((run.profiles ?? []).map((p) => p.case));
+  return `<div class="card" id="flagged"><table id="flagged-table"><thead><tr><th>flagged case</th><th></th><th class="num">base</th><th class="num">head</th>
+    <th class="num">head / base</th><th class="num">99% interval</th><th>speedup, base → head</th><th>why</th></tr></thead><tbody>
+    ${rows.map((f) => `<tr data-case="${esc(f.case)}"><td>${esc(f.case)}</td><td>${badge(f.status)}</td>
+      <td class="num base-time">${us(baseNs(f))}${spread(f.base_noise)}${f.base_ns == null && f.baseline_run_id ? `<br><a class="muted" href="#/run/${f.baseline_run_id}" title="${esc(f.baseline_reason ?? "")}">stored run ${f.baseline_run_id}</a>` : ""}</td>
+      <td class="num head-time">${us(f.head_ns)}${spread(f.head_noise)}</td>
+      <td class="num">${ratioText(f.ratio)}</td><td class="num">${f.lower != null ? `${f.lower.toFixed(3)} – ${f.upper.toFixed(3)}` : "–"}</td>
+      <td>${speedups(f)}</td>
+      <td class="why"><a href="" data-scroll="explanation">explanation</a>${profiled.has(f.case) ? ' · <a href="" data-scroll="profiles">profile</a>' : ""}</td></tr>`).join("")}
+    </tbody></table></div>`;
+}
+
 // The stages in the order they ran, each as wide as its wall time; the
 // darker part is the time its bench processes held the GPU.
-function stageTimeline(stages) {
+function stageTimeline(stages, onGpu = true) {
   const total = stages.reduce((sum, s) => sum + s.duration_ms, 0);
   if (total <= 0) return "";
   let offset = 0;
@@ -354,45 +390,64 @@ function stageTimeline(stages) {
     offset += s.duration_ms;
     const gpu = s.gpu_seconds ?? null;
     const gpuShare = gpu === null || s.duration_ms <= 0 ? 0 : Math.min(100, (100 * gpu * 1000) / s.duration_ms);
-    const title = `${s.name}: ${(s.duration_ms / 1000).toFixed(1)} s${gpu === null ? "" : `, ${gpu.toFixed(1)} s on the GPU`} (${s.status})`;
+    const title = `${s.name}: ${(s.duration_ms / 1000).toFixed(1)} s${gpu === null || !onGpu ? "" : `, ${gpu.toFixed(1)} s on the GPU`} (${s.status})`;
     return `<div class="stage-bar ${esc(s.status)}" style="left:${left}%;width:${width}%" title="${esc(title)}">
       <div class="gpu" style="width:${gpuShare}%"></div><span>${esc(s.name)}</span></div>`;
   }).join("");
   return `<div id="timeline" class="timeline">${bars}</div>
-    <p class="muted">${(total / 1000).toFixed(1)} s from the start of the build to the report; darker: on the GPU</p>`;
+    <p class="muted">${(total / 1000).toFixed(1)} s from the start of the build to the report${onGpu ? "; darker: on the GPU" : ""}</p>`;
 }
 
 async function runPage(id, query) {
   const run = await api(`/api/v1/runs/${enc(id)}?${pageQuery(query)}`);
   const verdict = run.acknowledgement ? badge("acknowledged", "pass (acknowledged)") : badge(run.verdict);
   const icon = { passed: "✔", failed: "✘", skipped: "–" };
+  // A CPU run (Google Benchmark on a host without a GPU) has no GPU to name,
+  // time on, launch or profile.
+  const cpu = run.device?.kind === "cpu";
+  const allPassed = run.stages.every((s) => s.status !== "failed");
   app.innerHTML = `<h1>Run ${run.id} ${verdict}</h1>
+    ${decisionSummary(run)}${flaggedCases(run)}
     <div class="card"><dl class="meta">
       <dt>project</dt><dd><a href="#/p/${enc(run.project)}">${esc(run.project)}</a></dd>
       <dt>commit</dt><dd><code>${esc(run.commit)}</code> on ${esc(run.branch)}${run.base_commit ? ` (base <code>${esc(run.base_commit.slice(0, 12))}</code>)` : ""}
         ${run.git ? `<br><span id="commit-subject">${esc(run.git.subject ?? "")}</span> <span class="muted">· ${esc(run.git.author ?? "")}${run.git.committed_at ? ` · ${when(run.git.committed_at)}` : ""}</span>` : ""}</dd>
-      ${run.device?.kind === "cpu"
+      ${cpu
         ? `<dt>CPU</dt><dd>${esc(run.gpu_model)}${run.device.sm_count ? ` · ${run.device.sm_count} cores` : ""} (no GPU: a CPU benchmark)</dd>`
         : `<dt>GPU</dt><dd>${esc(run.gpu_model)}${run.device ? ` · CC ${esc(run.device.compute_capability)} · driver ${esc(run.device.driver)} · ${run.device.sm_count} SMs` : ""}</dd>`}
       <dt>agent</dt><dd>${esc(run.agent.name)} ${esc(run.agent.version)}</dd>
-      <dt>GPU-seconds</dt><dd>${run.gpu_seconds.toFixed(1)}</dd>
+      <dt>${cpu ? "bench seconds" : "GPU-seconds"}</dt><dd>${run.gpu_seconds.toFixed(1)}</dd>
       <dt>started</dt><dd>${esc(run.started_at)}</dd>
       ${run.acknowledgement ? `<dt>acknowledged</dt><dd id="acknowledgement">${acknowledgementText(run.acknowledgement)}</dd>` : ""}
       ${run.bisect ? `<dt>bisect</dt><dd id="bisect">${bisectText(run.bisect)}</dd>` : ""}
     </dl></div>${run.verdict === "regression" && !run.acknowledgement ? ackForm() : ""}
-    <h2>Preflight checklist</h2>${stageTimeline(run.stages)}
-    <table id="stages"><thead><tr><th></th><th>stage</th><th>status</th><th class="num">duration</th><th class="num">on the GPU</th><th>message</th></tr></thead><tbody>
+    <details id="preflight"${allPassed ? "" : " open"}><summary><h2>Preflight checklist</h2> <span class="muted">${allPassed ? `no stage failed (${run.stages.length} stages)` : "a stage failed"}</span></summary>
+    ${stageTimeline(run.stages, !cpu)}
+    <table id="stages"><thead><tr><th></th><th>stage</th><th>status</th><th class="num">duration</th>${cpu ? "" : '<th class="num">on the GPU</th>'}<th>message</th></tr></thead><tbody>
     ${run.stages.map((s) => `<tr><td>${icon[s.status]}</td><td>${esc(s.name)}</td><td>${badge(s.status)}</td><td class="num">${(s.duration_ms / 1000).toFixed(1)} s</td>
-      <td class="num">${s.gpu_seconds == null ? "" : `${s.gpu_seconds.toFixed(1)} s`}</td>
+      ${cpu ? "" : `<td class="num">${s.gpu_seconds == null ? "" : `${s.gpu_seconds.toFixed(1)} s`}</td>`}
       <td>${esc(s.message)}${s.log_tail ? `<details><summary>log tail</summary><pre class="log">${esc(s.log_tail)}</pre></details>` : ""}</td></tr>`).join("")}
-    </tbody></table>
-    <h2>Comparisons</h2>${decisionSummary(run)}<p id="compare-link"></p>${pager(run.paging, query)}${comparisonTable(run.comparisons)}
+    </tbody></table></details>
+    <h2>Comparisons</h2><p id="compare-link"></p>${pager(run.paging, query)}${comparisonTable(run.comparisons)}
     <div id="explanation"></div><div id="profiles"></div>
     <h2>Cases</h2><div id="cases"></div>${pager(run.paging, query)}`;
   const form = document.getElementById("ack");
   if (form) form.onsubmit = (e) => postWithCiToken(e, `/api/v1/runs/${run.id}/acknowledge`, (f) => ({ reason: String(f.get("reason")).trim() }), "ack-error", "not acknowledged");
-  if (run.comparisons.some((c) => c.impl === "candidate" && (c.status === "regression" || c.status === "improvement")))
-    document.getElementById("explanation").innerHTML = explanation(await api(`/api/v1/runs/${enc(id)}/explanation`));
+  for (const link of document.querySelectorAll("[data-scroll]")) {
+    link.onclick = (e) => {
+      e.preventDefault();
+      document.getElementById(link.dataset.scroll)?.scrollIntoView();
+    };
+  }
+  if (run.flagged?.length || run.comparisons.some((c) => c.impl === "candidate" && (c.status === "regression" || c.status === "improvement"))) {
+    const explained = await api(`/api/v1/runs/${enc(id)}/explanation`);
+    document.getElementById("explanation").innerHTML = explanation(explained, cpu);
+    // The first thing that changed, beside the case's numbers.
+    for (const c of explained.cases) {
+      const why = [...document.querySelectorAll("#flagged-table tr[data-case]")].find((row) => row.dataset.case === c.case)?.querySelector(".why");
+      if (why && c.changes.length) why.insertAdjacentHTML("afterbegin", `${esc(c.changes[0])}<br>`);
+    }
+  }
   if (run.device?.kind !== "cpu" && run.gpu_model !== "none") {
     const section = document.getElementById("profiles");
     section.innerHTML = profiles(await api(`/api/v1/runs/${enc(id)}/profiles`), run);
@@ -411,14 +466,14 @@ async function runPage(id, query) {
     div.className = "card";
     const e = c.expected_launch;
     const launches = c.launches.map((l) => {
-      const blockBad = e && JSON.stringify(e.block) !== JSON.stringify(l.block);
+      const blockBad = e && e.block && JSON.stringify(e.block) !== JSON.stringify(l.block);
       const gridBad = e && e.grid && JSON.stringify(e.grid) !== JSON.stringify(l.grid);
       return `<tr><td><code>${esc(l.kernel)}</code></td><td class="${gridBad ? "mismatch" : ""}">${esc(l.grid.join("×"))}</td>
         <td class="${blockBad ? "mismatch" : ""}">${esc(l.block.join("×"))}</td><td class="num">${l.registers}</td><td class="num">${l.static_smem + l.dynamic_smem}</td></tr>`;
     }).join("");
     const g = c.gpu_state;
     div.innerHTML = `<h3>${esc(c.name)}</h3>
-      ${e ? `<p>expected: <code>${esc(e.kernel_pattern)}</code> block ${esc(e.block.join("×"))}${e.grid ? ` grid ${esc(e.grid.join("×"))}` : ""}</p>` : ""}
+      ${e ? `<p>expected: <code>${esc(e.kernel_pattern)}</code> ${e.block ? `block ${esc(e.block.join("×"))}` : "block as its autotuner picks"}${e.grid ? ` grid ${esc(e.grid.join("×"))}` : ""}</p>` : ""}
       ${launches ? `<table><thead><tr><th>observed kernel</th><th>grid</th><th>block</th><th class="num">registers</th><th class="num">shared bytes</th></tr></thead><tbody>${launches}</tbody></table>` : ""}
       ${c.correctness ? `<p>correctness ${badge(c.correctness.passed ? "passed" : "failed")} rel L2 ${c.correctness.rel_l2_err.toExponential(2)} · max abs ${c.correctness.max_abs_err.toExponential(2)} · tolerance ${c.correctness.tolerance} · non-finite ${c.correctness.nonfinite}</p>` : ""}
       ${g ? `<p class="muted">SM ${esc(g.sm_mhz.join(" → "))} MHz · memory ${esc(g.mem_mhz.join(" → "))} MHz · throttle reasons 0x${Number(g.throttle_reasons).toString(16)}${g.temp_c_max != null ? ` · ${g.temp_c_max} °C max` : ""}${g.power_w_max != null ? ` · ${g.power_w_max} W max` : ""}</p>` : ""}
@@ -438,7 +493,7 @@ async function runPage(id, query) {
 
 // What changed between a flagged case's baseline run and this run: the
 // kernels launched and how, their occupancy, the build's spills.
-function explanation(e) {
+function explanation(e, cpu = false) {
   if (!e.cases.length) return "";
   const launchRows = (side, label) => (side?.launches ?? []).map((l) => {
     const spill = side.build.find((b) => b.kernel === l.kernel);
@@ -451,8 +506,8 @@ function explanation(e) {
   return `<h2>What changed in the flagged cases</h2>${e.cases.map((c) => `<div class="card explained" data-case="${esc(c.case)}">
     <h3>${esc(c.case)} ${badge(c.status)} ${ratioText(c.ratio)}</h3>
     ${c.changes.length ? `<ul class="changes">${c.changes.map((line) => `<li>${esc(line)}</li>`).join("")}</ul>` : ""}
-    ${c.note ? `<p class="muted">${esc(c.note)}</p>` : ""}
-    ${c.base ? `<table><thead><tr><th></th><th>kernel</th><th>grid</th><th>block</th><th class="num">registers</th><th class="num">shared / block</th><th class="num">theoretical occupancy</th><th class="num">spill stores / loads (bytes)</th></tr></thead>
+    ${c.note && !cpu ? `<p class="muted">${esc(c.note)}</p>` : ""}
+    ${c.base && !cpu ? `<table><thead><tr><th></th><th>kernel</th><th>grid</th><th>block</th><th class="num">registers</th><th class="num">shared / block</th><th class="num">theoretical occupancy</th><th class="num">spill stores / loads (bytes)</th></tr></thead>
       <tbody>${launchRows(c.base, `base <a href="#/run/${c.base.run_id}">${esc(short(c.base.commit))}</a>`)}${launchRows(c.head, "head")}</tbody></table>` : ""}</div>`).join("")}`;
 }
 

@@ -131,6 +131,23 @@ before(async () => {
     const r = await post("/api/v1/runs", measured, tokens.agent);
     if (i === 4) seeded.energyRegression = r.run_id;
   }
+  // A Google Benchmark project on a host without a GPU: three CPU runs, the
+  // newest 20% slower.
+  execFileSync(SERVER_BINARY, ["project", "create", "--data-dir", dataDir, "cpu-bench"]);
+  for (let i = 0; i < 3; ++i) {
+    const onCpu = report({ commit: sha(n++), cases: [["BM_Sort/1024", 41000]], slowdown: i === 2 ? 1.2 : 1 });
+    onCpu.project = "cpu-bench";
+    onCpu.device = { kind: "cpu", name: "AMD EPYC 9454 48-Core Processor", memory_bytes: 25769803776, sm_count: 2 };
+    for (const s of onCpu.stages) s.gpu_seconds = s.name === "full_bench" ? 4.2 : 0;
+    for (const c of onCpu.cases) {
+      delete c.expected_launch;
+      delete c.gpu_state;
+      c.launches = [];
+      c.measurements = c.measurements.filter((m) => m.impl === "candidate");
+    }
+    const r = await post("/api/v1/runs", onCpu, tokens.agent);
+    if (i === 2) seeded.cpuRegression = r.run_id;
+  }
   // A case with 10,000 runs, to plot and pan. Written with SQL straight into
   // the server's database: 10,000 posts would take minutes on a 2-core machine
   // (kw-server-bench measures ingest); the page reads them through the API.
@@ -238,6 +255,9 @@ test("overview -> case -> run -> compare by clicking, and back/forward", async (
   assert.equal(await page.locator("#tooltip").isHidden(), true);
   assert.match(await page.locator("#commit-subject").innerText(), /commit 10: tune the tiles/);
   assert.equal(await page.locator("#bisect").innerText(), `first bad commit ${sha(902).slice(0, 8)} over the 3 pushed commits (bisect 1, 2 steps)`);
+  // Every stage passed: the checklist is folded; a click opens it.
+  assert.equal(await page.locator("#stages").isVisible(), false);
+  await page.click("#preflight > summary");
   assert.equal(await page.locator("#stages tbody tr").count(), 6);
   // The stages as a timeline: six bars in order, each as wide as its wall
   // time, the GPU's share darker; the table says both.
@@ -505,6 +525,39 @@ test("a 10,000-point series renders and pans without lag", async () => {
   assert.ok(timing.pan_ms_per_frame < 50, `panning took ${timing.pan_ms_per_frame} ms per frame`);
   await shot("long-history");
   assert.deepEqual(consoleErrors, []);
+});
+
+test("a regression's flagged cases come first: base and head times without scrolling at 1400x1000", async () => {
+  await page.setViewportSize({ width: 1400, height: 1000 });
+  try {
+    await go(`#/run/${seeded.prRegression}`);
+    const first = page.locator("#flagged-table tr[data-case]").first();
+    for (const cell of [".base-time", ".head-time"]) {
+      const box = await first.locator(cell).boundingBox();
+      assert.ok(box && box.y >= 0 && box.y + box.height <= 1000, `${cell} at ${JSON.stringify(box)}: below the fold`);
+      assert.match(await first.locator(cell).innerText(), /[\d.,]+ µs/);
+    }
+    // 25% slower than its base: the head's time is 1.25x the base's.
+    const time = async (cell) => Number((await first.locator(cell).innerText()).split(" µs")[0].replaceAll(",", ""));
+    const ratio = (await time(".head-time")) / (await time(".base-time"));
+    assert.ok(Math.abs(ratio - 1.25) < 0.02, `head / base ${ratio}`);
+    assert.match(await first.innerText(), /vs cudnn-sdpa/);
+    // Everything passed: the checklist is folded under its heading.
+    assert.equal(await page.locator("#preflight").getAttribute("open"), null);
+    await shot("run-page-flagged");
+  } finally {
+    await page.setViewportSize({ width: 1400, height: 900 });
+  }
+});
+
+test("a CPU run says CPU and shows no GPU labels", async () => {
+  await go(`#/run/${seeded.cpuRegression}`);
+  const text = await page.locator("#app").innerText();
+  assert.match(text, /CPU\s+AMD EPYC 9454 48-Core Processor/);
+  for (const gpuOnly of ["GPU-seconds", "on the GPU", "GPU\n", "launches were not recorded", "Nsight"])
+    assert.ok(!text.includes(gpuOnly), `"${gpuOnly}" on a CPU run's page`);
+  assert.match(text, /bench seconds/);
+  assert.ok(await page.locator("#flagged-table tr[data-case]").count() >= 1);
 });
 
 test("a run's cases come a page at a time, with a pager", async () => {

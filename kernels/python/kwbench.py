@@ -85,13 +85,16 @@ class Launch:
 
     def __init__(self, kernel, block, grid=None, max_registers=None, max_shared_bytes=None):
         self.kernel = kernel
-        self.block = _dim3(block, "block")
+        # None: an autotuned kernel (Triton) whose block the tuner picks.
+        self.block = None if block is None else _dim3(block, "block")
         self.grid = None if grid is None else _dim3(grid, "grid")
         self.max_registers = max_registers
         self.max_shared_bytes = max_shared_bytes
 
     def to_json(self):
-        out = {"kernel_pattern": self.kernel, "block": self.block}
+        out = {"kernel_pattern": self.kernel}
+        if self.block is not None:
+            out["block"] = self.block
         if self.grid is not None:
             out["grid"] = self.grid
         if self.max_registers is not None:
@@ -471,6 +474,9 @@ def _header(case):
 def _stage_launch_geometry(case, state, injection):
     part = _header(case)
     part["expected_launch"] = case.expected_launch().to_json()
+    # A JIT or autotuned kernel (Triton) compiles and tunes on its first call,
+    # launching configurations the timed calls never use; those stay unmarked.
+    case.run_candidate(state)
     state.backend.synchronize()
     injection.mark("case " + case.name)
     case.run_candidate(state)

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <functional>
 #include <regex>
 #include <sstream>
 #include <thread>
@@ -138,8 +139,8 @@ TEST_F(GateE2eTest, GateWaitsForTheRegressionsProfileAndShowsIt) {
   const fs::path summary = work_dir_ / "step-summary.md";
   CommandResult result = gate(head, "pr-7", true, {"--summary", summary.string()});
   EXPECT_EQ(result.exit_code, 1) << result.output;
-  EXPECT_NE(result.output.find("s for the Nsight Compute profile of fake.scale/"), std::string::npos)
-      << result.output;
+  // (It says it waits only while the profile runs: on a fast agent the
+  // profile may be done before the verdict is read.)
   std::smatch match;
   ASSERT_TRUE(std::regex_search(
       result.output, match,
@@ -197,20 +198,86 @@ TEST_F(GateE2eTest, GateSaysNoDataWhenNothingWasMeasured) {
       << result.output;
 }
 
-// A commit the agent cannot make a report of (its kernelwatch.json is
-// broken): the job fails at once with the reason, and the gate prints it.
-TEST_F(GateE2eTest, GateSaysWhyTheAgentCouldNotRunTheJob) {
-  repo_.write("kernelwatch.json", R"({"project": "demo", "build": {"commands": ["true"]}})");
-  std::string head = repo_.commit("config without benches");
-  auto started = std::chrono::steady_clock::now();
-  CommandResult result = gate(head, "pr-7", true);
-  EXPECT_EQ(result.exit_code, 3) << result.output;
-  EXPECT_NE(result.output.find("failed without a verdict: agent \"gpu-host-1\" could not run it: "),
-            std::string::npos)
-      << result.output;
-  EXPECT_NE(result.output.find("benches"), std::string::npos) << result.output;
-  // At once, not after three lease expiries.
-  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(60)) << result.output;
+// The mistakes a team makes in its first hour, each named as what it is on
+// the first line the gate prints for it. A configuration mistake fails the
+// config stage (exit 2, at once: the commit says the same on every attempt).
+class FirstHourMistakeTest : public GateE2eTest {
+ protected:
+  // kernelwatch.json with `edit` applied to the working one, committed.
+  std::string config_commit(const std::function<void(json&)>& edit, const std::string& message) {
+    json config = json::parse(read(repo_.dir() / "kernelwatch.json"));
+    edit(config);
+    repo_.write("kernelwatch.json", config.dump(2));
+    return repo_.commit(message);
+  }
+  // The gate's exit and the first line it prints after "PREFLIGHT FAILED".
+  std::pair<int, std::string> first_failure(const std::string& head) {
+    auto started = std::chrono::steady_clock::now();
+    CommandResult result = gate(head, "pr-7", true);
+    EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(60)) << "retried?";
+    const std::string headline = "kernelwatch: PREFLIGHT FAILED for " + head.substr(0, 12) + "\n";
+    const std::size_t at = result.output.find(headline);
+    EXPECT_NE(at, std::string::npos) << result.output;
+    if (at == std::string::npos) return {result.exit_code, result.output};
+    const std::size_t from = at + headline.size();
+    return {result.exit_code, result.output.substr(from, result.output.find('\n', from) - from)};
+  }
+};
+
+TEST_F(FirstHourMistakeTest, AnUnknownKeyIsNamedWithTheKeyItMeant) {
+  const std::string head = config_commit(
+      [](json& c) {
+        c["benchs"] = c["benches"];
+        c.erase("benches");
+      },
+      "benchs");
+  const auto [exit_code, line] = first_failure(head);
+  EXPECT_EQ(exit_code, 2);
+  EXPECT_EQ(line, "  stage config: benchs: unknown field; did you mean `benches`?");
+}
+
+TEST_F(FirstHourMistakeTest, TwoWrongFieldsAreListedAtOnce) {
+  const std::string head = config_commit(
+      [](json& c) {
+        c["benches"][0]["arg"] = {"--quick"};
+        c["benches"][0]["format"] = "gbnech";
+      },
+      "two wrong fields");
+  const auto [exit_code, line] = first_failure(head);
+  EXPECT_EQ(exit_code, 2);
+  EXPECT_EQ(
+      line,
+      "  stage config: 2 problems: benches[0].arg: unknown field; did you mean `args`?; "
+      "benches[0].format: unknown value \"gbnech\"; did you mean \"gbench\"? (expected kwbench, gbench, "
+      "nvbench, python)");
+  // The job page shows the stage like any other, and the job is done, not failed.
+  json job = job_of(head, "pr-7");
+  EXPECT_EQ(job["state"], "done") << job.dump();
+  json run = server_.client(ci_token_).get("/api/v1/runs/" + std::to_string(job["run_id"].get<int>())).json();
+  ASSERT_FALSE(run["stages"].empty());
+  EXPECT_EQ(run["stages"][0]["name"], "config");
+  EXPECT_EQ(run["stages"][0]["status"], "failed");
+  EXPECT_EQ(run["stages"][1]["message"], "not run: the config stage failed");
+  EXPECT_EQ(run["verdict"], "failed");
+}
+
+TEST_F(FirstHourMistakeTest, AProjectNameThatIsNotTheJobsIsAConfigMistake) {
+  const std::string head = config_commit([](json& c) { c["project"] = "demo-kernels"; }, "wrong project");
+  const auto [exit_code, line] = first_failure(head);
+  EXPECT_EQ(exit_code, 2);
+  EXPECT_EQ(line,
+            "  stage config: project: \"demo-kernels\" is not this job's project \"demo\" (kernelwatch.json "
+            "names the project as the server knows it)");
+}
+
+TEST_F(FirstHourMistakeTest, ABenchTheBuildDidNotWriteIsNamedByItsPath) {
+  const std::string head = config_commit([](json& c) { c["benches"][0]["path"] = "build/my_bench"; },
+                                         "a bench path that is not built");
+  const auto [exit_code, line] = first_failure(head);
+  EXPECT_EQ(exit_code, 2);
+  EXPECT_EQ(line,
+            "  stage load: fake: `build/my_bench`: no such file after the build (did the build write it "
+            "elsewhere?)");
 }
 
 // #18: a commit that does not build. kw submit --wait exits 2 with the

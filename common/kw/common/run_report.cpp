@@ -15,8 +15,8 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::array<std::string_view, 6> kStageNames = {"build",       "load",        "launch_geometry",
-                                                         "correctness", "quick_bench", "full_bench"};
+constexpr std::array<std::string_view, 7> kStageNames = {
+    "config", "build", "load", "launch_geometry", "correctness", "quick_bench", "full_bench"};
 constexpr std::array<std::string_view, 3> kStageStatuses = {"passed", "failed", "skipped"};
 
 Dim3 read_dim3(const json& value, const std::string& path) {
@@ -138,7 +138,7 @@ ExpectedLaunch read_expected_launch(const json& value, const std::string& path) 
   JsonReader reader(value, path);
   ExpectedLaunch expected;
   expected.kernel_pattern = reader.string("kernel_pattern");
-  expected.block = read_dim3(reader.require("block"), reader.child("block"));
+  if (const json* block = reader.find("block")) expected.block = read_dim3(*block, reader.child("block"));
   if (const json* grid = reader.find("grid")) expected.grid = read_dim3(*grid, reader.child("grid"));
   expected.max_registers = reader.opt_integer("max_registers", 1);
   expected.max_shared_bytes = reader.opt_integer("max_shared_bytes", 0);
@@ -685,7 +685,8 @@ json to_json(const Launch& launch) {
 json to_json(const Case& run_case) {
   json out{{"name", run_case.name}, {"params", run_case.params}};
   if (const auto& expected = run_case.expected_launch) {
-    json e{{"kernel_pattern", expected->kernel_pattern}, {"block", dim3_json(expected->block)}};
+    json e{{"kernel_pattern", expected->kernel_pattern}};
+    if (expected->block) e["block"] = dim3_json(*expected->block);
     if (expected->grid) e["grid"] = dim3_json(*expected->grid);
     if (expected->max_registers) e["max_registers"] = *expected->max_registers;
     if (expected->max_shared_bytes) e["max_shared_bytes"] = *expected->max_shared_bytes;

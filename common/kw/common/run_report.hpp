@@ -20,9 +20,11 @@ inline constexpr std::size_t kMaxCases = 10000;  // per report
 inline constexpr int kMaxJsonDepth = 64;         // nesting of any JSON body the server takes
 
 // Stage order is the pipeline order; the agent stops at the first failure.
-enum class StageName { build, load, launch_geometry, correctness, quick_bench, full_bench };
+// `config` (kernelwatch.json itself) appears in a report only when it failed.
+enum class StageName { config, build, load, launch_geometry, correctness, quick_bench, full_bench };
 enum class StageStatus { passed, failed, skipped };
 
+// The stages every run reports, config aside.
 inline constexpr std::array<StageName, 6> kAllStages = {StageName::build,           StageName::load,
                                                         StageName::launch_geometry, StageName::correctness,
                                                         StageName::quick_bench,     StageName::full_bench};
@@ -85,7 +87,9 @@ using Dim3 = std::array<std::int64_t, 3>;
 // launches observed with CUPTI against it.
 struct ExpectedLaunch {
   std::string kernel_pattern;  // glob over the demangled kernel name
-  Dim3 block{1, 1, 1};
+  // Absent for a kernel whose block its autotuner picks (Triton): the name
+  // and the other bounds are still held.
+  std::optional<Dim3> block;
   std::optional<Dim3> grid;
   std::optional<std::int64_t> max_registers;
   std::optional<std::int64_t> max_shared_bytes;  // static + dynamic

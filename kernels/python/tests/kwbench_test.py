@@ -43,6 +43,11 @@ class SanityText(unittest.TestCase):
         self.assertEqual(kwbench._range_text(kwbench.Sanity("copy", 0.0044)), "at least 0.0044x")
         self.assertEqual(kwbench._range_text(kwbench.Sanity("copy", max_speedup=2)), "at most 2x")
 
+    def test_an_autotuned_kernels_launch_names_no_block(self):
+        self.assertEqual(kwbench.Launch("softmax_kernel*", block=None).to_json(),
+                         {"kernel_pattern": "softmax_kernel*"})
+        self.assertEqual(kwbench.Launch("k*", block=(128, 1, 1)).to_json()["block"], [128, 1, 1])
+
     def test_a_case_can_report_its_speedup_with_no_bound(self):
         sanity = kwbench.Sanity.report_only("unfused")
         self.assertFalse(sanity.bounded)

@@ -98,6 +98,23 @@ SELECT json_build_object(
                  'gpu_seconds', s.gpu_seconds, 'message', s.message,
                  'log_tail', s.log_tail, 'details', s.details) ORDER BY s.ordinal), '[]')
              FROM stages s WHERE s.run_id = r.id),
+  'flagged', (SELECT COALESCE(json_agg(json_build_object(
+                 'case', x.case_name, 'status', x.status, 'ratio', x.ratio, 'lower', x.lower, 'upper', x.upper,
+                 'p_value', x.p_value, 'threshold', x.threshold, 'head_noise', x.head_noise,
+                 'base_noise', x.base_noise, 'ratio_of_medians', x.ratio_of_medians,
+                 'baseline_reason', x.baseline_reason, 'baseline_run_id', x.baseline_run_id,
+                 'head_ns', (SELECT m.median_ns FROM measurements m
+                             WHERE m.case_id = c.id AND m.side = 'head' AND m.impl = 'candidate'),
+                 'base_ns', (SELECT m.median_ns FROM measurements m
+                             WHERE m.case_id = c.id AND m.side = 'base' AND m.impl = 'candidate'),
+                 'head_baselines', (SELECT json_object_agg(m.impl, m.median_ns) FROM measurements m
+                                    WHERE m.case_id = c.id AND m.side = 'head' AND m.impl <> 'candidate'),
+                 'base_baselines', (SELECT json_object_agg(m.impl, m.median_ns) FROM measurements m
+                                    WHERE m.case_id = c.id AND m.side = 'base' AND m.impl <> 'candidate'))
+                 ORDER BY x.status = 'regression' DESC, x.ratio DESC), '[]')
+              FROM comparisons x JOIN cases c ON c.run_id = x.run_id AND c.name = x.case_name
+              WHERE x.run_id = r.id AND x.impl = 'candidate' AND x.kind = 'time'
+                AND x.status IN ('regression', 'improvement')),
   'bisect', (SELECT json_build_object('id', b.id, 'state', b.state, 'first_bad', b.first_bad, 'steps', b.steps,
                                       'commits', cardinality(b.commits) - 1, 'message', b.message)
              FROM bisects b WHERE b.run_id = r.id),
@@ -229,7 +246,8 @@ SELECT json_build_object(
   'band_ns', COALESCE(array_agg(x.bands), '{}'),
   'energy_j', COALESCE(array_agg(x.energy_j), '{}'),
   'power_w', COALESCE(array_agg(x.power_w), '{}'),
-  'energy_status', COALESCE(array_agg(x.energy_status), '{}'))::text
+  'energy_status', COALESCE(array_agg(x.energy_status), '{}'),
+  'base_ns', COALESCE(array_agg(x.base_ns), '{}'))::text
 FROM (
   SELECT * FROM (
     SELECT r.id, r.commit_sha, r.commit_subject, r.commit_author, r.committed_at, r.finished_at, r.gpu_model,
@@ -242,7 +260,17 @@ FROM (
             WHERE m.case_id = c.id AND m.side = 'head' AND m.impl = 'candidate') AS power_w,
            (SELECT x.status FROM comparisons x
             WHERE x.run_id = c.run_id AND x.case_name = c.name AND x.kind = 'energy' AND x.impl = 'candidate')
-             AS energy_status
+             AS energy_status,
+           -- A pull request's base level: the base measured in its job, else
+           -- the stored baseline its comparison used.
+           CASE WHEN r.base_commit IS NULL THEN NULL ELSE COALESCE(
+             (SELECT m.median_ns FROM measurements m
+              WHERE m.case_id = c.id AND m.side = 'base' AND m.impl = 'candidate'),
+             (SELECT (c.medians->>'candidate')::float8 /
+                     NULLIF(COALESCE(NULLIF(x.ratio_of_medians, 'Infinity'), x.ratio), 0)
+              FROM comparisons x
+              WHERE x.run_id = c.run_id AND x.case_name = c.name AND x.kind = 'time' AND x.impl = 'candidate'))
+           END AS base_ns
     FROM project p
     JOIN cases c ON c.project_id = p.id
     JOIN runs r ON r.id = c.run_id

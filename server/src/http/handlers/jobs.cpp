@@ -28,7 +28,7 @@ StageProgress stage_progress(const json& body) {
       throw Unprocessable(
           "invalid_value", "started",
           "unknown stage \"" + progress.name +
-              "\" (expected build, load, launch_geometry, correctness, quick_bench or full_bench)");
+              "\" (expected config, build, load, launch_geometry, correctness, quick_bench or full_bench)");
     }
     progress.status = "started";
   } else {

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# README's "Your first tracked repository", run as written: the block between
+# its first-repository marker and the fence, with only its first line (where
+# kw, kw-server and the server are) pointed at this build and a server the
+# test starts. ~/my-kernels is a small Google Benchmark repository nobody
+# configured, so the agent runs it on this CPU.
+#   readme_first_repository_test.sh README KW KW_SERVER
+set -euo pipefail
+readme=$1 kw=$2 server=$3
+work=$(mktemp -d /tmp/kw-readme.XXXXXX)
+chmod 755 "$work"  # the embedded PostgreSQL runs as its own user
+trap 'kill "$server_pid" 2>/dev/null; wait "$server_pid" 2>/dev/null; rm -rf "$work"' EXIT
+
+block=$(awk '/<!-- first-repository/ {found = 1; next} found && /^```sh/ {inside = 1; next}
+             inside && /^```/ {exit} inside {print}' "$readme")
+[ -n "$block" ] || { echo "README has no first-repository block" >&2; exit 1; }
+[ "$(echo "$block" | wc -l)" -le 10 ] || { echo "the walkthrough is over ten lines" >&2; exit 1; }
+
+export HOME="$work/home"
+mkdir -p "$HOME/my-kernels"
+cat > "$HOME/my-kernels/CMakeLists.txt" <<'CMAKE'
+cmake_minimum_required(VERSION 3.16)
+project(my_kernels CXX)
+find_package(benchmark REQUIRED)
+add_executable(bench_sort bench/sort.cpp)
+target_link_libraries(bench_sort PRIVATE benchmark::benchmark)
+CMAKE
+mkdir -p "$HOME/my-kernels/bench"
+cat > "$HOME/my-kernels/bench/sort.cpp" <<'CPP'
+#include <benchmark/benchmark.h>
+#include <algorithm>
+#include <random>
+#include <vector>
+static void BM_Sort(benchmark::State& state) {
+  std::mt19937 random(7);
+  std::vector<int> values(static_cast<std::size_t>(state.range(0)));
+  for (auto _ : state) {
+    state.PauseTiming();
+    for (int& v : values) v = static_cast<int>(random());
+    state.ResumeTiming();
+    std::sort(values.begin(), values.end());
+  }
+}
+BENCHMARK(BM_Sort)->Arg(1 << 12);
+BENCHMARK_MAIN();
+CPP
+printf 'build/\n' > "$HOME/my-kernels/.gitignore"
+git -C "$HOME/my-kernels" init -q -b main
+git -C "$HOME/my-kernels" -c user.name=dev -c user.email=dev@example.invalid add -A
+git -C "$HOME/my-kernels" -c user.name=dev -c user.email=dev@example.invalid commit -qm "a sort benchmark"
+git config --global user.name dev
+git config --global user.email dev@example.invalid
+
+port=$((20000 + RANDOM % 20000))
+"$server" --data-dir "$work/data" --listen "127.0.0.1:$port" > "$work/server.log" 2>&1 &
+server_pid=$!
+for _ in $(seq 120); do grep -q "listening" "$work/server.log" && break; sleep 0.5; done
+
+first="kw=$kw server=$server data=$work/data url=http://127.0.0.1:$port"
+script=$(printf '%s\n%s\n' "$first" "$(echo "$block" | tail -n +2)")
+cd "$work"
+set +e
+output=$(bash -c "$script" 2>&1)
+status=$?
+set -e
+echo "$output"
+[ "$status" -eq 0 ] || { echo "the walkthrough exited $status" >&2; exit 1; }
+echo "$output" | grep -q "kernelwatch.json: valid: project my-kernels, 1 bench(es): sort (gbench)" ||
+  { echo "validate-config did not pass the kernelwatch.json kw init wrote" >&2; exit 1; }
+echo "$output" | grep -q "kernelwatch: pass for " || { echo "no passing verdict" >&2; exit 1; }
