@@ -13,7 +13,7 @@
 # --nvbench-kit: `kw run` of NVIDIA's NVBench examples (../shared/nvbench-kit,
 #   carried as .device-carry/nvbench-kit) as a tracked repository of its own:
 #   the report (nvbench-kit-report.json) must validate and hold per-sample
-#   data for every state (#16).
+#   data for every state.
 # --agent-health: `kw agent --once` on every GPU of this host against a
 #   loopback stand-in for kw-server (there is no PostgreSQL here): what each
 #   worker's claim says about its GPU and its health check (agent-health.json).
@@ -62,7 +62,7 @@ status=0
 if [ "$tests" = 1 ]; then
   log "gpu tests"
   # The Google Benchmark self-test bench, built elsewhere and carried here
-  # (kernels/tools/stage-gbench-selftest.sh); its tests skip without it.
+  # (tools/stage-gbench-selftest.sh); its tests skip without it.
   [ -x .device-carry/gbench-selftest/kw-selftest-gbench ] && export KW_SELFTEST_GBENCH_DIR="$root/.device-carry/gbench-selftest"
   # kw profile's output (profile.json, profile.md, the raw ncu CSV) comes back.
   export KW_PROFILE_OUT="$out/profile"
@@ -180,7 +180,7 @@ if [ "$noise" = 1 ]; then
     log "noise run $run: full_bench"
     "$bench" --stage full_bench --json "$out/noise-run$run.json" 2> "$out/noise-run$run.log" || status=1
   done
-  python3 kernels/tools/noise_figure.py "$out/noise-run1.json" "$out/noise-run2.json" | tee "$out/noise.md"
+  python3 tools/noise_figure.py "$out/noise-run1.json" "$out/noise-run2.json" | tee "$out/noise.md"
 fi
 if [ "$tune" = 1 ]; then
   log "attention tile configurations"

@@ -1349,7 +1349,7 @@ std::string fixture(const std::string& name) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
-// cuobjdump of CUDA 13.0 on the GPU machine (kernels/tools/capture-cuobjdump-fixtures.sh).
+// cuobjdump of CUDA 13.0 on the GPU machine (tools/capture-cuobjdump-fixtures.sh).
 TEST(LoadCheck, RealCuobjdumpOutputOfTheAttentionLibraryAndOfAHostOnlyBinary) {
   const KernelImages attention = parse_image_lists(fixture("libkw_attention.so.list-elf.txt"),
                                                    fixture("libkw_attention.so.list-ptx.txt"));

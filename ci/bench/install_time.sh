@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Seconds until a CI job has a working kw (#18), measured on this machine:
+# Seconds until a CI job has a working kw, measured on this machine:
 #   download  the GitHub template's install step, as written (curl GET
 #             /download/kw and its checksum, sha256sum, kw --version), against
 #             a kw-server started here (loopback: a runner far from the server

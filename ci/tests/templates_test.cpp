@@ -154,7 +154,7 @@ struct StepSandbox {
   }
 };
 
-// #18: a pull request is compared with its fork point, not main's tip; the
+// A pull request is compared with its fork point, not main's tip; the
 // waiting gate comments on the pull request and writes the job summary.
 TEST(CiTemplates, GithubWorkflowComparesAPullRequestWithItsMergeBaseAndComments) {
   StepSandbox box("bin/kw");
@@ -172,7 +172,7 @@ TEST(CiTemplates, GithubWorkflowComparesAPullRequestWithItsMergeBaseAndComments)
   }
 }
 
-// #18: async, the job only queues (kw-server's commit status is the check).
+// Async, the job only queues (kw-server's commit status is the check).
 TEST(CiTemplates, GithubWorkflowAsyncOnlyQueues) {
   StepSandbox box("bin/kw");
   auto step = box.run(github_step("kw submit"),
@@ -187,7 +187,7 @@ TEST(CiTemplates, GithubWorkflowAsyncOnlyQueues) {
   EXPECT_EQ(step.output.find("--github-comment"), std::string::npos) << step.output;
 }
 
-// #19: a push sends what it brought (github.event.before, GitLab's
+// A push sends what it brought (github.event.before, GitLab's
 // CI_COMMIT_BEFORE_SHA) so a regression can be bisected; a new branch's
 // all-zero "before" sends nothing.
 TEST(CiTemplates, APushSendsItsRangeForBisecting) {
@@ -257,7 +257,7 @@ TEST(CiTemplates, GitlabJobNotesTheMergeRequestAndHasAnAsyncMode) {
 }
 
 #ifdef KW_SERVER_BINARY
-// #18: the install steps, run as written against a real kw-server: kw
+// The install steps, run as written against a real kw-server: kw
 // arrives, its checksum holds, it runs. The seconds they take are printed
 // (docs/PERFORMANCE.md has the timed comparison with building kw).
 TEST(CiTemplates, InstallStepsFetchARunningKwFromTheServer) {

@@ -1,7 +1,7 @@
 // kw-detector-bench: kernelwatch's detection rule (common/detection, exactly
 // what kw-server and the agent run) replayed on an empirical noise model
-// measured on a GPU (kernels/tools/noise_model.py over the series of
-// kernels/tools/detection-series.sh): every replicate location is the case's
+// measured on a GPU (tools/noise_model.py over the series of
+// tools/detection-series.sh): every replicate location is the case's
 // level moved by a residual resampled from that case's own measurements, so
 // the tails are the GPU's, not a normal model's.
 //

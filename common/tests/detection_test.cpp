@@ -312,7 +312,7 @@ TEST(Detection, ACertainChangeUnderTheThresholdIsUnchanged) {
             ChangeStatus::regression);
 }
 
-// #18: 0.774x with an interval excluding 1, yet unchanged: the run's other 55
+// 0.774x with an interval excluding 1, yet unchanged: the run's other 55
 // comparisons hold it back (Holm). decide() says which tests that was, so the
 // run page can say it beside the interval; a change under its threshold or
 // one Holm flags is not held back.

@@ -328,7 +328,7 @@ test("job page shows the stages its agent streams, a failed one with its log, as
   assert.deepEqual(consoleErrors, []);
 });
 
-// #18: the overview lists the newest runs of every branch (a pull request's
+// The overview lists the newest runs of every branch (a pull request's
 // regression shows there), a branch selector narrows every table to one
 // branch, and the regressions list holds every flagged run.
 test("overview lists recent runs of every branch, selects a branch, and links the regressions list", async () => {
@@ -363,12 +363,12 @@ test("overview lists recent runs of every branch, selects a branch, and links th
   assert.deepEqual(consoleErrors, []);
 });
 
-// #18: a regression is acknowledged from its run page with a ci token; a
+// A regression is acknowledged from its run page with a ci token; a
 // token without the scope is refused, saying why, and nothing changes.
 test("a regression is acknowledged from the run page with a ci token", async () => {
   await go(`#/run/${seeded.prRegression}`);
   assert.match(await page.locator("h1").innerText(), /regression/);
-  // #19: what changed against the baseline run, case by case.
+  // What changed against the baseline run, case by case.
   assert.equal(await page.locator("#explanation .explained").count(), 3);
   const changed = await page.locator("#explanation .explained").first().innerText();
   assert.match(changed, /block 384×1×1 → 256×1×1 \(384 → 256 threads\)/);
@@ -396,7 +396,7 @@ test("a regression is acknowledged from the run page with a ci token", async () 
   consoleErrors.length = 0;
 });
 
-// #19: a case is profiled under Nsight Compute from the run page (a ci
+// A case is profiled under Nsight Compute from the run page (a ci
 // token queues it); when an agent with ncu has posted the result, the run page
 // shows base and head per kernel, with the raw CSVs.
 test("a case is profiled from the run page and its Nsight Compute table shown", async () => {
@@ -438,7 +438,7 @@ test("a case is profiled from the run page and its Nsight Compute table shown", 
   consoleErrors.length = 0;
 });
 
-// #18: no empty charts. A case measured alone has its time chart and a line
+// No empty charts. A case measured alone has its time chart and a line
 // saying why there is no speedup chart; a GPU model with no runs has neither.
 test("a case page draws no empty chart", async () => {
   await go("#/p/solo/case/scan%2Fint32%2Fn16m");
@@ -454,7 +454,7 @@ test("a case page draws no empty chart", async () => {
   assert.deepEqual(consoleErrors, []);
 });
 
-// #19: joules per iteration beside the time, a run that burns more energy
+// Joules per iteration beside the time, a run that burns more energy
 // in the same time marked; a case measured without energy says why it has no
 // energy chart.
 test("a case page charts energy per iteration and marks an energy regression", async () => {
@@ -474,7 +474,7 @@ test("a case page charts energy per iteration and marks an energy regression", a
   assert.deepEqual(consoleErrors, []);
 });
 
-// #19: the agents page: each worker of a two-GPU host, the one whose GPU
+// The agents page: each worker of a two-GPU host, the one whose GPU
 // failed its health check marked with the check's message.
 test("the agents page shows each GPU worker and why an unhealthy one claims nothing", async () => {
   const claim = (index, healthy) => fetch(`${base}/api/v1/agents/claim`, {

@@ -259,7 +259,7 @@ int main(int argc, char** argv) {
           summarize("claim with " + std::to_string(agents) + " concurrent agents", latencies, wall, note));
     }
     // 4. Reads while `load_posters` agents post reports back to back: a read
-    // must not queue behind ingest (#17: the series p99 was 135 ms and
+    // must not queue behind ingest (the series p99 was 135 ms and
     // /healthz's 79 ms with 8 posters when handlers ran on the I/O threads).
     if (part("load")) {
       std::cerr << "reads under load: " << load_posters << " agents posting\n";
@@ -326,7 +326,7 @@ int main(int argc, char** argv) {
       }
     }
     // 5. A run of the most cases a report may hold, read back a page at a
-    // time (#17: a 100,000-case run was one 87 MB answer, built whole).
+    // time (a 100,000-case run was one 87 MB answer, built whole).
     if (part("large")) {
       std::cerr << "large run: " << large_cases << " cases\n";
       kw::http::Client client(url, agent_token);

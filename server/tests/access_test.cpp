@@ -60,7 +60,7 @@ TEST_F(AccessTest, AnAgentClaimsOnlyJobsOfItsProjects) {
   EXPECT_EQ(demo_agent.post("/api/v1/agents/claim", claim).status, 204);
 }
 
-// #18: an agent that can fetch only some projects says so and is handed no
+// An agent that can fetch only some projects says so and is handed no
 // other's job, even where its token would allow it.
 TEST_F(AccessTest, AnAgentClaimsOnlyJobsOfTheProjectsItServes) {
   queue_a_job_of_other_then_demo();

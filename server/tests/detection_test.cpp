@@ -344,7 +344,7 @@ TEST_F(DetectionApiTest, AcknowledgeTurnsARegressionIntoPass) {
   EXPECT_EQ(ci().post("/api/v1/runs/9999/acknowledge", {{"reason", "x"}}).status, 404);
 }
 
-// #19: a flagged case says what changed against its baseline run: here the
+// A flagged case says what changed against its baseline run: here the
 // 8-warp variant of the attention kernel launched in place of the tuned
 // 4-warp one (DESIGN.md's bug table), with its registers, shared memory,
 // theoretical occupancy on the H100 and the build's spills.
@@ -470,7 +470,7 @@ TEST_F(DetectionApiTest, CompareTwoCommits) {
   EXPECT_EQ(unknown.json()["message"], "base: no run of a commit or branch \"abc\"");
   EXPECT_EQ(client().get("/api/v1/compare?head=" + head["commit"].get<std::string>()).status, 400);
 
-  // #18: short SHAs and branch names, as the dashboard's compare page takes them.
+  // Short SHAs and branch names, as the dashboard's compare page takes them.
   const std::string base_sha = base["commit"], head_sha = head["commit"];
   auto short_shas =
       client().get("/api/v1/compare?base=" + base_sha.substr(0, 12) + "&head=" + head_sha.substr(0, 12));
@@ -721,7 +721,7 @@ void put_energy(json& m, double level, double sd, std::mt19937_64& rng) {
   m["power_w"] = watts;
 }
 
-// issue 19: a change that keeps its time but burns more energy. A pull
+// A change that keeps its time but burns more energy. A pull
 // request measured A/B whose head takes the same time as its base and 10%
 // more joules per iteration is a regression on energy alone, with the
 // energy_threshold its own; an A/A with energy passes, and a main run is

@@ -143,7 +143,7 @@ TEST_F(NotificationTest, AcknowledgementTurnsTheStatusGreen) {
   EXPECT_EQ(green["description"], "regression acknowledged by ci: trade for memory");
 }
 
-// #18: GitLab's async gate. The project named by its path, URL-encoded; the
+// GitLab's async gate. The project named by its path, URL-encoded; the
 // token in PRIVATE-TOKEN; GitLab's states (failed, not failure).
 TEST_F(NotificationTest, GitlabCommitStatusPendingThenFailedOnRegressionThenSuccessOnAcknowledgement) {
   configure({{"gitlab_project", "acme/gpu/kernels"}});

@@ -222,7 +222,7 @@ TEST_F(QueueTest, TheHolderFailsAJobItCannotRunWithTheReason) {
   EXPECT_EQ(agent().post(fail, {{"agent", "host-a"}, {"reason", "again"}}).status, 409);
 }
 
-// #19: each worker of a multi-GPU host claims as an agent of its own, saying
+// Each worker of a multi-GPU host claims as an agent of its own, saying
 // which GPU it owns and how its health check went. An unhealthy GPU is
 // refused jobs, and GET /agents says why; once it passes it claims again.
 TEST_F(QueueTest, AWorkerWhoseGpuFailedItsHealthCheckClaimsNothingAndTheAgentsListSaysWhy) {

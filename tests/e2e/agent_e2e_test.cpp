@@ -285,7 +285,7 @@ TEST_F(AgentE2eTest, KilledAgentsJobIsFinishedByAnotherAfterTheLeaseExpires) {
   EXPECT_EQ(run_of(done)["agent"]["name"], "host-b");
 }
 
-// #19: `kw agent` on a host of two GPUs (two TEST DOUBLES here) runs one
+// `kw agent` on a host of two GPUs (two TEST DOUBLES here) runs one
 // worker per GPU: two jobs at once, each worker an agent of its own. A GPU
 // whose health check fails (the check is a TEST DOUBLE too: a script that
 // reports ECC errors while a file exists) stops claiming, the agents list

@@ -280,7 +280,7 @@ TEST_F(FirstHourMistakeTest, ABenchTheBuildDidNotWriteIsNamedByItsPath) {
             "elsewhere?)");
 }
 
-// #18: a commit that does not build. kw submit --wait exits 2 with the
+// A commit that does not build. kw submit --wait exits 2 with the
 // compiler's error as the stage fails; kw gate, attached after the job
 // finished, prints it from the run.
 TEST_F(GateE2eTest, GateShowsTheCompilerErrorOfABrokenBuild) {
@@ -339,7 +339,7 @@ TEST_F(GateE2eTest, GatePassesAnAcknowledgedRegression) {
       << result.output;
 }
 
-// #18: on a pull request the verdict is one comment, edited in place by each
+// On a pull request the verdict is one comment, edited in place by each
 // run (a person's comment beside it untouched), and the job summary gets the
 // same Markdown. GitHub is the TEST DOUBLE CommentApiStandIn.
 TEST_F(GateE2eTest, GateKeepsOneCommentOnThePullRequestAndWritesTheJobSummary) {
@@ -401,7 +401,7 @@ TEST_F(GateE2eTest, GateKeepsItsVerdictWhenTheCommentIsRefused) {
   EXPECT_NE(no_token.output.find("needs GITHUB_TOKEN"), std::string::npos) << no_token.output;
 }
 
-// #18: on a merge request the verdict is one note, edited in place, with
+// On a merge request the verdict is one note, edited in place, with
 // the GitLab token in PRIVATE-TOKEN. GitLab is the TEST DOUBLE
 // CommentApiStandIn; a preflight failure's note carries the compiler's error.
 TEST_F(GateE2eTest, GateKeepsOneNoteOnTheMergeRequest) {
@@ -435,7 +435,7 @@ TEST_F(GateE2eTest, GateKeepsOneNoteOnTheMergeRequest) {
   }
 }
 
-// #18: a commit measured again is a new job (its rerun number said), and a
+// A commit measured again is a new job (its rerun number said), and a
 // plain submit afterwards finds that newest measurement.
 TEST_F(GateE2eTest, RerunMeasuresACommitAgainAsANewJob) {
   CommandResult again = gate(base_, "main", false, {"--rerun"});
@@ -455,7 +455,7 @@ TEST_F(GateE2eTest, RerunMeasuresACommitAgainAsANewJob) {
   EXPECT_EQ(of_base, 2) << "the rerun made no second run of " << base_;
 }
 
-// #18: main fast-forwarded to a pull request's commit gets a run of its own
+// Main fast-forwarded to a pull request's commit gets a run of its own
 // on main (its history has the commit), and kw submit says the pull request
 // measured it first.
 TEST_F(GateE2eTest, AMainPushOfAPullRequestsCommitGetsItsOwnRun) {
@@ -476,7 +476,7 @@ TEST_F(GateE2eTest, AMainPushOfAPullRequestsCommitGetsItsOwnRun) {
   EXPECT_EQ(run["commit"], head);
 }
 
-// #18: an acknowledgement made on the pull request carries to main: to the
+// An acknowledgement made on the pull request carries to main: to the
 // merge commit (its parent is the pull request's commit), and to a
 // fast-forward (the same tree), each saying where it came from. The commit's
 // subject and author come with its run.
@@ -527,7 +527,7 @@ TEST_F(GateE2eTest, AnAcknowledgementCarriesToAFastForwardOfMain) {
   EXPECT_NE(forwarded.output.find("on pr-7, the same tree)"), std::string::npos) << forwarded.output;
 }
 
-// #18: an acknowledgement covers the change acknowledged, no more: a merge
+// An acknowledgement covers the change acknowledged, no more: a merge
 // that ends up slower than the pull request was is flagged again. And it
 // carries both ways: acknowledging a run also passes an earlier regression
 // of the same tree.
@@ -566,7 +566,7 @@ TEST_F(GateE2eTest, AnAcknowledgementDoesNotCoverALargerSlowdown) {
   EXPECT_EQ(run_of(earlier)["verdict"], "pass");
 }
 
-// #18: kernelwatch.json's thresholds take effect, as committed in the commit
+// Kernelwatch.json's thresholds take effect, as committed in the commit
 // judged; a pull request is judged by the stricter of its own and its base's,
 // so it cannot loosen its own gate; compare shows what the run was judged by.
 TEST_F(GateE2eTest, CommittedThresholdsDecideAndAPullRequestCannotLoosenItsOwn) {
@@ -615,7 +615,7 @@ TEST_F(GateE2eTest, CommittedThresholdsDecideAndAPullRequestCannotLoosenItsOwn) 
   }
 }
 
-// #19: a push of 16 commits to main, the 9th of which makes one kernel 10%
+// A push of 16 commits to main, the 9th of which makes one kernel 10%
 // slower: the regression is bisected to that commit in at most log2(16) + 1
 // jobs, each measuring a midpoint A/B against the newest good commit, the
 // flagged case alone; the run and the bisect's API name it, and an ended

@@ -1,4 +1,4 @@
-// #18: the Debian packages `cpack` makes from this build, unpacked and run: kw
+// The Debian packages `cpack` makes from this build, unpacked and run: kw
 // needs only the C library, and an installed kw-server serves its dashboard
 // and, at /download/kw, the kw it ships, which CI jobs fetch and run.
 #include <filesystem>

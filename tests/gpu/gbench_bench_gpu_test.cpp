@@ -3,7 +3,7 @@
 // fail the stages they fail through kwbench. gbench has no quick_bench (its
 // stage is skipped saying so), so the 10x slower variant has no counterpart
 // here. The bench is built where Google Benchmark is installed and carried
-// to the GPU machine (kernels/tools/stage-gbench-selftest.sh):
+// to the GPU machine (tools/stage-gbench-selftest.sh):
 // KW_SELFTEST_GBENCH_DIR names the directory.
 #include <gtest/gtest.h>
 #include <stdlib.h>

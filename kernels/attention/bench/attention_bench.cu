@@ -296,7 +296,7 @@ class AttentionCase : public kwbench::Case {
 
   // Compared on the device: the outputs of the largest shapes are tens of
   // millions of values, which the host took most of a second to convert
-  // and compare (#15).
+  // and compare.
   kwbench::Accuracy check(kwbench::State& state) override {
     const std::vector<std::int64_t> rows = rows_to_check(s_, state.rng());
     auto* rows_device = state.alloc_n<std::int64_t>(rows.size(), "reference");

@@ -1,7 +1,7 @@
 // Fault injection for the regression detector's power tests on a GPU: the
 // stand-in for "a correct change that makes these cases slower". Every commit
 // of this repository leaves kInjectedSlowdown empty; the power series
-// (kernels/tools/detection-series.sh) edits it in a throwaway head commit, so
+// (tools/detection-series.sh) edits it in a throwaway head commit, so
 // base and head differ exactly as two real commits would.
 #pragma once
 

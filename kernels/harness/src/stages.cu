@@ -686,7 +686,7 @@ CaseOutcome run_full_bench(Case& c, const DeviceFacts& device, const BenchOption
   // GPU works back to back, in one pattern from the warm-up to the last
   // sample, and the clock probe, the NVML read and the host's bookkeeping
   // happen between batches or while the GPU works, never between two
-  // samples of a batch (#15: no per-sample host work the GPU waits on).
+  // samples of a batch (no per-sample host work the GPU waits on).
   EventBatch events(impls.size());
   std::vector<std::vector<double>> samples(impls.size());
   auto run_batch = [&](int first_round, int rounds, bool timed) {
@@ -710,7 +710,7 @@ CaseOutcome run_full_bench(Case& c, const DeviceFacts& device, const BenchOption
   // round, within kSettledSpread, at the highest clock the probe has seen;
   // a warm-up stops there once it had its minimum rounds and time, and at
   // warmup_seconds at the latest. (A fixed 0.1 s was 7 of the 12 s that a
-  // replicate of the bundled suite took on an H100, #15.) Each batch
+  // replicate of the bundled suite took on an H100.) Each batch
   // re-sizes the batches (the first round alone also loads the kernels).
   double reference_mhz = 0, previous_per_round = 0;
   int batch_rounds = 1;

@@ -434,7 +434,7 @@ void HttpServer::do_accept() {
 
 // Out of descriptors, accept fails at once for as long as the pending
 // connection waits: retried at once, that spun a core and wrote megabytes of
-// log a second (#17). The pause doubles up to a second; connections that
+// log a second. The pause doubles up to a second; connections that
 // end meanwhile free descriptors, and serving goes on.
 void HttpServer::on_accept_error(const boost::system::error_code& ec) {
   accept_backoff_ =

@@ -1,6 +1,6 @@
 // Answers of the heaviest reads (a case's series, a project's overview),
 // kept until a write touches their project. Under load those reads wait for
-// a core behind PostgreSQL's ingest work (#17); a dashboard asks for the same
+// a core behind PostgreSQL's ingest work; a dashboard asks for the same
 // series again and again between two runs of its project.
 //
 // Correctness rests on two things. A writer of this process calls changed()

@@ -7,7 +7,7 @@
 //
 // Each benchmark times one launch per iteration with CUDA events
 // (UseManualTime). Built where Google Benchmark is installed (not on the GPU
-// machine): kernels/tools/stage-gbench-selftest.sh carries it there.
+// machine): tools/stage-gbench-selftest.sh carries it there.
 #include <benchmark/benchmark.h>
 #include <cuda_runtime.h>
 

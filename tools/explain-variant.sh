@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# On the GPU machine: the regression explanation's target (#19) on real
+# On the GPU machine: the regression explanation's target on real
 # hardware. A scratch history of this tree: A as it is, D = A with the
 # attention kernel's head-dim-128 configuration swapped for the 8-warp
 # variant kw-attention-tune measures beside it (ForwardTraits<128, 128, 64,
@@ -10,9 +10,9 @@
 # slowed most under Nsight Compute in A and D. Results:
 # $OUT/explain-variant.tar.gz; kw-server's explanation of D's run is read on
 # the VM (docs/PERFORMANCE.md).
-#   EXPLAIN_CASES=GLOB kernels/tools/explain-variant.sh
+#   EXPLAIN_CASES=GLOB tools/explain-variant.sh
 set -uo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out="${OUT:-$root/gpu-results}"
 work="${EXPLAIN_WORK:-/tmp/kw-explain}"
 cases="${EXPLAIN_CASES:-attention/*/d128/*s4096*,attention/*/d128/*s8192*}"
@@ -20,7 +20,7 @@ mkdir -p "$out/explain" "$work"
 log() { printf '[explain %s] %s\n' "$(date -u +%H:%M:%S)" "$*"; }
 git_() { git -c user.name=kernelwatch -c user.email=kw@localhost -c advice.detachedHead=false "$@"; }
 
-source "$root/kernels/tools/gpu-scratch.sh"
+source "$root/tools/gpu-scratch.sh"
 kw=$(kw_binary "$out/explain") || exit 1
 
 rm -rf "$work/a" "$work/built"

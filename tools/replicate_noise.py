@@ -1,4 +1,4 @@
-"""Reads kernels/tools/replicate-noise.sh's passes: per case, the spread of
+"""Reads tools/replicate-noise.sh's passes: per case, the spread of
 the replicate level (log median) across passes in one fixed case order and
 in shuffled orders, and how much of it the SM clock the probe saw explains
 (regression of log time on log clock)."""

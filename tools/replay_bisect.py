@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Plays the reports of kernels/tools/bisect-range.sh to a kw-server as its
+"""Plays the reports of tools/bisect-range.sh to a kw-server as its
 GPU agent would: the main run of commit 0, then the push 0..16 as a job with
 its range; kw-server flags it and bisects, and each step job it queues is
 answered with the report measured on the GPU for that commit against that

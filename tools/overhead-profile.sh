@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # On the GPU machine, after kernels/run-on-gpu.sh built the gpu preset: where
-# a bench's preflight and full_bench time goes (#15). Runs the attention
+# a bench's preflight and full_bench time goes. Runs the attention
 # bench over every case as the agent does and splits each run's wall clock
 # into process start-up, the cases' setup, their timed part and what lies
 # between cases (teardown, the next start), from kwbench's own lines
 # stamped as they arrive. Results: $OUT/overhead-profile.tar.gz, and the
 # summary on stdout.
-#   kernels/tools/overhead-profile.sh [BENCH]
+#   tools/overhead-profile.sh [BENCH]
 set -uo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bench="${1:-$root/build/gpu/kernels/attention/kw-bench-attention}"
 out="${OUT:-$root/gpu-results}/overhead-profile"
 mkdir -p "$out"

@@ -7,15 +7,15 @@
 #   extension-cpp  pytorch/extension-cpp: a setup.py CUDAExtension with TORCH_LIBRARY ops
 #   attorch        BobMcDear/attorch: Triton kernels (--only softmax_forward_kernel)
 # The generated bench scripts get only their TODOs filled, by the patches in
-# kernels/tools/init-fills/ (made against what kw init writes; a patch that
+# tools/init-fills/ (made against what kw init writes; a patch that
 # no longer applies means kw init's output changed).
 #
-#   kernels/tools/init-real-projects.sh stage   # here: snapshots into .device-carry/init-projects
-#   kernels/tools/init-real-projects.sh run     # GPU machine (carry .device-carry): $OUT/init-projects/
+#   tools/init-real-projects.sh stage   # here: snapshots into .device-carry/init-projects
+#   tools/init-real-projects.sh run     # GPU machine (carry .device-carry): $OUT/init-projects/
 set -uo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 carry="$root/.device-carry/init-projects"
-fills="$root/kernels/tools/init-fills"
+fills="$root/tools/init-fills"
 log() { printf '[init-projects %s] %s\n' "$(date -u +%H:%M:%S)" "$*"; }
 git_() { git -c user.name=kernelwatch -c user.email=kw@localhost "$@"; }
 
@@ -79,7 +79,7 @@ run() {
   results="$out/init-projects"
   work="${INIT_WORK:-/tmp/kw-init-projects}"
   rm -rf "$results" "$work" && mkdir -p "$results" "$work"
-  source "$root/kernels/tools/gpu-scratch.sh"
+  source "$root/tools/gpu-scratch.sh"
   kw=$(kw_binary "$results") || exit 1
   cmake --build "$root/build/gpu" --target kw_inject >> "$results/kw-build.log" 2>&1
   for name in nvbench-kit spdlog extension-cpp attorch; do

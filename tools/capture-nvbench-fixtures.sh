@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Records real NVBench output for the agent's NVBench adapter (#16): builds
+# Records real NVBench output for the agent's NVBench adapter: builds
 # NVIDIA's NVBench examples from ../shared/nvbench-kit on the GPU host and
 # runs a few of them with --jsonbin, so the summaries come with their
 # per-sample sidecars (FILE-bin/N.bin, float32 seconds), exactly as `kw run`
 # gets them. The kit travels to the GPU machine as a carried copy:
 #
 #   cp -r ../shared/nvbench-kit .device-carry/   # .device-carry/ is ignored
-#   device: OUT=... bash kernels/tools/capture-nvbench-fixtures.sh   (carry .device-carry)
+#   device: OUT=... bash tools/capture-nvbench-fixtures.sh   (carry .device-carry)
 #
 # Writes $OUT/nvbench-fixtures.tar.gz: each example's JSON, sidecars and log,
 # the build log, and nvidia-smi's view of the GPU. About 2 minutes on an H100.

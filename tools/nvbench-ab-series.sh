@@ -9,10 +9,10 @@
 #   slow-N.json  C against base A
 #   main-N.json  B alone (what a main run costs, against a pull request's A/B)
 # Reports go to $OUT/nvbench-series.tar.gz after every run; judge them with
-# kernels/tools/judge_series.py against a kw-server.
-#   NVB_SERIES="aa:10 slow:10 main:2" [NVB_DEADLINE=EPOCH_S] kernels/tools/nvbench-ab-series.sh
+# tools/judge_series.py against a kw-server.
+#   NVB_SERIES="aa:10 slow:10 main:2" [NVB_DEADLINE=EPOCH_S] tools/nvbench-ab-series.sh
 set -uo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out="${OUT:-$root/gpu-results}"
 work="${NVB_WORK:-/tmp/kw-nvbench-series}"
 series="${NVB_SERIES:-aa:2 slow:2 main:1}"
@@ -20,7 +20,7 @@ mkdir -p "$out/nvbench-series" "$work"
 log() { printf '[nvbench-series %s] %s\n' "$(date -u +%H:%M:%S)" "$*"; }
 git_() { git -c user.name=kernelwatch -c user.email=kw@localhost -c advice.detachedHead=false "$@"; }
 
-source "$root/kernels/tools/gpu-scratch.sh"
+source "$root/tools/gpu-scratch.sh"
 kw=$(kw_binary "$out/nvbench-series") || exit 1
 
 if [ ! -d "$work/b/.git" ]; then

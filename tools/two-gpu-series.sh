@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
-# On a host of two GPUs of one model: what a second GPU buys (issue 19).
+# On a host of two GPUs of one model: what a second GPU buys.
 # detection-series.sh's scratch build measured as main runs:
 #   main-1, main-2  on GPU 0 alone, one after the other (main-2: one job's
 #                   time with the build cached);
 #   main-3, main-4  at once, main-3 on GPU 0 and main-4 on GPU 1, each `kw run`
 #                   pinned by CUDA_VISIBLE_DEVICES as a kw agent worker is.
 # Jobs per hour: 2 / (the pair's wall time) against 1 / main-2's. Posted in
-# order (kernels/tools/rejudge-series.sh), main-4 is judged against main-3:
+# order (tools/rejudge-series.sh), main-4 is judged against main-3:
 # the same build on the other GPU, the A/A across the GPUs.
-#   OUT=DIR kernels/tools/two-gpu-series.sh     (DIR/series.tar.gz, DIR/two-gpu.txt)
+#   OUT=DIR tools/two-gpu-series.sh     (DIR/series.tar.gz, DIR/two-gpu.txt)
 set -uo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out="${OUT:-$root/gpu-results}"
 work="${SERIES_WORK:-/tmp/kw-series}"
 log() { printf '[two-gpu %s] %s\n' "$(date -u +%H:%M:%S)" "$*" | tee -a "$out/two-gpu.txt"; }
@@ -19,7 +19,7 @@ nvidia-smi --query-gpu=index,name,uuid,clocks.sm,temperature.gpu,power.draw --fo
 [ "$(nvidia-smi -L | wc -l)" -ge 2 ] || { log "fewer than two GPUs"; exit 1; }
 
 # main-1 and main-2 on GPU 0, through detection-series.sh (it builds the scratch history).
-CUDA_VISIBLE_DEVICES=0 SERIES="main:2" OUT="$out" bash "$root/kernels/tools/detection-series.sh" 2>&1 | tee "$out/series.log"
+CUDA_VISIBLE_DEVICES=0 SERIES="main:2" OUT="$out" bash "$root/tools/detection-series.sh" 2>&1 | tee "$out/series.log"
 mkdir -p "$out/series" && tar -C "$out" -xzf "$out/series.tar.gz"
 one=$(grep -oE 'main 2: exit 0 in [0-9]+ s' "$out/series.log" 2>/dev/null | grep -oE '[0-9]+ s' | cut -d' ' -f1)
 kw="$root/build/gpu/agent/kw"

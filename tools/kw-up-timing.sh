@@ -4,11 +4,12 @@
 # same on the built tree (second). The Debian packages are taken as
 # installed unless KW_UP_APT="pkg ..." names packages to remove first, so
 # that kw up installs them again (the apt step timed inside the first).
-#   kernels/tools/kw-up-timing.sh [OUT.json]
+#   tools/kw-up-timing.sh [OUT.json]
 set -euo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out="${1:-/dev/stdout}"
 work=$(mktemp -d /tmp/kw-up-timing.XXXXXX)
+chmod 755 "$work"  # the embedded PostgreSQL runs as its own user
 port=$((20000 + RANDOM % 20000))
 log() { printf '[kw-up-timing %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 
@@ -21,7 +22,7 @@ fi
 # until /healthz answered.
 up() {
   local started=$SECONDS
-  (cd "$work/kernelwatch" && KW_LISTEN=127.0.0.1:$port setsid ./scripts/kw up > "$1" 2>&1 &)
+  (cd "$work/kernelwatch" && KW_LISTEN=127.0.0.1:$port exec setsid ./scripts/kw up) > "$1" 2>&1 < /dev/null &
   until curl -fsS "http://127.0.0.1:$port/healthz" > /dev/null 2>&1; do
     if [ $((SECONDS - started)) -gt 1800 ]; then
       tail -30 "$1" >&2

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The empirical noise model of kw-detector-bench, from run reports measured
-on a GPU (kernels/tools/detection-series.sh): per case, the candidate's
+on a GPU (tools/detection-series.sh): per case, the candidate's
 replicate residuals (log replicate location minus its run's mean, scaled back
 to a single replicate's spread) and run residuals (log run location minus the
 case's mean over the main runs), plus summaries. Resampling them keeps the

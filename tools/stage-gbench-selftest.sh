@@ -6,9 +6,9 @@
 # .device-carry/gbench-selftest (RUNPATH $ORIGIN finds them there). Pass
 # `carry: [".device-carry"]` to the device tool; kernels/run-on-gpu.sh points
 # the GPU tests at it (KW_SELFTEST_GBENCH_DIR).
-#   kernels/tools/stage-gbench-selftest.sh [BUILD_DIR]   (default build/ci)
+#   tools/stage-gbench-selftest.sh [BUILD_DIR]   (default build/ci)
 set -euo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${1:-$root/build/ci}"
 harness="$build/kernels/harness"
 cmake --build "$build" --target kw-selftest-gbench kw_selftest_good_lib kw_selftest_missing_as_good

@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
-# On the GPU machine: the bisect target of #19 on real hardware. A scratch
+# On the GPU machine: the bisect on real hardware. A scratch
 # history of this tree: commit 0, then 16 commits that each change a line of
 # a file, the 9th also injecting a 10% slowdown into the head-dim-128
 # S=4096 attention cases (kernels/attention/bench/injected_slowdown.hpp).
 # Commit dates are fixed, so a second call makes the same SHAs. `kw run`
 # measures what a bisect of the push 0..16 asks for, assuming a binary
 # search: main runs of 0 and 16, then 8 against 0, 12 against 8, 10 against
-# 8 and 9 against 8, each A/B. kernels/tools/replay_bisect.py then plays them
+# 8 and 9 against 8, each A/B. tools/replay_bisect.py then plays them
 # to a kw-server on the VM as its agent: kw-server's bisect asks for the
 # steps, and a step it asks for that was not measured stops the replay.
-#   BISECT_STEPS="main:0 main:16 step:8:0 step:12:8 step:10:8 step:9:8" kernels/tools/bisect-range.sh
+#   BISECT_STEPS="main:0 main:16 step:8:0 step:12:8 step:10:8 step:9:8" tools/bisect-range.sh
 set -uo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out="${OUT:-$root/gpu-results}"
 work="${BISECT_WORK:-/tmp/kw-bisect}"
 steps="${BISECT_STEPS:-main:0 main:16 step:8:0 step:12:8 step:10:8 step:9:8}"
@@ -22,7 +22,7 @@ log() { printf '[bisect %s] %s\n' "$(date -u +%H:%M:%S)" "$*"; }
 export GIT_AUTHOR_DATE="2026-11-24T12:00:00Z" GIT_COMMITTER_DATE="2026-11-24T12:00:00Z"
 git_() { git -c user.name=kernelwatch -c user.email=kw@localhost -c advice.detachedHead=false "$@"; }
 
-source "$root/kernels/tools/gpu-scratch.sh"
+source "$root/tools/gpu-scratch.sh"
 kw=$(kw_binary "$out/bisect") || exit 1
 
 if [ ! -d "$work/r/.git" ]; then

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# On the GPU machine: what a build's first preflight pays for (#15). A new
+# On the GPU machine: what a build's first preflight pays for. A new
 # build's first launch_geometry took 16-23 s against 5.5 s for its second,
 # and the difference lands in the driver's JIT cache. Each variant below runs
 # the attention bench with a CUDA_CACHE_PATH of its own, so which stage pays,
@@ -8,9 +8,9 @@
 # also measured the harness warming every case's caches on several threads
 # first, since reverted.) Results in
 # $OUT/first-run-cost.tar.gz and the summary on stdout.
-#   kernels/tools/first-run-cost.sh [--skip-build]
+#   tools/first-run-cost.sh [--skip-build]
 set -uo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out="${OUT:-$root/gpu-results}/first-run-cost"
 caches=/tmp/kw-first-run-caches
 mkdir -p "$out"

@@ -9,16 +9,16 @@
 #                     must fail, and how soon after the build is the figure
 # Each report keeps its stages' costs; kw's log (LABEL.log) has the wall
 # clock of every stage's start and end. Results in $OUT/time-to-verdict.tar.gz.
-#   kernels/tools/time-to-verdict.sh
+#   tools/time-to-verdict.sh
 set -uo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out="${OUT:-$root/gpu-results}/time-to-verdict"
 work="${TTV_WORK:-/tmp/kw-ttv}"
 mkdir -p "$out"
 log() { printf '[ttv %s] %s\n' "$(date -u +%H:%M:%S)" "$*"; }
 git_() { git -c user.name=kernelwatch -c user.email=kw@localhost "$@"; }
 
-source "$root/kernels/tools/gpu-scratch.sh"
+source "$root/tools/gpu-scratch.sh"
 kw=$(kw_binary "$out") || exit 1
 rm -rf "$work"
 copy_tree "$work"

@@ -4,17 +4,17 @@
 # history of this tree (commits A, B = A + a no-op change, C = A + an
 # injected slowdown), then measures with `kw run --stages full_bench`:
 #   main-N.json   B alone (main runs of one build; posted as successive main
-#                 commits by kernels/tools/post-series.sh)
+#                 commits by tools/post-series.sh)
 #   pr-N.json     B against base A in the same job (A/A pull requests)
 #   power-N.json  C against base A (C: the D=128 S>=2048 cases 3% slower,
 #                 attention/fp16/d64/b1h1s128 10% slower)
 # Every report keeps each sample's replicate: the empirical noise model of
 # kw-detector-bench is extracted from them. Results go to $OUT/series.tar.gz.
-#   SERIES="main:3 pr:3 power:2" [SERIES_CASES=GLOB] [SERIES_DEADLINE=EPOCH_S] kernels/tools/detection-series.sh
+#   SERIES="main:3 pr:3 power:2" [SERIES_CASES=GLOB] [SERIES_DEADLINE=EPOCH_S] tools/detection-series.sh
 # SERIES_DEADLINE: start no run after this time (a device call has a hard limit;
 # a run cut short is lost, one not started costs nothing).
 set -uo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out="${OUT:-$root/gpu-results}"
 work="${SERIES_WORK:-/tmp/kw-series}"
 series="${SERIES:-main:2 pr:2}"
@@ -25,7 +25,7 @@ mkdir -p "$out/series" "$work"
 log() { printf '[series %s] %s\n' "$(date -u +%H:%M:%S)" "$*"; }
 git_() { git -c user.name=kernelwatch -c user.email=kw@localhost -c advice.detachedHead=false "$@"; }
 
-source "$root/kernels/tools/gpu-scratch.sh"
+source "$root/tools/gpu-scratch.sh"
 kw=$(kw_binary "$out/series") || exit 1
 
 # The scratch history: the series config builds only the attention bench.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Summarises kernels/tools/energy-series.sh: each case's joules per iteration
+"""Summarises tools/energy-series.sh: each case's joules per iteration
 (the geometric mean of its replicates) in two runs of one build, the spread
 between its replicates and between the runs.
 

@@ -3,12 +3,12 @@
 # fresh server (and embedded PostgreSQL) per series, through post_series.py.
 # What a change of the detection does to every A/A and power job measured so
 # far, without a GPU.
-#   kernels/tools/rejudge-series.sh OUT_DIR SERIES_DIR...
+#   tools/rejudge-series.sh OUT_DIR SERIES_DIR...
 # A SERIES_DIR holds main-*.json, pr-*.json and power-*.json (an unpacked
 # docs/results/detection-series-*.tar.gz). OUT_DIR/NAME/v.json gets the
 # verdicts, OUT_DIR/summary.txt the pull request and power lines.
 set -uo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 server="${KW_SERVER:-$root/build/ci/server/kw-server}"
 out=$1
 shift
@@ -27,7 +27,7 @@ for dir in "$@"; do
   mapfile -t mains < <(ls "$dir"/main-*.json 2>/dev/null | sort -V)
   mapfile -t prs < <(ls "$dir"/pr-*.json 2>/dev/null | sort -V)
   mapfile -t powers < <(ls "$dir"/power-*.json 2>/dev/null | sort -V)
-  python3 "$root/kernels/tools/post_series.py" --server "http://127.0.0.1:$port" --token "$token" \
+  python3 "$root/tools/post_series.py" --server "http://127.0.0.1:$port" --token "$token" \
     --json "$d/v.json" --main "${mains[@]}" --pr "${prs[@]}" --power "${powers[@]}" > "$d/out.txt" 2>&1
   { echo "== $dir"; grep -E '^(pr|power)' "$d/out.txt" | cut -c1-200; } | tee -a "$out/summary.txt"
   kill "$pid"

@@ -4,7 +4,7 @@
 # stage reads (agent/src/load_check.cpp), written to $OUT/cuobjdump-h100 for
 # tests/data/cuobjdump-h100.
 set -euo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out="${OUT:-$root/gpu-results}/cuobjdump-h100"
 mkdir -p "$out"
 cuobjdump="$(command -v cuobjdump || echo /usr/local/cuda/bin/cuobjdump)"

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Posts the reports of a pull-request series (kernels/tools/nvbench-ab-series.sh:
+"""Posts the reports of a pull-request series (tools/nvbench-ab-series.sh:
 aa-N.json, slow-N.json, main-N.json) to a kw-server and prints each verdict
 with its cases' ratios: the A/A and detection targets are read off real
 verdicts, not recomputed. Main runs go first (each a new commit on main);

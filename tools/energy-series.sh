@@ -5,10 +5,10 @@
 # with `kw run --stages full_bench` RUNS times (default 2): one build measured
 # again, so the spread between its replicates and between the runs is the
 # energy figure's noise. Reports go to $OUT/energy.tar.gz; summarise them on
-# the VM with kernels/tools/energy_summary.py.
-#   [ENERGY_SECONDS=0.2] [RUNS=2] [ENERGY_CASES=GLOB] kernels/tools/energy-series.sh
+# the VM with tools/energy_summary.py.
+#   [ENERGY_SECONDS=0.2] [RUNS=2] [ENERGY_CASES=GLOB] tools/energy-series.sh
 set -uo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out="${OUT:-$root/gpu-results}"
 work="${ENERGY_WORK:-/tmp/kw-energy}"
 seconds="${ENERGY_SECONDS:-0.2}"
@@ -18,7 +18,7 @@ mkdir -p "$out/energy" "$work"
 log() { printf '[energy %s] %s\n' "$(date -u +%H:%M:%S)" "$*"; }
 git_() { git -c user.name=kernelwatch -c user.email=kw@localhost "$@"; }
 
-source "$root/kernels/tools/gpu-scratch.sh"
+source "$root/tools/gpu-scratch.sh"
 kw=$(kw_binary "$out/energy") || exit 1
 rm -rf "$work/tree"
 attention_tree "$work/tree" "$cases"

@@ -3,10 +3,10 @@
 # passes of the attention bench's candidate over the large and tiny cases,
 # first all in one case order, then each in its own order, and keeps each
 # case's median with the SM clock the in-band probe saw while it was timed.
-# kernels/tools/replicate_noise.py reads the result:
-#   kernels/tools/replicate-noise.sh [PASSES]   -> $OUT/replicate-noise.tar.gz
+# tools/replicate_noise.py reads the result:
+#   tools/replicate-noise.sh [PASSES]   -> $OUT/replicate-noise.tar.gz
 set -uo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out="${OUT:-$root/gpu-results}"
 passes="${1:-10}"
 bench="$root/build/gpu/kernels/attention/kw-bench-attention"
@@ -24,4 +24,4 @@ for order in same shuffled; do
 done
 nvidia-smi --query-gpu=name,power.limit,clocks.max.sm --format=csv,noheader > "$work/replicate-noise/gpu.txt"
 tar -C "$work" -czf "$out/replicate-noise.tar.gz" replicate-noise
-python3 "$root/kernels/tools/replicate_noise.py" "$work/replicate-noise"
+python3 "$root/tools/replicate_noise.py" "$work/replicate-noise"

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Posts the GPU series of kernels/tools/detection-series.sh to a kw-server
+"""Posts the GPU series of tools/detection-series.sh to a kw-server
 and prints every verdict: the A/A and power targets of docs/detection.md are
 read off real verdicts, not recomputed.
 
