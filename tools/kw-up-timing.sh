@@ -15,7 +15,8 @@ log() { printf '[kw-up-timing %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 
 if [ -n "${KW_UP_APT:-}" ]; then
   log "removing $KW_UP_APT (kw up installs them again)"
-  sudo apt-get remove -y -qq $KW_UP_APT > "$work/apt-remove.log" 2>&1
+  as_root=(); [ "$(id -u)" -eq 0 ] || as_root=(sudo)
+  "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get remove -y -qq $KW_UP_APT > "$work/apt-remove.log" 2>&1
 fi
 
 # up LOG: kw up in the clone, in its own process group; prints the seconds

@@ -24,6 +24,7 @@
 #include "profile_summary.hpp"
 #include "profiling.hpp"
 #include "repo_config.hpp"
+#include "server_api.hpp"
 #include "spool.hpp"
 
 namespace kw::agent {
@@ -74,12 +75,12 @@ class Heartbeat {
   Heartbeat(const AgentArguments& args, std::int64_t job, double lease_seconds, std::atomic<bool>& lost)
       : thread_([this, &args, job, lease_seconds, &lost] {
           http::Client client(args.server.url, args.server.token, std::chrono::seconds(10));
-          std::string target = "/api/v1/jobs/" + std::to_string(job) + "/heartbeat";
+          ServerApi api(client);
           auto period = std::chrono::duration<double>(std::max(0.2, lease_seconds / 3));
           std::unique_lock lock(mutex_);
           while (!wake_.wait_for(lock, period, [this] { return done_; })) {
             try {
-              http::Response response = client.post(target, {{"agent", args.name}});
+              http::Response response = api.heartbeat(job, args.name);
               if (response.status == 409 || response.status == 404) {
                 say("job " + std::to_string(job) + " is no longer ours: " + response.body);
                 lost = true;
@@ -361,7 +362,7 @@ int agent_loop(AgentArguments args) {
                  {"gpus", models},     {"projects", served},  {"can_profile", can_profile}};
       if (gpu) claim["gpu"] = {{"uuid", gpu->uuid}, {"index", gpu->index}, {"model", gpu->model}};
       if (health) claim["health"] = {{"healthy", health->healthy()}, {"checks", health->to_json()["checks"]}};
-      http::Response response = client.post("/api/v1/agents/claim", claim);
+      http::Response response = ServerApi(client).claim(claim);
       if (response.status == 204) {
         if (args.once && spool.pending() == 0) return kExitOk;
         pause(args.poll_seconds);
@@ -432,7 +433,7 @@ int agent_loop(AgentArguments args) {
             body["stage"].erase("details");  // the report carries them
           }
           try {
-            http::Response response = client.post("/api/v1/jobs/" + std::to_string(job_id) + "/stages", body);
+            http::Response response = ServerApi(client).stage(job_id, body);
             if (response.status != 200)
               say("stage not recorded on the server (HTTP " + std::to_string(response.status) +
                   "): " + response.body);
@@ -477,7 +478,7 @@ int agent_loop(AgentArguments args) {
     if (stop_requested() && !lost) {
       // Give the job back so another agent takes it now, not at lease expiry.
       try {
-        client.post("/api/v1/jobs/" + std::to_string(job_id) + "/release", {{"agent", args.name}});
+        ServerApi(client).release(job_id, args.name);
         say("job " + std::to_string(job_id) + " given back");
       } catch (const http::ConnectionError&) {
         say("job " + std::to_string(job_id) + " not given back (server unreachable); its lease will expire");
@@ -488,8 +489,7 @@ int agent_loop(AgentArguments args) {
       // Retrying would fail alike: the job fails now, with the reason on the
       // server for `kw submit` to print.
       try {
-        http::Response response = client.post("/api/v1/jobs/" + std::to_string(job_id) + "/fail",
-                                              {{"agent", args.name}, {"reason", cannot_run}});
+        http::Response response = ServerApi(client).fail(job_id, args.name, cannot_run);
         if (response.status == 200) {
           say("job " + std::to_string(job_id) + " failed on the server: " + cannot_run);
           if (args.once) return kExitOk;
@@ -506,7 +506,7 @@ int agent_loop(AgentArguments args) {
       continue;
     }
     spool.add("job-" + std::to_string(job_id),
-              "/api/v1/jobs/" + std::to_string(job_id) + (profile_job ? "/profile" : "/report"), report);
+              profile_job ? api_target::profile_result(job_id) : api_target::report_of(report), report);
     spool.deliver(client, say);
     if (args.once) {
       while (spool.pending() > 0 && !stop_requested()) {

@@ -14,7 +14,7 @@
 #include "adapters.hpp"
 #include "bench_result.hpp"
 #include "launch_check.hpp"
-#include "pipeline.hpp"
+#include "pipeline_options.hpp"
 #include "repo_config.hpp"
 
 namespace kw::agent {

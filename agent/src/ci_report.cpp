@@ -11,6 +11,7 @@
 #include "commands.hpp"
 #include "kw/http/client.hpp"
 #include "profile_summary.hpp"
+#include "server_api.hpp"
 
 namespace kw::agent {
 
@@ -173,7 +174,7 @@ std::string profiles_markdown(const json& run, const std::string& server) {
     const std::string name = "`" + cell(p.value("case", std::string())) + "`";
     const std::string state = p.value("state", std::string());
     if (state == "done" && p["summary"].is_object()) {
-      const std::string csv = server + "/api/v1/profiles/" + p["id"].dump() + "/ncu/";
+      const std::string csv = server + api_target::profile_csv(p["id"].get<std::int64_t>());
       text.append("\n<details><summary>Nsight Compute profile of ")
           .append(name)
           .append(": ")

@@ -16,6 +16,7 @@
 #include "kw/common/run_report.hpp"
 #include "kw/http/client.hpp"
 #include "profile_summary.hpp"
+#include "server_api.hpp"
 
 namespace kw::agent {
 
@@ -43,10 +44,10 @@ double parse_duration(const std::string& text, const std::string& option, bool z
 
 // The whole run: its cases and comparisons come a page at a time.
 json fetch_run(http::Client& client, std::int64_t run_id) {
-  const std::string path = "/api/v1/runs/" + std::to_string(run_id) + "?per_page=2000&page=";
-  json run = client.get(path + "1").json();
+  ServerApi api(client);
+  json run = api.run_page(run_id, 1).json();
   for (int page = 2; page <= run["paging"].value("pages", 1); ++page) {
-    json more = client.get(path + std::to_string(page)).json();
+    json more = api.run_page(run_id, page).json();
     for (const char* key : {"cases", "comparisons"}) {
       for (json& item : more[key]) run[key].push_back(std::move(item));
     }
@@ -62,8 +63,7 @@ void add_explanation(http::Client& client, json& run) {
     flagged = flagged ||
               (c["impl"] == "candidate" && (c["status"] == "regression" || c["status"] == "improvement"));
   if (!flagged) return;
-  http::Response response =
-      client.get("/api/v1/runs/" + std::to_string(run["id"].get<std::int64_t>()) + "/explanation");
+  http::Response response = ServerApi(client).explanation(run["id"].get<std::int64_t>());
   if (response.status == 200) run["explanation"] = response.json().value("cases", json::array());
 }
 
@@ -72,11 +72,10 @@ void add_explanation(http::Client& client, json& run) {
 // for up to `wait_s`, so the comment can say why the case got slower.
 void add_profiles(http::Client& client, json& run, double wait_s) {
   if (!run.contains("profiles") || !run["profiles"].is_array() || run["profiles"].empty()) return;
-  const std::string path = "/api/v1/runs/" + run["id"].dump() + "/profiles";
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_s);
   std::string said;
   while (true) {
-    http::Response response = client.get(path);
+    http::Response response = ServerApi(client).profiles(run["id"].get<std::int64_t>());
     if (response.status != 200) return;
     json profiles = response.json();
     const json* pending = nullptr;
@@ -239,7 +238,7 @@ GateOutcome wait_and_gate(http::Client& client, const std::string& server, std::
   std::map<std::string, std::string> shown;
   std::string state;
   while (!stop_requested()) {
-    http::Response response = client.get("/api/v1/jobs/" + std::to_string(job_id));
+    http::Response response = ServerApi(client).job(job_id);
     if (response.status == 404) {
       std::cout << "kernelwatch: no job " << job_id << " on " << server << "\n";
       return {};
@@ -371,7 +370,7 @@ int acknowledge(const AckArguments& args) {
   http::Client client(args.server.url, args.server.token);
   std::int64_t run_id = args.run;
   if (args.job > 0) {
-    http::Response job = client.get("/api/v1/jobs/" + std::to_string(args.job));
+    http::Response job = ServerApi(client).job(args.job);
     if (job.status != 200) {
       std::cout << "kernelwatch: no job " << args.job << " (HTTP " << job.status
                 << "): " << job.json().value("message", job.body) << "\n";
@@ -384,8 +383,7 @@ int acknowledge(const AckArguments& args) {
     }
     run_id = job.json()["run_id"];
   }
-  http::Response response =
-      client.post("/api/v1/runs/" + std::to_string(run_id) + "/acknowledge", {{"reason", args.reason}});
+  http::Response response = ServerApi(client).acknowledge(run_id, args.reason);
   if (response.status != 200) {
     std::cout << "kernelwatch: run " << run_id << " not acknowledged (HTTP " << response.status
               << "): " << response.json().value("message", response.body) << "\n";
@@ -479,7 +477,7 @@ void add_gate_commands(CLI::App& app, int& exit_code) {
         json range = pushed_range(submit->repo, submit->range_from, submit->commit);
         if (range.size() > 1) body["range"] = std::move(range);
       }
-      http::Response response = client.post("/api/v1/jobs", body);
+      http::Response response = ServerApi(client).submit(body);
       if (response.status != 200 && response.status != 201) {
         std::cout << "kernelwatch: the server refused the job (HTTP " << response.status
                   << "): " << response.json().value("message", response.body) << "\n";

@@ -14,6 +14,7 @@
 #include "kw/http/client.hpp"
 #include "pipeline.hpp"
 #include "repo_config.hpp"
+#include "server_api.hpp"
 #include "spool.hpp"
 
 namespace kw::agent {
@@ -68,11 +69,7 @@ namespace {
 
 // Posts a report; answers the server's JSON, or throws ConnectionError.
 json post_report(http::Client& client, const json& report) {
-  std::string target =
-      report.contains("job_id")
-          ? "/api/v1/jobs/" + std::to_string(report["job_id"].get<std::int64_t>()) + "/report"
-          : "/api/v1/runs";
-  http::Response response = client.post(target, report);
+  http::Response response = ServerApi(client).post_report(report);
   json answer = response.json();
   if (response.status / 100 != 2) {
     throw std::runtime_error("HTTP " + std::to_string(response.status) + ": " +
@@ -249,14 +246,14 @@ int run_once(const RunArguments& args) {
   try {
     json answer = post_report(client, report);
     say("run " + std::to_string(answer.value("run_id", 0)) + ": verdict " +
-        answer.value("verdict", std::string("?")) + " (" + args.server.url + "/api/v1/runs/" +
-        std::to_string(answer.value("run_id", 0)) + ")");
+        answer.value("verdict", std::string("?")) + " (" + args.server.url +
+        api_target::run(answer.value("run_id", 0)) + ")");
     return done;
   } catch (const http::ConnectionError& error) {
     fs::path dir = fs::path(std::getenv("HOME") ? std::getenv("HOME") : "/tmp") / ".kw" / "spool";
     Spool spool(dir);
     fs::path file = spool.add("run-" + commit.substr(0, 12) + "-" + std::to_string(std::time(nullptr)),
-                              "/api/v1/runs", report);
+                              api_target::report_of(report), report);
     say(std::string(error.what()) + "; report saved to " + file.string() + " (send it with kw upload)");
     return kExitInfrastructure;
   }

@@ -545,6 +545,15 @@ test("a regression's flagged cases come first: base and head times without scrol
     // Everything passed: the checklist is folded under its heading.
     assert.equal(await page.locator("#preflight").getAttribute("open"), null);
     await shot("run-page-flagged");
+    // The pull request's branch: its case chart draws the base's level beside the head's.
+    await go(`#/p/kernels/case/${encodeURIComponent(CASES[0][0])}?branch=pr-40`);
+    const drawn = await page.evaluate(() => {
+      const u = window.kwCharts[0];
+      const k = u.series.findIndex((s) => s.label === "base");
+      return { k, base: k < 0 ? null : u.data[k][0], head: u.data[1][0] };
+    });
+    assert.ok(drawn.k > 0, "no base series on the branch's chart");
+    assert.ok(Math.abs(drawn.head / drawn.base - 1.25) < 0.02, JSON.stringify(drawn));
   } finally {
     await page.setViewportSize({ width: 1400, height: 900 });
   }

@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kw/common/run_report.hpp"
+#include "kw/common/validation_error.hpp"
 
 namespace kw::common {
 

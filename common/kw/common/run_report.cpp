@@ -383,11 +383,6 @@ Case read_case(const json& value, const std::string& path) {
 
 }  // namespace
 
-ValidationError::ValidationError(std::string path, const std::string& reason, std::string code)
-    : std::runtime_error((path.empty() ? std::string("report") : path) + ": " + reason),
-      path_(std::move(path)),
-      code_(std::move(code)) {}
-
 std::string_view to_string(StageName name) {
   return kStageNames[static_cast<std::size_t>(name)];
 }

@@ -13,6 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kw/common/validation_error.hpp"
+
 namespace kw::common {
 
 inline constexpr std::string_view kRunSchema = "kernelwatch.run/1";
@@ -34,20 +36,7 @@ std::string_view to_string(StageStatus status);
 std::optional<StageName> stage_name_from(std::string_view text);
 std::optional<StageStatus> stage_status_from(std::string_view text);
 
-// Thrown for any report that breaks the contract. `path()` is the JSON path of
-// the offending value (e.g. "cases[3].measurements[0].samples_ns[7]") and
-// what() is "path: reason".
-class ValidationError : public std::runtime_error {
- public:
-  ValidationError(std::string path, const std::string& reason, std::string code = "invalid_value");
-  const std::string& path() const noexcept { return path_; }
-  // The kind of error ("missing_field", "out_of_range", ...): stable, for clients.
-  const std::string& code() const noexcept { return code_; }
-
- private:
-  std::string path_;
-  std::string code_;
-};
+// A report that breaks the contract throws ValidationError.
 
 struct AgentInfo {
   std::string name;

@@ -129,7 +129,15 @@ std::string EmbeddedPostgres::run_tool(const std::string& tool, const std::vecto
   spec.run_as = run_as_.value_or("");
   common::ChildOutcome result = common::run_child(spec);
   if (check && !result.ok()) {
-    throw std::runtime_error(tool + " failed (" + result.describe() + "): " + result.output_tail);
+    // Run as root, PostgreSQL runs as its own user, which must reach the
+    // data directory: a home folder closed to others stops it first.
+    const std::string why =
+        run_as_ && result.output_tail.find("Permission denied") != std::string::npos
+            ? " (PostgreSQL runs as user " + *run_as_ + ", who cannot reach " + data_dir_.string() +
+                  ": give the folders above it o+x, or choose a data directory it can reach, e.g. "
+                  "--data-dir /var/tmp/kw or KW_DATA_DIR for kw up)"
+            : "";
+    throw std::runtime_error(tool + " failed (" + result.describe() + ")" + why + ": " + result.output_tail);
   }
   return result.output_tail;
 }
