@@ -202,7 +202,8 @@ void benches_of_reply(const fs::path& reply, const fs::path& build, const fs::pa
 // CMake's file API: each executable target with its artifact's path and what
 // it links. A build tree configured already is re-read as it is (`cmake
 // BUILD`); otherwise the project is configured with its benchmark options on.
-bool cmake_targets(const fs::path& repo, const fs::path& source_dir, const InitOptions& options,
+bool cmake_targets(const fs::path& repo, const fs::path& source_dir,
+                   const std::vector<std::string>& bench_options, const InitOptions& options,
                    Inspection& out) {
   const fs::path build = repo / options.build_dir;
   const bool configured = fs::exists(build / "CMakeCache.txt");
@@ -214,8 +215,7 @@ bool cmake_targets(const fs::path& repo, const fs::path& source_dir, const InitO
     say("re-reading the configured build tree " + options.build_dir + " with CMake");
   } else {
     spec.argv = {"cmake", "-S", source_dir.string(), "-B", build.string(), "-DCMAKE_BUILD_TYPE=Release"};
-    for (const std::string& option : benchmark_options(source_dir))
-      spec.argv.push_back("-D" + option + "=ON");
+    for (const std::string& option : bench_options) spec.argv.push_back("-D" + option + "=ON");
     say("configuring with CMake (" + options.build_dir + ") to read its targets");
   }
   spec.cwd = repo;
@@ -267,7 +267,8 @@ void cmake_files(const fs::path& repo, const InitOptions& options, Inspection& o
 
 // How the team builds: its own build script at the top when it has one
 // (it knows the options and dependency paths), else CMake's two commands.
-void cmake_build_commands(const fs::path& repo, const fs::path& source_dir, const InitOptions& options,
+void cmake_build_commands(const fs::path& repo, const fs::path& source_dir,
+                          const std::vector<std::string>& bench_options, const InitOptions& options,
                           Inspection& out) {
   for (const char* script : {"build.sh", "scripts/build.sh"}) {
     if (!fs::exists(repo / script)) continue;
@@ -281,7 +282,7 @@ void cmake_build_commands(const fs::path& repo, const fs::path& source_dir, cons
   std::string configure = "cmake -S " +
                           (in_repo(source_dir, repo) == "." ? std::string(".") : in_repo(source_dir, repo)) +
                           " -B " + options.build_dir + " -DCMAKE_BUILD_TYPE=Release";
-  for (const std::string& option : benchmark_options(source_dir)) configure += " -D" + option + "=ON";
+  for (const std::string& option : bench_options) configure += " -D" + option + "=ON";
   out.build_commands = {configure, "cmake --build " + options.build_dir + " --target" + targets};
   if (out.read_configured_tree)
     out.todos.push_back("build.commands[0]: the configure options your " + options.build_dir +
@@ -574,9 +575,11 @@ Inspection inspect_repository(const fs::path& repo, const InitOptions& options) 
   else if (fs::exists(repo / "CMakeLists.txt"))
     source_dir = repo;
   if (!source_dir.empty()) {
-    if (!options.configure || !cmake_targets(repo, source_dir, options, out)) cmake_files(repo, options, out);
+    const std::vector<std::string> bench_options = benchmark_options(source_dir);
+    if (!options.configure || !cmake_targets(repo, source_dir, bench_options, options, out))
+      cmake_files(repo, options, out);
     if (!out.benches.empty()) {
-      cmake_build_commands(repo, source_dir, options, out);
+      cmake_build_commands(repo, source_dir, bench_options, options, out);
       out.notes.push_back("CMake: " + std::to_string(out.benches.size()) + " benchmark executable(s)");
     }
   }

@@ -95,6 +95,23 @@ common::Stage make_stage(StageName name, const std::string& status, double wall_
   return stage;
 }
 
+// What every report of a run says of itself: the commit, the agent, when;
+// its end is now.
+common::RunReport report_head(const std::string& project, const PipelineOptions& options,
+                              const std::string& started_at) {
+  common::RunReport report;
+  report.project = project;
+  report.commit = options.commit;
+  report.branch = options.branch;
+  report.base_commit = options.base_commit;
+  report.job_id = options.job_id;
+  report.git = commit_info(options.checkout, options.commit);
+  report.agent = {options.agent_name, KW_VERSION, options.agent_host};
+  report.started_at = started_at;
+  report.finished_at = utc_now_rfc3339();
+  return report;
+}
+
 double seconds_since(std::chrono::steady_clock::time_point started) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
 }
@@ -589,18 +606,9 @@ json run_pipeline(const RepoConfig& config, const PipelineOptions& options) {
   }
   if (device.is_null() && measured && !opts.gpu_available) device = host_cpu_device();
 
-  common::RunReport report;
-  report.project = config.project;
-  report.commit = opts.commit;
-  report.branch = opts.branch;
-  report.base_commit = opts.base_commit;
-  report.job_id = opts.job_id;
-  report.git = commit_info(opts.checkout, opts.commit);
+  common::RunReport report = report_head(config.project, opts, started_at);
   report.thresholds = config.thresholds;
   report.base_thresholds = opts.base_thresholds;
-  report.agent = {opts.agent_name, KW_VERSION, opts.agent_host};
-  report.started_at = started_at;
-  report.finished_at = utc_now_rfc3339();
   report.gpu_seconds = gpu_seconds;
   report.stages = std::move(stages);
   // The cases and the device come from the benches' JSON: they join the
@@ -625,16 +633,7 @@ json config_failure_report(const std::string& project, const ConfigError& error,
     stages.push_back(make_stage(stage, "skipped", 0, 0, "not run: the config stage failed"));
     log.ended(stages.back());
   }
-  common::RunReport report;
-  report.project = project;
-  report.commit = options.commit;
-  report.branch = options.branch;
-  report.base_commit = options.base_commit;
-  report.job_id = options.job_id;
-  report.git = commit_info(options.checkout, options.commit);
-  report.agent = {options.agent_name, KW_VERSION, options.agent_host};
-  report.started_at = started_at;
-  report.finished_at = utc_now_rfc3339();
+  common::RunReport report = report_head(project, options, started_at);
   report.stages = std::move(stages);
   json document = common::to_json(report);
   if (options.gpu_available) {
