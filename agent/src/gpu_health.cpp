@@ -13,6 +13,7 @@
 
 #include "commands.hpp"
 #include "gpu_info.hpp"
+#include "kw/common/nvml.hpp"
 #include "kw/common/subprocess.hpp"
 
 namespace kw::agent {
@@ -67,46 +68,16 @@ F symbol(void* library, const char* name) {
 // NVML, opened for one GPU by UUID.
 class NvmlDevice {
  public:
-  explicit NvmlDevice(const std::string& uuid)
-      : library_(dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL)) {
-    if (library_ == nullptr) {
-      why_ = "no NVML library (libnvidia-ml.so.1)";
-      return;
-    }
-    auto init = symbol<int (*)()>(library_, "nvmlInit_v2");
-    auto by_uuid = symbol<int (*)(const char*, void**)>(library_, "nvmlDeviceGetHandleByUUID");
-    if (init == nullptr || by_uuid == nullptr || init() != 0) {
-      why_ = "NVML did not initialise";
-      return;
-    }
-    initialised_ = true;
-    if (int status = by_uuid(uuid.c_str(), &device_); status != 0) {
-      device_ = nullptr;
-      why_ = "NVML has no GPU " + uuid + " (" + error(status) + ")";
-    }
-  }
-  ~NvmlDevice() {
-    if (initialised_) {
-      if (auto shutdown = symbol<int (*)()>(library_, "nvmlShutdown")) shutdown();
-    }
-    if (library_ != nullptr) dlclose(library_);
-  }
-  NvmlDevice(const NvmlDevice&) = delete;
-  NvmlDevice& operator=(const NvmlDevice&) = delete;
+  explicit NvmlDevice(const std::string& uuid) { device_ = nvml_.device_by_uuid(uuid, why_); }
 
   bool available() const { return device_ != nullptr; }
   const std::string& unavailable() const { return why_; }
-
-  std::string error(int status) const {
-    auto text = symbol<const char* (*)(int)>(library_, "nvmlErrorString");
-    return text ? text(status) : "NVML error " + std::to_string(status);
-  }
-  // NVML_SUCCESS is 0, NVML_ERROR_NOT_SUPPORTED 3; nullopt for both but the
-  // status says which.
+  std::string error(int status) const { return nvml_.error(status); }
+  // NVML_SUCCESS is 0; common::Nvml::kNotSupported where the GPU or the
+  // driver lacks the call.
   template <typename... Args>
   int call(const char* name, Args... args) const {
-    auto fn = symbol<int (*)(void*, Args...)>(library_, name);
-    return fn == nullptr ? 3 : fn(device_, args...);
+    return nvml_.call(device_, name, args...);
   }
   std::optional<unsigned> sm_clock() const {
     unsigned mhz = 0;
@@ -121,9 +92,8 @@ class NvmlDevice {
   }
 
  private:
-  void* library_;
+  common::Nvml nvml_;
   void* device_ = nullptr;
-  bool initialised_ = false;
   std::string why_;
 };
 
@@ -135,7 +105,7 @@ GpuCheck ecc_check(const NvmlDevice& nvml) {
   }
   int current = 0, pending = 0;
   const int mode = nvml.call("nvmlDeviceGetEccMode", &current, &pending);
-  if (mode == 3) {
+  if (mode == common::Nvml::kNotSupported) {
     check.message = "not checked: this GPU has no ECC";
     return check;
   }
@@ -249,7 +219,8 @@ std::pair<GpuCheck, GpuCheck> context_and_clock_checks(const std::string& uuid, 
     cuda.check(cuda.attribute(&sms, 16 /* multiprocessor count */, device), "cuDeviceGetAttribute");
 
     unsigned app_mhz = 0;
-    const int app = nvml.available() ? nvml.call("nvmlDeviceGetApplicationsClock", 1 /* SM */, &app_mhz) : 3;
+    const int app = nvml.available() ? nvml.call("nvmlDeviceGetApplicationsClock", 1 /* SM */, &app_mhz)
+                                     : common::Nvml::kNotSupported;
     // Launches of ~20 ms each (at the application clock, or 2 GHz), queued
     // at once; the clock is read while they run.
     const double mhz = app == 0 && app_mhz > 0 ? app_mhz : 2000.0;

@@ -9,6 +9,7 @@
 #include <sstream>
 #include <thread>
 
+#include "kw/common/nvml.hpp"
 #include "kw/common/subprocess.hpp"
 
 namespace kw::agent {
@@ -21,36 +22,18 @@ using common::shell;
 namespace {
 
 bool from_nvml(GpuInventory& inventory) {
-  void* library = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (library == nullptr) return false;
-  using Init = int (*)();
-  using Count = int (*)(unsigned*);
-  using Handle = int (*)(unsigned, void**);
-  using Name = int (*)(void*, char*, unsigned);
-  auto init = reinterpret_cast<Init>(dlsym(library, "nvmlInit_v2"));
-  auto count = reinterpret_cast<Count>(dlsym(library, "nvmlDeviceGetCount_v2"));
-  auto handle = reinterpret_cast<Handle>(dlsym(library, "nvmlDeviceGetHandleByIndex_v2"));
-  auto name = reinterpret_cast<Name>(dlsym(library, "nvmlDeviceGetName"));
-  auto uuid = reinterpret_cast<Name>(dlsym(library, "nvmlDeviceGetUUID"));
-  auto shutdown = reinterpret_cast<Init>(dlsym(library, "nvmlShutdown"));
-  bool ok = init && count && handle && name && uuid && init() == 0;
-  if (ok) {
-    unsigned devices = 0;
-    ok = count(&devices) == 0;
-    for (unsigned i = 0; ok && i < devices; ++i) {
-      void* device = nullptr;
-      char text[96] = {}, id[96] = {};
-      if (handle(i, &device) == 0 && name(device, text, sizeof(text)) == 0 &&
-          uuid(device, id, sizeof(id)) == 0) {
-        inventory.models.emplace_back(text);
-        inventory.uuids.emplace_back(id);
-      }
-    }
-    if (shutdown) shutdown();
+  const common::Nvml nvml;
+  const std::optional<unsigned> devices = nvml.device_count();
+  if (!devices) return false;
+  for (unsigned i = 0; i < *devices; ++i) {
+    void* device = nvml.device_by_index(i);
+    std::string name = nvml.device_name(device), uuid = nvml.device_uuid(device);
+    if (name.empty() || uuid.empty()) continue;
+    inventory.models.push_back(std::move(name));
+    inventory.uuids.push_back(std::move(uuid));
   }
-  dlclose(library);
-  if (ok) inventory.source = "nvml";
-  return ok;
+  inventory.source = "nvml";
+  return true;
 }
 
 }  // namespace
@@ -105,25 +88,6 @@ nlohmann::json host_cpu_device() {
   return device;
 }
 
-namespace {
-
-std::string nvml_driver_version() {
-  void* library = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (library == nullptr) return {};
-  using Init = int (*)();
-  using Version = int (*)(char*, unsigned);
-  auto init = reinterpret_cast<Init>(dlsym(library, "nvmlInit_v2"));
-  auto version = reinterpret_cast<Version>(dlsym(library, "nvmlSystemGetDriverVersion"));
-  auto shutdown = reinterpret_cast<Init>(dlsym(library, "nvmlShutdown"));
-  char text[96] = {};
-  const bool ok = init && version && init() == 0 && version(text, sizeof(text)) == 0;
-  if (init && shutdown && ok) shutdown();
-  dlclose(library);
-  return ok ? std::string(text) : std::string();
-}
-
-}  // namespace
-
 nlohmann::json host_gpu_device() {
   // Loaded once and kept: after cuInit the driver is not safe to unload, and
   // `kw agent` asks again for every job.
@@ -156,7 +120,7 @@ nlohmann::json host_gpu_device() {
               {"memory_bytes", static_cast<std::int64_t>(bytes)},
               {"sm_count", sm_count},
               {"l2_bytes", l2_bytes}};
-    if (std::string driver = nvml_driver_version(); !driver.empty()) device["driver"] = driver;
+    if (std::string driver = common::Nvml().driver_version(); !driver.empty()) device["driver"] = driver;
   }
   return device;
 }

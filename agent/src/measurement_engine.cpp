@@ -23,6 +23,7 @@ enum class Side { head, base };
 // their SM clocks.
 struct Replicates {
   std::vector<double> locations, clocks;
+  common::ReplicateLocation rule = common::ReplicateLocation::trimmed_mean;
 };
 
 Replicates candidate_replicates(const json& c, const char* key) {
@@ -34,8 +35,10 @@ Replicates candidate_replicates(const json& c, const char* key) {
     std::vector<std::int64_t> replicates = m.value("replicates", std::vector<std::int64_t>{});
     std::vector<double> clocks = m.value("sm_mhz", std::vector<double>{});
     common::Timing timing{samples, throttled, replicates, clocks};
-    return {common::replicate_locations(timing, common::DetectionSettings{}),
-            common::replicate_clocks(timing)};
+    timing.rule = common::replicate_location_from(m.value("replicate_location", "trimmed_mean"))
+                      .value_or(common::ReplicateLocation::trimmed_mean);
+    return {common::replicate_locations(timing, common::DetectionSettings{}), common::replicate_clocks(timing),
+            timing.rule};
   }
   return {};
 }
@@ -278,8 +281,9 @@ class Engine {
     for (const std::string& name : order_) {
       Replicates head = candidate_replicates(cases_[name], "measurements");
       Replicates base = candidate_replicates(cases_[name], "base_measurements");
-      common::CaseTest test = common::test_ab(head.locations, base.locations, common::default_noise(),
-                                              settings, head.clocks, base.clocks);
+      common::CaseTest test =
+          common::test_ab(head.locations, base.locations, common::noise_for(common::default_noise(), head.rule),
+                          settings, head.clocks, base.clocks);
       if (common::needs_confirmation(test, threshold_of(name), settings)) screened.push_back(name);
     }
     if (!screened.empty()) {

@@ -963,6 +963,9 @@ TEST(Adapters, GoogleBenchmarkOutputOfTheInstalledLibrary) {
     EXPECT_EQ(m["samples_ns"].size(), 5u) << "one sample per repetition, aggregates skipped";
     EXPECT_GT(m["median_ns"].get<double>(), 0);
   }
+  // CPU time is judged by the fastest repetition, GPU events as kwbench's are.
+  EXPECT_EQ(adapted["cases"][0]["measurements"][0]["replicate_location"], "minimum");
+  EXPECT_FALSE(adapted["cases"][1]["measurements"][0].contains("replicate_location"));
 }
 
 TEST(Adapters, GoogleBenchmarkUnitsAndErrors) {
@@ -991,6 +994,9 @@ TEST(Adapters, GoogleBenchmarkUnitsAndErrors) {
     timed["benchmarks"][0]["run_name"] = std::string("BM_a") + suffix;
     adapted = adapt_gbench(timed, "");
     EXPECT_EQ(adapted["cases"][0]["measurements"][0]["samples_ns"], json({2500.0})) << suffix;
+    EXPECT_EQ(adapted["cases"][0]["measurements"][0].contains("replicate_location"),
+              std::string(suffix) == "/real_time")
+        << suffix;
   }
   output["benchmarks"][0]["error_occurred"] = true;
   output["benchmarks"][0]["error_message"] = "cudaErrorIllegalAddress";

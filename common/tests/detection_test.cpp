@@ -64,6 +64,20 @@ TEST(Detection, ReplicateLocationsGroupSamplesByReplicate) {
 // The failure behind this design: samples of one process are tight (0.05%)
 // while the process's level moves by 1%. A test on replicate locations keeps
 // its false-alarm rate near nominal however many samples each replicate has.
+TEST(Detection, AMinimumRuleTakesEachReplicatesFastestUnthrottledSample) {
+  std::vector<double> samples = {130, 100, 180, 205, 201, 260, 90, 150, 151};
+  std::vector<std::int64_t> replicates = {0, 0, 0, 1, 1, 1, 2, 2, 2};
+  std::vector<std::int64_t> throttled = {6};  // 90 in replicate 2
+  DetectionSettings settings;
+  settings.min_samples = 2;
+  Timing t = timing(samples, throttled, replicates);
+  t.rule = ReplicateLocation::minimum;
+  EXPECT_EQ(replicate_locations(t, settings), (std::vector<double>{100, 201, 150}));
+  EXPECT_EQ(to_string(ReplicateLocation::minimum), "minimum");
+  EXPECT_EQ(replicate_location_from("trimmed_mean"), ReplicateLocation::trimmed_mean);
+  EXPECT_FALSE(replicate_location_from("min").has_value());
+}
+
 TEST(Detection, ABFalseAlarmsAreNominalWhenLevelsMoveBetweenReplicates) {
   std::mt19937_64 rng(1);
   std::normal_distribution<double> within(0, 0.0005);
@@ -109,8 +123,7 @@ TEST(Detection, ABFindsAThreePercentSlowdownAndReportsIt) {
   EXPECT_TRUE(d.regression);
 }
 
-// Two A/A jobs of one H100 host (docs/results/detection-series-h100-s16b,
-// pr-1 and pr-3): replicate locations and SM clocks of ~7 us cases whose
+// Two A/A jobs of one H100 host: replicate locations and SM clocks of ~7 us cases whose
 // sides sat 1.8% and 2.9% apart, every replicate of one side on its own side
 // of the other's, though head and base were one build. Judged as one of the
 // run's 56 comparisons, the replicates' own spread flags both.
@@ -261,8 +274,7 @@ TEST(Detection, AnOutlierReplicateIsLeftOut) {
   EXPECT_EQ(test_ab(slower, same, noise, kSettings).note.find("outlier"), std::string::npos);
 }
 
-// attention/bf16/d64/b1h1s128 on the H100, main-09 of
-// docs/results/detection-series-h100-s8.tar.gz: a stalled replicate and a
+// attention/bf16/d64/b1h1s128 in a main run of the H100 series: a stalled replicate and a
 // fast one in the same run of six. Leaving out only the stall kept the fast
 // one, which moved the run by -2.6% and, against a history of ten runs within
 // 1.4% of each other, made an A/A run an `improvement`.

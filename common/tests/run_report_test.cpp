@@ -41,6 +41,17 @@ TEST(RunReport, RoundTripsThroughJson) {
   EXPECT_EQ(written, example()) << "to_json must write back what it read";
 }
 
+TEST(RunReport, AMinimumReplicateLocationRoundTripsAndTheDefaultIsNotWritten) {
+  json report = example();
+  report["cases"][0]["measurements"][0]["replicate_location"] = "minimum";
+  RunReport parsed = parse_run_report(report);
+  EXPECT_EQ(parsed.cases[0].measurements[0].replicate_location, ReplicateLocation::minimum);
+  EXPECT_EQ(timing_of(parsed.cases[0].measurements[0]).rule, ReplicateLocation::minimum);
+  EXPECT_EQ(to_json(parsed), report);
+  report["cases"][0]["measurements"][0]["replicate_location"] = "trimmed_mean";
+  EXPECT_EQ(to_json(parse_run_report(report)), example());
+}
+
 TEST(RunReport, OptionalPartsMayBeAbsent) {
   json report = example();
   report.erase("base_commit");

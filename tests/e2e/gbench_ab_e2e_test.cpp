@@ -6,7 +6,9 @@
 // one benchmark made 10% slower must be flagged.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <map>
+#include <sstream>
 
 #include "../support/e2e.hpp"
 
@@ -17,50 +19,14 @@ using nlohmann::json;
 
 constexpr int kPullRequests = 10;
 
-// The benchmarks: a sort, a sum, a copy and a map; BM_Sort sorts `sort_n`.
+// The benchmarks (tests/data/gbench-busy-host/bench.cpp): a sort, a sum, a
+// copy and a map; BM_Sort sorts `sort_n`.
 std::string bench_source(int sort_n) {
-  return R"(#include <benchmark/benchmark.h>
-#include <algorithm>
-#include <cstring>
-#include <map>
-#include <numeric>
-#include <random>
-#include <vector>
-static void BM_Sort(benchmark::State& state) {
-  std::mt19937 rng(7);
-  std::vector<int> data()" +
-         std::to_string(sort_n) + R"();
-  for (int& v : data) v = static_cast<int>(rng());
-  for (auto _ : state) {
-    std::vector<int> copy = data;
-    std::sort(copy.begin(), copy.end());
-    benchmark::DoNotOptimize(copy.data());
-  }
-}
-BENCHMARK(BM_Sort);
-static void BM_Sum(benchmark::State& state) {
-  std::vector<double> values(20000, 1.5);
-  for (auto _ : state) benchmark::DoNotOptimize(std::accumulate(values.begin(), values.end(), 0.0));
-}
-BENCHMARK(BM_Sum);
-static void BM_Copy(benchmark::State& state) {
-  std::vector<char> from(1 << 16, 'x'), to(1 << 16);
-  for (auto _ : state) {
-    std::memcpy(to.data(), from.data(), from.size());
-    benchmark::ClobberMemory();
-  }
-}
-BENCHMARK(BM_Copy);
-static void BM_Map(benchmark::State& state) {
-  for (auto _ : state) {
-    std::map<int, int> m;
-    for (int i = 0; i < 300; ++i) m[(i * 7919) % 1000] = i;
-    benchmark::DoNotOptimize(m.size());
-  }
-}
-BENCHMARK(BM_Map);
-BENCHMARK_MAIN();
-)";
+  std::ifstream in(std::string(KW_TEST_DATA_DIR) + "/gbench-busy-host/bench.cpp");
+  std::stringstream source;
+  source << in.rdbuf();
+  EXPECT_FALSE(source.str().empty()) << "tests/data/gbench-busy-host/bench.cpp";
+  return "#define SORT_N " + std::to_string(sort_n) + "\n" + source.str();
 }
 
 class GbenchAbE2eTest : public ::testing::Test {

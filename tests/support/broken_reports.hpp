@@ -165,6 +165,9 @@ inline std::vector<BrokenReport> broken_reports() {
          m["sm_mhz"][3] = 0.0;
        },
        "cases[0].measurements[0].sm_mhz[3]: must be a clock in MHz, > 0 and <= 100000"},
+      {"UnknownReplicateLocation",
+       [](json& r) { r["cases"][0]["measurements"][0]["replicate_location"] = "min"; },
+       "cases[0].measurements[0].replicate_location: must be \"trimmed_mean\" or \"minimum\", got \"min\""},
       {"MissingDeviceWithMeasurements", [](json& r) { r.erase("device"); },
        "device: is required when any case has measurements"},
       {"BadComputeCapability", [](json& r) { r["device"]["compute_capability"] = "sm_90"; },

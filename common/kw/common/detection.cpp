@@ -89,8 +89,8 @@ double regularized_incomplete_beta(double a, double b, double x) {
 // Fewer than half, not a quarter: the tiny cases on the H100 now and then
 // have a stalled replicate (2-8x) and a fast one (-15%) in the same run of
 // six, and with only the stall left out the fast one alone moved the run by
-// -2.6% (main-09 of docs/results/detection-series-h100-s8.tar.gz, a false
-// `improvement`). The median stays among the kept, so the majority decides.
+// -2.6% (a main run of the H100 A/A series, then a false `improvement`). The median stays among the kept, so
+// the majority decides.
 std::vector<bool> outlier_mask(const std::vector<double>& logs, double replicate_sd,
                                const DetectionSettings& settings) {
   std::vector<bool> drop(logs.size(), false);
@@ -212,6 +212,21 @@ double student_t_quantile(double p, double df) {
   return (lo + hi) / 2;
 }
 
+NoiseModel noise_for(NoiseModel noise, ReplicateLocation rule) {
+  if (rule == ReplicateLocation::minimum) noise.side_offset_ns = 0;
+  return noise;
+}
+
+std::string_view to_string(ReplicateLocation rule) {
+  return rule == ReplicateLocation::minimum ? "minimum" : "trimmed_mean";
+}
+
+std::optional<ReplicateLocation> replicate_location_from(std::string_view name) {
+  if (name == "trimmed_mean") return ReplicateLocation::trimmed_mean;
+  if (name == "minimum") return ReplicateLocation::minimum;
+  return std::nullopt;
+}
+
 std::vector<double> replicate_locations(const Timing& timing, const DetectionSettings& settings,
                                         std::optional<std::int64_t> before) {
   if (!timing.replicates.empty() && timing.replicates.size() != timing.samples_ns.size())
@@ -230,7 +245,10 @@ std::vector<double> replicate_locations(const Timing& timing, const DetectionSet
   }
   std::vector<double> locations;
   for (const auto& [_, group] : groups) {
-    locations.push_back(trimmed_mean(group.kept.size() >= settings.min_samples ? group.kept : group.all));
+    const std::vector<double>& samples = group.kept.size() >= settings.min_samples ? group.kept : group.all;
+    locations.push_back(timing.rule == ReplicateLocation::minimum
+                            ? *std::min_element(samples.begin(), samples.end())
+                            : trimmed_mean(samples));
   }
   return locations;
 }
@@ -322,7 +340,7 @@ std::optional<Forecast> forecast_level(std::span<const double> history_locations
     // The root mean square error, far runs included: the median absolute
     // error wastes most of a short history (its noise becomes false alarms),
     // and a case whose run level now and then jumps (a tiny kernel on the
-    // H100 by 11% in 1 of 14 runs, docs/PERFORMANCE.md) has that in its
+    // H100 by 11% in 1 of 14 main runs) has that in its
     // noise. Capping the errors at 2.5 robust sigmas left those jumps out,
     // and each one in a head was then a false verdict. The level above is
     // clipped, so a far run counts once here, not in every later error.
@@ -560,7 +578,7 @@ CaseTest test_history(std::span<const double> head_locations, std::span<const do
   // case's own replicate spread makes of a run of the head's size, whichever
   // is larger. On the H100 a run's level scatters as its replicates' mean
   // would (run sd / (replicate sd / sqrt(n)) has a median of 1.0 over the 56
-  // cases of docs/results/detection-series-h100-s8.tar.gz), and the GPU
+  // cases of ten H100 main runs, tools/run_spread.py), and the GPU
   // model's sd is the median case's: a tiny kernel (replicates 2% apart) was
   // judged with half its spread, and an A/A run flagged it.
   // Only for a head of replicates, with a spread learned from them: a report

@@ -64,7 +64,7 @@ struct NoiseModel {
   // Between the two sides of one A/B job: an offset of each side's level in
   // nanoseconds, whatever the kernel's length, that alternating replicates
   // do not cancel (each side's processes are its own). Measured on
-  // one H100 host (docs/results/detection-series-h100-s16b): all ~7 us
+  // one H100 host (two A/A jobs of its series): all ~7 us
   // cases of a job moved together by 0.5-3% between the sides, in a
   // different direction per job, the >= 0.9 ms cases not at all; 35 ns per
   // side (0.49% of 7 us) is that job's between-side spread. On the other 27
@@ -76,6 +76,28 @@ struct NoiseModel {
 // The conservative default before anything is stored for a GPU model.
 NoiseModel default_noise();
 
+// How a replicate's samples make its location.
+//  - trimmed_mean: the 25%-trimmed mean. GPU kernels timed by events scatter
+//    both ways around their level, and a trimmed mean uses most samples.
+//  - minimum: the fastest sample. A CPU benchmark's time on a shared host
+//    only grows with what else runs (time slices, caches and memory bandwidth
+//    taken by the neighbours), so the least-disturbed repetition is its
+//    level. On a 2-core host with two compilers busy on both cores, four
+//    Google Benchmark benchmarks' replicates scattered by 0.8-2.9% (trimmed
+//    mean) against 0.4-1.2% (minimum), and an A/B of four replicates a side
+//    flagged 3 of 63 no-op jobs by the trimmed mean, none by the minimum
+//    (common/tests/gbench_busy_host_test.cpp).
+enum class ReplicateLocation { trimmed_mean, minimum };
+std::string_view to_string(ReplicateLocation rule);
+std::optional<ReplicateLocation> replicate_location_from(std::string_view name);
+
+// The noise a measurement is judged with: one judged by its minimum is a CPU
+// time, which has no GPU launch latency, and so no between-side offset. On
+// the busy-host repetitions of tests/data/gbench-busy-host the offset made a
+// 1.2 us benchmark's A/B interval +-13%; without it a 10% slowdown of that
+// benchmark is found in 63 of 63 jobs, and no no-op job is flagged.
+NoiseModel noise_for(NoiseModel noise, ReplicateLocation rule);
+
 // One implementation's samples in one run. `replicates[i]` is the replicate
 // sample i came from; empty means one replicate (reports of older agents).
 struct Timing {
@@ -83,10 +105,11 @@ struct Timing {
   std::span<const std::int64_t> throttled;  // indices of samples taken while throttled
   std::span<const std::int64_t> replicates;
   std::span<const double> sm_mhz;  // the SM clock of each sample; may be empty
+  ReplicateLocation rule = ReplicateLocation::trimmed_mean;
 };
 
-// The location of each replicate, oldest first: the 25%-trimmed mean of its
-// samples not taken while throttled (of all of them when fewer than
+// The location of each replicate, oldest first, by the timing's rule over its
+// samples not taken while throttled (over all of them when fewer than
 // min_samples remain), so a throttled stretch moves no location. Replicates
 // at or past `before` are left out (the first pass of a re-measured case).
 std::vector<double> replicate_locations(const Timing& timing, const DetectionSettings& settings,

@@ -308,6 +308,13 @@ Measurement read_measurement(const json& value, const std::string& path) {
         return mhz;
       });
   read_energy(reader, measurement);
+  if (std::optional<std::string> rule = reader.opt_string("replicate_location", 32)) {
+    std::optional<ReplicateLocation> known = replicate_location_from(*rule);
+    if (!known)
+      JsonReader::fail(reader.child("replicate_location"),
+                       "must be \"trimmed_mean\" or \"minimum\", got " + json(*rule).dump(), "out_of_range");
+    measurement.replicate_location = *known;
+  }
   reader.reject_unknown_keys();
   return measurement;
 }
@@ -707,6 +714,8 @@ json to_json(const Case& run_case) {
       if (!m.throttled_samples.empty()) j["throttled_samples"] = m.throttled_samples;
       if (!m.replicates.empty()) j["replicates"] = m.replicates;
       if (!m.sm_mhz.empty()) j["sm_mhz"] = m.sm_mhz;
+      if (m.replicate_location != ReplicateLocation::trimmed_mean)
+        j["replicate_location"] = to_string(m.replicate_location);
       if (!m.energy_j.empty()) {
         j["energy_j"] = m.energy_j;
         j["energy_replicates"] = m.energy_replicates;

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kw/common/detection.hpp"
 #include "kw/common/validation_error.hpp"
 
 namespace kw::common {
@@ -121,9 +122,16 @@ struct Measurement {
   std::vector<double> energy_j;
   std::vector<std::int64_t> energy_replicates;
   std::vector<double> power_w;
+  // How each replicate's samples make its location (detection.hpp).
+  ReplicateLocation replicate_location = ReplicateLocation::trimmed_mean;
 
   bool is_candidate() const { return impl == "candidate"; }
 };
+
+// What detection reads of a measurement; it refers to the measurement's own vectors.
+inline Timing timing_of(const Measurement& m) {
+  return {m.samples_ns, m.throttled_samples, m.replicates, m.sm_mhz, m.replicate_location};
+}
 
 struct GpuState {
   std::vector<double> sm_mhz;  // before and after the case

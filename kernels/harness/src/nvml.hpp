@@ -1,10 +1,12 @@
-// NVML through dlopen("libnvidia-ml.so.1"): no header or link dependency, and
-// a clear "unavailable" where the driver library is missing.
+// What the harness reads of one GPU through NVML (kw/common/nvml.hpp): its
+// clocks, throttle reasons, temperature, power and energy.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
+
+#include "kw/common/nvml.hpp"
 
 namespace kwbench {
 
@@ -40,10 +42,10 @@ class Nvml {
   // cannot read it.
   std::optional<std::uint64_t> energy_mj();
   const std::string& energy_unavailable() const { return energy_why_; }
-  std::string driver_version();
+  std::string driver_version() const { return nvml_.driver_version(); }
 
  private:
-  void* library_ = nullptr;
+  kw::common::Nvml nvml_;
   void* device_ = nullptr;
   std::string why_;
   std::string energy_why_;

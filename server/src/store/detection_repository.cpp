@@ -1,7 +1,6 @@
 #include "store/detection_repository.hpp"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <future>
@@ -79,7 +78,7 @@ ORDER BY w.name, h.run_id
 
 constexpr const char* kMeasurementsOf = R"sql(
 SELECT case_id, impl, samples_ns::text, throttled_samples::text, COALESCE(replicates, '{}')::text,
-       COALESCE(sm_mhz, '{}')::text, COALESCE(energy_j, '{}')::text
+       COALESCE(sm_mhz, '{}')::text, COALESCE(energy_j, '{}')::text, replicate_location
 FROM measurements
 WHERE case_id = ANY($1::bigint[]) AND side = 'head'
 )sql";
@@ -127,37 +126,6 @@ std::map<std::string, Baseline> find_baselines(pqxx::work& tx, const std::vector
   return found;
 }
 
-// Parses PostgreSQL's text form of a numeric array, "{1.5,2,3e+06}".
-template <typename T>
-std::vector<T> parse_pg_array(std::string_view text) {
-  std::vector<T> values;
-  if (text.size() < 2 || text.front() != '{' || text.back() != '}') {
-    throw std::runtime_error("unexpected array text from PostgreSQL: " + std::string(text.substr(0, 40)));
-  }
-  const char* p = text.data() + 1;
-  const char* end = text.data() + text.size() - 1;
-  while (p < end) {
-    T value{};
-    auto [next, ec] = std::from_chars(p, end, value);
-    if (ec != std::errc()) throw std::runtime_error("bad number in array text from PostgreSQL");
-    values.push_back(value);
-    p = next < end && *next == ',' ? next + 1 : next;
-  }
-  return values;
-}
-
-// A number in PostgreSQL's text form (libpqxx 6 parses doubles through a
-// stream, several times slower, and history reads thousands).
-template <typename T>
-T number_of(const pqxx::field& field) {
-  T value{};
-  const char* end = field.c_str() + field.size();
-  auto [next, ec] = std::from_chars(field.c_str(), end, value);
-  if (ec != std::errc() || next != end)
-    throw std::runtime_error("unexpected number from PostgreSQL: " + std::string(field.c_str()));
-  return value;
-}
-
 std::map<std::int64_t, std::vector<Measurement>> load_measurements(
     pqxx::work& tx, const std::vector<std::int64_t>& case_ids) {
   std::map<std::int64_t, std::vector<Measurement>> by_case;
@@ -172,9 +140,21 @@ std::map<std::int64_t, std::vector<Measurement>> load_measurements(
     m.replicates = parse_pg_array<std::int64_t>(row[4].c_str());
     m.sm_mhz = parse_pg_array<double>(row[5].c_str());
     m.energy_j = parse_pg_array<double>(row[6].c_str());
+    if (!row[7].is_null()) {
+      std::optional<common::ReplicateLocation> rule = common::replicate_location_from(row[7].c_str());
+      if (!rule)
+        throw std::runtime_error("unknown replicate_location in the database: " + row[7].as<std::string>());
+      m.replicate_location = *rule;
+    }
     by_case[row[0].as<std::int64_t>()].push_back(std::move(m));
   }
   return by_case;
+}
+
+// A field's number (pqxx's own parse is slow: pg_array.hpp).
+template <typename T>
+T number_of(const pqxx::field& field) {
+  return parse_pg_number<T>(std::string_view(field.c_str(), field.size()));
 }
 
 const Measurement* find_impl(const std::vector<Measurement>& measurements, const std::string& impl) {
@@ -182,10 +162,6 @@ const Measurement* find_impl(const std::vector<Measurement>& measurements, const
     if (m.impl == impl) return &m;
   }
   return nullptr;
-}
-
-common::Timing timing_of(const Measurement& m) {
-  return {m.samples_ns, m.throttled_samples, m.replicates, m.sm_mhz};
 }
 
 json test_json(const common::CaseTest& test, ChangeStatus status) {
@@ -439,15 +415,16 @@ ComparisonRow compare_impl(const std::string& name, const std::string& impl, con
   row.min_threshold = threshold.value;
   row.threshold_source = threshold.source;
   row.excluded_throttled = throttled_count(head);
+  const common::NoiseModel judged_noise = common::noise_for(noise, head.replicate_location);
   auto test_with = [&](std::optional<std::int64_t> before) {
-    std::vector<double> h = common::replicate_locations(timing_of(head), settings, before);
+    std::vector<double> h = common::replicate_locations(common::timing_of(head), settings, before);
     if (in_job_base) {
-      std::vector<double> b = common::replicate_locations(timing_of(*in_job_base), settings, before);
-      return common::test_ab(h, b, noise, settings, common::replicate_clocks(timing_of(head), before),
-                             common::replicate_clocks(timing_of(*in_job_base), before));
+      std::vector<double> b = common::replicate_locations(common::timing_of(*in_job_base), settings, before);
+      return common::test_ab(h, b, judged_noise, settings, common::replicate_clocks(common::timing_of(head), before),
+                             common::replicate_clocks(common::timing_of(*in_job_base), before));
     }
-    return common::test_history(h, history.locations, noise, settings,
-                                common::replicate_clocks(timing_of(head), before), history.clocks);
+    return common::test_history(h, history.locations, judged_noise, settings,
+                                common::replicate_clocks(common::timing_of(head), before), history.clocks);
   };
   if (in_job_base) {
     row.baseline = nullptr;
@@ -458,13 +435,13 @@ ComparisonRow compare_impl(const std::string& name, const std::string& impl, con
     row.ratio_of_medians = head.median_ns / in_job_base->median_ns;
   } else if (baseline && stored_base) {
     if (history.locations.empty()) {
-      history.locations.push_back(common::location(timing_of(*stored_base), settings));
+      history.locations.push_back(common::location(common::timing_of(*stored_base), settings));
       history.clocks.emplace_back();
     }
     row.test = test_with(std::nullopt);
     row.ratio_of_medians = head.median_ns / stored_base->median_ns;
   } else {
-    row.test.head_replicates = common::replicate_locations(timing_of(head), settings).size();
+    row.test.head_replicates = common::replicate_locations(common::timing_of(head), settings).size();
     row.test.note =
         baseline ? "the baseline run has no " + impl + " measurement for this case" : "no baseline run";
   }
@@ -521,7 +498,7 @@ common::NoiseModel energy_noise() {
 //
 // Why the floor: back to back, a ~7 us kernel leaves the GPU waiting on
 // launches, and the board's idle power is most of its joules. On the H100
-// (docs/results/energy-h100-s17.tar.gz, run 2 judged against run 1) its
+// (docs/results/energy-aa-h100.txt: one build's second run judged against its first) its
 // joules per iteration moved 7.6% between runs (median of 24 cases, up to
 // 23%), and 10 of the 24 came out p < 0.05 in that A/A; the 48 cases of
 // >= 100 us moved 1.1% (max 5.3%) and none did.

@@ -64,15 +64,16 @@ new_locations AS (
          $23::float8[]
 )
 INSERT INTO measurements (case_id, side, impl, samples_ns, median_ns, flops, bytes, peak_mem_bytes,
-                          throttled_samples, replicates, sm_mhz, energy_j, energy_replicates, power_w)
+                          throttled_samples, replicates, sm_mhz, energy_j, energy_replicates, power_w,
+                          replicate_location)
 SELECT nc.id, t.side, t.impl, ($6::float8[])[t.first:t.last], t.median, t.flops, t.bytes, t.peak,
        t.throttled::integer[], t.replicates::integer[], t.sm_mhz::float8[], t.energy_j::float8[],
-       t.energy_replicates::integer[], t.power_w::float8[]
+       t.energy_replicates::integer[], t.power_w::float8[], t.replicate_location
 FROM unnest($4::integer[], $5::text[], $7::integer[], $8::integer[], $9::float8[], $10::float8[], $11::float8[],
             $12::bigint[], $13::text[], $18::text[], $19::text[], $20::text[], $24::text[], $25::text[],
-            $26::text[])
+            $26::text[], $27::text[])
   AS t(ordinal, impl, first, last, median, flops, bytes, peak, throttled, side, replicates, sm_mhz, energy_j,
-       energy_replicates, power_w)
+       energy_replicates, power_w, replicate_location)
 JOIN new_cases nc ON nc.ordinal = t.ordinal
 )sql";
 
@@ -161,14 +162,16 @@ SELECT COALESCE(json_agg(json_build_object(
                                       'flops', m.flops, 'bytes', m.bytes, 'peak_mem_bytes', m.peak_mem_bytes,
                                       'throttled_samples', m.throttled_samples, 'replicates', m.replicates,
                                       'sm_mhz', m.sm_mhz, 'energy_j', m.energy_j,
-                                      'energy_replicates', m.energy_replicates, 'power_w', m.power_w)
+                                      'energy_replicates', m.energy_replicates, 'power_w', m.power_w,
+                                      'replicate_location', COALESCE(m.replicate_location, 'trimmed_mean'))
                                       ORDER BY m.impl <> 'candidate', m.impl), '[]')
                                   FROM measurements m WHERE m.case_id = c.id AND m.side = 'head'),
                  'base_measurements', (SELECT json_agg(json_build_object(
                                       'impl', m.impl, 'samples_ns', m.samples_ns, 'median_ns', m.median_ns,
                                       'throttled_samples', m.throttled_samples, 'replicates', m.replicates,
                                       'sm_mhz', m.sm_mhz, 'energy_j', m.energy_j,
-                                      'energy_replicates', m.energy_replicates, 'power_w', m.power_w)
+                                      'energy_replicates', m.energy_replicates, 'power_w', m.power_w,
+                                      'replicate_location', COALESCE(m.replicate_location, 'trimmed_mean'))
                                       ORDER BY m.impl <> 'candidate', m.impl)
                                   FROM measurements m WHERE m.case_id = c.id AND m.side = 'base')
                ) ORDER BY c.ordinal), '[]')::text
@@ -450,7 +453,7 @@ StoredRun RunRepository::store(pqxx::work& tx, std::int64_t project_id, const co
   json cases = json::array();
   PgArray ordinals, impls, samples, firsts, lasts, medians, flops, bytes, peaks, throttled, located_names,
       locations, replicate_counts, replicate_sds, sides, replicates, clocks, run_clocks, run_clock_sxx,
-      run_clock_sxy, energy_j, energy_replicates, power_w;
+      run_clock_sxy, energy_j, energy_replicates, power_w, replicate_rules;
   std::size_t sample_count = 0;
   const common::DetectionSettings detection;
   for (std::size_t i = 0; i < report.cases.size(); ++i) {
@@ -492,6 +495,11 @@ StoredRun RunRepository::store(pqxx::work& tx, std::int64_t project_id, const co
         add_array_or_null(energy_j, m.energy_j);
         add_array_or_null(energy_replicates, m.energy_replicates);
         add_array_or_null(power_w, m.power_w);
+        // NULL: the trimmed mean, as in every row stored before the rule was.
+        if (m.replicate_location == common::ReplicateLocation::trimmed_mean)
+          replicate_rules.null();
+        else
+          replicate_rules.text(std::string(common::to_string(m.replicate_location)));
       }
     }
     row["medians"] = std::move(median_by_impl);
@@ -499,8 +507,7 @@ StoredRun RunRepository::store(pqxx::work& tx, std::int64_t project_id, const co
     // The candidate's location and replicate spread: what its history and
     // the noise prior are made of.
     if (const common::Measurement* candidate = c.candidate()) {
-      common::Timing timing{candidate->samples_ns, candidate->throttled_samples, candidate->replicates,
-                            candidate->sm_mhz};
+      const common::Timing timing = common::timing_of(*candidate);
       std::vector<double> per_replicate = common::replicate_locations(timing, detection);
       double location = common::location(per_replicate);
       std::optional<double> sd = common::replicate_log_sd(per_replicate);
@@ -533,7 +540,7 @@ StoredRun RunRepository::store(pqxx::work& tx, std::int64_t project_id, const co
                    peaks.str(), throttled.str(), located_names.str(), locations.str(), replicate_counts.str(),
                    replicate_sds.str(), sides.str(), replicates.str(), clocks.str(), run_clocks.str(),
                    run_clock_sxx.str(), run_clock_sxy.str(), energy_j.str(), energy_replicates.str(),
-                   power_w.str());
+                   power_w.str(), replicate_rules.str());
   return {run_id, false, "pending"};
 }
 

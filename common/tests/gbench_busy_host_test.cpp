@@ -1,0 +1,141 @@
+// Google Benchmark A/A jobs on a busy 2-core host, judged by the shipped
+// detection: tests/data/gbench-busy-host/passes.json holds every repetition's
+// CPU time of two builds of the same four benchmarks, their replicates
+// alternating while two compilers kept both cores busy
+// (tools/gbench-busy-host.sh). The replicate location decides whether such a
+// host can gate a pull request at all.
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "kw/common/detection.hpp"
+
+namespace kw::common {
+namespace {
+
+using nlohmann::json;
+
+const json& passes() {
+  static const json data = [] {
+    std::ifstream in(std::string(KW_TEST_DATA_DIR) + "/gbench-busy-host/passes.json");
+    return json::parse(in);
+  }();
+  return data["passes"];
+}
+
+std::vector<std::string> benchmarks() {
+  std::vector<std::string> names;
+  for (const auto& [name, _] : passes()[0]["head"].items()) names.push_back(name);
+  return names;
+}
+
+// One replicate's location: its repetitions by `rule`, `slower` applied.
+double replicate_location(const json& times, ReplicateLocation rule, double slower = 1) {
+  std::vector<double> samples;
+  for (const json& t : times) samples.push_back(t.get<double>() * slower);
+  Timing timing{samples, {}, {}, {}, rule};
+  return replicate_locations(timing, DetectionSettings{}).at(0);
+}
+
+struct Tally {
+  int jobs = 0, flagged_jobs = 0;
+  int jobs_flagging_others = 0;        // a benchmark not slowed flagged
+  std::map<std::string, int> flagged;  // "BM_x regression" -> jobs
+};
+
+// Disjoint jobs of `replicates` passes a side, each judged as kw-server
+// judges a pull request's A/B: test_ab per benchmark, then the run's Holm
+// decision at the default 1% threshold. `slowed` is made `slower` on the head.
+Tally judge_jobs(ReplicateLocation rule, std::size_t replicates, const std::string& slowed = "",
+                 double slower = 1) {
+  const DetectionSettings settings;
+  const std::vector<std::string> names = benchmarks();
+  Tally tally;
+  for (std::size_t start = 0; start + replicates <= passes().size(); start += replicates) {
+    std::vector<CaseTest> tests;
+    for (const std::string& name : names) {
+      std::vector<double> head, base;
+      for (std::size_t p = start; p < start + replicates; ++p) {
+        head.push_back(replicate_location(passes()[p]["head"][name], rule, name == slowed ? slower : 1));
+        base.push_back(replicate_location(passes()[p]["base"][name], rule));
+      }
+      tests.push_back(test_ab(head, base, noise_for(default_noise(), rule), settings));
+    }
+    const Decision decision =
+        decide(tests, std::vector<double>(tests.size(), settings.min_threshold), settings);
+    ++tally.jobs;
+    tally.flagged_jobs += decision.regression || decision.improvement;
+    bool others = false;
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      if (decision.statuses[i] != ChangeStatus::regression &&
+          decision.statuses[i] != ChangeStatus::improvement)
+        continue;
+      ++tally.flagged[names[i] + " " + std::string(to_string(decision.statuses[i]))];
+      others = others || names[i] != slowed;
+    }
+    tally.jobs_flagging_others += others;
+  }
+  return tally;
+}
+
+std::string describe(const Tally& t) {
+  std::string text = std::to_string(t.flagged_jobs) + " of " + std::to_string(t.jobs) + " jobs flagged";
+  for (const auto& [what, jobs] : t.flagged) text += "; " + what + " in " + std::to_string(jobs);
+  return text;
+}
+
+TEST(GbenchOnABusyHost, TheMinimumRepetitionIsTheSteadierReplicateLocation) {
+  ASSERT_GE(passes().size(), 160u);
+  for (const std::string& name : benchmarks()) {
+    std::map<ReplicateLocation, double> sd;
+    for (ReplicateLocation rule : {ReplicateLocation::trimmed_mean, ReplicateLocation::minimum}) {
+      std::vector<double> locations;
+      for (const json& pass : passes()) locations.push_back(replicate_location(pass["base"][name], rule));
+      sd[rule] = replicate_log_sd(locations).value();
+    }
+    std::printf("%-8s between-replicate sd: trimmed mean %5.2f%%, minimum %5.2f%%\n", name.c_str(),
+                100 * sd[ReplicateLocation::trimmed_mean], 100 * sd[ReplicateLocation::minimum]);
+    EXPECT_LT(sd[ReplicateLocation::minimum], sd[ReplicateLocation::trimmed_mean]) << name;
+    EXPECT_LT(sd[ReplicateLocation::minimum], 0.03) << name;
+  }
+}
+
+TEST(GbenchOnABusyHost, NoOpJobsPassByTheMinimumWhereTheTrimmedMeanFlagsThem) {
+  for (std::size_t replicates : {4u, 8u}) {
+    const Tally trimmed = judge_jobs(ReplicateLocation::trimmed_mean, replicates);
+    const Tally minimum = judge_jobs(ReplicateLocation::minimum, replicates);
+    std::printf("A/A, %zu replicates a side: trimmed mean %s\n", replicates, describe(trimmed).c_str());
+    std::printf("A/A, %zu replicates a side: minimum %s\n", replicates, describe(minimum).c_str());
+    // The run's false-alarm rate is 1%: of these few dozen jobs, at most one.
+    EXPECT_LE(minimum.flagged_jobs, 1) << describe(minimum);
+  }
+}
+
+// BM_Sort takes 0.8 ms, BM_Copy 1.2 us: a CPU time has no GPU launch
+// latency to allow for between the sides (noise_for), so the short one is
+// judged as closely as the long one.
+TEST(GbenchOnABusyHost, ATenAndAFivePercentSlowdownAreFlaggedByTheMinimum) {
+  for (const char* slowed : {"BM_Sort", "BM_Copy"}) {
+    for (double slower : {1.10, 1.05}) {
+      const Tally minimum = judge_jobs(ReplicateLocation::minimum, 4, slowed, slower);
+      const Tally trimmed = judge_jobs(ReplicateLocation::trimmed_mean, 4, slowed, slower);
+      std::printf("%s %.0f%% slower, 4 replicates a side: minimum %s; trimmed mean %s\n", slowed,
+                  100 * (slower - 1), describe(minimum).c_str(), describe(trimmed).c_str());
+      // Every 10% slowdown; a 5% one in nine jobs of ten or more, on four
+      // replicates a side (the engine adds four more to a screened case).
+      const double wanted = slower > 1.07 ? minimum.jobs : 0.9 * minimum.jobs;
+      const std::string flagged = std::string(slowed) + " regression";
+      EXPECT_GE(minimum.flagged.count(flagged) ? minimum.flagged.at(flagged) : 0, wanted) << describe(minimum);
+      EXPECT_LE(minimum.jobs_flagging_others, 1) << describe(minimum);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kw::common
