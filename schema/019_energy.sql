@@ -1,4 +1,4 @@
--- Energy per iteration (run report measurements[].energy_j, issue 19): one
+-- Energy per iteration (run report measurements[].energy_j): one
 -- value per replicate that measured it, its replicate index and the average
 -- board power; NULL where the bench measured no energy (never zero).
 ALTER TABLE measurements

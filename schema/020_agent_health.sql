@@ -1,4 +1,4 @@
--- Multi-GPU hosts (issue 19): each worker of `kw agent` is an agent pinned to
+-- Multi-GPU hosts: each worker of `kw agent` is an agent pinned to
 -- one GPU, and says which (`gpu`: uuid, index, model) and how its last health
 -- check went (`health`: healthy, checks[], checked_at) with every claim. A
 -- worker whose GPU is unhealthy is refused jobs; the agents page shows why.

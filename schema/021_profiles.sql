@@ -1,4 +1,4 @@
--- Profiles (issue 19): one case of a run under Nsight Compute, in the run's
+-- Profiles: one case of a run under Nsight Compute, in the run's
 -- commit and the commit it was compared with, on an agent of the run's GPU
 -- model that has ncu. Queued on demand, and for a regression its worst case.
 -- A profile's job measures nothing: it makes no run, and a commit's

@@ -2,8 +2,8 @@
 """The energy (or, with KIND time, the time) comparisons of one stored A/A
 run, split at 100 us of kernel time: how many came out p < 0.05 and p < 0.01 and how far they moved. Run it
 against a kw-server holding a re-judged energy series
-(tools/rejudge-series.sh on docs/results/energy-h100-s17.tar.gz,
-then the server started again on that data directory).
+(tools/rejudge-series.sh on an energy series' reports, then the server
+started again on that data directory).
 
   energy_aa_split.py http://127.0.0.1:PORT RUN_ID [KIND]
 """

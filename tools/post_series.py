@@ -13,12 +13,10 @@ main commit. Their verdicts come from the A/B measured in the job.
 The project (--project, default kernelwatch-series) must exist: make the token
 with `kw-server token create --scope agent --name series --project kernelwatch-series`.
 
-The series measured on the H100 are committed: docs/results/detection-series-h100.tar.gz
-(main-01..10, pr-01..04, power-01..04: the first harness, plain-time A/B) and
-docs/results/detection-series-h100-clock.tar.gz (main-01, pr-01..07,
-power-01..07: batched timing, per-sample clocks, A/B at equal clock) and
-docs/results/detection-series-h100-s8.tar.gz (main-01..10, pr-08..10,
-power-08: the same harness, the injection calibrated on queued rounds).
+The reports of the series measured on the H100 are in the repository's
+history: `git log --diff-filter=D --name-only -- 'docs/results/*.tar.gz'`
+lists them, and `git show COMMIT^:docs/results/NAME.tar.gz > NAME.tar.gz`
+restores one.
 """
 import argparse
 import hashlib

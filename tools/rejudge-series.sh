@@ -4,8 +4,9 @@
 # What a change of the detection does to every A/A and power job measured so
 # far, without a GPU.
 #   tools/rejudge-series.sh OUT_DIR SERIES_DIR...
-# A SERIES_DIR holds main-*.json, pr-*.json and power-*.json (an unpacked
-# docs/results/detection-series-*.tar.gz). OUT_DIR/NAME/v.json gets the
+# A SERIES_DIR holds main-*.json, pr-*.json and power-*.json (a series' OUT,
+# or a stored series restored from git history: tools/post_series.py says
+# how). OUT_DIR/NAME/v.json gets the
 # verdicts, OUT_DIR/summary.txt the pull request and power lines.
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -380,10 +380,9 @@ bool healthy_within(const std::string& url, std::chrono::seconds limit) {
   return false;
 }
 
-// A frozen PostgreSQL (every process stopped: a stalled disk, a VM paused)
-// used to hold each request about 20 s. Now each answers 503 with
-// Retry-After within 2 s, and kw-server serves again by itself once the
-// database thaws.
+// A frozen PostgreSQL (every process stopped: a stalled disk, a VM paused):
+// each request answers 503 with Retry-After within 2 s, and kw-server serves
+// again by itself once the database thaws.
 TEST_F(ServerProcessTest, AFrozenDatabaseGets503WithinTwoSecondsAndTheServerRecoversByItself) {
   std::string url = start_server();
   std::string token = create_token("agent");

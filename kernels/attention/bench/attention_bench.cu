@@ -175,8 +175,8 @@ class AttentionCase : public kwbench::Case {
   // the harness does (rounds queued back to back, each after an L2 flush),
   // then the slowed one, and rescale the spin by asked / got until they
   // agree within a tenth. Sized open-loop from the plain kernel's time, a
-  // tiny case's 10% came out at +3.7% on the H100 (power-08 of
-  // docs/results/detection-series-h100-s8.tar.gz): its timed interval is
+  // tiny case's 10% came out at +3.7% on the H100 (a power job of its
+  // series): its timed interval is
   // not all kernel, and the spin only lengthens the kernel.
   void calibrate_injected_slowdown(kwbench::State& state, double fraction) {
     params_.spin_cycles = 0;

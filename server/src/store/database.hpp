@@ -29,8 +29,9 @@ struct Statement {
 // Whether the database answers. A thread pings it (SELECT 1 on a libpq
 // connection of its own, never blocking) every `period`; a ping unanswered
 // after `deadline` marks the database unavailable until one is answered.
-// Requests then get 503 at once: a frozen PostgreSQL used to hold every
-// request, the dashboard and /metrics too, about 20 s.
+// Requests then get 503 at once: waiting on a frozen PostgreSQL would hold
+// every request, the dashboard and /metrics too, about 20 s (libpq's own
+// timeouts).
 class DatabaseMonitor {
  public:
   DatabaseMonitor(std::string url, std::chrono::milliseconds period = std::chrono::milliseconds(250),
