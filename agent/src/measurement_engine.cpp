@@ -37,8 +37,8 @@ Replicates candidate_replicates(const json& c, const char* key) {
     common::Timing timing{samples, throttled, replicates, clocks};
     timing.rule = common::replicate_location_from(m.value("replicate_location", "trimmed_mean"))
                       .value_or(common::ReplicateLocation::trimmed_mean);
-    return {common::replicate_locations(timing, common::DetectionSettings{}), common::replicate_clocks(timing),
-            timing.rule};
+    return {common::replicate_locations(timing, common::DetectionSettings{}),
+            common::replicate_clocks(timing), timing.rule};
   }
   return {};
 }
@@ -281,9 +281,9 @@ class Engine {
     for (const std::string& name : order_) {
       Replicates head = candidate_replicates(cases_[name], "measurements");
       Replicates base = candidate_replicates(cases_[name], "base_measurements");
-      common::CaseTest test =
-          common::test_ab(head.locations, base.locations, common::noise_for(common::default_noise(), head.rule),
-                          settings, head.clocks, base.clocks);
+      common::CaseTest test = common::test_ab(head.locations, base.locations,
+                                              common::noise_for(common::default_noise(), head.rule), settings,
+                                              head.clocks, base.clocks);
       if (common::needs_confirmation(test, threshold_of(name), settings)) screened.push_back(name);
     }
     if (!screened.empty()) {

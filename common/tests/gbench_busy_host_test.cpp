@@ -131,7 +131,8 @@ TEST(GbenchOnABusyHost, ATenAndAFivePercentSlowdownAreFlaggedByTheMinimum) {
       // replicates a side (the engine adds four more to a screened case).
       const double wanted = slower > 1.07 ? minimum.jobs : 0.9 * minimum.jobs;
       const std::string flagged = std::string(slowed) + " regression";
-      EXPECT_GE(minimum.flagged.count(flagged) ? minimum.flagged.at(flagged) : 0, wanted) << describe(minimum);
+      EXPECT_GE(minimum.flagged.count(flagged) ? minimum.flagged.at(flagged) : 0, wanted)
+          << describe(minimum);
       EXPECT_LE(minimum.jobs_flagging_others, 1) << describe(minimum);
     }
   }

@@ -165,7 +165,7 @@ void App::wait() {
 void App::refresh_stored_metrics() {
   try {
     std::string text = with_transaction(*pool_, [](pqxx::work& tx) {
-      return JobRepository::counts_by_state_metrics(tx) +
+      return job_metrics(JobRepository::counts_by_state(tx)) +
              notification_metrics(NotificationOutbox::health(tx));
     });
     std::lock_guard lock(stored_metrics_mutex_);

@@ -64,6 +64,13 @@ std::string Metrics::render() const {
   return text;
 }
 
+std::string job_metrics(const std::map<std::string, std::int64_t>& counts_by_state) {
+  std::string text = "# HELP kw_jobs Jobs by state.\n# TYPE kw_jobs gauge\n";
+  for (const auto& [state, count] : counts_by_state)
+    text += "kw_jobs{state=\"" + escape_label(state) + "\"} " + std::to_string(count) + "\n";
+  return text;
+}
+
 std::string notification_metrics(const OutboxHealth& health) {
   std::string text =
       "# HELP kw_notifications_pending Notifications not yet delivered nor given up on.\n"

@@ -15,6 +15,8 @@ namespace kw::server {
 
 // A Prometheus label value: backslash, quote and newline escaped.
 std::string escape_label(const std::string& value);
+// kw_jobs: jobs by state.
+std::string job_metrics(const std::map<std::string, std::int64_t>& counts_by_state);
 // kw_notifications_pending and each failing notification target's gauges.
 std::string notification_metrics(const OutboxHealth& health);
 

@@ -9,6 +9,7 @@
 #include "notify/outbound_http.hpp"
 #include "store/bisect_repository.hpp"
 #include "store/job_repository.hpp"
+#include "store/notification_facts.hpp"
 #include "store/notification_outbox.hpp"
 
 namespace kw::server {
@@ -26,23 +27,12 @@ void enqueue(pqxx::work& tx, const std::string& kind, const std::string& url, co
   NotificationOutbox::enqueue(tx, kind, url, payload);
 }
 
-struct ProjectTargets {
-  std::string name, github_repo, webhook_url, gitlab_project;
-  bool github(const NotifierOptions& options) const {
-    return !github_repo.empty() && !options.github_token.empty();
-  }
-  bool gitlab(const NotifierOptions& options) const {
-    return !gitlab_project.empty() && !options.gitlab_token.empty();
-  }
-};
-
-ProjectTargets targets(pqxx::work& tx, std::int64_t project_id) {
-  pqxx::row row = tx.exec_params1(
-      "SELECT name, COALESCE(github_repo, ''), COALESCE(webhook_url, ''), COALESCE(gitlab_project, '') "
-      "FROM projects WHERE id = $1",
-      project_id);
-  return {row[0].as<std::string>(), row[1].as<std::string>(), row[2].as<std::string>(),
-          row[3].as<std::string>()};
+// Statuses go to a forge only where the project names it and kw-server has its token.
+bool to_github(const ProjectTargets& project, const NotifierOptions& options) {
+  return !project.github_repo.empty() && !options.github_token.empty();
+}
+bool to_gitlab(const ProjectTargets& project, const NotifierOptions& options) {
+  return !project.gitlab_project.empty() && !options.gitlab_token.empty();
 }
 
 std::string status_url(const NotifierOptions& options, const std::string& repo, const std::string& sha) {
@@ -62,14 +52,14 @@ std::string gitlab_status_url(const NotifierOptions& options, const std::string&
 void enqueue_statuses(pqxx::work& tx, const NotifierOptions& options, const ProjectTargets& project,
                       const std::string& sha, const std::string& state, const std::string& link,
                       const std::string& description, const std::string& context) {
-  if (project.github(options)) {
+  if (to_github(project, options)) {
     enqueue(tx, "github_status", status_url(options, project.github_repo, sha),
             {{"state", state},
              {"target_url", link},
              {"description", truncate(description, 140)},  // GitHub's limit
              {"context", context}});
   }
-  if (project.gitlab(options)) {
+  if (to_gitlab(project, options)) {
     enqueue(tx, "gitlab_status", gitlab_status_url(options, project.gitlab_project, sha),
             {{"state", state == "failure" || state == "error" ? "failed" : state},
              {"target_url", link},
@@ -86,7 +76,7 @@ namespace {
 // its job page.
 void job_status(pqxx::work& tx, const NotifierOptions& options, std::int64_t project_id, const json& job,
                 const std::string& state, const std::string& description) {
-  ProjectTargets project = targets(tx, project_id);
+  ProjectTargets project = NotificationFacts::targets(tx, project_id);
   std::string gpu = job.value("gpu_class", std::string("any"));
   enqueue_statuses(tx, options, project, job["commit"], state,
                    options.public_url + "/#/job/" + std::to_string(job["id"].get<std::int64_t>()),
@@ -108,85 +98,57 @@ void NotificationRepository::job_failed(pqxx::work& tx, const NotifierOptions& o
     profile_ended(tx, options, job_id);
     return;
   }
-  const auto project_id =
-      tx.exec_params1("SELECT project_id FROM jobs WHERE id = $1", job_id)[0].as<std::int64_t>();
+  const std::int64_t project_id = NotificationFacts::project_of_job(tx, job_id);
   job_status(tx, options, project_id, job, "error", "could not run: " + job.value("error", std::string()));
   if (auto ended = BisectRepository::step_failed(tx, job_id)) bisect_ended(tx, options, *ended);
 }
 
 void NotificationRepository::verdict(pqxx::work& tx, const NotifierOptions& options, std::int64_t run_id) {
-  pqxx::row run = tx.exec_params1(
-      "SELECT r.project_id, r.commit_sha, r.branch, r.verdict, r.gpu_model, r.job_id, "
-      "       COALESCE(j.gpu_class, 'any'), COALESCE(r.acknowledged_by, ''), COALESCE(r.acknowledged_reason, "
-      "'') "
-      "FROM runs r LEFT JOIN jobs j ON j.id = r.job_id WHERE r.id = $1",
-      run_id);
-  ProjectTargets project = targets(tx, run[0].as<std::int64_t>());
-  if (project.webhook_url.empty() && !project.github(options) && !project.gitlab(options)) return;
-  std::string commit = run[1].as<std::string>(), verdict = run[3].as<std::string>();
-  std::string gpu_class = run[6].as<std::string>(), acknowledged_by = run[7].as<std::string>();
-
+  const VerdictFacts run = NotificationFacts::verdict(tx, run_id);
+  ProjectTargets project = NotificationFacts::targets(tx, run.project_id);
+  if (project.webhook_url.empty() && !to_github(project, options) && !to_gitlab(project, options)) return;
   json regressions = json::array();
   std::set<std::string> regressed_cases;
-  for (const auto& row :
-       tx.exec_params("SELECT case_name, ratio, lower, upper, kind FROM comparisons "
-                      "WHERE run_id = $1 AND kind IN ('time', 'energy') AND impl = 'candidate' "
-                      "AND status = 'regression' ORDER BY kind = 'energy', ratio DESC",
-                      run_id)) {
-    regressed_cases.insert(row[0].as<std::string>());
-    regressions.push_back({{"case", row[0].as<std::string>()},
-                           {"kind", row[4].as<std::string>()},
-                           {"ratio", row[1].as<double>()},
-                           {"lower", row[2].as<double>()},
-                           {"upper", row[3].as<double>()}});
-  }
-  std::string failed_stage;
-  if (verdict == "failed") {
-    pqxx::result stage = tx.exec_params(
-        "SELECT name, message FROM stages WHERE run_id = $1 AND status = 'failed' ORDER BY ordinal LIMIT 1",
-        run_id);
-    failed_stage = stage.empty() ? "correctness check failed"
-                                 : stage[0][0].as<std::string>() + ": " + stage[0][1].as<std::string>();
+  for (const RegressedCase& c : run.regressions) {
+    regressed_cases.insert(c.name);
+    regressions.push_back(
+        {{"case", c.name}, {"kind", c.kind}, {"ratio", c.ratio}, {"lower", c.lower}, {"upper", c.upper}});
   }
   std::string description;
-  if (!acknowledged_by.empty()) {
-    description = "regression acknowledged by " + acknowledged_by + ": " + run[8].as<std::string>();
-  } else if (verdict == "regression" && !regressions.empty()) {
+  if (!run.acknowledged_by.empty()) {
+    description = "regression acknowledged by " + run.acknowledged_by + ": " + run.acknowledged_reason;
+  } else if (run.verdict == "regression" && !run.regressions.empty()) {
     // Time first: an energy regression leads only when no time regressed.
     char worst[64];
-    std::snprintf(worst, sizeof(worst), "%.3fx", regressions[0]["ratio"].get<double>());
-    const bool energy = regressions[0]["kind"] == "energy";
+    std::snprintf(worst, sizeof(worst), "%.3fx", run.regressions[0].ratio);
+    const bool energy = run.regressions[0].kind == "energy";
     description = std::to_string(regressed_cases.size()) + " case(s) regressed; worst " +
-                  regressions[0]["case"].get<std::string>() + " " + worst + (energy ? " in energy" : "");
-  } else if (verdict == "failed") {
-    description = "preflight failed: " + failed_stage;
-  } else if (verdict == "no-data") {
-    pqxx::result skipped = tx.exec_params(
-        "SELECT name, message FROM stages WHERE run_id = $1 AND status = 'skipped' AND name = 'full_bench'",
-        run_id);
+                  run.regressions[0].name + " " + worst + (energy ? " in energy" : "");
+  } else if (run.verdict == "failed") {
+    description = "preflight failed: " + run.failed_stage;
+  } else if (run.verdict == "no-data") {
     description =
         "no data: no case was measured" +
-        (skipped.empty() ? std::string() : " (full_bench skipped: " + skipped[0][1].as<std::string>() + ")");
+        (run.full_bench_skipped ? " (full_bench skipped: " + *run.full_bench_skipped + ")" : std::string());
   } else {
-    description = verdict == "improvement" ? "improvement, no regression" : "no regression";
+    description = run.verdict == "improvement" ? "improvement, no regression" : "no regression";
   }
   std::string link = options.public_url + "/#/run/" + std::to_string(run_id);
   // An acknowledged regression is stored as a pass.
-  bool good = verdict == "pass" || verdict == "improvement";
-  enqueue_statuses(tx, options, project, commit, good ? "success" : "failure", link, description,
-                   "kernelwatch" + (gpu_class == "any" ? std::string() : "/" + gpu_class));
+  bool good = run.verdict == "pass" || run.verdict == "improvement";
+  enqueue_statuses(tx, options, project, run.commit, good ? "success" : "failure", link, description,
+                   "kernelwatch" + (run.gpu_class == "any" ? std::string() : "/" + run.gpu_class));
   if (!project.webhook_url.empty()) {
-    json job = run[5].is_null() ? json(nullptr) : json(run[5].as<std::int64_t>());
     enqueue(tx, "webhook", project.webhook_url,
             {{"event", "verdict"},
              {"project", project.name},
-             {"commit", commit},
-             {"branch", run[2].as<std::string>()},
+             {"commit", run.commit},
+             {"branch", run.branch},
              {"run_id", run_id},
-             {"job_id", job},
-             {"gpu_model", run[4].as<std::string>()},
-             {"verdict", verdict},
-             {"acknowledged", !acknowledged_by.empty()},
+             {"job_id", run.job_id ? json(*run.job_id) : json(nullptr)},
+             {"gpu_model", run.gpu_model},
+             {"verdict", run.verdict},
+             {"acknowledged", !run.acknowledged_by.empty()},
              {"description", description},
              {"regressions", regressions},
              {"url", link}});
@@ -195,71 +157,56 @@ void NotificationRepository::verdict(pqxx::work& tx, const NotifierOptions& opti
 
 void NotificationRepository::bisect_ended(pqxx::work& tx, const NotifierOptions& options,
                                           std::int64_t bisect_id) {
-  pqxx::row b = tx.exec_params1(
-      "SELECT b.project_id, b.state, COALESCE(b.first_bad, ''), b.run_id, b.gpu_class, COALESCE(b.message, "
-      "''), "
-      "       b.steps, array_to_string(b.cases, ', '), r.commit_sha "
-      "FROM bisects b JOIN runs r ON r.id = b.run_id WHERE b.id = $1",
-      bisect_id);
-  ProjectTargets project = targets(tx, b[0].as<std::int64_t>());
-  const std::string state = b[1].as<std::string>(), first_bad = b[2].as<std::string>();
-  const std::int64_t run_id = b[3].as<std::int64_t>();
-  const std::string gpu_class = b[4].as<std::string>();
-  const std::string link = options.public_url + "/#/run/" + std::to_string(run_id);
-  if (state == "found") {
+  const BisectFacts b = NotificationFacts::bisect(tx, bisect_id);
+  ProjectTargets project = NotificationFacts::targets(tx, b.project_id);
+  const std::string link = options.public_url + "/#/run/" + std::to_string(b.run_id);
+  if (b.state == "found") {
     // On the commit that brought the regression, under a context of its own.
-    enqueue_statuses(tx, options, project, first_bad, "failure", link,
-                     "first bad commit of the regression in " + b[8].as<std::string>().substr(0, 12) + ": " +
-                         b[7].as<std::string>(),
-                     "kernelwatch/bisect" + (gpu_class == "any" ? std::string() : "/" + gpu_class));
+    enqueue_statuses(tx, options, project, b.first_bad, "failure", link,
+                     "first bad commit of the regression in " + b.commit.substr(0, 12) + ": " + b.cases,
+                     "kernelwatch/bisect" + (b.gpu_class == "any" ? std::string() : "/" + b.gpu_class));
   }
   if (!project.webhook_url.empty()) {
     enqueue(tx, "webhook", project.webhook_url,
             {{"event", "bisect"},
              {"project", project.name},
              {"bisect_id", bisect_id},
-             {"run_id", run_id},
-             {"commit", b[8].as<std::string>()},
-             {"state", state},
-             {"first_bad", first_bad.empty() ? json(nullptr) : json(first_bad)},
-             {"steps", b[6].as<int>()},
-             {"description", b[5].as<std::string>()},
+             {"run_id", b.run_id},
+             {"commit", b.commit},
+             {"state", b.state},
+             {"first_bad", b.first_bad.empty() ? json(nullptr) : json(b.first_bad)},
+             {"steps", b.steps},
+             {"description", b.message},
              {"url", link}});
   }
 }
 
 void NotificationRepository::profile_ended(pqxx::work& tx, const NotifierOptions& options,
                                            std::int64_t job_id) {
-  pqxx::row f = tx.exec_params1(
-      "SELECT f.project_id, f.id, f.run_id, f.case_name, f.reason, j.state, COALESCE(j.error, ''), "
-      "       f.head_commit, COALESCE(f.base_commit, '') "
-      "FROM profiles f JOIN jobs j ON j.id = f.job_id WHERE f.job_id = $1",
-      job_id);
-  ProjectTargets project = targets(tx, f[0].as<std::int64_t>());
+  const ProfileFacts f = NotificationFacts::profile(tx, job_id);
+  ProjectTargets project = NotificationFacts::targets(tx, f.project_id);
   if (project.webhook_url.empty()) return;
-  const std::int64_t run_id = f[2].as<std::int64_t>();
-  const std::string base = f[8].as<std::string>();
   enqueue(tx, "webhook", project.webhook_url,
           {{"event", "profile"},
            {"project", project.name},
-           {"profile_id", f[1].as<std::int64_t>()},
-           {"run_id", run_id},
-           {"case", f[3].as<std::string>()},
-           {"reason", f[4].as<std::string>()},
-           {"state", f[5].as<std::string>()},
-           {"error", f[6].as<std::string>()},
-           {"commit", f[7].as<std::string>()},
-           {"base_commit", base.empty() ? json(nullptr) : json(base)},
-           {"url", options.public_url + "/#/run/" + std::to_string(run_id)}});
+           {"profile_id", f.profile_id},
+           {"run_id", f.run_id},
+           {"case", f.case_name},
+           {"reason", f.reason},
+           {"state", f.state},
+           {"error", f.error},
+           {"commit", f.head_commit},
+           {"base_commit", f.base_commit.empty() ? json(nullptr) : json(f.base_commit)},
+           {"url", options.public_url + "/#/run/" + std::to_string(f.run_id)}});
 }
 
 std::vector<std::string> NotificationRepository::targets_of_project(pqxx::work& tx,
                                                                     const NotifierOptions& options,
                                                                     std::int64_t project_id) {
-  const ProjectTargets project = targets(tx, project_id);
+  const ProjectTargets project = NotificationFacts::targets(tx, project_id);
   std::vector<std::string> out;
-  if (project.github(options)) out.push_back(NotificationOutbox::target_of("github_status", ""));
-  if (project.gitlab(options)) out.push_back(NotificationOutbox::target_of("gitlab_status", ""));
+  if (to_github(project, options)) out.push_back(NotificationOutbox::target_of("github_status", ""));
+  if (to_gitlab(project, options)) out.push_back(NotificationOutbox::target_of("gitlab_status", ""));
   if (!project.webhook_url.empty())
     out.push_back(NotificationOutbox::target_of("webhook", project.webhook_url));
   return out;

@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "errors.hpp"
+#include "kw/common/judge.hpp"
 #include "kw/common/stats.hpp"
 #include "store/pg_array.hpp"
 #include "store/run_repository.hpp"
@@ -184,23 +185,27 @@ struct CaseThreshold {
   std::string source;
 };
 
-struct ComparisonRow {
-  std::string case_name;
-  std::string kind = "time";  // or "energy": the candidate's joules per iteration
-  std::string impl;
-  const Baseline* baseline = nullptr;
-  common::CaseTest test;
-  ChangeStatus status = ChangeStatus::no_baseline;
-  double ratio_of_medians = 1;
-  double min_threshold = 0;
-  std::string threshold_source;
-  std::size_t excluded_throttled = 0;
-  bool throttled_out = false;      // not judged: most samples taken while the GPU throttled
-  std::optional<json> first_pass;  // the first pass's test, for a case measured again
-  std::string reason;              // what it was compared with (the baseline run's reason by default)
+// A comparison as it is stored: the judge's, with what it was compared with.
+struct ComparisonRow : common::Comparison {
+  ComparisonRow() = default;
+  ComparisonRow(common::Comparison judged, const Baseline* against, std::string source, std::string why)
+      : common::Comparison(std::move(judged)),
+        baseline(against),
+        threshold_source(std::move(source)),
+        reason(std::move(why)) {}
 
-  bool measured() const { return test.method != common::CaseTest::Method::none; }
+  const Baseline* baseline = nullptr;
+  std::string threshold_source;
+  std::string reason;  // what it was compared with (the baseline run's reason by default)
+
   std::string reason_text() const { return !reason.empty() ? reason : baseline ? baseline->reason : ""; }
+  // The first pass's test, without a status: only the run's decision has one.
+  json first_pass_json() const {
+    if (!first_pass) return nullptr;
+    json out = test_json(*first_pass, ChangeStatus::unchanged);
+    out.erase("status");
+    return out;
+  }
 
   json to_json(const common::DetectionSettings& settings) const {
     json row{{"case", case_name},
@@ -212,7 +217,7 @@ struct ComparisonRow {
              {"excluded_throttled", excluded_throttled},
              {"note", test.note},
              {"method", measured() ? json(common::to_string(test.method)) : json(nullptr)},
-             {"first_pass", first_pass ? *first_pass : json(nullptr)}};
+             {"first_pass", first_pass_json()}};
     if (measured()) {
       row.update({{"ratio", test.ratio},
                   {"ratio_of_medians", ratio_of_medians},
@@ -282,7 +287,7 @@ void insert_comparisons(pqxx::work& tx, std::int64_t run_id, const std::vector<C
     note.text(t.note);
     threshold_source.text(row.threshold_source);
     if (row.first_pass) {
-      first_pass.text(row.first_pass->dump());
+      first_pass.text(row.first_pass_json().dump());
     } else {
       first_pass.null();
     }
@@ -294,256 +299,47 @@ void insert_comparisons(pqxx::work& tx, std::int64_t run_id, const std::vector<C
                     se.str(), df.str(), first_pass.str(), threshold_source.str());
 }
 
-// A history as a case is judged against it: run locations and their clocks.
-struct RunHistory {
-  std::vector<double> locations;
-  std::vector<common::RunClock> clocks;  // mhz 0 where a run reported none
-};
-
-// One case's recent history: run ids, candidate locations, replicate
-// spreads and clocks, oldest first.
-struct History {
-  std::vector<std::int64_t> run_ids;
-  std::vector<double> locations;
-  std::vector<std::int64_t> replicate_counts;  // 0 where the run had none recorded
-  std::vector<double> replicate_sds;
-  std::vector<common::RunClock> clocks;
-
-  // The runs up to and including `run_id` (the baseline): what the
-  // candidate's level is forecast from.
-  RunHistory through(std::int64_t run_id) const {
-    RunHistory out;
-    for (std::size_t i = 0; i < run_ids.size(); ++i) {
-      if (run_ids[i] > run_id) continue;
-      out.locations.push_back(locations[i]);
-      out.clocks.push_back(clocks[i]);
-    }
-    return out;
-  }
-
-  // At the newest run's clock, where the history has clocks: the forecast
-  // errors the between-run noise is learned from are then those at equal
-  // clock, as the head is judged.
-  std::vector<double> at_clock(const common::DetectionSettings& settings) const {
-    for (auto clock = clocks.rbegin(); clock != clocks.rend(); ++clock) {
-      if (clock->mhz > 0)
-        return common::history_at_clock(locations, clocks, {clock->mhz, 0, 0, 0}, settings).locations_ns;
-    }
-    return locations;
-  }
-};
-
-// The noise of one GPU model, learned from the histories of every case in
-// this run: replicate spread pooled over runs and cases, and the median
-// forecast error of the cases with a long enough history. Conservative
-// defaults stand in where nothing is stored.
-struct GpuNoise {
-  common::PooledSd replicate;
-  common::PooledSd run;
-};
-
-GpuNoise learn_gpu_noise(const std::map<std::string, History>& histories,
-                         const common::DetectionSettings& settings) {
-  GpuNoise noise;
-  std::vector<double> sds;
-  std::vector<std::int64_t> counts;
-  std::vector<double> scales;
-  double errors = 0;
-  for (const auto& [_, h] : histories) {
-    sds.insert(sds.end(), h.replicate_sds.begin(), h.replicate_sds.end());
-    counts.insert(counts.end(), h.replicate_counts.begin(), h.replicate_counts.end());
-    if (auto forecast = common::forecast_level(h.at_clock(settings), settings)) {
-      scales.push_back(forecast->typical_scale);
-      errors += static_cast<double>(forecast->errors);
-    }
-  }
-  noise.replicate = common::pool_replicate_sds(sds, counts);
-  if (!scales.empty()) {
-    std::nth_element(scales.begin(), scales.begin() + static_cast<std::ptrdiff_t>(scales.size() / 2),
-                     scales.end());
-    noise.run = {scales[scales.size() / 2], errors};
-  }
-  return noise;
+// How one implementation of a case was compared: its base measured in this
+// job, else the baseline run.
+std::string in_job_reason(const std::optional<std::string>& base_commit) {
+  return base_commit ? "base_commit " + base_commit->substr(0, 12) +
+                           " measured in this job, its replicates alternating with the head's"
+                     : "base measured in this job";
 }
 
-// A case's noise model: its own replicate spread shrunk towards the GPU
-// model's, and the GPU model's between-run spread (the case's own history
-// enters through its forecast).
-common::NoiseModel case_noise(const History& history, const GpuNoise& gpu,
-                              const common::DetectionSettings& settings) {
-  common::NoiseModel defaults = common::default_noise(), model = defaults;
-  common::PooledSd gpu_replicate =
-      gpu.replicate.df > 0 ? gpu.replicate : common::PooledSd{defaults.replicate_sd, 0};
-  common::PooledSd own = common::pool_replicate_sds(history.replicate_sds, history.replicate_counts);
-  common::PooledSd replicate = common::shrink(own, gpu_replicate.sd, settings.prior_df);
-  model.replicate_sd = replicate.sd;
-  model.replicate_df = own.df + gpu_replicate.df > 0 ? replicate.df : 0;
-  if (gpu.run.df > 0) {
-    model.run_sd = gpu.run.sd;
-    model.run_df = gpu.run.df;
-  }
-  return model;
+ComparisonRow as_row(common::Comparison judged, const Baseline* baseline, std::string threshold_source,
+                     const std::optional<std::string>& base_commit) {
+  const bool in_job = judged.in_job;
+  return {std::move(judged), in_job ? nullptr : baseline, std::move(threshold_source),
+          in_job ? in_job_reason(base_commit) : ""};
 }
 
-std::size_t throttled_count(const Measurement& m) {
-  return m.throttled_samples.size();
+// The run's decision as stored with it.
+void add_decision(json& detection, const common::RunDecision& decision) {
+  detection["comparisons"] = decision.candidate_comparisons;
+  if (const auto& drift = decision.machine_drift) {
+    detection["machine_drift"] = {{"median_change", drift->median_change},
+                                  {"comparisons", drift->comparisons},
+                                  {"same_direction", drift->same_direction},
+                                  {"flagged", drift->flagged}};
+  }
 }
 
-// A side with most of its samples taken while the GPU was braking measured
-// the GPU, not the code: such a comparison is not judged. Braking is NVML's
-// hardware slowdown, thermal (software and hardware) and hardware power
-// brake; the software power cap is how a healthy GPU runs a heavy kernel,
-// and the comparison at equal clock takes it.
-constexpr double kMostlyThrottled = 0.5;
-constexpr std::uint64_t kBrakeReasons = 0x8 | 0x20 | 0x40 | 0x80;
-double throttled_share(const Measurement& m) {
-  return m.samples_ns.empty() ? 0 : static_cast<double>(throttled_count(m)) / m.samples_ns.size();
-}
-
-// One implementation of one case: A/B when the report measured the base in
-// the same job, else against the stored history up to the baseline run.
-ComparisonRow compare_impl(const std::string& name, const std::string& impl, const common::Case* head_case,
-                           const Measurement& head, const Measurement* in_job_base,
-                           const Measurement* stored_base, const Baseline* baseline, RunHistory history,
-                           const common::NoiseModel& noise, const CaseThreshold& threshold,
-                           const common::DetectionSettings& settings,
-                           const std::optional<std::string>& base_commit = std::nullopt) {
-  ComparisonRow row;
-  row.case_name = name;
-  row.impl = impl;
-  row.baseline = baseline;
-  row.min_threshold = threshold.value;
-  row.threshold_source = threshold.source;
-  row.excluded_throttled = throttled_count(head);
-  const common::NoiseModel judged_noise = common::noise_for(noise, head.replicate_location);
-  auto test_with = [&](std::optional<std::int64_t> before) {
-    std::vector<double> h = common::replicate_locations(common::timing_of(head), settings, before);
-    if (in_job_base) {
-      std::vector<double> b = common::replicate_locations(common::timing_of(*in_job_base), settings, before);
-      return common::test_ab(h, b, judged_noise, settings, common::replicate_clocks(common::timing_of(head), before),
-                             common::replicate_clocks(common::timing_of(*in_job_base), before));
-    }
-    return common::test_history(h, history.locations, judged_noise, settings,
-                                common::replicate_clocks(common::timing_of(head), before), history.clocks);
-  };
-  if (in_job_base) {
-    row.baseline = nullptr;
-    row.reason = base_commit ? "base_commit " + base_commit->substr(0, 12) +
-                                   " measured in this job, its replicates alternating with the head's"
-                             : "base measured in this job";
-    row.test = test_with(std::nullopt);
-    row.ratio_of_medians = head.median_ns / in_job_base->median_ns;
-  } else if (baseline && stored_base) {
-    if (history.locations.empty()) {
-      history.locations.push_back(common::location(common::timing_of(*stored_base), settings));
-      history.clocks.emplace_back();
-    }
-    row.test = test_with(std::nullopt);
-    row.ratio_of_medians = head.median_ns / stored_base->median_ns;
-  } else {
-    row.test.head_replicates = common::replicate_locations(common::timing_of(head), settings).size();
-    row.test.note =
-        baseline ? "the baseline run has no " + impl + " measurement for this case" : "no baseline run";
-  }
-  const double head_braked = throttled_share(head);
-  const double base_braked = in_job_base ? throttled_share(*in_job_base) : 0;
-  const bool braking =
-      head_case && head_case->gpu_state && (head_case->gpu_state->throttle_reasons & kBrakeReasons) != 0;
-  if (braking && row.measured() && std::max(head_braked, base_braked) > kMostlyThrottled) {
-    char why[200];
-    std::snprintf(why, sizeof(why),
-                  "not judged: %.0f%% of the head's samples%s were taken while the GPU braked (thermal or "
-                  "hardware slowdown); a comparison of them would be the GPU's, not the code's",
-                  100 * head_braked,
-                  in_job_base ? (" and " + std::to_string(static_cast<int>(100 * base_braked + 0.5)) +
-                                 "% of the base's")
-                                    .c_str()
-                              : "");
-    common::CaseTest unjudged;
-    unjudged.head_replicates = row.test.head_replicates;
-    unjudged.note = why;
-    row.test = unjudged;
-    row.throttled_out = true;
-  } else if (row.excluded_throttled > 0) {
-    row.test.note += (row.test.note.empty() ? "" : "; ") + std::to_string(row.excluded_throttled) +
-                     " sample(s) taken while throttled were left out of the replicate locations";
-  }
-  if (head_case && head_case->first_pass_replicates && row.measured()) {
-    // The status of the first pass is only indicative: the decision is the
-    // run's, over all replicates.
-    row.first_pass = test_json(test_with(*head_case->first_pass_replicates), ChangeStatus::unchanged);
-    row.first_pass->erase("status");
-  }
-  return row;
-}
-
-// Energy's noise: a conservative prior until one is learned. On an H100 the
-// joules per iteration of a >= 100 us kernel move 1.7% between replicates and
-// 1.1% between runs (median; docs/PERFORMANCE.md): each case's own
-// replicates weigh in through the pooled spread.
-common::NoiseModel energy_noise() {
-  common::NoiseModel noise;
-  noise.replicate_sd = 0.03;
-  noise.run_sd = 0.03;
-  noise.clock_adjusted_sd = 0.03;
-  noise.side_offset_ns = 0;  // a time, not an energy
-  return noise;
-}
-
-// The candidate's joules per iteration, as a second metric: A/B against the
-// base measured in this job, else against the baseline run's stored energy
-// with the between-run prior; its own threshold (the project's
-// energy_threshold). Where either side measured no energy there is no row,
-// nor for a kernel shorter than kMinEnergyKernelNs.
-//
-// Why the floor: back to back, a ~7 us kernel leaves the GPU waiting on
-// launches, and the board's idle power is most of its joules. On the H100
-// (docs/results/energy-aa-h100.txt: one build's second run judged against its first) its
-// joules per iteration moved 7.6% between runs (median of 24 cases, up to
-// 23%), and 10 of the 24 came out p < 0.05 in that A/A; the 48 cases of
-// >= 100 us moved 1.1% (max 5.3%) and none did.
-constexpr double kMinEnergyKernelNs = 100e3;
-
-std::optional<ComparisonRow> compare_energy(const std::string& name, const Measurement& head,
-                                            const Measurement* in_job_base, const Measurement* stored_base,
-                                            const Baseline* baseline, double threshold,
-                                            const common::DetectionSettings& settings,
-                                            const std::optional<std::string>& base_commit) {
-  if (head.energy_j.empty() || head.samples_ns.empty() ||
-      common::median(head.samples_ns) < kMinEnergyKernelNs)
-    return std::nullopt;
-  const Measurement* base = in_job_base ? in_job_base : stored_base;
-  if (base == nullptr || base->energy_j.empty()) return std::nullopt;
-  ComparisonRow row;
-  row.case_name = name;
-  row.kind = "energy";
-  row.impl = "candidate";
-  row.min_threshold = threshold;
-  row.threshold_source = "project setting (energy_threshold)";
-  if (in_job_base) {
-    row.reason = base_commit ? "base_commit " + base_commit->substr(0, 12) +
-                                   " measured in this job, its replicates alternating with the head's"
-                             : "base measured in this job";
-    row.test = common::test_ab(head.energy_j, in_job_base->energy_j, energy_noise(), settings);
-  } else {
-    row.baseline = baseline;
-    const double stored = common::location(base->energy_j);
-    row.test = common::test_history(head.energy_j, std::vector<double>{stored}, energy_noise(), settings);
-  }
-  row.ratio_of_medians = common::median(head.energy_j) / common::median(base->energy_j);
-  row.test.note = "joules per iteration: " + row.test.note;
-  return row;
+common::RunDecision decide_rows(std::vector<ComparisonRow>& rows, const common::DetectionSettings& settings) {
+  std::vector<common::Comparison*> comparisons;
+  for (ComparisonRow& row : rows) comparisons.push_back(&row);
+  return common::decide_run(comparisons, settings);
 }
 
 // `exclude_run`: a run left out of the history (the head, when it is stored).
-std::map<std::string, History> load_history(pqxx::work& tx, const std::vector<std::string>& names,
-                                            std::int64_t project_id, const std::string& gpu,
-                                            const std::string& branch, std::int64_t exclude_run) {
-  std::map<std::string, History> history;
+std::map<std::string, common::CaseHistory> load_history(pqxx::work& tx, const std::vector<std::string>& names,
+                                                        std::int64_t project_id, const std::string& gpu,
+                                                        const std::string& branch, std::int64_t exclude_run) {
+  std::map<std::string, common::CaseHistory> history;
   if (names.empty()) return history;
   // One hash lookup per row (30 runs x every case): each name has its entry
   // from the start, and map nodes do not move, so their keys serve as views.
-  std::unordered_map<std::string_view, History*> by_name;
+  std::unordered_map<std::string_view, common::CaseHistory*> by_name;
   for (const std::string& name : names) {
     auto entry = history.try_emplace(name).first;
     by_name.emplace(entry->first, &entry->second);
@@ -552,7 +348,7 @@ std::map<std::string, History> load_history(pqxx::work& tx, const std::vector<st
     for (const auto& row : rows) {
       auto found = by_name.find(std::string_view(row[0].c_str(), row[0].size()));
       if (found == by_name.end()) continue;
-      History& h = *found->second;
+      common::CaseHistory& h = *found->second;
       h.run_ids.push_back(number_of<std::int64_t>(row[1]));
       h.locations.push_back(number_of<double>(row[2]));
       h.replicate_counts.push_back(row[3].is_null() ? 0 : number_of<std::int64_t>(row[3]));
@@ -577,7 +373,7 @@ std::map<std::string, History> load_history(pqxx::work& tx, const std::vector<st
     if (h.run_ids.size() >= kHistoryRuns) continue;
     short_of_runs.text(name);
     any = true;
-    h = History{};
+    h = common::CaseHistory{};
   }
   if (any) {
     append(tx.exec_prepared("detection_locations_of_case", short_of_runs.str(), project_id, gpu, branch,
@@ -585,10 +381,6 @@ std::map<std::string, History> load_history(pqxx::work& tx, const std::vector<st
   }
   return history;
 }
-
-}  // namespace
-
-namespace {
 
 // A case's threshold: the commit's kernelwatch.json where it sets one, else
 // the project's setting; for a pull request the stricter of that and its
@@ -635,67 +427,6 @@ struct DetectionRepository::Plan {
   json detection;                 // the run's decision, stored with it
 };
 
-namespace {
-
-// Every implementation of every measured case, then the run's decision over
-// the candidates alone (Holm at run_alpha); baseline implementations are
-// context: their statuses come from a decision of their own, and their median
-// change across cases is the machine-drift signal.
-void decide_run(std::vector<ComparisonRow>& rows, const common::DetectionSettings& settings, json& detection,
-                bool& regression, bool& improvement) {
-  for (bool candidates : {true, false}) {
-    std::vector<common::CaseTest> tests;
-    std::vector<double> thresholds;
-    std::vector<ComparisonRow*> members;
-    for (ComparisonRow& row : rows) {
-      if ((row.impl == "candidate") != candidates) continue;
-      tests.push_back(row.test);
-      thresholds.push_back(row.min_threshold);
-      members.push_back(&row);
-    }
-    common::Decision decision = common::decide(tests, thresholds, settings);
-    for (std::size_t i = 0; i < members.size(); ++i) {
-      members[i]->status = decision.statuses[i];
-      if (decision.held_back[i]) {
-        // Its interval alone says changed; the verdict weighs every comparison of the run.
-        char why[160];
-        std::snprintf(
-            why, sizeof(why),
-            "unchanged though its interval excludes 1: p = %.1e alone, not enough among the run's %zu "
-            "comparisons (Holm at %g%%)",
-            tests[i].p_value, members.size(), 100 * settings.run_alpha);
-        std::string& note = members[i]->test.note;
-        note += (note.empty() ? "" : "; ") + std::string(why);
-      }
-    }
-    if (candidates) {
-      regression = decision.regression;
-      improvement = decision.improvement;
-      std::size_t compared = 0;
-      for (const common::CaseTest& t : tests) compared += t.method != common::CaseTest::Method::none;
-      detection["comparisons"] = compared;
-    }
-  }
-  std::vector<double> baseline_effects;
-  for (const ComparisonRow& row : rows) {
-    if (row.impl != "candidate" && row.measured()) baseline_effects.push_back(row.test.effect);
-  }
-  if (!baseline_effects.empty()) {
-    auto middle = baseline_effects.begin() + static_cast<std::ptrdiff_t>(baseline_effects.size() / 2);
-    std::nth_element(baseline_effects.begin(), middle, baseline_effects.end());
-    double drift = std::expm1(*middle);
-    std::size_t same_way = 0;
-    for (double e : baseline_effects) same_way += (e > 0) == (*middle > 0);
-    detection["machine_drift"] = {{"median_change", drift},
-                                  {"comparisons", baseline_effects.size()},
-                                  {"same_direction", same_way},
-                                  {"flagged", std::abs(drift) > 0.5 * settings.min_threshold &&
-                                                  same_way * 4 >= baseline_effects.size() * 3}};
-  }
-}
-
-}  // namespace
-
 std::shared_ptr<const DetectionRepository::Plan> DetectionRepository::plan(pqxx::work& tx,
                                                                            const std::string& project_name,
                                                                            const common::RunReport& report) {
@@ -738,7 +469,7 @@ std::shared_ptr<const DetectionRepository::Plan> DetectionRepository::plan(pqxx:
   for (const auto& [_, b] : baselines) case_ids.push_back(b.case_id);
   auto base_measurements = load_measurements(tx, case_ids);
   auto history = load_history(tx, names, project_id, gpu, project.default_branch, kAfterEveryRun);
-  GpuNoise gpu_noise = learn_gpu_noise(history, detection);
+  const common::GpuNoise gpu_noise = common::learn_gpu_noise(history, detection);
 
   // Cases are independent: compare them on every core.
   std::vector<const common::Case*> measured;
@@ -746,7 +477,7 @@ std::shared_ptr<const DetectionRepository::Plan> DetectionRepository::plan(pqxx:
     if (c.candidate()) measured.push_back(&c);
   }
   static const std::vector<Measurement> kNone;
-  static const History kNoHistory;
+  static const common::CaseHistory kNoHistory;
   auto compare_range = [&](std::size_t begin, std::size_t end) {
     std::vector<ComparisonRow> rows;
     for (std::size_t i = begin; i < end; ++i) {
@@ -756,8 +487,8 @@ std::shared_ptr<const DetectionRepository::Plan> DetectionRepository::plan(pqxx:
       auto stored = baseline ? base_measurements.find(baseline->case_id) : base_measurements.end();
       const std::vector<Measurement>& base = stored == base_measurements.end() ? kNone : stored->second;
       auto h = history.find(c.name);
-      const History& case_history = h == history.end() ? kNoHistory : h->second;
-      common::NoiseModel noise = case_noise(case_history, gpu_noise, detection);
+      const common::CaseHistory& case_history = h == history.end() ? kNoHistory : h->second;
+      const common::NoiseModel noise = common::case_noise(case_history, gpu_noise, detection);
       CaseThreshold threshold = threshold_for(project, report, c.name);
       for (const Measurement& m : c.measurements) {
         const Measurement* in_job = nullptr;
@@ -766,15 +497,18 @@ std::shared_ptr<const DetectionRepository::Plan> DetectionRepository::plan(pqxx:
         }
         // Only the candidate has a stored history; a baseline implementation
         // is judged against the baseline run alone.
-        RunHistory runs;
-        if (m.is_candidate() && baseline) runs = case_history.through(baseline->run_id);
-        rows.push_back(compare_impl(c.name, m.impl, &c, m, in_job, find_impl(base, m.impl), baseline,
-                                    std::move(runs), noise, threshold, detection, report.base_commit));
+        common::ComparedWith with{in_job, find_impl(base, m.impl), baseline != nullptr, {}};
+        if (m.is_candidate() && baseline) with.history = case_history.through(baseline->run_id);
+        rows.push_back(
+            as_row(common::judge_time(c.name, &c, m, std::move(with), noise, threshold.value, detection),
+                   baseline, threshold.source, report.base_commit));
         if (!m.is_candidate()) continue;
-        if (auto energy = compare_energy(c.name, m, in_job, find_impl(base, m.impl), baseline,
-                                         project.energy_threshold, detection, report.base_commit)) {
+        if (auto energy = common::judge_energy(c.name, m, in_job, find_impl(base, m.impl),
+                                               project.energy_threshold, detection)) {
           // Not judged when its time was not: the GPU braked.
-          if (!rows.back().throttled_out) rows.push_back(std::move(*energy));
+          if (!rows.back().throttled_out)
+            rows.push_back(as_row(std::move(*energy), baseline, "project setting (energy_threshold)",
+                                  report.base_commit));
         }
       }
     }
@@ -799,7 +533,10 @@ std::shared_ptr<const DetectionRepository::Plan> DetectionRepository::plan(pqxx:
                          {"replicate_df", gpu_noise.replicate.df},
                          {"run_sd", gpu_noise.run.df > 0 ? gpu_noise.run.sd : common::default_noise().run_sd},
                          {"run_df", gpu_noise.run.df}}}};
-  decide_run(result->rows, detection, result->detection, result->regression, result->improvement);
+  const common::RunDecision decision = decide_rows(result->rows, detection);
+  add_decision(result->detection, decision);
+  result->regression = decision.regression;
+  result->improvement = decision.improvement;
   for (const ComparisonRow& row : result->rows) {
     if (row.impl != "candidate" || row.kind != "time") continue;
     result->throttled_out += row.throttled_out;
@@ -872,7 +609,7 @@ json DetectionRepository::compare_commits(pqxx::work& tx, std::int64_t project_i
     }
     auto measurements = load_measurements(tx, ids);
     auto history = load_history(tx, names, project_id, gpu, project.default_branch, head_run);
-    GpuNoise gpu_noise = learn_gpu_noise(history, detection);
+    const common::GpuNoise gpu_noise = common::learn_gpu_noise(history, detection);
     Baseline baseline{
         base_run, base, 0,
         "commit " + base.substr(0, 12) + " on " + gpu + " (run " + std::to_string(base_run) + ")"};
@@ -897,18 +634,18 @@ json DetectionRepository::compare_commits(pqxx::work& tx, std::int64_t project_i
                                     : CaseThreshold{project.min_threshold_for(name), "project setting"};
       const std::vector<Measurement>& head_measurements = measurements[c[1].as<std::int64_t>()];
       const std::vector<Measurement>& base_measurements = measurements[c[2].as<std::int64_t>()];
-      const History& case_history = history[name];
-      common::NoiseModel noise = case_noise(case_history, gpu_noise, detection);
+      const common::CaseHistory& case_history = history[name];
+      const common::NoiseModel noise = common::case_noise(case_history, gpu_noise, detection);
       for (const Measurement& m : head_measurements) {
-        RunHistory runs;
-        if (m.is_candidate()) runs = case_history.through(base_run);
-        rows.push_back(compare_impl(name, m.impl, nullptr, m, nullptr, find_impl(base_measurements, m.impl),
-                                    &baseline, std::move(runs), noise, threshold, detection));
+        common::ComparedWith with{nullptr, find_impl(base_measurements, m.impl), true, {}};
+        if (m.is_candidate()) with.history = case_history.through(base_run);
+        rows.push_back(
+            as_row(common::judge_time(name, nullptr, m, std::move(with), noise, threshold.value, detection),
+                   &baseline, threshold.source, std::nullopt));
       }
     }
     json decision;
-    bool regression = false, improvement = false;
-    decide_run(rows, detection, decision, regression, improvement);
+    add_decision(decision, decide_rows(rows, detection));
     json out = json::array();
     for (const ComparisonRow& row : rows) {
       if (row.impl != "candidate") continue;

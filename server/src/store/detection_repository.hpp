@@ -1,6 +1,8 @@
-// Regression detection against stored history: baseline selection per case
-// and GPU model, comparisons (kw::common::detection), the run's verdict,
-// commit-to-commit comparison, and acknowledgement of intended slowdowns.
+// Regression detection's store: it reads what kw/common/judge.hpp judges by
+// (each case's baseline run per GPU model, its history, the stored
+// measurements) and stores what it returns (the comparisons, the run's
+// verdict); commit-to-commit comparison, and acknowledgement of intended
+// slowdowns. The rules themselves are in common.
 #pragma once
 
 #include <map>
@@ -12,7 +14,6 @@
 #include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
 
-#include "kw/common/detection.hpp"
 #include "kw/common/run_report.hpp"
 #include "store/database.hpp"
 #include "store/settings_repository.hpp"

@@ -325,15 +325,13 @@ void JobRepository::complete(pqxx::work& tx, std::int64_t job_id) {
                   job_id);
 }
 
-std::string JobRepository::counts_by_state_metrics(pqxx::work& tx) {
-  std::string text = "# HELP kw_jobs Jobs by state.\n# TYPE kw_jobs gauge\n";
+std::map<std::string, std::int64_t> JobRepository::counts_by_state(pqxx::work& tx) {
+  std::map<std::string, std::int64_t> counts;
   pqxx::result rows = tx.exec(
       "SELECT s.state, count(j.id) FROM unnest(ARRAY['queued','running','done','failed']) AS s(state) "
       "LEFT JOIN jobs j ON j.state = s.state GROUP BY s.state ORDER BY s.state");
-  for (const auto& row : rows) {
-    text += "kw_jobs{state=\"" + row[0].as<std::string>() + "\"} " + row[1].as<std::string>() + "\n";
-  }
-  return text;
+  for (const auto& row : rows) counts[row[0].as<std::string>()] = row[1].as<std::int64_t>();
+  return counts;
 }
 
 }  // namespace kw::server

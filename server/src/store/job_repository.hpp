@@ -3,6 +3,7 @@
 // a lease that is not renewed returns the job to the queue.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -105,7 +106,8 @@ class JobRepository {
                            const StageProgress& stage);
   static std::optional<JobHold> lock(pqxx::work& tx, std::int64_t job_id);
   static void complete(pqxx::work& tx, std::int64_t job_id);
-  static std::string counts_by_state_metrics(pqxx::work& tx);
+  // Every job state (queued, running, done, failed), with how many jobs are in it.
+  static std::map<std::string, std::int64_t> counts_by_state(pqxx::work& tx);
 };
 
 }  // namespace kw::server
