@@ -251,18 +251,23 @@ int supervise_workers(const AgentArguments& args, const std::vector<WorkerGpu>& 
   return exit_code;
 }
 
-int agent_loop(AgentArguments args) {
-  args.server.resolve();
-  if (args.name.empty()) args.name = host_name();
-  std::map<std::string, std::string> repo_urls;
+// --repo PROJECT=URL, each.
+std::map<std::string, std::string> repo_urls_of(const AgentArguments& args) {
+  std::map<std::string, std::string> urls;
   for (const std::string& entry : args.repos) {
     auto eq = entry.find('=');
     if (eq == std::string::npos || eq == 0)
       throw CLI::ValidationError("--repo", "expected PROJECT=URL, got " + entry);
-    repo_urls[entry.substr(0, eq)] = entry.substr(eq + 1);
+    urls[entry.substr(0, eq)] = entry.substr(eq + 1);
   }
-  // A host that already narrowed the agent to some GPUs keeps that narrowing
-  // (its indices taken as nvidia-smi's).
+  return urls;
+}
+
+// The GPUs this agent works on: its test doubles, else what the host has,
+// narrowed by --gpu or, where the host already narrowed the agent,
+// CUDA_VISIBLE_DEVICES (its indices taken as nvidia-smi's). `source` says
+// where the list came from.
+std::vector<WorkerGpu> select_gpus(AgentArguments& args, std::string& source) {
   const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
   if (args.gpus.empty() && visible != nullptr && *visible != '\0' && args.gpu_test_doubles.empty()) {
     std::stringstream list(visible);
@@ -277,6 +282,7 @@ int agent_loop(AgentArguments args) {
   } else {
     inventory = detect_gpus();
   }
+  source = inventory.source;
   std::vector<WorkerGpu> gpus;
   for (std::size_t i = 0; i < inventory.uuids.size(); ++i) {
     const bool wanted =
@@ -291,98 +297,142 @@ int agent_loop(AgentArguments args) {
     throw CLI::ValidationError("--gpu", "names a GPU this host does not have (" +
                                             std::to_string(inventory.uuids.size()) + " from " +
                                             inventory.source + ")");
-  if (gpus.size() > 1) return supervise_workers(args, gpus);
+  return gpus;
+}
 
-  const std::optional<WorkerGpu> gpu = gpus.empty() ? std::nullopt : std::optional(gpus.front());
-  if (!gpu) {
-    say("no CUDA device (" + inventory.source + "): GPU stages will be skipped");
-  } else if (gpu->test_double) {
-    say("GPU test double \"" + gpu->model + "\": benches run as if on that GPU");
-  } else {
-    // Every process of its jobs sees this GPU alone.
-    setenv("CUDA_VISIBLE_DEVICES", gpu->uuid.c_str(), 1);
-    say("GPU " + std::to_string(gpu->index) + ": " + gpu->model + " " + gpu->uuid + " (" + inventory.source +
-        ")");
+// Profile jobs need ncu and a GPU under it: a test double's only with an ncu
+// named (a test's own double of ncu).
+fs::path ncu_for(const AgentArguments& args, const std::optional<WorkerGpu>& gpu) {
+  if (args.ncu == "none") return {};
+  if (!args.ncu.empty()) return args.ncu;
+  return gpu && !gpu->test_double ? find_cuda_tool("ncu") : fs::path();
+}
+
+// One worker: claims jobs for its GPU (or for none, on a host without one),
+// runs them and delivers their reports, until stopped.
+class Worker {
+ public:
+  Worker(const AgentArguments& args, std::optional<WorkerGpu> gpu)
+      : args_(args),
+        gpu_(std::move(gpu)),
+        repo_urls_(repo_urls_of(args)),
+        work_(fs::absolute(args.work_dir)),
+        shared_(args.shared_dir.empty() ? work_ : fs::absolute(args.shared_dir)),
+        built_(work_ / "built", 8, shared_ / "ccache"),
+        spool_(work_ / "spool"),
+        ncu_(ncu_for(args, gpu_)),
+        can_profile_(gpu_ && !ncu_.empty()),
+        client_(args.server.url, args.server.token, std::chrono::seconds(30)) {
+    if (gpu_)
+      say(can_profile_ ? "profile jobs: " + ncu_.string() : "no ncu: this agent takes no profile jobs");
   }
-  const std::vector<std::string> models = gpu ? std::vector{gpu->model} : std::vector<std::string>{};
-  fs::path work = fs::absolute(args.work_dir);
-  const fs::path shared = args.shared_dir.empty() ? work : fs::absolute(args.shared_dir);
-  BuiltCommits built(work / "built", 8, shared / "ccache");
-  Spool spool(work / "spool");
-  // Profile jobs need ncu and a GPU under it: a test double's only with an
-  // ncu named (a test's own double of ncu).
-  const fs::path ncu = args.ncu == "none"         ? fs::path()
-                       : !args.ncu.empty()        ? fs::path(args.ncu)
-                       : gpu && !gpu->test_double ? find_cuda_tool("ncu")
-                                                  : fs::path();
-  bool can_profile = gpu && !ncu.empty();
-  if (gpu) say(can_profile ? "profile jobs: " + ncu.string() : "no ncu: this agent takes no profile jobs");
+
+  int run() {
+    say("agent " + args_.name + " polling " + args_.server.url);
+    while (!stop_requested()) {
+      if (spool_.pending() > 0) spool_.deliver(client_, say);
+      check_health();
+      json job;
+      switch (claim(job)) {
+        case Claim::refused:
+          return kExitInfrastructure;
+        case Claim::none:
+          if (args_.once && spool_.pending() == 0) return kExitOk;
+          pause(args_.poll_seconds);
+          continue;
+        case Claim::retry:
+          pause(args_.poll_seconds);
+          continue;
+        case Claim::job:
+          break;
+      }
+      switch (run_job(job)) {
+        case JobEnd::given_back:
+          say("agent stopped");
+          return kExitOk;
+        case JobEnd::failed_on_server:
+          if (args_.once) return kExitOk;
+          continue;
+        case JobEnd::no_report:
+          continue;
+        case JobEnd::reported:
+          break;
+      }
+      if (args_.once) {
+        while (spool_.pending() > 0 && !stop_requested()) {
+          pause(1);
+          spool_.deliver(client_, say);
+        }
+        return kExitOk;
+      }
+    }
+    say("agent stopped");
+    return kExitOk;
+  }
+
+ private:
+  enum class Claim { job, none, retry, refused };
+  enum class JobEnd { reported, no_report, failed_on_server, given_back };
 
   // Checked before claiming when the last check is older than
-  // health_seconds: a real GPU always, a test double with --gpu-check.
-  std::optional<GpuHealth> health;
-  auto health_checked = std::chrono::steady_clock::time_point{};
-  auto check_health = [&] {
-    if (!gpu || (gpu->test_double && args.gpu_check.empty())) return;
-    if (health && std::chrono::steady_clock::now() - health_checked <
-                      std::chrono::duration<double>(args.health_seconds))
+  // health_seconds: a real GPU always, a test double with --gpu-check. The
+  // checks that fail are said when they change, not at every re-check while
+  // a failure lasts (its numbers may move).
+  void check_health() {
+    if (!gpu_ || (gpu_->test_double && args_.gpu_check.empty())) return;
+    if (health_ && std::chrono::steady_clock::now() - health_checked_ <
+                       std::chrono::duration<double>(args_.health_seconds))
       return;
-    // The checks that fail: said when they change, not at every re-check
-    // while a failure lasts (its numbers may move).
-    auto failing = [&] {
+    auto failing = [this] {
       std::string names;
-      for (const GpuCheck& check : health->checks) {
+      for (const GpuCheck& check : health_->checks) {
         if (!check.passed) names += check.name + " ";
       }
       return names;
     };
-    const bool was_healthy = !health || health->healthy();
-    const std::string was_failing = health ? failing() : std::string();
-    health = check_gpu_in_child(gpu->uuid, gpu->index, gpu->model, args.gpu_check);
-    health_checked = std::chrono::steady_clock::now();
-    if (!health->healthy() && failing() != was_failing)
-      say("GPU " + gpu->uuid + " failed its health check: " + health->failures() +
+    const bool was_healthy = !health_ || health_->healthy();
+    const std::string was_failing = health_ ? failing() : std::string();
+    health_ = check_gpu_in_child(gpu_->uuid, gpu_->index, gpu_->model, args_.gpu_check);
+    health_checked_ = std::chrono::steady_clock::now();
+    if (!health_->healthy() && failing() != was_failing)
+      say("GPU " + gpu_->uuid + " failed its health check: " + health_->failures() +
           "; this worker claims no job until it passes (checked again every " +
-          std::to_string(static_cast<int>(args.health_seconds)) + " s)");
-    else if (health->healthy() && !was_healthy)
-      say("GPU " + gpu->uuid + " passed its health check again");
-  };
-  http::Client client(args.server.url, args.server.token, std::chrono::seconds(30));
-  say("agent " + args.name + " polling " + args.server.url);
+          std::to_string(static_cast<int>(args_.health_seconds)) + " s)");
+    else if (health_->healthy() && !was_healthy)
+      say("GPU " + gpu_->uuid + " passed its health check again");
+  }
 
-  // The projects this agent can fetch: the server hands it no other's jobs.
-  json served = json::array();
-  for (const auto& [project, url] : repo_urls) served.push_back(project);
-  while (!stop_requested()) {
-    if (spool.pending() > 0) spool.deliver(client, say);
-    check_health();
-    json job;
+  // Asks for a job of the projects this agent can fetch (the server hands it
+  // no other's), saying what its GPU is and how its last check went.
+  Claim claim(json& job) {
+    json served = json::array();
+    for (const auto& [project, url] : repo_urls_) served.push_back(project);
+    const std::vector<std::string> models = gpu_ ? std::vector{gpu_->model} : std::vector<std::string>{};
     try {
-      json claim{{"agent", args.name}, {"host", host_name()}, {"version", KW_VERSION},
-                 {"gpus", models},     {"projects", served},  {"can_profile", can_profile}};
-      if (gpu) claim["gpu"] = {{"uuid", gpu->uuid}, {"index", gpu->index}, {"model", gpu->model}};
-      if (health) claim["health"] = {{"healthy", health->healthy()}, {"checks", health->to_json()["checks"]}};
-      http::Response response = ServerApi(client).claim(claim);
-      if (response.status == 204) {
-        if (args.once && spool.pending() == 0) return kExitOk;
-        pause(args.poll_seconds);
-        continue;
-      }
+      json claim{{"agent", args_.name}, {"host", host_name()}, {"version", KW_VERSION},
+                 {"gpus", models},      {"projects", served},  {"can_profile", can_profile_}};
+      if (gpu_) claim["gpu"] = {{"uuid", gpu_->uuid}, {"index", gpu_->index}, {"model", gpu_->model}};
+      if (health_)
+        claim["health"] = {{"healthy", health_->healthy()}, {"checks", health_->to_json()["checks"]}};
+      http::Response response = ServerApi(client_).claim(claim);
+      if (response.status == 204) return Claim::none;
       if (response.status != 200) {
         say("claim refused (HTTP " + std::to_string(response.status) + "): " + response.body);
-        if (response.status == 401 || response.status == 403) return kExitInfrastructure;
-        pause(args.poll_seconds);
-        continue;
+        return response.status == 401 || response.status == 403 ? Claim::refused : Claim::retry;
       }
       job = response.json();
+      return Claim::job;
     } catch (const http::ConnectionError& error) {
       say(std::string("server unreachable: ") + error.what());
-      pause(args.poll_seconds);
-      continue;
+      return Claim::retry;
     }
+  }
 
-    std::int64_t job_id = job["id"];
-    std::string project = job["project"], commit = job["commit"];
+  // A claimed job, from its checkout to its report in the spool; a job that
+  // cannot run is failed on the server, one stopped is given back.
+  JobEnd run_job(const json& job) {
+    const std::int64_t job_id = job["id"];
+    const std::string project = job["project"], commit = job["commit"];
     const bool profile_job = job.value("kind", std::string()) == "profile";
     say("claimed job " + std::to_string(job_id) + ": " +
         (profile_job ? "profile " + job["profile"]["case"].get<std::string>() + " of " : std::string()) +
@@ -392,132 +442,178 @@ int agent_loop(AgentArguments args) {
     json report;
     std::string cannot_run;  // why no report can be made of this job
     try {
-      auto url = repo_urls.find(project);
-      if (url == repo_urls.end())
+      auto url = repo_urls_.find(project);
+      if (url == repo_urls_.end())
         throw std::runtime_error("no --repo " + project + "=URL given to this agent");
-      fs::path mirror = update_mirror(work / "mirrors", project, url->second);
+      const fs::path mirror = update_mirror(work_ / "mirrors", project, url->second);
       if (!profile_job)
-        tree = built.checkout_for(mirror, project, job.value("branch", std::string("main")), commit, say);
-      Heartbeat heartbeat(args, job_id, job.value("lease_seconds", 120.0), lost);
+        tree = built_.checkout_for(mirror, project, job.value("branch", std::string("main")), commit, say);
+      Heartbeat heartbeat(args_, job_id, job.value("lease_seconds", 120.0), lost);
       StopWatcher watcher(lost);
-      if (profile_job) {
-        report = profile_job_result(args, job, mirror, built, ncu, work, watcher.stop, can_profile);
-      } else {
-        PipelineOptions options;
-        options.checkout = tree.path;
-        options.built_from = tree.built_from;
-        options.clean_build_tree = [&tree] { BuiltCommits::clean(tree); };
-        options.ccache_dir = shared / "ccache";
-        options.reference_cache_dir = shared / "references";
-        options.commit = commit;
-        options.branch = job.value("branch", std::string("main"));
-        if (job.contains("base_commit") && job["base_commit"].is_string())
-          options.base_commit = job["base_commit"];
-        // A bisect step judges the cases its regression flagged: it measures those alone.
-        if (job.contains("cases") && job["cases"].is_array())
-          options.only_cases = job["cases"].get<std::vector<std::string>>();
-        options.job_id = job_id;
-        options.agent_name = args.name;
-        options.agent_host = host_name();
-        options.gpu_available = gpu.has_value();
-        options.stop = &watcher.stop;
-        options.log = say;
-        // Progress for `kw submit --wait` and the job page; the report stays
-        // the record, so a stage the server did not take is only logged.
-        options.on_stage = [&](const json& event) {
-          json body{{"agent", args.name}};
-          if (event.contains("started")) {
-            body["started"] = event["started"];
-          } else {
-            body["stage"] = event;
-            body["stage"].erase("details");  // the report carries them
-          }
-          try {
-            http::Response response = ServerApi(client).stage(job_id, body);
-            if (response.status != 200)
-              say("stage not recorded on the server (HTTP " + std::to_string(response.status) +
-                  "): " + response.body);
-          } catch (const http::ConnectionError& error) {
-            say(std::string("stage not recorded on the server: ") + error.what());
-          }
-        };
-        std::optional<RepoConfig> config;
-        try {
-          config = load_repo_config(tree.path / "kernelwatch.json");
-          if (config->project != project)
-            throw ConfigError({"project: \"" + config->project + "\" is not this job's project \"" + project +
-                               "\" (kernelwatch.json names the project as the server knows it)"});
-        } catch (const ConfigError& error) {
-          // The commit says the same on every attempt: a failed stage, not a retry.
-          report = config_failure_report(project, error, options);
-          config.reset();
-        }
-        if (config && options.base_commit && config->full_bench.ab &&
-            full_bench_runs_here(*config, options.gpu_available)) {
-          std::string why;
-          options.base_checkout = built.get(mirror, *options.base_commit, watcher.stop, say, why);
-          if (!options.base_checkout)
-            say("base: " + why + "; the server will compare with the stored history instead");
-        }
-        if (config) report = run_pipeline(*config, options);
-      }
+      report = profile_job
+                   ? profile_job_result(args_, job, mirror, built_, ncu_, work_, watcher.stop, can_profile_)
+                   : measure(job, mirror, tree, watcher.stop);
       if (stop_requested() || lost) report = json();
     } catch (const std::exception& error) {
       cannot_run = error.what();
       say("job " + std::to_string(job_id) + " could not run: " + cannot_run);
     }
+    keep_built(project, tree, commit, report);
+    if (stop_requested() && !lost) {
+      give_back(job_id);
+      return JobEnd::given_back;
+    }
+    // Retrying would fail alike: the job fails now, with the reason on the
+    // server for `kw submit` to print.
+    if (report.is_null() && !lost && !cannot_run.empty() && fail_on_server(job_id, cannot_run))
+      return JobEnd::failed_on_server;
+    if (report.is_null()) {
+      if (!lost) pause(args_.poll_seconds);  // its lease expires and it is retried or failed
+      return JobEnd::no_report;
+    }
+    spool_.add("job-" + std::to_string(job_id),
+               profile_job ? api_target::profile_result(job_id) : api_target::report_of(report), report);
+    spool_.deliver(client_, say);
+    return JobEnd::reported;
+  }
+
+  // The commit's stages: kernelwatch.json read (a problem, or another
+  // project's, is the config stage's failure), the base built for an A/B,
+  // then the pipeline.
+  json measure(const json& job, const fs::path& mirror, BuildTree& tree, const std::atomic<bool>& stop) {
+    const std::string project = job["project"];
+    PipelineOptions options = pipeline_options(job, tree, stop);
+    std::optional<RepoConfig> config;
     try {
-      // A commit that built is kept for pull requests based on it.
-      bool built_ok = report.is_object() && report.contains("stages") && !report["stages"].empty() &&
-                      report["stages"][0]["status"] == "passed";
-      if (!tree.path.empty()) built.finish(work / "mirrors" / (project + ".git"), tree, commit, built_ok);
+      config = load_repo_config(tree.path / "kernelwatch.json");
+      if (config->project != project)
+        throw ConfigError({"project: \"" + config->project + "\" is not this job's project \"" + project +
+                           "\" (kernelwatch.json names the project as the server knows it)"});
+    } catch (const ConfigError& error) {
+      // The commit says the same on every attempt: a failed stage, not a retry.
+      return config_failure_report(project, error, options);
+    }
+    if (options.base_commit && config->full_bench.ab &&
+        full_bench_runs_here(*config, options.gpu_available)) {
+      std::string why;
+      options.base_checkout = built_.get(mirror, *options.base_commit, stop, say, why);
+      if (!options.base_checkout)
+        say("base: " + why + "; the server will compare with the stored history instead");
+    }
+    return run_pipeline(*config, options);
+  }
+
+  PipelineOptions pipeline_options(const json& job, BuildTree& tree, const std::atomic<bool>& stop) {
+    const std::int64_t job_id = job["id"];
+    PipelineOptions options;
+    options.checkout = tree.path;
+    options.built_from = tree.built_from;
+    options.clean_build_tree = [&tree] { BuiltCommits::clean(tree); };
+    options.ccache_dir = shared_ / "ccache";
+    options.reference_cache_dir = shared_ / "references";
+    options.commit = job["commit"].get<std::string>();
+    options.branch = job.value("branch", std::string("main"));
+    if (job.contains("base_commit") && job["base_commit"].is_string())
+      options.base_commit = job["base_commit"];
+    // A bisect step judges the cases its regression flagged: it measures those alone.
+    if (job.contains("cases") && job["cases"].is_array())
+      options.only_cases = job["cases"].get<std::vector<std::string>>();
+    options.job_id = job_id;
+    options.agent_name = args_.name;
+    options.agent_host = host_name();
+    options.gpu_available = gpu_.has_value();
+    options.stop = &stop;
+    options.log = say;
+    // Progress for `kw submit --wait` and the job page; the report stays the
+    // record, so a stage the server did not take is only logged.
+    options.on_stage = [this, job_id](const json& event) {
+      json body{{"agent", args_.name}};
+      if (event.contains("started")) {
+        body["started"] = event["started"];
+      } else {
+        body["stage"] = event;
+        body["stage"].erase("details");  // the report carries them
+      }
+      try {
+        http::Response response = ServerApi(client_).stage(job_id, body);
+        if (response.status != 200)
+          say("stage not recorded on the server (HTTP " + std::to_string(response.status) +
+              "): " + response.body);
+      } catch (const http::ConnectionError& error) {
+        say(std::string("stage not recorded on the server: ") + error.what());
+      }
+    };
+    return options;
+  }
+
+  // A commit that built is kept for pull requests based on it.
+  void keep_built(const std::string& project, BuildTree& tree, const std::string& commit,
+                  const json& report) {
+    try {
+      const bool built_ok = report.is_object() && report.contains("stages") && !report["stages"].empty() &&
+                            report["stages"][0]["status"] == "passed";
+      if (!tree.path.empty()) built_.finish(work_ / "mirrors" / (project + ".git"), tree, commit, built_ok);
     } catch (const std::exception& error) {
       say(std::string("built commit not kept: ") + error.what());
     }
+  }
 
-    if (stop_requested() && !lost) {
-      // Give the job back so another agent takes it now, not at lease expiry.
-      try {
-        ServerApi(client).release(job_id, args.name);
-        say("job " + std::to_string(job_id) + " given back");
-      } catch (const http::ConnectionError&) {
-        say("job " + std::to_string(job_id) + " not given back (server unreachable); its lease will expire");
-      }
-      break;
-    }
-    if (report.is_null() && !lost && !cannot_run.empty()) {
-      // Retrying would fail alike: the job fails now, with the reason on the
-      // server for `kw submit` to print.
-      try {
-        http::Response response = ServerApi(client).fail(job_id, args.name, cannot_run);
-        if (response.status == 200) {
-          say("job " + std::to_string(job_id) + " failed on the server: " + cannot_run);
-          if (args.once) return kExitOk;
-          continue;
-        }
-        say("job " + std::to_string(job_id) + " not failed on the server (HTTP " +
-            std::to_string(response.status) + "): " + response.body);
-      } catch (const http::ConnectionError& error) {
-        say("job " + std::to_string(job_id) + " not failed on the server: " + error.what());
-      }
-    }
-    if (report.is_null()) {
-      if (!lost) pause(args.poll_seconds);  // its lease expires and it is retried or failed
-      continue;
-    }
-    spool.add("job-" + std::to_string(job_id),
-              profile_job ? api_target::profile_result(job_id) : api_target::report_of(report), report);
-    spool.deliver(client, say);
-    if (args.once) {
-      while (spool.pending() > 0 && !stop_requested()) {
-        pause(1);
-        spool.deliver(client, say);
-      }
-      return kExitOk;
+  // Another agent takes it now, not at lease expiry.
+  void give_back(std::int64_t job_id) {
+    try {
+      ServerApi(client_).release(job_id, args_.name);
+      say("job " + std::to_string(job_id) + " given back");
+    } catch (const http::ConnectionError&) {
+      say("job " + std::to_string(job_id) + " not given back (server unreachable); its lease will expire");
     }
   }
-  say("agent stopped");
-  return kExitOk;
+
+  bool fail_on_server(std::int64_t job_id, const std::string& why) {
+    try {
+      http::Response response = ServerApi(client_).fail(job_id, args_.name, why);
+      if (response.status == 200) {
+        say("job " + std::to_string(job_id) + " failed on the server: " + why);
+        return true;
+      }
+      say("job " + std::to_string(job_id) + " not failed on the server (HTTP " +
+          std::to_string(response.status) + "): " + response.body);
+    } catch (const http::ConnectionError& error) {
+      say("job " + std::to_string(job_id) + " not failed on the server: " + error.what());
+    }
+    return false;
+  }
+
+  const AgentArguments& args_;
+  const std::optional<WorkerGpu> gpu_;
+  const std::map<std::string, std::string> repo_urls_;
+  const fs::path work_, shared_;
+  BuiltCommits built_;
+  Spool spool_;
+  const fs::path ncu_;
+  bool can_profile_;  // cleared when ncu may not read this GPU's counters
+  http::Client client_;
+  std::optional<GpuHealth> health_;
+  std::chrono::steady_clock::time_point health_checked_{};
+};
+
+int agent_loop(AgentArguments args) {
+  args.server.resolve();
+  if (args.name.empty()) args.name = host_name();
+  repo_urls_of(args);  // --repo is checked before any GPU is looked at
+  std::string source;
+  const std::vector<WorkerGpu> gpus = select_gpus(args, source);
+  if (gpus.size() > 1) return supervise_workers(args, gpus);
+  const std::optional<WorkerGpu> gpu = gpus.empty() ? std::nullopt : std::optional(gpus.front());
+  if (!gpu) {
+    say("no CUDA device (" + source + "): GPU stages will be skipped");
+  } else if (gpu->test_double) {
+    say("GPU test double \"" + gpu->model + "\": benches run as if on that GPU");
+  } else {
+    // Every process of its jobs sees this GPU alone.
+    setenv("CUDA_VISIBLE_DEVICES", gpu->uuid.c_str(), 1);
+    say("GPU " + std::to_string(gpu->index) + ": " + gpu->model + " " + gpu->uuid + " (" + source + ")");
+  }
+  return Worker(args, gpu).run();
 }
 
 }  // namespace
