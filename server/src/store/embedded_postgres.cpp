@@ -72,6 +72,13 @@ void write_private_file(const fs::path& path, const std::string& text) {
   fs::permissions(path, fs::perms::owner_read | fs::perms::owner_write, fs::perm_options::replace);
 }
 
+// PostgreSQL refuses to start while backends of a postmaster killed with
+// SIGKILL still hold its shared memory: they exit once they notice their
+// postmaster is gone, and until then every start ends with this.
+bool orphans_hold_memory(const std::string& exit_text) {
+  return exit_text.find("pre-existing shared memory block") != std::string::npos;
+}
+
 }  // namespace
 
 fs::path EmbeddedPostgres::find_bin_dir() {
@@ -243,13 +250,18 @@ void EmbeddedPostgres::start_supervised() {
       pqxx::connection probe(url("postgres"));
       break;
     } catch (const std::exception& error) {
-      std::string why;
+      std::string why, last_exit;
       {
         std::lock_guard lock(mutex_);
-        if (restarts_ > 0) why = "PostgreSQL exited while starting: " + last_exit_;
+        last_exit = last_exit_;
+        // The supervisor starts it again until the backends that a killed
+        // postmaster left behind have gone; any other exit is a failure now.
+        if (restarts_ > 0 && !orphans_hold_memory(last_exit_))
+          why = "PostgreSQL exited while starting: " + last_exit_;
       }
       if (why.empty() && std::chrono::steady_clock::now() > deadline)
-        why = std::string("PostgreSQL took no connection within 120 s: ") + error.what();
+        why = std::string("PostgreSQL took no connection within 120 s: ") + error.what() +
+              (last_exit.empty() ? "" : "; it last exited: " + last_exit);
       if (!why.empty()) {
         stop();
         throw std::runtime_error(why);
@@ -309,7 +321,8 @@ void EmbeddedPostgres::supervise() {
     std::cerr << "kw-server: PostgreSQL " << ended.substr(0, ended.find('\n')) << "; starting it again in "
               << pause.count() << " s" << std::endl;
     wake_.wait_for(lock, pause, [this] { return stopping_; });
-    pause = std::min(pause * 2, std::chrono::seconds(30));
+    // Orphaned backends go within a second or two: no backoff for them.
+    if (!orphans_hold_memory(ended)) pause = std::min(pause * 2, std::chrono::seconds(30));
   }
   supervisor_done_ = true;
   wake_.notify_all();
