@@ -323,6 +323,8 @@ class Worker {
         ncu_(ncu_for(args, gpu_)),
         can_profile_(gpu_ && !ncu_.empty()),
         client_(args.server.url, args.server.token, std::chrono::seconds(30)) {
+    for (const auto& [project, url] : repo_urls_) served_.push_back(project);
+    if (gpu_) gpu_models_.push_back(gpu_->model);
     if (gpu_)
       say(can_profile_ ? "profile jobs: " + ncu_.string() : "no ncu: this agent takes no profile jobs");
   }
@@ -405,12 +407,9 @@ class Worker {
   // Asks for a job of the projects this agent can fetch (the server hands it
   // no other's), saying what its GPU is and how its last check went.
   Claim claim(json& job) {
-    json served = json::array();
-    for (const auto& [project, url] : repo_urls_) served.push_back(project);
-    const std::vector<std::string> models = gpu_ ? std::vector{gpu_->model} : std::vector<std::string>{};
     try {
       json claim{{"agent", args_.name}, {"host", host_name()}, {"version", KW_VERSION},
-                 {"gpus", models},      {"projects", served},  {"can_profile", can_profile_}};
+                 {"gpus", gpu_models_}, {"projects", served_}, {"can_profile", can_profile_}};
       if (gpu_) claim["gpu"] = {{"uuid", gpu_->uuid}, {"index", gpu_->index}, {"model", gpu_->model}};
       if (health_)
         claim["health"] = {{"healthy", health_->healthy()}, {"checks", health_->to_json()["checks"]}};
@@ -586,6 +585,8 @@ class Worker {
   const AgentArguments& args_;
   const std::optional<WorkerGpu> gpu_;
   const std::map<std::string, std::string> repo_urls_;
+  json served_ = json::array();  // the projects of its --repo
+  std::vector<std::string> gpu_models_;
   const fs::path work_, shared_;
   BuiltCommits built_;
   Spool spool_;

@@ -604,17 +604,23 @@ TEST_F(DetectionApiTest, FortyAAndFortySlowerPullRequestsMeasuredInTheirJob) {
   EXPECT_GE(slow_regressions, 38);
 }
 
-// A pull request on a power-capped GPU: each replicate runs at its own SM
-// clock (4% apart) and its time follows it. The report carries each
-// sample's clock, the verdict compares at equal clock, and the clocks are
-// stored and served back.
-TEST_F(DetectionApiTest, PullRequestComparedAtEqualClock) {
+// One case of a pull request measured A/B against make_commit(1) in its job.
+ReportSpec one_case_pull_request(int replicates) {
   ReportSpec pr;
   pr.cases = 1;
   pr.branch = "pr";
   pr.base_commit = make_commit(1);
   pr.ab = true;
-  pr.replicates = 8;
+  pr.replicates = replicates;
+  return pr;
+}
+
+// A pull request on a power-capped GPU: each replicate runs at its own SM
+// clock (4% apart) and its time follows it. The report carries each
+// sample's clock, the verdict compares at equal clock, and the clocks are
+// stored and served back.
+TEST_F(DetectionApiTest, PullRequestComparedAtEqualClock) {
+  ReportSpec pr = one_case_pull_request(8);
   pr.replicate_noise = 0.002;
   pr.slowdown = 1.03;
   json report = make_report(pr);
@@ -653,12 +659,7 @@ TEST_F(DetectionApiTest, PullRequestComparedAtEqualClock) {
 // for Google Benchmark's CPU times), the pull request passes; by the
 // trimmed mean the contention is a regression.
 TEST_F(DetectionApiTest, ACpuBenchmarkOnABusyHostIsJudgedByItsFastestRepetitions) {
-  ReportSpec pr;
-  pr.cases = 1;
-  pr.branch = "pr";
-  pr.base_commit = make_commit(1);
-  pr.ab = true;
-  pr.replicates = 6;
+  ReportSpec pr = one_case_pull_request(6);
   pr.samples = 10;
   pr.noise = 0.002;
   json report = make_report(pr);
