@@ -12,17 +12,15 @@
 #   BISECT_STEPS="main:0 main:16 step:8:0 step:12:8 step:10:8 step:9:8" tools/bisect-range.sh
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+log_tag=bisect
+source "$root/tools/gpu-scratch.sh"
 out="${OUT:-$root/gpu-results}"
 work="${BISECT_WORK:-/tmp/kw-bisect}"
 steps="${BISECT_STEPS:-main:0 main:16 step:8:0 step:12:8 step:10:8 step:9:8}"
 cases="attention/*/d128/*s4096*"
 injected="attention/*/d128/*s4096*=0.10"
 mkdir -p "$out/bisect" "$work"
-log() { printf '[bisect %s] %s\n' "$(date -u +%H:%M:%S)" "$*"; }
 export GIT_AUTHOR_DATE="2026-11-24T12:00:00Z" GIT_COMMITTER_DATE="2026-11-24T12:00:00Z"
-git_() { git -c user.name=kernelwatch -c user.email=kw@localhost -c advice.detachedHead=false "$@"; }
-
-source "$root/tools/gpu-scratch.sh"
 kw=$(kw_binary "$out/bisect") || exit 1
 
 if [ ! -d "$work/r/.git" ]; then

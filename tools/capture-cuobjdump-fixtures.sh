@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine, after kernels/run-on-gpu.sh built build/gpu: cuobjdump's
 # listings of this repository's attention library and bench, the agent's load
-# stage reads (agent/src/load_check.cpp), written to $OUT/cuobjdump-h100 for
+# stage reads (agent/src/pipeline/load_check.cpp), written to $OUT/cuobjdump-h100 for
 # tests/data/cuobjdump-h100.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -15,6 +15,8 @@
 # a run cut short is lost, one not started costs nothing).
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+log_tag=series
+source "$root/tools/gpu-scratch.sh"
 out="${OUT:-$root/gpu-results}"
 work="${SERIES_WORK:-/tmp/kw-series}"
 series="${SERIES:-main:2 pr:2}"
@@ -22,10 +24,6 @@ series="${SERIES:-main:2 pr:2}"
 cases="${SERIES_CASES:-attention/*/d64/b1h1s*,attention/*/d64/b2h4s128*,attention/*s2048*,attention/*s4096*,attention/*s8192*,attention/*s16384*}"
 injected="${SERIES_INJECT:-attention/*/d128/*s2048*=0.03;attention/*/d128/*s4096*=0.03;attention/*/d128/*s8192*=0.03;attention/*/d128/*s16384*=0.03;attention/fp16/d64/b1h1s128=0.10}"
 mkdir -p "$out/series" "$work"
-log() { printf '[series %s] %s\n' "$(date -u +%H:%M:%S)" "$*"; }
-git_() { git -c user.name=kernelwatch -c user.email=kw@localhost -c advice.detachedHead=false "$@"; }
-
-source "$root/tools/gpu-scratch.sh"
 kw=$(kw_binary "$out/series") || exit 1
 
 # The scratch history: the series config builds only the attention bench.

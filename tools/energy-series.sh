@@ -9,16 +9,14 @@
 #   [ENERGY_SECONDS=0.2] [RUNS=2] [ENERGY_CASES=GLOB] tools/energy-series.sh
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+log_tag=energy
+source "$root/tools/gpu-scratch.sh"
 out="${OUT:-$root/gpu-results}"
 work="${ENERGY_WORK:-/tmp/kw-energy}"
 seconds="${ENERGY_SECONDS:-0.2}"
 runs="${RUNS:-2}"
 cases="${ENERGY_CASES:-attention/*}"
 mkdir -p "$out/energy" "$work"
-log() { printf '[energy %s] %s\n' "$(date -u +%H:%M:%S)" "$*"; }
-git_() { git -c user.name=kernelwatch -c user.email=kw@localhost "$@"; }
-
-source "$root/tools/gpu-scratch.sh"
 kw=$(kw_binary "$out/energy") || exit 1
 rm -rf "$work/tree"
 attention_tree "$work/tree" "$cases"

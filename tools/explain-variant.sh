@@ -13,14 +13,12 @@
 #   EXPLAIN_CASES=GLOB tools/explain-variant.sh
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+log_tag=explain
+source "$root/tools/gpu-scratch.sh"
 out="${OUT:-$root/gpu-results}"
 work="${EXPLAIN_WORK:-/tmp/kw-explain}"
 cases="${EXPLAIN_CASES:-attention/*/d128/*s4096*,attention/*/d128/*s8192*}"
 mkdir -p "$out/explain" "$work"
-log() { printf '[explain %s] %s\n' "$(date -u +%H:%M:%S)" "$*"; }
-git_() { git -c user.name=kernelwatch -c user.email=kw@localhost -c advice.detachedHead=false "$@"; }
-
-source "$root/tools/gpu-scratch.sh"
 kw=$(kw_binary "$out/explain") || exit 1
 
 rm -rf "$work/a" "$work/built"

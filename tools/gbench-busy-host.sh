@@ -23,7 +23,7 @@ printf '#include <map>\n#include <regex>\n#include <string>\nint main() { std::m
 for i in 0 1; do
   (while :; do c++ -O2 -c "$work/load.cpp" -o "$work/load$i.o"; done) &
 done
-# The adapter's arguments (agent/src/adapters.cpp) for full_bench's
+# The adapter's arguments (agent/src/pipeline/adapters.cpp) for full_bench's
 # min_samples 10 and replicate_seconds 0.1.
 args=(--benchmark_repetitions=10 --benchmark_min_time=0.01 --benchmark_format=json
   --benchmark_out_format=json --benchmark_report_aggregates_only=false

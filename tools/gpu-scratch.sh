@@ -1,6 +1,10 @@
 # Sourced by the GPU-machine scripts (detection-series.sh, time-to-verdict.sh):
 # kw built with the gpu preset, and this tree copied into a scratch directory
-# that becomes a git history of its own. Needs $root (this repository).
+# that becomes a git history of its own. Needs $root (this repository) and
+# $log_tag (the script's name in its progress lines).
+
+log() { printf '[%s %s] %s\n' "$log_tag" "$(date -u +%H:%M:%S)" "$*"; }
+git_() { git -c user.name=kernelwatch -c user.email=kw@localhost -c advice.detachedHead=false "$@"; }
 
 # kw_binary LOGDIR: builds kw when it is not built; prints its path.
 kw_binary() {

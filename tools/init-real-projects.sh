@@ -14,10 +14,10 @@
 #   tools/init-real-projects.sh run     # GPU machine (carry .device-carry): $OUT/init-projects/
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+log_tag=init-projects
+source "$root/tools/gpu-scratch.sh"
 carry="$root/.device-carry/init-projects"
 fills="$root/tools/init-fills"
-log() { printf '[init-projects %s] %s\n' "$(date -u +%H:%M:%S)" "$*"; }
-git_() { git -c user.name=kernelwatch -c user.email=kw@localhost "$@"; }
 
 # Public snapshots (fetched with the search tool's fetch) and their commits.
 mirror=/work/.mirror
@@ -79,7 +79,6 @@ run() {
   results="$out/init-projects"
   work="${INIT_WORK:-/tmp/kw-init-projects}"
   rm -rf "$results" "$work" && mkdir -p "$results" "$work"
-  source "$root/tools/gpu-scratch.sh"
   kw=$(kw_binary "$results") || exit 1
   cmake --build "$root/build/gpu" --target kw_inject >> "$results/kw-build.log" 2>&1
   for name in nvbench-kit spdlog extension-cpp attorch; do

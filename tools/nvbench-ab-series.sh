@@ -13,14 +13,12 @@
 #   NVB_SERIES="aa:10 slow:10 main:2" [NVB_DEADLINE=EPOCH_S] tools/nvbench-ab-series.sh
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+log_tag=nvbench-series
+source "$root/tools/gpu-scratch.sh"
 out="${OUT:-$root/gpu-results}"
 work="${NVB_WORK:-/tmp/kw-nvbench-series}"
 series="${NVB_SERIES:-aa:2 slow:2 main:1}"
 mkdir -p "$out/nvbench-series" "$work"
-log() { printf '[nvbench-series %s] %s\n' "$(date -u +%H:%M:%S)" "$*"; }
-git_() { git -c user.name=kernelwatch -c user.email=kw@localhost -c advice.detachedHead=false "$@"; }
-
-source "$root/tools/gpu-scratch.sh"
 kw=$(kw_binary "$out/nvbench-series") || exit 1
 
 if [ ! -d "$work/b/.git" ]; then

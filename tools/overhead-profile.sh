@@ -13,7 +13,7 @@ bench="${1:-$root/build/gpu/kernels/attention/kw-bench-attention}"
 out="${OUT:-$root/gpu-results}/overhead-profile"
 mkdir -p "$out"
 [ -x "$bench" ] || { echo "no bench at $bench: run kernels/run-on-gpu.sh first" >&2; exit 1; }
-# The agent's full_bench arguments for one replicate (agent/src/adapters.cpp, KwbenchAdapter::measure,
+# The agent's full_bench arguments for one replicate (agent/src/pipeline/adapters.cpp, KwbenchAdapter::measure,
 # kernelwatch.json's full_bench).
 replicate_args=(--max-seconds 0.1 --min-samples 5 --max-samples 200 --noise-target 0.005 --order-seed 7921)
 

@@ -12,13 +12,11 @@
 #   tools/time-to-verdict.sh
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+log_tag=ttv
+source "$root/tools/gpu-scratch.sh"
 out="${OUT:-$root/gpu-results}/time-to-verdict"
 work="${TTV_WORK:-/tmp/kw-ttv}"
 mkdir -p "$out"
-log() { printf '[ttv %s] %s\n' "$(date -u +%H:%M:%S)" "$*"; }
-git_() { git -c user.name=kernelwatch -c user.email=kw@localhost "$@"; }
-
-source "$root/tools/gpu-scratch.sh"
 kw=$(kw_binary "$out") || exit 1
 rm -rf "$work"
 copy_tree "$work"

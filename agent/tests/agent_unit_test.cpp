@@ -15,18 +15,18 @@
 #include "../../tests/support/report_factory.hpp"
 #include "../../tests/support/subprocess.hpp"
 #include "../../tests/support/temp_dir.hpp"
-#include "adapters.hpp"
-#include "bench_checks.hpp"
-#include "built_commits.hpp"
-#include "gpu_info.hpp"
+#include "host/gpu_info.hpp"
 #include "kw/common/run_report.hpp"
 #include "kw/common/subprocess.hpp"
-#include "launch_check.hpp"
-#include "load_check.hpp"
-#include "measurement_engine.hpp"
-#include "pipeline.hpp"
-#include "profile_summary.hpp"
-#include "repo_config.hpp"
+#include "pipeline/adapters.hpp"
+#include "pipeline/bench_checks.hpp"
+#include "pipeline/launch_check.hpp"
+#include "pipeline/load_check.hpp"
+#include "pipeline/measurement_engine.hpp"
+#include "pipeline/pipeline.hpp"
+#include "pipeline/profile_summary.hpp"
+#include "project/built_commits.hpp"
+#include "project/repo_config.hpp"
 
 namespace kw::agent {
 namespace {
@@ -330,7 +330,7 @@ class PipelineTest : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(checkout_); }
 
-  json run(const json& behaviour, bool gpu = true, json config = valid_config(),
+  json run(const json& behaviour, bool gpu = true, const json& config = valid_config(),
            std::vector<common::StageName> stages = {}) {
     std::ofstream(checkout_ / "kwbench-fake.json") << behaviour.dump();
     PipelineOptions options;
@@ -760,7 +760,7 @@ class ScratchRepo {
   }
 
  private:
-  std::string git(const std::string& args) {
+  std::string git(const std::string& args) const {
     ChildOutcome outcome = run_child(shell("git -c user.name=t -c user.email=t@t " + args, repo(), 60), {});
     EXPECT_TRUE(outcome.ok()) << args << ": " << outcome.output_tail;
     return outcome.output_tail;

@@ -35,88 +35,147 @@
 
 using nlohmann::json;
 
-int main(int argc, char** argv) {
+namespace {
+
+// The kwbench command line as the test double reads it.
+struct Arguments {
   std::string stage, json_path, glob = "*", case_list, impls = "*";
   bool list = false;
   std::map<std::string, double> stage_timeouts;  // preflight, as kwbench keeps them
+};
+
+Arguments parse_arguments(int argc, char** argv) {
+  Arguments args;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--list")
-      list = true;
+      args.list = true;
     else if (arg == "--stage" && i + 1 < argc)
-      stage = argv[++i];
+      args.stage = argv[++i];
     else if (arg == "--json" && i + 1 < argc)
-      json_path = argv[++i];
+      args.json_path = argv[++i];
     else if (arg == "--case" && i + 1 < argc)
-      glob = argv[++i];
+      args.glob = argv[++i];
     else if (arg == "--case-list" && i + 1 < argc)
-      case_list = argv[++i];
+      args.case_list = argv[++i];
     else if (arg == "--impls" && i + 1 < argc)
-      impls = argv[++i];
+      args.impls = argv[++i];
     else if (arg == "--stage-timeout" && i + 1 < argc) {
       std::string entry = argv[++i];
-      stage_timeouts[entry.substr(0, entry.find('='))] = std::stod(entry.substr(entry.find('=') + 1));
+      args.stage_timeouts[entry.substr(0, entry.find('='))] = std::stod(entry.substr(entry.find('=') + 1));
     } else if ((arg == "--library" || arg == "--symbol") && i + 1 < argc)
       ++i;
   }
-  if (const char* calls = std::getenv("KW_FAKE_CALLS")) std::ofstream(calls, std::ios::app) << stage << "\n";
+  return args;
+}
+
+// Two cases whose stages pass, fail, sleep or run slower as the working
+// directory's kwbench-fake.json says.
+struct FakeBench {
+  Arguments args;
   json behaviour = json::object();
-  if (std::ifstream in("kwbench-fake.json"); in) behaviour = json::parse(in);
-  const double slowdown = behaviour.value("slowdown", 1.0);
-  auto slowdown_of = [&](const std::string& name) {
+  const std::vector<std::pair<std::string, double>> cases = {{"fake.scale/n1m", 20000},
+                                                             {"fake.scale/n16m", 250000}};
+  std::mt19937_64 rng{
+      static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count())};
+  std::normal_distribution<double> noise{0, 0.005};
+  double process_level = std::exp(std::normal_distribution<double>(0, 0.002)(rng));
+
+  double slowdown_of(const std::string& name) const {
+    const double slowdown = behaviour.value("slowdown", 1.0);
     if (!behaviour.contains("slow_cases")) return slowdown;
     for (const json& slow : behaviour["slow_cases"]) {
       if (slow.get<std::string>() == name) return slowdown;
     }
     return 1.0;
-  };
-  const std::vector<std::pair<std::string, double>> cases = {{"fake.scale/n1m", 20000},
-                                                             {"fake.scale/n16m", 250000}};
-  auto selected = [&](const std::string& name) {
-    if (case_list.empty()) return fnmatch(glob.c_str(), name.c_str(), 0) == 0;
-    std::ifstream in(case_list);
+  }
+
+  bool selected(const std::string& name) const {
+    if (args.case_list.empty()) return fnmatch(args.glob.c_str(), name.c_str(), 0) == 0;
+    std::ifstream in(args.case_list);
     for (std::string line; std::getline(in, line);) {
       if (line == name) return true;
     }
     return false;
-  };
-  if (list) {
+  }
+
+  int list() const {
     json listed = json::array();
     for (const auto& [name, _] : cases) {
       if (!selected(name)) continue;
       std::cout << name << "\n";
       listed.push_back({{"name", name}, {"baselines", {"memcpy"}}});
     }
-    if (!json_path.empty()) std::ofstream(json_path) << json{{"cases", listed}}.dump();
+    if (!args.json_path.empty()) std::ofstream(args.json_path) << json{{"cases", listed}}.dump();
     return 0;
   }
-  std::mt19937_64 rng(
-      static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
-  std::normal_distribution<double> noise(0, 0.005);
-  const double process_level = std::exp(std::normal_distribution<double>(0, 0.002)(rng));
-  // One stage's {"stage", "cases"}.
-  auto run_stage = [&](const std::string& stage_name) {
-    if (stage == "preflight" && stage_name != "load")
-      std::cerr << "[kwbench] stage " << stage_name << " started\n";
+
+  // Sleeps where kwbench-fake.json says (and KW_FAKE_SLEEP_FILE exists),
+  // at most the stage's timeout; true when that ran out.
+  bool sleep_in(const std::string& stage_name) {
+    if (behaviour.value("sleep_stage", "") != stage_name) return false;
+    const char* marker = std::getenv("KW_FAKE_SLEEP_FILE");
+    if (marker == nullptr || !std::filesystem::exists(marker)) return false;
+    std::cerr << "fake bench: sleeping in " << stage_name << std::endl;
+    double seconds = behaviour.value("sleep_seconds", 1.0);
     bool timed_out = false;
-    if (behaviour.value("sleep_stage", "") == stage_name) {
-      const char* marker = std::getenv("KW_FAKE_SLEEP_FILE");
-      if (marker != nullptr && std::filesystem::exists(marker)) {
-        std::cerr << "fake bench: sleeping in " << stage_name << std::endl;
-        double seconds = behaviour.value("sleep_seconds", 1.0);
-        if (auto limit = stage_timeouts.find(stage_name);
-            limit != stage_timeouts.end() && limit->second < seconds) {
-          seconds = limit->second;
-          timed_out = true;
-        }
-        std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
-      }
+    if (auto limit = args.stage_timeouts.find(stage_name);
+        limit != args.stage_timeouts.end() && limit->second < seconds) {
+      seconds = limit->second;
+      timed_out = true;
     }
+    std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+    return timed_out;
+  }
+
+  json measurements_of(const std::string& name, double base) {
+    json measurements = json::array();
+    for (const auto& [impl, center] : {std::pair{std::string("candidate"), base * slowdown_of(name)},
+                                       std::pair{std::string("baseline:memcpy"), base * 0.8}}) {
+      if (fnmatch(args.impls.c_str(), impl.c_str(), 0) != 0) continue;
+      std::vector<double> samples;
+      for (int i = 0; i < 30; ++i) samples.push_back(center * process_level * std::exp(noise(rng)));
+      std::vector<double> sorted = samples;
+      std::sort(sorted.begin(), sorted.end());
+      double median = sorted[14] + 0.5 * (sorted[15] - sorted[14]);
+      measurements.push_back({{"impl", impl}, {"samples_ns", samples}, {"median_ns", median}});
+    }
+    return measurements;
+  }
+
+  json case_json(const std::string& stage_name, const std::string& name, double base, bool fail) {
+    json c{{"name", name}, {"params", {{"harness", "fake"}}}};
+    if (stage_name == "launch_geometry") {
+      int block = fail ? 128 : 384;
+      c["expected_launch"] = {{"kernel_pattern", "fake_kernel*"}, {"block", {384, 1, 1}}};
+      c["launches"] = json::array({{{"kernel", "fake_kernel(float*)"},
+                                    {"grid", {132, 1, 1}},
+                                    {"block", {block, 1, 1}},
+                                    {"registers", 32},
+                                    {"static_smem", 0},
+                                    {"dynamic_smem", 0}}});
+    } else if (stage_name == "correctness") {
+      c["correctness"] = {{"passed", !fail},
+                          {"rel_l2_err", fail ? 0.5 : 1e-6},
+                          {"max_abs_err", 1e-6},
+                          {"tolerance", 1e-5},
+                          {"nonfinite", 0}};
+    } else if (stage_name == "full_bench") {
+      c["measurements"] = measurements_of(name, base);
+    }
+    return c;
+  }
+
+  // One stage's {"stage", "cases"}.
+  json run_stage(const std::string& stage_name) {
+    if (args.stage == "preflight" && stage_name != "load")
+      std::cerr << "[kwbench] stage " << stage_name << " started\n";
+    const bool timed_out = sleep_in(stage_name);
     bool fail = timed_out || behaviour.value("fail_stage", "") == stage_name;
     std::string message = fail ? "injected failure of the test double" : "test double: all cases passed";
     if (timed_out)
       message = "1 of 1 cases failed: fake.scale/n1m: timed out: the " + stage_name + " stage's " +
-                std::to_string(static_cast<int>(stage_timeouts[stage_name])) + " s ran out";
+                std::to_string(static_cast<int>(args.stage_timeouts[stage_name])) + " s ran out";
     if (fail && stage_name == "launch_geometry")
       message = "fake.scale/n1m: block: expected (384,1,1), observed (128,1,1)";
     json out{{"stage",
@@ -129,67 +188,49 @@ int main(int argc, char** argv) {
              {"cases", json::array()}};
     for (const auto& [name, base] : cases) {
       if (!selected(name) || stage_name == "load") continue;
-      json c{{"name", name}, {"params", {{"harness", "fake"}}}};
-      if (stage_name == "launch_geometry") {
-        int block = fail ? 128 : 384;
-        c["expected_launch"] = {{"kernel_pattern", "fake_kernel*"}, {"block", {384, 1, 1}}};
-        c["launches"] = json::array({{{"kernel", "fake_kernel(float*)"},
-                                      {"grid", {132, 1, 1}},
-                                      {"block", {block, 1, 1}},
-                                      {"registers", 32},
-                                      {"static_smem", 0},
-                                      {"dynamic_smem", 0}}});
-      } else if (stage_name == "correctness") {
-        c["correctness"] = {{"passed", !fail},
-                            {"rel_l2_err", fail ? 0.5 : 1e-6},
-                            {"max_abs_err", 1e-6},
-                            {"tolerance", 1e-5},
-                            {"nonfinite", 0}};
-      } else if (stage_name == "full_bench") {
-        json measurements = json::array();
-        for (const auto& [impl, center] : {std::pair{std::string("candidate"), base * slowdown_of(name)},
-                                           std::pair{std::string("baseline:memcpy"), base * 0.8}}) {
-          if (fnmatch(impls.c_str(), impl.c_str(), 0) != 0) continue;
-          std::vector<double> samples;
-          for (int i = 0; i < 30; ++i) samples.push_back(center * process_level * std::exp(noise(rng)));
-          std::vector<double> sorted = samples;
-          std::sort(sorted.begin(), sorted.end());
-          double median = sorted[14] + 0.5 * (sorted[15] - sorted[14]);
-          measurements.push_back({{"impl", impl}, {"samples_ns", samples}, {"median_ns", median}});
-        }
-        c["measurements"] = measurements;
-      }
-      out["cases"].push_back(c);
+      out["cases"].push_back(case_json(stage_name, name, base, fail));
     }
     std::cerr << "[fake kwbench] " << stage_name << " " << out["stage"]["status"].get<std::string>()
               << std::endl;
     return out;
-  };
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  FakeBench bench;
+  bench.args = parse_arguments(argc, argv);
+  const Arguments& args = bench.args;
+  if (const char* calls = std::getenv("KW_FAKE_CALLS"))
+    std::ofstream(calls, std::ios::app) << args.stage << "\n";
+  if (std::ifstream in("kwbench-fake.json"); in) bench.behaviour = json::parse(in);
+  if (args.list) return bench.list();
   const json device{{"name", "kwbench CPU test double"},
                     {"compute_capability", "9.0"},
                     {"memory_bytes", 1LL << 34},
                     {"sm_count", 1},
                     {"l2_bytes", 0}};
   // "no_device": output that names no device, as Google Benchmark's does.
-  json out = behaviour.value("no_device", false) ? json::object() : json{{"device", device}};
+  json out = bench.behaviour.value("no_device", false) ? json::object() : json{{"device", device}};
   bool fail = false;
-  if (stage == "preflight") {
-    if (behaviour.value("no_preflight", false)) {
+  if (args.stage == "preflight") {
+    if (bench.behaviour.value("no_preflight", false)) {
       std::cerr << "--stage: preflight not in {load,launch_geometry,correctness,quick_bench,full_bench}\n";
       return 2;
     }
     out["preflight"] = json::array();
     for (const char* name : {"load", "launch_geometry", "correctness", "quick_bench"}) {
-      out["preflight"].push_back(run_stage(name));
+      out["preflight"].push_back(bench.run_stage(name));
       fail = out["preflight"].back()["stage"]["status"] == "failed";
       if (fail) break;
     }
   } else {
-    json document = run_stage(stage);
+    json document = bench.run_stage(args.stage);
     out["stage"] = document["stage"];
     out["cases"] = document["cases"];
     fail = out["stage"]["status"] == "failed";
   }
-  if (!json_path.empty()) std::ofstream(json_path) << out.dump();
+  if (!args.json_path.empty()) std::ofstream(args.json_path) << out.dump();
   return fail ? 1 : 0;
 }

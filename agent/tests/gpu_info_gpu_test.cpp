@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "../../tests/support/report_factory.hpp"
-#include "gpu_info.hpp"
+#include "host/gpu_info.hpp"
 #include "kw/common/run_report.hpp"
 
 namespace {

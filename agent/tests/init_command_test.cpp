@@ -9,8 +9,8 @@
 
 #include "../../tests/support/subprocess.hpp"
 #include "../../tests/support/temp_dir.hpp"
-#include "init_command.hpp"
-#include "repo_config.hpp"
+#include "cli/init_command.hpp"
+#include "project/repo_config.hpp"
 
 namespace kw::agent {
 namespace {

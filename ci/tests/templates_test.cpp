@@ -144,7 +144,7 @@ struct StepSandbox {
     return result.output.substr(0, result.output.find('\n'));
   }
   // Runs `script` in the sandbox with bash and these NAME=VALUE variables.
-  kw::testing::CommandResult run(const std::string& script, std::vector<std::string> env) {
+  kw::testing::CommandResult run(const std::string& script, const std::vector<std::string>& env) const {
     std::ofstream(root / "step.sh") << script;
     std::vector<std::string> argv{"env"};
     argv.insert(argv.end(), env.begin(), env.end());
@@ -268,9 +268,9 @@ TEST(CiTemplates, InstallStepsFetchARunningKwFromTheServer) {
   StepSandbox box("unused/kw");
   const std::string runner_temp = (box.root / "runner-temp").string();
   std::filesystem::create_directories(runner_temp);
-  auto timed = [&](const std::string& name, const std::string& script, std::vector<std::string> env) {
+  auto timed = [&](const std::string& name, const std::string& script, const std::vector<std::string>& env) {
     auto started = std::chrono::steady_clock::now();
-    auto result = box.run(script, std::move(env));
+    auto result = box.run(script, env);
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     std::cout << name << ": kw installed in " << seconds << " s\n";
     return result;

@@ -26,6 +26,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -328,42 +329,9 @@ std::string percent(double rate) {
   return text;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  std::string model_path = KW_DEFAULT_NOISE_MODEL, json_path;
-  Settings settings;
-  std::uint64_t seed = 20261123;
-  std::string large;  // empty: every D=128, S >= 2048 case
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw std::runtime_error(arg + " needs a value");
-      return argv[++i];
-    };
-    if (arg == "--model")
-      model_path = value();
-    else if (arg == "--json")
-      json_path = value();
-    else if (arg == "--trials")
-      settings.trials = std::stoi(value());
-    else if (arg == "--seed")
-      seed = std::stoull(value());
-    else if (arg == "--replicates")
-      settings.replicates = std::stoi(value());
-    else if (arg == "--large-case")
-      large = value();  // a substring of the cases to slow
-    else if (arg == "--no-clocks")
-      settings.clocks = false;  // plain times, as before clocks were reported
-    else {
-      std::cerr
-          << "usage: kw-detector-bench [--model FILE] [--json OUT] [--trials N] [--seed S] [--replicates K] "
-             "[--large-case NAME] [--no-clocks]\n";
-      return 2;
-    }
-  }
-  auto started = std::chrono::steady_clock::now();
-  Model model = load_model(model_path);
+// The cases a slowdown is put in: those whose name holds `large`, or (empty)
+// every D=128 case of 2048 tokens or more.
+std::vector<std::size_t> large_targets(const Model& model, const std::string& large) {
   std::vector<std::size_t> targets;
   for (std::size_t i = 0; i < model.cases.size(); ++i) {
     const std::string& name = model.cases[i].name;
@@ -374,6 +342,133 @@ int main(int argc, char** argv) {
     }
     if (is_large) targets.push_back(i);
   }
+  return targets;
+}
+
+constexpr double kShifts[] = {0, 0.01, 0.03, 0.05};
+
+// Pull requests: A/A (no slowdown anywhere; the target is just another case)
+// and each slowdown of a large case, printed as a row and returned as JSON.
+// With the learned prior, each large case's detections go to `per_case`.
+json pr_scenario(const Model& model, const Settings& settings, const std::vector<std::size_t>& targets,
+                 std::uint64_t seed, const std::string& prior,
+                 std::map<std::string, std::map<double, int>>& per_case) {
+  const bool learned_noise = settings.learned_noise;
+  json pr = json::object();
+  std::vector<Tally> pr_tallies;
+  for (double shift : kShifts) {
+    std::mt19937_64 rng(seed + static_cast<std::uint64_t>(shift * 1000));
+    Tally tally;
+    for (int t = 0; t < settings.trials; ++t) {
+      std::size_t target = targets[static_cast<std::size_t>(t) % targets.size()];
+      Tally before = tally;
+      pr_run(model, settings, target, shift, rng, tally);
+      if (learned_noise && shift > 0)
+        per_case[model.cases[target].name][shift] += tally.detected - before.detected;
+    }
+    pr_tallies.push_back(tally);
+    pr[shift == 0 ? "aa" : "slower_" + std::to_string(static_cast<int>(shift * 100)) + "pct"] =
+        tally.to_json();
+  }
+  std::printf(
+      "%-28s %12s %14s %10s %10s %10s\n", ("pr A/B, " + prior).c_str(),
+      percent(static_cast<double>(pr_tallies[0].false_runs) / pr_tallies[0].runs).c_str(),
+      percent(static_cast<double>(pr_tallies[0].false_comparisons) / pr_tallies[0].comparisons).c_str(),
+      percent(static_cast<double>(pr_tallies[1].detected) / pr_tallies[1].runs).c_str(),
+      percent(static_cast<double>(pr_tallies[2].detected) / pr_tallies[2].runs).c_str(),
+      percent(static_cast<double>(pr_tallies[3].detected) / pr_tallies[3].runs).c_str());
+  return pr;
+}
+
+// Main-branch runs judged against a history, by kernelwatch's rule and by
+// Conbench's and Bencher's, printed as rows and returned as JSON.
+json main_scenario(const Model& model, const Settings& settings, const std::vector<std::size_t>& targets,
+                   std::uint64_t seed, const std::string& prior) {
+  json main = json::object();
+  std::vector<MainTally> main_tallies;
+  for (double shift : kShifts) {
+    std::mt19937_64 rng(seed + 7 + static_cast<std::uint64_t>(shift * 1000));
+    MainTally tally;
+    int trials = std::max(100, settings.trials / 4);  // 30-run histories per case: slower
+    for (int t = 0; t < trials; ++t)
+      main_run_trial(model, settings, targets[static_cast<std::size_t>(t) % targets.size()], shift, rng,
+                     tally);
+    main_tallies.push_back(tally);
+    std::string key = shift == 0 ? "aa" : "slower_" + std::to_string(static_cast<int>(shift * 100)) + "pct";
+    main[key] = {{"kernelwatch", tally.kernelwatch.to_json()},
+                 {"conbench", tally.conbench.to_json()},
+                 {"bencher", tally.bencher.to_json()}};
+  }
+  for (const auto& [label, pick_of] :
+       {std::pair{"main vs history", 0}, {"  Conbench rule", 1}, {"  Bencher rule", 2}}) {
+    const int pick = pick_of;  // a lambda may not capture a structured binding before C++20 in clang 14
+    auto of = [&](const MainTally& t) -> const Tally& {
+      return pick == 0 ? t.kernelwatch : pick == 1 ? t.conbench : t.bencher;
+    };
+    std::printf(
+        "%-28s %12s %14s %10s %10s %10s\n", (std::string(label) + (pick == 0 ? ", " + prior : "")).c_str(),
+        percent(static_cast<double>(of(main_tallies[0]).false_runs) / of(main_tallies[0]).runs).c_str(),
+        percent(static_cast<double>(of(main_tallies[0]).false_comparisons) / of(main_tallies[0]).comparisons)
+            .c_str(),
+        percent(static_cast<double>(of(main_tallies[1]).detected) / of(main_tallies[1]).runs).c_str(),
+        percent(static_cast<double>(of(main_tallies[2]).detected) / of(main_tallies[2]).runs).c_str(),
+        percent(static_cast<double>(of(main_tallies[3]).detected) / of(main_tallies[3]).runs).c_str());
+  }
+  return main;
+}
+
+struct Arguments {
+  std::string model_path = KW_DEFAULT_NOISE_MODEL, json_path;
+  Settings settings;
+  std::uint64_t seed = 20261123;
+  std::string large;  // empty: every D=128, S >= 2048 case
+};
+
+// The command line; nullopt (the usage printed) for one it does not know.
+std::optional<Arguments> parse_arguments(int argc, char** argv) {
+  Arguments args;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) throw std::runtime_error(arg + " needs a value");
+      return argv[++i];
+    };
+    if (arg == "--model")
+      args.model_path = value();
+    else if (arg == "--json")
+      args.json_path = value();
+    else if (arg == "--trials")
+      args.settings.trials = std::stoi(value());
+    else if (arg == "--seed")
+      args.seed = std::stoull(value());
+    else if (arg == "--replicates")
+      args.settings.replicates = std::stoi(value());
+    else if (arg == "--large-case")
+      args.large = value();  // a substring of the cases to slow
+    else if (arg == "--no-clocks")
+      args.settings.clocks = false;  // plain times, as before clocks were reported
+    else {
+      std::cerr
+          << "usage: kw-detector-bench [--model FILE] [--json OUT] [--trials N] [--seed S] [--replicates K] "
+             "[--large-case NAME] [--no-clocks]\n";
+      return std::nullopt;
+    }
+  }
+  return args;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::optional<Arguments> args = parse_arguments(argc, argv);
+  if (!args) return 2;
+  const std::string& model_path = args->model_path;
+  const std::string& json_path = args->json_path;
+  const std::uint64_t seed = args->seed;
+  Settings settings = args->settings;
+  auto started = std::chrono::steady_clock::now();
+  Model model = load_model(model_path);
+  const std::vector<std::size_t> targets = large_targets(model, args->large);
   if (targets.empty()) {
     std::cerr << "kw-detector-bench: no large case in the model\n";
     return 2;
@@ -411,60 +506,8 @@ int main(int argc, char** argv) {
     std::string prior = learned_noise ? "learned prior" : "default prior";
     // PR: A/A (no slowdown anywhere; the target is just another case) and
     // each slowdown of the large case.
-    json pr = json::object();
-    std::vector<double> shifts = {0, 0.01, 0.03, 0.05};
-    std::vector<Tally> pr_tallies;
-    for (double shift : shifts) {
-      std::mt19937_64 rng(seed + static_cast<std::uint64_t>(shift * 1000));
-      Tally tally;
-      for (int t = 0; t < settings.trials; ++t) {
-        std::size_t target = targets[static_cast<std::size_t>(t) % targets.size()];
-        Tally before = tally;
-        pr_run(model, settings, target, shift, rng, tally);
-        if (learned_noise && shift > 0)
-          per_case[model.cases[target].name][shift] += tally.detected - before.detected;
-      }
-      pr_tallies.push_back(tally);
-      pr[shift == 0 ? "aa" : "slower_" + std::to_string(static_cast<int>(shift * 100)) + "pct"] =
-          tally.to_json();
-    }
-    std::printf(
-        "%-28s %12s %14s %10s %10s %10s\n", ("pr A/B, " + prior).c_str(),
-        percent(static_cast<double>(pr_tallies[0].false_runs) / pr_tallies[0].runs).c_str(),
-        percent(static_cast<double>(pr_tallies[0].false_comparisons) / pr_tallies[0].comparisons).c_str(),
-        percent(static_cast<double>(pr_tallies[1].detected) / pr_tallies[1].runs).c_str(),
-        percent(static_cast<double>(pr_tallies[2].detected) / pr_tallies[2].runs).c_str(),
-        percent(static_cast<double>(pr_tallies[3].detected) / pr_tallies[3].runs).c_str());
-    json main = json::object();
-    std::vector<MainTally> main_tallies;
-    for (double shift : shifts) {
-      std::mt19937_64 rng(seed + 7 + static_cast<std::uint64_t>(shift * 1000));
-      MainTally tally;
-      int trials = std::max(100, settings.trials / 4);  // 30-run histories per case: slower
-      for (int t = 0; t < trials; ++t)
-        main_run_trial(model, settings, targets[static_cast<std::size_t>(t) % targets.size()], shift, rng,
-                       tally);
-      main_tallies.push_back(tally);
-      std::string key = shift == 0 ? "aa" : "slower_" + std::to_string(static_cast<int>(shift * 100)) + "pct";
-      main[key] = {{"kernelwatch", tally.kernelwatch.to_json()},
-                   {"conbench", tally.conbench.to_json()},
-                   {"bencher", tally.bencher.to_json()}};
-    }
-    for (auto [label, pick] :
-         {std::pair{"main vs history", 0}, {"  Conbench rule", 1}, {"  Bencher rule", 2}}) {
-      auto of = [&](const MainTally& t) -> const Tally& {
-        return pick == 0 ? t.kernelwatch : pick == 1 ? t.conbench : t.bencher;
-      };
-      std::printf(
-          "%-28s %12s %14s %10s %10s %10s\n", (std::string(label) + (pick == 0 ? ", " + prior : "")).c_str(),
-          percent(static_cast<double>(of(main_tallies[0]).false_runs) / of(main_tallies[0]).runs).c_str(),
-          percent(static_cast<double>(of(main_tallies[0]).false_comparisons) /
-                  of(main_tallies[0]).comparisons)
-              .c_str(),
-          percent(static_cast<double>(of(main_tallies[1]).detected) / of(main_tallies[1]).runs).c_str(),
-          percent(static_cast<double>(of(main_tallies[2]).detected) / of(main_tallies[2]).runs).c_str(),
-          percent(static_cast<double>(of(main_tallies[3]).detected) / of(main_tallies[3]).runs).c_str());
-    }
+    json pr = pr_scenario(model, settings, targets, seed, prior, per_case);
+    json main = main_scenario(model, settings, targets, seed, prior);
     results[learned_noise ? "learned_prior" : "default_prior"] = {{"pr", pr}, {"main", main}};
   }
   std::printf("\nPR A/B detection per large case (learned prior), %d runs each:\n",

@@ -76,6 +76,8 @@ App::App(ServerOptions options) : options_(std::move(options)) {
   add_profile_routes(*router_, *handler_context_);
   add_agent_routes(*router_, *handler_context_);
   add_project_routes(*router_, *handler_context_);
+  history_reads_ = std::make_unique<PgHistoryReads>(*pool_);
+  add_history_routes(*router_, *history_reads_, *read_cache_);
   add_token_routes(*router_, *handler_context_);
   add_download_routes(*router_, options_.kw_binary);
   add_static_files(*router_, options_.dashboard_dir);

@@ -18,6 +18,7 @@
 #include "notify/notifier.hpp"
 #include "store/change_feed.hpp"
 #include "store/database.hpp"
+#include "store/history_reads.hpp"
 #include "store/read_cache.hpp"
 
 namespace kw::server {
@@ -68,6 +69,7 @@ class App {
   std::unique_ptr<DatabaseMonitor> monitor_;
   std::unique_ptr<ConnectionPool> pool_;
   std::unique_ptr<ReadCache> read_cache_;
+  std::unique_ptr<HistoryReads> history_reads_;
   std::unique_ptr<ChangeFeed> change_feed_;
   std::unique_ptr<IngestService> ingest_;
   std::unique_ptr<HandlerContext> handler_context_;

@@ -124,182 +124,231 @@ int serve(const DatabaseChoice& choice, ServerOptions options, const std::string
   return 0;
 }
 
+// kw-server's own flags, and the ones read into ServerOptions after parsing.
+struct ServeFlags {
+  ServerOptions options;
+  std::string listen = "127.0.0.1:8080";
+  bool print_admin_token = false;
+  int statement_timeout_ms = static_cast<int>(options.statement_timeout.count());
+  std::size_t read_cache_mb = options.read_cache_bytes >> 20;
+  std::int64_t first_request_seconds = options.http.first_request_timeout.count();
+  std::int64_t idle_seconds = options.http.idle_timeout.count();
+};
+
+// Listening, threads, timeouts and limits.
+void add_http_options(CLI::App& cli, ServeFlags& flags) {
+  cli.add_option("--listen", flags.listen, "HOST:PORT to serve HTTP on")->capture_default_str();
+  cli.add_option("--threads", flags.options.http.threads, "HTTP I/O threads")->capture_default_str();
+  cli.add_option("--read-threads", flags.options.http.read_threads, "threads running GET and HEAD requests")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  cli.add_option("--write-threads", flags.options.http.write_threads,
+                 "threads running the other requests (ingest, jobs)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  cli.add_option("--statement-timeout-ms", flags.statement_timeout_ms,
+                 "a database statement running longer is cancelled and its request answered 503")
+      ->capture_default_str()
+      ->check(CLI::Range(100, 3600 * 1000));
+  cli.add_option("--read-cache-mb", flags.read_cache_mb,
+                 "memory for series and overview answers, kept until their project is written (0: none)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65536));
+  cli.add_option("--max-connections", flags.options.http.max_connections,
+                 "connections served at once; past them a connection gets 503 and Retry-After")
+      ->capture_default_str()
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20));
+  cli.add_option("--max-connections-per-address", flags.options.http.max_connections_per_address,
+                 "connections one client address may hold at once (behind a reverse proxy every client "
+                 "shares its address: raise it there)")
+      ->capture_default_str()
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20));
+  cli.add_option("--first-request-timeout", flags.first_request_seconds,
+                 "seconds a new connection has to send its first request's header (a kept-alive one has "
+                 "the idle timeout)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 3600));
+  cli.add_option("--idle-timeout", flags.idle_seconds,
+                 "seconds a kept-alive connection may wait for its next request")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 3600));
+  cli.add_option("--body-limit", flags.options.http.body_limit, "largest request body in bytes")
+      ->capture_default_str();
+}
+
+// Jobs, access, the files served, and where commit statuses and webhooks go.
+void add_service_options(CLI::App& cli, ServeFlags& flags) {
+  cli.add_option("--lease-seconds", flags.options.lease_seconds,
+                 "job lease length; agents heartbeat within it")
+      ->capture_default_str();
+  cli.add_option("--max-attempts", flags.options.max_attempts, "claims of a job before it is failed")
+      ->capture_default_str();
+  cli.add_flag(
+      "--read-token-required", flags.options.reads_need_token,
+      "GET endpoints need a token even on loopback (off loopback they always do, unless --open-reads)");
+  cli.add_flag("--open-reads", flags.options.open_reads,
+               "GET endpoints and the dashboard open to anyone, on any address");
+  cli.add_flag("--print-admin-token", flags.print_admin_token,
+               "print an admin token (kept in DATA_DIR/admin-token)");
+  flags.options.dashboard_dir = installed_or_built("dashboard", KW_DEFAULT_DASHBOARD_DIR);
+  cli.add_option("--dashboard-dir", flags.options.dashboard_dir, "the built dashboard to serve at /")
+      ->capture_default_str();
+  flags.options.kw_binary = installed_or_built("kw", KW_DEFAULT_KW_BINARY);
+  cli.add_option("--kw-binary", flags.options.kw_binary,
+                 "the kw served at /download/kw to CI jobs (empty: none)")
+      ->capture_default_str();
+  cli.add_option("--public-url", flags.options.notifications.public_url,
+                 "base URL of links in commit statuses and webhooks (default: http://LISTEN)");
+  cli.add_option("--github-api", flags.options.notifications.github_api, "GitHub REST API base URL")
+      ->capture_default_str();
+  cli.add_option("--github-token", flags.options.notifications.github_token,
+                 "token for commit statuses (or KW_GITHUB_TOKEN); statuses are sent only with one");
+  cli.add_option("--gitlab-api", flags.options.notifications.gitlab_api, "GitLab API v4 base URL")
+      ->capture_default_str();
+  cli.add_option("--gitlab-token", flags.options.notifications.gitlab_token,
+                 "token (api scope) for GitLab commit statuses (or KW_GITLAB_TOKEN); sent only with one");
+  cli.add_option("--webhook-secret", flags.options.notifications.webhook_secret,
+                 "HMAC-SHA256 key for webhook signatures (or KW_WEBHOOK_SECRET)");
+}
+
+// What the flags give as numbers becomes ServerOptions' durations; tokens
+// not given as flags come from the environment.
+void finish_serve_flags(ServeFlags& flags) {
+  flags.options.statement_timeout = std::chrono::milliseconds(flags.statement_timeout_ms);
+  flags.options.http.first_request_timeout = std::chrono::seconds(flags.first_request_seconds);
+  flags.options.http.idle_timeout = std::chrono::seconds(flags.idle_seconds);
+  flags.options.read_cache_bytes = flags.read_cache_mb << 20;
+
+  if (flags.options.notifications.github_token.empty()) {
+    if (const char* env = std::getenv("KW_GITHUB_TOKEN")) flags.options.notifications.github_token = env;
+  }
+  if (flags.options.notifications.gitlab_token.empty()) {
+    if (const char* env = std::getenv("KW_GITLAB_TOKEN")) flags.options.notifications.gitlab_token = env;
+  }
+  if (flags.options.notifications.webhook_secret.empty()) {
+    if (const char* env = std::getenv("KW_WEBHOOK_SECRET")) flags.options.notifications.webhook_secret = env;
+  }
+}
+
+// kw-server token ... and kw-server project ...: administration on the
+// database, working while the server runs.
+struct AdminCommands {
+  CLI::App* token = nullptr;
+  CLI::App* create = nullptr;
+  CLI::App* list = nullptr;
+  CLI::App* revoke = nullptr;
+  CLI::App* project = nullptr;
+  CLI::App* project_create = nullptr;
+  DatabaseChoice database;
+  std::string scope_text, name, revoke_target;
+  std::vector<std::string> token_projects;
+  std::string project_name, default_branch = "main";
+
+  bool parsed() const { return token->parsed() || project->parsed(); }
+};
+
+void add_admin_commands(CLI::App& cli, AdminCommands& admin) {
+  admin.token = cli.add_subcommand("token", "manage API tokens (works while the server runs)");
+  admin.token->require_subcommand(1);
+  admin.create = admin.token->add_subcommand("create", "create a token; prints it on the last line");
+  add_database_options(*admin.create, admin.database);
+  admin.create->add_option("--scope", admin.scope_text, "agent, ci, read or admin")
+      ->required()
+      ->check(CLI::IsMember({"agent", "ci", "read", "admin"}));
+  admin.create
+      ->add_option("--name", admin.name, "who the token is for; an agent token binds the agents it registers")
+      ->required();
+  admin.create->add_option(
+      "--project", admin.token_projects,
+      "a project the token may write, acknowledge and read (repeatable; creates it when missing); "
+      "none: every project");
+  admin.list = admin.token->add_subcommand("list", "list tokens (never their secrets)");
+  add_database_options(*admin.list, admin.database);
+  admin.revoke = admin.token->add_subcommand("revoke", "revoke a token by id or name");
+  add_database_options(*admin.revoke, admin.database);
+  admin.revoke->add_option("ID_OR_NAME", admin.revoke_target)->required();
+
+  admin.project = cli.add_subcommand("project", "manage projects (works while the server runs)");
+  admin.project->require_subcommand(1);
+  admin.project_create = admin.project->add_subcommand("create", "create a project");
+  add_database_options(*admin.project_create, admin.database);
+  admin.project_create->add_option("NAME", admin.project_name, "letters, digits, '-', '_' and '.'")
+      ->required();
+  admin.project_create
+      ->add_option("--default-branch", admin.default_branch, "the branch whose runs are baselines")
+      ->capture_default_str();
+}
+
+void list_tokens(pqxx::work& tx) {
+  for (const TokenInfo& info : TokenRepository::list(tx)) {
+    std::cout << info.id << "\t" << to_string(info.scope) << "\t" << info.name << "\t"
+              << (info.projects ? CLI::detail::join(*info.projects, ",") : std::string("all projects"))
+              << "\tcreated " << info.created_at
+              << (info.last_used_at.empty() ? "" : "\tlast used " + info.last_used_at)
+              << (info.revoked_at.empty() ? "" : "\trevoked " + info.revoked_at) << "\n";
+  }
+}
+
+int run_admin(const AdminCommands& admin) {
+  std::unique_ptr<EmbeddedPostgres> embedded;
+  std::string url = open_database(admin.database, embedded, true);
+  pqxx::connection connection(url);
+  apply_migrations(connection);
+  pqxx::work tx(connection);
+  if (admin.project_create->parsed()) {
+    kw::common::check_project_name(admin.project_name, "NAME");
+    if (!RunRepository::create_project(tx, admin.project_name, admin.default_branch)) {
+      std::cerr << "project \"" << admin.project_name << "\" exists\n";
+      return 1;
+    }
+    tx.commit();
+    std::cout << "created project \"" << admin.project_name << "\"\n";
+  } else if (admin.create->parsed()) {
+    std::optional<std::vector<std::string>> projects;
+    if (!admin.token_projects.empty()) {
+      for (const std::string& p : admin.token_projects) kw::common::check_project_name(p, "--project");
+      projects = admin.token_projects;
+    }
+    std::string secret = TokenRepository::create(tx, admin.name, *scope_from(admin.scope_text), projects);
+    tx.commit();
+    std::cerr << "created " << admin.scope_text << " token \"" << admin.name << "\""
+              << (projects ? " for project(s) " + CLI::detail::join(*projects, ", ") : std::string())
+              << "; it is shown once:\n";
+    std::cout << secret << std::endl;
+  } else if (admin.list->parsed()) {
+    list_tokens(tx);
+  } else if (admin.revoke->parsed()) {
+    int revoked = TokenRepository::revoke(tx, admin.revoke_target);
+    tx.commit();
+    if (revoked == 0) {
+      std::cerr << "no active token with id or name \"" << admin.revoke_target << "\"\n";
+      return 1;
+    }
+    std::cout << "revoked " << revoked << " token(s)\n";
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App cli{"kw-server: kernelwatch results server"};
   DatabaseChoice database;
-  ServerOptions options;
-  std::string listen = "127.0.0.1:8080";
-  bool print_admin_token = false;
+  ServeFlags flags;
   add_database_options(cli, database);
-  cli.add_option("--listen", listen, "HOST:PORT to serve HTTP on")->capture_default_str();
-  cli.add_option("--threads", options.http.threads, "HTTP I/O threads")->capture_default_str();
-  cli.add_option("--read-threads", options.http.read_threads, "threads running GET and HEAD requests")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 256));
-  cli.add_option("--write-threads", options.http.write_threads,
-                 "threads running the other requests (ingest, jobs)")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 256));
-  int statement_timeout_ms = static_cast<int>(options.statement_timeout.count());
-  cli.add_option("--statement-timeout-ms", statement_timeout_ms,
-                 "a database statement running longer is cancelled and its request answered 503")
-      ->capture_default_str()
-      ->check(CLI::Range(100, 3600 * 1000));
-  std::size_t read_cache_mb = options.read_cache_bytes >> 20;
-  cli.add_option("--read-cache-mb", read_cache_mb,
-                 "memory for series and overview answers, kept until their project is written (0: none)")
-      ->capture_default_str()
-      ->check(CLI::Range(0, 65536));
-  cli.add_option("--max-connections", options.http.max_connections,
-                 "connections served at once; past them a connection gets 503 and Retry-After")
-      ->capture_default_str()
-      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20));
-  cli.add_option("--max-connections-per-address", options.http.max_connections_per_address,
-                 "connections one client address may hold at once (behind a reverse proxy every client "
-                 "shares its address: raise it there)")
-      ->capture_default_str()
-      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20));
-  std::int64_t first_request_seconds = options.http.first_request_timeout.count();
-  cli.add_option("--first-request-timeout", first_request_seconds,
-                 "seconds a new connection has to send its first request's header (a kept-alive one has "
-                 "the idle timeout)")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 3600));
-  std::int64_t idle_seconds = options.http.idle_timeout.count();
-  cli.add_option("--idle-timeout", idle_seconds,
-                 "seconds a kept-alive connection may wait for its next request")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 3600));
-  cli.add_option("--body-limit", options.http.body_limit, "largest request body in bytes")
-      ->capture_default_str();
-  cli.add_option("--lease-seconds", options.lease_seconds, "job lease length; agents heartbeat within it")
-      ->capture_default_str();
-  cli.add_option("--max-attempts", options.max_attempts, "claims of a job before it is failed")
-      ->capture_default_str();
-  cli.add_flag(
-      "--read-token-required", options.reads_need_token,
-      "GET endpoints need a token even on loopback (off loopback they always do, unless --open-reads)");
-  cli.add_flag("--open-reads", options.open_reads,
-               "GET endpoints and the dashboard open to anyone, on any address");
-  cli.add_flag("--print-admin-token", print_admin_token,
-               "print an admin token (kept in DATA_DIR/admin-token)");
-  options.dashboard_dir = installed_or_built("dashboard", KW_DEFAULT_DASHBOARD_DIR);
-  cli.add_option("--dashboard-dir", options.dashboard_dir, "the built dashboard to serve at /")
-      ->capture_default_str();
-  options.kw_binary = installed_or_built("kw", KW_DEFAULT_KW_BINARY);
-  cli.add_option("--kw-binary", options.kw_binary, "the kw served at /download/kw to CI jobs (empty: none)")
-      ->capture_default_str();
-  cli.add_option("--public-url", options.notifications.public_url,
-                 "base URL of links in commit statuses and webhooks (default: http://LISTEN)");
-  cli.add_option("--github-api", options.notifications.github_api, "GitHub REST API base URL")
-      ->capture_default_str();
-  cli.add_option("--github-token", options.notifications.github_token,
-                 "token for commit statuses (or KW_GITHUB_TOKEN); statuses are sent only with one");
-  cli.add_option("--gitlab-api", options.notifications.gitlab_api, "GitLab API v4 base URL")
-      ->capture_default_str();
-  cli.add_option("--gitlab-token", options.notifications.gitlab_token,
-                 "token (api scope) for GitLab commit statuses (or KW_GITLAB_TOKEN); sent only with one");
-  cli.add_option("--webhook-secret", options.notifications.webhook_secret,
-                 "HMAC-SHA256 key for webhook signatures (or KW_WEBHOOK_SECRET)");
-
-  auto* token = cli.add_subcommand("token", "manage API tokens (works while the server runs)");
-  token->require_subcommand(1);
-  DatabaseChoice token_database;
-  std::string scope_text, name, revoke_target;
-  auto* create = token->add_subcommand("create", "create a token; prints it on the last line");
-  add_database_options(*create, token_database);
-  create->add_option("--scope", scope_text, "agent, ci, read or admin")
-      ->required()
-      ->check(CLI::IsMember({"agent", "ci", "read", "admin"}));
-  create->add_option("--name", name, "who the token is for; an agent token binds the agents it registers")
-      ->required();
-  std::vector<std::string> token_projects;
-  create->add_option(
-      "--project", token_projects,
-      "a project the token may write, acknowledge and read (repeatable; creates it when missing); "
-      "none: every project");
-  auto* list = token->add_subcommand("list", "list tokens (never their secrets)");
-  add_database_options(*list, token_database);
-  auto* revoke = token->add_subcommand("revoke", "revoke a token by id or name");
-  add_database_options(*revoke, token_database);
-  revoke->add_option("ID_OR_NAME", revoke_target)->required();
-
-  auto* project = cli.add_subcommand("project", "manage projects (works while the server runs)");
-  project->require_subcommand(1);
-  std::string project_name, default_branch = "main";
-  auto* project_create = project->add_subcommand("create", "create a project");
-  add_database_options(*project_create, token_database);
-  project_create->add_option("NAME", project_name, "letters, digits, '-', '_' and '.'")->required();
-  project_create->add_option("--default-branch", default_branch, "the branch whose runs are baselines")
-      ->capture_default_str();
-
+  add_http_options(cli, flags);
+  add_service_options(cli, flags);
+  AdminCommands admin;
+  add_admin_commands(cli, admin);
   try {
     cli.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
     return cli.exit(error);
   }
-  options.statement_timeout = std::chrono::milliseconds(statement_timeout_ms);
-  options.http.first_request_timeout = std::chrono::seconds(first_request_seconds);
-  options.http.idle_timeout = std::chrono::seconds(idle_seconds);
-  options.read_cache_bytes = read_cache_mb << 20;
-
-  if (options.notifications.github_token.empty()) {
-    if (const char* env = std::getenv("KW_GITHUB_TOKEN")) options.notifications.github_token = env;
-  }
-  if (options.notifications.gitlab_token.empty()) {
-    if (const char* env = std::getenv("KW_GITLAB_TOKEN")) options.notifications.gitlab_token = env;
-  }
-  if (options.notifications.webhook_secret.empty()) {
-    if (const char* env = std::getenv("KW_WEBHOOK_SECRET")) options.notifications.webhook_secret = env;
-  }
+  finish_serve_flags(flags);
   try {
-    if (!token->parsed() && !project->parsed()) return serve(database, options, listen, print_admin_token);
-
-    std::unique_ptr<EmbeddedPostgres> embedded;
-    std::string url = open_database(token_database, embedded, true);
-    pqxx::connection connection(url);
-    apply_migrations(connection);
-    pqxx::work tx(connection);
-    if (project_create->parsed()) {
-      kw::common::check_project_name(project_name, "NAME");
-      if (!RunRepository::create_project(tx, project_name, default_branch)) {
-        std::cerr << "project \"" << project_name << "\" exists\n";
-        return 1;
-      }
-      tx.commit();
-      std::cout << "created project \"" << project_name << "\"\n";
-    } else if (create->parsed()) {
-      std::optional<std::vector<std::string>> projects;
-      if (!token_projects.empty()) {
-        for (const std::string& p : token_projects) kw::common::check_project_name(p, "--project");
-        projects = token_projects;
-      }
-      std::string secret = TokenRepository::create(tx, name, *scope_from(scope_text), projects);
-      tx.commit();
-      std::cerr << "created " << scope_text << " token \"" << name << "\""
-                << (projects ? " for project(s) " + CLI::detail::join(*projects, ", ") : std::string())
-                << "; it is shown once:\n";
-      std::cout << secret << std::endl;
-    } else if (list->parsed()) {
-      for (const TokenInfo& info : TokenRepository::list(tx)) {
-        std::cout << info.id << "\t" << to_string(info.scope) << "\t" << info.name << "\t"
-                  << (info.projects ? CLI::detail::join(*info.projects, ",") : std::string("all projects"))
-                  << "\tcreated " << info.created_at
-                  << (info.last_used_at.empty() ? "" : "\tlast used " + info.last_used_at)
-                  << (info.revoked_at.empty() ? "" : "\trevoked " + info.revoked_at) << "\n";
-      }
-    } else if (revoke->parsed()) {
-      int revoked = TokenRepository::revoke(tx, revoke_target);
-      tx.commit();
-      if (revoked == 0) {
-        std::cerr << "no active token with id or name \"" << revoke_target << "\"\n";
-        return 1;
-      }
-      std::cout << "revoked " << revoked << " token(s)\n";
-    }
-    return 0;
+    if (!admin.parsed()) return serve(database, flags.options, flags.listen, flags.print_admin_token);
+    return run_admin(admin);
   } catch (const std::exception& error) {
     std::cerr << "kw-server: " << error.what() << std::endl;
     return 1;

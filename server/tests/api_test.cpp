@@ -19,7 +19,6 @@
 namespace kw::server::testing {
 namespace {
 
-using kw::testing::make_commit;
 using kw::testing::make_report;
 using kw::testing::ReportSpec;
 using nlohmann::json;
@@ -121,7 +120,7 @@ TEST_F(ApiTest, WrongMethodIs405) {
 TEST_F(ApiTest, ProjectsCasesRunsAndSeries) {
   for (int i = 0; i < 5; ++i) {
     ReportSpec spec;
-    spec.seed = static_cast<std::uint64_t>(100 + i);
+    spec.seed = 100 + static_cast<std::uint64_t>(i);
     spec.gpu_model = i % 2 == 0 ? "NVIDIA H100 80GB HBM3" : "NVIDIA L4";
     ASSERT_EQ(agent().post("/api/v1/runs", make_report(spec)).status, 201);
   }

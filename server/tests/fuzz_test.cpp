@@ -144,7 +144,7 @@ class FuzzTest : public ServerTest {
   }
   static int count_or(int fallback) {
     const char* text = std::getenv("KW_FUZZ_COUNT");
-    return text ? std::atoi(text) : fallback;
+    return text ? static_cast<int>(std::strtol(text, nullptr, 10)) : fallback;
   }
 };
 

@@ -284,7 +284,7 @@ TEST_F(NotificationTest, IngestDoesNotWaitForAReceiverThatNeverAnswers) {
   configure({{"webhook_url", "http://127.0.0.1:" + std::to_string(ntohs(address.sin_port)) + "/hook"}});
   for (int i = 0; i < 3; ++i) {
     ReportSpec spec;
-    spec.seed = static_cast<std::uint64_t>(100 + i);
+    spec.seed = 100 + static_cast<std::uint64_t>(i);
     auto started = std::chrono::steady_clock::now();
     auto response = agent().post("/api/v1/runs", make_report(spec));
     auto elapsed = std::chrono::steady_clock::now() - started;

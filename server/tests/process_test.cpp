@@ -154,7 +154,7 @@ TEST_F(ServerProcessTest, KillDuringIngestLosesNothingCommittedAndLeavesNoPartia
         ReportSpec spec;
         spec.cases = kCases;
         spec.samples = kSamples;
-        spec.seed = static_cast<std::uint64_t>(t * 100000 + i + 1);
+        spec.seed = static_cast<std::uint64_t>(t) * 100000 + static_cast<std::uint64_t>(i) + 1;
         try {
           auto response = client.post("/api/v1/runs", make_report(spec));
           if (response.status == 201) {
@@ -262,7 +262,7 @@ TEST_F(ServerProcessTest, RestartAfterPostgresWasKilledToo) {
   std::set<std::int64_t> acknowledged;
   kw::http::Client client(url, token);
   for (int i = 0; i < 3; ++i) {
-    auto response = client.post("/api/v1/runs", make_report(seeded(static_cast<std::uint64_t>(i + 1))));
+    auto response = client.post("/api/v1/runs", make_report(seeded(static_cast<std::uint64_t>(i) + 1)));
     ASSERT_EQ(response.status, 201);
     acknowledged.insert(response.json()["run_id"].get<std::int64_t>());
   }

@@ -114,9 +114,9 @@ TEST(ProfileGpuTest, AnAgentRunsAProfileJobAndPostsItsSummary) {
         {"launch_count", 3},
         {"kernel",
          "attention"}}}}.dump();
-  kw::testing::ChildProcess stand_in({"/usr/bin/env", "python3",
-                                      KW_SOURCE_DIR "/tests/support/kw_server_stand_in.py", job.string(),
-                                      record.string()});
+  const std::string stand_in_script = std::string(KW_SOURCE_DIR) + "/tests/support/kw_server_stand_in.py";
+  kw::testing::ChildProcess stand_in(
+      {"/usr/bin/env", "python3", stand_in_script, job.string(), record.string()});
   const std::string port = stand_in.wait_for("^[0-9]+");
   auto result =
       kw::testing::run_command({KW_BINARY, "agent", "--once", "--server", "http://127.0.0.1:" + port,

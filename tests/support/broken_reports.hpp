@@ -39,7 +39,8 @@ inline nlohmann::json load_example_report(const std::string& data_dir) {
   return nlohmann::json::parse(in);
 }
 
-inline std::vector<BrokenReport> broken_reports() {
+// The run's head and its stages.
+inline std::vector<BrokenReport> broken_heads() {
   using nlohmann::json;
   return {
       {"UnknownSchema", [](json& r) { r["schema"] = "kernelwatch.run/2"; },
@@ -104,6 +105,13 @@ inline std::vector<BrokenReport> broken_reports() {
        "stages[1].name: stage \"build\" appears twice"},
       {"NegativeDuration", [](json& r) { r["stages"][3]["duration_ms"] = -5; },
        "stages[3].duration_ms: must not be negative"},
+  };
+}
+
+// Measurements, launches, correctness, timestamps and the device.
+inline std::vector<BrokenReport> broken_measurements() {
+  using nlohmann::json;
+  return {
       {"NegativeSample", [](json& r) { r["cases"][3]["measurements"][0]["samples_ns"][7] = -1.0; },
        "cases[3].measurements[0].samples_ns[7]: must be finite and > 0"},
       {"ZeroSample", [](json& r) { r["cases"][1]["measurements"][2]["samples_ns"][0] = 0; },
@@ -184,6 +192,14 @@ inline std::vector<BrokenReport> broken_reports() {
        },
        "report: must be an object, got array"},
   };
+}
+
+// Reports that each break one rule of docs/run-report.md, with the error
+// kw validate and kw-server give.
+inline std::vector<BrokenReport> broken_reports() {
+  std::vector<BrokenReport> all = broken_heads();
+  for (BrokenReport& broken : broken_measurements()) all.push_back(std::move(broken));
+  return all;
 }
 
 }  // namespace kw::testing

@@ -73,7 +73,7 @@ class ChildProcess {
     return match.size() > 1 ? match[1].str() : match[0].str();
   }
 
-  void signal(int number) { kill(pid_, number); }
+  void signal(int number) const { kill(pid_, number); }
 
   // Waits for the process, then for the last of its output.
   int wait_exit() {

@@ -10,6 +10,7 @@
 #include <csignal>
 #include <filesystem>
 #include <memory>
+#include <stdexcept>
 
 #include <gtest/gtest.h>
 
@@ -28,11 +29,12 @@ inline int free_port() {
   address.sin_family = AF_INET;
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   socklen_t length = sizeof(address);
-  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  int port = ntohs(address.sin_port);
-  close(fd);
-  return port;
+  // Port 0: the kernel picks a free one, which getsockname reads back.
+  const bool bound = fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0 &&
+                     getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0;
+  if (fd >= 0) close(fd);
+  if (!bound) throw std::runtime_error("free_port: no loopback port to bind");
+  return ntohs(address.sin_port);
 }
 
 class ServerUnderTest {

@@ -17,7 +17,7 @@ inline CommandResult run_command(const std::vector<std::string>& argv) {
   common::ChildSpec spec;
   spec.argv = argv;
   spec.timeout_s = 600;
-  spec.tail_bytes = 4 * 1024 * 1024;
+  spec.tail_bytes = std::size_t{4} * 1024 * 1024;
   common::ChildOutcome outcome = common::run_child(spec);
   return {outcome.exit_code > 128 ? -(outcome.exit_code - 128) : outcome.exit_code, outcome.output_tail};
 }

@@ -40,7 +40,8 @@ struct DetectionSettings {
   // what the run itself shows.
   double prior_df = 8;
   // A replicate this many between-replicate sds (and at least 3%) from its
-  // side's median is an outlier and left out (fewer than half of a side).
+  // side's median, with few others near it, is an outlier and left out
+  // (fewer than half of a side).
   double outlier_sds = 6;
 };
 

@@ -81,14 +81,13 @@ std::string brake_reason(const Case* head_case, const Measurement& head, const M
   const double base_braked = in_job_base ? throttled_share(*in_job_base) : 0;
   if (!braking || std::max(head_braked, base_braked) <= kMostlyThrottled) return {};
   char why[240];
-  std::snprintf(
-      why, sizeof(why),
-      "not judged: %.0f%% of the head's samples%s were taken while the GPU braked (thermal or "
-      "hardware slowdown); a comparison of them would be the GPU's, not the code's",
-      100 * head_braked,
-      in_job_base
-          ? (" and " + std::to_string(static_cast<int>(100 * base_braked + 0.5)) + "% of the base's").c_str()
-          : "");
+  std::snprintf(why, sizeof(why),
+                "not judged: %.0f%% of the head's samples%s were taken while the GPU braked (thermal or "
+                "hardware slowdown); a comparison of them would be the GPU's, not the code's",
+                100 * head_braked,
+                in_job_base
+                    ? (" and " + std::to_string(std::lround(100 * base_braked)) + "% of the base's").c_str()
+                    : "");
   return why;
 }
 
@@ -203,7 +202,7 @@ std::optional<MachineDrift> machine_drift(const std::vector<Comparison*>& compar
 
 }  // namespace
 
-RunDecision decide_run(std::vector<Comparison*> comparisons, const DetectionSettings& settings) {
+RunDecision decide_run(const std::vector<Comparison*>& comparisons, const DetectionSettings& settings) {
   RunDecision run;
   for (bool candidates : {true, false}) {
     std::vector<CaseTest> tests;

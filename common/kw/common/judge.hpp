@@ -144,6 +144,6 @@ struct RunDecision {
   std::size_t candidate_comparisons = 0;  // judged, not counting those without a baseline
   std::optional<MachineDrift> machine_drift;
 };
-RunDecision decide_run(std::vector<Comparison*> comparisons, const DetectionSettings& settings);
+RunDecision decide_run(const std::vector<Comparison*>& comparisons, const DetectionSettings& settings);
 
 }  // namespace kw::common

@@ -42,6 +42,46 @@ ChildSpec shell(const std::string& command, const std::filesystem::path& cwd, do
   return spec;
 }
 
+namespace {
+
+// The child's side of run_child, between fork and exec: its own process
+// group, the pipe as stdout and stderr, the spec's directory, environment and
+// user. It never returns.
+[[noreturn]] void exec_child(const ChildSpec& spec, int out_fd, pid_t parent, bool drop, uid_t uid,
+                             gid_t gid) {
+  setpgid(0, 0);
+  // A parent that blocks signals for sigwait (kw-server) must not pass that on.
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  dup2(out_fd, STDOUT_FILENO);
+  dup2(out_fd, STDERR_FILENO);
+  int null_fd = open("/dev/null", O_RDONLY);
+  if (null_fd >= 0) dup2(null_fd, STDIN_FILENO);
+  if (!spec.cwd.empty() && chdir(spec.cwd.c_str()) != 0) {
+    dprintf(STDERR_FILENO, "cannot enter %s: %s\n", spec.cwd.c_str(), std::strerror(errno));
+    _exit(126);
+  }
+  for (const auto& [key, value] : spec.env) setenv(key.c_str(), value.c_str(), 1);
+  if (drop && (setgroups(0, nullptr) != 0 || setgid(gid) != 0 || setuid(uid) != 0)) {
+    dprintf(STDERR_FILENO, "cannot switch to user %s: %s\n", spec.run_as.c_str(), std::strerror(errno));
+    _exit(126);
+  }
+  // After the user switch, which clears it; a parent already gone is the signal.
+  if (spec.parent_death_signal != 0 &&
+      (prctl(PR_SET_PDEATHSIG, spec.parent_death_signal) != 0 || getppid() != parent)) {
+    _exit(125);
+  }
+  std::vector<char*> args;
+  for (const std::string& arg : spec.argv) args.push_back(const_cast<char*>(arg.c_str()));
+  args.push_back(nullptr);
+  execvp(args[0], args.data());
+  dprintf(STDERR_FILENO, "cannot run %s: %s\n", args[0], std::strerror(errno));
+  _exit(127);
+}
+
+}  // namespace
+
 ChildOutcome run_child(const ChildSpec& spec, const std::atomic<bool>& stop) {
   if (spec.argv.empty()) throw std::invalid_argument("run_child: empty argv");
   uid_t uid = 0;
@@ -60,37 +100,7 @@ ChildOutcome run_child(const ChildSpec& spec, const std::atomic<bool>& stop) {
   const pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
-  if (pid == 0) {
-    setpgid(0, 0);
-    // A parent that blocks signals for sigwait (kw-server) must not pass that on.
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
-    dup2(fds[1], STDOUT_FILENO);
-    dup2(fds[1], STDERR_FILENO);
-    int null_fd = open("/dev/null", O_RDONLY);
-    if (null_fd >= 0) dup2(null_fd, STDIN_FILENO);
-    if (!spec.cwd.empty() && chdir(spec.cwd.c_str()) != 0) {
-      dprintf(STDERR_FILENO, "cannot enter %s: %s\n", spec.cwd.c_str(), std::strerror(errno));
-      _exit(126);
-    }
-    for (const auto& [key, value] : spec.env) setenv(key.c_str(), value.c_str(), 1);
-    if (drop && (setgroups(0, nullptr) != 0 || setgid(gid) != 0 || setuid(uid) != 0)) {
-      dprintf(STDERR_FILENO, "cannot switch to user %s: %s\n", spec.run_as.c_str(), std::strerror(errno));
-      _exit(126);
-    }
-    // After the user switch, which clears it; a parent already gone is the signal.
-    if (spec.parent_death_signal != 0 &&
-        (prctl(PR_SET_PDEATHSIG, spec.parent_death_signal) != 0 || getppid() != parent)) {
-      _exit(125);
-    }
-    std::vector<char*> args;
-    for (const std::string& arg : spec.argv) args.push_back(const_cast<char*>(arg.c_str()));
-    args.push_back(nullptr);
-    execvp(args[0], args.data());
-    dprintf(STDERR_FILENO, "cannot run %s: %s\n", args[0], std::strerror(errno));
-    _exit(127);
-  }
+  if (pid == 0) exec_child(spec, fds[1], parent, drop, uid, gid);
   setpgid(pid, pid);  // also from here, so the group exists before any kill
   close(fds[1]);
 

@@ -12,7 +12,7 @@ namespace kwbench::cupti {
 
 // CUDA 13's CUPTI delivers CONCURRENT_KERNEL records as CUpti_ActivityKernel10.
 using KernelRecord = CUpti_ActivityKernel10;
-inline constexpr std::size_t kBufferBytes = 8 * 1024 * 1024;
+inline constexpr std::size_t kBufferBytes = std::size_t{8} * 1024 * 1024;
 
 // The record's kernel fields, or null for any other kind of record.
 inline const KernelRecord* kernel_of(const CUpti_Activity* record) {

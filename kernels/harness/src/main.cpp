@@ -302,6 +302,103 @@ std::size_t preflight_index(const std::string& stage) {
   return static_cast<std::size_t>(it - kPreflightCaseStages.begin());
 }
 
+// The command line of a child that runs the cases listed in `list_path`,
+// writing its lines to `lines_path`, with what each stage has left.
+std::vector<std::string> child_argv(const Options& options, const std::string& self,
+                                    const std::string& list_path, const std::string& lines_path,
+                                    std::size_t preflight_stages,
+                                    const std::map<std::string, double>& stage_left) {
+  std::vector<std::string> argv = {self,
+                                   "--stage",
+                                   options.stage,
+                                   "--child-cases",
+                                   list_path,
+                                   "--preflight-stages",
+                                   std::to_string(preflight_stages),
+                                   "--json",
+                                   lines_path,
+                                   "--case-timeout",
+                                   std::to_string(options.case_timeout),
+                                   "--seed",
+                                   std::to_string(options.bench.seed),
+                                   "--noise-target",
+                                   std::to_string(options.bench.noise_target),
+                                   "--max-seconds",
+                                   std::to_string(options.bench.max_seconds),
+                                   "--min-samples",
+                                   std::to_string(options.bench.min_samples),
+                                   "--max-samples",
+                                   std::to_string(options.bench.max_samples),
+                                   "--impls",
+                                   options.bench.impls,
+                                   "--order-offset",
+                                   std::to_string(options.bench.order_offset),
+                                   "--energy-seconds",
+                                   std::to_string(options.bench.energy_seconds)};
+  for (const auto& [stage, left] : stage_left)
+    argv.insert(argv.end(), {"--stage-timeout", stage + "=" + std::to_string(std::max(0.0, left))});
+  return argv;
+}
+
+// Why a child ended before its cases did; "" when the case already
+// reported its own failure. `stage_out_of_time` when the stage that was
+// running (`running_stage`, "" between cases) had spent its budget: the
+// child's time less its reported stages' (`reported_seconds`).
+std::string child_end_cause(const Options& options, const kw::common::ChildOutcome& child,
+                            double reported_seconds, const std::map<std::string, double>& stage_left,
+                            const std::string& running_stage, bool& stage_out_of_time) {
+  if (child.timed_out || child.exit_code == 128 + SIGALRM) {
+    if (auto left = stage_left.find(running_stage);
+        left != stage_left.end() && left->second - (child.seconds - reported_seconds) <= 1) {
+      stage_out_of_time = true;
+      return "timed out: the " + running_stage + " stage's " +
+             std::to_string(static_cast<int>(options.stage_timeouts.at(running_stage))) + " s ran out";
+    }
+    return "timed out after " + std::to_string(static_cast<int>(options.case_timeout)) + " s";
+  }
+  if (child.exit_code == 4) return "";  // the case failed and broke the CUDA context: already reported
+  if (child.exit_code > 128) return std::string("crashed: ") + strsignal(child.exit_code - 128);
+  return "the bench process " + child.describe() + " without a result";
+}
+
+// What a child wrote to its lines file: each case stage's result, the case
+// it had started when it ended, how many cases it finished, and a fatal
+// error that leaves nothing able to run.
+struct ChildLines {
+  std::vector<CaseRun> results;
+  std::string started, started_stage, fatal;
+  std::size_t finished = 0;
+};
+
+ChildLines read_child_lines(const std::string& lines_path, const std::string& stage,
+                            const std::string& output_tail) {
+  ChildLines lines;
+  std::ifstream in(lines_path);
+  for (std::string text; std::getline(in, text);) {
+    json line;
+    try {
+      line = json::parse(text);
+    } catch (const std::exception&) {
+      break;  // a line cut short by the crash
+    }
+    if (line.contains("fatal")) {
+      lines.fatal = line["fatal"];
+    } else if (line.contains("started")) {
+      lines.started = line["started"];
+      lines.started_stage = line.value("stage", stage);
+    } else if (line.contains("result")) {
+      CaseRun run{line.value("stage", stage), lines.started, outcome_from_line(line),
+                  line["result"].value("seconds", 0.0), ""};
+      if (run.outcome.status == "failed") run.output = output_tail;
+      lines.results.push_back(std::move(run));
+      lines.started.clear();
+    } else if (line.contains("finished")) {
+      ++lines.finished;
+    }
+  }
+  return lines;
+}
+
 // Runs `names` in child processes, a fresh one after each crash, timeout or
 // broken context, continuing at the case after the one that ended it.
 std::vector<CaseRun> run_in_children(const Options& options, const std::vector<std::string>& names,
@@ -323,74 +420,26 @@ std::vector<CaseRun> run_in_children(const Options& options, const std::vector<s
       for (std::size_t i = next; i < names.size(); ++i) list << names[i] << "\n";
     }
     std::ofstream(lines_path, std::ios::trunc).close();
-    std::vector<std::string> argv = {self,
-                                     "--stage",
-                                     options.stage,
-                                     "--child-cases",
-                                     list_path,
-                                     "--preflight-stages",
-                                     std::to_string(preflight_stages),
-                                     "--json",
-                                     lines_path,
-                                     "--case-timeout",
-                                     std::to_string(options.case_timeout),
-                                     "--seed",
-                                     std::to_string(options.bench.seed),
-                                     "--noise-target",
-                                     std::to_string(options.bench.noise_target),
-                                     "--max-seconds",
-                                     std::to_string(options.bench.max_seconds),
-                                     "--min-samples",
-                                     std::to_string(options.bench.min_samples),
-                                     "--max-samples",
-                                     std::to_string(options.bench.max_samples),
-                                     "--impls",
-                                     options.bench.impls,
-                                     "--order-offset",
-                                     std::to_string(options.bench.order_offset),
-                                     "--energy-seconds",
-                                     std::to_string(options.bench.energy_seconds)};
-    for (const auto& [stage, left] : stage_left)
-      argv.insert(argv.end(), {"--stage-timeout", stage + "=" + std::to_string(std::max(0.0, left))});
+    std::vector<std::string> argv =
+        child_argv(options, self, list_path, lines_path, preflight_stages, stage_left);
     const std::size_t runs_before = runs.size();
     kw::common::ChildSpec spec;
     spec.argv = argv;
     // The per-case alarm ends a hung case; this bounds a child that hangs
     // outside one (at start-up or teardown).
     spec.timeout_s = options.case_timeout * static_cast<double>(names.size() - next + 1) + 60;
-    spec.tail_bytes = 64 * 1024;
+    spec.tail_bytes = std::size_t{64} * 1024;
     spec.echo = true;
     kw::common::ChildOutcome child = kw::common::run_child(spec);
 
-    std::ifstream in(lines_path);
-    std::string started, started_stage;
-    std::string fatal;
-    std::size_t finished = 0;
-    for (std::string text; std::getline(in, text);) {
-      json line;
-      try {
-        line = json::parse(text);
-      } catch (const std::exception&) {
-        break;  // a line cut short by the crash
-      }
-      if (line.contains("fatal")) {
-        fatal = line["fatal"];
-      } else if (line.contains("started")) {
-        started = line["started"];
-        started_stage = line.value("stage", options.stage);
-      } else if (line.contains("result")) {
-        CaseRun run{line.value("stage", options.stage), started, outcome_from_line(line),
-                    line["result"].value("seconds", 0.0), ""};
-        if (run.outcome.status == "failed") run.output = child.output_tail;
-        record(std::move(run));
-        started.clear();
-      } else if (line.contains("finished")) {
-        ++finished;
-      }
-    }
+    ChildLines lines = read_child_lines(lines_path, options.stage, child.output_tail);
+    for (CaseRun& run : lines.results) record(std::move(run));
+    const std::string& started = lines.started;
+    const std::string& started_stage = lines.started_stage;
+    const std::string& fatal = lines.fatal;
+    const std::size_t finished = lines.finished;
     next += finished;
     if (next >= names.size()) break;
-    std::string cause;
     if (!fatal.empty()) {
       // Nothing can run here (no device, no context): every remaining case fails alike.
       for (; next < names.size(); ++next) {
@@ -402,26 +451,11 @@ std::vector<CaseRun> run_in_children(const Options& options, const std::vector<s
       }
       break;
     }
+    double reported = 0;
+    for (std::size_t i = runs_before; i < runs.size(); ++i) reported += runs[i].seconds;
     bool stage_out_of_time = false;
-    if (child.timed_out || child.exit_code == 128 + SIGALRM) {
-      cause = "timed out after " + std::to_string(static_cast<int>(options.case_timeout)) + " s";
-      // What the running stage had spent when the alarm came: the child's
-      // time less its reported stages'.
-      double reported = 0;
-      for (std::size_t i = runs_before; i < runs.size(); ++i) reported += runs[i].seconds;
-      if (auto left = stage_left.find(started_stage);
-          !started.empty() && left != stage_left.end() && left->second - (child.seconds - reported) <= 1) {
-        cause = "timed out: the " + started_stage + " stage's " +
-                std::to_string(static_cast<int>(options.stage_timeouts.at(started_stage))) + " s ran out";
-        stage_out_of_time = true;
-      }
-    } else if (child.exit_code == 4) {
-      cause = "";  // the case failed and broke the CUDA context: already reported
-    } else if (child.exit_code > 128) {
-      cause = std::string("crashed: ") + strsignal(child.exit_code - 128);
-    } else {
-      cause = "the bench process " + child.describe() + " without a result";
-    }
+    const std::string cause = child_end_cause(options, child, reported, stage_left,
+                                              started.empty() ? "" : started_stage, stage_out_of_time);
     if (!cause.empty()) {
       // The case's stage that was running when the child ended fails with
       // the cause; ended between cases, the next case fails. Its stages that
@@ -724,7 +758,7 @@ int main(int argc, char** argv) {
     options.bench.order_offset = static_cast<unsigned>(options.order_seed % 7919);
   for (const std::string& entry : stage_timeouts) {
     std::size_t eq = entry.find('=');
-    double seconds = eq == std::string::npos ? -1 : std::atof(entry.c_str() + eq + 1);
+    double seconds = eq == std::string::npos ? -1 : std::strtod(entry.c_str() + eq + 1, nullptr);
     if (eq == std::string::npos || preflight_index(entry.substr(0, eq)) == kPreflightCaseStages.size() ||
         !(seconds >= 0)) {
       std::cerr << "--stage-timeout: expected STAGE=SECONDS with STAGE one of launch_geometry, correctness, "

@@ -35,8 +35,18 @@ class HarnessGpuTest : public ::testing::Test {
     std::ifstream in(out);
     EXPECT_TRUE(in.good()) << "no JSON written\n" << last_.output;
     json document = in ? json::parse(in) : json::object();
+    if (in) expect_stage_schema(out);
     fs::remove(out);
     return document;
+  }
+
+  // The document is what kernels/stage.schema.json says, as kwbench.py's
+  // are (kernels/python/tests): one protocol, two harnesses.
+  static void expect_stage_schema(const fs::path& document) {
+    const kw::testing::CommandResult check =
+        kw::testing::run_command({"python3", KW_SOURCE_DIR "/tests/support/json_schema.py",
+                                  KW_SOURCE_DIR "/kernels/stage.schema.json", document.string()});
+    EXPECT_EQ(check.exit_code, 0) << check.output;
   }
 
   static json case_named(const json& document, const std::string& name) {
@@ -111,7 +121,7 @@ TEST_F(HarnessGpuTest, EnergyPerIterationFollowsTheWork) {
       const double seconds = m["median_ns"].get<double>() * 1e-9;
       EXPECT_GT(watts, 30) << m["impl"];
       EXPECT_LT(watts, 1500) << m["impl"];
-      EXPECT_EQ(m["energy_replicates"], json({0}));
+      EXPECT_EQ(m["energy_replicates"], json::array({0}));
       // The energy window runs without the timed rounds' L2 flush: within 40%.
       EXPECT_NEAR(joules / (watts * seconds), 1.0, 0.4) << m["impl"] << " " << m.dump().substr(0, 300);
     }
@@ -261,6 +271,11 @@ TEST_F(HarnessGpuTest, ListAndUnknownCase) {
   auto listed = kw::testing::run_command({KW_BROKEN_BENCH, "--list"});
   EXPECT_EQ(listed.exit_code, 0);
   EXPECT_NE(listed.output.find("broken.block128\n"), std::string::npos);
+  const fs::path list_json =
+      fs::temp_directory_path() / ("kwbench-test-" + std::to_string(getpid()) + "-list.json");
+  EXPECT_EQ(kw::testing::run_command({KW_BROKEN_BENCH, "--list", "--json", list_json.string()}).exit_code, 0);
+  expect_stage_schema(list_json);
+  fs::remove(list_json);
   json document = stage(KW_BROKEN_BENCH, "correctness", {"--case", "nothing*"});
   EXPECT_EQ(document["stage"]["message"], "no case matches \"nothing*\"");
 }

@@ -176,5 +176,42 @@ class Stages(unittest.TestCase):
         self.assertIn("no case named 'saxpy/none'", err)
 
 
+class StageJsonSchema(unittest.TestCase):
+    """Every document kwbench.py writes, passing or failing, is what
+    kernels/stage.schema.json says the C++ kwbench writes too (the GPU test
+    holds the C++ side to the same file)."""
+
+    @classmethod
+    def setUpClass(cls):
+        root = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
+        sys.path.insert(0, os.path.join(root, "tests", "support"))
+        import json_schema  # noqa: E402
+        cls.validate = staticmethod(json_schema.validate)
+        with open(os.path.join(root, "kernels", "stage.schema.json")) as f:
+            cls.schema = json.load(f)
+
+    def assert_valid(self, document, what):
+        self.assertIsNotNone(document, what + ": no JSON written")
+        self.assertEqual(self.validate(self.schema, document), [], what)
+
+    def test_the_case_list(self):
+        _, document, _ = run("--list")
+        self.assert_valid(document, "--list")
+
+    def test_every_stage(self):
+        for stage in ("load", "launch_geometry", "correctness", "quick_bench", "full_bench"):
+            _, document, _ = run("--stage", stage, "--max-seconds", "0.2")
+            self.assert_valid(document, stage)
+            self.assertEqual(document["stage"]["name"], stage)
+
+    def test_a_document_off_the_schema_is_named(self):
+        _, document, _ = run("--stage", "full_bench", "--case", "saxpy/ok", "--max-seconds", "0.2")
+        document["cases"][0]["measurements"][0]["samples_ns"][0] = -1.0
+        document["stage"]["status"] = "ok"
+        problems = " ".join(self.validate(self.schema, document))
+        self.assertIn("$.cases[0].measurements[0].samples_ns[0]: -1.0 must be above 0", problems)
+        self.assertIn('$.stage.status: "ok" is not one of', problems)
+
+
 if __name__ == "__main__":
     unittest.main()

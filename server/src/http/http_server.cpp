@@ -219,7 +219,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void write_slice(std::shared_ptr<const std::string> body, std::size_t offset, bool keep_alive) {
-    constexpr std::size_t kSlice = 256 * 1024;
+    constexpr std::size_t kSlice = std::size_t{256} * 1024;
     if (offset >= body->size()) return after_write(keep_alive);
     const std::size_t size = std::min(kSlice, body->size() - offset);
     stream_.expires_after(server_.options_.read_timeout);

@@ -29,7 +29,7 @@ struct HttpOptions {
   std::string address = "127.0.0.1";
   unsigned short port = 8080;  // 0 picks a free port
   int threads = 4;
-  std::size_t body_limit = 16 * 1024 * 1024;
+  std::size_t body_limit = std::size_t{16} * 1024 * 1024;
   std::chrono::seconds read_timeout{30};  // to receive one whole request
   std::chrono::seconds idle_timeout{60};  // keep-alive wait for the next request
   // Connections served at once; one more is answered 503 with Retry-After

@@ -129,7 +129,7 @@ Response Router::handle(Request& request) {
   } catch (const pqxx::sql_error& error) {
     // Connection exceptions, operator intervention (a statement timeout, a
     // shutdown) and insufficient resources pass; anything else is a bug.
-    const std::string state = error.sqlstate();
+    const std::string& state = error.sqlstate();
     if (state.rfind("08", 0) == 0 || state.rfind("57", 0) == 0 || state.rfind("53", 0) == 0) {
       response = Response::error(503, "database_unavailable", "database: " + std::string(error.what()));
     } else {

@@ -144,7 +144,7 @@ OutboundResponse post_json(const std::string& url_text, const std::string& body,
     tls_stream.set_verify_callback(ssl::host_name_verification(url.host));
   }
   resolver.async_resolve(
-      url.host, url.port, [&](beast::error_code ec, tcp::resolver::results_type endpoints) {
+      url.host, url.port, [&](beast::error_code ec, const tcp::resolver::results_type& endpoints) {
         if (ec) return finish(ec);
         step = "connect";
         plain.expires_at(std::min(deadline, std::chrono::steady_clock::now() + timeouts.connect));

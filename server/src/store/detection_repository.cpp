@@ -427,6 +427,93 @@ struct DetectionRepository::Plan {
   json detection;                 // the run's decision, stored with it
 };
 
+namespace {
+
+// What judging a run's cases reads, fetched once per run.
+struct PlanInputs {
+  const ProjectSettings& project;
+  const common::RunReport& report;
+  const common::DetectionSettings& detection;
+  const std::map<std::string, Baseline>& baselines;
+  const std::map<std::int64_t, std::vector<Measurement>>& base_measurements;
+  const std::map<std::string, common::CaseHistory>& history;
+  const common::GpuNoise& gpu_noise;
+};
+
+// One case's comparisons: each implementation's time, and the candidate's
+// energy where both sides measured it.
+void judge_case(const PlanInputs& in, const common::Case& c, std::vector<ComparisonRow>& rows) {
+  static const std::vector<Measurement> kNone;
+  static const common::CaseHistory kNoHistory;
+  auto b = in.baselines.find(c.name);
+  const Baseline* baseline = b == in.baselines.end() ? nullptr : &b->second;
+  auto stored = baseline ? in.base_measurements.find(baseline->case_id) : in.base_measurements.end();
+  const std::vector<Measurement>& base = stored == in.base_measurements.end() ? kNone : stored->second;
+  auto h = in.history.find(c.name);
+  const common::CaseHistory& case_history = h == in.history.end() ? kNoHistory : h->second;
+  const common::NoiseModel noise = common::case_noise(case_history, in.gpu_noise, in.detection);
+  CaseThreshold threshold = threshold_for(in.project, in.report, c.name);
+  for (const Measurement& m : c.measurements) {
+    const Measurement* in_job = nullptr;
+    for (const Measurement& bm : c.base_measurements) {
+      if (bm.impl == m.impl) in_job = &bm;
+    }
+    // Only the candidate has a stored history; a baseline implementation
+    // is judged against the baseline run alone.
+    common::ComparedWith with{in_job, find_impl(base, m.impl), baseline != nullptr, {}};
+    if (m.is_candidate() && baseline) with.history = case_history.through(baseline->run_id);
+    rows.push_back(
+        as_row(common::judge_time(c.name, &c, m, std::move(with), noise, threshold.value, in.detection),
+               baseline, threshold.source, in.report.base_commit));
+    if (!m.is_candidate()) continue;
+    if (auto energy = common::judge_energy(c.name, m, in_job, find_impl(base, m.impl),
+                                           in.project.energy_threshold, in.detection)) {
+      // Not judged when its time was not: the GPU braked.
+      if (!rows.back().throttled_out)
+        rows.push_back(as_row(std::move(*energy), baseline, "project setting (energy_threshold)",
+                              in.report.base_commit));
+    }
+  }
+}
+
+// Cases are independent: they are judged on every core (at most 8), in
+// the order the report lists them.
+std::vector<ComparisonRow> judge_cases(const PlanInputs& in) {
+  std::vector<const common::Case*> measured;
+  for (const common::Case& c : in.report.cases) {
+    if (c.candidate()) measured.push_back(&c);
+  }
+  auto judge_range = [&](std::size_t begin, std::size_t end) {
+    std::vector<ComparisonRow> rows;
+    for (std::size_t i = begin; i < end; ++i) judge_case(in, *measured[i], rows);
+    return rows;
+  };
+  std::size_t workers = std::clamp<std::size_t>(std::thread::hardware_concurrency(), 1, 8);
+  workers = std::min(workers, std::max<std::size_t>(1, measured.size() / 16));
+  std::vector<std::future<std::vector<ComparisonRow>>> parts;
+  for (std::size_t w = 0; w < workers; ++w) {
+    std::size_t begin = measured.size() * w / workers, end = measured.size() * (w + 1) / workers;
+    parts.push_back(std::async(w == 0 ? std::launch::deferred : std::launch::async, judge_range, begin, end));
+  }
+  std::vector<ComparisonRow> rows;
+  for (auto& part : parts) {
+    for (ComparisonRow& row : part.get()) rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+// The GPU model's learned noise, as the run's detection record shows it.
+json noise_prior_json(const std::string& gpu, const common::GpuNoise& gpu_noise) {
+  return {{"gpu_model", gpu},
+          {"replicate_sd",
+           gpu_noise.replicate.df > 0 ? gpu_noise.replicate.sd : common::default_noise().replicate_sd},
+          {"replicate_df", gpu_noise.replicate.df},
+          {"run_sd", gpu_noise.run.df > 0 ? gpu_noise.run.sd : common::default_noise().run_sd},
+          {"run_df", gpu_noise.run.df}};
+}
+
+}  // namespace
+
 std::shared_ptr<const DetectionRepository::Plan> DetectionRepository::plan(pqxx::work& tx,
                                                                            const std::string& project_name,
                                                                            const common::RunReport& report) {
@@ -471,68 +558,10 @@ std::shared_ptr<const DetectionRepository::Plan> DetectionRepository::plan(pqxx:
   auto history = load_history(tx, names, project_id, gpu, project.default_branch, kAfterEveryRun);
   const common::GpuNoise gpu_noise = common::learn_gpu_noise(history, detection);
 
-  // Cases are independent: compare them on every core.
-  std::vector<const common::Case*> measured;
-  for (const common::Case& c : report.cases) {
-    if (c.candidate()) measured.push_back(&c);
-  }
-  static const std::vector<Measurement> kNone;
-  static const common::CaseHistory kNoHistory;
-  auto compare_range = [&](std::size_t begin, std::size_t end) {
-    std::vector<ComparisonRow> rows;
-    for (std::size_t i = begin; i < end; ++i) {
-      const common::Case& c = *measured[i];
-      auto b = baselines.find(c.name);
-      const Baseline* baseline = b == baselines.end() ? nullptr : &b->second;
-      auto stored = baseline ? base_measurements.find(baseline->case_id) : base_measurements.end();
-      const std::vector<Measurement>& base = stored == base_measurements.end() ? kNone : stored->second;
-      auto h = history.find(c.name);
-      const common::CaseHistory& case_history = h == history.end() ? kNoHistory : h->second;
-      const common::NoiseModel noise = common::case_noise(case_history, gpu_noise, detection);
-      CaseThreshold threshold = threshold_for(project, report, c.name);
-      for (const Measurement& m : c.measurements) {
-        const Measurement* in_job = nullptr;
-        for (const Measurement& bm : c.base_measurements) {
-          if (bm.impl == m.impl) in_job = &bm;
-        }
-        // Only the candidate has a stored history; a baseline implementation
-        // is judged against the baseline run alone.
-        common::ComparedWith with{in_job, find_impl(base, m.impl), baseline != nullptr, {}};
-        if (m.is_candidate() && baseline) with.history = case_history.through(baseline->run_id);
-        rows.push_back(
-            as_row(common::judge_time(c.name, &c, m, std::move(with), noise, threshold.value, detection),
-                   baseline, threshold.source, report.base_commit));
-        if (!m.is_candidate()) continue;
-        if (auto energy = common::judge_energy(c.name, m, in_job, find_impl(base, m.impl),
-                                               project.energy_threshold, detection)) {
-          // Not judged when its time was not: the GPU braked.
-          if (!rows.back().throttled_out)
-            rows.push_back(as_row(std::move(*energy), baseline, "project setting (energy_threshold)",
-                                  report.base_commit));
-        }
-      }
-    }
-    return rows;
-  };
-  std::size_t workers = std::clamp<std::size_t>(std::thread::hardware_concurrency(), 1, 8);
-  workers = std::min(workers, std::max<std::size_t>(1, measured.size() / 16));
-  std::vector<std::future<std::vector<ComparisonRow>>> parts;
-  for (std::size_t w = 0; w < workers; ++w) {
-    std::size_t begin = measured.size() * w / workers, end = measured.size() * (w + 1) / workers;
-    parts.push_back(
-        std::async(w == 0 ? std::launch::deferred : std::launch::async, compare_range, begin, end));
-  }
-  for (auto& part : parts) {
-    for (ComparisonRow& row : part.get()) result->rows.push_back(std::move(row));
-  }
-  result->detection = {{"run_alpha", detection.run_alpha},
-                       {"noise_prior",
-                        {{"gpu_model", gpu},
-                         {"replicate_sd", gpu_noise.replicate.df > 0 ? gpu_noise.replicate.sd
-                                                                     : common::default_noise().replicate_sd},
-                         {"replicate_df", gpu_noise.replicate.df},
-                         {"run_sd", gpu_noise.run.df > 0 ? gpu_noise.run.sd : common::default_noise().run_sd},
-                         {"run_df", gpu_noise.run.df}}}};
+  const PlanInputs inputs{project,           report,  detection, result->baselines,
+                          base_measurements, history, gpu_noise};
+  result->rows = judge_cases(inputs);
+  result->detection = {{"run_alpha", detection.run_alpha}, {"noise_prior", noise_prior_json(gpu, gpu_noise)}};
   const common::RunDecision decision = decide_rows(result->rows, detection);
   add_decision(result->detection, decision);
   result->regression = decision.regression;

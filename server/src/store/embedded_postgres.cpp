@@ -89,7 +89,7 @@ fs::path EmbeddedPostgres::find_bin_dir() {
   for (const auto& entry : fs::directory_iterator("/usr/lib/postgresql", ec)) {
     fs::path bin = entry.path() / "bin";
     if (fs::exists(bin / "initdb") && fs::exists(bin / "pg_ctl")) {
-      int version = std::atoi(entry.path().filename().c_str());
+      int version = static_cast<int>(std::strtol(entry.path().filename().c_str(), nullptr, 10));
       candidates.emplace_back(version, bin);
     }
   }
@@ -109,8 +109,8 @@ fs::path EmbeddedPostgres::find_bin_dir() {
       "--bindir; install the `postgresql` package or pass --database-url");
 }
 
-EmbeddedPostgres::EmbeddedPostgres(fs::path data_dir, std::optional<std::string> run_as)
-    : data_dir_(fs::absolute(std::move(data_dir))),
+EmbeddedPostgres::EmbeddedPostgres(const fs::path& data_dir, std::optional<std::string> run_as)
+    : data_dir_(fs::absolute(data_dir)),
       cluster_dir_(data_dir_ / "postgres"),
       bin_dir_(find_bin_dir()),
       run_as_(std::move(run_as)) {
@@ -132,7 +132,7 @@ std::string EmbeddedPostgres::run_tool(const std::string& tool, const std::vecto
   spec.argv = {(bin_dir_ / tool).string()};
   spec.argv.insert(spec.argv.end(), args.begin(), args.end());
   spec.timeout_s = 300;
-  spec.tail_bytes = 64 * 1024;
+  spec.tail_bytes = std::size_t{64} * 1024;
   spec.run_as = run_as_.value_or("");
   common::ChildOutcome result = common::run_child(spec);
   if (check && !result.ok()) {
@@ -212,7 +212,7 @@ int EmbeddedPostgres::read_running_port() const {
   std::string line;
   for (int i = 0; i < 4 && std::getline(in, line); ++i) {
   }
-  return std::atoi(line.c_str());
+  return static_cast<int>(std::strtol(line.c_str(), nullptr, 10));
 }
 
 void EmbeddedPostgres::prepare_cluster() {
@@ -370,13 +370,13 @@ std::string EmbeddedPostgres::url(const std::string& database) const {
          "?connect_timeout=10";
 }
 
-void EmbeddedPostgres::psql(const std::string& database, const std::string& sql) {
+void EmbeddedPostgres::psql(const std::string& database, const std::string& sql) const {
   pqxx::connection connection(url(database));
   pqxx::nontransaction tx(connection);
   tx.exec(sql);
 }
 
-void EmbeddedPostgres::ensure_database(const std::string& name) {
+void EmbeddedPostgres::ensure_database(const std::string& name) const {
   pqxx::connection connection(url("postgres"));
   pqxx::nontransaction tx(connection);
   if (tx.exec_params("SELECT 1 FROM pg_database WHERE datname = $1", name).empty()) {

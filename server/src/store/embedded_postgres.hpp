@@ -19,7 +19,7 @@ class EmbeddedPostgres {
   // `data_dir` is kw-server's data directory; the cluster lives in
   // data_dir/postgres. When running as root, the PostgreSQL tools run as
   // `run_as` (default: the "postgres" user, which Debian's package creates).
-  explicit EmbeddedPostgres(std::filesystem::path data_dir, std::optional<std::string> run_as = {});
+  explicit EmbeddedPostgres(const std::filesystem::path& data_dir, std::optional<std::string> run_as = {});
   ~EmbeddedPostgres();
   EmbeddedPostgres(const EmbeddedPostgres&) = delete;
   EmbeddedPostgres& operator=(const EmbeddedPostgres&) = delete;
@@ -46,7 +46,7 @@ class EmbeddedPostgres {
   bool was_already_running() const { return was_already_running_; }
 
   // Creates the database if missing.
-  void ensure_database(const std::string& name);
+  void ensure_database(const std::string& name) const;
   void drop_database(const std::string& name);
   std::string url(const std::string& database = "kernelwatch") const;
   int port() const { return port_; }
@@ -63,7 +63,7 @@ class EmbeddedPostgres {
   bool postmaster_running();
   int read_running_port() const;
   std::string run_tool(const std::string& tool, const std::vector<std::string>& args, bool check = true);
-  void psql(const std::string& database, const std::string& sql);
+  void psql(const std::string& database, const std::string& sql) const;
 
   std::filesystem::path data_dir_;
   std::filesystem::path cluster_dir_;

@@ -430,6 +430,81 @@ std::optional<std::int64_t> RunRepository::find_project(pqxx::work& tx, const st
   return rows[0][0].as<std::int64_t>();
 }
 
+namespace {
+
+// The measurements of a run as run_insert_cases takes them: one array per
+// column, a row per measurement, every sample in one array that each row
+// indexes (first..last).
+struct MeasurementColumns {
+  PgArray ordinals, impls, sides, samples, firsts, lasts, medians, flops, bytes, peaks, throttled, replicates,
+      clocks, energy_j, energy_replicates, power_w, replicate_rules;
+  std::size_t sample_count = 0;
+
+  void add(std::size_t ordinal, const common::Measurement& m, const char* side) {
+    ordinals.number(ordinal);
+    impls.text(m.impl);
+    sides.text(side);
+    for (double sample : m.samples_ns) samples.number(sample);
+    firsts.number(sample_count + 1);  // PostgreSQL arrays count from 1
+    sample_count += m.samples_ns.size();
+    lasts.number(sample_count);
+    medians.number(m.median_ns);
+    m.flops ? flops.number(*m.flops) : flops.null();
+    m.bytes ? bytes.number(*m.bytes) : bytes.null();
+    m.peak_mem_bytes ? peaks.number(*m.peak_mem_bytes) : peaks.null();
+    PgArray marked;
+    for (std::int64_t index : m.throttled_samples) marked.number(index);
+    throttled.text(marked.str());
+    add_array_or_null(replicates, m.replicates);
+    add_array_or_null(clocks, m.sm_mhz);
+    add_array_or_null(energy_j, m.energy_j);
+    add_array_or_null(energy_replicates, m.energy_replicates);
+    add_array_or_null(power_w, m.power_w);
+    // NULL: the trimmed mean, as in every row stored before the rule was.
+    if (m.replicate_location == common::ReplicateLocation::trimmed_mean)
+      replicate_rules.null();
+    else
+      replicate_rules.text(std::string(common::to_string(m.replicate_location)));
+  }
+};
+
+// Each case's candidate location, replicate spread and clock: what its
+// history and the GPU model's noise prior are made of, and what a later run
+// is judged against at equal clock.
+struct LocationColumns {
+  PgArray names, locations, replicate_counts, replicate_sds, clocks, clock_sxx, clock_sxy;
+  common::DetectionSettings detection;  // the defaults: what every stored location is computed with
+
+  void add(const std::string& name, const common::Measurement& candidate, nlohmann::json& row) {
+    const common::Timing timing = common::timing_of(candidate);
+    std::vector<double> per_replicate = common::replicate_locations(timing, detection);
+    double location = common::location(per_replicate);
+    std::optional<double> sd = common::replicate_log_sd(per_replicate);
+    row["location"] = location;
+    row["replicates"] = per_replicate.size();
+    if (sd) row["replicate_sd"] = *sd;
+    names.text(name);
+    locations.number(location);
+    replicate_counts.number(per_replicate.size());
+    sd ? replicate_sds.number(*sd) : replicate_sds.null();
+    common::RunClock clock = common::run_clock(per_replicate, common::replicate_clocks(timing));
+    if (clock.mhz > 0) {
+      row["clock_mhz"] = clock.mhz;
+      row["clock_sxx"] = clock.sxx;
+      row["clock_sxy"] = clock.sxy;
+      clocks.number(clock.mhz);
+      clock_sxx.number(clock.sxx);
+      clock_sxy.number(clock.sxy);
+    } else {
+      clocks.null();
+      clock_sxx.null();
+      clock_sxy.null();
+    }
+  }
+};
+
+}  // namespace
+
 StoredRun RunRepository::store(pqxx::work& tx, std::int64_t project_id, const common::RunReport& report,
                                const nlohmann::json& document, const std::string& canonical,
                                std::optional<std::int64_t> job_id) {
@@ -451,11 +526,8 @@ StoredRun RunRepository::store(pqxx::work& tx, std::int64_t project_id, const co
   tx.exec_prepared("run_insert_stages", run_id, stages.dump());
 
   json cases = json::array();
-  PgArray ordinals, impls, samples, firsts, lasts, medians, flops, bytes, peaks, throttled, located_names,
-      locations, replicate_counts, replicate_sds, sides, replicates, clocks, run_clocks, run_clock_sxx,
-      run_clock_sxy, energy_j, energy_replicates, power_w, replicate_rules;
-  std::size_t sample_count = 0;
-  const common::DetectionSettings detection;
+  MeasurementColumns measurements;
+  LocationColumns locations;
   for (std::size_t i = 0; i < report.cases.size(); ++i) {
     const common::Case& c = report.cases[i];
     const json& source = document["cases"][i];
@@ -468,79 +540,26 @@ StoredRun RunRepository::store(pqxx::work& tx, std::int64_t project_id, const co
     for (const common::Launch& launch : c.launches) row["launches"].push_back(common::to_json(launch));
     if (c.first_pass_replicates) row["first_pass_replicates"] = *c.first_pass_replicates;
     json median_by_impl = json::object(), bands = json::object();
-    for (const auto* list : {&c.measurements, &c.base_measurements}) {
-      const bool head = list == &c.measurements;
-      for (const common::Measurement& m : *list) {
-        if (head) {
-          median_by_impl[m.impl] = m.median_ns;
-          auto [low, high] = common::median_interval(m.samples_ns, 0.95);
-          bands[m.impl] = {low, high};
-        }
-        ordinals.number(i);
-        impls.text(m.impl);
-        sides.text(head ? "head" : "base");
-        for (double sample : m.samples_ns) samples.number(sample);
-        firsts.number(sample_count + 1);  // PostgreSQL arrays count from 1
-        sample_count += m.samples_ns.size();
-        lasts.number(sample_count);
-        medians.number(m.median_ns);
-        m.flops ? flops.number(*m.flops) : flops.null();
-        m.bytes ? bytes.number(*m.bytes) : bytes.null();
-        m.peak_mem_bytes ? peaks.number(*m.peak_mem_bytes) : peaks.null();
-        PgArray marked;
-        for (std::int64_t index : m.throttled_samples) marked.number(index);
-        throttled.text(marked.str());
-        add_array_or_null(replicates, m.replicates);
-        add_array_or_null(clocks, m.sm_mhz);
-        add_array_or_null(energy_j, m.energy_j);
-        add_array_or_null(energy_replicates, m.energy_replicates);
-        add_array_or_null(power_w, m.power_w);
-        // NULL: the trimmed mean, as in every row stored before the rule was.
-        if (m.replicate_location == common::ReplicateLocation::trimmed_mean)
-          replicate_rules.null();
-        else
-          replicate_rules.text(std::string(common::to_string(m.replicate_location)));
-      }
+    for (const common::Measurement& m : c.measurements) {
+      median_by_impl[m.impl] = m.median_ns;
+      auto [low, high] = common::median_interval(m.samples_ns, 0.95);
+      bands[m.impl] = {low, high};
+      measurements.add(i, m, "head");
     }
+    for (const common::Measurement& m : c.base_measurements) measurements.add(i, m, "base");
     row["medians"] = std::move(median_by_impl);
     row["bands"] = std::move(bands);
-    // The candidate's location and replicate spread: what its history and
-    // the noise prior are made of.
-    if (const common::Measurement* candidate = c.candidate()) {
-      const common::Timing timing = common::timing_of(*candidate);
-      std::vector<double> per_replicate = common::replicate_locations(timing, detection);
-      double location = common::location(per_replicate);
-      std::optional<double> sd = common::replicate_log_sd(per_replicate);
-      row["location"] = location;
-      row["replicates"] = per_replicate.size();
-      if (sd) row["replicate_sd"] = *sd;
-      located_names.text(c.name);
-      locations.number(location);
-      replicate_counts.number(per_replicate.size());
-      sd ? replicate_sds.number(*sd) : replicate_sds.null();
-      // Its clock: what a later run is judged against at equal clock.
-      common::RunClock clock = common::run_clock(per_replicate, common::replicate_clocks(timing));
-      if (clock.mhz > 0) {
-        row["clock_mhz"] = clock.mhz;
-        row["clock_sxx"] = clock.sxx;
-        row["clock_sxy"] = clock.sxy;
-        run_clocks.number(clock.mhz);
-        run_clock_sxx.number(clock.sxx);
-        run_clock_sxy.number(clock.sxy);
-      } else {
-        run_clocks.null();
-        run_clock_sxx.null();
-        run_clock_sxy.null();
-      }
-    }
+    if (const common::Measurement* candidate = c.candidate()) locations.add(c.name, *candidate, row);
     cases.push_back(std::move(row));
   }
-  tx.exec_prepared("run_insert_cases", run_id, project_id, cases.dump(), ordinals.str(), impls.str(),
-                   samples.str(), firsts.str(), lasts.str(), medians.str(), flops.str(), bytes.str(),
-                   peaks.str(), throttled.str(), located_names.str(), locations.str(), replicate_counts.str(),
-                   replicate_sds.str(), sides.str(), replicates.str(), clocks.str(), run_clocks.str(),
-                   run_clock_sxx.str(), run_clock_sxy.str(), energy_j.str(), energy_replicates.str(),
-                   power_w.str(), replicate_rules.str());
+  const MeasurementColumns& m = measurements;
+  const LocationColumns& l = locations;
+  tx.exec_prepared("run_insert_cases", run_id, project_id, cases.dump(), m.ordinals.str(), m.impls.str(),
+                   m.samples.str(), m.firsts.str(), m.lasts.str(), m.medians.str(), m.flops.str(),
+                   m.bytes.str(), m.peaks.str(), m.throttled.str(), l.names.str(), l.locations.str(),
+                   l.replicate_counts.str(), l.replicate_sds.str(), m.sides.str(), m.replicates.str(),
+                   m.clocks.str(), l.clocks.str(), l.clock_sxx.str(), l.clock_sxy.str(), m.energy_j.str(),
+                   m.energy_replicates.str(), m.power_w.str(), m.replicate_rules.str());
   return {run_id, false, "pending"};
 }
 

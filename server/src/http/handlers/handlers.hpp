@@ -11,6 +11,7 @@
 #include "ingest/ingest_service.hpp"
 #include "notify/notifier.hpp"
 #include "store/database.hpp"
+#include "store/history_reads.hpp"
 #include "store/read_cache.hpp"
 
 namespace kw::server {
@@ -30,12 +31,16 @@ struct HandlerContext {
 
 void add_health_routes(Router& router, const HandlerContext& context);  // /healthz, /metrics
 void add_run_routes(Router& router, const HandlerContext& context);     // /api/v1/runs, /api/v1/compare
-void add_job_routes(Router& router, const HandlerContext& context);     // /api/v1/jobs
+void add_job_routes(Router& router, const HandlerContext& context);     // /api/v1/jobs, /api/v1/bisects
 // /api/v1/runs/{id}/profiles, /api/v1/profiles, /api/v1/jobs/{id}/profile
 void add_profile_routes(Router& router, const HandlerContext& context);
 void add_agent_routes(Router& router, const HandlerContext& context);    // /api/v1/agents
 void add_project_routes(Router& router, const HandlerContext& context);  // /api/v1/projects
-void add_token_routes(Router& router, const HandlerContext& context);    // /api/v1/tokens
+// GET /api/v1/projects and a project's overview, cases, runs, regressions,
+// branches and series: only the reads and the cache, so tests can serve them
+// from a stand-in.
+void add_history_routes(Router& router, HistoryReads& reads, ReadCache& cache);
+void add_token_routes(Router& router, const HandlerContext& context);  // /api/v1/tokens
 // 201 with the new run, or 200 for a report stored before (runs.cpp).
 Response ingest_response(const IngestResult& stored, std::optional<std::int64_t> job_id);
 

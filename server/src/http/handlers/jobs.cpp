@@ -71,65 +71,53 @@ Response as_holder(const HandlerContext& context, Request& request, const json& 
   return Response::json(200, job);
 }
 
-}  // namespace
-
 // A push's range: the bisect searches at most this many commits.
 constexpr std::size_t kMaxRange = 1001;
 
-void add_job_routes(Router& router, const HandlerContext& context) {
-  const Access agent = Access::of({Scope::agent});
+// A job as POST /api/v1/jobs asks for it, checked field by field; the
+// project's name goes to `project`.
+NewJob new_job_from(const json& body, const Request& request, std::string& project) {
+  NewJob job;
+  project = body_string(body, "project");
+  common::check_project_name(project, "project");
+  request.caller->require_project(project);
+  job.commit = body_string(body, "commit");
+  if (!common::is_commit_sha(job.commit))
+    throw Unprocessable("invalid_value", "commit", "must be a 40-character lowercase hex SHA");
+  job.branch = body_string(body, "branch");
+  std::string base = body_string(body, "base_commit", false);
+  if (!base.empty()) {
+    if (!common::is_commit_sha(base))
+      throw Unprocessable("invalid_value", "base_commit", "must be a 40-character lowercase hex SHA");
+    job.base_commit = base;
+  }
+  job.pr = body_integer(body, "pr", 1, common::kMaxInt32);
+  std::string gpu_class = body_string(body, "gpu_class", false);
+  if (!gpu_class.empty()) job.gpu_class = gpu_class;
+  if (body.contains("rerun")) {
+    if (!body["rerun"].is_boolean()) throw Unprocessable("wrong_type", "rerun", "must be true or false");
+    job.rerun = body["rerun"].get<bool>();
+  }
+  if (body.contains("range")) {
+    const json& range = body["range"];
+    if (!range.is_array() || range.size() < 2 || range.size() > kMaxRange)
+      throw Unprocessable("invalid_value", "range",
+                          "must be an array of 2 to " + std::to_string(kMaxRange) +
+                              " commits: the last measured before the push, then the pushed ones");
+    for (std::size_t i = 0; i < range.size(); ++i) {
+      if (!range[i].is_string() || !common::is_commit_sha(range[i].get<std::string>()))
+        throw Unprocessable("invalid_value", "range[" + std::to_string(i) + "]",
+                            "must be a 40-character lowercase hex SHA");
+      job.range.push_back(range[i].get<std::string>());
+    }
+    if (job.range.back() != job.commit)
+      throw Unprocessable("inconsistent", "range", "must end with the job's commit");
+  }
+  return job;
+}
+
+void add_bisect_routes(Router& router, const HandlerContext& context) {
   const Access ci = Access::of({Scope::ci});
-
-  router.add("POST", "/api/v1/jobs", ci, [&context](Request& request) {
-    json body = require_object(request);
-    NewJob job;
-    std::string project = body_string(body, "project");
-    common::check_project_name(project, "project");
-    request.caller->require_project(project);
-    job.commit = body_string(body, "commit");
-    if (!common::is_commit_sha(job.commit))
-      throw Unprocessable("invalid_value", "commit", "must be a 40-character lowercase hex SHA");
-    job.branch = body_string(body, "branch");
-    std::string base = body_string(body, "base_commit", false);
-    if (!base.empty()) {
-      if (!common::is_commit_sha(base))
-        throw Unprocessable("invalid_value", "base_commit", "must be a 40-character lowercase hex SHA");
-      job.base_commit = base;
-    }
-    job.pr = body_integer(body, "pr", 1, common::kMaxInt32);
-    std::string gpu_class = body_string(body, "gpu_class", false);
-    if (!gpu_class.empty()) job.gpu_class = gpu_class;
-    if (body.contains("rerun")) {
-      if (!body["rerun"].is_boolean()) throw Unprocessable("wrong_type", "rerun", "must be true or false");
-      job.rerun = body["rerun"].get<bool>();
-    }
-    if (body.contains("range")) {
-      const json& range = body["range"];
-      if (!range.is_array() || range.size() < 2 || range.size() > kMaxRange)
-        throw Unprocessable("invalid_value", "range",
-                            "must be an array of 2 to " + std::to_string(kMaxRange) +
-                                " commits: the last measured before the push, then the pushed ones");
-      for (std::size_t i = 0; i < range.size(); ++i) {
-        if (!range[i].is_string() || !common::is_commit_sha(range[i].get<std::string>()))
-          throw Unprocessable("invalid_value", "range[" + std::to_string(i) + "]",
-                              "must be a 40-character lowercase hex SHA");
-        job.range.push_back(range[i].get<std::string>());
-      }
-      if (job.range.back() != job.commit)
-        throw Unprocessable("inconsistent", "range", "must end with the job's commit");
-    }
-    job.max_attempts = context.max_attempts;
-    auto [created, document] = with_transaction(context.pool, [&](pqxx::work& tx) {
-      job.project_id = RunRepository::require_project(tx, project);
-      auto [job_id, was_created] = JobRepository::create(tx, job);
-      json job_json = *JobRepository::get(tx, job_id);
-      if (was_created)
-        NotificationRepository::job_queued(tx, context.notifications, job.project_id, job_json);
-      return std::make_pair(was_created, job_json);
-    });
-    return Response::json(created ? 201 : 200, document);
-  });
-
   router.add("GET", "/api/v1/bisects/{id}", Access::read(), [&context](Request& request) {
     std::int64_t id = request.id_param("id", "bisect");
     return Response::json(200, with_transaction(context.pool, [&](pqxx::work& tx) {
@@ -152,6 +140,29 @@ void add_job_routes(Router& router, const HandlerContext& context) {
             throw Conflict("bisect_ended", "bisect " + std::to_string(id) + " has ended (" + *previous + ")");
           return *BisectRepository::get(tx, id);
         }));
+  });
+}
+
+}  // namespace
+
+void add_job_routes(Router& router, const HandlerContext& context) {
+  add_bisect_routes(router, context);
+  const Access agent = Access::of({Scope::agent});
+  const Access ci = Access::of({Scope::ci});
+
+  router.add("POST", "/api/v1/jobs", ci, [&context](Request& request) {
+    std::string project;
+    NewJob job = new_job_from(require_object(request), request, project);
+    job.max_attempts = context.max_attempts;
+    auto [created, document] = with_transaction(context.pool, [&](pqxx::work& tx) {
+      job.project_id = RunRepository::require_project(tx, project);
+      auto [job_id, was_created] = JobRepository::create(tx, job);
+      json job_json = *JobRepository::get(tx, job_id);
+      if (was_created)
+        NotificationRepository::job_queued(tx, context.notifications, job.project_id, job_json);
+      return std::make_pair(was_created, job_json);
+    });
+    return Response::json(created ? 201 : 200, document);
   });
 
   router.add("GET", "/api/v1/jobs/{id}", Access::read(), [&context](Request& request) {

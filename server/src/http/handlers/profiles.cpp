@@ -26,6 +26,28 @@ std::string csv_field(const json& body, const std::string& field) {
   return body[field].get<std::string>();
 }
 
+// A profile as POST /api/v1/runs/{id}/profiles asks for it, checked field
+// by field.
+ProfileRequest profile_request_from(const json& body, const Request& request) {
+  ProfileRequest ask;
+  ask.run_id = request.id_param("id", "run");
+  ask.case_name = body_string(body, "case", true, common::kMaxTextBytes);
+  const std::string base = body_string(body, "base_commit", false);
+  if (!base.empty()) {
+    if (!common::is_commit_sha(base))
+      throw Unprocessable("invalid_value", "base_commit", "must be a 40-character lowercase hex SHA");
+    ask.base_commit = base;
+  }
+  if (auto launches = body_integer(body, "launch_count", 1, 1000))
+    ask.launch_count = static_cast<int>(*launches);
+  ask.kernel_regex = body_string(body, "kernel", false, 1000);
+  if (body.contains("again")) {
+    if (!body["again"].is_boolean()) throw Unprocessable("wrong_type", "again", "must be true or false");
+    ask.again = body["again"].get<bool>();
+  }
+  return ask;
+}
+
 }  // namespace
 
 void add_profile_routes(Router& router, const HandlerContext& context) {
@@ -35,22 +57,7 @@ void add_profile_routes(Router& router, const HandlerContext& context) {
   // (by default) the commit it was compared with.
   router.add("POST", "/api/v1/runs/{id}/profiles", ci, [&context](Request& request) {
     json body = require_object(request);
-    ProfileRequest ask;
-    ask.run_id = request.id_param("id", "run");
-    ask.case_name = body_string(body, "case", true, common::kMaxTextBytes);
-    const std::string base = body_string(body, "base_commit", false);
-    if (!base.empty()) {
-      if (!common::is_commit_sha(base))
-        throw Unprocessable("invalid_value", "base_commit", "must be a 40-character lowercase hex SHA");
-      ask.base_commit = base;
-    }
-    if (auto launches = body_integer(body, "launch_count", 1, 1000))
-      ask.launch_count = static_cast<int>(*launches);
-    ask.kernel_regex = body_string(body, "kernel", false, 1000);
-    if (body.contains("again")) {
-      if (!body["again"].is_boolean()) throw Unprocessable("wrong_type", "again", "must be true or false");
-      ask.again = body["again"].get<bool>();
-    }
+    ProfileRequest ask = profile_request_from(body, request);
     ask.requested_by = request.caller->token_name;
     ask.max_attempts = context.max_attempts;
     auto [created, profile] = with_transaction(context.pool, [&](pqxx::work& tx) {

@@ -1,0 +1,679 @@
+#include "cli/init_command.hpp"
+
+#include <fnmatch.h>
+
+#include <algorithm>
+#include <fstream>
+#include <iostream>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "cli/commands.hpp"
+#include "kw/common/subprocess.hpp"
+#include "project/repo_config.hpp"
+
+namespace kw::agent {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+std::string read_text(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+bool skipped_dir(const fs::path& path) {
+  const std::string name = path.filename().string();
+  return name.empty() || name[0] == '.' || name == "build" || name == "node_modules" ||
+         name == "third_party" || name == "__pycache__" || name.rfind("build-", 0) == 0 ||
+         name.rfind("cmake-build", 0) == 0;
+}
+
+// The repository's files with one of `extensions`, its own (no build trees,
+// no hidden folders, no vendored code), at most `limit` of them.
+std::vector<fs::path> files_of(const fs::path& repo, std::initializer_list<const char*> extensions,
+                               std::size_t limit = 2000) {
+  std::vector<fs::path> found;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(repo, fs::directory_options::skip_permission_denied, ec);
+       it != fs::recursive_directory_iterator() && found.size() < limit; it.increment(ec)) {
+    if (ec) break;
+    if (it->is_directory(ec)) {
+      if (skipped_dir(it->path())) it.disable_recursion_pending();
+      continue;
+    }
+    const std::string name = it->path().filename().string();
+    for (const char* extension : extensions) {
+      const std::string want = extension;
+      if (name.size() >= want.size() && name.compare(name.size() - want.size(), want.size(), want) == 0) {
+        found.push_back(it->path());
+        break;
+      }
+    }
+  }
+  std::sort(found.begin(), found.end());
+  return found;
+}
+
+std::vector<std::string> matches(const std::string& text, const std::regex& pattern) {
+  std::vector<std::string> found;
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), pattern); it != std::sregex_iterator();
+       ++it) {
+    if (std::find(found.begin(), found.end(), (*it)[1].str()) == found.end()) found.push_back((*it)[1]);
+  }
+  return found;
+}
+
+std::string in_repo(const fs::path& file, const fs::path& repo) {
+  return fs::relative(file, repo).generic_string();
+}
+
+// Whether --only's globs take a thing of these names; a glob matches a name
+// or its last dotted part ("scan" takes bench.example.cpp17.scan).
+bool selected(const std::vector<std::string>& only, std::initializer_list<std::string> names) {
+  if (only.empty()) return true;
+  for (const std::string& glob : only) {
+    for (const std::string& name : names) {
+      if (name.empty()) continue;
+      const std::string last = name.substr(name.rfind('.') + 1);
+      if (fnmatch(glob.c_str(), name.c_str(), 0) == 0 || fnmatch(glob.c_str(), last.c_str(), 0) == 0)
+        return true;
+    }
+  }
+  return false;
+}
+
+std::string kind_of_links(const std::string& links) {
+  if (links.find("nvbench") != std::string::npos) return "nvbench";
+  if (links.find("benchmark") != std::string::npos) return "gbench";
+  return {};
+}
+
+std::string bench_name(std::string target) {
+  static const std::regex nvbench_example(R"(^nvbench\.example\.(?:cpp\d+\.)?)");
+  target = std::regex_replace(target, nvbench_example, "");
+  for (const char* prefix : {"bench_", "benchmark_"}) {
+    if (target.rfind(prefix, 0) == 0 && target.size() > std::string(prefix).size())
+      target = target.substr(std::string(prefix).size());
+  }
+  for (char& c : target) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') c = '_';
+  }
+  return target;
+}
+
+// The project's options that build its benchmarks (SPDLOG_BUILD_BENCH,
+// BUILD_BENCHMARKS, FOO_ENABLE_BENCHES): a word of the name is BENCH[MARK][S],
+// and none is about tests, installs or docs, which a bench build does not need.
+std::vector<std::string> benchmark_options(const fs::path& source_dir) {
+  static const std::regex option(R"(option\s*\(\s*([A-Za-z0-9_]+))");
+  std::vector<std::string> found;
+  std::vector<fs::path> files = {source_dir / "CMakeLists.txt"};
+  for (const fs::path& file : files_of(source_dir / "cmake", {".cmake"}, 50)) files.push_back(file);
+  for (const fs::path& file : files) {
+    for (const std::string& name : matches(read_text(file), option)) {
+      bool bench = false, unwanted = false;
+      std::string upper = name;
+      for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+      std::istringstream words(std::regex_replace(upper, std::regex("_"), " "));
+      for (std::string word; words >> word;) {
+        bench |= word == "BENCH" || word == "BENCHES" || word == "BENCHMARK" || word == "BENCHMARKS";
+        unwanted |= word.find("TEST") != std::string::npos || word == "INSTALL" || word.rfind("DOC", 0) == 0;
+      }
+      if (bench && !unwanted && std::find(found.begin(), found.end(), name) == found.end())
+        found.push_back(name);
+    }
+  }
+  return found;
+}
+
+std::string cache_value(const fs::path& build, const std::string& key) {
+  std::ifstream in(build / "CMakeCache.txt");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(key + ":", 0) == 0) {
+      const std::size_t equals = line.find('=');
+      if (equals != std::string::npos) return line.substr(equals + 1);
+    }
+  }
+  return {};
+}
+
+json read_json(const fs::path& file) {
+  return json::parse(read_text(file), nullptr, false);
+}
+
+// The executables of CMake's file-API reply that link NVBench or Google
+// Benchmark, one per source file (NVBench builds each example once per C++
+// standard).
+void benches_of_reply(const fs::path& reply, const fs::path& build, const fs::path& repo,
+                      const InitOptions& options, Inspection& out) {
+  fs::path index;
+  for (const auto& entry : fs::directory_iterator(reply)) {
+    if (entry.path().filename().string().rfind("index-", 0) == 0) index = entry.path();
+  }
+  if (index.empty()) return;
+  std::string codemodel_file;
+  for (const json& object : read_json(index).value("objects", json::array())) {
+    if (object.value("kind", "") == "codemodel") codemodel_file = object.value("jsonFile", "");
+  }
+  if (codemodel_file.empty()) return;
+  const json codemodel = read_json(reply / codemodel_file);
+  std::set<std::string> sources_seen;
+  std::size_t left_out = 0;
+  for (const json& configuration : codemodel.value("configurations", json::array())) {
+    for (const json& target_ref : configuration.value("targets", json::array())) {
+      const json target = read_json(reply / target_ref.value("jsonFile", ""));
+      if (!target.is_object() || target.value("type", "") != "EXECUTABLE") continue;
+      std::string links;
+      for (const json& fragment :
+           target.value("link", json::object()).value("commandFragments", json::array()))
+        links += fragment.value("fragment", "") + " ";
+      for (const json& dependency : target.value("dependencies", json::array()))
+        links += dependency.value("id", "") + " ";
+      const std::string kind = kind_of_links(links);
+      const std::string target_name = target.value("name", "");
+      // NVBench's own runner of benchmark libraries holds no benchmark.
+      if (kind.empty() || target.value("artifacts", json::array()).empty() || target_name == "nvbench.ctl")
+        continue;
+      const json sources = target.value("sources", json::array());
+      const std::string source = sources.empty() ? target_name : sources[0].value("path", target_name);
+      if (!sources_seen.insert(source).second) continue;
+      if (!selected(options.only, {bench_name(target_name), target_name})) {
+        ++left_out;
+        continue;
+      }
+      fs::path artifact = target["artifacts"][0].value("path", "");
+      if (artifact.is_relative()) artifact = build / artifact;
+      out.benches.push_back(
+          {bench_name(target_name), kind, in_repo(artifact, repo),
+           "CMake target " + target_name + " links " + (kind == "nvbench" ? "NVBench" : "Google Benchmark")});
+    }
+    break;  // the one configuration
+  }
+  if (left_out > 0)
+    out.notes.push_back(std::to_string(left_out) + " more benchmark target(s) left out by --only");
+}
+
+// CMake's file API: each executable target with its artifact's path and what
+// it links. A build tree configured already is re-read as it is (`cmake
+// BUILD`); otherwise the project is configured with its benchmark options on.
+bool cmake_targets(const fs::path& repo, const fs::path& source_dir,
+                   const std::vector<std::string>& bench_options, const InitOptions& options,
+                   Inspection& out) {
+  const fs::path build = repo / options.build_dir;
+  const bool configured = fs::exists(build / "CMakeCache.txt");
+  fs::create_directories(build / ".cmake/api/v1/query");
+  std::ofstream(build / ".cmake/api/v1/query/codemodel-v2").close();
+  common::ChildSpec spec;
+  if (configured) {
+    spec.argv = {"cmake", build.string()};
+    say("re-reading the configured build tree " + options.build_dir + " with CMake");
+  } else {
+    spec.argv = {"cmake", "-S", source_dir.string(), "-B", build.string(), "-DCMAKE_BUILD_TYPE=Release"};
+    for (const std::string& option : bench_options) spec.argv.push_back("-D" + option + "=ON");
+    say("configuring with CMake (" + options.build_dir + ") to read its targets");
+  }
+  spec.cwd = repo;
+  spec.timeout_s = 600;
+  const common::ChildOutcome outcome = common::run_child(spec);
+  const fs::path reply = build / ".cmake/api/v1/reply";
+  if (!outcome.ok() || !fs::exists(reply)) {
+    std::string last_line;
+    std::istringstream lines(outcome.output_tail);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.find("rror") != std::string::npos && last_line.empty()) last_line = line;
+    }
+    out.notes.push_back("cmake could not configure the project here (" + outcome.describe() +
+                        (last_line.empty() ? "" : ": " + last_line) +
+                        "): targets read from the CMake files instead");
+    return false;
+  }
+  if (configured) out.notes.push_back("CMake: read the configured build tree " + options.build_dir);
+  out.read_configured_tree = configured;
+  benches_of_reply(reply, build, repo, options, out);
+  return true;
+}
+
+// Without a configure: add_executable(NAME ...) and target_link_libraries(NAME
+// ... nvbench|benchmark ...) in the CMake files; the path is a guess.
+void cmake_files(const fs::path& repo, const InitOptions& options, Inspection& out) {
+  static const std::regex executable(R"(add_executable\s*\(\s*([A-Za-z0-9_.+-]+))");
+  static const std::regex link(R"(target_link_libraries\s*\(\s*([A-Za-z0-9_.+-]+)([^)]*)\))");
+  for (const fs::path& file : files_of(repo, {"CMakeLists.txt"})) {
+    const std::string text = read_text(file);
+    std::set<std::string> executables;
+    for (auto it = std::sregex_iterator(text.begin(), text.end(), executable); it != std::sregex_iterator();
+         ++it)
+      executables.insert((*it)[1]);
+    for (auto it = std::sregex_iterator(text.begin(), text.end(), link); it != std::sregex_iterator(); ++it) {
+      const std::string target = (*it)[1], kind = kind_of_links((*it)[2]);
+      if (kind.empty() || !executables.contains(target) ||
+          !selected(options.only, {bench_name(target), target}))
+        continue;
+      const fs::path dir = fs::relative(file.parent_path(), repo);
+      const std::string path =
+          (fs::path(options.build_dir) / dir / target).lexically_normal().generic_string();
+      out.benches.push_back({bench_name(target), kind, path, in_repo(file, repo) + ": " + target});
+      out.todos.push_back("check benches[\"" + bench_name(target) + "\"].path (" + path + "): guessed from " +
+                          in_repo(file, repo) + ", not from a configured build");
+    }
+  }
+}
+
+// How the team builds: its own build script at the top when it has one
+// (it knows the options and dependency paths), else CMake's two commands.
+void cmake_build_commands(const fs::path& repo, const fs::path& source_dir,
+                          const std::vector<std::string>& bench_options, const InitOptions& options,
+                          Inspection& out) {
+  for (const char* script : {"build.sh", "scripts/build.sh"}) {
+    if (!fs::exists(repo / script)) continue;
+    out.build_commands = {std::string("bash ") + script};
+    out.notes.push_back(std::string(script) + ": used as the build command (it must build the benches into " +
+                        options.build_dir + ")");
+    return;
+  }
+  std::string targets;
+  for (const FoundBench& bench : out.benches) targets += " " + fs::path(bench.path).filename().string();
+  std::string configure = "cmake -S " +
+                          (in_repo(source_dir, repo) == "." ? std::string(".") : in_repo(source_dir, repo)) +
+                          " -B " + options.build_dir + " -DCMAKE_BUILD_TYPE=Release";
+  for (const std::string& option : bench_options) configure += " -D" + option + "=ON";
+  out.build_commands = {configure, "cmake --build " + options.build_dir + " --target" + targets};
+  if (out.read_configured_tree)
+    out.todos.push_back("build.commands[0]: the configure options your " + options.build_dir +
+                        " tree was made with (kernelwatch builds each commit in a fresh checkout)");
+}
+
+std::string identifier(std::string text) {
+  for (char& c : text) {
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  }
+  if (!text.empty() && std::isdigit(static_cast<unsigned char>(text[0]))) text = "_" + text;
+  return text;
+}
+
+std::string class_name(const std::string& function) {
+  std::string out;
+  bool upper = true;
+  for (char c : function) {
+    if (c == '_') {
+      upper = true;
+      continue;
+    }
+    out += upper ? static_cast<char>(std::toupper(static_cast<unsigned char>(c))) : c;
+    upper = false;
+  }
+  return out.empty() ? "Case" : out;
+}
+
+// One case of the bench script: everything kwbench needs, its gaps as TODOs
+// that stop the case with a clear error until they are written.
+std::string case_text(const std::string& klass, const std::string& case_name, const std::string& call,
+                      const std::string& kernel_pattern, const std::string& what) {
+  std::ostringstream out;
+  out << "class " << klass << "(kwbench.Case):\n"
+      << "    name = \"" << case_name << "\"  # TODO: name the shape, e.g. \"" << case_name << "/fp16/n1m\"\n"
+      << "    params = {}  # TODO: the shape and dtype, e.g. {\"n\": 1 << 20, \"dtype\": \"fp16\"}\n\n"
+      << "    def setup(self, state):\n"
+      << "        # TODO: fresh random inputs on the GPU (never zeros), e.g.\n"
+      << "        #   self.x = torch.randn(1 << 20, device=\"cuda\", dtype=torch.float16)\n"
+      << "        raise NotImplementedError(\"TODO: make the inputs of " << what << "\")\n\n"
+      << "    def run_candidate(self, state):\n"
+      << "        # What the call returns is compared with reference(); a call that\n"
+      << "        # writes into a buffer instead defines output(state) returning it.\n"
+      << "        return " << call << "  # TODO: the arguments\n\n"
+      << "    def baselines(self):\n"
+      << "        # TODO: what the case is measured against, e.g. [\"torch\"]: quick_bench's\n"
+      << "        # speedup and the dashboard's speedup chart are against these.\n"
+      << "        return []\n\n"
+      << "    def run_baseline(self, name, state):\n"
+      << "        # TODO: baseline `name` on the same inputs, e.g. for \"torch\" the PyTorch ops\n"
+      << "        raise NotImplementedError(\"TODO: baseline \" + name)\n\n"
+      << "    def reference(self, state):\n"
+      << "        # TODO: the expected output, computed by other code (PyTorch ops) in float64\n"
+      << "        raise NotImplementedError(\"TODO: a reference for " << what << "\")\n\n"
+      << "    def expected_launch(self):\n"
+      << "        # The kernel this case must launch, written out, never computed by the\n"
+      << "        # dispatch under test. TODO: its block (and grid, if fixed); block=None\n"
+      << "        # where an autotuner picks it.\n"
+      << "        return kwbench.Launch(\"" << kernel_pattern << "\", block=(128, 1, 1))\n\n"
+      << "    def sanity(self):\n"
+      << "        # TODO: a baseline and the speedup range expected against it, e.g.\n"
+      << "        #   kwbench.Sanity(\"torch\", min_speedup=0.5); Sanity.report_only(\"torch\")\n"
+      << "        #   reports the speedup with no bound.\n"
+      << "        return kwbench.Sanity()\n\n\n";
+  return out.str();
+}
+
+// The extension's module as setup.py names it: a literal, or an f-string
+// over the file's own string variables (f"{library_name}._C").
+std::string extension_module(const std::string& setup_text) {
+  static const std::regex call(R"re(\b\w*[Ee]xtension\s*\(\s*(?:name\s*=\s*)?f?["']([^"']+)["'])re");
+  static const std::regex placeholder(R"(\{([A-Za-z_][A-Za-z0-9_]*)\})");
+  for (std::string name : matches(setup_text, call)) {
+    std::smatch m;
+    bool resolved = true;
+    while (resolved && std::regex_search(name, m, placeholder)) {
+      const std::regex assignment("\\b" + m[1].str() + R"re(\s*=\s*["']([^"'{}]+)["'])re");
+      const std::vector<std::string> values = matches(setup_text, assignment);
+      if (values.empty())
+        resolved = false;
+      else
+        name = m.prefix().str() + values.front() + m.suffix().str();
+    }
+    if (resolved) return name;
+  }
+  return {};
+}
+
+struct BoundFunction {
+  std::string name;
+  std::string call;  // how Python reaches it
+};
+
+// The functions an extension binds: pybind11's m.def("name", &f) as
+// module.name, and TORCH_LIBRARY(ns, m)'s m.def("name(Tensor a) -> Tensor")
+// as torch.ops.ns.name.
+std::vector<BoundFunction> bound_functions(const fs::path& repo, const std::string& module) {
+  static const std::regex defined(R"re(m\.def\s*\(\s*"([A-Za-z_][A-Za-z0-9_.]*)\s*(["(]))re");
+  static const std::regex library(R"(TORCH_LIBRARY\s*\(\s*([A-Za-z_][A-Za-z0-9_]*))");
+  std::vector<BoundFunction> found;
+  for (const fs::path& file : files_of(repo, {".cu", ".cpp", ".cc"})) {
+    const std::string text = read_text(file);
+    const std::vector<std::string> namespaces = matches(text, library);
+    for (auto it = std::sregex_iterator(text.begin(), text.end(), defined); it != std::sregex_iterator();
+         ++it) {
+      const std::string name = (*it)[1];
+      const bool schema = (*it)[2] == "(";
+      if (schema && namespaces.empty()) continue;
+      const std::string call = schema ? "torch.ops." + namespaces.front() + "." + name : module + "." + name;
+      if (std::none_of(found.begin(), found.end(), [&](const BoundFunction& f) { return f.call == call; }))
+        found.push_back({name, call});
+    }
+  }
+  return found;
+}
+
+// The kernel a bound function most likely launches: one whose name, less
+// "_kernel", is part of the function's name; else the i-th.
+std::string kernel_for(const std::string& function, std::size_t i, const std::vector<std::string>& kernels) {
+  if (kernels.empty()) return "TODO_kernel_name";
+  std::string best;
+  for (const std::string& kernel : kernels) {
+    std::string stem = kernel;
+    if (stem.size() > 7 && stem.compare(stem.size() - 7, 7, "_kernel") == 0) stem.resize(stem.size() - 7);
+    if (function.find(stem) != std::string::npos && stem.size() > best.size()) best = kernel;
+  }
+  return best.empty() ? kernels[std::min(i, kernels.size() - 1)] : best;
+}
+
+// A PyTorch CUDA extension: CUDAExtension in setup.py / pyproject.toml, or
+// torch.utils.cpp_extension.load(...) in a script.
+bool pytorch_extension(const fs::path& repo, const InitOptions& options, Inspection& out) {
+  static const std::regex load_name(R"re(cpp_extension\.load\s*\(\s*(?:name\s*=\s*)?["']([^"']+)["'])re");
+  static const std::regex global_kernel(
+      R"(__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?([A-Za-z_][A-Za-z0-9_]*))");
+  std::string module, declared_in;
+  bool built_by_setup = false;
+  for (const char* file : {"setup.py", "pyproject.toml"}) {
+    if (!fs::exists(repo / file)) continue;
+    const std::string text = read_text(repo / file);
+    if (text.find("CUDAExtension") == std::string::npos) continue;
+    module = extension_module(text);
+    if (module.empty()) {
+      out.todos.push_back(std::string(file) + ": the CUDAExtension's module name could not be read; " +
+                          "kernelwatch_bench.py imports TODO_module");
+      module = "TODO_module";
+    }
+    declared_in = file;
+    built_by_setup = true;
+    break;
+  }
+  if (module.empty()) {
+    for (const fs::path& file : files_of(repo, {".py"})) {
+      const std::vector<std::string> names = matches(read_text(file), load_name);
+      if (!names.empty()) {
+        module = names.front();
+        declared_in = in_repo(file, repo);
+        break;
+      }
+    }
+  }
+  if (module.empty()) return false;
+  std::vector<BoundFunction> functions = bound_functions(repo, module);
+  std::vector<std::string> kernels;
+  for (const fs::path& file : files_of(repo, {".cu", ".cuh"})) {
+    for (const std::string& k : matches(read_text(file), global_kernel)) kernels.push_back(k);
+  }
+  if (functions.empty()) functions.push_back({"forward", module + ".forward"});
+  const std::size_t bound = functions.size();
+  std::erase_if(functions, [&](const BoundFunction& f) { return !selected(options.only, {f.name}); });
+  out.notes.push_back(
+      "PyTorch CUDA extension \"" + module + "\" (" + declared_in + "), " + std::to_string(bound) +
+      " bound function(s), " + std::to_string(kernels.size()) + " __global__ kernel(s)" +
+      (functions.size() < bound ? ", " + std::to_string(functions.size()) + " selected" : ""));
+  if (functions.empty()) return false;
+  out.build_commands = {built_by_setup ? "python3 setup.py build_ext --inplace"
+                                       : "true"};  // cpp_extension.load builds on import
+  std::ostringstream script;
+  script << "#!/usr/bin/env python3\n"
+         << "\"\"\"kernelwatch's cases for the " << module
+         << " extension, written by kw init: fill in each TODO.\n"
+         << "kw puts kwbench on PYTHONPATH; by hand: PYTHONPATH=$(kw harness-path) python3 "
+         << "kernelwatch_bench.py --list\"\"\"\n"
+         << "import sys\n\nimport kwbench\nimport torch\n\nimport " << module
+         << "  # built by kernelwatch.json's build commands\n\n\n";
+  // Cases are named by the package, not its private binary ("pkg._C").
+  std::string display = module;
+  if (const std::size_t dot = display.rfind('.'); dot != std::string::npos && display[dot + 1] == '_')
+    display.resize(dot);
+  std::string cases;
+  for (std::size_t i = 0; i < functions.size(); ++i) {
+    const BoundFunction& function = functions[i];
+    // A CUDA kernel's demangled name may start with its return type
+    // (templates) and its namespace.
+    script << case_text(class_name(function.name), display + "/" + function.name, function.call + "()",
+                        "*" + kernel_for(function.name, i, kernels) + "*", function.call);
+    cases += (cases.empty() ? "" : ", ") + class_name(function.name) + "()";
+  }
+  script << "if __name__ == \"__main__\":\n    sys.exit(kwbench.main([" << cases << "], modules=[\"" << module
+         << "\"]))\n";
+  out.script_path = "kernelwatch_bench.py";
+  out.script_text = script.str();
+  out.benches.push_back(
+      {"extension", "python", out.script_path, "the extension's bench script, written now"});
+  out.todos.push_back(
+      "kernelwatch_bench.py: each case's inputs, reference, launch and sanity range (the TODOs)");
+  return true;
+}
+
+// Triton kernels: functions under @triton.jit that the repository launches
+// (name[grid](...)); a @triton.jit helper that kernels call is no case.
+bool triton_kernels(const fs::path& repo, const InitOptions& options, Inspection& out) {
+  static const std::regex jit(
+      R"(@triton\.(?:jit|autotune)[^\n]*\n(?:@[^\n]*\n|[ \t)][^\n]*\n)*def\s+([A-Za-z_][A-Za-z0-9_]*))");
+  static const std::regex launch(R"(\b([A-Za-z_][A-Za-z0-9_]*)\s*\[[^\]\n]*\]\s*\()");
+  std::vector<std::pair<std::string, std::string>> kernels;  // module, kernel
+  std::set<std::string> launched;
+  for (const fs::path& file : files_of(repo, {".py"})) {
+    const std::string text = read_text(file);
+    for (const std::string& name : matches(text, launch)) launched.insert(name);
+    if (text.find("import triton") == std::string::npos) continue;
+    std::string module = in_repo(file, repo);
+    module = module.substr(0, module.size() - 3);
+    std::replace(module.begin(), module.end(), '/', '.');
+    for (const std::string& kernel : matches(text, jit)) kernels.emplace_back(module, kernel);
+  }
+  if (kernels.empty()) return false;
+  const std::size_t jitted = kernels.size();
+  if (std::any_of(kernels.begin(), kernels.end(), [&](const auto& k) { return launched.contains(k.second); }))
+    std::erase_if(kernels, [&](const auto& k) { return !launched.contains(k.second); });
+  const std::size_t launchable = kernels.size();
+  std::erase_if(kernels, [&](const auto& k) { return !selected(options.only, {k.second}); });
+  std::set<std::string> modules;
+  for (const auto& [module, _] : kernels) modules.insert(module);
+  out.notes.push_back(
+      "Triton: " + std::to_string(jitted) + " @triton.jit function(s), " + std::to_string(launchable) +
+      " launched as kernels" +
+      (kernels.size() < launchable ? ", " + std::to_string(kernels.size()) + " selected" : ""));
+  if (kernels.empty()) return false;
+  out.build_commands = {"true"};  // Triton compiles on first launch
+  std::ostringstream script;
+  script << "#!/usr/bin/env python3\n"
+         << "\"\"\"kernelwatch's cases for this repository's Triton kernels, written by kw init:\n"
+         << "fill in each TODO. kw puts kwbench on PYTHONPATH; by hand:\n"
+         << "PYTHONPATH=$(kw harness-path) python3 kernelwatch_bench.py --list\"\"\"\n"
+         << "import sys\n\nimport kwbench\nimport torch\n\n";
+  for (const std::string& module : modules) script << "import " << module << "\n";
+  script << "\n\n";
+  std::string cases;
+  for (const auto& [module, kernel] : kernels) {
+    // The launch goes through the module's wrapper (kernel[grid](...)), the
+    // kernel is named as Triton compiles it.
+    script << case_text(class_name(kernel), identifier(kernel), module + "." + kernel + "[(1,)]()",
+                        kernel + "*", module + "." + kernel);
+    cases += (cases.empty() ? "" : ", ") + class_name(kernel) + "()";
+  }
+  std::string module_list;
+  for (const std::string& module : modules)
+    module_list += (module_list.empty() ? "\"" : ", \"") + module + "\"";
+  script << "if __name__ == \"__main__\":\n    sys.exit(kwbench.main([" << cases << "], modules=["
+         << module_list << "]))\n";
+  out.script_path = "kernelwatch_bench.py";
+  out.script_text = script.str();
+  out.benches.push_back(
+      {"triton", "python", out.script_path, "the Triton kernels' bench script, written now"});
+  out.todos.push_back(
+      "kernelwatch_bench.py: each case's inputs, the launch (its wrapper or kernel[grid](...)), reference, "
+      "launch and sanity range (the TODOs)");
+  return true;
+}
+
+std::string project_name(const fs::path& repo) {
+  std::string name = fs::weakly_canonical(repo).filename().string();
+  for (char& c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') c = '-';
+  }
+  return name.empty() ? "project" : name;
+}
+
+}  // namespace
+
+Inspection inspect_repository(const fs::path& repo, const InitOptions& options) {
+  Inspection out;
+  out.project = project_name(repo);
+  // The CMake project: the configured tree's source, else the top's or a
+  // single folder's CMakeLists.txt (a kit that keeps the project one level down).
+  fs::path source_dir;
+  if (const std::string home = cache_value(repo / options.build_dir, "CMAKE_HOME_DIRECTORY"); !home.empty())
+    source_dir = home;
+  else if (fs::exists(repo / "CMakeLists.txt"))
+    source_dir = repo;
+  if (!source_dir.empty()) {
+    const std::vector<std::string> bench_options = benchmark_options(source_dir);
+    if (!options.configure || !cmake_targets(repo, source_dir, bench_options, options, out))
+      cmake_files(repo, options, out);
+    if (!out.benches.empty()) {
+      cmake_build_commands(repo, source_dir, bench_options, options, out);
+      out.notes.push_back("CMake: " + std::to_string(out.benches.size()) + " benchmark executable(s)");
+    }
+  }
+  if (out.benches.empty() && !pytorch_extension(repo, options, out)) triton_kernels(repo, options, out);
+  if (out.benches.empty())
+    out.todos.push_back(
+        "no bench found: add one to benches[] (an NVBench or Google Benchmark executable, or a kwbench.py "
+        "script; docs/repo-config.md)");
+  for (const FoundBench& bench : out.benches) {
+    if (bench.format != "python") {
+      out.todos.push_back(
+          "benches[\"" + bench.name +
+          "\"]: `launches` (the kernels it must launch, with their block) for launch_geometry, "
+          "and `check` (a correctness command), if it has one");
+    }
+  }
+  return out;
+}
+
+json repo_config_of(const Inspection& inspection) {
+  json benches = json::array();
+  for (const FoundBench& bench : inspection.benches)
+    benches.push_back({{"name", bench.name}, {"path", bench.path}, {"format", bench.format}});
+  return {{"project", inspection.project},
+          {"build",
+           {{"commands", inspection.build_commands.empty() ? std::vector<std::string>{"true"}
+                                                           : inspection.build_commands}}},
+          {"benches", benches}};
+}
+
+void add_init_command(CLI::App& app, int& exit_code) {
+  struct Args {
+    std::string dir = ".";
+    InitOptions options;
+    bool force = false, no_configure = false;
+    std::string only;
+  };
+  auto args = std::make_shared<Args>();
+  auto* command = app.add_subcommand(
+      "init", "Look at a repository, write a kernelwatch.json for the benches it has, and say what is left");
+  command->add_option("DIR", args->dir, "the repository")->capture_default_str();
+  command
+      ->add_option("--build-dir", args->options.build_dir,
+                   "its CMake build tree, relative to DIR (one configured there already is re-read)")
+      ->capture_default_str();
+  command->add_option("--only", args->only,
+                      "comma-separated globs over bench, target, function or kernel names: write only those");
+  command->add_flag("--force", args->force, "replace an existing kernelwatch.json (and bench script)");
+  command->add_flag("--no-configure", args->no_configure,
+                    "read CMake files instead of configuring the project");
+  command->callback([args, &exit_code] {
+    const fs::path repo = args->dir;
+    const fs::path config_file = repo / "kernelwatch.json";
+    if (fs::exists(config_file) && !args->force) {
+      std::cerr << "kw init: " << config_file.string() << " exists (--force replaces it)\n";
+      exit_code = kExitInvalid;
+      return;
+    }
+    args->options.configure = !args->no_configure;
+    std::istringstream globs(args->only);
+    for (std::string glob; std::getline(globs, glob, ',');) {
+      if (!glob.empty()) args->options.only.push_back(glob);
+    }
+    const Inspection inspection = inspect_repository(repo, args->options);
+    if (inspection.benches.empty()) {
+      for (const std::string& note : inspection.notes) std::cout << "  " << note << "\n";
+      std::cerr << "kw init: " << inspection.todos.front() << "; nothing written\n";
+      exit_code = kExitInvalid;
+      return;
+    }
+    const json config = repo_config_of(inspection);
+    parse_repo_config(config);  // what is written is what kw run reads
+    std::ofstream(config_file) << config.dump(2) << "\n";
+    std::cout << "wrote " << config_file.string() << "\n";
+    if (!inspection.script_path.empty()) {
+      const fs::path script = repo / inspection.script_path;
+      if (fs::exists(script) && !args->force) {
+        std::cout << "kept " << script.string() << " (it exists; --force replaces it)\n";
+      } else {
+        std::ofstream(script) << inspection.script_text;
+        std::cout << "wrote " << script.string() << "\n";
+      }
+    }
+    std::cout << "\nfound:\n";
+    for (const std::string& note : inspection.notes) std::cout << "  " << note << "\n";
+    for (const FoundBench& bench : inspection.benches)
+      std::cout << "  bench \"" << bench.name << "\" (" << bench.format << "): " << bench.path << " - "
+                << bench.how << "\n";
+    std::cout << "\nstill to write:\n";
+    for (const std::string& todo : inspection.todos) std::cout << "  - " << todo << "\n";
+    std::cout << "\nthen, on a GPU host, before the first push: kw run --repo " << repo.string()
+              << " --stages preflight --allow-dirty --out first-run.json\n";
+    exit_code = kExitOk;
+  });
+}
+
+}  // namespace kw::agent

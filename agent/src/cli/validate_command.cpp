@@ -1,0 +1,78 @@
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "cli/commands.hpp"
+#include "kw/common/run_report.hpp"
+#include "project/repo_config.hpp"
+
+namespace kw::agent {
+
+namespace {
+
+int validate_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    std::cerr << path << ": cannot open: " << std::strerror(errno) << "\n";
+    return kExitInvalid;
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  try {
+    common::RunReport report = common::parse_run_report_text(text.str());
+    std::size_t samples = 0;
+    for (const auto& c : report.cases) {
+      for (const auto& m : c.measurements) samples += m.samples_ns.size();
+    }
+    std::cout << path << ": valid " << common::kRunSchema << " (" << report.stages.size() << " stages, "
+              << report.cases.size() << " cases, " << samples << " samples)\n";
+    return kExitOk;
+  } catch (const common::ValidationError& error) {
+    std::cerr << path << ": invalid: " << error.what() << "\n";
+    return kExitInvalid;
+  }
+}
+
+// kernelwatch.json as the agent will read it, before a push: every problem,
+// one a line.
+int validate_config(const std::string& path) {
+  try {
+    const RepoConfig config = load_repo_config(path);
+    std::string benches;
+    for (const BenchConfig& bench : config.benches)
+      benches +=
+          (benches.empty() ? "" : ", ") + bench.name + " (" + std::string(to_string(bench.format)) + ")";
+    std::cout << path << ": valid: project " << config.project << ", " << config.benches.size()
+              << " bench(es): " << benches << "\n";
+    return kExitOk;
+  } catch (const ConfigError& error) {
+    const auto& problems = error.problems();
+    std::cerr << path << ": "
+              << (problems.size() == 1 ? "1 problem" : std::to_string(problems.size()) + " problems") << "\n";
+    for (const std::string& problem : problems) std::cerr << "  " << problem << "\n";
+    return kExitInvalid;
+  }
+}
+
+}  // namespace
+
+void add_validate_command(CLI::App& app, int& exit_code) {
+  auto* config_command = app.add_subcommand(
+      "validate-config", "Check a kernelwatch.json as the agent reads it: every problem at once");
+  auto config_file = std::make_shared<std::string>("kernelwatch.json");
+  config_command->add_option("FILE", *config_file, "the file")->capture_default_str();
+  config_command->callback([config_file, &exit_code] { exit_code = validate_config(*config_file); });
+
+  auto* command = app.add_subcommand("validate", "Check run reports against kernelwatch.run/1");
+  auto files = std::make_shared<std::vector<std::string>>();
+  command->add_option("FILE", *files, "run report JSON files")->required();
+  command->callback([files, &exit_code] {
+    exit_code = kExitOk;
+    for (const std::string& file : *files) {
+      if (validate_file(file) != kExitOk) exit_code = kExitInvalid;
+    }
+  });
+}
+
+}  // namespace kw::agent

@@ -1,0 +1,114 @@
+// Every bench format behind one interface. The measurement engine
+// (measurement_engine.hpp) lists a bench's cases and measures them a
+// replicate at a time through it, whatever wrote the bench; the preflight
+// stages of another harness's bench use its one-pass and listing arguments.
+//
+// kwbench and python benches (kernels/python/kwbench.py) speak kwbench's
+// command line; Google Benchmark's JSON gives each repetition's real (or
+// manual) time as a sample; NVBench's JSON written with --jsonbin gives
+// per-sample cold GPU times (or CPU times of cpu_only benchmarks) and SM
+// clocks from its binary sidecars, the summary's mean as one sample when a
+// sidecar is missing, said in the notes.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "project/repo_config.hpp"
+
+namespace kw::agent {
+
+// One bench in one checkout.
+struct BenchContext {
+  const BenchConfig& bench;
+  const RepoConfig& config;
+  std::filesystem::path checkout;
+  const std::atomic<bool>& stop;
+};
+
+struct ListedCase {
+  std::string name;
+  bool has_baselines = false;  // baseline implementations to time for context
+};
+
+// The cases a bench would measure. A harness that cannot name them without
+// running (NVBench's states) lists the groups it runs them by instead
+// (NVBench's benchmarks), and its first replicate names the cases.
+struct CaseListing {
+  bool ok = false;
+  std::string failure;  // why not
+  std::string log_tail;
+  std::vector<ListedCase> cases;
+  std::vector<std::string> groups;
+  bool cases_from_first_pass = false;
+};
+
+// One replicate: the bench run once, in a fresh process, over these cases.
+struct PassRequest {
+  std::vector<std::string> cases;   // in the order to run them; empty: every case
+  std::vector<std::string> groups;  // NVBench: the benchmarks, in the order to run them
+  std::uint64_t order_seed = 1;
+  bool baselines = false;  // time the baseline implementations instead of the candidate
+};
+
+struct PassOutput {
+  bool ok = false;      // the bench wrote a result
+  std::string failure;  // why it did not; or, with ok, what failed in it
+  std::string log_tail;
+  double seconds = 0;
+  // Where a kwbench pass's time went: per-case setup against timed rounds.
+  double setup_seconds = 0, measure_seconds = 0;
+  nlohmann::json cases = nlohmann::json::array();  // report cases with "measurements"
+  nlohmann::json device;                           // the bench's own word on its GPU, if any
+  std::vector<std::string> notes;                  // what was left out, skipped, throttled or approximated
+};
+
+class BenchAdapter {
+ public:
+  virtual ~BenchAdapter() = default;
+  virtual std::string harness() const = 0;  // for messages: "Google Benchmark"
+  // kwbench's command line: the pipeline runs the preflight stage by stage
+  // through it; the others get the agent's own checks.
+  virtual bool speaks_kwbench() const { return false; }
+  // Whether its benches can run on a host without a GPU (CPU benchmarks).
+  virtual bool runs_without_gpu() const = 0;
+  // What the harness cannot observe, for the stage's message (empty: nothing).
+  virtual std::string unobserved() const { return {}; }
+  // Arguments of the shortest run that still launches every kernel: the
+  // launch_geometry pass.
+  virtual std::vector<std::string> one_pass_args() const { return {}; }
+  // Arguments that list the benchmarks and exit, touching no kernel: the
+  // load stage's run under LD_BIND_NOW.
+  virtual std::vector<std::string> list_args() const { return {}; }
+
+  virtual CaseListing list_cases(const BenchContext& context) const = 0;
+  virtual PassOutput measure(const BenchContext& context, const PassRequest& request) const = 0;
+};
+
+const BenchAdapter& adapter_for(BenchFormat format);
+
+// The adapters' readers of other harnesses' output, exposed for tests: both
+// return {"cases": [...]} ready to merge into a report, and throw
+// std::runtime_error naming what is wrong with the input. adapt_nvbench adds
+// "device" (from NVBench's devices section) and "notes" (what was left out
+// or approximated, skipped states by name).
+nlohmann::json adapt_gbench(const nlohmann::json& output, const std::string& prefix);
+nlohmann::json adapt_nvbench(const nlohmann::json& output, const std::filesystem::path& json_file,
+                             const std::string& prefix);
+
+// The argument list that runs these NVBench benchmarks in this order, with
+// kernelwatch's stopping criterion and per-state budget unless the bench's
+// own arguments set them (exposed for tests).
+std::vector<std::string> nvbench_pass_args(const BenchConfig& bench, const FullBenchConfig& full_bench,
+                                           const std::vector<std::string>& benchmarks);
+// `--list` output: the benchmark names (exposed for tests).
+std::vector<std::string> nvbench_benchmarks_of_list(const std::string& listing);
+// Google Benchmark's --benchmark_filter for exactly these names.
+std::string gbench_filter(const std::vector<std::string>& names);
+
+}  // namespace kw::agent

@@ -1,0 +1,440 @@
+#include "pipeline/measurement_engine.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <random>
+#include <set>
+
+#include "kw/common/detection.hpp"
+#include "kw/common/stats.hpp"
+
+namespace kw::agent {
+
+using nlohmann::json;
+
+namespace {
+
+enum class Side { head, base };
+
+// The candidate's replicate locations and, where the bench reports them,
+// their SM clocks.
+struct Replicates {
+  std::vector<double> locations, clocks;
+  common::ReplicateLocation rule = common::ReplicateLocation::trimmed_mean;
+};
+
+Replicates candidate_replicates(const json& c, const char* key) {
+  if (!c.contains(key)) return {};
+  for (const json& m : c[key]) {
+    if (m.value("impl", "") != "candidate") continue;
+    std::vector<double> samples = m["samples_ns"].get<std::vector<double>>();
+    std::vector<std::int64_t> throttled = m.value("throttled_samples", std::vector<std::int64_t>{});
+    std::vector<std::int64_t> replicates = m.value("replicates", std::vector<std::int64_t>{});
+    std::vector<double> clocks = m.value("sm_mhz", std::vector<double>{});
+    common::Timing timing{samples, throttled, replicates, clocks};
+    timing.rule = common::replicate_location_from(m.value("replicate_location", "trimmed_mean"))
+                      .value_or(common::ReplicateLocation::trimmed_mean);
+    return {common::replicate_locations(timing, common::DetectionSettings{}),
+            common::replicate_clocks(timing), timing.rule};
+  }
+  return {};
+}
+
+// The standard error of the candidate's log level from the replicates so
+// far; infinite below two replicates a side. A/B: the difference's, over
+// sqrt(2), so that one target asks as many replicates a side of a pull
+// request as of a main run.
+double standard_error(const json& c, bool ab) {
+  std::vector<double> head = candidate_replicates(c, "measurements").locations;
+  auto sd = common::replicate_log_sd(head);
+  if (!sd) return INFINITY;
+  if (!ab) return *sd / std::sqrt(static_cast<double>(head.size()));
+  std::vector<double> base = candidate_replicates(c, "base_measurements").locations;
+  auto base_sd = common::replicate_log_sd(base);
+  if (!base_sd) return INFINITY;
+  const auto head_df = static_cast<double>(head.size() - 1), base_df = static_cast<double>(base.size() - 1);
+  double pooled = std::sqrt((head_df * *sd * *sd + base_df * *base_sd * *base_sd) /
+                            static_cast<double>(head.size() + base.size() - 2));
+  return pooled *
+         std::sqrt((1.0 / static_cast<double>(head.size()) + 1.0 / static_cast<double>(base.size())) / 2);
+}
+
+std::string fixed(double value, int digits) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.*f", digits, value);
+  return text;
+}
+
+void merge_gpu_state(json& accumulated, const json& state) {
+  if (!accumulated.contains("gpu_state")) {
+    accumulated["gpu_state"] = state;
+    return;
+  }
+  json& merged = accumulated["gpu_state"];
+  merged["throttle_reasons"] =
+      merged.value("throttle_reasons", std::uint64_t{0}) | state.value("throttle_reasons", std::uint64_t{0});
+  for (const char* key : {"sm_mhz", "mem_mhz"}) {
+    // First and last reading over every replicate: before and after the case.
+    if (state.contains(key) && !state[key].empty()) {
+      if (!merged.contains(key) || merged[key].empty())
+        merged[key] = state[key];
+      else
+        merged[key] = json::array({merged[key].front(), state[key].back()});
+    }
+  }
+  for (const char* key : {"temp_c_max", "power_w_max"}) {
+    if (state.contains(key))
+      merged[key] = std::max(merged.value(key, state[key].get<double>()), state[key].get<double>());
+  }
+}
+
+json fresh_measurement(const json& m) {
+  json fresh = m;
+  fresh["samples_ns"] = json::array();
+  fresh["throttled_samples"] = json::array();
+  fresh["replicates"] = json::array();
+  fresh["sm_mhz"] = json::array();
+  for (const char* key : {"energy_j", "energy_replicates", "power_w"}) fresh.erase(key);
+  return fresh;
+}
+
+// The replicated full_bench of one bench, step by step: list the cases, the
+// first pass, the adaptive passes, the confirmation (A/B), the baselines'
+// context pass, then the result.
+class Engine {
+ public:
+  Engine(const BenchAdapter& adapter, const BenchConfig& bench, const RepoConfig& config,
+         const EngineOptions& options, const std::atomic<bool>& stop)
+      : adapter_(adapter),
+        bench_(bench),
+        config_(config),
+        options_(options),
+        stop_(stop),
+        fb_(config.full_bench),
+        ab_(options.base_checkout.has_value()),
+        budget_s_(fb_.budget_s * (ab_ ? 2 : 1)),  // the setting is per side
+        seed_(options.seed != 0
+                  ? options.seed
+                  : static_cast<std::uint64_t>(std::chrono::system_clock::now().time_since_epoch().count())) {
+  }
+
+  BenchResult run() {
+    if (!list()) return std::move(result_);
+    first_pass();
+    adaptive_passes();
+    confirm();
+    context_pass();
+    return finish();
+  }
+
+ private:
+  BenchContext context(Side side) const {
+    return {bench_, config_, side == Side::head ? options_.checkout : *options_.base_checkout, stop_};
+  }
+  void log(const std::string& line) const {
+    if (options_.log) options_.log(line);
+  }
+  void progress(const std::string& what) const {
+    log("full_bench " + bench_.name + ": " + what + " (" + fixed(result_.seconds, 1) + " s of " +
+        fixed(budget_s_, 0) + " s)");
+  }
+
+  // The cases: what the bench lists (or, for a harness that names them only
+  // as it runs them, what its first replicate measures).
+  bool list() {
+    CaseListing listing = adapter_.list_cases(context(Side::head));
+    if (!listing.ok) {
+      result_.status = "failed";
+      result_.message = bench_.name + ": cannot list its cases: " + listing.failure;
+      result_.log_tail = listing.log_tail;
+      return false;
+    }
+    groups_ = listing.groups;
+    discover_ = listing.cases_from_first_pass;
+    const auto& only = options_.only_cases;
+    for (const ListedCase& c : listing.cases) {
+      if (!only.empty() && std::find(only.begin(), only.end(), c.name) == only.end()) continue;
+      all_.push_back(c.name);
+      if (c.has_baselines) with_baselines_.push_back(c.name);
+    }
+    if (!only.empty())
+      log("full_bench " + bench_.name + ": " + std::to_string(all_.size()) +
+          " of the bench's cases, those asked for");
+    return true;
+  }
+
+  // A fresh order for each replicate: the cases (the adapter passes the seed
+  // on where the harness orders them itself) and the groups they run in.
+  PassRequest request_for(const std::vector<std::string>& names, Side side, bool baselines) const {
+    PassRequest request;
+    request.order_seed = (seed_ + 7919 * static_cast<std::uint64_t>(pass_number_) + (side == Side::base)) | 1;
+    std::mt19937_64 shuffle(request.order_seed);
+    request.cases = names;
+    std::shuffle(request.cases.begin(), request.cases.end(), shuffle);
+    request.groups = groups_;
+    std::shuffle(request.groups.begin(), request.groups.end(), shuffle);
+    request.baselines = baselines;
+    return request;
+  }
+
+  // One replicate of `names` on both sides (head only without a base), in
+  // ABBA order across replicates. Every replicate times the candidate alone,
+  // on both sides: no side sits in a power state that baselines made, and
+  // main and pull-request runs measure alike.
+  void replicate(const std::vector<std::string>& names) {
+    std::vector<Side> sides{Side::head};
+    if (ab_)
+      sides =
+          pass_number_ % 2 == 0 ? std::vector{Side::head, Side::base} : std::vector{Side::base, Side::head};
+    for (Side side : sides) {
+      if (stop_.load()) return;
+      PassOutput pass = adapter_.measure(context(side), request_for(names, side, false));
+      take(side, pass, names);
+    }
+    ++pass_number_;
+  }
+
+  void take(Side side, PassOutput& pass, const std::vector<std::string>& names) {
+    const char* side_name = side == Side::head ? "head" : "base";
+    result_.seconds += pass.seconds;
+    setup_seconds_ += pass.setup_seconds;
+    measure_seconds_ += pass.measure_seconds;
+    passes_.push_back({{"side", side_name},
+                       {"cases", names.empty() ? pass.cases.size() : names.size()},
+                       {"seconds", pass.seconds}});
+    for (std::string& note : pass.notes) {
+      if (notes_.insert(note).second) log(bench_.name + ": " + note);
+    }
+    if (!pass.failure.empty()) {
+      failures_ += std::string(failures_.empty() ? "" : "; ") + side_name + " pass " +
+                   std::to_string(pass_number_) + ": " + pass.failure;
+      result_.log_tail += "--- " + std::string(side_name) + " pass\n" + pass.log_tail;
+      if (side == Side::head) head_failed_ = true;
+    }
+    if (!pass.ok) return;
+    if (result_.device.is_null() && pass.device.is_object()) result_.device = pass.device;
+    const std::set<std::string> wanted(names.begin(), names.end());
+    for (const json& c : pass.cases) {
+      if (!c.contains("measurements")) continue;  // a failed case
+      const std::string name = c["name"];
+      if (!wanted.empty() && !wanted.contains(name)) continue;  // ran with its group
+      auto [it, fresh] = cases_.try_emplace(name, json::object());
+      if (fresh) {
+        order_.push_back(name);
+        it->second["name"] = name;
+        it->second["params"] = c.value("params", json::object());
+        if (discover_ && side == Side::head) all_.push_back(name);
+      }
+      std::int64_t& index = (side == Side::head ? head_counts_ : base_counts_)[name];
+      merge_replicate(it->second, c, index, side == Side::head ? "measurements" : "base_measurements");
+      ++index;
+    }
+  }
+
+  // The minimum replicates of every case.
+  void first_pass() {
+    for (int r = 0; r < fb_.replicates && !stop_.load(); ++r) {
+      replicate(discover_ && r == 0 ? std::vector<std::string>{} : all_);
+      progress("replicate " + std::to_string(r + 1) + " of every case");
+      if (head_failed_ && cases_.empty()) break;
+    }
+  }
+
+  // More replicates of the cases whose level is still uncertain, while the
+  // budget allows a pass of them.
+  void adaptive_passes() {
+    for (int r = fb_.replicates; r < fb_.max_replicates && !stop_.load(); ++r) {
+      std::vector<std::string> uncertain;
+      for (const std::string& name : order_) {
+        if (head_counts_[name] < fb_.replicates) continue;  // failed in the first pass
+        if (standard_error(cases_[name], ab_) > fb_.target_se) uncertain.push_back(name);
+      }
+      if (uncertain.empty()) break;
+      const double pass_estimate = result_.seconds / std::max(1, pass_number_) *
+                                   static_cast<double>(uncertain.size()) /
+                                   static_cast<double>(std::max<std::size_t>(1, all_.size()));
+      if (result_.seconds + pass_estimate > budget_s_) {
+        progress(std::to_string(uncertain.size()) + " case(s) above the target spread, budget spent");
+        break;
+      }
+      replicate(uncertain);
+      progress("replicate " + std::to_string(r + 1) + " of " + std::to_string(uncertain.size()) +
+               " case(s) above the target spread");
+    }
+  }
+
+  // A/B: a case the first pass screens as changed is measured again; the
+  // run is judged on all its replicates.
+  void confirm() {
+    if (!ab_ || fb_.confirm_replicates <= 0 || stop_.load()) return;
+    common::DetectionSettings settings;
+    // The server judges a pull request by the stricter of its own and its
+    // base's thresholds (docs/detection.md): screen as it will judge.
+    auto threshold_of = [&](const std::string& name) {
+      double own = config_.thresholds.for_case(name).value_or(settings.min_threshold);
+      if (!options_.base_thresholds) return own;
+      return std::min(own, options_.base_thresholds->for_case(name).value_or(settings.min_threshold));
+    };
+    std::vector<std::string> screened;
+    for (const std::string& name : order_) {
+      Replicates head = candidate_replicates(cases_[name], "measurements");
+      Replicates base = candidate_replicates(cases_[name], "base_measurements");
+      common::CaseTest test = common::test_ab(head.locations, base.locations,
+                                              common::noise_for(common::default_noise(), head.rule), settings,
+                                              head.clocks, base.clocks);
+      if (common::needs_confirmation(test, threshold_of(name), settings)) screened.push_back(name);
+    }
+    if (!screened.empty()) {
+      for (const std::string& name : screened) cases_[name]["first_pass_replicates"] = head_counts_[name];
+      for (int r = 0; r < fb_.confirm_replicates && !stop_.load(); ++r) replicate(screened);
+      progress(std::to_string(screened.size()) + " case(s) screened by the first pass measured again");
+    }
+    result_.details["confirmed_cases"] = screened;
+  }
+
+  // Context for the speedup series and the machine-drift signal of a run
+  // judged against its history: the head's baseline implementations, one
+  // replicate, after the candidate's. An A/B run is judged against its base,
+  // measured in the same job, and skips it.
+  void context_pass() {
+    if (!fb_.context_pass || ab_ || stop_.load() || with_baselines_.empty()) return;
+    ++pass_number_;
+    PassOutput pass = adapter_.measure(context(Side::head), request_for(with_baselines_, Side::head, true));
+    result_.seconds += pass.seconds;
+    passes_.push_back(
+        {{"side", "head baselines"}, {"cases", with_baselines_.size()}, {"seconds", pass.seconds}});
+    if (pass.ok) {
+      for (const json& c : pass.cases) {
+        auto it = cases_.find(c.value("name", ""));
+        if (it != cases_.end() && c.contains("measurements"))
+          merge_replicate(it->second, c, 0, "measurements");
+      }
+    }
+    progress("baseline implementations of the head, one replicate");
+  }
+
+  BenchResult finish() {
+    // In the bench's own order (a harness that interleaves its cases reports
+    // them in any order), then any it did not list.
+    std::vector<std::string> in_order = all_;
+    for (const std::string& name : order_) {
+      if (std::find(all_.begin(), all_.end(), name) == all_.end()) in_order.push_back(name);
+    }
+    for (const std::string& name : in_order) {
+      if (!cases_.contains(name)) continue;
+      json& c = cases_[name];
+      // A case without a full set of head replicates keeps what it has; one
+      // whose base never ran is judged against the stored history instead.
+      if (c.contains("base_measurements") && !c.contains("measurements")) c.erase("base_measurements");
+      if (!c.contains("measurements")) continue;
+      result_.cases.push_back(std::move(c));
+    }
+    std::int64_t fewest = INT64_MAX, most = 0;
+    for (const auto& [_, n] : head_counts_) {
+      fewest = std::min(fewest, n);
+      most = std::max(most, n);
+    }
+    result_.details["passes"] = passes_;
+    // Where the candidate passes' time went: per-case setup (allocations,
+    // inputs, warm-up) against timed rounds; the rest is process start-up.
+    result_.details["setup_seconds"] = setup_seconds_;
+    result_.details["measure_seconds"] = measure_seconds_;
+    result_.details["ab"] = ab_;
+    result_.details["seconds"] = result_.seconds;
+    result_.details["harness"] = adapter_.harness();
+    if (!notes_.empty()) result_.details["notes"] = std::vector<std::string>(notes_.begin(), notes_.end());
+    if (failures_.empty() && !stop_.load()) {
+      result_.message = bench_.name + ": " + std::to_string(result_.cases.size()) + " cases, " +
+                        (head_counts_.empty() ? "0" : std::to_string(fewest)) + "-" + std::to_string(most) +
+                        " replicates" + (ab_ ? " of base and head alternating" : "") + " in " +
+                        fixed(result_.seconds, 1) + " s";
+      for (const std::string& note : notes_) result_.message += "; " + note;
+      if (const std::string unseen = adapter_.unobserved(); !unseen.empty())
+        result_.message += "; not observed: " + unseen;
+    } else {
+      result_.status = "failed";
+      result_.message = bench_.name + ": " + (stop_.load() ? std::string("stopped") : failures_);
+    }
+    return std::move(result_);
+  }
+
+  const BenchAdapter& adapter_;
+  const BenchConfig& bench_;
+  const RepoConfig& config_;
+  const EngineOptions& options_;
+  const std::atomic<bool>& stop_;
+  const FullBenchConfig& fb_;
+  const bool ab_;
+  const double budget_s_;
+  const std::uint64_t seed_;
+
+  BenchResult result_;
+  std::vector<std::string> all_;             // every case measured
+  std::vector<std::string> with_baselines_;  // those with baseline implementations
+  std::vector<std::string> groups_;
+  bool discover_ = false;
+  std::map<std::string, json> cases_;                              // accumulated, by name
+  std::vector<std::string> order_;                                 // first-seen order, for the report
+  std::map<std::string, std::int64_t> head_counts_, base_counts_;  // replicates so far
+  std::string failures_;
+  std::set<std::string> notes_;
+  json passes_ = json::array();
+  int pass_number_ = 0;
+  double setup_seconds_ = 0, measure_seconds_ = 0;
+  bool head_failed_ = false;
+};
+
+}  // namespace
+
+void merge_replicate(json& accumulated, const json& pass_case, std::int64_t replicate,
+                     const char* measurements_key) {
+  if (!accumulated.contains(measurements_key)) accumulated[measurements_key] = json::array();
+  json& into = accumulated[measurements_key];
+  for (const json& m : pass_case.value("measurements", json::array())) {
+    json* target = nullptr;
+    for (json& existing : into) {
+      if (existing["impl"] == m["impl"]) target = &existing;
+    }
+    if (target == nullptr) {
+      into.push_back(fresh_measurement(m));
+      target = &into.back();
+    }
+    const std::size_t offset = (*target)["samples_ns"].size();
+    // Clocks stay only while every replicate has them, one per sample.
+    if (target->contains("sm_mhz")) {
+      if (m.contains("sm_mhz") && m["sm_mhz"].size() == m["samples_ns"].size()) {
+        for (const json& mhz : m["sm_mhz"]) (*target)["sm_mhz"].push_back(mhz);
+      } else {
+        target->erase("sm_mhz");
+      }
+    }
+    for (const json& sample : m["samples_ns"]) {
+      (*target)["samples_ns"].push_back(sample);
+      (*target)["replicates"].push_back(replicate);
+    }
+    for (const json& index : m.value("throttled_samples", json::array()))
+      (*target)["throttled_samples"].push_back(index.get<std::int64_t>() + static_cast<std::int64_t>(offset));
+    (*target)["median_ns"] = common::median((*target)["samples_ns"].get<std::vector<double>>());
+    // Energy: one value per replicate that measured it, with its index.
+    if (m.contains("energy_j") && !m["energy_j"].empty() && m.contains("power_w") && !m["power_w"].empty()) {
+      for (const char* key : {"energy_j", "power_w", "energy_replicates"}) {
+        if (!target->contains(key)) (*target)[key] = json::array();
+      }
+      (*target)["energy_j"].push_back(m["energy_j"][0]);
+      (*target)["power_w"].push_back(m["power_w"][0]);
+      (*target)["energy_replicates"].push_back(replicate);
+    }
+  }
+  if (pass_case.contains("gpu_state")) merge_gpu_state(accumulated, pass_case["gpu_state"]);
+}
+
+BenchResult run_full_bench(const BenchAdapter& adapter, const BenchConfig& bench, const RepoConfig& config,
+                           const EngineOptions& options) {
+  static const std::atomic<bool> never{false};
+  return Engine(adapter, bench, config, options, options.stop ? *options.stop : never).run();
+}
+
+}  // namespace kw::agent

@@ -1,0 +1,49 @@
+// full_bench for every bench format (docs/detection.md): each replicate runs
+// the bench once, in a fresh process, over the selected cases in an order
+// shuffled per replicate, and a case's replicates are its passes. With a base
+// checkout the base's replicates alternate with the head's (ABBA...) in the
+// same job. The number of replicates adapts to the spread seen between them
+// within the stage's GPU-seconds budget, cases the first pass screens as
+// changed are measured again before the report goes out, and per-sample
+// clocks and throttle marks are kept wherever the harness gives them. The
+// format is the adapter's business (adapters.hpp): the engine never asks
+// which it is.
+#pragma once
+
+#include <atomic>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "pipeline/adapters.hpp"
+#include "pipeline/bench_result.hpp"
+#include "project/repo_config.hpp"
+
+namespace kw::agent {
+
+struct EngineOptions {
+  std::filesystem::path checkout;
+  std::optional<std::filesystem::path> base_checkout;  // A/B when set
+  std::optional<common::Thresholds> base_thresholds;
+  const std::atomic<bool>* stop = nullptr;
+  std::function<void(const std::string&)> log;
+  std::uint64_t seed = 0;  // of the case orders; 0: from the clock
+  // Measure these of the bench's cases alone (a bisect step's flagged
+  // cases); empty: every case.
+  std::vector<std::string> only_cases;
+};
+
+BenchResult run_full_bench(const BenchAdapter& adapter, const BenchConfig& bench, const RepoConfig& config,
+                           const EngineOptions& options);
+
+// One pass's case merged into the accumulated one as replicate `replicate`
+// (exposed for tests): samples appended, throttled indices and replicate
+// indices shifted accordingly, medians recomputed.
+void merge_replicate(nlohmann::json& accumulated, const nlohmann::json& pass_case, std::int64_t replicate,
+                     const char* measurements_key);
+
+}  // namespace kw::agent

@@ -1,0 +1,651 @@
+#include "pipeline/pipeline.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "host/gpu_info.hpp"
+#include "host/process.hpp"
+#include "kw/common/run_report.hpp"
+#include "kw/common/subprocess.hpp"
+#include "pipeline/adapters.hpp"
+#include "pipeline/bench_checks.hpp"
+#include "pipeline/launch_check.hpp"
+#include "pipeline/load_check.hpp"
+#include "pipeline/measurement_engine.hpp"
+#include "pipeline/python_harness.hpp"
+#include "project/built_commits.hpp"
+#include "project/git.hpp"
+
+namespace kw::agent {
+
+using common::ChildOutcome;
+using common::ChildSpec;
+using common::run_child;
+
+namespace {
+
+using common::StageName;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+std::string tail_of(const std::string& text, std::size_t bytes = 8000) {
+  return text.size() <= bytes ? text : text.substr(text.size() - bytes);
+}
+
+std::string seconds_text(double seconds) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof(buffer), "%.1f s", seconds);
+  return buffer;
+}
+
+// ptxas -v prints, per kernel, "Compiling entry function 'NAME'" then
+// "Used N registers, ... S bytes smem ..." and "X bytes spill stores, Y bytes spill loads".
+json ptxas_report(const std::string& log) {
+  json kernels = json::array();
+  std::regex entry(R"(Compiling entry function '([^']+)')");
+  std::regex used(R"(Used (\d+) registers(?:.*?(\d+) bytes smem)?)");
+  std::regex spill(R"((\d+) bytes spill stores, (\d+) bytes spill loads)");
+  std::istringstream lines(log);
+  std::string line;
+  json current;
+  while (std::getline(lines, line)) {
+    if (line.rfind("$ ", 0) == 0) continue;  // the command line itself, as echoed into the log
+    std::smatch m;
+    if (std::regex_search(line, m, entry)) {
+      if (!current.is_null()) kernels.push_back(current);
+      current = {{"name", m[1].str()},
+                 {"registers", 0},
+                 {"shared_bytes", 0},
+                 {"spill_stores", 0},
+                 {"spill_loads", 0}};
+    } else if (!current.is_null() && std::regex_search(line, m, spill)) {
+      current["spill_stores"] = std::stoll(m[1]);
+      current["spill_loads"] = std::stoll(m[2]);
+    } else if (!current.is_null() && std::regex_search(line, m, used)) {
+      current["registers"] = std::stoll(m[1]);
+      if (m[2].matched) current["shared_bytes"] = std::stoll(m[2]);
+    }
+  }
+  if (!current.is_null()) kernels.push_back(current);
+  return kernels;
+}
+
+// A stage's cost: its wall time, and the time its bench processes held the
+// GPU (0 for build, which uses none).
+common::Stage make_stage(StageName name, const std::string& status, double wall_seconds, double gpu_seconds,
+                         const std::string& message, const std::string& log_tail = {},
+                         json details = json::object()) {
+  common::Stage stage;
+  stage.name = name;
+  stage.status = common::stage_status_from(status).value_or(common::StageStatus::failed);
+  stage.duration_ms = static_cast<std::int64_t>(wall_seconds * 1000);
+  stage.gpu_seconds = gpu_seconds;
+  stage.message = message;
+  stage.log_tail = tail_of(log_tail);
+  stage.details = std::move(details);
+  return stage;
+}
+
+// What every report of a run says of itself: the commit, the agent, when;
+// its end is now.
+common::RunReport report_head(const std::string& project, const PipelineOptions& options,
+                              const std::string& started_at) {
+  common::RunReport report;
+  report.project = project;
+  report.commit = options.commit;
+  report.branch = options.branch;
+  report.base_commit = options.base_commit;
+  report.job_id = options.job_id;
+  report.git = commit_info(options.checkout, options.commit);
+  report.agent = {options.agent_name, KW_VERSION, options.agent_host};
+  report.started_at = started_at;
+  report.finished_at = utc_now_rfc3339();
+  return report;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point started) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+}
+
+struct Logger {
+  const PipelineOptions& options;
+  void operator()(const std::string& line) const {
+    if (options.log) options.log(line);
+  }
+  void started(StageName stage) const {
+    if (options.on_stage) options.on_stage({{"started", common::to_string(stage)}});
+  }
+  void ended(const common::Stage& stage) const {
+    if (options.on_stage) options.on_stage(common::to_json(stage));
+  }
+};
+
+// One kwbench invocation: `stage` is a stage's name or "preflight"; its
+// JSON document (null when it wrote none) in `document`.
+ChildOutcome invoke_kwbench(const BenchConfig& bench, const std::string& stage, double timeout_s,
+                            const PipelineOptions& options, json& document,
+                            const std::vector<std::string>& extra_args = {},
+                            std::function<void(const std::string&)> on_line = {},
+                            std::map<std::string, std::string> env = {}) {
+  fs::path out = temp_json(stage);
+  ChildSpec spec;
+  spec.argv = bench_command(bench, options.checkout);
+  spec.argv.insert(spec.argv.end(), {"--stage", stage, "--json", out.string(), "--case", bench.cases});
+  if (stage == "load" || stage == "preflight") {
+    for (const LibraryCheck& library : bench.libraries) {
+      spec.argv.push_back("--library");
+      spec.argv.push_back((options.checkout / library.path).string());
+      for (const std::string& symbol : library.symbols) {
+        spec.argv.push_back("--symbol");
+        spec.argv.push_back(symbol);
+      }
+    }
+  }
+  spec.argv.insert(spec.argv.end(), bench.args.begin(), bench.args.end());
+  spec.argv.insert(spec.argv.end(), extra_args.begin(), extra_args.end());
+  spec.cwd = options.checkout;
+  spec.timeout_s = timeout_s;
+  spec.on_line = std::move(on_line);
+  spec.env = std::move(env);
+  spec.env.merge(bench_env(bench));
+  if (!options.reference_cache_dir.empty() && std::getenv("KWBENCH_REFERENCE_CACHE") == nullptr)
+    spec.env["KWBENCH_REFERENCE_CACHE"] = options.reference_cache_dir.string();
+  ChildOutcome outcome = run_child(spec, *options.stop);
+  document = json();
+  if (std::ifstream in(out); in) {
+    try {
+      in >> document;
+    } catch (const std::exception&) {
+      document = json();
+    }
+  }
+  fs::remove(out);
+  return outcome;
+}
+
+// The bench's result of one stage from its stage object (null: it wrote none).
+BenchResult stage_result(const BenchConfig& bench, const json& stage_json, const json& cases,
+                         const json& device, const ChildOutcome& outcome) {
+  BenchResult result;
+  result.seconds = outcome.seconds;
+  if (!stage_json.is_object()) {
+    result.status = "failed";
+    result.message = bench.name + ": " + outcome.describe() +
+                     (outcome.timed_out || outcome.stopped ? "" : " without writing its result");
+    result.log_tail = outcome.output_tail;
+    return result;
+  }
+  result.status = stage_json.value("status", "failed");
+  result.message = bench.name + ": " + stage_json.value("message", "");
+  result.log_tail = stage_json.value("log_tail", std::string());
+  if (result.status == "failed" && result.log_tail.empty()) result.log_tail = outcome.output_tail;
+  result.details = stage_json.value("details", json::object());
+  result.device = device;
+  result.cases = cases.is_array() ? cases : json::array();
+  return result;
+}
+
+// The result of one stage's process from its document ({"stage", "cases",
+// "device"}; null or cut short: the process's own outcome says why).
+BenchResult document_result(const BenchConfig& bench, const json& document, const ChildOutcome& outcome) {
+  if (!document.is_object() || !document.contains("stage") || outcome.timed_out || outcome.stopped)
+    return stage_result(bench, json(), json(), json(), outcome);
+  return stage_result(bench, document["stage"], document.value("cases", json::array()),
+                      document.value("device", json()), outcome);
+}
+
+BenchResult run_kwbench(const BenchConfig& bench, StageName stage, const RepoConfig& config,
+                        const PipelineOptions& options) {
+  json document;
+  ChildOutcome outcome = invoke_kwbench(bench, std::string(common::to_string(stage)),
+                                        config.timeout_for(stage), options, document);
+  return document_result(bench, document, outcome);
+}
+
+// A stage of a python bench (kernels/python/kwbench.py speaks kwbench's
+// command line): load imports its modules with every symbol bound
+// (LD_BIND_NOW), then the kernel images of the shared objects it names as
+// its own (the repository's, and those its imports loaded from outside the
+// interpreter's and the system's trees) are checked; launch_geometry runs each case once with
+// libkw_inject.so in the process and holds the launches between the case's
+// marks to what the case declares.
+BenchResult run_python(const BenchConfig& bench, StageName stage, const RepoConfig& config,
+                       const PipelineOptions& options) {
+  std::map<std::string, std::string> env;
+  std::vector<std::string> args;
+  fs::path records;
+  if (stage == StageName::load) {
+    env["LD_BIND_NOW"] = "1";
+    for (const std::string& module : bench.modules) args.insert(args.end(), {"--module", module});
+  } else if (stage == StageName::launch_geometry) {
+    const std::optional<fs::path> library = find_inject_library();
+    if (!library) {
+      BenchResult result;
+      result.status = "failed";
+      result.message = bench.name +
+                       ": libkw_inject.so not found (beside kw, in ../lib, or KW_INJECT_LIBRARY), so its "
+                       "launches cannot be checked";
+      return result;
+    }
+    records = temp_json("launches");
+    fs::remove(records);
+    fs::create_directories(records);
+    env = {{"CUDA_INJECTION64_PATH", library->string()}, {"KW_INJECT_OUT", records.string()}};
+  }
+  json document;
+  ChildOutcome outcome =
+      invoke_kwbench(bench, std::string(common::to_string(stage)), config.timeout_for(stage), options,
+                     document, args, {}, std::move(env));
+  BenchResult result = document_result(bench, document, outcome);
+  if (stage == StageName::load && result.status == "passed") {
+    std::vector<fs::path> files;
+    for (const json& file : result.details.value("shared_objects", json::array()))
+      files.emplace_back(file.get<std::string>());
+    const ImageCheck images = check_kernel_images(files, options);
+    if (!images.problems.empty()) {
+      result.status = "failed";
+      result.message = problems_message(bench.name, images.problems);
+    } else {
+      result.message += "; " + images.note;
+    }
+  }
+  if (stage == StageName::launch_geometry) {
+    InjectedLaunches observed = read_injected_launches(records);
+    std::error_code ec;
+    fs::remove_all(records, ec);
+    if (result.status != "skipped") check_marked_launches(result, bench, observed);
+  }
+  return result;
+}
+
+constexpr StageName kPreflightStages[] = {StageName::load, StageName::launch_geometry, StageName::correctness,
+                                          StageName::quick_bench};
+
+// load, launch_geometry, correctness and quick_bench of a kwbench bench in
+// one invocation: each case set up once for its three per-case stages. The
+// stages it did not reach (an earlier one failed) are absent. nullopt: the
+// bench predates --stage preflight (its harness is older), so each stage
+// runs on its own.
+// `on_started(stage)`: the bench began a per-case stage (its line
+// "[kwbench] stage NAME started").
+std::optional<std::map<StageName, BenchResult>> run_kwbench_preflight(
+    const BenchConfig& bench, const RepoConfig& config, const PipelineOptions& options,
+    const std::function<void(StageName)>& on_started) {
+  // Each per-case stage's timeout the harness keeps; this bounds the rest.
+  double timeout_s = 60;
+  for (StageName stage : kPreflightStages) timeout_s += config.timeout_for(stage);
+  std::vector<std::string> stage_timeouts;
+  for (StageName stage : kPreflightStages) {
+    if (stage == StageName::load) continue;
+    stage_timeouts.push_back("--stage-timeout");
+    stage_timeouts.push_back(std::string(common::to_string(stage)) + "=" +
+                             std::to_string(config.timeout_for(stage)));
+  }
+  json document;
+  static const std::regex started_line(R"(\[kwbench\] stage (\w+) started)");
+  ChildOutcome outcome = invoke_kwbench(bench, "preflight", timeout_s, options, document, stage_timeouts,
+                                        [&](const std::string& line) {
+                                          std::smatch m;
+                                          if (!std::regex_search(line, m, started_line)) return;
+                                          if (auto stage = common::stage_name_from(m[1].str()))
+                                            on_started(*stage);
+                                        });
+  std::map<StageName, BenchResult> results;
+  if (!document.is_object() && outcome.exit_code == 2 &&
+      outcome.output_tail.find("preflight") != std::string::npos)
+    return std::nullopt;
+  if (!document.is_object() || !document.contains("preflight") || outcome.timed_out || outcome.stopped) {
+    results[StageName::load] = stage_result(bench, json(), json(), json(), outcome);
+    return results;
+  }
+  for (const json& entry : document["preflight"]) {
+    const json& stage_json = entry.value("stage", json::object());
+    auto name = common::stage_name_from(stage_json.value("name", std::string()));
+    if (!name) continue;
+    BenchResult result = stage_result(bench, stage_json, entry.value("cases", json::array()),
+                                      document.value("device", json()), outcome);
+    result.seconds = stage_json.value("duration_ms", 0.0) / 1000;
+    results[*name] = std::move(result);
+  }
+  if (results.empty()) results[StageName::load] = stage_result(bench, json(), json(), json(), outcome);
+  return results;
+}
+
+BenchResult run_adapted(const BenchAdapter& adapter, const BenchConfig& bench, StageName stage,
+                        const RepoConfig& config, const PipelineOptions& options) {
+  if (stage == StageName::load) return run_adapted_load(adapter, bench, config, options);
+  if (stage == StageName::launch_geometry) return run_injected_launches(adapter, bench, config, options);
+  if (stage == StageName::correctness) return run_check_command(bench, options);
+  BenchResult result;
+  result.status = "skipped";
+  result.message = bench.name + ": a " + adapter.harness() + " bench has no " +
+                   std::string(common::to_string(stage)) + " stage";
+  return result;
+}
+
+// full_bench, for every format: replicates through the measurement engine.
+BenchResult run_full_bench_of(const BenchConfig& bench, const RepoConfig& config,
+                              const PipelineOptions& options) {
+  EngineOptions engine;
+  engine.checkout = options.checkout;
+  if (config.full_bench.ab) engine.base_checkout = options.base_checkout;
+  engine.base_thresholds = options.base_thresholds;
+  engine.stop = options.stop;
+  engine.log = options.log;
+  engine.only_cases = options.only_cases;
+  return run_full_bench(adapter_for(bench.format), bench, config, engine);
+}
+
+// What keeps a bench from starting at all, named as the user would look for
+// it (the load stage's headline, not a loader's exit 127 in the log tail).
+std::optional<std::string> bench_file_problem(const BenchConfig& bench, const fs::path& checkout) {
+  const fs::path file = checkout / bench.path;
+  std::error_code ec;
+  if (!fs::exists(file, ec))
+    return "`" + bench.path + "`: no such file after the build (did the build write it elsewhere?)";
+  if (fs::is_directory(file, ec)) return "`" + bench.path + "`: a directory, not the bench";
+  if (bench.format != BenchFormat::python && access(file.c_str(), X_OK) != 0)
+    return "`" + bench.path + "`: not executable (is it the built bench?)";
+  return std::nullopt;
+}
+
+// One bench's stage, as its format runs it: full_bench through the
+// measurement engine; the preflight of kwbench and python benches (which
+// speak kwbench's command line) stage by stage, another harness's through
+// the agent's own checks.
+BenchResult run_bench_stage(const BenchConfig& bench, StageName stage, const RepoConfig& config,
+                            const PipelineOptions& options) {
+  if (auto problem = bench_file_problem(bench, options.checkout)) {
+    BenchResult result;
+    result.status = "failed";
+    result.message = bench.name + ": " + *problem;
+    return result;
+  }
+  if (stage == StageName::full_bench) return run_full_bench_of(bench, config, options);
+  const BenchAdapter& adapter = adapter_for(bench.format);
+  if (!adapter.speaks_kwbench()) return run_adapted(adapter, bench, stage, config, options);
+  if (bench.format == BenchFormat::python) return run_python(bench, stage, config, options);
+  return run_kwbench(bench, stage, config, options);
+}
+
+void merge_cases(json& cases, const json& incoming) {
+  for (const json& c : incoming) {
+    bool merged = false;
+    for (json& existing : cases) {
+      if (existing["name"] == c["name"]) {
+        existing.update(c);
+        merged = true;
+        break;
+      }
+    }
+    if (!merged) cases.push_back(c);
+  }
+}
+
+// The build stage: incremental in the branch's tree, retried from scratch
+// when that fails, since what an earlier commit left in the tree (a stale
+// generated file, a cache from another configuration) must not fail this
+// commit's build.
+common::Stage run_build_stage(const RepoConfig& config, const PipelineOptions& opts, const Logger& log) {
+  log("stage build started");
+  log.started(StageName::build);
+  double seconds = 0;
+  std::string output;
+  std::string compiler_cache;
+  json tree = {{"kind", opts.built_from.empty() ? "fresh" : "incremental"}};
+  if (!opts.built_from.empty()) tree["from"] = opts.built_from;
+  auto clean_tree = [&](const std::string& reason) {
+    tree = {{"kind", "clean"}, {"reason", reason}};
+    try {
+      opts.clean_build_tree();
+      return std::string();
+    } catch (const std::exception& error) {
+      return std::string("cannot empty the build tree: ") + error.what();
+    }
+  };
+  std::string failure;
+  if (config.build_clean && opts.clean_build_tree && !opts.built_from.empty()) {
+    log("build.clean: removing the outputs of " + opts.built_from.substr(0, 12) + "'s build first");
+    failure = clean_tree("build.clean");
+  }
+  if (failure.empty())
+    failure =
+        build_checkout(config, opts.checkout, *opts.stop, output, seconds, opts.ccache_dir, &compiler_cache);
+  std::string log_text;  // the stage's log: both attempts where there were two
+  if (!failure.empty() && tree["kind"] == "incremental" && opts.clean_build_tree && !*opts.stop) {
+    log("incremental build failed (" + failure + "); building from scratch");
+    log_text = tail_of(output, 4000) + "\n--- the incremental build failed; from scratch: ---\n";
+    output.clear();
+    failure = clean_tree("the incremental build failed: " + failure);
+    double clean_seconds = 0;
+    if (failure.empty())
+      failure = build_checkout(config, opts.checkout, *opts.stop, output, clean_seconds, opts.ccache_dir,
+                               &compiler_cache);
+    seconds += clean_seconds;
+  }
+  log_text += output;
+  json details = {{"kernels", ptxas_report(output)},
+                  {"commands", config.build_commands},
+                  {"compiler_cache", compiler_cache},
+                  {"tree", tree}};
+  std::string status = failure.empty() ? "passed" : "failed";
+  std::string message =
+      failure.empty() ? std::to_string(config.build_commands.size()) + " command(s) succeeded" : failure;
+  if (tree["kind"] == "clean" && tree["reason"] != "build.clean")
+    message += " (from scratch, after the incremental build failed)";
+  common::Stage stage = make_stage(StageName::build, status, seconds, 0, message, log_text, details);
+  log("stage build " + status + " in " + seconds_text(seconds) + ": " + message);
+  log.ended(stage);
+  return stage;
+}
+
+bool runs_without_gpu(const BenchConfig& bench) {
+  return adapter_for(bench.format).runs_without_gpu();
+}
+
+// Why `stage` does not run at all, if it does not.
+std::optional<std::string> skip_reason(StageName stage, const std::string& failed_stage,
+                                       const RepoConfig& config, const PipelineOptions& opts) {
+  if (!failed_stage.empty()) return "not run: the " + failed_stage + " stage failed";
+  if (!opts.only_stages.empty() &&
+      std::find(opts.only_stages.begin(), opts.only_stages.end(), stage) == opts.only_stages.end())
+    return std::string("not selected (kw run --stages)");
+  // Without a GPU only the load, correctness check and full_bench of a CPU
+  // harness's bench can run (a benchmark in it that needs a GPU fails with
+  // its own error).
+  const bool runs_on_cpu =
+      (stage == StageName::load || stage == StageName::correctness || stage == StageName::full_bench) &&
+      std::any_of(config.benches.begin(), config.benches.end(), runs_without_gpu);
+  if (!opts.gpu_available && !runs_on_cpu) return std::string("no CUDA device");
+  return std::nullopt;
+}
+
+// The stages after the build, and what they share: a kwbench bench's
+// preflight stages run in one invocation, in the load stage, and each stage
+// then takes its part.
+struct BenchStages {
+  BenchStages(const RepoConfig& c, const PipelineOptions& o, const Logger& l) : config(c), opts(o), log(l) {}
+
+  const RepoConfig& config;
+  const PipelineOptions& opts;
+  const Logger& log;
+  std::map<std::string, std::map<StageName, BenchResult>> preflight;
+  std::set<StageName> announced;  // stages whose start the preflight already gave out
+  bool whole_preflight = false;
+  json cases = json::array();
+  json device;
+  double gpu_seconds = 0;
+
+  void announce(StageName stage) {
+    if (!announced.insert(stage).second) return;
+    log("stage " + std::string(common::to_string(stage)) + " started");
+    log.started(stage);
+  }
+
+  // This bench's result in `stage` from its preflight, if it ran one.
+  std::optional<BenchResult> from_preflight(const BenchConfig& bench, StageName stage) {
+    if (bench.format != BenchFormat::kwbench || stage == StageName::full_bench || !whole_preflight ||
+        bench_file_problem(bench, opts.checkout))
+      return std::nullopt;
+    if (stage == StageName::load) {
+      if (auto results = run_kwbench_preflight(bench, config, opts, [&](StageName s) { announce(s); }))
+        preflight[bench.name] = std::move(*results);
+      else
+        log(bench.name + ": its kwbench has no --stage preflight (an older harness): a process per stage");
+    }
+    auto it = preflight.find(bench.name);
+    if (it == preflight.end()) return std::nullopt;
+    if (auto found = it->second.find(stage); found != it->second.end()) return found->second;
+    // The preflight stopped before this stage: its last stage says why.
+    const auto& [last_stage, last] = *it->second.rbegin();
+    BenchResult skipped;
+    skipped.status = "skipped";
+    skipped.message = last.status == "skipped"
+                          ? last.message
+                          : bench.name + ": not run, its " + std::string(common::to_string(last_stage)) +
+                                " stage " + last.status;
+    return skipped;
+  }
+
+  common::Stage run(StageName stage) {
+    announce(stage);
+    const auto stage_started = std::chrono::steady_clock::now();
+    double seconds = 0;
+    std::string message;
+    std::string tail;
+    json details = json::object();
+    int failed = 0, passed = 0;
+    bool all_from_preflight = true;  // then the stage's cost is its part of the preflight
+    for (const BenchConfig& bench : config.benches) {
+      if (!opts.gpu_available && !runs_without_gpu(bench)) {
+        message += (message.empty() ? "" : "; ") + bench.name + ": skipped, no CUDA device";
+        continue;
+      }
+      std::optional<BenchResult> preflight_result = from_preflight(bench, stage);
+      all_from_preflight = all_from_preflight && preflight_result.has_value();
+      BenchResult result =
+          preflight_result ? std::move(*preflight_result) : run_bench_stage(bench, stage, config, opts);
+      if (stage == StageName::correctness && result.status != "failed" && !bench.sanitize_tools.empty() &&
+          opts.gpu_available)
+        sanitize(result, adapter_for(bench.format), bench, config, opts);
+      seconds += result.seconds;
+      message += (message.empty() ? "" : "; ") + result.message;
+      if (!result.log_tail.empty()) tail += "--- " + bench.name + "\n" + result.log_tail;
+      details[bench.name] = result.details;
+      if (device.is_null() && result.device.is_object()) device = result.device;
+      merge_cases(cases, result.cases);
+      failed += result.status == "failed";
+      passed += result.status == "passed";
+      if (opts.stop->load()) break;
+    }
+    gpu_seconds += seconds;
+    std::string status = failed > 0 ? "failed" : passed > 0 ? "passed" : "skipped";
+    const double wall = all_from_preflight ? seconds : seconds_since(stage_started);
+    common::Stage ended = make_stage(stage, status, wall, seconds, message, tail, details);
+    log("stage " + std::string(common::to_string(stage)) + " " + status + " in " + seconds_text(wall) + " (" +
+        seconds_text(seconds) + " on the GPU): " + message);
+    log.ended(ended);
+    return ended;
+  }
+};
+
+// A bench that says nothing of its device (Google Benchmark, NVBench's
+// summaries) ran on this host's GPU, or on a host without one its CPU:
+// that is what its baselines are keyed by. A run that failed before any
+// bench said (a build, a load) is this host's GPU's too: it belongs in
+// that GPU model's history, not in "none".
+json run_device(json device, const json& cases, const PipelineOptions& opts, const Logger& log) {
+  const bool measured = std::any_of(cases.begin(), cases.end(), [](const json& c) {
+    return !c.value("measurements", json::array()).empty();
+  });
+  if (device.is_null() && opts.gpu_available) {
+    device = host_gpu_device();
+    if (device.is_null()) log("no device in the bench output and none from the CUDA driver");
+  }
+  if (device.is_null() && measured && !opts.gpu_available) device = host_cpu_device();
+  return device;
+}
+
+}  // namespace
+
+bool full_bench_runs_here(const RepoConfig& config, bool gpu_available) {
+  return gpu_available || std::any_of(config.benches.begin(), config.benches.end(), runs_without_gpu);
+}
+
+json run_pipeline(const RepoConfig& config, const PipelineOptions& options) {
+  static const std::atomic<bool> never{false};
+  PipelineOptions opts = options;
+  if (opts.stop == nullptr) opts.stop = &never;
+  Logger log{opts};
+  std::string started_at = utc_now_rfc3339();
+  if (opts.base_commit) opts.base_thresholds = committed_thresholds(opts.checkout, *opts.base_commit, log);
+  std::vector<common::Stage> stages = {run_build_stage(config, opts, log)};
+  std::string failed_stage = stages.back().status == common::StageStatus::failed ? "build" : "";
+
+  BenchStages benches{config, opts, log};
+  benches.whole_preflight =
+      opts.only_stages.empty() ||
+      std::all_of(std::begin(kPreflightStages), std::end(kPreflightStages), [&](StageName s) {
+        return std::find(opts.only_stages.begin(), opts.only_stages.end(), s) != opts.only_stages.end();
+      });
+  for (StageName stage : common::kAllStages) {
+    if (stage == StageName::build) continue;
+    if (auto reason = skip_reason(stage, failed_stage, config, opts)) {
+      stages.push_back(make_stage(stage, "skipped", 0, 0, *reason));
+      log("stage " + std::string(common::to_string(stage)) + " skipped: " + *reason);
+      log.ended(stages.back());
+      continue;
+    }
+    stages.push_back(benches.run(stage));
+    if (stages.back().status == common::StageStatus::failed && stage != StageName::full_bench)
+      failed_stage = common::to_string(stage);
+  }
+
+  json device = run_device(std::move(benches.device), benches.cases, opts, log);
+  common::RunReport report = report_head(config.project, opts, started_at);
+  report.thresholds = config.thresholds;
+  report.base_thresholds = opts.base_thresholds;
+  report.gpu_seconds = benches.gpu_seconds;
+  report.stages = std::move(stages);
+  // The cases and the device come from the benches' JSON: they join the
+  // typed report through its parser, which validates them, so what is sent
+  // is nothing the model does not know.
+  json document = common::to_json(report);
+  document["cases"] = std::move(benches.cases);
+  if (device.is_object()) document["device"] = std::move(device);
+  return common::to_json(common::parse_run_report(document));
+}
+
+json config_failure_report(const std::string& project, const ConfigError& error,
+                           const PipelineOptions& options) {
+  Logger log{options};
+  const std::string started_at = utc_now_rfc3339();
+  log("stage config failed: " + std::string(error.what()));
+  std::string listed;
+  for (const std::string& problem : error.problems()) listed += problem + "\n";
+  std::vector<common::Stage> stages = {make_stage(StageName::config, "failed", 0, 0, error.what(), listed)};
+  log.ended(stages.back());
+  for (StageName stage : common::kAllStages) {
+    stages.push_back(make_stage(stage, "skipped", 0, 0, "not run: the config stage failed"));
+    log.ended(stages.back());
+  }
+  common::RunReport report = report_head(project, options, started_at);
+  report.stages = std::move(stages);
+  json document = common::to_json(report);
+  if (options.gpu_available) {
+    json device = host_gpu_device();
+    if (device.is_object()) document["device"] = std::move(device);
+  }
+  return common::to_json(common::parse_run_report(document));
+}
+
+}  // namespace kw::agent

@@ -1,0 +1,58 @@
+// The reads behind a project's history pages (projects, overview, cases,
+// runs, regressions, branches, series), as an interface in the manner of
+// openstreetmap-cgimap's data_selection: kw-server reads PostgreSQL through
+// PgHistoryReads; the handler tests give the routes a stand-in where a
+// database adds nothing (access, parameters, the read cache).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "store/database.hpp"
+#include "store/run_repository.hpp"
+
+namespace kw::server {
+
+class HistoryReads {
+ public:
+  virtual ~HistoryReads() = default;
+
+  // Each answer is the endpoint's JSON text; nullopt: no such project.
+  // The caller's access to the project is checked before any of these.
+  virtual std::string projects(const std::optional<std::vector<std::string>>& only) = 0;
+  // `branch` empty: the project's default branch.
+  virtual std::optional<std::string> overview(const std::string& project, const std::string& branch,
+                                              const std::string& gpu, const Page& page) = 0;
+  virtual std::optional<std::string> cases(const std::string& project) = 0;
+  virtual std::optional<std::string> runs(const std::string& project, const std::string& branch, int limit,
+                                          bool regressions_only) = 0;
+  virtual std::optional<std::string> branches(const std::string& project) = 0;
+  virtual std::optional<std::string> series(const std::string& project, const std::string& case_name,
+                                            const std::string& gpu, const std::string& branch, int limit) = 0;
+};
+
+// Each read one transaction on the pool (the series one statement).
+class PgHistoryReads final : public HistoryReads {
+ public:
+  explicit PgHistoryReads(ConnectionPool& pool) : pool_(pool) {}
+
+  std::string projects(const std::optional<std::vector<std::string>>& only) override;
+  std::optional<std::string> overview(const std::string& project, const std::string& branch,
+                                      const std::string& gpu, const Page& page) override;
+  std::optional<std::string> cases(const std::string& project) override;
+  std::optional<std::string> runs(const std::string& project, const std::string& branch, int limit,
+                                  bool regressions_only) override;
+  std::optional<std::string> branches(const std::string& project) override;
+  std::optional<std::string> series(const std::string& project, const std::string& case_name,
+                                    const std::string& gpu, const std::string& branch, int limit) override;
+
+ private:
+  // read(tx, project_id) in one transaction; nullopt when no such project.
+  template <typename Read>
+  std::optional<std::string> of_project(const std::string& project, Read&& read);
+
+  ConnectionPool& pool_;
+};
+
+}  // namespace kw::server
