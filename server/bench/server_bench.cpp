@@ -1,8 +1,9 @@
 // kw-server-bench: ingest latency (200 cases x 100 samples), series query over
 // 10,000 runs of one case, claim throughput with 50 concurrent agents, reads
-// while agents post, a 10,000-case run read back by pages, every list
-// endpoint of a project with 5,000 runs, and the server's memory while 48
-// clients download kw without reading,
+// while agents post, a 10,000-case run read back by pages, main runs of
+// 10,000 cases x 3 implementations posted gzip and judged (with the bytes a
+// case-run takes on disk), every list endpoint of a project with 5,000 runs,
+// and the server's memory while 48 clients download kw without reading,
 // against a real kw-server (in-process, all HTTP over loopback) on a private
 // embedded PostgreSQL. Prints a markdown table; --json writes the numbers.
 #include <unistd.h>
@@ -12,10 +13,13 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iomanip>
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <numeric>
 #include <set>
+#include <sstream>
 #include <thread>
 #include <tuple>
 
@@ -29,6 +33,7 @@
 #include "app.hpp"
 #include "kw/common/stats.hpp"
 #include "kw/http/client.hpp"
+#include "kw/http/gzip.hpp"
 #include "store/embedded_postgres.hpp"
 #include "store/run_repository.hpp"
 #include "store/token_repository.hpp"
@@ -71,8 +76,9 @@ void check(bool ok, const std::string& what) {
 struct ServerBench {
   int ingest_runs = 60, series_runs = 10000, series_queries = 500, claim_jobs = 5000, agents = 50,
       threads = 4, load_posters = 8, load_queries = 500, load_cases = 3, large_cases = 10000,
-      read_threads = HttpOptions{}.read_threads, write_threads = HttpOptions{}.write_threads;
-  int history_runs = 5000, stalled_downloads = 48;
+      read_threads = HttpOptions{}.read_threads, write_threads = HttpOptions{}.write_threads,
+      small_write_threads = HttpOptions{}.small_write_threads;
+  int history_runs = 5000, stalled_downloads = 48, scale_cases = 10000, scale_small_cases = 200;
   std::string json_out, kw_binary = KW_BENCH_KW_BINARY;
   std::set<std::string> only;
   bool explain = false;
@@ -90,13 +96,16 @@ struct ServerBench {
   void run_claims();
   void run_load();
   void run_large();
+  void run_scale();
+  void run_scale_project(int cases);
+  std::map<std::string, std::int64_t> stored_bytes() const;  // per table, indexes and TOAST included
   void run_history();
   void run_downloads();
 };
 
 void ServerBench::add_options(CLI::App& cli) {
   cli.add_option("--only", only,
-                 "run only these parts: ingest, series, claims, load, large, history, downloads")
+                 "run only these parts: ingest, series, claims, load, large, scale, history, downloads")
       ->delimiter(',');
   cli.add_option("--history-runs", history_runs, "runs of the project whose list endpoints are read")
       ->capture_default_str();
@@ -113,11 +122,21 @@ void ServerBench::add_options(CLI::App& cli) {
   cli.add_option("--load-posters", load_posters, "agents posting while reads are timed")
       ->capture_default_str();
   cli.add_option("--read-threads", read_threads, "kw-server threads running GET")->capture_default_str();
-  cli.add_option("--write-threads", write_threads, "kw-server threads running the rest")
+  cli.add_option("--write-threads", write_threads, "kw-server threads running writes with large bodies")
+      ->capture_default_str();
+  cli.add_option("--small-write-threads", small_write_threads, "kw-server threads running the other writes")
       ->capture_default_str();
   cli.add_option("--load-cases", load_cases, "cases in each report posted meanwhile")->capture_default_str();
   cli.add_option("--load-queries", load_queries, "reads timed, idle and under load")->capture_default_str();
   cli.add_option("--large-cases", large_cases, "cases of the run read back by pages")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 10000));
+  cli.add_option("--scale-cases", scale_cases,
+                 "cases of the main runs posted gzip and judged (3 x 60 samples)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 10000));
+  cli.add_option("--scale-small-cases", scale_small_cases,
+                 "the same with this many cases, to compare per case")
       ->capture_default_str()
       ->check(CLI::Range(1, 10000));
   cli.add_option("--json", json_out, "write results as JSON");
@@ -129,6 +148,9 @@ void ServerBench::run() {
   options.http.threads = threads;
   options.http.read_threads = read_threads;
   options.http.write_threads = write_threads;
+  options.http.small_write_threads = small_write_threads;
+  // Every client here shares 127.0.0.1, as agents behind one proxy would.
+  options.http.max_connections_per_address = 256;
   options.database_url = database_url;
   options.kw_binary = kw_binary;
   App server(options);
@@ -149,6 +171,7 @@ void ServerBench::run() {
   if (part("claims")) run_claims();
   if (part("load")) run_load();
   if (part("large")) run_large();
+  if (part("scale")) run_scale();
   if (part("history")) run_history();
   if (part("downloads") && !kw_binary.empty() && std::filesystem::exists(kw_binary)) run_downloads();
   server.stop();
@@ -401,6 +424,88 @@ void ServerBench::run_large() {
                 latencies, ms_since(start), std::to_string(bytes >> 10) + " KiB"));
 }
 
+std::map<std::string, std::int64_t> ServerBench::stored_bytes() const {
+  pqxx::connection connection(database_url);
+  pqxx::work tx(connection);
+  std::map<std::string, std::int64_t> bytes;
+  for (const auto& row : tx.exec("SELECT c.relname, pg_total_relation_size(c.oid) FROM pg_class c "
+                                 "JOIN pg_namespace n ON n.oid = c.relnamespace "
+                                 "WHERE n.nspname = 'public' AND c.relkind IN ('r', 'm')"))
+    bytes[row[0].as<std::string>()] = row[1].as<std::int64_t>();
+  return bytes;
+}
+
+void ServerBench::run_scale() {
+  // 6. Main runs of a large suite, as the agent sends them (gzip, every case
+  // with 3 implementations x 6 replicates x 10 samples): each judged
+  // against the run before it; the cost per case at `scale_cases` against
+  // `scale_small_cases`, and what a case-run takes on disk.
+  run_scale_project(scale_small_cases);
+  run_scale_project(scale_cases);
+}
+
+void ServerBench::run_scale_project(int cases) {
+  const std::string project = "scale-" + std::to_string(cases);
+  {
+    pqxx::connection connection(database_url);
+    pqxx::work tx(connection);
+    RunRepository::create_project(tx, project, "main");
+    tx.commit();
+  }
+  std::cerr << "scale: " << cases << " cases, 3 implementations x 60 samples\n";
+  kw::http::Client client(url, agent_token, std::chrono::minutes(5));
+  constexpr int kRuns = 3;
+  std::vector<double> judged_ms;
+  std::size_t json_bytes = 0, gzip_bytes = 0;
+  double gzip_ms = 0;
+  std::map<std::string, std::int64_t> bytes_before = stored_bytes();
+  for (int run = 0; run < kRuns; ++run) {
+    kw::testing::ReportSpec spec;
+    spec.project = project;
+    spec.commit = kw::testing::make_commit(700000 + static_cast<std::uint64_t>(cases) * 10 +
+                                           static_cast<std::uint64_t>(run));
+    spec.cases = cases;
+    spec.samples = 10;
+    spec.replicates = 6;
+    spec.baselines = 2;
+    spec.seed = static_cast<std::uint64_t>(run) + 1;
+    const std::string body = kw::testing::make_report(spec).dump();
+    auto t0 = Clock::now();
+    const std::string compressed = kw::http::gzip_compress(body);
+    gzip_ms = ms_since(t0);
+    json_bytes = body.size();
+    gzip_bytes = compressed.size();
+    auto t1 = Clock::now();
+    auto posted = client.request("POST", "/api/v1/runs", compressed, {{"Content-Encoding", "gzip"}});
+    const double ms = ms_since(t1);
+    check(posted.status == 201,
+          project + " ingest answered " + std::to_string(posted.status) + ": " + posted.body.substr(0, 300));
+    // The first run has nothing to be judged against.
+    if (run > 0) judged_ms.push_back(ms);
+    std::cerr << "  run " << run << ": " << ms << " ms\n";
+  }
+  // Bytes a case-run takes: each table's growth over the runs posted.
+  std::vector<std::pair<double, std::string>> per_table;
+  double per_case_run = 0;
+  for (const auto& [table, after] : stored_bytes()) {
+    const double grown = static_cast<double>(after - bytes_before[table]) / (double(cases) * kRuns);
+    per_case_run += grown;
+    if (grown >= 1) per_table.emplace_back(grown, table);
+  }
+  std::sort(per_table.rbegin(), per_table.rend());
+  std::ostringstream note;
+  note << std::fixed << std::setprecision(1) << (double(json_bytes) / (1 << 20)) << " MiB JSON, "
+       << (double(gzip_bytes) / (1 << 20)) << " MiB gzip (compressed in " << std::setprecision(0) << gzip_ms
+       << " ms); " << std::setprecision(1) << (kw::common::quantile(judged_ms, 0.5) * 1000 / cases)
+       << " us a case; " << std::setprecision(0) << per_case_run << " bytes stored a case-run (";
+  for (std::size_t i = 0; i < per_table.size() && i < 4; ++i)
+    note << (i ? ", " : "") << per_table[i].second << " " << per_table[i].first;
+  note << ")";
+  results.push_back(summarize(
+      "POST a main run of " + std::to_string(cases) + " cases (gzip), judged against the run before",
+      judged_ms, std::accumulate(judged_ms.begin(), judged_ms.end(), 0.0), note.str()));
+}
+
 void ServerBench::run_history() {
   // 6. Every list endpoint of a project with `history_runs` runs of 3
   // cases: none may cost more per row as history grows (/cases recounted
@@ -458,15 +563,16 @@ void ServerBench::run_history() {
         tx.exec1("SELECT id FROM projects WHERE name = 'history'")[0].as<std::string>();
     // --explain: each list statement's plan, as the server prepares it.
     const std::map<std::string, std::string> arguments = {
-        {"cases_json", project_id},
-        {"runs_json", project_id + ", 'main', 100, false"},
-        {"branches_json", project_id},
-        {"overview_json", project_id + ", 'main', '', 0, 500"},
-        {"projects_json", "NULL"}};
+        {"cases_json", project_id},    {"runs_json", project_id + ", 'main', 100, false"},
+        {"branches_json", project_id}, {"overview_json", project_id + ", 'main', '', 0, 500"},
+        {"projects_json", "NULL"},     {"series_json", "'history', 'attention.fwd/case0', 'main', '', 1000"}};
     for (const Statement& statement : RunRepository::statements()) {
       auto it = arguments.find(statement.name);
       if (!explain || it == arguments.end()) continue;
       tx.exec(std::string("PREPARE ") + statement.name + " AS " + statement.sql);
+      // After five executions PostgreSQL may keep a generic plan: the one a
+      // server with a warm connection runs.
+      for (int i = 0; i < 6; ++i) tx.exec(std::string("EXECUTE ") + statement.name + "(" + it->second + ")");
       std::cerr << "EXPLAIN ANALYZE " << statement.name << ":\n";
       for (const auto& row : tx.exec(std::string("EXPLAIN (ANALYZE, BUFFERS) EXECUTE ") + statement.name +
                                      "(" + it->second + ")"))

@@ -3,9 +3,9 @@
 #include <boost/asio/ip/address.hpp>
 
 #include <algorithm>
-#include <iostream>
 
 #include "errors.hpp"
+#include "log_line.hpp"
 #include "notify/notifier.hpp"
 #include "store/detection_repository.hpp"
 #include "store/job_repository.hpp"
@@ -46,10 +46,11 @@ App::App(ServerOptions options) : options_(std::move(options)) {
     schema_version_ = apply_migrations(connection);
   }
   monitor_ = std::make_unique<DatabaseMonitor>(options_.database_url);
-  // One per read thread, two per write thread (an ingest stores on one while
-  // detection reads on the other), one each for the lease reaper and the
-  // notifier, and a spare.
+  // One per read and small-write thread, two per ingest thread (an ingest
+  // stores on one while detection reads on the other), one each for the
+  // lease reaper and the notifier, and a spare.
   const auto connections = static_cast<std::size_t>(std::max(1, options_.http.read_threads)) +
+                           static_cast<std::size_t>(std::max(1, options_.http.small_write_threads)) +
                            2 * static_cast<std::size_t>(std::max(1, options_.http.write_threads)) + 3;
   pool_ =
       std::make_unique<ConnectionPool>(options_.database_url, connections, all_statements(), monitor_.get(),
@@ -174,7 +175,7 @@ void App::refresh_stored_metrics() {
     stored_metrics_ = std::move(text);
   } catch (const ServiceUnavailable&) {  // the database monitor logs that once
   } catch (const std::exception& error) {
-    std::cerr << "kw-server: /metrics: " << error.what() << "\n";
+    LogLine() << "kw-server: /metrics: " << error.what() << "\n";
   }
 }
 
@@ -194,14 +195,14 @@ void App::reap_leases() {
         return leases;
       });
       if (expired.requeued > 0)
-        std::cerr << "kw-server: " << expired.requeued << " expired lease(s) returned to the queue\n";
+        LogLine() << "kw-server: " << expired.requeued << " expired lease(s) returned to the queue\n";
       if (!expired.failed.empty())
-        std::cerr << "kw-server: " << expired.failed.size()
+        LogLine() << "kw-server: " << expired.failed.size()
                   << " job(s) failed: their lease ran out on every attempt\n";
       refresh_stored_metrics();
     } catch (const ServiceUnavailable&) {  // the database monitor logs that once
     } catch (const std::exception& error) {
-      std::cerr << "kw-server: lease reaper: " << error.what() << "\n";
+      LogLine() << "kw-server: lease reaper: " << error.what() << "\n";
     }
     lock.lock();
   }

@@ -9,6 +9,7 @@
 
 #include "app.hpp"
 #include "kw/common/run_report.hpp"
+#include "log_line.hpp"
 #include "store/embedded_postgres.hpp"
 #include "store/migrations.hpp"
 #include "store/run_repository.hpp"
@@ -117,7 +118,7 @@ int serve(const DatabaseChoice& choice, ServerOptions options, const std::string
   }
   int signal_number = 0;
   sigwait(&signals, &signal_number);
-  std::cerr << "kw-server: " << (signal_number == SIGINT ? "SIGINT" : "SIGTERM")
+  LogLine() << "kw-server: " << (signal_number == SIGINT ? "SIGINT" : "SIGTERM")
             << ": finishing requests in flight, then stopping" << std::endl;
   app.stop();
   app.wait();
@@ -143,7 +144,11 @@ void add_http_options(CLI::App& cli, ServeFlags& flags) {
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
   cli.add_option("--write-threads", flags.options.http.write_threads,
-                 "threads running the other requests (ingest, jobs)")
+                 "threads running writes with large bodies (run reports, profiles)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  cli.add_option("--small-write-threads", flags.options.http.small_write_threads,
+                 "threads running the other writes (claims, heartbeats, stages, jobs)")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
   cli.add_option("--statement-timeout-ms", flags.statement_timeout_ms,
@@ -173,6 +178,9 @@ void add_http_options(CLI::App& cli, ServeFlags& flags) {
       ->capture_default_str()
       ->check(CLI::Range(1, 3600));
   cli.add_option("--body-limit", flags.options.http.body_limit, "largest request body in bytes")
+      ->capture_default_str();
+  cli.add_option("--decoded-body-limit", flags.options.http.decoded_body_limit,
+                 "largest size a gzip request body may decompress to, in bytes")
       ->capture_default_str();
 }
 
@@ -298,7 +306,7 @@ int run_admin(const AdminCommands& admin) {
   if (admin.project_create->parsed()) {
     kw::common::check_project_name(admin.project_name, "NAME");
     if (!RunRepository::create_project(tx, admin.project_name, admin.default_branch)) {
-      std::cerr << "project \"" << admin.project_name << "\" exists\n";
+      LogLine() << "project \"" << admin.project_name << "\" exists\n";
       return 1;
     }
     tx.commit();
@@ -311,7 +319,7 @@ int run_admin(const AdminCommands& admin) {
     }
     std::string secret = TokenRepository::create(tx, admin.name, *scope_from(admin.scope_text), projects);
     tx.commit();
-    std::cerr << "created " << admin.scope_text << " token \"" << admin.name << "\""
+    LogLine() << "created " << admin.scope_text << " token \"" << admin.name << "\""
               << (projects ? " for project(s) " + CLI::detail::join(*projects, ", ") : std::string())
               << "; it is shown once:\n";
     std::cout << secret << std::endl;
@@ -321,7 +329,7 @@ int run_admin(const AdminCommands& admin) {
     int revoked = TokenRepository::revoke(tx, admin.revoke_target);
     tx.commit();
     if (revoked == 0) {
-      std::cerr << "no active token with id or name \"" << admin.revoke_target << "\"\n";
+      LogLine() << "no active token with id or name \"" << admin.revoke_target << "\"\n";
       return 1;
     }
     std::cout << "revoked " << revoked << " token(s)\n";
@@ -350,7 +358,7 @@ int main(int argc, char** argv) {
     if (!admin.parsed()) return serve(database, flags.options, flags.listen, flags.print_admin_token);
     return run_admin(admin);
   } catch (const std::exception& error) {
-    std::cerr << "kw-server: " << error.what() << std::endl;
+    LogLine() << "kw-server: " << error.what() << std::endl;
     return 1;
   }
 }

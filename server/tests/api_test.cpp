@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "../../tests/support/report_factory.hpp"
+#include "kw/http/gzip.hpp"
 #include "server_fixture.hpp"
 
 namespace kw::server::testing {
@@ -226,6 +227,50 @@ TEST_F(SmallBodyLimitTest, OversizedBodyIs413AndStoresNothing) {
   EXPECT_EQ(sql("SELECT count(*) FROM runs")[0][0].as<int>(), 0);
   // The server is still serving.
   EXPECT_EQ(client().get("/healthz").status, 200);
+}
+
+struct DecodedBodyLimit1MiB {
+  void operator()(HttpOptions& http) const { http.decoded_body_limit = std::size_t{1024} * 1024; }
+};
+using GzipBodyTest = ServerWithHttp<DecodedBodyLimit1MiB>;
+
+TEST_F(GzipBodyTest, AGzipReportIsStoredAsItsJsonWouldBe) {
+  ReportSpec spec;
+  spec.cases = 20;
+  const json report = make_report(spec);
+  auto response = agent().post_gzip("/api/v1/runs", report);
+  ASSERT_EQ(response.status, 201) << response.body;
+  EXPECT_EQ(sql("SELECT count(*) FROM cases")[0][0].as<int>(), 20);
+  // The same report again, plain: the same run (its hash is of the JSON, not of the bytes sent).
+  auto again = agent().post("/api/v1/runs", report);
+  ASSERT_EQ(again.status, 200) << again.body;
+  EXPECT_EQ(again.json()["run_id"], response.json()["run_id"]);
+}
+
+TEST_F(GzipBodyTest, BodiesThatCannotBeDecodedAreRefusedNamingWhyAndStoreNothing) {
+  // 2 MiB of spaces compress to 2 KiB: under the body limit, over the decoded one.
+  const std::string bomb = kw::http::gzip_compress(std::string(std::size_t{2} * 1024 * 1024, ' '));
+  auto too_large = agent().request("POST", "/api/v1/runs", bomb, {{"Content-Encoding", "gzip"}});
+  ASSERT_EQ(too_large.status, 413) << too_large.body;
+  EXPECT_EQ(too_large.json()["error"], "payload_too_large");
+  EXPECT_EQ(too_large.json()["message"],
+            "the gzip request body decompresses to more than the limit of 1048576 bytes");
+
+  std::string corrupt = kw::http::gzip_compress(make_report({}).dump());
+  corrupt[corrupt.size() - 6] ^= 0x5a;  // inside the CRC
+  auto bad = agent().request("POST", "/api/v1/runs", corrupt, {{"Content-Encoding", "gzip"}});
+  ASSERT_EQ(bad.status, 400) << bad.body;
+  EXPECT_EQ(bad.json()["message"], "Content-Encoding gzip: gzip: CRC mismatch (the data is corrupt)");
+
+  auto plain_as_gzip =
+      agent().request("POST", "/api/v1/runs", make_report({}).dump(), {{"Content-Encoding", "gzip"}});
+  ASSERT_EQ(plain_as_gzip.status, 400) << plain_as_gzip.body;
+
+  auto brotli = agent().request("POST", "/api/v1/runs", make_report({}).dump(), {{"Content-Encoding", "br"}});
+  ASSERT_EQ(brotli.status, 415) << brotli.body;
+  EXPECT_EQ(brotli.json()["message"], "Content-Encoding 'br' is not supported: send gzip or identity");
+
+  EXPECT_EQ(sql("SELECT count(*) FROM runs")[0][0].as<int>(), 0);
 }
 
 // Who may do what: every write route against every scope.

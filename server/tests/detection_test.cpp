@@ -73,7 +73,9 @@ class DetectionApiTest : public ServerTest {
 void put_clocks(json& m, double run_log_clock, double within, std::mt19937_64& rng) {
   std::normal_distribution<double> clock(run_log_clock, within);
   std::map<std::int64_t, double> mhz;
-  for (const json& r : m["replicates"]) mhz.try_emplace(r.get<std::int64_t>(), 1800 * std::exp(clock(rng)));
+  // Whole MHz, as NVML reports them.
+  for (const json& r : m["replicates"])
+    mhz.try_emplace(r.get<std::int64_t>(), std::round(1800 * std::exp(clock(rng))));
   std::vector<double> samples, clocks;
   for (std::size_t i = 0; i < m["samples_ns"].size(); ++i) {
     double f = mhz[m["replicates"][i].get<std::int64_t>()];

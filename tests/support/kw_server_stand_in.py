@@ -7,6 +7,7 @@ appends every other POST (a report, a profile, a failure) to RECORD_FILE as
 
     kw_server_stand_in.py JOB_FILE RECORD_FILE
 """
+import gzip
 import http.server
 import json
 import sys
@@ -30,7 +31,10 @@ class StandIn(http.server.BaseHTTPRequestHandler):
 
     def do_POST(self):
         global handed
-        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+        data = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        if self.headers.get("Content-Encoding") == "gzip":  # run reports, as kw-server takes them
+            data = gzip.decompress(data)
+        body = json.loads(data or b"{}")
         if self.path == "/api/v1/agents/claim":
             with lock:
                 first, handed = not handed, True

@@ -41,6 +41,7 @@ struct ReportSpec {
   bool ab = false;
   double base_slowdown = 1.0;
   double run_shift = 1.0;  // the whole run's level (both sides of an A/B): between-run drift
+  int baselines = 1;       // in-run baseline implementations: baseline:cudnn, baseline:cublas, ...
 };
 
 inline std::string make_commit(std::uint64_t n) {
@@ -107,9 +108,13 @@ inline nlohmann::json make_report(const ReportSpec& spec) {
              {"max_abs_err", 1e-3},
              {"tolerance", 1e-2},
              {"nonfinite", 0}}},
-           {"measurements",
-            json::array({measurement("candidate", base * spec.slowdown, spec.throttled),
-                         measurement("baseline:cudnn", base * 0.9 * spec.baseline_slowdown, 0)})}};
+           {"measurements", json::array({measurement("candidate", base * spec.slowdown, spec.throttled)})}};
+    for (int b = 0; b < spec.baselines; ++b) {
+      static const char* const names[] = {"baseline:cudnn", "baseline:cublas", "baseline:cutlass",
+                                          "baseline:triton"};
+      c["measurements"].push_back(
+          measurement(names[b % 4], base * (0.9 - 0.05 * b) * spec.baseline_slowdown, 0));
+    }
     if (spec.ab) {
       json base_candidate = measurement("candidate", base * spec.base_slowdown, 0);
       base_candidate.erase("flops");

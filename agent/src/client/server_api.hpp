@@ -52,7 +52,7 @@ class ServerApi {
     return client_.post(api_target::job(job) + "/fail", {{"agent", agent}, {"reason", reason}});
   }
   http::Response post_report(const nlohmann::json& report) {
-    return client_.post(api_target::report_of(report), report);
+    return client_.post_gzip(api_target::report_of(report), report);
   }
 
   // CI's side: a job and the run it made.

@@ -47,7 +47,8 @@ std::size_t Spool::deliver(http::Client& client, const std::function<void(const 
       continue;
     }
     try {
-      http::Response response = client.post(spooled.at("target").get<std::string>(), spooled.at("report"));
+      http::Response response =
+          client.post_gzip(spooled.at("target").get<std::string>(), spooled.at("report"));
       if (response.status / 100 == 2) {
         json answer = response.json();
         // A report's answer names its run and verdict; a profile's, its state.

@@ -24,6 +24,7 @@ constexpr std::size_t kMaxNameBytes = 200;  // names that are keys: project, bra
 constexpr std::size_t kMaxTextBytes =
     std::size_t{64} * 1024;                     // any other string: messages, log tails, kernel names
 constexpr std::int64_t kMaxInt32 = 2147483647;  // integers the store keeps as 32-bit
+constexpr std::int64_t kMaxInt16 = 32767;       // and as 16-bit (a sample's replicate index)
 // One side's ncu CSV in a profile (POST /api/v1/jobs/ID/profile).
 constexpr std::size_t kMaxProfileCsvBytes = std::size_t{4} * 1024 * 1024;
 

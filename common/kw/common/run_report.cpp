@@ -13,6 +13,8 @@ namespace kw::common {
 
 namespace {
 
+constexpr double kMinSampleNs = 1e-6, kMaxSampleNs = 1e18;
+
 using nlohmann::json;
 
 constexpr std::array<std::string_view, 7> kStageNames = {
@@ -267,9 +269,13 @@ Measurement read_measurement(const json& value, const std::string& path) {
     double ns = sample.get<double>();
     if (!std::isfinite(ns) || ns <= 0)
       JsonReader::fail(index_path(samples_path, i), "must be finite and > 0", "out_of_range");
-    if (!std::isnormal(ns))
+    // The store keeps samples as float4.
+    if (ns < kMinSampleNs)
       JsonReader::fail(index_path(samples_path, i), "is too close to 0 to store, got " + sample.dump(),
                        "out_of_range");
+    if (ns > kMaxSampleNs)
+      JsonReader::fail(index_path(samples_path, i),
+                       "is too large to store (over 1e18 ns), got " + sample.dump(), "out_of_range");
     measurement.samples_ns.push_back(ns);
   }
   measurement.median_ns = reader.number("median_ns", 0);
@@ -298,7 +304,7 @@ Measurement read_measurement(const json& value, const std::string& path) {
   measurement.replicates =
       read_per_sample<std::int64_t>(reader, "replicates", "replicate index", measurement.samples_ns.size(),
                                     [](const json& index, const std::string& at) {
-                                      return JsonReader::as_integer(index, at, 0, kMaxInt32);
+                                      return JsonReader::as_integer(index, at, 0, kMaxInt16);
                                     });
   measurement.sm_mhz = read_per_sample<double>(
       reader, "sm_mhz", "clock", measurement.samples_ns.size(), [](const json& clock, const std::string& at) {

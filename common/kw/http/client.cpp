@@ -10,6 +10,8 @@
 #include <boost/beast/ssl.hpp>
 #endif
 
+#include "kw/http/gzip.hpp"
+
 namespace kw::http {
 
 namespace beast = boost::beast;
@@ -192,6 +194,10 @@ void Client::connect() {
   c.open = true;
   c.secure->handshake(net::ssl::stream_base::client);
 #endif
+}
+
+Response Client::post_gzip(const std::string& target, const nlohmann::json& body) {
+  return request("POST", target, gzip_compress(body.dump()), {{"Content-Encoding", "gzip"}});
 }
 
 std::string url_encode(const std::string& text) {

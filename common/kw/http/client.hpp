@@ -43,6 +43,9 @@ class Client {
   Response post(const std::string& target, const nlohmann::json& body) {
     return request("POST", target, body.dump());
   }
+  // Sent with Content-Encoding: gzip (a run report: 10,000 cases of 3
+  // implementations x 60 samples are 28.9 MiB of JSON, 10.1 MiB compressed).
+  Response post_gzip(const std::string& target, const nlohmann::json& body);
 
   const std::string& base_url() const { return base_url_; }
   void set_token(std::string token) { token_ = std::move(token); }

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <array>
-#include <iostream>
 #include <optional>
 
 #include <boost/asio/dispatch.hpp>
@@ -11,6 +10,8 @@
 #include <boost/asio/strand.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+
+#include "log_line.hpp"
 
 namespace kw::server {
 
@@ -132,13 +133,17 @@ class Session : public std::enable_shared_from_this<Session> {
     const bool read = request.method == "GET" || request.method == "HEAD";
     const auto& probes = server_.options_.probe_paths;
     const bool probe = read && std::find(probes.begin(), probes.end(), request.path) != probes.end();
-    net::post(probe  ? server_.probe_pool_
-              : read ? server_.read_pool_
-                     : server_.write_pool_,
+    net::post(probe                                                       ? server_.probe_pool_
+              : read                                                      ? server_.read_pool_
+              : request.body.size() >= server_.options_.ingest_body_bytes ? server_.write_pool_
+                                                                          : server_.small_write_pool_,
               [self = shared_from_this(), request = std::move(request), keep_alive, version, head]() mutable {
                 Response response;
                 try {
-                  response = self->server_.handler_(request);
+                  // Here, not on the I/O thread: a large body takes a while to inflate.
+                  std::optional<Response> refused =
+                      decode_content(request, self->server_.options_.decoded_body_limit);
+                  response = refused ? std::move(*refused) : self->server_.handler_(request);
                 } catch (...) {  // the router answers what it can; this is what it cannot
                   response = Response::error(500, "internal", "internal error; see the server log");
                 }
@@ -276,7 +281,7 @@ class Session : public std::enable_shared_from_this<Session> {
       try {
         more = (*producer)(part);
       } catch (const std::exception& error) {
-        std::cerr << "kw-server: a streamed answer ended early: " << error.what() << "\n";
+        LogLine() << "kw-server: a streamed answer ended early: " << error.what() << "\n";
         failed = true;
       }
       net::post(self->stream_.get_executor(),
@@ -356,6 +361,7 @@ HttpServer::HttpServer(HttpOptions options, RequestHandler handler, OverdueCheck
       overdue_(std::move(overdue)),
       read_pool_(static_cast<std::size_t>(std::max(1, options_.read_threads))),
       write_pool_(static_cast<std::size_t>(std::max(1, options_.write_threads))),
+      small_write_pool_(static_cast<std::size_t>(std::max(1, options_.small_write_threads))),
       probe_pool_(1),
       acceptor_(net::make_strand(io_)) {}
 
@@ -392,7 +398,7 @@ void HttpServer::start() {
           io_.run();
           return;
         } catch (const std::exception& error) {
-          std::cerr << "kw-server: worker: " << error.what() << "\n";
+          LogLine() << "kw-server: worker: " << error.what() << "\n";
         }
       }
     });
@@ -441,7 +447,7 @@ void HttpServer::on_accept_error(const boost::system::error_code& ec) {
       std::clamp(accept_backoff_ * 2, std::chrono::milliseconds(10), std::chrono::milliseconds(1000));
   const auto now = std::chrono::steady_clock::now();
   if (now - last_accept_log_ >= std::chrono::seconds(1)) {
-    std::cerr << "kw-server: accept: " << ec.message()
+    LogLine() << "kw-server: accept: " << ec.message()
               << (unlogged_accept_errors_ > 0 ? " (" + std::to_string(unlogged_accept_errors_) +
                                                     " more since the last of these lines)"
                                               : std::string())
@@ -561,8 +567,8 @@ void HttpServer::wait() {
   }
   threads_.clear();
   // Handlers still queued have no connection to answer any more.
-  for (auto* pool : {&read_pool_, &write_pool_, &probe_pool_}) pool->stop();
-  for (auto* pool : {&read_pool_, &write_pool_, &probe_pool_}) pool->join();
+  for (auto* pool : {&read_pool_, &write_pool_, &small_write_pool_, &probe_pool_}) pool->stop();
+  for (auto* pool : {&read_pool_, &write_pool_, &small_write_pool_, &probe_pool_}) pool->join();
 }
 
 }  // namespace kw::server

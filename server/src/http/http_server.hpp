@@ -30,6 +30,9 @@ struct HttpOptions {
   unsigned short port = 8080;  // 0 picks a free port
   int threads = 4;
   std::size_t body_limit = std::size_t{16} * 1024 * 1024;
+  // A gzip body (Content-Encoding: gzip) may decompress to at most this: a
+  // 10,000-case report of 3 implementations x 60 samples is 28.9 MiB.
+  std::size_t decoded_body_limit = std::size_t{256} * 1024 * 1024;
   std::chrono::seconds read_timeout{30};  // to receive one whole request
   std::chrono::seconds idle_timeout{60};  // keep-alive wait for the next request
   // Connections served at once; one more is answered 503 with Retry-After
@@ -45,14 +48,19 @@ struct HttpOptions {
   // Served on a thread of their own, never queued behind handlers that wait
   // on the database: a liveness probe answers even while it is frozen.
   std::vector<std::string> probe_paths = {"/healthz", "/metrics"};
-  // Handlers run on two pools, never on the I/O threads: reads (GET, HEAD)
-  // and the rest, so a read never queues behind an ingest. Ingest is
-  // PostgreSQL's CPU as much as ours: on 2 cores, 8 agents posting took a
-  // series read's p99 from 22 ms with one write thread to 52 ms with two and
-  // 99-109 ms with four (kw-server-bench, docs/PERFORMANCE.md), so writes
-  // get half the cores.
+  // Handlers run on three pools, never on the I/O threads: reads (GET,
+  // HEAD), small writes, and writes with a body of ingest_body_bytes or more
+  // (run reports, profiles), so neither a read nor a claim queues behind an
+  // ingest. Ingest is PostgreSQL's CPU as much as ours: on 2 cores, 8 agents
+  // posting took a series read's p99 from 22 ms with one ingest thread to
+  // 52 ms with two and 99-109 ms with four (kw-server-bench,
+  // docs/PERFORMANCE.md), so ingest gets half the cores. A claim mostly
+  // waits on PostgreSQL: 50 agents claimed 454 a second on one thread and
+  // 764 on four.
   int read_threads = 4;
   int write_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency() / 2));
+  int small_write_threads = 4;
+  std::size_t ingest_body_bytes = std::size_t{16} * 1024;  // as sent (a gzip report's compressed size)
   // A response still not ready after this long asks the OverdueCheck whether
   // to answer now instead (503 while the database is not answering), then
   // again every 100 ms.
@@ -101,7 +109,7 @@ class HttpServer {
   HttpOptions options_;
   RequestHandler handler_;
   OverdueCheck overdue_;
-  boost::asio::thread_pool read_pool_, write_pool_, probe_pool_;
+  boost::asio::thread_pool read_pool_, write_pool_, small_write_pool_, probe_pool_;
   boost::asio::io_context io_;
   boost::asio::ip::tcp::acceptor acceptor_;
   unsigned short bound_port_ = 0;

@@ -3,6 +3,7 @@
 #include <charconv>
 
 #include "kw/common/run_report.hpp"
+#include "kw/http/gzip.hpp"
 
 #include "errors.hpp"
 
@@ -122,6 +123,30 @@ bool valid_utf8(std::string_view text) {
 }
 
 }  // namespace
+
+std::optional<Response> decode_content(Request& request, std::size_t decoded_limit) {
+  auto encoding = request.headers.find("content-encoding");
+  if (encoding == request.headers.end()) return std::nullopt;
+  std::string name = encoding->second;
+  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (name == "identity") return std::nullopt;
+  if (name != "gzip" && name != "x-gzip") {
+    return Response::error(
+        415, "unsupported_encoding",
+        "Content-Encoding '" + encoding->second + "' is not supported: send gzip or identity");
+  }
+  try {
+    request.body = kw::http::gzip_decompress(request.body, decoded_limit);
+  } catch (const kw::http::GzipTooLarge&) {
+    return Response::error(413, "payload_too_large",
+                           "the gzip request body decompresses to more than the limit of " +
+                               std::to_string(decoded_limit) + " bytes");
+  } catch (const kw::http::GzipError& e) {
+    return Response::error(400, "bad_encoding", std::string("Content-Encoding gzip: ") + e.what());
+  }
+  request.headers.erase(encoding);
+  return std::nullopt;
+}
 
 std::optional<std::string> percent_decode(std::string_view text, bool plus_is_space) {
   std::string out;

@@ -53,6 +53,11 @@ struct Response {
                         const std::string& field = {});
 };
 
+// Replaces a gzip body (Content-Encoding: gzip) by what it decompresses to,
+// within `decoded_limit` bytes. nullopt when the body is now plain; else the
+// answer: 413 past the limit, 400 on corrupt gzip, 415 on another encoding.
+std::optional<Response> decode_content(Request& request, std::size_t decoded_limit);
+
 // nullopt: a '%' not followed by two hex digits, %00, or bytes that are not
 // UTF-8 (nothing the store could hold or a name could match).
 std::optional<std::string> percent_decode(std::string_view text, bool plus_is_space);

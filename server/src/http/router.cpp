@@ -1,11 +1,10 @@
 #include "http/router.hpp"
 
-#include <iostream>
-
 #include <pqxx/pqxx>
 
 #include "errors.hpp"
 #include "kw/common/run_report.hpp"
+#include "log_line.hpp"
 
 namespace kw::server {
 
@@ -133,11 +132,11 @@ Response Router::handle(Request& request) {
     if (state.rfind("08", 0) == 0 || state.rfind("57", 0) == 0 || state.rfind("53", 0) == 0) {
       response = Response::error(503, "database_unavailable", "database: " + std::string(error.what()));
     } else {
-      std::cerr << "kw-server: " << request.method << " " << request.path << ": " << error.what() << "\n";
+      LogLine() << "kw-server: " << request.method << " " << request.path << ": " << error.what() << "\n";
       response = Response::error(500, "internal", "internal error; see the server log");
     }
   } catch (const std::exception& error) {
-    std::cerr << "kw-server: " << request.method << " " << request.path << ": " << error.what() << "\n";
+    LogLine() << "kw-server: " << request.method << " " << request.path << ": " << error.what() << "\n";
     response = Response::error(500, "internal", "internal error; see the server log");
   }
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();

@@ -3,9 +3,9 @@
 #include "errors.hpp"
 
 #include <cmath>
-#include <iostream>
 #include <set>
 
+#include "log_line.hpp"
 #include "notify/outbound_http.hpp"
 #include "store/bisect_repository.hpp"
 #include "store/job_repository.hpp"
@@ -256,7 +256,7 @@ void Notifier::dispatch() {
         });
       } catch (const ServiceUnavailable&) {  // the database monitor logs that once
       } catch (const std::exception& error) {
-        std::cerr << "kw-server: notifier: " << error.what() << "\n";
+        LogLine() << "kw-server: notifier: " << error.what() << "\n";
       }
     }
     lock.lock();
@@ -282,7 +282,7 @@ void Notifier::work() {
     try {
       deliver(item);
     } catch (const std::exception& error) {
-      std::cerr << "kw-server: notifier: " << error.what() << "\n";
+      LogLine() << "kw-server: notifier: " << error.what() << "\n";
     }
     lock.lock();
     busy_.erase(item.target);
@@ -320,7 +320,7 @@ void Notifier::deliver(const Outgoing& item) {
   }
   const double backoff = std::min(600.0, std::pow(2.0, item.attempts - 1));
   const bool give_up = item.attempts >= options_.max_attempts;
-  std::cerr << "kw-server: notification " << item.id << " (" << item.kind << " to " << item.target
+  LogLine() << "kw-server: notification " << item.id << " (" << item.kind << " to " << item.target
             << ") attempt " << item.attempts << " failed: " << error << (give_up ? "; giving up" : "")
             << "\n";
   with_transaction(pool_, [&](pqxx::work& tx) {

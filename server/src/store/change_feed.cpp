@@ -3,9 +3,10 @@
 #include <poll.h>
 
 #include <algorithm>
-#include <iostream>
 
 #include <libpq-fe.h>
+
+#include "log_line.hpp"
 
 namespace kw::server {
 
@@ -48,7 +49,7 @@ void ChangeFeed::run() {
     if (connection_ == nullptr) {
       if (!listen(problem)) {
         close();
-        if (problem != reported) std::cerr << "kw-server: read cache off: " << problem << std::endl;
+        if (problem != reported) LogLine() << "kw-server: read cache off: " << problem << std::endl;
         reported = problem;
         for (auto slept = std::chrono::milliseconds(0); slept < backoff && !stop_;
              slept += std::chrono::milliseconds(50))
@@ -56,7 +57,7 @@ void ChangeFeed::run() {
         backoff = std::min(backoff * 2, std::chrono::milliseconds(5000));
         continue;
       }
-      if (!reported.empty()) std::cerr << "kw-server: read cache on again" << std::endl;
+      if (!reported.empty()) LogLine() << "kw-server: read cache on again" << std::endl;
       reported.clear();
       backoff = std::chrono::milliseconds(100);
       // Changes made while nobody listened were not heard.
@@ -67,7 +68,7 @@ void ChangeFeed::run() {
     }
     if (!receive(std::chrono::milliseconds(250), problem)) {
       close();
-      std::cerr << "kw-server: read cache off: " << problem << std::endl;
+      LogLine() << "kw-server: read cache off: " << problem << std::endl;
       reported = problem;
     }
   }

@@ -7,6 +7,7 @@
 #include <libpq-fe.h>
 
 #include "errors.hpp"
+#include "log_line.hpp"
 
 namespace kw::server {
 
@@ -108,7 +109,7 @@ void DatabaseMonitor::run() {
     }
     lock.lock();
     if (answered != available_) {
-      std::cerr << "kw-server: database " << (answered ? "answers again" : "stopped answering: " + problem)
+      LogLine() << "kw-server: database " << (answered ? "answers again" : "stopped answering: " + problem)
                 << std::endl;
     }
     problem_ = answered ? std::string() : problem;

@@ -8,7 +8,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
-#include <iostream>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -16,6 +15,8 @@
 #include <vector>
 
 #include <pqxx/pqxx>
+
+#include "log_line.hpp"
 
 namespace kw::server {
 
@@ -133,7 +134,7 @@ auto with_transaction(ConnectionPool& pool, Body&& body) {
     } catch (const pqxx::broken_connection& error) {
       lease.discard();
       if (attempt >= kAttempts) throw;
-      std::cerr << "kw-server: database connection lost (" << error.what() << "), retrying\n";
+      LogLine() << "kw-server: database connection lost (" << error.what() << "), retrying\n";
     } catch (const pqxx::transaction_rollback&) {  // serialization failure, deadlock
       if (attempt >= kAttempts) throw;
     }

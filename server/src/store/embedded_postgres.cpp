@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <fstream>
-#include <iostream>
 #include <random>
 #include <regex>
 #include <sstream>
@@ -17,6 +16,7 @@
 #include <pqxx/pqxx>
 
 #include "kw/common/subprocess.hpp"
+#include "log_line.hpp"
 
 namespace kw::server {
 
@@ -122,7 +122,7 @@ EmbeddedPostgres::~EmbeddedPostgres() {
   try {
     if (!keep_running_ || supervised_) stop();
   } catch (const std::exception& error) {
-    std::cerr << "kw-server: stopping PostgreSQL: " << error.what() << "\n";
+    LogLine() << "kw-server: stopping PostgreSQL: " << error.what() << "\n";
   }
 }
 
@@ -170,7 +170,7 @@ void EmbeddedPostgres::init_cluster() {
       throw std::runtime_error("cannot hand " + cluster_dir_.string() + " to user " + *run_as_);
     }
   }
-  std::cerr << "kw-server: creating PostgreSQL cluster in " << cluster_dir_ << "\n";
+  LogLine() << "kw-server: creating PostgreSQL cluster in " << cluster_dir_ << "\n";
   try {
     run_tool("initdb", {"-D", cluster_dir_.string(), "-U", "kw", "--auth=scram-sha-256",
                         "--pwfile=" + pwfile.string(), "-E", "UTF8", "--locale=C"});
@@ -201,7 +201,7 @@ bool EmbeddedPostgres::postmaster_running() {
   } else if (pid > 0 && errno == EPERM) {
     return true;  // alive, owned by the postgres user
   }
-  std::cerr << "kw-server: removing stale " << pid_file << " (postmaster " << pid << " is gone)\n";
+  LogLine() << "kw-server: removing stale " << pid_file << " (postmaster " << pid << " is gone)\n";
   fs::remove(pid_file);
   return false;
 }
@@ -233,7 +233,7 @@ bool EmbeddedPostgres::prepare_and_adopt() {
   if (!postmaster_running()) return false;
   port_ = read_running_port();
   was_already_running_ = true;
-  std::cerr << "kw-server: reusing the PostgreSQL already running on " << cluster_dir_ << " (port " << port_
+  LogLine() << "kw-server: reusing the PostgreSQL already running on " << cluster_dir_ << " (port " << port_
             << ")\n";
   return true;
 }
@@ -300,7 +300,7 @@ void EmbeddedPostgres::supervise() {
     if (run_as_) {  // pg_ctl, run as that user, writes the same file
       if (passwd* entry = getpwnam(run_as_->c_str());
           entry == nullptr || chown(log_path.c_str(), entry->pw_uid, entry->pw_gid) != 0)
-        std::cerr << "kw-server: cannot hand " << log_path << " to user " << *run_as_ << "\n";
+        LogLine() << "kw-server: cannot hand " << log_path << " to user " << *run_as_ << "\n";
     }
     spec.on_line = [&log](const std::string& line) { log << line << std::endl; };
     const auto started = std::chrono::steady_clock::now();
@@ -318,7 +318,7 @@ void EmbeddedPostgres::supervise() {
     if (stopping_) break;
     ++restarts_;
     if (std::chrono::steady_clock::now() - started > std::chrono::minutes(1)) pause = std::chrono::seconds(1);
-    std::cerr << "kw-server: PostgreSQL " << ended.substr(0, ended.find('\n')) << "; starting it again in "
+    LogLine() << "kw-server: PostgreSQL " << ended.substr(0, ended.find('\n')) << "; starting it again in "
               << pause.count() << " s" << std::endl;
     wake_.wait_for(lock, pause, [this] { return stopping_; });
     // Orphaned backends go within a second or two: no backoff for them.

@@ -1,10 +1,10 @@
 #include "store/migrations.hpp"
 
 #include <algorithm>
-#include <iostream>
 #include <stdexcept>
 
 #include "kw/schema/migrations.hpp"
+#include "log_line.hpp"
 
 namespace kw::server {
 
@@ -28,7 +28,7 @@ int apply_migrations(pqxx::connection& connection, int up_to) {
   }
   for (const schema::Migration& migration : schema::kMigrations) {
     if (migration.version <= current || migration.version > up_to) continue;
-    std::cerr << "kw-server: applying migration " << migration.name << "\n";
+    LogLine() << "kw-server: applying migration " << migration.name << "\n";
     tx.exec(std::string(migration.sql));
     tx.exec_params("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", migration.version,
                    std::string(migration.name));

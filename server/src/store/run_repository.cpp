@@ -30,7 +30,7 @@ FROM jsonb_array_elements($2::jsonb) WITH ORDINALITY AS s(value, ordinal)
 )sql";
 
 // Cases and launches from a JSON array of the cases without their samples;
-// measurements as parallel arrays, their samples all in one float8[] ($6)
+// measurements as parallel arrays, their samples all in one real[] ($6)
 // that each row slices from (parsed once, where an array literal per row
 // would be parsed twice). One round trip however many cases and samples the
 // run has.
@@ -66,8 +66,8 @@ new_locations AS (
 INSERT INTO measurements (case_id, side, impl, samples_ns, median_ns, flops, bytes, peak_mem_bytes,
                           throttled_samples, replicates, sm_mhz, energy_j, energy_replicates, power_w,
                           replicate_location)
-SELECT nc.id, t.side, t.impl, ($6::float8[])[t.first:t.last], t.median, t.flops, t.bytes, t.peak,
-       t.throttled::integer[], t.replicates::integer[], t.sm_mhz::float8[], t.energy_j::float8[],
+SELECT nc.id, t.side, t.impl, ($6::real[])[t.first:t.last], t.median, t.flops, t.bytes, t.peak,
+       t.throttled::integer[], t.replicates::smallint[], t.sm_mhz::real[], t.energy_j::float8[],
        t.energy_replicates::integer[], t.power_w::float8[], t.replicate_location
 FROM unnest($4::integer[], $5::text[], $7::integer[], $8::integer[], $9::float8[], $10::float8[], $11::float8[],
             $12::bigint[], $13::text[], $18::text[], $19::text[], $20::text[], $24::text[], $25::text[],

@@ -1,0 +1,135 @@
+#include "kw/http/gzip.hpp"
+
+#include <algorithm>
+#include <cstdint>
+
+#include <boost/beast/zlib/deflate_stream.hpp>
+#include <boost/beast/zlib/inflate_stream.hpp>
+#include <boost/crc.hpp>
+
+namespace kw::http {
+
+namespace zlib = boost::beast::zlib;
+
+namespace {
+
+constexpr unsigned char kId1 = 0x1f, kId2 = 0x8b, kDeflate = 8;
+constexpr unsigned char kFlagHeaderCrc = 2, kFlagExtra = 4, kFlagName = 8, kFlagComment = 16;
+constexpr int kWindowBits = 15;
+
+void put_le32(std::string& out, std::uint32_t value) {
+  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((value >> (8 * i)) & 0xff));
+}
+
+std::uint32_t get_le32(std::string_view in, std::size_t at) {
+  std::uint32_t value = 0;
+  for (int i = 3; i >= 0; --i)
+    value = (value << 8) | static_cast<unsigned char>(in[at + static_cast<std::size_t>(i)]);
+  return value;
+}
+
+// The offset of the deflate data of the member that starts at `at`.
+std::size_t skip_header(std::string_view in, std::size_t at) {
+  auto need = [&](std::size_t end) {
+    if (end > in.size()) throw GzipError("gzip: the header is cut short");
+  };
+  need(at + 10);
+  if (static_cast<unsigned char>(in[at]) != kId1 || static_cast<unsigned char>(in[at + 1]) != kId2)
+    throw GzipError("gzip: not gzip data (no 1f 8b magic at byte " + std::to_string(at) + ")");
+  if (static_cast<unsigned char>(in[at + 2]) != kDeflate)
+    throw GzipError("gzip: compression method " + std::to_string(static_cast<unsigned char>(in[at + 2])) +
+                    " is not deflate (8)");
+  const auto flags = static_cast<unsigned char>(in[at + 3]);
+  std::size_t pos = at + 10;
+  if (flags & kFlagExtra) {
+    need(pos + 2);
+    pos += 2 + (static_cast<unsigned char>(in[pos]) |
+                (static_cast<std::size_t>(static_cast<unsigned char>(in[pos + 1])) << 8));
+  }
+  for (unsigned char field : {kFlagName, kFlagComment}) {
+    if (!(flags & field)) continue;
+    const std::size_t end = in.find('\0', pos);
+    if (end == std::string_view::npos) throw GzipError("gzip: the header is cut short");
+    pos = end + 1;
+  }
+  if (flags & kFlagHeaderCrc) pos += 2;
+  need(pos);
+  return pos;
+}
+
+}  // namespace
+
+std::string gzip_compress(std::string_view data, int level) {
+  std::string out = {static_cast<char>(kId1),
+                     static_cast<char>(kId2),
+                     static_cast<char>(kDeflate),
+                     0,
+                     0,
+                     0,
+                     0,
+                     0,
+                     0,
+                     3 /* Unix */};
+  zlib::deflate_stream deflate;
+  deflate.reset(level, kWindowBits, 8, zlib::Strategy::normal);
+  const std::size_t header = out.size();
+  out.resize(header + deflate.upper_bound(data.size()));
+  zlib::z_params params;
+  params.next_in = data.data();
+  params.avail_in = data.size();
+  params.next_out = out.data() + header;
+  params.avail_out = out.size() - header;
+  boost::system::error_code ec;
+  deflate.write(params, zlib::Flush::finish, ec);
+  // upper_bound() room makes one finishing call enough.
+  if (ec != zlib::error::end_of_stream) throw GzipError("gzip: deflate failed: " + ec.message());
+  out.resize(header + params.total_out);
+  boost::crc_32_type crc;
+  crc.process_bytes(data.data(), data.size());
+  put_le32(out, crc.checksum());
+  put_le32(out, static_cast<std::uint32_t>(data.size()));
+  return out;
+}
+
+std::string gzip_decompress(std::string_view in, std::size_t max_size) {
+  std::string out;
+  std::size_t at = 0;
+  do {
+    zlib::inflate_stream inflate;
+    inflate.reset(kWindowBits);
+    const std::size_t begin = out.size();
+    zlib::z_params params;
+    const std::size_t data = skip_header(in, at);
+    params.next_in = in.data() + data;
+    params.avail_in = in.size() - data;
+    boost::system::error_code ec;
+    // One byte of room past the limit tells "exactly the limit" from "more".
+    const std::size_t room = max_size + 1;
+    while (ec != zlib::error::end_of_stream) {
+      const std::size_t used = out.size();
+      out.resize(std::min(room, std::max<std::size_t>(used * 2, std::size_t{64} * 1024)));
+      params.next_out = out.data() + used;
+      params.avail_out = out.size() - used;
+      inflate.write(params, zlib::Flush::none, ec);
+      out.resize(out.size() - params.avail_out);
+      if (out.size() > max_size)
+        throw GzipTooLarge("gzip: decompresses to more than the limit of " + std::to_string(max_size) +
+                           " bytes");
+      if (ec == zlib::error::need_buffers && params.avail_in == 0)
+        throw GzipError("gzip: the data is cut short");
+      if (ec && ec != zlib::error::end_of_stream && ec != zlib::error::need_buffers)
+        throw GzipError("gzip: corrupt deflate data: " + ec.message());
+    }
+    at = static_cast<std::size_t>(static_cast<const char*>(params.next_in) - in.data());
+    if (at + 8 > in.size()) throw GzipError("gzip: the trailer is cut short");
+    boost::crc_32_type crc;
+    crc.process_bytes(out.data() + begin, out.size() - begin);
+    if (get_le32(in, at) != crc.checksum()) throw GzipError("gzip: CRC mismatch (the data is corrupt)");
+    if (get_le32(in, at + 4) != static_cast<std::uint32_t>(out.size() - begin))
+      throw GzipError("gzip: length mismatch (the data is corrupt)");
+    at += 8;
+  } while (at < in.size());
+  return out;
+}
+
+}  // namespace kw::http
