@@ -2,6 +2,7 @@
 // benchmarks). Samples are log-normal around each case's base time.
 #pragma once
 
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -109,11 +110,11 @@ inline nlohmann::json make_report(const ReportSpec& spec) {
              {"tolerance", 1e-2},
              {"nonfinite", 0}}},
            {"measurements", json::array({measurement("candidate", base * spec.slowdown, spec.throttled)})}};
+    static const std::array<const char*, 4> kBaselines = {"baseline:cudnn", "baseline:cublas",
+                                                          "baseline:cutlass", "baseline:triton"};
     for (int b = 0; b < spec.baselines; ++b) {
-      static const char* const names[] = {"baseline:cudnn", "baseline:cublas", "baseline:cutlass",
-                                          "baseline:triton"};
-      c["measurements"].push_back(
-          measurement(names[b % 4], base * (0.9 - 0.05 * b) * spec.baseline_slowdown, 0));
+      c["measurements"].push_back(measurement(kBaselines.at(static_cast<std::size_t>(b)),
+                                              base * (0.9 - 0.05 * b) * spec.baseline_slowdown, 0));
     }
     if (spec.ab) {
       json base_candidate = measurement("candidate", base * spec.base_slowdown, 0);

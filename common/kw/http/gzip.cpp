@@ -60,16 +60,8 @@ std::size_t skip_header(std::string_view in, std::size_t at) {
 }  // namespace
 
 std::string gzip_compress(std::string_view data, int level) {
-  std::string out = {static_cast<char>(kId1),
-                     static_cast<char>(kId2),
-                     static_cast<char>(kDeflate),
-                     0,
-                     0,
-                     0,
-                     0,
-                     0,
-                     0,
-                     3 /* Unix */};
+  // Magic, deflate, no flags, no time, no extra flags, OS Unix.
+  std::string out("\x1f\x8b\x08\0\0\0\0\0\0\x03", 10);
   zlib::deflate_stream deflate;
   deflate.reset(level, kWindowBits, 8, zlib::Strategy::normal);
   const std::size_t header = out.size();

@@ -2,6 +2,8 @@
 
 #include <charconv>
 
+#include <boost/beast/core/string.hpp>
+
 #include "kw/common/run_report.hpp"
 #include "kw/http/gzip.hpp"
 
@@ -127,10 +129,9 @@ bool valid_utf8(std::string_view text) {
 std::optional<Response> decode_content(Request& request, std::size_t decoded_limit) {
   auto encoding = request.headers.find("content-encoding");
   if (encoding == request.headers.end()) return std::nullopt;
-  std::string name = encoding->second;
-  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (name == "identity") return std::nullopt;
-  if (name != "gzip" && name != "x-gzip") {
+  const std::string& name = encoding->second;
+  if (boost::beast::iequals(name, "identity")) return std::nullopt;
+  if (!boost::beast::iequals(name, "gzip") && !boost::beast::iequals(name, "x-gzip")) {
     return Response::error(
         415, "unsupported_encoding",
         "Content-Encoding '" + encoding->second + "' is not supported: send gzip or identity");
