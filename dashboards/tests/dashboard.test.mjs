@@ -10,6 +10,7 @@ import { mkdtempSync, mkdirSync, rmSync, readFileSync, writeFileSync } from "nod
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createServer } from "node:net";
+import { gzipSync } from "node:zlib";
 import { chromium } from "playwright-core";
 
 const SERVER_BINARY = process.env.KW_SERVER_BINARY;
@@ -148,6 +149,22 @@ before(async () => {
     const r = await post("/api/v1/runs", onCpu, tokens.agent);
     if (i === 2) seeded.cpuRegression = r.run_id;
   }
+  // A suite of 10,000 cases, posted gzip as kw posts it: two runs, the
+  // second with its bf16 m4096 cases twice as slow.
+  execFileSync(SERVER_BINARY, ["project", "create", "--data-dir", dataDir, "suite"]);
+  const suiteCases = [];
+  for (const dtype of ["fp16", "bf16", "fp8", "fp32"])
+    for (let m = 1; m <= 50; ++m)
+      for (let k = 1; k <= 50; ++k) suiteCases.push([`gemm/${dtype}/m${m * 128}_k${k * 128}`, 1000 * m + 10 * k]);
+  for (let i = 0; i < 2; ++i) {
+    const suite = report({ commit: sha(n++), samples: 20, cases: suiteCases.map(([c, t]) => [c, i === 1 && c.startsWith("gemm/bf16/m4096_") ? t * 2 : t]) });
+    suite.project = "suite";
+    const response = await fetch(base + "/api/v1/runs", {
+      method: "POST", body: gzipSync(JSON.stringify(suite)),
+      headers: { authorization: `Bearer ${tokens.agent}`, "content-type": "application/json", "content-encoding": "gzip" } });
+    const text = await response.text();
+    assert.equal(response.status, 201, text);
+  }
   // A case with 10,000 runs, to plot and pan. Written with SQL straight into
   // the server's database: 10,000 posts would take minutes on a 2-core machine
   // (kw-server-bench measures ingest); the page reads them through the API.
@@ -201,24 +218,24 @@ const shot = (name) => page.screenshot({ path: join(ARTIFACTS, `${name}.png`), f
 
 test("overview shows every case per GPU with sparklines, status and filters", async () => {
   await go("#/p/kernels");
-  const rows = await page.locator("#overview tbody tr").count();
+  const rows = await page.locator("#overview tbody tr.case-row").count();
   assert.equal(rows, CASES.length * 2, "one row per case and GPU model");
-  const points = await chartPoints();
+  const points = await page.evaluate(() => [...document.querySelectorAll("#overview svg.spark")].map((s) => Number(s.dataset.points)));
   assert.equal(points.length, rows);
   assert.ok(points.every((p) => p >= 8), `sparklines drew their runs: ${points}`);
   assert.match(await page.locator("#overview").innerText(), /vs cudnn-sdpa|cudnn-sdpa/);
   await shot("overview");
   await page.selectOption("#gpu", "NVIDIA L4");
   await page.waitForFunction(() => new URLSearchParams(location.hash.split("?")[1]).get("gpu") === "NVIDIA L4");
-  await page.waitForFunction(() => document.querySelectorAll("#overview tbody tr").length === 3);
+  await page.waitForFunction(() => document.querySelectorAll("#overview tbody tr.case-row").length === 3);
   await page.selectOption("#family", "softmax");
-  await page.waitForFunction(() => document.querySelectorAll("#overview tbody tr").length === 1);
+  await page.waitForFunction(() => document.querySelectorAll("#overview tbody tr.case-row").length === 1);
   assert.deepEqual(consoleErrors, []);
 });
 
 test("overview -> case -> run -> compare by clicking, and back/forward", async () => {
   await go("#/p/kernels?gpu=NVIDIA%20H100%2080GB%20HBM3");
-  await page.locator("#overview tbody tr", { hasText: "b4_h16_s4096" }).click();
+  await page.locator("#overview tbody tr.case-row", { hasText: "b4_h16_s4096" }).click();
   await page.waitForFunction(() => location.hash.includes("/case/") && window.kwCharts.length === 2);
   const points = await chartPoints();
   assert.deepEqual(points, [14, 14], "14 H100 runs on main in both charts");
@@ -342,9 +359,9 @@ test("overview lists recent runs of every branch, selects a branch, and links th
   await shot("overview-recent-runs");
   await page.selectOption("#branch", "pr-12");
   await page.waitForFunction(() => new URLSearchParams(location.hash.split("?")[1]).get("branch") === "pr-12");
-  await page.waitForFunction(() => document.querySelectorAll("#overview tbody tr").length === 1 && document.querySelectorAll("#recent-runs tbody tr").length === 1);
+  await page.waitForFunction(() => document.querySelectorAll("#overview tbody tr.case-row").length === 1 && document.querySelectorAll("#recent-runs tbody tr").length === 1);
   assert.match(await page.locator("#overview").innerText(), /b4_h16_s4096/);
-  await page.locator("#overview tbody tr").click();
+  await page.locator("#overview tbody tr.case-row").click();
   await page.waitForFunction(() => location.hash.includes("/case/") && location.hash.includes("branch=pr-12") && window.kwCharts.length === 2);
   assert.deepEqual(await chartPoints(), [1, 1], "the case's one run on pr-12");
   await go("#/p/kernels");
@@ -524,6 +541,47 @@ test("a 10,000-point series renders and pans without lag", async () => {
   console.log("10,000-point series:", JSON.stringify({ ...timing, page_load_ms: loaded }));
   assert.ok(timing.pan_ms_per_frame < 50, `panning took ${timing.pan_ms_per_frame} ms per frame`);
   await shot("long-history");
+  assert.deepEqual(consoleErrors, []);
+});
+
+test("a 10,000-case overview paints in 1.5 s, draws only the rows in view, and its search filters in 200 ms", async () => {
+  const started = Date.now();
+  await go("#/p/suite");
+  const firstPaint = Date.now() - started;
+  assert.match(await page.locator("#case-pager").innerText(), /of 10000/);
+  const drawn = () => page.evaluate(() => document.querySelectorAll("#overview tr.case-row").length);
+  assert.equal(await page.evaluate(() => document.getElementById("overview").dataset.rows), "500");
+  const rowsDrawn = await drawn();
+  assert.ok(rowsDrawn < 100, `rows drawn: ${rowsDrawn}`);
+  // Scrolled to the page's end, its last case is drawn.
+  await page.evaluate(() => { const box = document.getElementById("overview-box"); box.scrollTop = box.scrollHeight; });
+  const last = await page.evaluate(async () => (await (await fetch("/api/v1/projects/suite/overview")).json()).cases[499].case);
+  await page.waitForFunction((name) => [...document.querySelectorAll("#overview tr.case-row a")].pop()?.textContent === name, last);
+  await shot("overview-10000");
+  const search = (text) => page.evaluate(async (typed) => {
+    const input = document.getElementById("case-search"), table = document.getElementById("overview");
+    const t0 = performance.now();
+    input.value = typed;
+    input.dispatchEvent(new Event("input"));
+    while (table.dataset.filter !== `${typed}|`) await new Promise((r) => requestAnimationFrame(r));
+    return { ms: performance.now() - t0, rows: Number(table.dataset.rows) };
+  }, text);
+  const searches = [];
+  for (const text of ["bf16/m4096", "gemm/fp8/*_k6400", "no such kernel", "m128_"]) searches.push({ text, ...(await search(text)) });
+  const timing = { first_paint_ms: firstPaint, rows_drawn: rowsDrawn, searches };
+  writeFileSync(join(ARTIFACTS, "overview-10000-timing.json"), JSON.stringify(timing, null, 2));
+  console.log("10,000-case overview:", JSON.stringify(timing));
+  assert.deepEqual(searches.map((s) => s.rows), [50, 50, 0, 200]);
+  assert.ok(firstPaint <= 1500, `first paint took ${firstPaint} ms`);
+  for (const s of searches) assert.ok(s.ms <= 200, `searching "${s.text}" took ${s.ms} ms`);
+  assert.match(page.url(), /case=m128_/);
+  // The status filter asks the server too: the 50 slower cases.
+  await page.selectOption("#status", "regression");
+  await page.waitForFunction(() => document.getElementById("overview").dataset.filter === "m128_|regression");
+  assert.equal(await page.evaluate(() => document.getElementById("overview").dataset.rows), "0");
+  await page.fill("#case-search", "");
+  await page.waitForFunction(() => document.getElementById("overview").dataset.filter === "|regression");
+  assert.equal(await page.evaluate(() => document.getElementById("overview").dataset.rows), "50");
   assert.deepEqual(consoleErrors, []);
 });
 

@@ -16,6 +16,7 @@
 #include <iomanip>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <numeric>
 #include <set>
@@ -73,12 +74,16 @@ void check(bool ok, const std::string& what) {
 
 // One run of the bench: its flags, the server under test, and the results so
 // far. Each part is a method.
+struct ReplicaTally;
+
 struct ServerBench {
   int ingest_runs = 60, series_runs = 10000, series_queries = 500, claim_jobs = 5000, agents = 50,
       threads = 4, load_posters = 8, load_queries = 500, load_cases = 3, large_cases = 10000,
       read_threads = HttpOptions{}.read_threads, write_threads = HttpOptions{}.write_threads,
       small_write_threads = HttpOptions{}.small_write_threads;
-  int history_runs = 5000, stalled_downloads = 48, scale_cases = 10000, scale_small_cases = 200;
+  int replicas = 4, replica_posters = 8, replica_posts = 40;
+  int history_runs = 5000, history_cases = 3, stalled_downloads = 48, scale_cases = 10000,
+      scale_small_cases = 200;
   std::string json_out, kw_binary = KW_BENCH_KW_BINARY;
   std::set<std::string> only;
   bool explain = false;
@@ -99,16 +104,32 @@ struct ServerBench {
   void run_scale();
   void run_scale_project(int cases);
   std::map<std::string, std::int64_t> stored_bytes() const;  // per table, indexes and TOAST included
+  // "N bytes stored a case-run (the largest tables' shares)", grown since `before`.
+  std::string growth_per_case_run(const std::map<std::string, std::int64_t>& before, double case_runs) const;
   void run_history();
+  void run_replicas();
+  void post_through_replicas(int agent, const std::vector<std::string>& urls, const std::string& series,
+                             ReplicaTally& tally) const;
   void run_downloads();
+  ServerOptions server_options() const;
 };
 
 void ServerBench::add_options(CLI::App& cli) {
-  cli.add_option("--only", only,
-                 "run only these parts: ingest, series, claims, load, large, scale, history, downloads")
+  cli.add_option(
+         "--only", only,
+         "run only these parts: ingest, series, claims, load, large, scale, history, replicas, downloads")
       ->delimiter(',');
   cli.add_option("--history-runs", history_runs, "runs of the project whose list endpoints are read")
       ->capture_default_str();
+  cli.add_option("--history-cases", history_cases, "cases in each of those runs")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 10000));
+  cli.add_option("--replicas", replicas, "kw-server replicas on the one database, for --only replicas")
+      ->capture_default_str()
+      ->check(CLI::Range(2, 16));
+  cli.add_option("--replica-posters", replica_posters, "agents posting, each through the replicas in turn")
+      ->capture_default_str();
+  cli.add_option("--replica-posts", replica_posts, "runs each of them posts")->capture_default_str();
   cli.add_option("--stalled-downloads", stalled_downloads, "clients that ask for kw and read nothing")
       ->capture_default_str();
   cli.add_option("--kw-binary", kw_binary, "the kw served at /download/kw")->capture_default_str();
@@ -143,16 +164,7 @@ void ServerBench::add_options(CLI::App& cli) {
 }
 
 void ServerBench::run() {
-  ServerOptions options;
-  options.http.port = 0;
-  options.http.threads = threads;
-  options.http.read_threads = read_threads;
-  options.http.write_threads = write_threads;
-  options.http.small_write_threads = small_write_threads;
-  // Every client here shares 127.0.0.1, as agents behind one proxy would.
-  options.http.max_connections_per_address = 256;
-  options.database_url = database_url;
-  options.kw_binary = kw_binary;
+  ServerOptions options = server_options();
   App server(options);
   server.start();
   app = &server;
@@ -162,7 +174,7 @@ void ServerBench::run() {
     pqxx::work tx(connection);
     agent_token = TokenRepository::create(tx, "bench-agent", Scope::agent);
     ci_token = TokenRepository::create(tx, "bench-ci", Scope::ci);
-    for (const char* project : {"ingest", "series", "claims", "load", "large", "history"})
+    for (const char* project : {"ingest", "series", "claims", "load", "large", "history", "replicas"})
       RunRepository::create_project(tx, project, "main");
     tx.commit();
   }
@@ -173,10 +185,25 @@ void ServerBench::run() {
   if (part("large")) run_large();
   if (part("scale")) run_scale();
   if (part("history")) run_history();
+  if (part("replicas")) run_replicas();
   if (part("downloads") && !kw_binary.empty() && std::filesystem::exists(kw_binary)) run_downloads();
   server.stop();
   server.wait();
   app = nullptr;
+}
+
+ServerOptions ServerBench::server_options() const {
+  ServerOptions options;
+  options.http.port = 0;
+  options.http.threads = threads;
+  options.http.read_threads = read_threads;
+  options.http.write_threads = write_threads;
+  options.http.small_write_threads = small_write_threads;
+  // Every client here shares 127.0.0.1, as agents behind one proxy would.
+  options.http.max_connections_per_address = 256;
+  options.database_url = database_url;
+  options.kw_binary = kw_binary;
+  return options;
 }
 
 void ServerBench::run_ingest() {
@@ -435,6 +462,25 @@ std::map<std::string, std::int64_t> ServerBench::stored_bytes() const {
   return bytes;
 }
 
+std::string ServerBench::growth_per_case_run(const std::map<std::string, std::int64_t>& before,
+                                             double case_runs) const {
+  std::vector<std::pair<double, std::string>> per_table;
+  double total = 0;
+  for (const auto& [table, after] : stored_bytes()) {
+    auto was = before.find(table);
+    const double grown = static_cast<double>(after - (was == before.end() ? 0 : was->second)) / case_runs;
+    total += grown;
+    if (grown >= 1) per_table.emplace_back(grown, table);
+  }
+  std::sort(per_table.rbegin(), per_table.rend());
+  std::ostringstream note;
+  note << std::fixed << std::setprecision(0) << total << " bytes stored a case-run (";
+  for (std::size_t i = 0; i < per_table.size() && i < 4; ++i)
+    note << (i ? ", " : "") << per_table[i].second << " " << per_table[i].first;
+  note << ")";
+  return note.str();
+}
+
 void ServerBench::run_scale() {
   // 6. Main runs of a large suite, as the agent sends them (gzip, every case
   // with 3 implementations x 6 replicates x 10 samples): each judged
@@ -484,33 +530,22 @@ void ServerBench::run_scale_project(int cases) {
     if (run > 0) judged_ms.push_back(ms);
     std::cerr << "  run " << run << ": " << ms << " ms\n";
   }
-  // Bytes a case-run takes: each table's growth over the runs posted.
-  std::vector<std::pair<double, std::string>> per_table;
-  double per_case_run = 0;
-  for (const auto& [table, after] : stored_bytes()) {
-    const double grown = static_cast<double>(after - bytes_before[table]) / (double(cases) * kRuns);
-    per_case_run += grown;
-    if (grown >= 1) per_table.emplace_back(grown, table);
-  }
-  std::sort(per_table.rbegin(), per_table.rend());
   std::ostringstream note;
   note << std::fixed << std::setprecision(1) << (double(json_bytes) / (1 << 20)) << " MiB JSON, "
        << (double(gzip_bytes) / (1 << 20)) << " MiB gzip (compressed in " << std::setprecision(0) << gzip_ms
        << " ms); " << std::setprecision(1) << (kw::common::quantile(judged_ms, 0.5) * 1000 / cases)
-       << " us a case; " << std::setprecision(0) << per_case_run << " bytes stored a case-run (";
-  for (std::size_t i = 0; i < per_table.size() && i < 4; ++i)
-    note << (i ? ", " : "") << per_table[i].second << " " << per_table[i].first;
-  note << ")";
+       << " us a case; " << growth_per_case_run(bytes_before, double(cases) * kRuns);
   results.push_back(summarize(
       "POST a main run of " + std::to_string(cases) + " cases (gzip), judged against the run before",
       judged_ms, std::accumulate(judged_ms.begin(), judged_ms.end(), 0.0), note.str()));
 }
 
 void ServerBench::run_history() {
-  // 6. Every list endpoint of a project with `history_runs` runs of 3
-  // cases: none may cost more per row as history grows (/cases recounted
-  // each case's runs for every row: 17.8 s at 3,305 runs).
-  std::cerr << "history: storing " << history_runs << " runs of 3 cases\n";
+  // 6. Every list endpoint of a project with `history_runs` runs of
+  // `history_cases` cases: none may cost more per row as history grows
+  // (/cases recounted each case's runs for every row: 17.8 s at 3,305 runs).
+  std::cerr << "history: storing " << history_runs << " runs of " << history_cases << " cases\n";
+  const auto bytes_before = stored_bytes();
   std::atomic<int> next{0};
   std::vector<std::thread> posters;
   for (int t = 0; t < 4; ++t) {
@@ -519,11 +554,13 @@ void ServerBench::run_history() {
       for (int i; (i = next++) < history_runs;) {
         kw::testing::ReportSpec spec;
         spec.project = "history";
-        spec.cases = 3;
+        spec.cases = history_cases;
         spec.samples = 10;
         spec.seed = 9000000 + static_cast<std::uint64_t>(i);
         spec.branch = i % 10 == 0 ? "feature-" + std::to_string(i % 50) : "main";
-        check(client.post("/api/v1/runs", kw::testing::make_report(spec)).status == 201, "history ingest");
+        check(client.post_gzip("/api/v1/runs", kw::testing::make_report(spec)).status == 201,
+              "history ingest");
+        if (i % 100 == 99) std::cerr << "  " << i + 1 << " runs stored\n";
       }
     });
   }
@@ -535,11 +572,17 @@ void ServerBench::run_history() {
     pqxx::connection connection(database_url);
     pqxx::nontransaction(connection).exec("ANALYZE");
   }
+  const std::string shape =
+      std::to_string(history_runs) + " runs of " + std::to_string(history_cases) + " cases";
+  results.push_back(Result{"history stored: " + shape, 0, 0, 0, 0,
+                           growth_per_case_run(bytes_before, double(history_runs) * history_cases)});
+  std::cerr << "  " << results.back().note << "\n";
   kw::http::Client client(url);
-  for (const std::string target :
-       {"/api/v1/projects/history/cases", "/api/v1/projects/history/runs",
-        "/api/v1/projects/history/regressions", "/api/v1/projects/history/branches",
-        "/api/v1/projects/history/overview", "/api/v1/projects", "/api/v1/agents"}) {
+  for (const std::string& target : std::vector<std::string>{
+           "/api/v1/projects/history/cases", "/api/v1/projects/history/runs",
+           "/api/v1/projects/history/regressions", "/api/v1/projects/history/branches",
+           "/api/v1/projects/history/overview", "/api/v1/projects", "/api/v1/agents",
+           "/api/v1/projects/history/series?case=" + kw::http::url_encode("attention.fwd/case0")}) {
     std::vector<double> latencies;
     std::size_t bytes = 0;
     auto start = Clock::now();
@@ -551,8 +594,8 @@ void ServerBench::run_history() {
       check(response.status == 200, target + " answered " + std::to_string(response.status));
       bytes = response.body.size();
     }
-    results.push_back(summarize("GET " + target + " of " + std::to_string(history_runs) + " runs, uncached",
-                                latencies, ms_since(start), std::to_string(bytes >> 10) + " KiB"));
+    results.push_back(summarize("GET " + target + " of " + shape + ", uncached", latencies, ms_since(start),
+                                std::to_string(bytes >> 10) + " KiB"));
   }
   // The statement /cases ran before, on the same data: what the fix is
   // measured against.
@@ -563,8 +606,8 @@ void ServerBench::run_history() {
         tx.exec1("SELECT id FROM projects WHERE name = 'history'")[0].as<std::string>();
     // --explain: each list statement's plan, as the server prepares it.
     const std::map<std::string, std::string> arguments = {
-        {"cases_json", project_id},    {"runs_json", project_id + ", 'main', 100, false"},
-        {"branches_json", project_id}, {"overview_json", project_id + ", 'main', '', 0, 500"},
+        {"cases_json", project_id},    {"runs_json", project_id + ", 'main', 100, 0, false, '', ''"},
+        {"branches_json", project_id}, {"overview_json", project_id + ", 'main', '', 0, 500, '', ''"},
         {"projects_json", "NULL"},     {"series_json", "'history', 'attention.fwd/case0', 'main', '', 1000"}};
     for (const Statement& statement : RunRepository::statements()) {
       auto it = arguments.find(statement.name);
@@ -578,6 +621,9 @@ void ServerBench::run_history() {
                                      "(" + it->second + ")"))
         std::cerr << "  " << row[0].c_str() << "\n";
     }
+    // It counts every case's runs for every row of every run: hours at
+    // 1,000 runs of 1,000 cases.
+    if (history_cases > 3) return;
     std::vector<double> latencies;
     auto start = Clock::now();
     for (int i = 0; i < 3; ++i) {
@@ -592,6 +638,126 @@ void ServerBench::run_history() {
     results.push_back(summarize("the former /cases statement on the same project (SQL alone)", latencies,
                                 ms_since(start), "a count per row"));
   }
+}
+
+// What the replicas part counts, from every thread.
+struct ReplicaTally {
+  std::mutex mutex;
+  std::vector<double> post_ms, own_read_ms, other_visible_ms, reader_ms;
+  std::atomic<int> errors{0}, stale{0}, posted{0};
+  std::string first_error;
+
+  void error(const std::string& what) {
+    std::lock_guard lock(mutex);
+    if (errors++ == 0) first_error = what;
+  }
+};
+
+bool series_holds(const kw::http::Response& response, std::int64_t run_id) {
+  const json body = response.json();
+  for (const json& id : body.at("run_id"))
+    if (id.get<std::int64_t>() == run_id) return true;
+  return false;
+}
+
+void ServerBench::post_through_replicas(int agent, const std::vector<std::string>& urls,
+                                        const std::string& series, ReplicaTally& tally) const {
+  std::vector<std::unique_ptr<kw::http::Client>> posting_to, reading_from;
+  for (const std::string& replica : urls) {
+    posting_to.push_back(std::make_unique<kw::http::Client>(replica, agent_token));
+    reading_from.push_back(std::make_unique<kw::http::Client>(replica));
+  }
+  for (int i = 0; i < replica_posts; ++i) {
+    const std::size_t via = static_cast<std::size_t>(agent + i) % urls.size();
+    kw::testing::ReportSpec spec;
+    spec.project = "replicas";
+    spec.cases = 20;
+    spec.samples = 10;
+    spec.agent = "replica-agent-" + std::to_string(agent);
+    spec.seed = 5000000 + static_cast<std::uint64_t>(agent) * 100000 + static_cast<std::uint64_t>(i);
+    auto t0 = Clock::now();
+    auto response = posting_to[via]->post("/api/v1/runs", kw::testing::make_report(spec));
+    const double post = ms_since(t0);
+    if (response.status != 201) {
+      tally.error("post: " + std::to_string(response.status) + " " + response.body.substr(0, 200));
+      continue;
+    }
+    ++tally.posted;
+    const auto run_id = response.json().at("run_id").get<std::int64_t>();
+    auto t1 = Clock::now();
+    if (!series_holds(reading_from[via]->get(series), run_id)) ++tally.stale;
+    const double own = ms_since(t1);
+    // Another replica, polled until it serves the run.
+    const std::size_t other = (via + 1) % urls.size();
+    auto t2 = Clock::now();
+    while (!series_holds(reading_from[other]->get(series), run_id) && ms_since(t2) < 5000) {
+    }
+    const double elsewhere = ms_since(t2);
+    std::lock_guard lock(tally.mutex);
+    tally.post_ms.push_back(post);
+    tally.own_read_ms.push_back(own);
+    tally.other_visible_ms.push_back(elsewhere);
+  }
+}
+
+void ServerBench::run_replicas() {
+  // 7. `replicas` kw-servers on one PostgreSQL: agents post runs through each
+  // in turn and read their own write back from the server that took it
+  // (the series of a case every run has), while readers keep every
+  // replica's cache warm. A read that misses a run its client was answered
+  // for is stale; how long another replica takes to serve it is the change
+  // feed's delay.
+  std::cerr << "replicas: " << replicas << " servers, " << replica_posters << " agents posting "
+            << replica_posts << " runs each\n";
+  std::vector<std::unique_ptr<App>> servers;
+  std::vector<std::string> urls = {url};
+  for (int i = 1; i < replicas; ++i) {
+    servers.push_back(std::make_unique<App>(server_options()));
+    servers.back()->start();
+    urls.push_back("http://127.0.0.1:" + std::to_string(servers.back()->port()));
+  }
+  const std::string series =
+      "/api/v1/projects/replicas/series?case=" + kw::http::url_encode("attention.fwd/case0");
+  ReplicaTally tally;
+  std::atomic<bool> posting{true};
+  std::vector<std::thread> readers;
+  for (const std::string& replica : urls) {
+    readers.emplace_back([&, replica] {
+      kw::http::Client client(replica);
+      while (posting) {
+        auto t0 = Clock::now();
+        auto response = client.get(series);
+        const double ms = ms_since(t0);
+        if (response.status != 200) tally.error("reader: " + std::to_string(response.status));
+        std::lock_guard lock(tally.mutex);
+        tally.reader_ms.push_back(ms);
+      }
+    });
+  }
+  std::vector<std::thread> posters;
+  for (int a = 0; a < replica_posters; ++a)
+    posters.emplace_back([&, a] { post_through_replicas(a, urls, series, tally); });
+  const auto start = Clock::now();
+  for (auto& poster : posters) poster.join();
+  const double wall = ms_since(start);
+  posting = false;
+  for (auto& reader : readers) reader.join();
+  for (auto& server : servers) {
+    server->stop();
+    server->wait();
+  }
+  std::ostringstream note;
+  note << replicas << " replicas, " << tally.posted << " runs posted, " << tally.errors << " errors"
+       << (tally.first_error.empty() ? "" : " (first: " + tally.first_error + ")") << ", " << tally.stale
+       << " stale reads of the client's own write";
+  results.push_back(summarize("POST a 20-case run through one of " + std::to_string(replicas) + " replicas",
+                              tally.post_ms, wall, note.str()));
+  results.push_back(
+      summarize("the run read back from the replica that took it (series)", tally.own_read_ms, wall));
+  results.push_back(summarize("another replica serves it after", tally.other_visible_ms, wall));
+  results.push_back(summarize("series reads meanwhile, every replica", tally.reader_ms, wall));
+  std::cerr << "  " << note.str() << "\n";
+  check(tally.errors == 0 && tally.stale == 0, note.str());
 }
 
 void ServerBench::run_downloads() {

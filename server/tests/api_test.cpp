@@ -577,6 +577,105 @@ TEST_F(ApiTest, RunAndOverviewArePagedByCase) {
   EXPECT_EQ(overview["cases"][0]["case"], "attention.fwd/case4");
 }
 
+// A report whose case `slowed` has its candidate `factor` times slower.
+json with_slower_case(const ReportSpec& spec, int slowed, double factor) {
+  json report = make_report(spec);
+  json& candidate = report["cases"][slowed]["measurements"][0];
+  for (json& sample : candidate["samples_ns"]) sample = sample.get<double>() * factor;
+  candidate["median_ns"] = candidate["median_ns"].get<double>() * factor;
+  return report;
+}
+
+std::vector<std::string> case_names(const json& cases, const char* key = "case") {
+  std::vector<std::string> names;
+  for (const json& c : cases) names.push_back(c[key].get<std::string>() + " " + c.value("gpu_model", ""));
+  return names;
+}
+
+// The overview, the regressions list and compare keep what a case glob (or
+// text), statuses and a GPU model ask for, filtered and paged in the server.
+TEST_F(ApiTest, OverviewRegressionsAndCompareFilterByCaseStatusAndGpu) {
+  const std::string h100 = "NVIDIA H100 80GB HBM3", a100 = "NVIDIA A100-SXM4-80GB";
+  ReportSpec spec;
+  spec.cases = 4;
+  ASSERT_EQ(agent().post("/api/v1/runs", make_report(spec)).status, 201);
+  spec.seed = 2;
+  auto slower = agent().post("/api/v1/runs", with_slower_case(spec, 2, 1.5));
+  ASSERT_EQ(slower.status, 201);
+  ASSERT_EQ(slower.json()["verdict"], "regression");
+  ReportSpec other_gpu = spec;
+  other_gpu.seed = 3;
+  other_gpu.gpu_model = a100;
+  ASSERT_EQ(agent().post("/api/v1/runs", make_report(other_gpu)).status, 201);
+  ReportSpec feature = spec;  // another branch moves none of main's cases
+  feature.seed = 4;
+  feature.branch = "feature";
+  ASSERT_EQ(agent().post("/api/v1/runs", with_slower_case(feature, 1, 3.0)).status, 201);
+
+  auto overview = [&](const std::string& query) {
+    auto response = client().get("/api/v1/projects/demo/overview?" + query);
+    EXPECT_EQ(response.status, 200) << query << ": " << response.body;
+    return response.json();
+  };
+  EXPECT_EQ(overview("")["paging"]["cases_total"], 8);
+  EXPECT_EQ(case_names(overview("case=case2")["cases"]),
+            (std::vector<std::string>{"attention.fwd/case2 " + a100, "attention.fwd/case2 " + h100}));
+  EXPECT_EQ(case_names(overview("case=CASE1&gpu=" + http::url_encode(h100))["cases"]),
+            (std::vector<std::string>{"attention.fwd/case1 " + h100}));
+  json regressed = overview("status=regression");
+  EXPECT_EQ(case_names(regressed["cases"]), (std::vector<std::string>{"attention.fwd/case2 " + h100}));
+  EXPECT_EQ(regressed["paging"]["cases_total"], 1);
+  EXPECT_EQ(overview("status=no-baseline")["paging"]["cases_total"], 4);  // the A100's first run
+  EXPECT_EQ(overview("status=unchanged,regression&gpu=" + http::url_encode(h100))["paging"]["cases_total"],
+            4);
+  // A glob matches whole names; * and ? are wildcards, % and _ are not.
+  EXPECT_EQ(overview("case=" + http::url_encode("attention.fwd/case?"))["paging"]["cases_total"], 8);
+  EXPECT_EQ(overview("case=" + http::url_encode("*case3"))["paging"]["cases_total"], 2);
+  EXPECT_EQ(overview("case=" + http::url_encode("case*"))["paging"]["cases_total"], 0);
+  EXPECT_EQ(overview("case=" + http::url_encode("case_"))["paging"]["cases_total"], 0);
+  json paged = overview("case=case&per_page=3&page=3");
+  EXPECT_EQ(paged["paging"], json({{"page", 3}, {"per_page", 3}, {"cases_total", 8}, {"pages", 3}}));
+  EXPECT_EQ(paged["cases"].size(), 2u);
+  EXPECT_EQ(client().get("/api/v1/projects/demo/overview?status=slower").json()["message"],
+            "status: \"slower\" is not one of regression, improvement, unchanged, no-baseline");
+
+  auto regressions = [&](const std::string& query) {
+    auto response = client().get("/api/v1/projects/demo/regressions?" + query);
+    EXPECT_EQ(response.status, 200) << query << ": " << response.body;
+    return response.json();
+  };
+  EXPECT_EQ(regressions("").size(), 2u);  // main's and the feature branch's
+  json case2 = regressions("case=case2");
+  ASSERT_EQ(case2.size(), 1u);
+  EXPECT_EQ(case2[0]["branch"], "main");
+  ASSERT_EQ(case2[0]["regressions"].size(), 1u);
+  EXPECT_EQ(case2[0]["regressions"][0]["case"], "attention.fwd/case2");
+  EXPECT_TRUE(regressions("case=case3").empty());
+  EXPECT_TRUE(regressions("gpu=" + http::url_encode(a100)).empty());
+  EXPECT_EQ(regressions("limit=1&page=2").size(), 1u);
+  EXPECT_EQ(regressions("limit=1&page=3").size(), 0u);
+
+  const std::string base = kw::testing::make_commit(1), head = kw::testing::make_commit(2);
+  auto compare = [&](const std::string& query) {
+    auto response = client().get("/api/v1/compare?base=" + base + "&head=" + head + "&" + query);
+    EXPECT_EQ(response.status, 200) << query << ": " << response.body;
+    return response.json()["gpus"][0];
+  };
+  json all = compare("");
+  EXPECT_EQ(all["paging"]["cases_total"], 4);
+  EXPECT_EQ(all["cases"][0]["case"], "attention.fwd/case2");  // the largest effect first
+  EXPECT_EQ(all["cases"][0]["comparisons"].size(), 2u);       // the candidate's and the baseline's
+  EXPECT_EQ(case_names(compare("status=regression")["cases"]),
+            (std::vector<std::string>{"attention.fwd/case2 "}));
+  json one = compare("case=case1");
+  EXPECT_EQ(case_names(one["cases"]), (std::vector<std::string>{"attention.fwd/case1 "}));
+  EXPECT_EQ(one["detection"]["comparisons"], 1);  // the decision covers the cases kept
+  json page2 = compare("per_page=3&page=2");
+  EXPECT_EQ(page2["paging"], json({{"page", 2}, {"per_page", 3}, {"cases_total", 4}, {"pages", 2}}));
+  EXPECT_EQ(page2["cases"].size(), 1u);
+  EXPECT_EQ(page2["detection"]["comparisons"], 4);
+}
+
 // A page of hundreds of cases goes out in chunks, 100 cases at a time, and
 // arrives whole: every case once, in order, each with its comparisons.
 TEST_F(ApiTest, ALargePageIsStreamedAndArrivesWhole) {

@@ -29,12 +29,14 @@ class HistoryReadsStandIn final : public HistoryReads {
     return "[]";
   }
   std::optional<std::string> overview(const std::string& project, const std::string& branch,
-                                      const std::string& gpu, const Page& page) override {
+                                      const CaseFilter& filter, const Page& page) override {
     note(
         {{"read", "overview"},
          {"project", project},
          {"branch", branch.empty() && default_branch.contains(project) ? default_branch.at(project) : branch},
-         {"gpu", gpu},
+         {"gpu", filter.gpu_model},
+         {"case_like", filter.name_like},
+         {"statuses", filter.statuses},
          {"page", page.number},
          {"per_page", page.per_page}});
     return answer(project);
@@ -43,12 +45,16 @@ class HistoryReadsStandIn final : public HistoryReads {
     note({{"read", "cases"}, {"project", project}});
     return answer(project);
   }
-  std::optional<std::string> runs(const std::string& project, const std::string& branch, int limit,
+  std::optional<std::string> runs(const std::string& project, const std::string& branch,
+                                  const CaseFilter& filter, const Page& page,
                                   bool regressions_only) override {
     note({{"read", "runs"},
           {"project", project},
           {"branch", branch},
-          {"limit", limit},
+          {"gpu", filter.gpu_model},
+          {"case_like", filter.name_like},
+          {"limit", page.per_page},
+          {"page", page.number},
           {"regressions", regressions_only}});
     return answer(project);
   }
@@ -168,6 +174,10 @@ TEST_F(HistoryRoutesTest, BadParametersAreRefusedNamingTheParameter) {
       {"/api/v1/projects/alpha/overview?per_page=2001", "per_page"},
       {"/api/v1/projects/alpha/overview?page=x", "page"},
       {"/api/v1/projects/alpha/runs?limit=1001", "limit"},
+      {"/api/v1/projects/alpha/regressions?page=0", "page"},
+      {"/api/v1/projects/alpha/regressions?status=regression", "status"},
+      {"/api/v1/projects/alpha/overview?status=regressed", "status"},
+      {"/api/v1/projects/alpha/overview?case=" + std::string(300, 'x'), "case"},
       {"/api/v1/projects/alpha/series", "case"},
       {"/api/v1/projects/alpha/series?case=", "case"},
       {"/api/v1/projects/alpha/series?case=x&limit=10001", "limit"}};
@@ -185,8 +195,19 @@ TEST_F(HistoryRoutesTest, ParametersReachTheStore) {
                                {"project", "beta"},
                                {"branch", "trunk"},
                                {"gpu", "H100"},
+                               {"case_like", ""},
+                               {"statuses", ""},
                                {"page", 3},
                                {"per_page", 50}}));
+  get("/api/v1/projects/beta/overview?case=fp16&status=regression,no-baseline");
+  EXPECT_EQ(reads_.last["case_like"], "%fp16%");
+  EXPECT_EQ(reads_.last["statuses"], "regression,no-baseline");
+  get("/api/v1/projects/beta/overview?case=attn*/b?_100%");  // this stand-in's query is not encoded
+  EXPECT_EQ(reads_.last["case_like"], "attn%/b_\\_100\\%");
+  get("/api/v1/projects/alpha/regressions?gpu=A100&case=gemm&page=2");
+  EXPECT_EQ(reads_.last["gpu"], "A100");
+  EXPECT_EQ(reads_.last["case_like"], "%gemm%");
+  EXPECT_EQ(reads_.last["page"], 2);
   get("/api/v1/projects/alpha/regressions?branch=dev&limit=7");
   EXPECT_EQ(reads_.last["regressions"], true);
   EXPECT_EQ(reads_.last["limit"], 7);

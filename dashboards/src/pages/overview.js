@@ -1,5 +1,4 @@
 // A project's overview: recent runs, every case with its sparkline.
-import { plot } from "../charts.js";
 import { api, app, badge, branchSelect, commitCell, enc, esc, family, pageQuery, pager, ratioText, setQuery, short, us, verdictBadge, when } from "../lib.js";
 
 // The newest runs of every branch, pull requests included: where a pull
@@ -23,17 +22,70 @@ function notificationTargets(targets) {
      after ${t.consecutive_failures} failed attempts in a row (${t.pending} waiting): ${esc(t.last_error ?? "")}</p>`).join("")}</div>`;
 }
 
+// Every case row is this tall, so the table draws only the rows in view
+// (and a screenful either side) however many a page holds.
+const ROW_HEIGHT = 40;
+const OVERSCAN = 20;
+const STATUSES = ["regression", "improvement", "unchanged", "no-baseline"];
+
+// The candidate's recent medians as an SVG line: a page of thousands of
+// cases draws no chart objects.
+function sparkline(values, regression) {
+  if (!values?.length) return "";
+  const width = 160, height = 28;
+  const lo = Math.min(...values), hi = Math.max(...values), span = hi - lo || 1;
+  const points = values.map((v, k) =>
+    `${(values.length === 1 ? width / 2 : (k * width) / (values.length - 1)).toFixed(1)},${(height - 2 - ((v - lo) / span) * (height - 4)).toFixed(1)}`);
+  return `<svg class="spark" width="${width}" height="${height}" data-points="${values.length}"><polyline fill="none" stroke="${regression ? "#d92d20" : "#2e90fa"}" stroke-width="1.5" points="${points.join(" ")}"/></svg>`;
+}
+
+function caseRow(project, branch, c) {
+  const status = c.comparison?.status ?? "no-baseline";
+  const baselines = Object.entries(c.median_ns).filter(([impl]) => impl !== "candidate");
+  const speedups = baselines.map(([impl, m]) => `${(m / c.median_ns.candidate).toFixed(2)}x ${esc(impl.replace("baseline:", ""))}`).join(", ");
+  const href = `#/p/${enc(project)}/case/${enc(c.case)}?gpu=${enc(c.gpu_model)}${branch ? `&branch=${enc(branch)}` : ""}`;
+  return `<tr class="clickable case-row" data-href="${href}"><td><span class="dot ${status}" title="${status}"></span></td>
+    <td><a href="${href}">${esc(c.case)}</a></td><td>${esc(c.gpu_model)}</td><td class="num">${us(c.median_ns.candidate)}</td>
+    <td class="num">${speedups || "–"}</td>
+    <td class="num">${c.comparison?.ratio ? `${ratioText(c.comparison.ratio)} <span class="muted">[${c.comparison.lower.toFixed(3)}, ${c.comparison.upper.toFixed(3)}]</span>` : "–"} ${badge(status)}</td>
+    <td>${sparkline(c.history ?? [], status === "regression")}</td></tr>`;
+}
+
+// Draws the rows in view of the scrolling box, with spacers standing in for
+// the others, again on every scroll frame.
+function virtualRows(box, rows, render) {
+  const body = box.querySelector("tbody");
+  const columns = box.querySelectorAll("thead th").length;
+  const spacer = (px) => (px > 0 ? `<tr class="spacer" style="height:${px}px"><td colspan="${columns}"></td></tr>` : "");
+  let drawn = "", pending = false;
+  const draw = () => {
+    pending = false;
+    const first = Math.max(0, Math.floor(box.scrollTop / ROW_HEIGHT) - OVERSCAN);
+    const last = Math.min(rows.length, first + Math.ceil(box.clientHeight / ROW_HEIGHT) + 2 * OVERSCAN);
+    if (drawn === `${first}:${last}:${rows.length}`) return;
+    drawn = `${first}:${last}:${rows.length}`;
+    body.innerHTML = spacer(first * ROW_HEIGHT) + rows.slice(first, last).map(render).join("") +
+      spacer((rows.length - last) * ROW_HEIGHT);
+  };
+  box.onscroll = () => { if (!pending) { pending = true; requestAnimationFrame(draw); } };
+  box.scrollTop = 0;
+  draw();
+}
+
 export async function overviewPage(project, query) {
   const gpu = query.get("gpu") ?? "", fam = query.get("family") ?? "", branch = query.get("branch") ?? "";
-  const paging = pageQuery(query);
-  paging.set("gpu", gpu);
-  if (branch) paging.set("branch", branch);
+  const filters = { case: query.get("case") ?? "", status: query.get("status") ?? "" };
+  const overviewQuery = (page) => {
+    const q = pageQuery(query);
+    if (page) q.set("page", page);
+    for (const [key, value] of Object.entries({ gpu, branch, ...filters })) if (value) q.set(key, value);
+    return q;
+  };
   const [overview, runs, branches, settings] = await Promise.all([
-    api(`/api/v1/projects/${enc(project)}/overview?${paging}`),
+    api(`/api/v1/projects/${enc(project)}/overview?${overviewQuery()}`),
     api(`/api/v1/projects/${enc(project)}/runs?limit=10${branch ? `&branch=${enc(branch)}` : ""}`),
     branchSelect(project, branch),
     api(`/api/v1/projects/${enc(project)}`)]);
-  const rows = overview.cases.filter((c) => !fam || family(c.case) === fam);
   const families = [...new Set(overview.cases.map((c) => family(c.case)))].sort();
   app.innerHTML = `<h1>${esc(project)}</h1>${notificationTargets(settings.notification_targets ?? [])}
     <div class="filters">
@@ -42,29 +94,42 @@ export async function overviewPage(project, query) {
       <label>kernel family <select id="family"><option value="">all</option>${families.map((f) => `<option ${f === fam ? "selected" : ""}>${esc(f)}</option>`).join("")}</select></label>
       <a href="#/compare?project=${enc(project)}">compare two commits</a>
     </div>${recentRuns(project, runs)}
-    <h2>Cases${branch ? ` on ${esc(branch)}` : ""}</h2>${pager(overview.paging, query)}
-    <table id="overview"><thead><tr><th></th><th>case</th><th>GPU</th><th class="num">median</th><th class="num">speedup vs in-run baseline</th>
-      <th class="num">change vs previous baseline</th><th>last 30 runs</th></tr></thead><tbody>
-    ${rows.map((c, i) => {
-      const status = c.comparison?.status ?? "no-baseline";
-      const baselines = Object.entries(c.median_ns).filter(([impl]) => impl !== "candidate");
-      const speedups = baselines.map(([impl, m]) => `${(m / c.median_ns.candidate).toFixed(2)}x ${esc(impl.replace("baseline:", ""))}`).join("<br>");
-      const href = `#/p/${enc(project)}/case/${enc(c.case)}?gpu=${enc(c.gpu_model)}${branch ? `&branch=${enc(branch)}` : ""}`;
-      return `<tr class="clickable" data-href="${href}"><td><span class="dot ${status}" title="${status}"></span></td>
-        <td><a href="${href}">${esc(c.case)}</a></td><td>${esc(c.gpu_model)}</td><td class="num">${us(c.median_ns.candidate)}</td>
-        <td class="num">${speedups || "–"}</td>
-        <td class="num">${c.comparison?.ratio ? `${ratioText(c.comparison.ratio)} <span class="muted">[${c.comparison.lower.toFixed(3)}, ${c.comparison.upper.toFixed(3)}]</span>` : "–"} ${badge(status)}</td>
-        <td><div class="spark" id="spark-${i}"></div></td></tr>`;
-    }).join("")}</tbody></table>`;
-  document.getElementById("branch").onchange = (e) => setQuery({ branch: e.target.value, gpu, family: fam });
-  document.getElementById("gpu").onchange = (e) => setQuery({ branch, gpu: e.target.value, family: fam });
-  document.getElementById("family").onchange = (e) => setQuery({ branch, gpu, family: e.target.value });
-  rows.forEach((c, i) => {
-    const history = c.history ?? [];
-    plot(document.getElementById(`spark-${i}`), {
-      width: 160, height: 32, legend: { show: false }, cursor: { show: false }, select: { show: false },
-      axes: [{ show: false }, { show: false }], scales: { x: { time: false } },
-      series: [{}, { stroke: c.comparison?.status === "regression" ? "#d92d20" : "#2e90fa", width: 1.5, points: { show: false } }],
-    }, [history.map((_, k) => k), history]);
-  });
+    <h2>Cases${branch ? ` on ${esc(branch)}` : ""}</h2>
+    <div class="filters">
+      <label>search <input id="case-search" type="search" size="36" placeholder="text, or a glob: attention.fwd/*/s4096*" value="${esc(filters.case)}"></label>
+      <label>status <select id="status"><option value="">any</option>${STATUSES.map((s) => `<option ${s === filters.status ? "selected" : ""}>${s}</option>`).join("")}</select></label>
+    </div>
+    <div id="case-pager"></div>
+    <div class="virtual-table" id="overview-box"><table id="overview"><thead><tr><th></th><th>case</th><th>GPU</th><th class="num">median</th><th class="num">speedup vs in-run baseline</th>
+      <th class="num">change vs previous baseline</th><th>last 30 runs</th></tr></thead><tbody></tbody></table></div>`;
+  const box = document.getElementById("overview-box"), table = document.getElementById("overview");
+  const draw = (answer) => {
+    const rows = answer.cases.filter((c) => !fam || family(c.case) === fam);
+    const linked = overviewQuery(answer.paging.page);
+    if (fam) linked.set("family", fam);
+    document.getElementById("case-pager").innerHTML = pager(answer.paging, linked) ||
+      (rows.length ? "" : `<p class="muted" id="no-cases">no case matches</p>`);
+    virtualRows(box, rows, (c) => caseRow(project, branch, c));
+    table.dataset.rows = rows.length;
+    table.dataset.filter = `${filters.case}|${filters.status}`;
+  };
+  draw(overview);
+
+  // Search and status ask the server again and redraw the table alone; the
+  // URL keeps them (replaced, not pushed: no history entry per keystroke).
+  // An answer that a newer request overtook is dropped.
+  let asked = 0;
+  const refilter = async () => {
+    const ticket = ++asked;
+    const q = overviewQuery(1);
+    history.replaceState(null, "", `#/p/${enc(project)}?${new URLSearchParams([...q].filter(([k]) => k !== "page"))}${fam ? `&family=${enc(fam)}` : ""}`);
+    app.dataset.ready = location.hash;
+    const answer = await api(`/api/v1/projects/${enc(project)}/overview?${q}`);
+    if (ticket === asked) draw(answer);
+  };
+  document.getElementById("case-search").oninput = (e) => { filters.case = e.target.value.trim(); refilter(); };
+  document.getElementById("status").onchange = (e) => { filters.status = e.target.value; refilter(); };
+  document.getElementById("branch").onchange = (e) => setQuery({ branch: e.target.value, gpu, family: fam, ...filters });
+  document.getElementById("gpu").onchange = (e) => setQuery({ branch, gpu: e.target.value, family: fam, ...filters });
+  document.getElementById("family").onchange = (e) => setQuery({ branch, gpu, family: e.target.value, ...filters });
 }

@@ -86,6 +86,7 @@ IngestResult IngestService::ingest(nlohmann::json document, const Caller& caller
       if (!bisect.step && result.verdict == "regression")
         ProfileRepository::after_regression(tx, result.run_id, max_attempts_);
       if (bisect.finished) NotificationRepository::bisect_ended(tx, notifications_, *bisect.finished);
+      RunRepository::advance_case_heads(tx, result.run_id);
     }
     return result;
   });

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <future>
+#include <iterator>
 #include <thread>
 #include <unordered_map>
 
@@ -607,8 +608,50 @@ std::string DetectionRepository::finish(pqxx::work& tx, std::int64_t run_id, con
   return verdict;
 }
 
+namespace {
+
+// Each candidate's comparison with every implementation's, those of the
+// statuses asked for, sorted by effect size: the "paging" object and the
+// page's cases.
+std::pair<json, json> compared_cases(const std::vector<ComparisonRow>& rows,
+                                     const common::DetectionSettings& detection, const CaseFilter& filter,
+                                     const Page& page) {
+  std::map<std::string, json> by_case;
+  for (const ComparisonRow& row : rows) by_case[row.case_name].push_back(row.to_json(detection));
+  const std::string statuses = "," + filter.statuses + ",";
+  std::vector<json> kept;
+  for (const ComparisonRow& row : rows) {
+    if (row.impl != "candidate") continue;
+    json entry = row.to_json(detection);
+    if (!filter.statuses.empty() &&
+        statuses.find("," + entry["status"].get<std::string>() + ",") == std::string::npos)
+      continue;
+    entry["comparisons"] = std::move(by_case[row.case_name]);
+    for (const char* drop : {"kind", "impl", "baseline_run_id", "baseline_reason"}) entry.erase(drop);
+    kept.push_back(std::move(entry));
+  }
+  auto effect = [](const json& row) {
+    return row.contains("ratio") ? std::abs(std::log(row["ratio"].get<double>())) : 0.0;
+  };
+  std::stable_sort(kept.begin(), kept.end(),
+                   [&](const json& a, const json& b) { return effect(a) > effect(b); });
+  const auto total = static_cast<std::int64_t>(kept.size());
+  const std::int64_t first = std::min(page.offset(), total);
+  const std::int64_t last = std::min(first + page.per_page, total);
+  json paging = {{"page", page.number},
+                 {"per_page", page.per_page},
+                 {"cases_total", total},
+                 {"pages", std::max<std::int64_t>(1, (total + page.per_page - 1) / page.per_page)}};
+  return {std::move(paging), json(std::vector<json>(std::make_move_iterator(kept.begin() + first),
+                                                    std::make_move_iterator(kept.begin() + last)))};
+}
+
+}  // namespace
+
 json DetectionRepository::compare_commits(pqxx::work& tx, std::int64_t project_id, const std::string& base,
-                                          const std::string& head, const std::string& gpu_model) {
+                                          const std::string& head, const CaseFilter& filter,
+                                          const Page& page) {
+  const std::string& gpu_model = filter.gpu_model;
   ProjectSettings project = SettingsRepository::get(tx, project_id);
   common::DetectionSettings detection = project.detection();
   // The newest run of each commit per GPU model.
@@ -627,8 +670,8 @@ json DetectionRepository::compare_commits(pqxx::work& tx, std::int64_t project_i
     std::int64_t head_run = pair[1].as<std::int64_t>(), base_run = pair[2].as<std::int64_t>();
     pqxx::result cases = tx.exec_params(
         "SELECT hc.name, hc.id, bc.id FROM cases hc JOIN cases bc ON bc.run_id = $2 AND bc.name = hc.name "
-        "WHERE hc.run_id = $1 ORDER BY hc.ordinal",
-        head_run, base_run);
+        "WHERE hc.run_id = $1 AND ($3 = '' OR hc.name ILIKE $3) ORDER BY hc.ordinal",
+        head_run, base_run, filter.name_like);
     std::vector<std::int64_t> ids;
     std::vector<std::string> names;
     for (const auto& c : cases) {
@@ -675,28 +718,13 @@ json DetectionRepository::compare_commits(pqxx::work& tx, std::int64_t project_i
     }
     json decision;
     add_decision(decision, decide_rows(rows, detection));
-    json out = json::array();
-    for (const ComparisonRow& row : rows) {
-      if (row.impl != "candidate") continue;
-      json entry = row.to_json(detection);
-      entry["comparisons"] = json::array();
-      for (const ComparisonRow& other : rows) {
-        if (other.case_name == row.case_name) entry["comparisons"].push_back(other.to_json(detection));
-      }
-      for (const char* drop : {"kind", "impl", "baseline_run_id", "baseline_reason"}) entry.erase(drop);
-      out.push_back(std::move(entry));
-    }
-    std::sort(out.begin(), out.end(), [](const json& a, const json& b) {
-      auto effect = [](const json& row) {
-        return row.contains("ratio") ? std::abs(std::log(row["ratio"].get<double>())) : 0.0;
-      };
-      return effect(a) > effect(b);
-    });
+    auto [paging, shown] = compared_cases(rows, detection, filter, page);
     gpus.push_back({{"gpu_model", gpu},
                     {"head_run_id", head_run},
                     {"base_run_id", base_run},
                     {"detection", decision},
-                    {"cases", out}});
+                    {"paging", std::move(paging)},
+                    {"cases", std::move(shown)}});
   }
   return {{"project", project.name}, {"base", base}, {"head", head}, {"gpus", gpus}};
 }

@@ -16,6 +16,7 @@
 
 #include "kw/common/run_report.hpp"
 #include "store/database.hpp"
+#include "store/run_repository.hpp"
 #include "store/settings_repository.hpp"
 
 namespace kw::server {
@@ -34,10 +35,12 @@ class DetectionRepository {
   static std::string finish(pqxx::work& tx, std::int64_t run_id, const Plan& plan,
                             const common::RunReport& report);
 
-  // Every case of the newest run of `head` against the newest run of `base`,
-  // per GPU model that has both, sorted by effect size.
+  // The cases of the newest run of `head` against the newest run of `base`,
+  // per GPU model that has both, sorted by effect size: those the filter
+  // keeps, one page of them. The decision covers every case the name
+  // pattern keeps, whatever the statuses and page show.
   static nlohmann::json compare_commits(pqxx::work& tx, std::int64_t project_id, const std::string& base,
-                                        const std::string& head, const std::string& gpu_model);
+                                        const std::string& head, const CaseFilter& filter, const Page& page);
 
   // A regression run becomes `pass`, with who and why recorded, and so do
   // the unacknowledged regressions of the same change (same tree, or the

@@ -18,10 +18,10 @@ std::string PgHistoryReads::projects(const std::optional<std::vector<std::string
 }
 
 std::optional<std::string> PgHistoryReads::overview(const std::string& project, const std::string& branch,
-                                                    const std::string& gpu, const Page& page) {
+                                                    const CaseFilter& filter, const Page& page) {
   return of_project(project, [&](pqxx::work& tx, std::int64_t id) {
     const std::string on = branch.empty() ? SettingsRepository::get(tx, id).default_branch : branch;
-    return RunRepository::overview_json(tx, id, on, gpu, page);
+    return RunRepository::overview_json(tx, id, on, filter, page);
   });
 }
 
@@ -31,9 +31,10 @@ std::optional<std::string> PgHistoryReads::cases(const std::string& project) {
 }
 
 std::optional<std::string> PgHistoryReads::runs(const std::string& project, const std::string& branch,
-                                                int limit, bool regressions_only) {
+                                                const CaseFilter& filter, const Page& page,
+                                                bool regressions_only) {
   return of_project(project, [&](pqxx::work& tx, std::int64_t id) {
-    return RunRepository::runs_json(tx, id, branch, limit, regressions_only);
+    return RunRepository::runs_json(tx, id, branch, filter, page, regressions_only);
   });
 }
 

@@ -23,9 +23,10 @@ class HistoryReads {
   virtual std::string projects(const std::optional<std::vector<std::string>>& only) = 0;
   // `branch` empty: the project's default branch.
   virtual std::optional<std::string> overview(const std::string& project, const std::string& branch,
-                                              const std::string& gpu, const Page& page) = 0;
+                                              const CaseFilter& filter, const Page& page) = 0;
   virtual std::optional<std::string> cases(const std::string& project) = 0;
-  virtual std::optional<std::string> runs(const std::string& project, const std::string& branch, int limit,
+  virtual std::optional<std::string> runs(const std::string& project, const std::string& branch,
+                                          const CaseFilter& filter, const Page& page,
                                           bool regressions_only) = 0;
   virtual std::optional<std::string> branches(const std::string& project) = 0;
   virtual std::optional<std::string> series(const std::string& project, const std::string& case_name,
@@ -39,10 +40,10 @@ class PgHistoryReads final : public HistoryReads {
 
   std::string projects(const std::optional<std::vector<std::string>>& only) override;
   std::optional<std::string> overview(const std::string& project, const std::string& branch,
-                                      const std::string& gpu, const Page& page) override;
+                                      const CaseFilter& filter, const Page& page) override;
   std::optional<std::string> cases(const std::string& project) override;
-  std::optional<std::string> runs(const std::string& project, const std::string& branch, int limit,
-                                  bool regressions_only) override;
+  std::optional<std::string> runs(const std::string& project, const std::string& branch,
+                                  const CaseFilter& filter, const Page& page, bool regressions_only) override;
   std::optional<std::string> branches(const std::string& project) override;
   std::optional<std::string> series(const std::string& project, const std::string& case_name,
                                     const std::string& gpu, const std::string& branch, int limit) override;

@@ -1,5 +1,7 @@
 #include "store/run_repository.hpp"
 
+#include <cmath>
+
 #include "errors.hpp"
 #include "kw/common/detection.hpp"
 #include "kw/common/stats.hpp"
@@ -39,15 +41,18 @@ WITH doc AS (SELECT $3::jsonb AS d),
 new_cases AS (
   INSERT INTO cases (run_id, project_id, ordinal, name, params, expected_launch, correctness, gpu_state, medians,
                      bands, candidate_location_ns, first_pass_replicates, candidate_replicates, candidate_replicate_sd,
-                     candidate_clock_mhz, candidate_clock_sxx, candidate_clock_sxy)
+                     candidate_clock_mhz, candidate_clock_sxx, candidate_clock_sxy, candidate_energy_j,
+                     candidate_power_w)
   SELECT $1, $2, c.ordinal - 1, c.value->>'name', COALESCE(c.value->'params', '{}'), c.value->'expected_launch',
          c.value->'correctness', c.value->'gpu_state', c.value->'medians', c.value->'bands',
          (c.value->>'location')::float8, (c.value->>'first_pass_replicates')::integer,
          (c.value->>'replicates')::integer, (c.value->>'replicate_sd')::float8,
-         (c.value->>'clock_mhz')::float8, (c.value->>'clock_sxx')::float8, (c.value->>'clock_sxy')::float8
+         (c.value->>'clock_mhz')::float8, (c.value->>'clock_sxx')::float8, (c.value->>'clock_sxy')::float8,
+         (c.value->>'energy_j')::float8, (c.value->>'power_w')::float8
   FROM doc, jsonb_array_elements(doc.d) WITH ORDINALITY AS c(value, ordinal)
   RETURNING id, ordinal
 ),
+counted AS (UPDATE runs SET case_count = jsonb_array_length($3::jsonb) WHERE id = $1),
 new_launches AS (
   INSERT INTO launches (case_id, ordinal, kernel, grid, block, registers, static_smem, dynamic_smem, duration_ns)
   SELECT nc.id, l.ordinal - 1, l.value->>'kernel',
@@ -75,6 +80,19 @@ FROM unnest($4::integer[], $5::text[], $7::integer[], $8::integer[], $9::float8[
   AS t(ordinal, impl, first, last, median, flops, bytes, peak, throttled, side, replicates, sm_mhz, energy_j,
        energy_replicates, power_w, replicate_location)
 JOIN new_cases nc ON nc.ordinal = t.ordinal
+)sql";
+
+// The run's cases become the newest of their branch and GPU model, unless a
+// later run's already are. In name order, so two runs of the same cases
+// stored at once take the rows' locks in one order.
+constexpr const char* kAdvanceCaseHeads = R"sql(
+INSERT INTO case_heads (project_id, branch, name, gpu_model, run_id)
+SELECT r.project_id, r.branch, c.name, r.gpu_model, r.id
+FROM runs r JOIN cases c ON c.run_id = r.id
+WHERE r.id = $1
+ORDER BY c.name
+ON CONFLICT (project_id, branch, name, gpu_model) DO UPDATE SET run_id = EXCLUDED.run_id
+  WHERE case_heads.run_id < EXCLUDED.run_id
 )sql";
 
 // A run without its cases and comparisons, with the paging of `per_page`
@@ -204,16 +222,21 @@ SELECT COALESCE(json_agg(x ORDER BY x.id DESC), '[]')::text FROM (
   SELECT r.id, r.job_id, r.commit_sha AS commit, r.branch, r.base_commit, r.commit_subject AS subject,
          r.commit_author AS author, r.gpu_model, r.verdict, r.acknowledged_at IS NOT NULL AS acknowledged,
          r.gpu_seconds, r.started_at, r.finished_at, r.agent_name AS agent,
-         (SELECT count(*) FROM cases c WHERE c.run_id = r.id) AS cases,
+         r.case_count AS cases,
          (SELECT json_agg(json_build_object('case', x.case_name, 'kind', x.kind, 'ratio', x.ratio,
                                             'lower', x.lower, 'upper', x.upper) ORDER BY x.ratio DESC)
-          FROM comparisons x WHERE x.run_id = r.id AND x.impl = 'candidate' AND x.status = 'regression')
+          FROM comparisons x WHERE x.run_id = r.id AND x.impl = 'candidate' AND x.status = 'regression'
+            AND ($7 = '' OR x.case_name ILIKE $7))
            AS regressions
   FROM runs r
-  WHERE r.project_id = $1 AND ($2 = '' OR r.branch = $2)
-    AND (NOT $4::boolean OR r.verdict = 'regression' OR r.acknowledged_at IS NOT NULL)
+  WHERE r.project_id = $1 AND ($2 = '' OR r.branch = $2) AND ($6 = '' OR r.gpu_model = $6)
+    AND (NOT $5::boolean OR r.verdict = 'regression' OR r.acknowledged_at IS NOT NULL)
+    AND ($7 = '' OR CASE WHEN $5::boolean
+      THEN EXISTS (SELECT 1 FROM comparisons x WHERE x.run_id = r.id AND x.impl = 'candidate'
+                     AND x.status = 'regression' AND x.case_name ILIKE $7)
+      ELSE EXISTS (SELECT 1 FROM cases c WHERE c.run_id = r.id AND c.name ILIKE $7) END)
   ORDER BY r.id DESC
-  LIMIT $3
+  OFFSET $4::bigint LIMIT $3::integer
 ) AS x
 )sql";
 
@@ -255,15 +278,11 @@ FROM (
   SELECT * FROM (
     SELECT r.id, r.commit_sha, r.commit_subject, r.commit_author, r.committed_at, r.finished_at, r.gpu_model,
            r.verdict, c.medians, c.bands, r.acknowledged_at IS NOT NULL AS acknowledged, c.status,
-           -- The candidate's joules per iteration: the geometric mean of its
-           -- replicates (no outlier left out); null where none was measured.
-           (SELECT exp(avg(ln(e))) FROM measurements m, unnest(m.energy_j) AS e
-            WHERE m.case_id = c.id AND m.side = 'head' AND m.impl = 'candidate' AND e > 0) AS energy_j,
-           (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY w) FROM measurements m, unnest(m.power_w) AS w
-            WHERE m.case_id = c.id AND m.side = 'head' AND m.impl = 'candidate') AS power_w,
-           (SELECT x.status FROM comparisons x
-            WHERE x.run_id = c.run_id AND x.case_name = c.name AND x.kind = 'energy' AND x.impl = 'candidate')
-             AS energy_status,
+           c.candidate_energy_j AS energy_j, c.candidate_power_w AS power_w,
+           CASE WHEN c.candidate_energy_j IS NOT NULL THEN
+             (SELECT x.status FROM comparisons x
+              WHERE x.run_id = c.run_id AND x.case_name = c.name AND x.kind = 'energy' AND x.impl = 'candidate')
+           END AS energy_status,
            -- A pull request's base level: the base measured in its job, else
            -- the stored baseline its comparison used.
            CASE WHEN r.base_commit IS NULL THEN NULL ELSE COALESCE(
@@ -274,11 +293,15 @@ FROM (
               FROM comparisons x
               WHERE x.run_id = c.run_id AND x.case_name = c.name AND x.kind = 'time' AND x.impl = 'candidate'))
            END AS base_ns
-    FROM project p
-    JOIN cases c ON c.project_id = p.id
+    FROM cases c
     JOIN runs r ON r.id = c.run_id
-    WHERE c.name = $2 AND r.branch = COALESCE(NULLIF($3, ''), p.default_branch) AND ($4 = '' OR r.gpu_model = $4)
-    ORDER BY c.run_id DESC
+    -- The project as a value, not a join, and the order cases_by_name's: the
+    -- index is walked backwards and stops at the limit (joined to the
+    -- project, every run of the case was read and sorted: 35 ms at 10,000).
+    WHERE c.project_id = (SELECT id FROM project) AND c.name = $2
+      AND r.branch = COALESCE(NULLIF($3, ''), (SELECT default_branch FROM project))
+      AND ($4 = '' OR r.gpu_model = $4)
+    ORDER BY c.project_id DESC, c.name DESC, c.run_id DESC
     LIMIT $5
   ) AS newest
   -- In commit order (a commit's runs in the order taken); runs whose agent
@@ -291,15 +314,16 @@ HAVING EXISTS (SELECT 1 FROM project)
 // One row per case and GPU model: its newest run on the branch, that run's
 // comparison, and the candidate's recent medians for a sparkline.
 constexpr const char* kOverviewJson = R"sql(
-WITH every_latest AS (
-  SELECT DISTINCT ON (c.name, r.gpu_model) c.name, c.run_id, c.medians, c.params, r.gpu_model, r.commit_sha,
-         r.verdict
-  FROM cases c JOIN runs r ON r.id = c.run_id
-  WHERE c.project_id = $1 AND r.branch = $2 AND ($3 = '' OR r.gpu_model = $3)
-  ORDER BY c.name, r.gpu_model, c.run_id DESC
+WITH kept AS (
+  SELECT h.name, h.gpu_model, h.run_id FROM case_heads h
+  WHERE h.project_id = $1 AND h.branch = $2 AND ($3 = '' OR h.gpu_model = $3) AND ($6 = '' OR h.name ILIKE $6)
+    -- A comparison is read for each case only when a status is asked for.
+    AND ($7 = '' OR COALESCE((SELECT cmp.status FROM comparisons cmp
+                              WHERE cmp.run_id = h.run_id AND cmp.case_name = h.name AND cmp.kind = 'time'
+                                AND cmp.impl = 'candidate'), 'no-baseline') = ANY (string_to_array($7, ',')))
 ),
-latest AS (SELECT * FROM every_latest ORDER BY name, gpu_model OFFSET $4::bigint LIMIT $5::integer),
-total AS (SELECT count(*)::integer AS n FROM every_latest)
+shown AS (SELECT * FROM kept ORDER BY name, gpu_model OFFSET $4::bigint LIMIT $5::integer),
+total AS (SELECT count(*)::integer AS n FROM kept)
 SELECT json_build_object(
   'paging', (SELECT json_build_object('page', $4::bigint / $5::integer + 1, 'per_page', $5::integer,
                                       'cases_total', total.n,
@@ -307,8 +331,8 @@ SELECT json_build_object(
              FROM total),
   'gpu_models', (SELECT COALESCE(json_agg(DISTINCT g.gpu_model), '[]') FROM runs g WHERE g.project_id = $1),
   'cases', COALESCE(json_agg(json_build_object(
-    'case', l.name, 'params', l.params, 'gpu_model', l.gpu_model, 'run_id', l.run_id, 'commit', l.commit_sha,
-    'verdict', l.verdict, 'median_ns', l.medians,
+    'case', l.name, 'params', c.params, 'gpu_model', l.gpu_model, 'run_id', l.run_id, 'commit', r.commit_sha,
+    'verdict', r.verdict, 'median_ns', c.medians,
     'comparison', (SELECT json_build_object('status', cmp.status, 'ratio', cmp.ratio, 'lower', cmp.lower,
                                             'upper', cmp.upper)
                    FROM comparisons cmp
@@ -320,7 +344,9 @@ SELECT json_build_object(
                   WHERE c2.project_id = $1 AND c2.name = l.name AND r2.branch = $2 AND r2.gpu_model = l.gpu_model
                   ORDER BY c2.run_id DESC LIMIT 30) AS h)
   ) ORDER BY l.name, l.gpu_model), '[]'))::text
-FROM latest l
+FROM shown l
+JOIN cases c ON c.run_id = l.run_id AND c.name = l.name
+JOIN runs r ON r.id = l.run_id
 )sql";
 
 }  // namespace
@@ -329,6 +355,7 @@ std::vector<Statement> RunRepository::statements() {
   return {{"run_insert", kInsertRun},
           {"run_insert_stages", kInsertStages},
           {"run_insert_cases", kInsertCases},
+          {"run_advance_case_heads", kAdvanceCaseHeads},
           {"run_head", kRunHead},
           {"run_comparisons", kRunComparisons},
           {"run_cases", kRunCases},
@@ -353,6 +380,21 @@ void add_array_or_null(PgArray& column, const std::vector<T>& values) {
   PgArray row;
   for (const T& value : values) row.number(value);
   column.text(row.str());
+}
+
+// The candidate's joules per iteration, the geometric mean of its
+// replicates (no outlier left out), and their median board power: what the
+// series plots for each run.
+void add_energy(const common::Measurement& candidate, nlohmann::json& row) {
+  double log_sum = 0;
+  int measured = 0;
+  for (double joules : candidate.energy_j) {
+    if (joules <= 0) continue;
+    log_sum += std::log(joules);
+    ++measured;
+  }
+  if (measured > 0) row["energy_j"] = std::exp(log_sum / measured);
+  if (!candidate.power_w.empty()) row["power_w"] = common::median(candidate.power_w);
 }
 
 }  // namespace
@@ -549,7 +591,10 @@ StoredRun RunRepository::store(pqxx::work& tx, std::int64_t project_id, const co
     for (const common::Measurement& m : c.base_measurements) measurements.add(i, m, "base");
     row["medians"] = std::move(median_by_impl);
     row["bands"] = std::move(bands);
-    if (const common::Measurement* candidate = c.candidate()) locations.add(c.name, *candidate, row);
+    if (const common::Measurement* candidate = c.candidate()) {
+      locations.add(c.name, *candidate, row);
+      add_energy(*candidate, row);
+    }
     cases.push_back(std::move(row));
   }
   const MeasurementColumns& m = measurements;
@@ -561,6 +606,10 @@ StoredRun RunRepository::store(pqxx::work& tx, std::int64_t project_id, const co
                    m.clocks.str(), l.clocks.str(), l.clock_sxx.str(), l.clock_sxy.str(), m.energy_j.str(),
                    m.energy_replicates.str(), m.power_w.str(), m.replicate_rules.str());
   return {run_id, false, "pending"};
+}
+
+void RunRepository::advance_case_heads(pqxx::work& tx, std::int64_t run_id) {
+  tx.exec_prepared0("run_advance_case_heads", run_id);
 }
 
 std::optional<StoredRun> RunRepository::find_stored(pqxx::work& tx, std::int64_t project_id,
@@ -602,8 +651,11 @@ std::string RunRepository::cases_json(pqxx::work& tx, std::int64_t project_id) {
 }
 
 std::string RunRepository::runs_json(pqxx::work& tx, std::int64_t project_id, const std::string& branch,
-                                     int limit, bool regressions_only) {
-  return tx.exec_prepared("runs_json", project_id, branch, limit, regressions_only)[0][0].as<std::string>();
+                                     const CaseFilter& filter, const Page& page, bool regressions_only) {
+  return tx
+      .exec_prepared("runs_json", project_id, branch, page.per_page, page.offset(), regressions_only,
+                     filter.gpu_model, filter.name_like)[0][0]
+      .as<std::string>();
 }
 
 std::string RunRepository::branches_json(pqxx::work& tx, std::int64_t project_id) {
@@ -611,8 +663,10 @@ std::string RunRepository::branches_json(pqxx::work& tx, std::int64_t project_id
 }
 
 std::string RunRepository::overview_json(pqxx::work& tx, std::int64_t project_id, const std::string& branch,
-                                         const std::string& gpu_model, const Page& page) {
-  return tx.exec_prepared("overview_json", project_id, branch, gpu_model, page.offset(), page.per_page)[0][0]
+                                         const CaseFilter& filter, const Page& page) {
+  return tx
+      .exec_prepared("overview_json", project_id, branch, filter.gpu_model, page.offset(), page.per_page,
+                     filter.name_like, filter.statuses)[0][0]
       .as<std::string>();
 }
 

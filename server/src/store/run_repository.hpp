@@ -20,6 +20,13 @@ struct Page {
   std::int64_t offset() const { return static_cast<std::int64_t>(number - 1) * per_page; }
 };
 
+// The cases a list keeps; each field empty keeps every case.
+struct CaseFilter {
+  std::string gpu_model;
+  std::string name_like;  // an ILIKE pattern (case_filter() makes it from a glob)
+  std::string statuses;   // comma-separated statuses of the case's time comparison
+};
+
 struct RunHead {
   std::string json;
   std::int64_t cases = 0;
@@ -61,6 +68,9 @@ class RunRepository {
                          const nlohmann::json& document, const std::string& canonical,
                          std::optional<std::int64_t> job_id);
   // The run already stored from this exact report, if any.
+  // The run's cases as the newest of their branch and GPU model (the
+  // overview's rows); last in the run's transaction, as it locks them.
+  static void advance_case_heads(pqxx::work& tx, std::int64_t run_id);
   static std::optional<StoredRun> find_stored(pqxx::work& tx, std::int64_t project_id,
                                               const std::string& canonical);
   static void set_verdict(pqxx::work& tx, std::int64_t run_id, const std::string& verdict);
@@ -80,11 +90,13 @@ class RunRepository {
   // Every project, or those named in `only`.
   static std::string projects_json(pqxx::work& tx, const std::optional<std::vector<std::string>>& only);
   static std::string cases_json(pqxx::work& tx, std::int64_t project_id);
-  static std::string runs_json(pqxx::work& tx, std::int64_t project_id, const std::string& branch, int limit,
-                               bool regressions_only = false);
+  // Newest first, a page of `page.per_page`; a run is kept when it has a case
+  // the filter's name matches (a flagged one for `regressions_only`).
+  static std::string runs_json(pqxx::work& tx, std::int64_t project_id, const std::string& branch,
+                               const CaseFilter& filter, const Page& page, bool regressions_only = false);
   static std::string branches_json(pqxx::work& tx, std::int64_t project_id);
   static std::string overview_json(pqxx::work& tx, std::int64_t project_id, const std::string& branch,
-                                   const std::string& gpu_model, const Page& page);
+                                   const CaseFilter& filter, const Page& page);
   // One statement, so it runs outside a transaction in one round trip (the
   // dashboard's most frequent read); `branch` empty: the project's default.
   // nullopt when there is no such project.

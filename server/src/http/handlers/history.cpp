@@ -51,16 +51,17 @@ void add_history_routes(Router& router, HistoryReads& reads, ReadCache& cache) {
     return Response::json_text(200, reads.projects(only));
   });
 
-  // One page of cases (default 500): the newest run of each case and GPU model.
+  // One page of cases (default 500): the newest run of each case and GPU
+  // model, those the filter keeps.
   router.add("GET", "/api/v1/projects/{project}/overview", Access::read(), [&](Request& request) {
-    const std::string gpu = request.query_value("gpu").value_or("");
+    const CaseFilter filter = case_filter(request);
     const std::string branch = request.query_value("branch").value_or("");
     const Page page = page_params(request, 500);
     const std::string& project = readable(request);
-    return cached(
-        cache, project,
-        cache_key({"overview", gpu, branch, std::to_string(page.number), std::to_string(page.per_page)}),
-        [&] { return found(reads.overview(project, branch, gpu, page), project); });
+    return cached(cache, project,
+                  cache_key({"overview", filter.gpu_model, filter.name_like, filter.statuses, branch,
+                             std::to_string(page.number), std::to_string(page.per_page)}),
+                  [&] { return found(reads.overview(project, branch, filter, page), project); });
   });
 
   router.add("GET", "/api/v1/projects/{project}/cases", Access::read(), [&reads](Request& request) {
@@ -72,10 +73,13 @@ void add_history_routes(Router& router, HistoryReads& reads, ReadCache& cache) {
     const char* route =
         regressions ? "/api/v1/projects/{project}/regressions" : "/api/v1/projects/{project}/runs";
     router.add("GET", route, Access::read(), [&reads, regressions](Request& request) {
-      const int limit = int_param(request, "limit", 100, 1000);
+      Page page;
+      page.per_page = int_param(request, "limit", 100, 1000);
+      page.number = int_param(request, "page", 1, 1000000);
+      const CaseFilter filter = case_filter(request, false);
       const std::string branch = request.query_value("branch").value_or("");
       const std::string& project = readable(request);
-      return Response::json_text(200, found(reads.runs(project, branch, limit, regressions), project));
+      return Response::json_text(200, found(reads.runs(project, branch, filter, page, regressions), project));
     });
   }
 

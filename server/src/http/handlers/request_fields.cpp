@@ -1,5 +1,8 @@
 #include "http/handlers/request_fields.hpp"
 
+#include <algorithm>
+#include <set>
+
 #include "errors.hpp"
 
 namespace kw::server {
@@ -48,6 +51,48 @@ Page page_params(const Request& request, int default_per_page) {
   page.per_page = int_param(request, "per_page", default_per_page, kMaxPerPage);
   page.number = int_param(request, "page", 1, 1000000);
   return page;
+}
+
+std::string glob_to_like(const std::string& glob) {
+  if (glob.empty()) return {};
+  const bool anchored = glob.find_first_of("*?") != std::string::npos;
+  std::string like = anchored ? "" : "%";
+  for (char c : glob) {
+    if (c == '*') {
+      like += '%';
+    } else if (c == '?') {
+      like += '_';
+    } else {
+      if (c == '%' || c == '_' || c == '\\') like += '\\';
+      like += c;
+    }
+  }
+  if (!anchored) like += '%';
+  return like;
+}
+
+CaseFilter case_filter(const Request& request, bool with_status) {
+  CaseFilter filter;
+  filter.gpu_model = request.query_value("gpu").value_or("");
+  const std::string glob = request.query_value("case").value_or("");
+  if (glob.size() > common::kMaxNameBytes)
+    throw BadRequest("bad_query", "case: at most " + std::to_string(common::kMaxNameBytes) + " bytes");
+  filter.name_like = glob_to_like(glob);
+  const std::string statuses = request.query_value("status").value_or("");
+  if (!statuses.empty() && !with_status)
+    throw BadRequest("bad_query", "status: filters the overview and compare, not a list of runs");
+  static const std::set<std::string> kStatuses = {"regression", "improvement", "unchanged", "no-baseline"};
+  std::size_t start = 0;
+  while (start < statuses.size()) {
+    std::size_t end = std::min(statuses.find(',', start), statuses.size());
+    const std::string status = statuses.substr(start, end - start);
+    if (!kStatuses.contains(status))
+      throw BadRequest("bad_query", "status: \"" + status +
+                                        "\" is not one of regression, improvement, unchanged, no-baseline");
+    start = end + 1;
+  }
+  filter.statuses = statuses;
+  return filter;
 }
 
 void check_project(const Request& request, const std::string& project) {

@@ -29,6 +29,14 @@ int int_param(const Request& request, const std::string& name, int fallback, int
 // ?page=N&per_page=M (per_page at most 2000).
 Page page_params(const Request& request, int default_per_page);
 
+// ?gpu=MODEL&case=GLOB&status=S[,S...]: a glob with * or ? matches the whole
+// name, other text any name holding it, either case-insensitive; statuses
+// are those of a time comparison (regression, improvement, unchanged,
+// no-baseline). `with_status` false: a status is refused, not ignored.
+CaseFilter case_filter(const Request& request, bool with_status = true);
+// The case-name part of a filter as an ILIKE pattern ("" for an empty glob).
+std::string glob_to_like(const std::string& glob);
+
 // The project named in a read: 404 when there is none, 403 when the caller's
 // token does not name it.
 std::int64_t readable_project(pqxx::work& tx, const Request& request, const std::string& name);

@@ -192,7 +192,8 @@ void add_run_routes(Router& router, const HandlerContext& context) {
   router.add("GET", "/api/v1/compare", Access::read(), [&context](Request& request) {
     const std::string base_text = request.query_value("base").value_or("");
     const std::string head_text = request.query_value("head").value_or("");
-    std::string gpu = request.query_value("gpu").value_or("");
+    const CaseFilter filter = case_filter(request);
+    const Page page = page_params(request, 500);
     return Response::json(
         200, with_transaction(context.pool, [&](pqxx::work& tx) {
           std::int64_t project_id = compare_project(tx, request);
@@ -205,7 +206,7 @@ void add_run_routes(Router& router, const HandlerContext& context) {
             project_id = projects.front();
           }
           const std::string base = resolve_revision(tx, project_id, "base", base_text);
-          return DetectionRepository::compare_commits(tx, project_id, base, head, gpu);
+          return DetectionRepository::compare_commits(tx, project_id, base, head, filter, page);
         }));
   });
 }
