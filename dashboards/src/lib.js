@@ -77,6 +77,12 @@ export function pager(paging, query) {
     ${paging.page < paging.pages ? link(paging.page + 1, "next →") : ""}</p>`;
 }
 
+// A case's comparison statuses, as the overview and compare filter by them.
+export function statusOptions(selected) {
+  return `<option value="">any</option>${["regression", "improvement", "unchanged", "no-baseline"]
+    .map((s) => `<option ${s === selected ? "selected" : ""}>${s}</option>`).join("")}`;
+}
+
 export function pageQuery(query) {
   const q = new URLSearchParams();
   for (const key of ["page", "per_page"]) if (query.get(key)) q.set(key, query.get(key));

@@ -1,7 +1,5 @@
 // Two commits compared, per GPU model.
-import { api, app, badge, enc, esc, pageQuery, pager, ratioText } from "../lib.js";
-
-const STATUSES = ["regression", "improvement", "unchanged", "no-baseline"];
+import { api, app, badge, enc, esc, pageQuery, pager, ratioText, statusOptions } from "../lib.js";
 
 export async function comparePage(query) {
   const project = query.get("project") ?? "", base = query.get("base") ?? "", head = query.get("head") ?? "";
@@ -12,7 +10,7 @@ export async function comparePage(query) {
       <label>base commit <input name="base" value="${esc(base)}" placeholder="SHA, its first 7+ digits, or a branch"></label>
       <label>head commit <input name="head" value="${esc(head)}" placeholder="SHA, its first 7+ digits, or a branch"></label>
       <label>cases <input name="case" value="${esc(cases)}" placeholder="text, or a glob"></label>
-      <label>status <select name="status"><option value="">any</option>${STATUSES.map((s) => `<option ${s === status ? "selected" : ""}>${s}</option>`).join("")}</select></label>
+      <label>status <select name="status">${statusOptions(status)}</select></label>
       <button type="submit">compare</button>
     </form><div id="compare-result"></div>`;
   document.getElementById("compare-form").onsubmit = (e) => {

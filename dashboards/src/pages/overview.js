@@ -1,5 +1,5 @@
 // A project's overview: recent runs, every case with its sparkline.
-import { api, app, badge, branchSelect, commitCell, enc, esc, family, pageQuery, pager, ratioText, setQuery, short, us, verdictBadge, when } from "../lib.js";
+import { api, app, badge, branchSelect, commitCell, enc, esc, family, pageQuery, pager, ratioText, setQuery, statusOptions, short, us, verdictBadge, when } from "../lib.js";
 
 // The newest runs of every branch, pull requests included: where a pull
 // request's regression shows on the overview.
@@ -26,7 +26,6 @@ function notificationTargets(targets) {
 // (and a screenful either side) however many a page holds.
 const ROW_HEIGHT = 40;
 const OVERSCAN = 20;
-const STATUSES = ["regression", "improvement", "unchanged", "no-baseline"];
 
 // The candidate's recent medians as an SVG line: a page of thousands of
 // cases draws no chart objects.
@@ -97,7 +96,7 @@ export async function overviewPage(project, query) {
     <h2>Cases${branch ? ` on ${esc(branch)}` : ""}</h2>
     <div class="filters">
       <label>search <input id="case-search" type="search" size="36" placeholder="text, or a glob: attention.fwd/*/s4096*" value="${esc(filters.case)}"></label>
-      <label>status <select id="status"><option value="">any</option>${STATUSES.map((s) => `<option ${s === filters.status ? "selected" : ""}>${s}</option>`).join("")}</select></label>
+      <label>status <select id="status">${statusOptions(filters.status)}</select></label>
     </div>
     <div id="case-pager"></div>
     <div class="virtual-table" id="overview-box"><table id="overview"><thead><tr><th></th><th>case</th><th>GPU</th><th class="num">median</th><th class="num">speedup vs in-run baseline</th>

@@ -1,9 +1,10 @@
 #include "http/handlers/request_fields.hpp"
 
 #include <algorithm>
-#include <set>
+#include <array>
 
 #include "errors.hpp"
+#include "kw/common/detection.hpp"
 
 namespace kw::server {
 
@@ -81,14 +82,19 @@ CaseFilter case_filter(const Request& request, bool with_status) {
   const std::string statuses = request.query_value("status").value_or("");
   if (!statuses.empty() && !with_status)
     throw BadRequest("bad_query", "status: filters the overview and compare, not a list of runs");
-  static const std::set<std::string> kStatuses = {"regression", "improvement", "unchanged", "no-baseline"};
+  constexpr std::array kStatuses = {common::ChangeStatus::regression, common::ChangeStatus::improvement,
+                                    common::ChangeStatus::unchanged, common::ChangeStatus::no_baseline};
   std::size_t start = 0;
   while (start < statuses.size()) {
     std::size_t end = std::min(statuses.find(',', start), statuses.size());
     const std::string status = statuses.substr(start, end - start);
-    if (!kStatuses.contains(status))
-      throw BadRequest("bad_query", "status: \"" + status +
-                                        "\" is not one of regression, improvement, unchanged, no-baseline");
+    if (std::none_of(kStatuses.begin(), kStatuses.end(),
+                     [&](common::ChangeStatus known) { return common::to_string(known) == status; })) {
+      std::string known;
+      for (common::ChangeStatus each : kStatuses)
+        (known += known.empty() ? "" : ", ") += common::to_string(each);
+      throw BadRequest("bad_query", "status: \"" + status + "\" is not one of " + known);
+    }
     start = end + 1;
   }
   filter.statuses = statuses;
