@@ -87,9 +87,10 @@ struct ServerBench {
   std::string json_out, kw_binary = KW_BENCH_KW_BINARY;
   std::set<std::string> only;
   bool explain = false;
+  bool streaming_replica = false;
 
   App* app = nullptr;
-  std::string database_url, url, agent_token, ci_token;
+  std::string database_url, read_database_url, url, agent_token, ci_token;
   std::vector<Result> results;
 
   void add_options(CLI::App& cli);
@@ -130,6 +131,8 @@ void ServerBench::add_options(CLI::App& cli) {
   cli.add_option("--replica-posters", replica_posters, "agents posting, each through the replicas in turn")
       ->capture_default_str();
   cli.add_option("--replica-posts", replica_posts, "runs each of them posts")->capture_default_str();
+  cli.add_flag("--streaming-replica", streaming_replica,
+               "give every kw-server a streaming standby of the database for its history reads");
   cli.add_option("--stalled-downloads", stalled_downloads, "clients that ask for kw and read nothing")
       ->capture_default_str();
   cli.add_option("--kw-binary", kw_binary, "the kw served at /download/kw")->capture_default_str();
@@ -202,6 +205,7 @@ ServerOptions ServerBench::server_options() const {
   // Every client here shares 127.0.0.1, as agents behind one proxy would.
   options.http.max_connections_per_address = 256;
   options.database_url = database_url;
+  options.read_database_url = read_database_url;
   options.kw_binary = kw_binary;
   return options;
 }
@@ -716,6 +720,17 @@ void ServerBench::run_replicas() {
     servers.back()->start();
     urls.push_back("http://127.0.0.1:" + std::to_string(servers.back()->port()));
   }
+  auto history_reads = [&] {
+    ReadRouting::Counters sum = app->read_routing().counters();
+    for (const auto& server : servers) {
+      const ReadRouting::Counters counters = server->read_routing().counters();
+      sum.primary_reads += counters.primary_reads;
+      sum.replica_reads += counters.replica_reads;
+      sum.fallbacks += counters.fallbacks;
+    }
+    return sum;
+  };
+  const ReadRouting::Counters reads_before = history_reads();
   const std::string series =
       "/api/v1/projects/replicas/series?case=" + kw::http::url_encode("attention.fwd/case0");
   ReplicaTally tally;
@@ -742,6 +757,7 @@ void ServerBench::run_replicas() {
   const double wall = ms_since(start);
   posting = false;
   for (auto& reader : readers) reader.join();
+  const ReadRouting::Counters reads = history_reads();
   for (auto& server : servers) {
     server->stop();
     server->wait();
@@ -750,6 +766,12 @@ void ServerBench::run_replicas() {
   note << replicas << " replicas, " << tally.posted << " runs posted, " << tally.errors << " errors"
        << (tally.first_error.empty() ? "" : " (first: " + tally.first_error + ")") << ", " << tally.stale
        << " stale reads of the client's own write";
+  if (!read_database_url.empty()) {
+    note << "; history reads uncached: " << reads.replica_reads - reads_before.replica_reads
+         << " on the streaming replica, " << reads.primary_reads - reads_before.primary_reads
+         << " on the primary (the replica had not replayed a write they must see), "
+         << reads.fallbacks - reads_before.fallbacks << " handed over by the replica";
+  }
   results.push_back(summarize("POST a 20-case run through one of " + std::to_string(replicas) + " replicas",
                               tally.post_ms, wall, note.str()));
   results.push_back(
@@ -824,6 +846,13 @@ int main(int argc, char** argv) {
     EmbeddedPostgres postgres(dir);
     postgres.start();
     bench.database_url = postgres.url();
+    std::unique_ptr<EmbeddedPostgres> standby;
+    if (bench.streaming_replica) {
+      standby = std::make_unique<EmbeddedPostgres>(dir / "standby");
+      standby->make_standby_of(postgres);
+      standby->start();
+      bench.read_database_url = standby->url();
+    }
     bench.run();
   } catch (const std::exception& error) {
     std::cerr << "kw-server-bench: " << error.what() << "\n";

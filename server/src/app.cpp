@@ -62,14 +62,15 @@ App::App(ServerOptions options) : options_(std::move(options)) {
       },
       metrics_, reads_need_token(options_));
   read_cache_ = std::make_unique<ReadCache>(options_.read_cache_bytes);
-  // Without the feed the cache stays off.
-  if (options_.read_cache_bytes > 0)
-    change_feed_ = std::make_unique<ChangeFeed>(options_.database_url, *read_cache_);
+  open_read_replica(connections);
+  // Without the feed the cache stays off, and every read runs on the primary.
+  if (options_.read_cache_bytes > 0 || replica_pool_)
+    change_feed_ = std::make_unique<ChangeFeed>(options_.database_url, *read_routing_);
   add_metrics_sources();
   ingest_ =
-      std::make_unique<IngestService>(*pool_, *read_cache_, options_.notifications, options_.max_attempts);
+      std::make_unique<IngestService>(*pool_, *read_routing_, options_.notifications, options_.max_attempts);
   handler_context_ = std::make_unique<HandlerContext>(
-      HandlerContext{*pool_, *monitor_, metrics_, *ingest_, *read_cache_, options_.notifications,
+      HandlerContext{*pool_, *monitor_, metrics_, *ingest_, *read_routing_, options_.notifications,
                      options_.lease_seconds, options_.max_attempts, schema_version_});
   add_health_routes(*router_, *handler_context_);
   add_run_routes(*router_, *handler_context_);
@@ -77,7 +78,7 @@ App::App(ServerOptions options) : options_(std::move(options)) {
   add_profile_routes(*router_, *handler_context_);
   add_agent_routes(*router_, *handler_context_);
   add_project_routes(*router_, *handler_context_);
-  history_reads_ = std::make_unique<PgHistoryReads>(*pool_);
+  history_reads_ = std::make_unique<PgHistoryReads>(*read_routing_);
   add_history_routes(*router_, *history_reads_, *read_cache_);
   add_token_routes(*router_, *handler_context_);
   add_download_routes(*router_, options_.kw_binary);
@@ -91,7 +92,42 @@ App::App(ServerOptions options) : options_(std::move(options)) {
   notifier_ = std::make_unique<Notifier>(*pool_, options_.notifications);
 }
 
+void App::open_read_replica(std::size_t connections) {
+  if (!options_.read_database_url.empty()) {
+    replica_monitor_ = std::make_unique<DatabaseMonitor>(options_.read_database_url, "read replica");
+    try {
+      // The reads only, but all statements: the repositories' reads run the
+      // prepared ones.
+      replica_pool_ = std::make_unique<ConnectionPool>(options_.read_database_url, connections,
+                                                       all_statements(), replica_monitor_.get(),
+                                                       std::chrono::seconds(2), options_.statement_timeout);
+    } catch (const std::exception& error) {
+      throw std::runtime_error(std::string("the read replica (--read-database-url) does not answer: ") +
+                               error.what());
+    }
+  }
+  read_routing_ =
+      std::make_unique<ReadRouting>(*pool_, *read_cache_, replica_pool_.get(), replica_monitor_.get());
+}
+
 void App::add_metrics_sources() {
+  metrics_.add_source([this](std::string& text) {
+    const ReadRouting::Counters reads = read_routing_->counters();
+    text +=
+        "# HELP kw_history_reads_total History reads (projects, overview, cases, runs, series) by the "
+        "database that served them.\n# TYPE kw_history_reads_total counter\n"
+        "kw_history_reads_total{database=\"primary\"} " +
+        std::to_string(reads.primary_reads) + "\nkw_history_reads_total{database=\"replica\"} " +
+        std::to_string(reads.replica_reads) + "\n";
+    if (!read_routing_->has_replica()) return;
+    text +=
+        "# HELP kw_replica_fallbacks_total Reads the replica failed, served by the primary instead.\n"
+        "# TYPE kw_replica_fallbacks_total counter\nkw_replica_fallbacks_total " +
+        std::to_string(reads.fallbacks) +
+        "\n# HELP kw_replica_up Whether the read replica answered its last ping.\n"
+        "# TYPE kw_replica_up gauge\nkw_replica_up " +
+        std::string(reads.replica_up ? "1" : "0") + "\n";
+  });
   metrics_.add_source([this](std::string& text) {
     text +=
         "# HELP kw_db_pool_connections Database connections by state.\n# TYPE kw_db_pool_connections gauge\n";
@@ -179,14 +215,37 @@ void App::refresh_stored_metrics() {
   }
 }
 
+void App::maintain_samples() {
+  try {
+    auto transact = [this](auto&& body) { return with_transaction(*pool_, body); };
+    transact([](pqxx::work& tx) { SampleRetention::ensure_months(tx); });
+    const RetentionOutcome outcome = apply_retention(transact, options_.retention);
+    for (const std::string& month : outcome.dropped)
+      LogLine() << "kw-server: raw samples of " << month << " dropped (older than " << options_.retention.days
+                << " days)\n";
+    if (outcome.moved > 0)
+      LogLine() << "kw-server: " << outcome.moved << " measurements' samples kept: their cases' newest "
+                << options_.retention.runs << " judged runs\n";
+  } catch (const ServiceUnavailable&) {  // the database monitor logs that once
+  } catch (const std::exception& error) {
+    LogLine() << "kw-server: sample retention: " << error.what() << "\n";
+  }
+}
+
 void App::reap_leases() {
   // Also the period of the stored metrics: at most 5 s old.
   auto period =
       std::chrono::milliseconds(static_cast<int>(std::clamp(options_.lease_seconds / 4, 0.05, 5.0) * 1000));
   refresh_stored_metrics();
+  maintain_samples();
+  auto maintained = std::chrono::steady_clock::now();
   std::unique_lock lock(reaper_mutex_);
   while (!reaper_wake_.wait_for(lock, period, [this] { return reaper_stop_; })) {
     lock.unlock();
+    if (std::chrono::steady_clock::now() - maintained > std::chrono::hours(1)) {
+      maintain_samples();
+      maintained = std::chrono::steady_clock::now();
+    }
     try {
       ExpiredLeases expired = with_transaction(*pool_, [this](pqxx::work& tx) {
         ExpiredLeases leases = JobRepository::requeue_expired(tx);

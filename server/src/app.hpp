@@ -20,12 +20,17 @@
 #include "store/database.hpp"
 #include "store/history_reads.hpp"
 #include "store/read_cache.hpp"
+#include "store/read_routing.hpp"
+#include "store/sample_retention.hpp"
 
 namespace kw::server {
 
 struct ServerOptions {
   HttpOptions http;
   std::string database_url;
+  // A streaming replica of it: the history reads go there where it has
+  // replayed the writes they must see (store/read_routing.hpp). Empty: none.
+  std::string read_database_url;
   double lease_seconds = 120;
   int max_attempts = 3;
   // Reads (GET endpoints, the dashboard) are open when the server listens on
@@ -37,6 +42,9 @@ struct ServerOptions {
   std::string kw_binary;      // served at /download/kw; empty: none
   // A statement running longer is cancelled, and its request answered 503.
   std::chrono::milliseconds statement_timeout{30000};
+  // How long raw samples are kept (store/sample_retention.hpp); applied at
+  // start and hourly.
+  RetentionPolicy retention;
   // Series and overview answers kept until their project is written; 0: none.
   std::size_t read_cache_bytes = 64u << 20;
 };
@@ -55,20 +63,28 @@ class App {
 
   ConnectionPool& pool() { return *pool_; }
   ReadCache& read_cache() { return *read_cache_; }
+  const ReadRouting& read_routing() const { return *read_routing_; }
   Response handle(Request& request) { return router_->handle(request); }
 
  private:
+  // The replica's pool and monitor, if one is named, and the routing of reads.
+  void open_read_replica(std::size_t connections);
   void add_metrics_sources();
   // The lease reaper's loop, which also reads what /metrics shows from the
   // database (job counts, notification targets).
   void reap_leases();
   void refresh_stored_metrics();
+  // Makes the coming months' sample partitions and drops the expired ones.
+  void maintain_samples();
 
   ServerOptions options_;
   Metrics metrics_;
   std::unique_ptr<DatabaseMonitor> monitor_;
   std::unique_ptr<ConnectionPool> pool_;
   std::unique_ptr<ReadCache> read_cache_;
+  std::unique_ptr<DatabaseMonitor> replica_monitor_;
+  std::unique_ptr<ConnectionPool> replica_pool_;
+  std::unique_ptr<ReadRouting> read_routing_;
   std::unique_ptr<HistoryReads> history_reads_;
   std::unique_ptr<ChangeFeed> change_feed_;
   std::unique_ptr<IngestService> ingest_;

@@ -215,6 +215,20 @@ void add_service_options(CLI::App& cli, ServeFlags& flags) {
       ->capture_default_str();
   cli.add_option("--gitlab-token", flags.options.notifications.gitlab_token,
                  "token (api scope) for GitLab commit statuses (or KW_GITLAB_TOKEN); sent only with one");
+  cli.add_option("--keep-samples-days", flags.options.retention.days,
+                 "raw samples older than this are dropped by the month, except those of each case's newest "
+                 "judged runs (0: kept for ever)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 36500));
+  cli.add_option(
+         "--keep-samples-runs", flags.options.retention.runs,
+         "the newest judged runs of each case, branch and GPU model whose samples are kept however old")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  cli.add_option(
+      "--read-database-url", flags.options.read_database_url,
+      "a streaming replica of the database (postgresql://...): the history reads and the dashboard's "
+      "go there, except where it has not yet replayed a write this server has made or heard of");
   cli.add_option("--webhook-secret", flags.options.notifications.webhook_secret,
                  "HMAC-SHA256 key for webhook signatures (or KW_WEBHOOK_SECRET)");
 }

@@ -84,7 +84,8 @@ TEST(Migrations, ReplicatesLeaveOlderRowsAsOneReplicate) {
   }
   EXPECT_EQ(apply_migrations(connection), schema::kLatestVersion);
   pqxx::work tx(connection);
-  pqxx::row m = tx.exec1("SELECT side, replicates IS NULL FROM measurements");
+  pqxx::row m = tx.exec1(
+      "SELECT m.side, s.replicates IS NULL FROM measurements m JOIN samples s USING (case_id, side, impl)");
   EXPECT_EQ(m[0].as<std::string>(), "head");
   EXPECT_TRUE(m[1].as<bool>());
   pqxx::row l = tx.exec1("SELECT replicate_counts IS NULL, replicate_sds IS NULL FROM run_locations");
@@ -93,9 +94,49 @@ TEST(Migrations, ReplicatesLeaveOlderRowsAsOneReplicate) {
   EXPECT_DOUBLE_EQ(tx.exec1("SELECT run_alpha FROM projects")[0].as<double>(), 0.01);
   // The same implementation may now be stored for both sides of an A/B.
   tx.exec(
-      "INSERT INTO measurements (case_id, side, impl, samples_ns, median_ns) "
-      "SELECT id, 'base', 'candidate', '{101}', 101 FROM cases");
+      "INSERT INTO measurements (case_id, side, impl, median_ns) "
+      "SELECT id, 'base', 'candidate', 101 FROM cases");
   EXPECT_EQ(tx.exec1("SELECT count(*) FROM measurements")[0].as<int>(), 2);
+}
+
+// 027 moves every measurement's raw arrays into `samples`, in the partition
+// of the month its run was stored in; the summaries stay.
+TEST(Migrations, SamplesMoveIntoTheMonthTheirRunWasStoredIn) {
+  TestDatabase database(26);
+  pqxx::connection connection(database.url());
+  {
+    pqxx::work tx(connection);
+    tx.exec("INSERT INTO projects (name) VALUES ('demo')");
+    insert_one_run(tx);
+    tx.exec("UPDATE runs SET created_at = '2025-03-10 12:00+00'");
+    tx.exec(
+        "INSERT INTO cases (run_id, project_id, ordinal, name, params) SELECT id, project_id, 0, 'a', '{}' "
+        "FROM runs");
+    tx.exec(
+        "INSERT INTO measurements (case_id, side, impl, samples_ns, median_ns, throttled_samples, "
+        "replicates, "
+        "sm_mhz) SELECT id, 'head', 'candidate', '{100,101.5}', 100.75, '{1}', '{0,1}', '{1980,1755}' FROM "
+        "cases");
+    tx.commit();
+  }
+  EXPECT_EQ(apply_migrations(connection), schema::kLatestVersion);
+  pqxx::work tx(connection);
+  pqxx::row s = tx.exec1(
+      "SELECT stored_on::text, samples_ns::text, throttled_samples::text, replicates::text, sm_mhz::text, "
+      "tableoid::regclass::text FROM samples");
+  EXPECT_EQ(s[0].as<std::string>(), "2025-03-10");
+  EXPECT_EQ(s[1].as<std::string>(), "{100,101.5}");
+  EXPECT_EQ(s[2].as<std::string>(), "{1}");
+  EXPECT_EQ(s[3].as<std::string>(), "{0,1}");
+  EXPECT_EQ(s[4].as<std::string>(), "{1980,1755}");
+  EXPECT_EQ(s[5].as<std::string>(), "samples_2025_03");
+  EXPECT_DOUBLE_EQ(tx.exec1("SELECT median_ns FROM measurements")[0].as<double>(), 100.75);
+  // This month's partition and the next exist, so an ingest finds its month.
+  EXPECT_EQ(
+      tx.exec1("SELECT count(*) FROM pg_class WHERE relname IN ('samples_' || to_char(now(), 'YYYY_MM'), "
+               "'samples_' || to_char(now() + interval '1 month', 'YYYY_MM'))")[0]
+          .as<int>(),
+      2);
 }
 
 // Replicas starting together on an empty database all come up: the

@@ -92,7 +92,7 @@ IngestResult IngestService::ingest(nlohmann::json document, const Caller& caller
   });
   // This server's next read of the project sees the run without waiting for
   // the change feed to hear the commit.
-  if (!stored.duplicate) read_cache_.changed(report.project);
+  if (!stored.duplicate) reads_.committed(report.project);
   return {stored.run_id, stored.verdict, stored.duplicate};
 }
 

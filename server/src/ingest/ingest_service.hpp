@@ -12,7 +12,7 @@
 #include "access.hpp"
 #include "notify/notifier.hpp"
 #include "store/database.hpp"
-#include "store/read_cache.hpp"
+#include "store/read_routing.hpp"
 
 namespace kw::server {
 
@@ -25,9 +25,9 @@ struct IngestResult {
 class IngestService {
  public:
   // `max_attempts`: of the profile jobs a regression queues.
-  IngestService(ConnectionPool& pool, ReadCache& read_cache, const NotifierOptions& notifications,
+  IngestService(ConnectionPool& pool, ReadRouting& reads, const NotifierOptions& notifications,
                 int max_attempts)
-      : pool_(pool), read_cache_(read_cache), notifications_(notifications), max_attempts_(max_attempts) {}
+      : pool_(pool), reads_(reads), notifications_(notifications), max_attempts_(max_attempts) {}
 
   // `document` is the posted report; `job_id` the job it answers, if any.
   // Throws Unprocessable (the contract), NotFound (no project or job),
@@ -37,7 +37,7 @@ class IngestService {
 
  private:
   ConnectionPool& pool_;
-  ReadCache& read_cache_;
+  ReadRouting& reads_;
   const NotifierOptions& notifications_;
   int max_attempts_;
 };

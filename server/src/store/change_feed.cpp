@@ -3,6 +3,8 @@
 #include <poll.h>
 
 #include <algorithm>
+#include <string>
+#include <vector>
 
 #include <libpq-fe.h>
 
@@ -24,7 +26,7 @@ std::string error_of(PGconn* connection) {
 
 }  // namespace
 
-ChangeFeed::ChangeFeed(std::string url, ReadCache& cache) : url_(std::move(url)), cache_(cache) {
+ChangeFeed::ChangeFeed(std::string url, ReadRouting& routing) : url_(std::move(url)), routing_(routing) {
   thread_ = std::thread([this] { run(); });
 }
 
@@ -35,7 +37,7 @@ ChangeFeed::~ChangeFeed() {
 }
 
 void ChangeFeed::close() {
-  cache_.set_enabled(false);
+  routing_.feed_lost();
   listening_ = false;
   if (connection_ != nullptr) PQfinish(pg(connection_));
   connection_ = nullptr;
@@ -47,7 +49,8 @@ void ChangeFeed::run() {
   while (!stop_) {
     std::string problem;
     if (connection_ == nullptr) {
-      if (!listen(problem)) {
+      std::uint64_t resumed_at = 0;
+      if (!listen(problem) || !position(resumed_at, problem)) {
         close();
         if (problem != reported) LogLine() << "kw-server: read cache off: " << problem << std::endl;
         reported = problem;
@@ -61,8 +64,7 @@ void ChangeFeed::run() {
       reported.clear();
       backoff = std::chrono::milliseconds(100);
       // Changes made while nobody listened were not heard.
-      cache_.changed_all();
-      cache_.set_enabled(true);
+      routing_.feed_resumed(resumed_at);
       listening_ = true;
       ++connects_;
     }
@@ -100,11 +102,30 @@ bool ChangeFeed::receive(std::chrono::milliseconds wait, std::string& problem) {
     problem = "the connection that hears changes broke: " + error_of(pg(connection_));
     return false;
   }
+  std::vector<std::string> projects;
   while (PGnotify* notification = PQnotifies(pg(connection_))) {
-    cache_.changed(notification->extra);
+    projects.emplace_back(notification->extra);
     PQfreemem(notification);
   }
+  if (projects.empty()) return true;
+  std::uint64_t lsn = 0;
+  if (!position(lsn, problem)) return false;
+  routing_.heard(projects, lsn);
   return true;
+}
+
+bool ChangeFeed::position(std::uint64_t& lsn, std::string& problem) {
+  lsn = 0;
+  if (!routing_.has_replica()) return true;
+  PGresult* result = PQexec(pg(connection_), "SELECT pg_current_wal_insert_lsn()::text");
+  const bool ok = result != nullptr && PQresultStatus(result) == PGRES_TUPLES_OK && PQntuples(result) == 1;
+  if (ok) {
+    lsn = parse_lsn(PQgetvalue(result, 0, 0));
+  } else {
+    problem = "reading the primary's WAL position failed: " + error_of(pg(connection_));
+  }
+  PQclear(result);
+  return ok;
 }
 
 }  // namespace kw::server

@@ -1,9 +1,10 @@
 // Hears which projects' runs, cases, comparisons or settings changed, from
 // any kw-server on the database: a libpq connection of its own LISTENs on
 // channel kw_changes, which schema 014's triggers notify at commit. Each
-// notification drops the project's cached reads; while the connection is
-// down the cache is off, and on reconnecting it starts empty, since changes
-// made meanwhile were not heard.
+// notification is handed to ReadRouting, which routes the project's reads to
+// the primary until the replica has the change, then drops its cached reads;
+// while the connection is down the cache is off, and on reconnecting it
+// starts empty, since changes made meanwhile were not heard.
 #pragma once
 
 #include <atomic>
@@ -12,13 +13,13 @@
 #include <string>
 #include <thread>
 
-#include "store/read_cache.hpp"
+#include "store/read_routing.hpp"
 
 namespace kw::server {
 
 class ChangeFeed {
  public:
-  ChangeFeed(std::string url, ReadCache& cache);
+  ChangeFeed(std::string url, ReadRouting& routing);
   ~ChangeFeed();
   ChangeFeed(const ChangeFeed&) = delete;
   ChangeFeed& operator=(const ChangeFeed&) = delete;
@@ -33,10 +34,13 @@ class ChangeFeed {
   // Waits up to `wait` for notifications and hands them to the cache; false
   // when the connection broke.
   bool receive(std::chrono::milliseconds wait, std::string& problem);
+  // The primary's WAL position, asked on the feed's connection (0 without a
+  // replica, which is the only use of it); false when that failed.
+  bool position(std::uint64_t& lsn, std::string& problem);
   void close();
 
   std::string url_;
-  ReadCache& cache_;
+  ReadRouting& routing_;
   void* connection_ = nullptr;  // PGconn*, kept out of this header
   std::atomic<bool> listening_{false};
   std::atomic<std::uint64_t> connects_{0};

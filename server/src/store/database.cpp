@@ -75,9 +75,9 @@ std::size_t ConnectionPool::in_use() const {
   return connections_.size() - free_.size();
 }
 
-DatabaseMonitor::DatabaseMonitor(std::string url, std::chrono::milliseconds period,
+DatabaseMonitor::DatabaseMonitor(std::string url, std::string what, std::chrono::milliseconds period,
                                  std::chrono::milliseconds deadline)
-    : url_(std::move(url)), period_(period), deadline_(deadline) {
+    : url_(std::move(url)), what_(std::move(what)), period_(period), deadline_(deadline) {
   thread_ = std::thread([this] { run(); });
 }
 
@@ -93,7 +93,7 @@ DatabaseMonitor::~DatabaseMonitor() {
 
 std::string DatabaseMonitor::problem() const {
   std::lock_guard lock(mutex_);
-  return "the database is not answering: " + problem_;
+  return "the " + what_ + " is not answering: " + problem_;
 }
 
 void DatabaseMonitor::run() {
@@ -109,8 +109,8 @@ void DatabaseMonitor::run() {
     }
     lock.lock();
     if (answered != available_) {
-      LogLine() << "kw-server: database " << (answered ? "answers again" : "stopped answering: " + problem)
-                << std::endl;
+      LogLine() << "kw-server: " << what_ << " "
+                << (answered ? "answers again" : "stopped answering: " + problem) << std::endl;
     }
     problem_ = answered ? std::string() : problem;
     available_ = answered;

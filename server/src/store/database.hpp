@@ -35,8 +35,10 @@ struct Statement {
 // timeouts).
 class DatabaseMonitor {
  public:
-  DatabaseMonitor(std::string url, std::chrono::milliseconds period = std::chrono::milliseconds(250),
-                  std::chrono::milliseconds deadline = std::chrono::milliseconds(1000));
+  // `what` names it in the log and in problem(): "database", "read replica".
+  explicit DatabaseMonitor(std::string url, std::string what = "database",
+                           std::chrono::milliseconds period = std::chrono::milliseconds(250),
+                           std::chrono::milliseconds deadline = std::chrono::milliseconds(1000));
   ~DatabaseMonitor();
   DatabaseMonitor(const DatabaseMonitor&) = delete;
   DatabaseMonitor& operator=(const DatabaseMonitor&) = delete;
@@ -52,7 +54,7 @@ class DatabaseMonitor {
   // One ping within the deadline; the connection is dropped on any failure.
   bool ping(std::string& problem);
 
-  std::string url_;
+  std::string url_, what_;
   std::chrono::milliseconds period_, deadline_;
   void* connection_ = nullptr;  // PGconn*, kept out of this header
   std::atomic<bool> available_{true};

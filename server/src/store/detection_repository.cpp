@@ -79,10 +79,11 @@ ORDER BY w.name, h.run_id
 )sql";
 
 constexpr const char* kMeasurementsOf = R"sql(
-SELECT case_id, impl, samples_ns::text, throttled_samples::text, COALESCE(replicates, '{}')::text,
-       COALESCE(sm_mhz, '{}')::text, COALESCE(energy_j, '{}')::text, replicate_location
-FROM measurements
-WHERE case_id = ANY($1::bigint[]) AND side = 'head'
+SELECT m.case_id, m.impl, s.samples_ns::text, COALESCE(s.throttled_samples, '{}')::text, COALESCE(s.replicates, '{}')::text,
+       COALESCE(s.sm_mhz, '{}')::text, COALESCE(s.energy_j, '{}')::text, m.replicate_location
+FROM measurements m
+JOIN samples s ON s.case_id = m.case_id AND s.side = m.side AND s.impl = m.impl
+WHERE m.case_id = ANY($1::bigint[]) AND m.side = 'head'
 )sql";
 
 // Comparisons as parallel arrays, one element per row: one round trip, and

@@ -149,6 +149,21 @@ std::string EmbeddedPostgres::run_tool(const std::string& tool, const std::vecto
   return result.output_tail;
 }
 
+void EmbeddedPostgres::hand_to_run_as_user(const fs::path& also) {
+  if (!run_as_) return;
+  passwd* entry = getpwnam(run_as_->c_str());
+  if (entry == nullptr) {
+    throw std::runtime_error("running as root, PostgreSQL needs an unprivileged user; no user \"" + *run_as_ +
+                             "\" exists (install the postgresql package or pass --pg-user)");
+  }
+  // The tools run as that user and must reach the cluster through data_dir.
+  fs::permissions(data_dir_, fs::perms::group_exec | fs::perms::others_exec, fs::perm_options::add);
+  if (chown(cluster_dir_.c_str(), entry->pw_uid, entry->pw_gid) != 0 ||
+      (!also.empty() && chown(also.c_str(), entry->pw_uid, entry->pw_gid) != 0)) {
+    throw std::runtime_error("cannot hand " + cluster_dir_.string() + " to user " + *run_as_);
+  }
+}
+
 void EmbeddedPostgres::init_cluster() {
   fs::create_directories(data_dir_);
   password_ = random_hex(24);
@@ -157,19 +172,7 @@ void EmbeddedPostgres::init_cluster() {
   fs::permissions(cluster_dir_, fs::perms::owner_all, fs::perm_options::replace);
   fs::path pwfile = data_dir_ / "initdb.pw";
   write_private_file(pwfile, password_ + "\n");
-  if (run_as_) {
-    passwd* entry = getpwnam(run_as_->c_str());
-    if (entry == nullptr) {
-      throw std::runtime_error("running as root, PostgreSQL needs an unprivileged user; no user \"" +
-                               *run_as_ + "\" exists (install the postgresql package or pass --pg-user)");
-    }
-    // The tools run as that user and must reach the cluster through data_dir.
-    fs::permissions(data_dir_, fs::perms::group_exec | fs::perms::others_exec, fs::perm_options::add);
-    if (chown(cluster_dir_.c_str(), entry->pw_uid, entry->pw_gid) != 0 ||
-        chown(pwfile.c_str(), entry->pw_uid, entry->pw_gid) != 0) {
-      throw std::runtime_error("cannot hand " + cluster_dir_.string() + " to user " + *run_as_);
-    }
-  }
+  hand_to_run_as_user(pwfile);
   LogLine() << "kw-server: creating PostgreSQL cluster in " << cluster_dir_ << "\n";
   try {
     run_tool("initdb", {"-D", cluster_dir_.string(), "-U", "kw", "--auth=scram-sha-256",
@@ -185,6 +188,41 @@ void EmbeddedPostgres::init_cluster() {
        << "unix_socket_directories = ''\n"
        << "max_connections = 200\n"
        << "shared_buffers = 128MB\n";
+}
+
+void EmbeddedPostgres::make_standby_of(const EmbeddedPostgres& primary) {
+  if (fs::exists(cluster_dir_ / "PG_VERSION"))
+    throw std::runtime_error(cluster_dir_.string() +
+                             " holds a cluster already; a standby needs an empty one");
+  fs::create_directories(data_dir_);
+  password_ = primary.password_;  // the roles come with the backup
+  write_private_file(data_dir_ / "postgres.password", password_);
+  fs::create_directories(cluster_dir_);
+  fs::permissions(cluster_dir_, fs::perms::owner_all, fs::perm_options::replace);
+  hand_to_run_as_user();
+  LogLine() << "kw-server: copying the cluster on port " << primary.port_ << " into " << cluster_dir_
+            << " as its streaming standby\n";
+  common::ChildSpec spec;
+  spec.argv = {(bin_dir_ / "pg_basebackup").string(),
+               "-h",
+               "127.0.0.1",
+               "-p",
+               std::to_string(primary.port_),
+               "-U",
+               "kw",
+               "-D",
+               cluster_dir_.string(),
+               "-X",
+               "stream",
+               "-R",
+               "--checkpoint=fast"};
+  spec.env["PGPASSWORD"] = password_;  // not on the command line, where ps shows it
+  spec.timeout_s = 300;
+  spec.tail_bytes = std::size_t{16} * 1024;
+  spec.run_as = run_as_.value_or("");
+  const common::ChildOutcome result = common::run_child(spec);
+  if (!result.ok())
+    throw std::runtime_error("pg_basebackup failed (" + result.describe() + "): " + result.output_tail);
 }
 
 bool EmbeddedPostgres::postmaster_running() {

@@ -45,6 +45,13 @@ class EmbeddedPostgres {
   void keep_running() { keep_running_ = true; }
   bool was_already_running() const { return was_already_running_; }
 
+  // Makes this data directory's cluster a streaming replica of `primary`
+  // (running, and not yet holding a cluster here): a base backup with
+  // standby.signal and primary_conninfo (pg_basebackup -R). start() then
+  // runs it as a hot standby on a port of its own, replaying the primary's
+  // WAL as it comes.
+  void make_standby_of(const EmbeddedPostgres& primary);
+
   // Creates the database if missing.
   void ensure_database(const std::string& name) const;
   void drop_database(const std::string& name);
@@ -58,6 +65,8 @@ class EmbeddedPostgres {
   // Creates or opens the cluster; true when a postmaster already runs on it.
   bool prepare_and_adopt();
   void init_cluster();
+  // Run as root: the cluster folder (and `also`) to the user PostgreSQL runs as.
+  void hand_to_run_as_user(const std::filesystem::path& also = {});
   void supervise();
   long running_pid() const;
   bool postmaster_running();

@@ -6,15 +6,19 @@ namespace kw::server {
 
 template <typename Read>
 std::optional<std::string> PgHistoryReads::of_project(const std::string& project, Read&& read) {
-  return with_transaction(pool_, [&](pqxx::work& tx) -> std::optional<std::string> {
-    const std::optional<std::int64_t> id = RunRepository::find_project(tx, project);
-    if (!id) return std::nullopt;
-    return read(tx, *id);
+  return routing_.run(project, [&](ConnectionPool& pool) {
+    return with_transaction(pool, [&](pqxx::work& tx) -> std::optional<std::string> {
+      const std::optional<std::int64_t> id = RunRepository::find_project(tx, project);
+      if (!id) return std::nullopt;
+      return read(tx, *id);
+    });
   });
 }
 
 std::string PgHistoryReads::projects(const std::optional<std::vector<std::string>>& only) {
-  return with_transaction(pool_, [&](pqxx::work& tx) { return RunRepository::projects_json(tx, only); });
+  return routing_.run({}, [&](ConnectionPool& pool) {
+    return with_transaction(pool, [&](pqxx::work& tx) { return RunRepository::projects_json(tx, only); });
+  });
 }
 
 std::optional<std::string> PgHistoryReads::overview(const std::string& project, const std::string& branch,
@@ -46,8 +50,10 @@ std::optional<std::string> PgHistoryReads::branches(const std::string& project) 
 std::optional<std::string> PgHistoryReads::series(const std::string& project, const std::string& case_name,
                                                   const std::string& gpu, const std::string& branch,
                                                   int limit) {
-  return with_single_statement(pool_, [&](pqxx::transaction_base& tx) {
-    return RunRepository::series_json(tx, project, case_name, gpu, branch, limit);
+  return routing_.run(project, [&](ConnectionPool& pool) {
+    return with_single_statement(pool, [&](pqxx::transaction_base& tx) {
+      return RunRepository::series_json(tx, project, case_name, gpu, branch, limit);
+    });
   });
 }
 

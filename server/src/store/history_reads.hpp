@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "store/database.hpp"
+#include "store/read_routing.hpp"
 #include "store/run_repository.hpp"
 
 namespace kw::server {
@@ -33,10 +33,11 @@ class HistoryReads {
                                             const std::string& gpu, const std::string& branch, int limit) = 0;
 };
 
-// Each read one transaction on the pool (the series one statement).
+// Each read one transaction (the series one statement), on the database
+// ReadRouting chooses: the read replica where it has the project's writes.
 class PgHistoryReads final : public HistoryReads {
  public:
-  explicit PgHistoryReads(ConnectionPool& pool) : pool_(pool) {}
+  explicit PgHistoryReads(ReadRouting& routing) : routing_(routing) {}
 
   std::string projects(const std::optional<std::vector<std::string>>& only) override;
   std::optional<std::string> overview(const std::string& project, const std::string& branch,
@@ -53,7 +54,7 @@ class PgHistoryReads final : public HistoryReads {
   template <typename Read>
   std::optional<std::string> of_project(const std::string& project, Read&& read);
 
-  ConnectionPool& pool_;
+  ReadRouting& routing_;
 };
 
 }  // namespace kw::server

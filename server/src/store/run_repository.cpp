@@ -67,19 +67,26 @@ new_locations AS (
                              clock_sxy)
   SELECT $1, $14::text[], $15::float8[], $16::integer[], $17::float8[], $21::float8[], $22::float8[],
          $23::float8[]
+),
+new_measurements AS (
+  SELECT nc.id AS case_id, t.*
+  FROM unnest($4::integer[], $5::text[], $7::integer[], $8::integer[], $9::float8[], $10::float8[],
+              $11::float8[], $12::bigint[], $13::text[], $18::text[], $19::text[], $20::text[], $24::text[],
+              $25::text[], $26::text[], $27::text[])
+    AS t(ordinal, impl, first, last, median, flops, bytes, peak, throttled, side, replicates, sm_mhz, energy_j,
+         energy_replicates, power_w, replicate_location)
+  JOIN new_cases nc ON nc.ordinal = t.ordinal
+),
+summaries AS (
+  INSERT INTO measurements (case_id, side, impl, median_ns, flops, bytes, peak_mem_bytes, replicate_location)
+  SELECT case_id, side, impl, median, flops, bytes, peak, replicate_location FROM new_measurements
 )
-INSERT INTO measurements (case_id, side, impl, samples_ns, median_ns, flops, bytes, peak_mem_bytes,
-                          throttled_samples, replicates, sm_mhz, energy_j, energy_replicates, power_w,
-                          replicate_location)
-SELECT nc.id, t.side, t.impl, ($6::real[])[t.first:t.last], t.median, t.flops, t.bytes, t.peak,
-       t.throttled::integer[], t.replicates::smallint[], t.sm_mhz::real[], t.energy_j::float8[],
-       t.energy_replicates::integer[], t.power_w::float8[], t.replicate_location
-FROM unnest($4::integer[], $5::text[], $7::integer[], $8::integer[], $9::float8[], $10::float8[], $11::float8[],
-            $12::bigint[], $13::text[], $18::text[], $19::text[], $20::text[], $24::text[], $25::text[],
-            $26::text[], $27::text[])
-  AS t(ordinal, impl, first, last, median, flops, bytes, peak, throttled, side, replicates, sm_mhz, energy_j,
-       energy_replicates, power_w, replicate_location)
-JOIN new_cases nc ON nc.ordinal = t.ordinal
+INSERT INTO samples (case_id, side, impl, stored_on, samples_ns, throttled_samples, replicates, sm_mhz, energy_j,
+                     energy_replicates, power_w)
+SELECT case_id, side, impl, current_date, ($6::real[])[first:last], NULLIF(throttled::integer[], '{}'),
+       replicates::smallint[],
+       sm_mhz::real[], energy_j::float8[], energy_replicates::integer[], power_w::float8[]
+FROM new_measurements
 )sql";
 
 // The run's cases become the newest of their branch and GPU model, unless a
@@ -176,22 +183,30 @@ SELECT COALESCE(json_agg(json_build_object(
                               FROM launches l WHERE l.case_id = c.id),
                  'first_pass_replicates', c.first_pass_replicates,
                  'measurements', (SELECT COALESCE(json_agg(json_build_object(
-                                      'impl', m.impl, 'samples_ns', m.samples_ns, 'median_ns', m.median_ns,
-                                      'flops', m.flops, 'bytes', m.bytes, 'peak_mem_bytes', m.peak_mem_bytes,
-                                      'throttled_samples', m.throttled_samples, 'replicates', m.replicates,
-                                      'sm_mhz', m.sm_mhz, 'energy_j', m.energy_j,
-                                      'energy_replicates', m.energy_replicates, 'power_w', m.power_w,
+                                      'impl', m.impl, 'samples_ns', COALESCE(s.samples_ns, '{}'),
+                                      'median_ns', m.median_ns, 'flops', m.flops, 'bytes', m.bytes,
+                                      'peak_mem_bytes', m.peak_mem_bytes,
+                                      'throttled_samples', COALESCE(s.throttled_samples, '{}'),
+                                      'replicates', s.replicates, 'sm_mhz', s.sm_mhz, 'energy_j', s.energy_j,
+                                      'energy_replicates', s.energy_replicates, 'power_w', s.power_w,
+                                      'samples_kept', s.case_id IS NOT NULL,
                                       'replicate_location', COALESCE(m.replicate_location, 'trimmed_mean'))
                                       ORDER BY m.impl <> 'candidate', m.impl), '[]')
-                                  FROM measurements m WHERE m.case_id = c.id AND m.side = 'head'),
+                                  FROM measurements m
+                                  LEFT JOIN samples s ON s.case_id = m.case_id AND s.side = m.side AND s.impl = m.impl
+                                  WHERE m.case_id = c.id AND m.side = 'head'),
                  'base_measurements', (SELECT json_agg(json_build_object(
-                                      'impl', m.impl, 'samples_ns', m.samples_ns, 'median_ns', m.median_ns,
-                                      'throttled_samples', m.throttled_samples, 'replicates', m.replicates,
-                                      'sm_mhz', m.sm_mhz, 'energy_j', m.energy_j,
-                                      'energy_replicates', m.energy_replicates, 'power_w', m.power_w,
+                                      'impl', m.impl, 'samples_ns', COALESCE(s.samples_ns, '{}'),
+                                      'median_ns', m.median_ns,
+                                      'throttled_samples', COALESCE(s.throttled_samples, '{}'),
+                                      'replicates', s.replicates, 'sm_mhz', s.sm_mhz, 'energy_j', s.energy_j,
+                                      'energy_replicates', s.energy_replicates, 'power_w', s.power_w,
+                                      'samples_kept', s.case_id IS NOT NULL,
                                       'replicate_location', COALESCE(m.replicate_location, 'trimmed_mean'))
                                       ORDER BY m.impl <> 'candidate', m.impl)
-                                  FROM measurements m WHERE m.case_id = c.id AND m.side = 'base')
+                                  FROM measurements m
+                                  LEFT JOIN samples s ON s.case_id = m.case_id AND s.side = m.side AND s.impl = m.impl
+                                  WHERE m.case_id = c.id AND m.side = 'base')
                ) ORDER BY c.ordinal), '[]')::text
 FROM cases c WHERE c.run_id = $1 AND c.ordinal >= $2::bigint AND c.ordinal < $3::bigint
 )sql";

@@ -12,7 +12,7 @@
 #include "notify/notifier.hpp"
 #include "store/database.hpp"
 #include "store/history_reads.hpp"
-#include "store/read_cache.hpp"
+#include "store/read_routing.hpp"
 
 namespace kw::server {
 
@@ -22,7 +22,7 @@ struct HandlerContext {
   DatabaseMonitor& monitor;
   Metrics& metrics;
   IngestService& ingest;
-  ReadCache& read_cache;
+  ReadRouting& reads;  // told of every commit that changes what a history read shows
   const NotifierOptions& notifications;
   double lease_seconds = 120;
   int max_attempts = 3;

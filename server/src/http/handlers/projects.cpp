@@ -52,7 +52,7 @@ void add_project_routes(Router& router, const HandlerContext& context) {
       std::int64_t id = RunRepository::require_project(tx, request.param("project"));
       return SettingsRepository::update(tx, id, changes).to_json();
     });
-    context.read_cache.changed(request.param("project"));
+    context.reads.committed(request.param("project"));
     return Response::json(200, settings);
   });
 }

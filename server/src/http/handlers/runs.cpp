@@ -177,7 +177,7 @@ void add_run_routes(Router& router, const HandlerContext& context) {
       carried_to = acknowledged->carried_to;
       return *owner;
     });
-    context.read_cache.changed(project);
+    context.reads.committed(project);
     // The answer is the run's head (verdict, acknowledgement, stages), not
     // its cases with every raw sample.
     auto head = with_transaction(context.pool,
