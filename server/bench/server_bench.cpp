@@ -509,6 +509,12 @@ void ServerBench::run_scale_project(int cases) {
   std::size_t json_bytes = 0, gzip_bytes = 0;
   double gzip_ms = 0;
   std::map<std::string, std::int64_t> bytes_before = stored_bytes();
+  // Each phase's time over the judged runs (IngestService::Phase).
+  std::vector<double> phase_seconds(IngestService::kPhaseNames.size());
+  auto add_phases = [&](double sign) {
+    for (std::size_t i = 0; i < phase_seconds.size(); ++i)
+      phase_seconds[i] += sign * app->ingest().seconds(static_cast<IngestService::Phase>(i));
+  };
   for (int run = 0; run < kRuns; ++run) {
     kw::testing::ReportSpec spec;
     spec.project = project;
@@ -525,9 +531,11 @@ void ServerBench::run_scale_project(int cases) {
     gzip_ms = ms_since(t0);
     json_bytes = body.size();
     gzip_bytes = compressed.size();
+    if (run > 0) add_phases(-1);
     auto t1 = Clock::now();
     auto posted = client.request("POST", "/api/v1/runs", compressed, {{"Content-Encoding", "gzip"}});
     const double ms = ms_since(t1);
+    if (run > 0) add_phases(1);
     check(posted.status == 201,
           project + " ingest answered " + std::to_string(posted.status) + ": " + posted.body.substr(0, 300));
     // The first run has nothing to be judged against.
@@ -538,7 +546,12 @@ void ServerBench::run_scale_project(int cases) {
   note << std::fixed << std::setprecision(1) << (double(json_bytes) / (1 << 20)) << " MiB JSON, "
        << (double(gzip_bytes) / (1 << 20)) << " MiB gzip (compressed in " << std::setprecision(0) << gzip_ms
        << " ms); " << std::setprecision(1) << (kw::common::quantile(judged_ms, 0.5) * 1000 / cases)
-       << " us a case; " << growth_per_case_run(bytes_before, double(cases) * kRuns);
+       << " us a case; " << growth_per_case_run(bytes_before, double(cases) * kRuns)
+       << "; ms a judged run by phase:";
+  for (std::size_t i = 0; i < phase_seconds.size(); ++i) {
+    note << (i == 0 ? " " : ", ") << IngestService::kPhaseNames[i] << " " << std::setprecision(0)
+         << phase_seconds[i] * 1000 / static_cast<double>(judged_ms.size());
+  }
   results.push_back(summarize(
       "POST a main run of " + std::to_string(cases) + " cases (gzip), judged against the run before",
       judged_ms, std::accumulate(judged_ms.begin(), judged_ms.end(), 0.0), note.str()));

@@ -112,6 +112,15 @@ void App::open_read_replica(std::size_t connections) {
 
 void App::add_metrics_sources() {
   metrics_.add_source([this](std::string& text) {
+    text +=
+        "# HELP kw_ingest_phase_seconds_total Time run reports spent in each phase of ingest.\n"
+        "# TYPE kw_ingest_phase_seconds_total counter\n";
+    for (std::size_t i = 0; i < IngestService::kPhaseNames.size(); ++i) {
+      text += "kw_ingest_phase_seconds_total{phase=\"" + std::string(IngestService::kPhaseNames[i]) + "\"} " +
+              std::to_string(ingest_->seconds(static_cast<IngestService::Phase>(i))) + "\n";
+    }
+  });
+  metrics_.add_source([this](std::string& text) {
     const ReadRouting::Counters reads = read_routing_->counters();
     text +=
         "# HELP kw_history_reads_total History reads (projects, overview, cases, runs, series) by the "

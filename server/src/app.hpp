@@ -63,6 +63,7 @@ class App {
 
   ConnectionPool& pool() { return *pool_; }
   ReadCache& read_cache() { return *read_cache_; }
+  const IngestService& ingest() const { return *ingest_; }
   const ReadRouting& read_routing() const { return *read_routing_; }
   Response handle(Request& request) { return router_->handle(request); }
 

@@ -199,6 +199,16 @@ TEST_F(ApiTest, MetricsInPrometheusFormat) {
             std::string::npos);
   EXPECT_NE(text.find("kw_jobs{state=\"queued\"} 0"), std::string::npos);
   EXPECT_NE(text.find("kw_db_pool_connections{state=\"in_use\"}"), std::string::npos);
+  // The post's time, by phase of ingest: each there, and storing took some.
+  for (const char* phase : IngestService::kPhaseNames) {
+    EXPECT_NE(text.find("kw_ingest_phase_seconds_total{phase=\"" + std::string(phase) + "\"} "),
+              std::string::npos)
+        << phase;
+  }
+  const std::string store = "kw_ingest_phase_seconds_total{phase=\"store\"} ";
+  EXPECT_GT(std::stod(text.substr(text.find(store) + store.size())), 0);
+  EXPECT_NE(text.find("kw_history_reads_total{database=\"primary\"}"), std::string::npos);
+  EXPECT_EQ(text.find("kw_replica_up"), std::string::npos) << "no replica, no replica metrics";
 }
 
 // A server with one HTTP option changed from the fixture's.

@@ -15,6 +15,14 @@ namespace kw::server {
 
 IngestResult IngestService::ingest(nlohmann::json document, const Caller& caller,
                                    std::optional<std::int64_t> job_id) {
+  using Clock = std::chrono::steady_clock;
+  auto mark = Clock::now();
+  // The time since the last mark, to `phase`.
+  auto spent = [&](Phase phase) {
+    const auto now = Clock::now();
+    observe(phase, now - mark);
+    mark = now;
+  };
   common::RunReport report = common::parse_run_report(document);
   caller.require_project(report.project);
   if (job_id) {
@@ -31,15 +39,20 @@ IngestResult IngestService::ingest(nlohmann::json document, const Caller& caller
   }
   // Detection only reads earlier runs, so it runs on a second connection
   // while this one stores the report.
+  spent(Phase::validate);
   auto planned = std::async(std::launch::async, [&] {
-    return with_transaction(
+    const auto started = Clock::now();
+    auto result = with_transaction(
         pool_, [&](pqxx::work& tx) { return DetectionRepository::plan(tx, report.project, report); });
+    observe(Phase::plan, Clock::now() - started);
+    return result;
   });
   std::shared_ptr<const DetectionRepository::Plan> plan;  // taken once, even if the transaction is retried
   // The identity of a report: its validated document with keys sorted
   // (nlohmann keeps objects ordered), so a re-post, however formatted, matches.
   if (job_id) document["job_id"] = *job_id;
   const std::string canonical = document.dump();
+  spent(Phase::identity);
 
   StoredRun stored = with_transaction(pool_, [&](pqxx::work& tx) {
     std::int64_t project_id = RunRepository::require_project(tx, report.project);
@@ -71,9 +84,12 @@ IngestResult IngestService::ingest(nlohmann::json document, const Caller& caller
                                 nlohmann::json::array());
     }
     StoredRun result = RunRepository::store(tx, project_id, report, document, canonical, job_id);
+    spent(Phase::store);
     if (!result.duplicate) {
       if (!plan) plan = planned.get();
+      spent(Phase::wait);
       result.verdict = DetectionRepository::finish(tx, result.run_id, *plan, report);
+      spent(Phase::finish);
       BisectRepository::AfterRun bisect;
       if (job_id) {
         JobRepository::complete(tx, *job_id);
@@ -87,9 +103,11 @@ IngestResult IngestService::ingest(nlohmann::json document, const Caller& caller
         ProfileRepository::after_regression(tx, result.run_id, max_attempts_);
       if (bisect.finished) NotificationRepository::bisect_ended(tx, notifications_, *bisect.finished);
       RunRepository::advance_case_heads(tx, result.run_id);
+      spent(Phase::after);
     }
     return result;
   });
+  spent(Phase::commit);
   // This server's next read of the project sees the run without waiting for
   // the change feed to hear the commit.
   if (!stored.duplicate) reads_.committed(report.project);

@@ -3,6 +3,9 @@
 // it never sees a socket or a request.
 #pragma once
 
+#include <array>
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -35,11 +38,25 @@ class IngestService {
   // job the agent does not hold, an agent name of another token).
   IngestResult ingest(nlohmann::json document, const Caller& caller, std::optional<std::int64_t> job_id);
 
+  // Where an ingest's time goes, summed over every report since start
+  // (/metrics: kw_ingest_phase_seconds_total): `parse` the JSON, `validate`
+  // the report, `identity` its canonical text (a re-post's match). `plan` (history read and
+  // cases judged) runs beside `store` on a second connection; `wait` is what
+  // the transaction then still waits for it.
+  enum class Phase { parse, validate, identity, plan, store, wait, finish, after, commit };
+  static constexpr std::array<const char*, 9> kPhaseNames = {
+      "parse", "validate", "identity", "plan", "store", "wait", "finish", "after", "commit"};
+  void observe(Phase phase, std::chrono::steady_clock::duration spent) {
+    seconds_[static_cast<std::size_t>(phase)] += std::chrono::duration<double>(spent).count();
+  }
+  double seconds(Phase phase) const { return seconds_[static_cast<std::size_t>(phase)]; }
+
  private:
   ConnectionPool& pool_;
   ReadRouting& reads_;
   const NotifierOptions& notifications_;
   int max_attempts_;
+  std::array<std::atomic<double>, kPhaseNames.size()> seconds_{};
 };
 
 }  // namespace kw::server

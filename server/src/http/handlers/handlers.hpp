@@ -41,8 +41,9 @@ void add_project_routes(Router& router, const HandlerContext& context);  // /api
 // from a stand-in.
 void add_history_routes(Router& router, HistoryReads& reads, ReadCache& cache);
 void add_token_routes(Router& router, const HandlerContext& context);  // /api/v1/tokens
-// 201 with the new run, or 200 for a report stored before (runs.cpp).
-Response ingest_response(const IngestResult& stored, std::optional<std::int64_t> job_id);
+// The request's run report ingested: 201 with the new run, or 200 for a
+// report stored before (runs.cpp).
+Response ingest_report(const HandlerContext& context, Request& request, std::optional<std::int64_t> job_id);
 
 // GET /download/kw and /download/kw.sha256: the kw binary at `kw_binary`
 // (empty: none), for CI jobs to fetch instead of building it.

@@ -11,7 +11,11 @@ namespace kw::server {
 
 using nlohmann::json;
 
-Response ingest_response(const IngestResult& stored, std::optional<std::int64_t> job_id) {
+Response ingest_report(const HandlerContext& context, Request& request, std::optional<std::int64_t> job_id) {
+  const auto started = std::chrono::steady_clock::now();
+  json document = request.json_body();
+  context.ingest.observe(IngestService::Phase::parse, std::chrono::steady_clock::now() - started);
+  const IngestResult stored = context.ingest.ingest(std::move(document), *request.caller, job_id);
   json answer{{"run_id", stored.run_id},
               {"verdict", stored.verdict},
               {"duplicate", stored.duplicate},
@@ -116,10 +120,8 @@ void add_run_routes(Router& router, const HandlerContext& context) {
   const Access agent = Access::of({Scope::agent});
   const Access ci = Access::of({Scope::ci});
 
-  router.add("POST", "/api/v1/runs", agent, [&context](Request& request) {
-    return ingest_response(context.ingest.ingest(request.json_body(), *request.caller, std::nullopt),
-                           std::nullopt);
-  });
+  router.add("POST", "/api/v1/runs", agent,
+             [&context](Request& request) { return ingest_report(context, request, std::nullopt); });
 
   // One page of the run, streamed: the head, then the page's comparisons and
   // cases read and sent 100 cases at a time, so neither PostgreSQL nor
