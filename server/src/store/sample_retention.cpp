@@ -62,8 +62,10 @@ std::int64_t SampleRetention::keep_needed(pqxx::work& tx, const std::string& mon
 }
 
 void SampleRetention::drop_month(pqxx::work& tx, const std::string& month) {
-  // Waits for no ingest longer than this; the next pass tries again.
-  tx.exec("SET LOCAL lock_timeout = '5s'");
+  // The drop locks `samples` whole: ingests queue behind it while it waits
+  // for the ones running, so it waits at most this long and the next pass
+  // tries again.
+  tx.exec("SET LOCAL lock_timeout = '1s'");
   tx.exec("DROP TABLE IF EXISTS " + tx.quote_name(month));
 }
 
