@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <thread>
 
 #include "../../tests/support/report_factory.hpp"
 #include "server_fixture.hpp"
@@ -89,18 +88,12 @@ class ReadCacheTest : public ServerTest {
     EXPECT_EQ(response.status, 200) << response.body;
     return response.json()["run_id"].size();
   }
-  double metric(const std::string& line_prefix) {
-    std::string text = client().get("/metrics").body;
-    auto at = text.find("\n" + line_prefix + " ");
-    if (at == std::string::npos) return -1;
-    return std::stod(text.substr(at + line_prefix.size() + 2));
-  }
+  double metric(const std::string& name) { return metric_value(client().get("/metrics").body, name); }
   double hits() { return metric("kw_read_cache_requests_total{outcome=\"hit\"}"); }
   // Changes from elsewhere arrive by notification, within milliseconds.
   template <typename Condition>
   void wait_for(Condition condition, const std::string& what) {
-    for (int i = 0; i < 200 && !condition(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(25));
-    ASSERT_TRUE(condition()) << "waited 5 s for " << what;
+    wait_until(condition, what);
   }
 };
 

@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <thread>
 
 #include "../../tests/support/report_factory.hpp"
 #include "../../tests/support/temp_dir.hpp"
@@ -98,27 +97,20 @@ class ReplicaReadsTest : public ::testing::Test {
   }
 
   double metric(App& app, const std::string& name) {
-    const std::string text = http::Client(base(app)).get("/metrics").body;
-    const auto at = text.find("\n" + name + " ");
-    if (at == std::string::npos) return -1;
-    return std::stod(text.substr(at + name.size() + 2));
+    return metric_value(http::Client(base(app)).get("/metrics").body, name);
   }
   double replica_reads(App& app) { return metric(app, "kw_history_reads_total{database=\"replica\"}"); }
   double primary_reads(App& app) { return metric(app, "kw_history_reads_total{database=\"primary\"}"); }
 
-  std::string on_standby(const std::string& query) {
-    pqxx::connection connection(standby_->url());
+  // The first value `query` answers on that database ("" for none or NULL).
+  static std::string first_value(const std::string& url, const std::string& query) {
+    pqxx::connection connection(url);
     pqxx::nontransaction tx(connection);
     const pqxx::result result = tx.exec(query);
     return result.empty() || result[0][0].is_null() ? std::string() : result[0][0].as<std::string>();
   }
-  std::string on_primary(const std::string& query) {
-    pqxx::connection connection(primary_url());
-    pqxx::work tx(connection);
-    const pqxx::result result = tx.exec(query);
-    tx.commit();
-    return result.empty() || result[0][0].is_null() ? std::string() : result[0][0].as<std::string>();
-  }
+  std::string on_standby(const std::string& query) { return first_value(standby_->url(), query); }
+  std::string on_primary(const std::string& query) { return first_value(primary_url(), query); }
 
   void pause_replay() {
     on_standby("SELECT pg_wal_replay_pause()");
@@ -138,8 +130,7 @@ class ReplicaReadsTest : public ::testing::Test {
 
   template <typename Condition>
   void wait_for(Condition condition, const std::string& what) {
-    for (int i = 0; i < 400 && !condition(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(25));
-    ASSERT_TRUE(condition()) << "waited 10 s for " << what;
+    wait_until(condition, what, std::chrono::seconds(10));
   }
 
   std::filesystem::path primary_dir_, standby_dir_;

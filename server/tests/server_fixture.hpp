@@ -6,9 +6,11 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -90,6 +92,24 @@ inline void create_project(const std::string& url, const std::string& name) {
   pqxx::work tx(connection);
   RunRepository::create_project(tx, name, "main");
   tx.commit();
+}
+
+// A sample's value in /metrics text ("NAME VALUE" lines); -1 when absent.
+inline double metric_value(const std::string& metrics_text, const std::string& name) {
+  const auto at = metrics_text.find("\n" + name + " ");
+  if (at == std::string::npos) return -1;
+  return std::stod(metrics_text.substr(at + name.size() + 2));
+}
+
+// Polls `condition` every 25 ms for up to `limit`: changes other threads or
+// servers make (notifications, replication) arrive within milliseconds.
+template <typename Condition>
+void wait_until(Condition condition, const std::string& what,
+                std::chrono::milliseconds limit = std::chrono::seconds(5)) {
+  for (auto waited = std::chrono::milliseconds(0); waited < limit && !condition();
+       waited += std::chrono::milliseconds(25))
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  ASSERT_TRUE(condition()) << "waited " << limit.count() << " ms for " << what;
 }
 
 class ServerTest : public ::testing::Test {

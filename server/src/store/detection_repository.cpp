@@ -78,6 +78,8 @@ CROSS JOIN LATERAL (
 ORDER BY w.name, h.run_id
 )sql";
 
+// A measurement whose samples retention dropped is not read: a baseline
+// without samples is judged as none (store/sample_retention.hpp).
 constexpr const char* kMeasurementsOf = R"sql(
 SELECT m.case_id, m.impl, s.samples_ns::text, COALESCE(s.throttled_samples, '{}')::text, COALESCE(s.replicates, '{}')::text,
        COALESCE(s.sm_mhz, '{}')::text, COALESCE(s.energy_j, '{}')::text, m.replicate_location

@@ -33,11 +33,16 @@ ReadRouting::ReadRouting(ConnectionPool& primary, ReadCache& cache, ConnectionPo
                          const DatabaseMonitor* replica_monitor)
     : primary_(primary), cache_(cache), replica_(replica), replica_monitor_(replica_monitor) {}
 
-std::uint64_t ReadRouting::primary_position(pqxx::transaction_base& tx) {
-  // The insert position, not the flush one: past the end of every record
-  // written so far, the commit records of this session's writes included.
+namespace {
+
+// The primary's WAL position now: the insert position, not the flush one,
+// so it is past the end of every record written so far, the commit records
+// of writes committed on other connections included.
+std::uint64_t primary_position(pqxx::transaction_base& tx) {
   return parse_lsn(tx.exec("SELECT pg_current_wal_insert_lsn()::text")[0][0].as<std::string>());
 }
+
+}  // namespace
 
 void ReadRouting::committed(const std::string& project) {
   if (replica_ != nullptr) {

@@ -68,8 +68,6 @@ class ReadRouting {
   }
 
   bool has_replica() const { return replica_ != nullptr; }
-  // The primary's WAL position now, read on `pool`'s connection.
-  static std::uint64_t primary_position(pqxx::transaction_base& tx);
 
   struct Counters {
     std::uint64_t primary_reads = 0, replica_reads = 0, fallbacks = 0;
