@@ -15,9 +15,11 @@
 #include "../../tests/support/report_factory.hpp"
 #include "../../tests/support/subprocess.hpp"
 #include "../../tests/support/temp_dir.hpp"
+#include "client/report_upload.hpp"
 #include "host/gpu_info.hpp"
 #include "kw/common/run_report.hpp"
 #include "kw/common/subprocess.hpp"
+#include "kw/http/gzip.hpp"
 #include "pipeline/adapters.hpp"
 #include "pipeline/bench_checks.hpp"
 #include "pipeline/launch_check.hpp"
@@ -1143,6 +1145,35 @@ TEST(Adapters, NvbenchFallsBackToTheMeanAndSaysWhy) {
   EXPECT_EQ(missing["notes"][0],
             "nv/throughput_bench: its sample file could not be read; one sample, NVBench's mean");
   fs::remove_all(dir);
+}
+
+// A large report's parts: each within the part size, the first with every
+// field, in order they make the report again; the same report to the same
+// target names the same upload.
+TEST(ReportUpload, PartsFitAndMakeTheReportAgain) {
+  testing::ReportSpec spec;
+  spec.commit = testing::make_commit(3);
+  spec.cases = 200;
+  spec.replicates = 3;
+  spec.samples = 20;
+  const json report = testing::make_report(spec);
+  const ReportParts parts = split_report("/api/v1/runs", report, 32 * 1024);
+  ASSERT_GE(parts.gzipped.size(), 3u);
+  json rebuilt;
+  for (std::size_t k = 0; k < parts.gzipped.size(); ++k) {
+    EXPECT_LE(parts.gzipped[k].size(), 32u * 1024) << "part " << k;
+    json part = json::parse(http::gzip_decompress(parts.gzipped[k], std::size_t{1} << 30));
+    if (k == 0) {
+      rebuilt = part;
+      continue;
+    }
+    EXPECT_EQ(part.size(), 1u) << "a later part holds only cases";
+    for (json& one : part["cases"]) rebuilt["cases"].push_back(std::move(one));
+  }
+  EXPECT_EQ(rebuilt, report);
+  EXPECT_EQ(split_report("/api/v1/runs", report, 32 * 1024).upload, parts.upload);
+  EXPECT_NE(split_report("/api/v1/jobs/4/report", report, 32 * 1024).upload, parts.upload);
+  EXPECT_THROW(split_report("/api/v1/runs", report, 256), std::runtime_error);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "store/profile_repository.hpp"
 #include "store/run_repository.hpp"
 #include "store/token_repository.hpp"
+#include "store/upload_repository.hpp"
 
 namespace kw::server {
 
@@ -69,9 +70,9 @@ App::App(ServerOptions options) : options_(std::move(options)) {
   add_metrics_sources();
   ingest_ =
       std::make_unique<IngestService>(*pool_, *read_routing_, options_.notifications, options_.max_attempts);
-  handler_context_ = std::make_unique<HandlerContext>(
-      HandlerContext{*pool_, *monitor_, metrics_, *ingest_, *read_routing_, options_.notifications,
-                     options_.lease_seconds, options_.max_attempts, schema_version_});
+  handler_context_ = std::make_unique<HandlerContext>(HandlerContext{
+      *pool_, *monitor_, metrics_, *ingest_, *read_routing_, options_.notifications, options_.lease_seconds,
+      options_.max_attempts, schema_version_, options_.http.decoded_body_limit});
   add_health_routes(*router_, *handler_context_);
   add_run_routes(*router_, *handler_context_);
   add_job_routes(*router_, *handler_context_);
@@ -81,6 +82,7 @@ App::App(ServerOptions options) : options_(std::move(options)) {
   history_reads_ = std::make_unique<PgHistoryReads>(*read_routing_);
   add_history_routes(*router_, *history_reads_, *read_cache_);
   add_token_routes(*router_, *handler_context_);
+  add_upload_routes(*router_, *handler_context_);
   add_download_routes(*router_, options_.kw_binary);
   add_static_files(*router_, options_.dashboard_dir);
   http_ = std::make_unique<HttpServer>(
@@ -224,7 +226,7 @@ void App::refresh_stored_metrics() {
   }
 }
 
-void App::maintain_samples() {
+void App::maintain_storage() {
   try {
     auto transact = [this](auto&& body) { return with_transaction(*pool_, body); };
     transact([](pqxx::work& tx) { SampleRetention::ensure_months(tx); });
@@ -235,6 +237,9 @@ void App::maintain_samples() {
     if (outcome.moved > 0)
       LogLine() << "kw-server: " << outcome.moved << " measurements' samples kept: their cases' newest "
                 << options_.retention.runs << " judged runs\n";
+    const std::int64_t expired = transact([](pqxx::work& tx) { return UploadRepository::expire(tx, 24); });
+    if (expired > 0)
+      LogLine() << "kw-server: " << expired << " report upload(s) untouched for a day removed\n";
   } catch (const ServiceUnavailable&) {  // the database monitor logs that once
   } catch (const std::exception& error) {
     LogLine() << "kw-server: sample retention: " << error.what() << "\n";
@@ -246,13 +251,13 @@ void App::reap_leases() {
   auto period =
       std::chrono::milliseconds(static_cast<int>(std::clamp(options_.lease_seconds / 4, 0.05, 5.0) * 1000));
   refresh_stored_metrics();
-  maintain_samples();
+  maintain_storage();
   auto maintained = std::chrono::steady_clock::now();
   std::unique_lock lock(reaper_mutex_);
   while (!reaper_wake_.wait_for(lock, period, [this] { return reaper_stop_; })) {
     lock.unlock();
     if (std::chrono::steady_clock::now() - maintained > std::chrono::hours(1)) {
-      maintain_samples();
+      maintain_storage();
       maintained = std::chrono::steady_clock::now();
     }
     try {

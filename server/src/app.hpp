@@ -75,8 +75,9 @@ class App {
   // database (job counts, notification targets).
   void reap_leases();
   void refresh_stored_metrics();
-  // Makes the coming months' sample partitions and drops the expired ones.
-  void maintain_samples();
+  // Makes the coming months' sample partitions, drops the expired ones, and
+  // removes report uploads untouched for a day.
+  void maintain_storage();
 
   ServerOptions options_;
   Metrics metrics_;

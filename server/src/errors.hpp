@@ -36,6 +36,7 @@ using Forbidden = HttpStatusError<403>;
 using NotFound = HttpStatusError<404>;
 using MethodNotAllowed = HttpStatusError<405>;
 using Conflict = HttpStatusError<409>;
+using PayloadTooLarge = HttpStatusError<413>;
 using ServiceUnavailable = HttpStatusError<503>;
 
 // Well-formed JSON that breaks the contract; the message is "field: reason".

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include "../support/e2e.hpp"
+#include "../support/lossy_network.hpp"
+#include "../support/report_factory.hpp"
 
 namespace {
 
@@ -530,6 +532,47 @@ TEST_F(AgentE2eTest, RunOutWorksWithoutAGpuAndUploadPostsIt) {
   auto again =
       run_command({KW_BINARY, "upload", out.string(), "--server", server_->url(), "--token", agent_token_});
   EXPECT_NE(again.output.find("(already stored)"), std::string::npos) << again.output;
+}
+
+// A report larger than a part goes in parts. A part the network loses stays
+// missing on the server and nothing of the run is stored; sending the spooled
+// report again sends only the parts the server lacks, and stores the run once.
+TEST_F(AgentE2eTest, UploadSendsALargeReportInPartsAndResendsOnlyWhatWasLost) {
+  start_server();
+  ReportSpec spec;
+  spec.commit = make_commit(77);
+  spec.cases = 300;
+  spec.replicates = 3;
+  spec.samples = 20;
+  const json report = make_report(spec);
+  fs::path spooled = work_dir_ / "run-spooled.json";
+  std::ofstream(spooled) << json{{"target", "/api/v1/runs"}, {"report", report}}.dump();
+  LossyNetwork network(server_->url());
+  network.lose("/parts/1?");
+  setenv("KW_UPLOAD_PART_BYTES", "65536", 1);
+  auto lost = run_command(
+      {KW_BINARY, "upload", spooled.string(), "--server", network.url(), "--token", agent_token_});
+  EXPECT_NE(lost.exit_code, 0) << lost.output;
+  std::smatch parts;
+  ASSERT_TRUE(std::regex_search(lost.output, parts, std::regex("report in ([0-9]+) parts"))) << lost.output;
+  EXPECT_GE(std::stoi(parts[1]), 3) << lost.output;
+  EXPECT_TRUE(server_->client().get("/api/v1/projects/demo/runs").json().empty());
+
+  network.lose("");
+  auto resent = run_command(
+      {KW_BINARY, "upload", spooled.string(), "--server", network.url(), "--token", agent_token_});
+  unsetenv("KW_UPLOAD_PART_BYTES");
+  EXPECT_EQ(resent.exit_code, 0) << resent.output;
+  EXPECT_NE(resent.output.find("report in " + parts[1].str() + " parts (1 already on the server)"),
+            std::string::npos)
+      << resent.output;
+  json runs = server_->client().get("/api/v1/projects/demo/runs").json();
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0]["cases"], 300);
+  int first_part_sent = 0;
+  for (const std::string& line : network.requests())
+    first_part_sent += line.find("PUT ") == 0 && line.find("/parts/0?") != std::string::npos;
+  EXPECT_EQ(first_part_sent, 1) << "the part the server had was not sent again";
 }
 
 // kw run measures the checkout in place: uncommitted changes would be

@@ -17,6 +17,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "loopback_acceptor.hpp"
+
 namespace kw::testing {
 
 class CommentApiStandIn {
@@ -32,24 +34,14 @@ class CommentApiStandIn {
   // the collection path and "/"); `edit`: PATCH (GitHub) or PUT (GitLab).
   CommentApiStandIn(std::string thread, std::string item, std::string edit)
       : thread_(std::move(thread)), item_(std::move(item)), edit_(std::move(edit)) {
-    acceptor_.open(boost::asio::ip::tcp::v4());
-    acceptor_.set_option(boost::asio::socket_base::reuse_address(true));
-    acceptor_.bind({boost::asio::ip::make_address("127.0.0.1"), 0});
-    acceptor_.listen();
-    port_ = acceptor_.local_endpoint().port();
     thread_runner_ = std::thread([this] { serve(); });
   }
   ~CommentApiStandIn() {
-    stopping_ = true;
-    boost::system::error_code ec;
-    acceptor_.close(ec);
-    boost::asio::io_context io;
-    boost::asio::ip::tcp::socket poke(io);
-    poke.connect({boost::asio::ip::make_address("127.0.0.1"), port_}, ec);
+    listener_.close();
     thread_runner_.join();
   }
 
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  std::string url() const { return listener_.url(); }
   void add_comment(const std::string& body) {
     std::lock_guard lock(mutex_);
     comments_[next_id_++] = body;
@@ -70,11 +62,9 @@ class CommentApiStandIn {
 
   void serve() {
     namespace bhttp = boost::beast::http;
-    while (!stopping_) {
-      boost::asio::ip::tcp::socket socket(io_);
+    while (auto accepted = listener_.accept()) {
+      boost::asio::ip::tcp::socket& socket = *accepted;
       boost::system::error_code ec;
-      acceptor_.accept(socket, ec);
-      if (ec || stopping_) return;
       boost::beast::flat_buffer buffer;
       for (;;) {
         bhttp::request<bhttp::string_body> request;
@@ -147,11 +137,8 @@ class CommentApiStandIn {
   }
 
   std::string thread_, item_, edit_;
-  boost::asio::io_context io_;
-  boost::asio::ip::tcp::acceptor acceptor_{io_};
-  unsigned short port_ = 0;
+  LoopbackAcceptor listener_;
   std::thread thread_runner_;
-  std::atomic<bool> stopping_{false};
   std::atomic<int> refuse_{0};
   std::mutex mutex_;
   std::map<long, std::string> comments_;

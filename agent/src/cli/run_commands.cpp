@@ -54,7 +54,7 @@ namespace {
 
 // Posts a report; answers the server's JSON, or throws ConnectionError.
 json post_report(http::Client& client, const json& report) {
-  http::Response response = ServerApi(client).post_report(report);
+  http::Response response = ServerApi(client).post_report(report, say);
   json answer = response.json();
   if (response.status / 100 != 2) {
     throw std::runtime_error("HTTP " + std::to_string(response.status) + ": " +

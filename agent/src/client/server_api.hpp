@@ -5,10 +5,12 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "client/report_upload.hpp"
 #include "kw/http/client.hpp"
 
 namespace kw::agent {
@@ -51,8 +53,10 @@ class ServerApi {
   http::Response fail(std::int64_t job, const std::string& agent, const std::string& reason) {
     return client_.post(api_target::job(job) + "/fail", {{"agent", agent}, {"reason", reason}});
   }
-  http::Response post_report(const nlohmann::json& report) {
-    return client_.post_gzip(api_target::report_of(report), report);
+  // In parts when it is large (client/report_upload.hpp).
+  http::Response post_report(const nlohmann::json& report,
+                             const std::function<void(const std::string&)>& say = {}) {
+    return send_report(client_, api_target::report_of(report), report, say);
   }
 
   // CI's side: a job and the run it made.

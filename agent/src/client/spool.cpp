@@ -2,6 +2,8 @@
 
 #include <fstream>
 
+#include "client/report_upload.hpp"
+
 namespace kw::agent {
 
 namespace fs = std::filesystem;
@@ -48,7 +50,8 @@ std::size_t Spool::deliver(http::Client& client, const std::function<void(const 
     }
     try {
       http::Response response =
-          client.post_gzip(spooled.at("target").get<std::string>(), spooled.at("report"));
+          send_report(client, spooled.at("target").get<std::string>(), spooled.at("report"),
+                      [&](const std::string& line) { log(key + ": " + line); });
       if (response.status / 100 == 2) {
         json answer = response.json();
         // A report's answer names its run and verdict; a profile's, its state.

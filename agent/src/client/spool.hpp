@@ -1,6 +1,7 @@
 // Reports waiting for the server: one file each under DIR/spool, written
 // atomically, delivered with backoff until the server accepts them (the
-// server stores a report once, so a resend after a crash is harmless), moved
+// server stores a report once, so a resend after a crash is harmless; a large
+// one goes in parts, and a resend sends only those the server lacks), moved
 // to DIR/spool/rejected when the server refuses them for good.
 #pragma once
 

@@ -27,6 +27,8 @@ struct HandlerContext {
   double lease_seconds = 120;
   int max_attempts = 3;
   int schema_version = 0;
+  // What one run report may decompress to, whole or its parts together.
+  std::size_t report_limit = std::size_t{256} * 1024 * 1024;
 };
 
 void add_health_routes(Router& router, const HandlerContext& context);  // /healthz, /metrics
@@ -41,9 +43,13 @@ void add_project_routes(Router& router, const HandlerContext& context);  // /api
 // from a stand-in.
 void add_history_routes(Router& router, HistoryReads& reads, ReadCache& cache);
 void add_token_routes(Router& router, const HandlerContext& context);  // /api/v1/tokens
+// /api/v1/projects/{p}/uploads: a run report sent in parts.
+void add_upload_routes(Router& router, const HandlerContext& context);
 // The request's run report ingested: 201 with the new run, or 200 for a
 // report stored before (runs.cpp).
 Response ingest_report(const HandlerContext& context, Request& request, std::optional<std::int64_t> job_id);
+// What a report's route answers once it is stored (or was before).
+Response stored_run(const IngestResult& stored, std::optional<std::int64_t> job_id);
 
 // GET /download/kw and /download/kw.sha256: the kw binary at `kw_binary`
 // (empty: none), for CI jobs to fetch instead of building it.

@@ -15,7 +15,10 @@ Response ingest_report(const HandlerContext& context, Request& request, std::opt
   const auto started = std::chrono::steady_clock::now();
   json document = request.json_body();
   context.ingest.observe(IngestService::Phase::parse, std::chrono::steady_clock::now() - started);
-  const IngestResult stored = context.ingest.ingest(std::move(document), *request.caller, job_id);
+  return stored_run(context.ingest.ingest(std::move(document), *request.caller, job_id), job_id);
+}
+
+Response stored_run(const IngestResult& stored, std::optional<std::int64_t> job_id) {
   json answer{{"run_id", stored.run_id},
               {"verdict", stored.verdict},
               {"duplicate", stored.duplicate},

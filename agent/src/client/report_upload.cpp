@@ -1,0 +1,129 @@
+#include "client/report_upload.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <set>
+#include <stdexcept>
+
+#include "kw/common/hash.hpp"
+#include "kw/http/gzip.hpp"
+
+namespace kw::agent {
+
+using nlohmann::json;
+
+namespace {
+
+const std::map<std::string, std::string> kGzip{{"Content-Encoding", "gzip"}};
+
+std::string hex(std::uint64_t value) {
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(value));
+  return text;
+}
+
+// The cases [first, end) as a part: the report's other fields with the
+// first part only.
+json part_of(const json& report, std::size_t first, std::size_t end, bool head) {
+  json part = json::object();
+  if (head) {
+    for (const auto& [key, value] : report.items())
+      if (key != "cases") part[key] = value;
+  }
+  json& cases = part["cases"] = json::array();
+  for (std::size_t i = first; i < end; ++i) cases.push_back(report["cases"][i]);
+  return part;
+}
+
+}  // namespace
+
+std::size_t upload_part_bytes() {
+  if (const char* text = std::getenv("KW_UPLOAD_PART_BYTES")) {
+    char* end = nullptr;
+    const unsigned long long value = std::strtoull(text, &end, 10);
+    if (end != text && *end == '\0' && value >= 1024) return static_cast<std::size_t>(value);
+    throw std::runtime_error(std::string("KW_UPLOAD_PART_BYTES: \"") + text +
+                             "\" is not a byte count >= 1024");
+  }
+  return std::size_t{8} << 20;
+}
+
+namespace {
+
+// `whole`: the compressed size of `text`, the report's JSON.
+ReportParts split(const std::string& target, const json& report, const std::string& text, std::size_t whole,
+                  std::size_t part_bytes) {
+  ReportParts parts;
+  parts.upload = hex(common::fnv1a64(target + '\n' + text)) + "-" + std::to_string(text.size());
+  const json& cases = report.at("cases");
+  // Each case's share of the text, to cut the cases where the text is even.
+  std::vector<std::size_t> ends;  // cumulative
+  std::size_t total = 0;
+  for (const json& one : cases) ends.push_back(total += one.dump().size());
+  for (std::size_t count = std::max<std::size_t>(2, whole / part_bytes + 1);; count *= 2) {
+    if (count > cases.size() * 2 + 2)
+      throw std::runtime_error("a case of the report compresses to more than the part size of " +
+                               std::to_string(part_bytes) + " bytes");
+    parts.gzipped.clear();
+    bool fits = true;
+    std::size_t first = 0;
+    for (std::size_t k = 0; k < count && fits; ++k) {
+      // The case where this part's even share of the text ends.
+      const std::size_t upto = total * (k + 1) / count;
+      std::size_t end = first;
+      while (end < cases.size() && (ends[end] <= upto || k + 1 == count)) ++end;
+      std::string gzipped = http::gzip_compress(part_of(report, first, end, k == 0).dump());
+      fits = gzipped.size() <= part_bytes;
+      parts.gzipped.push_back(std::move(gzipped));
+      first = end;
+    }
+    if (fits) return parts;
+  }
+}
+
+}  // namespace
+
+ReportParts split_report(const std::string& target, const json& report, std::size_t part_bytes) {
+  const std::string text = report.dump();
+  return split(target, report, text, http::gzip_compress(text).size(), part_bytes);
+}
+
+http::Response send_report(http::Client& client, const std::string& target, const json& report,
+                           const std::function<void(const std::string&)>& say, std::size_t part_bytes) {
+  const std::string text = report.dump();
+  std::string whole = http::gzip_compress(text);
+  if (whole.size() <= part_bytes) return client.request("POST", target, whole, kGzip);
+  const ReportParts parts = split(target, report, text, whole.size(), part_bytes);
+  whole.clear();
+  const std::string upload = "/api/v1/projects/" + http::url_encode(report.at("project").get<std::string>()) +
+                             "/uploads/" + parts.upload;
+  // Twice at most: once more when the server lost a part between the sending
+  // and the completing (an upload expired meanwhile).
+  for (int attempt = 0;; ++attempt) {
+    std::set<int> held;
+    http::Response state = client.get(upload);
+    if (state.status == 200) {
+      const json answer = state.json();
+      for (const json& part : answer.at("received")) held.insert(part.get<int>());
+    } else if (state.status != 404) {
+      return state;
+    }
+    const int count = static_cast<int>(parts.gzipped.size());
+    if (say) {
+      say("report in " + std::to_string(count) + " parts" +
+          (held.empty() ? "" : " (" + std::to_string(held.size()) + " already on the server)"));
+    }
+    for (int k = 0; k < count; ++k) {
+      if (held.count(k)) continue;
+      http::Response sent =
+          client.request("PUT", upload + "/parts/" + std::to_string(k) + "?of=" + std::to_string(count),
+                         parts.gzipped[k], kGzip);
+      if (sent.status != 200) return sent;
+    }
+    http::Response stored = client.request("POST", upload, "{}");
+    if (stored.status != 409 || attempt > 0 || stored.body.find("upload_incomplete") == std::string::npos)
+      return stored;
+  }
+}
+
+}  // namespace kw::agent

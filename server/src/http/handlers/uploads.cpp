@@ -1,0 +1,178 @@
+// A run report too large for one request, sent in parts and stored as one run
+// (docs/api.md, "Reports in parts"). The parts are kept in the database, so
+// they may reach different servers; completing the upload ingests the whole
+// report in one transaction, as POST /api/v1/runs would.
+#include <algorithm>
+
+#include "errors.hpp"
+#include "http/handlers/handlers.hpp"
+#include "store/run_repository.hpp"
+#include "store/upload_repository.hpp"
+
+namespace kw::server {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr int kMaxParts = 1000;
+
+// An upload names its project in the path; the caller's token must reach it.
+std::int64_t upload_project(pqxx::work& tx, const Request& request) {
+  const std::string& project = request.param("project");
+  request.caller->require_project(project);
+  return RunRepository::require_project(tx, project);
+}
+
+// The client's name for its upload: what it can derive again from the report
+// alone, so that a resend finds the parts sent before.
+const std::string& upload_id(const Request& request) {
+  const std::string& id = request.param("upload");
+  const bool plain = std::all_of(id.begin(), id.end(), [](char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-' || c == '_';
+  });
+  if (!plain || id.size() < 8 || id.size() > 64)
+    throw BadRequest("bad_query", "upload: \"" + id + "\" is not 8 to 64 letters, digits, '-' or '_'");
+  return id;
+}
+
+// A number 0..max written plainly ("7", not "07" or "+7"); -1 otherwise.
+int part_number(const std::string& text, int max) {
+  if (text.empty() || text.size() > 4 || (text.size() > 1 && text[0] == '0')) return -1;
+  int value = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return -1;
+    value = value * 10 + (c - '0');
+  }
+  return value <= max ? value : -1;
+}
+
+json state_json(const std::string& id, const UploadState& state) {
+  json answer{{"upload", id}, {"parts", state.parts}, {"received", state.received}, {"bytes", state.bytes}};
+  if (state.run_id) answer["run_id"] = *state.run_id;
+  return answer;
+}
+
+// A part is a JSON object: the first holds the report with the first of its
+// cases, each later one only {"cases": [...]}, the cases that follow.
+void check_part(const json& body, int part, const std::string& project) {
+  if (!body.is_object()) throw Unprocessable("wrong_type", "(body)", "a part is a JSON object");
+  auto cases = body.find("cases");
+  if (cases == body.end())
+    throw Unprocessable("missing_field", "cases", "every part holds its cases (maybe [])");
+  if (!cases->is_array()) throw Unprocessable("wrong_type", "cases", "is an array of cases");
+  if (part == 0) {
+    auto named = body.find("project");
+    if (named != body.end() && named->is_string() && named->get<std::string>() != project) {
+      throw Unprocessable(
+          "inconsistent", "project",
+          "is \"" + named->get<std::string>() + "\" but the upload is to project \"" + project + "\"");
+    }
+    return;
+  }
+  for (const auto& [key, value] : body.items()) {
+    if (key != "cases")
+      throw Unprocessable("unknown_field", key, "a part after the first holds only \"cases\"");
+  }
+}
+
+// The report its parts make: the first part with every later part's cases
+// appended, in order.
+json assemble(const std::vector<std::string>& bodies) {
+  json report = json::parse(bodies.front());
+  json& cases = report["cases"];
+  for (std::size_t i = 1; i < bodies.size(); ++i) {
+    json part = json::parse(bodies[i]);
+    for (json& one : part["cases"]) cases.push_back(std::move(one));
+  }
+  return report;
+}
+
+}  // namespace
+
+void add_upload_routes(Router& router, const HandlerContext& context) {
+  const Access agent = Access::of({Scope::agent});
+
+  router.add("PUT", "/api/v1/projects/{project}/uploads/{upload}/parts/{part}", agent,
+             [&context](Request& request) {
+               const std::string& id = upload_id(request);
+               const int parts = part_number(request.query_value("of").value_or(""), kMaxParts);
+               if (parts < 1)
+                 throw BadRequest("bad_query", "of: the upload's number of parts, 1 to " +
+                                                   std::to_string(kMaxParts) + ", is required");
+               const std::string& part_text = request.param("part");
+               const int part = part_number(part_text, parts - 1);
+               if (part < 0)
+                 throw BadRequest("bad_query", "part: \"" + part_text + "\" is not a part number from 0 to " +
+                                                   std::to_string(parts - 1));
+               check_part(request.json_body(), part, request.param("project"));
+               UploadState state = with_transaction(context.pool, [&](pqxx::work& tx) {
+                 return UploadRepository::put_part(tx, upload_project(tx, request), id, part, parts,
+                                                   request.body, context.report_limit);
+               });
+               return Response::json(200, state_json(id, state));
+             });
+
+  router.add("GET", "/api/v1/projects/{project}/uploads/{upload}", agent, [&context](Request& request) {
+    const std::string& id = upload_id(request);
+    auto state = with_transaction(context.pool, [&](pqxx::work& tx) {
+      return UploadRepository::state(tx, upload_project(tx, request), id);
+    });
+    if (!state) throw NotFound("no_such_upload", "no upload " + id + " (none begun, or expired)");
+    return Response::json(200, state_json(id, *state));
+  });
+
+  // Completes the upload: its report ingested whole, answered as POST
+  // /api/v1/runs answers (a job's report completes its job). Again after
+  // that, the same answer, marked duplicate.
+  router.add("POST", "/api/v1/projects/{project}/uploads/{upload}", agent, [&context](Request& request) {
+    const std::string& id = upload_id(request);
+    const auto started = std::chrono::steady_clock::now();
+    struct Read {
+      std::int64_t project_id = 0;
+      std::optional<UploadState> state;
+      std::vector<std::string> bodies;
+    };
+    Read read = with_transaction(context.pool, [&](pqxx::work& tx) {
+      Read result{upload_project(tx, request), {}, {}};
+      result.state = UploadRepository::state(tx, result.project_id, id);
+      if (result.state && !result.state->run_id &&
+          static_cast<int>(result.state->received.size()) == result.state->parts)
+        result.bodies = UploadRepository::bodies(tx, result.project_id, id);
+      return result;
+    });
+    if (!read.state) throw NotFound("no_such_upload", "no upload " + id + " (none begun, or expired)");
+    if (read.state->run_id) {
+      std::int64_t run = *read.state->run_id;
+      std::string verdict = with_transaction(context.pool, [&](pqxx::work& tx) {
+        return tx.exec_params1("SELECT verdict FROM runs WHERE id = $1", run)[0].as<std::string>();
+      });
+      return stored_run({run, verdict, true}, std::nullopt);
+    }
+    if (read.bodies.empty()) {
+      std::string missing;
+      for (int part = 0, shown = 0; part < read.state->parts && shown < 20; ++part) {
+        if (std::binary_search(read.state->received.begin(), read.state->received.end(), part)) continue;
+        missing += (missing.empty() ? "" : ", ") + std::to_string(part);
+        ++shown;
+      }
+      throw Conflict("upload_incomplete",
+                     "upload " + id + ": " + std::to_string(read.state->parts - read.state->received.size()) +
+                         " of " + std::to_string(read.state->parts) + " parts have not arrived (" + missing +
+                         ")");
+    }
+    json report = assemble(read.bodies);
+    read.bodies.clear();
+    context.ingest.observe(IngestService::Phase::parse, std::chrono::steady_clock::now() - started);
+    std::optional<std::int64_t> job_id;
+    if (auto job = report.find("job_id"); job != report.end() && job->is_number_integer())
+      job_id = job->get<std::int64_t>();
+    const IngestResult stored = context.ingest.ingest(std::move(report), *request.caller, job_id);
+    with_transaction(context.pool, [&](pqxx::work& tx) {
+      UploadRepository::completed(tx, read.project_id, id, stored.run_id);
+    });
+    return stored_run(stored, job_id);
+  });
+}
+
+}  // namespace kw::server

@@ -1,0 +1,199 @@
+// Run reports sent in parts (docs/api.md, "Reports in parts"): the parts kept
+// until the upload is completed, the run stored whole or not at all.
+#include <gtest/gtest.h>
+
+#include "../../tests/support/report_factory.hpp"
+#include "kw/http/gzip.hpp"
+#include "server_fixture.hpp"
+#include "store/upload_repository.hpp"
+
+namespace kw::server::testing {
+namespace {
+
+using kw::testing::make_commit;
+using kw::testing::make_report;
+using kw::testing::ReportSpec;
+using nlohmann::json;
+
+// The report as `count` parts: the first every field and the first cases,
+// the others {"cases": [...]}.
+std::vector<json> split(const json& report, std::size_t count) {
+  std::vector<json> parts;
+  const json& cases = report["cases"];
+  for (std::size_t k = 0; k < count; ++k) {
+    json part = k == 0 ? report : json::object();
+    part["cases"] = json::array();
+    for (std::size_t i = cases.size() * k / count; i < cases.size() * (k + 1) / count; ++i)
+      part["cases"].push_back(cases[i]);
+    parts.push_back(std::move(part));
+  }
+  return parts;
+}
+
+json fifty_cases(std::uint64_t commit) {
+  ReportSpec spec;
+  spec.commit = make_commit(commit);
+  spec.cases = 50;
+  spec.replicates = 2;
+  spec.samples = 10;
+  return make_report(spec);
+}
+
+class UploadTest : public ServerTest {
+ protected:
+  static constexpr const char* kUpload = "/api/v1/projects/demo/uploads/upload-0001";
+
+  http::Response put(http::Client& client, const std::string& upload, std::size_t part, std::size_t of,
+                     const json& body) {
+    return client.request("PUT", upload + "/parts/" + std::to_string(part) + "?of=" + std::to_string(of),
+                          http::gzip_compress(body.dump()), {{"Content-Encoding", "gzip"}});
+  }
+  std::size_t runs() { return sql("SELECT count(*) FROM runs")[0][0].as<std::size_t>(); }
+};
+
+TEST_F(UploadTest, PartsBecomeOneRunOnlyWhenCompleted) {
+  const json report = fifty_cases(1);
+  const std::vector<json> parts = split(report, 3);
+  http::Client agent = this->agent();
+  ASSERT_EQ(put(agent, kUpload, 2, 3, parts[2]).status, 200);
+  auto second = put(agent, kUpload, 0, 3, parts[0]);
+  ASSERT_EQ(second.status, 200) << second.body;
+  EXPECT_EQ(second.json()["received"], json::array({0, 2}));
+  EXPECT_EQ(second.json()["parts"], 3);
+
+  auto early = agent.request("POST", kUpload, "{}");
+  EXPECT_EQ(early.status, 409) << early.body;
+  EXPECT_EQ(early.json()["error"], "upload_incomplete");
+  EXPECT_EQ(early.json()["message"], "upload upload-0001: 1 of 3 parts have not arrived (1)");
+  EXPECT_EQ(runs(), 0u) << "nothing of the run is stored before the upload is completed";
+
+  ASSERT_EQ(put(agent, kUpload, 1, 3, parts[1]).status, 200);
+  auto stored = agent.request("POST", kUpload, "{}");
+  ASSERT_EQ(stored.status, 201) << stored.body;
+  const std::int64_t run_id = stored.json()["run_id"].get<std::int64_t>();
+  EXPECT_EQ(stored.json()["verdict"], "pass");
+
+  json run = agent.get("/api/v1/runs/" + std::to_string(run_id) + "?per_page=100").json();
+  ASSERT_EQ(run["cases"].size(), 50u);
+  for (std::size_t i = 0; i < 50; ++i) EXPECT_EQ(run["cases"][i]["name"], report["cases"][i]["name"]) << i;
+  // The same report as posted whole: the one run already stored.
+  auto whole = agent.post_gzip("/api/v1/runs", report);
+  EXPECT_EQ(whole.status, 200) << whole.body;
+  EXPECT_EQ(whole.json()["run_id"], run_id);
+
+  auto again = agent.request("POST", kUpload, "{}");
+  EXPECT_EQ(again.status, 200) << again.body;
+  EXPECT_EQ(again.json()["run_id"], run_id);
+  EXPECT_TRUE(again.json()["duplicate"].get<bool>());
+  json state = agent.get(kUpload).json();
+  EXPECT_EQ(state["run_id"], run_id);
+  EXPECT_EQ(sql("SELECT count(*) FROM upload_parts")[0][0].as<int>(), 0) << "parts dropped once stored";
+  EXPECT_EQ(runs(), 1u);
+
+  auto late = put(agent, kUpload, 1, 3, parts[1]);
+  EXPECT_EQ(late.status, 409);
+  EXPECT_EQ(late.json()["error"], "upload_completed");
+}
+
+TEST_F(UploadTest, PartsAreCheckedAsTheyArrive) {
+  const std::vector<json> parts = split(fifty_cases(2), 2);
+  http::Client agent = this->agent();
+  ASSERT_EQ(put(agent, kUpload, 0, 2, parts[0]).status, 200);
+
+  auto other_count = put(agent, kUpload, 1, 3, parts[1]);
+  EXPECT_EQ(other_count.status, 409);
+  EXPECT_EQ(other_count.json()["message"], "upload upload-0001 was begun with 2 parts, not 3");
+  auto past_end = put(agent, kUpload, 2, 2, parts[1]);
+  EXPECT_EQ(past_end.status, 400);
+  EXPECT_EQ(past_end.json()["message"], "part: \"2\" is not a part number from 0 to 1");
+  auto no_count = agent.request("PUT", std::string(kUpload) + "/parts/1", parts[1].dump());
+  EXPECT_EQ(no_count.status, 400);
+  EXPECT_EQ(no_count.json()["message"], "of: the upload's number of parts, 1 to 1000, is required");
+  auto odd_name = put(agent, "/api/v1/projects/demo/uploads/a.b", 0, 1, parts[0]);
+  EXPECT_EQ(odd_name.status, 400);
+
+  json more = parts[1];
+  more["commit"] = make_commit(3);
+  auto extra_key = put(agent, kUpload, 1, 2, more);
+  EXPECT_EQ(extra_key.status, 422);
+  EXPECT_EQ(extra_key.json()["message"], "commit: a part after the first holds only \"cases\"");
+  auto no_cases = put(agent, kUpload, 1, 2, json::object());
+  EXPECT_EQ(no_cases.status, 422);
+  EXPECT_EQ(no_cases.json()["field"], "cases");
+
+  create_project("other");
+  auto elsewhere = put(agent, "/api/v1/projects/other/uploads/upload-0001", 0, 2, parts[0]);
+  EXPECT_EQ(elsewhere.status, 422);
+  EXPECT_EQ(elsewhere.json()["message"], "project: is \"demo\" but the upload is to project \"other\"");
+  auto missing = put(agent, "/api/v1/projects/nowhere/uploads/upload-0001", 1, 2, parts[1]);
+  EXPECT_EQ(missing.status, 404);
+  http::Client scoped(base_url_, create_token(database_->url(), "other-agent", Scope::agent,
+                                              std::vector<std::string>{"other"}));
+  EXPECT_EQ(put(scoped, kUpload, 1, 2, parts[1]).status, 403);
+  EXPECT_EQ(scoped.get(kUpload).status, 403);
+  EXPECT_EQ(client(ci_token_).get(kUpload).status, 403);
+  EXPECT_EQ(agent.get("/api/v1/projects/demo/uploads/upload-0002").status, 404);
+
+  json state = agent.get(kUpload).json();
+  EXPECT_EQ(state["received"], json::array({0})) << "no refused part was kept";
+  EXPECT_EQ(runs(), 0u);
+}
+
+TEST_F(UploadTest, AReportItsPartsBreakIsRefusedWithNothingStored) {
+  std::vector<json> parts = split(fifty_cases(4), 2);
+  parts[1]["cases"][0]["name"] = parts[0]["cases"][0]["name"];
+  http::Client agent = this->agent();
+  ASSERT_EQ(put(agent, kUpload, 0, 2, parts[0]).status, 200);
+  ASSERT_EQ(put(agent, kUpload, 1, 2, parts[1]).status, 200);
+  auto refused = agent.request("POST", kUpload, "{}");
+  EXPECT_EQ(refused.status, 422) << refused.body;
+  EXPECT_EQ(refused.json()["error"], "duplicate");
+  EXPECT_EQ(refused.json()["field"], "cases[25].name");
+  EXPECT_EQ(runs(), 0u);
+}
+
+TEST_F(UploadTest, UploadsUntouchedForADayAreRemoved) {
+  const std::vector<json> parts = split(fifty_cases(5), 2);
+  http::Client agent = this->agent();
+  ASSERT_EQ(put(agent, kUpload, 0, 2, parts[0]).status, 200);
+  ASSERT_EQ(put(agent, "/api/v1/projects/demo/uploads/upload-0002", 0, 2, parts[0]).status, 200);
+  sql("UPDATE uploads SET touched_at = now() - interval '25 hours' WHERE id = 'upload-0001'");
+  pqxx::connection connection(database_->url());
+  pqxx::work tx(connection);
+  EXPECT_EQ(UploadRepository::expire(tx, 24), 1);
+  tx.commit();
+  EXPECT_EQ(agent.get(kUpload).status, 404);
+  EXPECT_EQ(agent.get("/api/v1/projects/demo/uploads/upload-0002").status, 200);
+  EXPECT_EQ(sql("SELECT count(*) FROM upload_parts")[0][0].as<int>(), 1);
+}
+
+class SmallReportLimit : public UploadTest {
+ protected:
+  ServerOptions server_options() override {
+    ServerOptions options = UploadTest::server_options();
+    options.http.decoded_body_limit = 32 * 1024;
+    return options;
+  }
+};
+
+TEST_F(SmallReportLimit, PartsTogetherAreHeldToTheLimitOfOneReport) {
+  const json report = fifty_cases(6);
+  const std::size_t size = report.dump().size();
+  ASSERT_GT(size, 32u * 1024);
+  const std::vector<json> parts = split(report, size / (20 * 1024) + 2);
+  http::Client agent = this->agent();
+  http::Response answer;
+  std::size_t sent = 0;
+  for (; sent < parts.size(); ++sent) {
+    answer = put(agent, kUpload, sent, parts.size(), parts[sent]);
+    if (answer.status != 200) break;
+  }
+  ASSERT_LT(sent, parts.size()) << "the parts together pass the limit";
+  EXPECT_EQ(answer.status, 413) << answer.body;
+  EXPECT_NE(answer.json()["message"].get<std::string>().find("more than the limit of 32768 for one report"),
+            std::string::npos)
+      << answer.body;
+}
+
+}  // namespace
+}  // namespace kw::server::testing
