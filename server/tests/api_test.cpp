@@ -63,6 +63,69 @@ TEST_F(ApiTest, PostRunStoresEverythingAndGetReturnsIt) {
   }
 }
 
+// Replicate tags in blocks, the agent's shape, are kept as the blocks'
+// sizes; tags in another order as they are. Both read back as sent, and
+// judge the next run alike.
+TEST_F(ApiTest, ReplicateTagsReadBackAsSentHoweverTheyAreKept) {
+  ReportSpec spec;
+  spec.cases = 2;
+  spec.samples = 4;
+  spec.replicates = 3;
+  json report = make_report(spec);
+  json& interleaved = report["cases"][1]["measurements"][0];
+  for (std::size_t i = 0; i < interleaved["replicates"].size(); ++i) interleaved["replicates"][i] = i % 3;
+  ASSERT_EQ(agent().post("/api/v1/runs", report).status, 201);
+  pqxx::result kept =
+      sql("SELECT c.name, s.replicates::text, s.replicate_sizes::text FROM samples s JOIN cases c ON c.id = "
+          "s.case_id "
+          "WHERE s.impl = 'candidate' ORDER BY c.ordinal");
+  EXPECT_TRUE(kept[0][1].is_null());
+  EXPECT_EQ(kept[0][2].as<std::string>(), "{4,4,4}");
+  EXPECT_EQ(kept[1][1].as<std::string>(), "{0,1,2,0,1,2,0,1,2,0,1,2}");
+  EXPECT_TRUE(kept[1][2].is_null());
+  json run = client().get("/api/v1/runs/1").json();
+  for (std::size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(run["cases"][i]["measurements"][0]["replicates"],
+              report["cases"][i]["measurements"][0]["replicates"])
+        << i;
+  }
+  spec.commit = kw::testing::make_commit(2);
+  spec.seed = 2;
+  auto judged = agent().post("/api/v1/runs", make_report(spec));
+  ASSERT_EQ(judged.status, 201) << judged.body;
+  EXPECT_EQ(judged.json()["verdict"], "pass");
+}
+
+// The baseline reason and threshold source a run's comparisons share are kept
+// once with the run and read back on every comparison.
+TEST_F(ApiTest, ComparisonsShareTheirRunsReason) {
+  ReportSpec spec;
+  spec.cases = 3;
+  spec.replicates = 3;
+  spec.samples = 10;
+  ASSERT_EQ(agent().post("/api/v1/runs", make_report(spec)).status, 201);
+  spec.commit = kw::testing::make_commit(2);
+  spec.cases = 4;  // the last one new: no baseline, its own reason
+  ASSERT_EQ(agent().post("/api/v1/runs", make_report(spec)).status, 201);
+  json run = client().get("/api/v1/runs/2").json();
+  std::map<std::string, std::string> reasons;
+  for (const json& comparison : run["comparisons"]) {
+    if (comparison["impl"] != "candidate") continue;
+    reasons[comparison["case"]] = comparison["baseline_reason"];
+    EXPECT_EQ(comparison["threshold_source"], "project setting") << comparison;
+  }
+  ASSERT_EQ(reasons.size(), 4u);
+  const std::string stored_reason = run["comparisons"][0]["baseline_reason"];
+  EXPECT_NE(stored_reason.find("newest run on main"), std::string::npos) << stored_reason;
+  EXPECT_EQ(reasons.rbegin()->second, "") << "the new case had nothing to be compared with";
+  EXPECT_EQ(sql("SELECT count(*) FROM comparisons WHERE run_id = 2 AND baseline_reason IS NOT NULL")[0][0]
+                .as<int>(),
+            static_cast<int>(run["comparisons"].size()) / 4)
+      << "only the new case's rows keep their own reason";
+  EXPECT_EQ(sql("SELECT comparison_baseline_reason FROM runs WHERE id = 2")[0][0].as<std::string>(),
+            stored_reason);
+}
+
 TEST_F(ApiTest, SameReportTwiceIsStoredOnce) {
   json report = make_report({});
   auto first = agent().post("/api/v1/runs", report);

@@ -12,6 +12,7 @@
 #include "kw/common/judge.hpp"
 #include "kw/common/stats.hpp"
 #include "store/pg_array.hpp"
+#include "store/replicate_blocks.hpp"
 #include "store/run_repository.hpp"
 
 namespace kw::server {
@@ -82,6 +83,7 @@ ORDER BY w.name, h.run_id
 // without samples is judged as none (store/sample_retention.hpp).
 constexpr const char* kMeasurementsOf = R"sql(
 SELECT m.case_id, m.impl, s.samples_ns::text, COALESCE(s.throttled_samples, '{}')::text, COALESCE(s.replicates, '{}')::text,
+       COALESCE(s.replicate_sizes, '{}')::text,
        COALESCE(s.sm_mhz, '{}')::text, COALESCE(s.energy_j, '{}')::text, m.replicate_location
 FROM measurements m
 JOIN samples s ON s.case_id = m.case_id AND s.side = m.side AND s.impl = m.impl
@@ -143,12 +145,13 @@ std::map<std::int64_t, std::vector<Measurement>> load_measurements(
     m.samples_ns = parse_pg_array<double>(row[2].c_str());
     m.throttled_samples = parse_pg_array<std::int64_t>(row[3].c_str());
     m.replicates = parse_pg_array<std::int64_t>(row[4].c_str());
-    m.sm_mhz = parse_pg_array<double>(row[5].c_str());
-    m.energy_j = parse_pg_array<double>(row[6].c_str());
-    if (!row[7].is_null()) {
-      std::optional<common::ReplicateLocation> rule = common::replicate_location_from(row[7].c_str());
+    if (m.replicates.empty()) m.replicates = replicate_tags(parse_pg_array<std::int64_t>(row[5].c_str()));
+    m.sm_mhz = parse_pg_array<double>(row[6].c_str());
+    m.energy_j = parse_pg_array<double>(row[7].c_str());
+    if (!row[8].is_null()) {
+      std::optional<common::ReplicateLocation> rule = common::replicate_location_from(row[8].c_str());
       if (!rule)
-        throw std::runtime_error("unknown replicate_location in the database: " + row[7].as<std::string>());
+        throw std::runtime_error("unknown replicate_location in the database: " + row[8].as<std::string>());
       m.replicate_location = *rule;
     }
     by_case[row[0].as<std::int64_t>()].push_back(std::move(m));
@@ -245,6 +248,20 @@ struct ComparisonRow : common::Comparison {
 void insert_comparisons(pqxx::work& tx, std::int64_t run_id, const std::vector<ComparisonRow>& rows,
                         const common::DetectionSettings& settings) {
   if (rows.empty()) return;
+  // The reason and threshold source most rows share go with the run, once.
+  auto most_common = [&](auto text_of) {
+    std::map<std::string, std::size_t> counts;
+    for (const ComparisonRow& row : rows) ++counts[text_of(row)];
+    return std::max_element(counts.begin(), counts.end(),
+                            [](const auto& a, const auto& b) { return a.second < b.second; })
+        ->first;
+  };
+  const std::string common_reason = most_common([](const ComparisonRow& row) { return row.reason_text(); });
+  const std::string common_source =
+      most_common([](const ComparisonRow& row) { return row.threshold_source; });
+  tx.exec_params0(
+      "UPDATE runs SET comparison_baseline_reason = $2, comparison_threshold_source = $3 WHERE id = $1",
+      run_id, common_reason, common_source);
   PgArray case_name, kind, impl, baseline_run, reason, status, ratio, ratio_of_medians, lower, upper,
       confidence, p_value, threshold, head_noise, base_noise, head_samples, base_samples, excluded, note,
       method, se, df, first_pass, threshold_source;
@@ -258,7 +275,8 @@ void insert_comparisons(pqxx::work& tx, std::int64_t run_id, const std::vector<C
     } else {
       baseline_run.null();
     }
-    reason.text(row.reason_text());
+    const std::string why = row.reason_text();
+    why == common_reason ? reason.null() : reason.text(why);
     status.text(common::to_string(row.status));
     bool measured = row.measured();
     for (auto [array, value] : {std::pair{&ratio, t.ratio},
@@ -289,7 +307,8 @@ void insert_comparisons(pqxx::work& tx, std::int64_t run_id, const std::vector<C
     }
     excluded.number(row.excluded_throttled);
     note.text(t.note);
-    threshold_source.text(row.threshold_source);
+    row.threshold_source == common_source ? threshold_source.null()
+                                          : threshold_source.text(row.threshold_source);
     if (row.first_pass) {
       first_pass.text(row.first_pass_json().dump());
     } else {
@@ -414,10 +433,7 @@ std::vector<Statement> DetectionRepository::statements() {
           {"detection_locations_in_runs", kLocationsInRuns},
           {"detection_locations_of_case", kLocationsOfCase},
           {"detection_measurements", kMeasurementsOf},
-          {"detection_insert", kInsertComparisons},
-          {"detection_case_status",
-           "UPDATE cases c SET status = s.status FROM unnest($2::text[], $3::text[]) AS s(name, status) "
-           "WHERE c.run_id = $1 AND c.name = s.name"}};
+          {"detection_insert", kInsertComparisons}};
 }
 
 struct DetectionRepository::Plan {
@@ -582,13 +598,6 @@ std::shared_ptr<const DetectionRepository::Plan> DetectionRepository::plan(pqxx:
 std::string DetectionRepository::finish(pqxx::work& tx, std::int64_t run_id, const Plan& plan,
                                         const common::RunReport& report) {
   insert_comparisons(tx, run_id, plan.rows, plan.settings);
-  PgArray names, statuses;
-  for (const ComparisonRow& row : plan.rows) {
-    if (row.impl != "candidate" || row.kind != "time") continue;
-    names.text(row.case_name);
-    statuses.text(common::to_string(row.status));
-  }
-  tx.exec_prepared0("detection_case_status", run_id, names.str(), statuses.str());
   bool failed = false;
   for (const common::Stage& stage : report.stages)
     failed = failed || stage.status == common::StageStatus::failed;
@@ -692,8 +701,10 @@ json DetectionRepository::compare_commits(pqxx::work& tx, std::int64_t project_i
     // the run page agree; the project's setting for a case it did not judge.
     std::map<std::string, CaseThreshold> judged_by;
     for (const auto& row : tx.exec_params(
-             "SELECT case_name, threshold, COALESCE(threshold_source, '') FROM comparisons "
-             "WHERE run_id = $1 AND impl = 'candidate' AND kind = 'time' AND threshold IS NOT NULL",
+             "SELECT x.case_name, x.threshold, COALESCE(x.threshold_source, r.comparison_threshold_source, "
+             "'') "
+             "FROM comparisons x JOIN runs r ON r.id = x.run_id "
+             "WHERE x.run_id = $1 AND x.impl = 'candidate' AND x.kind = 'time' AND x.threshold IS NOT NULL",
              head_run)) {
       std::string source = row[2].as<std::string>();
       judged_by[row[0].as<std::string>()] = {

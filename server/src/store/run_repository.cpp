@@ -6,6 +6,7 @@
 #include "kw/common/detection.hpp"
 #include "kw/common/stats.hpp"
 #include "store/pg_array.hpp"
+#include "store/replicate_blocks.hpp"
 #include "store/token_repository.hpp"
 
 namespace kw::server {
@@ -72,19 +73,19 @@ new_measurements AS (
   SELECT nc.id AS case_id, t.*
   FROM unnest($4::integer[], $5::text[], $7::integer[], $8::integer[], $9::float8[], $10::float8[],
               $11::float8[], $12::bigint[], $13::text[], $18::text[], $19::text[], $20::text[], $24::text[],
-              $25::text[], $26::text[], $27::text[])
+              $25::text[], $26::text[], $27::text[], $28::text[])
     AS t(ordinal, impl, first, last, median, flops, bytes, peak, throttled, side, replicates, sm_mhz, energy_j,
-         energy_replicates, power_w, replicate_location)
+         energy_replicates, power_w, replicate_location, replicate_sizes)
   JOIN new_cases nc ON nc.ordinal = t.ordinal
 ),
 summaries AS (
   INSERT INTO measurements (case_id, side, impl, median_ns, flops, bytes, peak_mem_bytes, replicate_location)
   SELECT case_id, side, impl, median, flops, bytes, peak, replicate_location FROM new_measurements
 )
-INSERT INTO samples (case_id, side, impl, stored_on, samples_ns, throttled_samples, replicates, sm_mhz, energy_j,
-                     energy_replicates, power_w)
+INSERT INTO samples (case_id, side, impl, stored_on, samples_ns, throttled_samples, replicates, replicate_sizes,
+                     sm_mhz, energy_j, energy_replicates, power_w)
 SELECT case_id, side, impl, current_date, ($6::real[])[first:last], NULLIF(throttled::integer[], '{}'),
-       replicates::smallint[],
+       replicates::smallint[], replicate_sizes::smallint[],
        sm_mhz::real[], energy_j::float8[], energy_replicates::integer[], power_w::float8[]
 FROM new_measurements
 )sql";
@@ -128,7 +129,8 @@ SELECT json_build_object(
                  'case', x.case_name, 'status', x.status, 'ratio', x.ratio, 'lower', x.lower, 'upper', x.upper,
                  'p_value', x.p_value, 'threshold', x.threshold, 'head_noise', x.head_noise,
                  'base_noise', x.base_noise, 'ratio_of_medians', x.ratio_of_medians,
-                 'baseline_reason', x.baseline_reason, 'baseline_run_id', x.baseline_run_id,
+                 'baseline_reason', COALESCE(x.baseline_reason, r.comparison_baseline_reason),
+                 'baseline_run_id', x.baseline_run_id,
                  'head_ns', (SELECT m.median_ns FROM measurements m
                              WHERE m.case_id = c.id AND m.side = 'head' AND m.impl = 'candidate'),
                  'base_ns', (SELECT m.median_ns FROM measurements m
@@ -160,14 +162,16 @@ WHERE r.id = $1
 constexpr const char* kRunComparisons = R"sql(
 SELECT COALESCE(json_agg(json_build_object(
                       'case', x.case_name, 'kind', x.kind, 'impl', x.impl, 'status', x.status,
-                      'baseline_run_id', x.baseline_run_id, 'baseline_reason', x.baseline_reason,
+                      'baseline_run_id', x.baseline_run_id,
+                      'baseline_reason', COALESCE(x.baseline_reason, r.comparison_baseline_reason),
                       'ratio', x.ratio, 'ratio_of_medians', x.ratio_of_medians, 'lower', x.lower, 'upper', x.upper,
-                      'confidence', x.confidence, 'p_value', x.p_value, 'threshold', x.threshold, 'threshold_source', x.threshold_source,
+                      'confidence', x.confidence, 'p_value', x.p_value, 'threshold', x.threshold,
+                      'threshold_source', COALESCE(x.threshold_source, r.comparison_threshold_source),
                       'head_noise', x.head_noise, 'base_noise', x.base_noise, 'head_samples', x.head_samples,
                       'base_samples', x.base_samples, 'excluded_throttled', x.excluded_throttled, 'note', x.note,
                       'method', x.method, 'se', x.se, 'df', x.df, 'first_pass', x.first_pass)
                     ORDER BY c.ordinal, x.kind DESC, x.impl <> 'candidate', x.impl), '[]')::text
-FROM comparisons x JOIN cases c ON c.run_id = x.run_id AND c.name = x.case_name
+FROM comparisons x JOIN cases c ON c.run_id = x.run_id AND c.name = x.case_name JOIN runs r ON r.id = x.run_id
 WHERE x.run_id = $1 AND c.ordinal >= $2::bigint AND c.ordinal < $3::bigint
 )sql";
 
@@ -187,7 +191,7 @@ SELECT COALESCE(json_agg(json_build_object(
                                       'median_ns', m.median_ns, 'flops', m.flops, 'bytes', m.bytes,
                                       'peak_mem_bytes', m.peak_mem_bytes,
                                       'throttled_samples', COALESCE(s.throttled_samples, '{}'),
-                                      'replicates', s.replicates, 'sm_mhz', s.sm_mhz, 'energy_j', s.energy_j,
+                                      'replicates', COALESCE(s.replicates, kw_replicate_tags(s.replicate_sizes)), 'sm_mhz', s.sm_mhz, 'energy_j', s.energy_j,
                                       'energy_replicates', s.energy_replicates, 'power_w', s.power_w,
                                       'samples_kept', s.case_id IS NOT NULL,
                                       'replicate_location', COALESCE(m.replicate_location, 'trimmed_mean'))
@@ -199,7 +203,7 @@ SELECT COALESCE(json_agg(json_build_object(
                                       'impl', m.impl, 'samples_ns', COALESCE(s.samples_ns, '{}'),
                                       'median_ns', m.median_ns,
                                       'throttled_samples', COALESCE(s.throttled_samples, '{}'),
-                                      'replicates', s.replicates, 'sm_mhz', s.sm_mhz, 'energy_j', s.energy_j,
+                                      'replicates', COALESCE(s.replicates, kw_replicate_tags(s.replicate_sizes)), 'sm_mhz', s.sm_mhz, 'energy_j', s.energy_j,
                                       'energy_replicates', s.energy_replicates, 'power_w', s.power_w,
                                       'samples_kept', s.case_id IS NOT NULL,
                                       'replicate_location', COALESCE(m.replicate_location, 'trimmed_mean'))
@@ -292,7 +296,10 @@ SELECT json_build_object(
 FROM (
   SELECT * FROM (
     SELECT r.id, r.commit_sha, r.commit_subject, r.commit_author, r.committed_at, r.finished_at, r.gpu_model,
-           r.verdict, c.medians, c.bands, r.acknowledged_at IS NOT NULL AS acknowledged, c.status,
+           r.verdict, c.medians, c.bands, r.acknowledged_at IS NOT NULL AS acknowledged,
+           COALESCE((SELECT x.status FROM comparisons x
+                     WHERE x.run_id = c.run_id AND x.case_name = c.name AND x.kind = 'time'
+                       AND x.impl = 'candidate'), 'no-baseline') AS status,
            c.candidate_energy_j AS energy_j, c.candidate_power_w AS power_w,
            CASE WHEN c.candidate_energy_j IS NOT NULL THEN
              (SELECT x.status FROM comparisons x
@@ -494,7 +501,7 @@ namespace {
 // indexes (first..last).
 struct MeasurementColumns {
   PgArray ordinals, impls, sides, samples, firsts, lasts, medians, flops, bytes, peaks, throttled, replicates,
-      clocks, energy_j, energy_replicates, power_w, replicate_rules;
+      replicate_sizes, clocks, energy_j, energy_replicates, power_w, replicate_rules;
   std::size_t sample_count = 0;
 
   void add(std::size_t ordinal, const common::Measurement& m, const char* side) {
@@ -512,7 +519,14 @@ struct MeasurementColumns {
     PgArray marked;
     for (std::int64_t index : m.throttled_samples) marked.number(index);
     throttled.text(marked.str());
-    add_array_or_null(replicates, m.replicates);
+    // Blocks in order, the usual shape, as their sizes (replicate_blocks.hpp).
+    if (auto sizes = replicate_block_sizes(m.replicates); sizes && !sizes->empty()) {
+      replicates.null();
+      add_array_or_null(replicate_sizes, *sizes);
+    } else {
+      add_array_or_null(replicates, m.replicates);
+      replicate_sizes.null();
+    }
     add_array_or_null(clocks, m.sm_mhz);
     add_array_or_null(energy_j, m.energy_j);
     add_array_or_null(energy_replicates, m.energy_replicates);
@@ -619,7 +633,8 @@ StoredRun RunRepository::store(pqxx::work& tx, std::int64_t project_id, const co
                    m.bytes.str(), m.peaks.str(), m.throttled.str(), l.names.str(), l.locations.str(),
                    l.replicate_counts.str(), l.replicate_sds.str(), m.sides.str(), m.replicates.str(),
                    m.clocks.str(), l.clocks.str(), l.clock_sxx.str(), l.clock_sxy.str(), m.energy_j.str(),
-                   m.energy_replicates.str(), m.power_w.str(), m.replicate_rules.str());
+                   m.energy_replicates.str(), m.power_w.str(), m.replicate_rules.str(),
+                   m.replicate_sizes.str());
   return {run_id, false, "pending"};
 }
 
