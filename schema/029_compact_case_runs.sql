@@ -19,11 +19,6 @@ $$;
 ALTER TABLE runs ADD COLUMN comparison_baseline_reason text, ADD COLUMN comparison_threshold_source text;
 ALTER TABLE comparisons ALTER COLUMN baseline_reason DROP NOT NULL;
 
--- A case's status is its candidate's time comparison, read from there: set on
--- `cases` after the insert, it wrote every case row twice (no HOT update
--- fits a full page), doubling the table and its indexes until vacuum.
-ALTER TABLE cases DROP COLUMN status;
-
 -- Every run moves its cases' heads: with room left on each page the update
 -- stays on it (HOT, no index entry) and the old row is pruned there, so the
 -- table keeps one row per case instead of growing by one per case-run until

@@ -88,6 +88,7 @@ IngestResult IngestService::ingest(nlohmann::json document, const Caller& caller
     if (!result.duplicate) {
       if (!plan) plan = planned.get();
       spent(Phase::wait);
+      RunRepository::store_cases(tx, result, DetectionRepository::case_statuses(*plan));
       result.verdict = DetectionRepository::finish(tx, result.run_id, *plan, report);
       spent(Phase::finish);
       BisectRepository::AfterRun bisect;

@@ -595,6 +595,15 @@ std::shared_ptr<const DetectionRepository::Plan> DetectionRepository::plan(pqxx:
   return result;
 }
 
+std::vector<std::pair<std::string, std::string>> DetectionRepository::case_statuses(const Plan& plan) {
+  std::vector<std::pair<std::string, std::string>> statuses;
+  for (const ComparisonRow& row : plan.rows) {
+    if (row.impl == "candidate" && row.kind == "time")
+      statuses.emplace_back(row.case_name, std::string(common::to_string(row.status)));
+  }
+  return statuses;
+}
+
 std::string DetectionRepository::finish(pqxx::work& tx, std::int64_t run_id, const Plan& plan,
                                         const common::RunReport& report) {
   insert_comparisons(tx, run_id, plan.rows, plan.settings);

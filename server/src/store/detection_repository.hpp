@@ -32,6 +32,8 @@ class DetectionRepository {
   struct Plan;
   static std::shared_ptr<const Plan> plan(pqxx::work& tx, const std::string& project,
                                           const common::RunReport& report);
+  // Each case's status in the plan: its candidate's time comparison.
+  static std::vector<std::pair<std::string, std::string>> case_statuses(const Plan& plan);
   static std::string finish(pqxx::work& tx, std::int64_t run_id, const Plan& plan,
                             const common::RunReport& report);
 

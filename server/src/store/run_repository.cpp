@@ -32,28 +32,17 @@ SELECT $1, s.ordinal - 1, s.value->>'name', s.value->>'status', (s.value->>'dura
 FROM jsonb_array_elements($2::jsonb) WITH ORDINALITY AS s(value, ordinal)
 )sql";
 
-// Cases and launches from a JSON array of the cases without their samples;
-// measurements as parallel arrays, their samples all in one real[] ($6)
-// that each row slices from (parsed once, where an array literal per row
-// would be parsed twice). One round trip however many cases and samples the
-// run has.
+// Launches, measurements and samples of cases whose ids are taken ($3, in
+// case order) before the cases are written: a case row is written once,
+// with its status, when its run has been judged (kInsertCaseRows). Launches
+// from a JSON array of each case's launches ($2); measurements as parallel
+// arrays, their samples all in one real[] ($6) that each row slices from
+// (parsed once, where an array literal per row would be parsed twice). One
+// round trip however many cases and samples the run has.
 constexpr const char* kInsertCases = R"sql(
-WITH doc AS (SELECT $3::jsonb AS d),
-new_cases AS (
-  INSERT INTO cases (run_id, project_id, ordinal, name, params, expected_launch, correctness, gpu_state, medians,
-                     bands, candidate_location_ns, first_pass_replicates, candidate_replicates, candidate_replicate_sd,
-                     candidate_clock_mhz, candidate_clock_sxx, candidate_clock_sxy, candidate_energy_j,
-                     candidate_power_w)
-  SELECT $1, $2, c.ordinal - 1, c.value->>'name', COALESCE(c.value->'params', '{}'), c.value->'expected_launch',
-         c.value->'correctness', c.value->'gpu_state', c.value->'medians', c.value->'bands',
-         (c.value->>'location')::float8, (c.value->>'first_pass_replicates')::integer,
-         (c.value->>'replicates')::integer, (c.value->>'replicate_sd')::float8,
-         (c.value->>'clock_mhz')::float8, (c.value->>'clock_sxx')::float8, (c.value->>'clock_sxy')::float8,
-         (c.value->>'energy_j')::float8, (c.value->>'power_w')::float8
-  FROM doc, jsonb_array_elements(doc.d) WITH ORDINALITY AS c(value, ordinal)
-  RETURNING id, ordinal
-),
-counted AS (UPDATE runs SET case_count = jsonb_array_length($3::jsonb) WHERE id = $1),
+WITH doc AS (SELECT $2::jsonb AS d),
+new_cases AS (SELECT c.id, (c.ordinal - 1)::integer AS ordinal FROM unnest($3::bigint[]) WITH ORDINALITY AS c(id, ordinal)),
+counted AS (UPDATE runs SET case_count = cardinality($3::bigint[]) WHERE id = $1),
 new_launches AS (
   INSERT INTO launches (case_id, ordinal, kernel, grid, block, registers, static_smem, dynamic_smem, duration_ns)
   SELECT nc.id, l.ordinal - 1, l.value->>'kernel',
@@ -61,7 +50,7 @@ new_launches AS (
          ARRAY(SELECT b::int FROM jsonb_array_elements_text(l.value->'block') WITH ORDINALITY AS t(b, i) ORDER BY i),
          (l.value->>'registers')::int, (l.value->>'static_smem')::bigint, (l.value->>'dynamic_smem')::bigint,
          (l.value->>'duration_ns')::float8
-  FROM new_cases nc, doc, jsonb_array_elements(doc.d->nc.ordinal->'launches') WITH ORDINALITY AS l(value, ordinal)
+  FROM new_cases nc, doc, jsonb_array_elements(doc.d->nc.ordinal) WITH ORDINALITY AS l(value, ordinal)
 ),
 new_locations AS (
   INSERT INTO run_locations (run_id, case_names, locations, replicate_counts, replicate_sds, clock_mhz, clock_sxx,
@@ -88,6 +77,24 @@ SELECT case_id, side, impl, current_date, ($6::real[])[first:last], NULLIF(throt
        replicates::smallint[], replicate_sizes::smallint[],
        sm_mhz::real[], energy_j::float8[], energy_replicates::integer[], power_w::float8[]
 FROM new_measurements
+)sql";
+
+// The cases of a judged run ($3: a JSON array of the cases without launches
+// and samples) with the ids kInsertCases used ($4) and their status: their
+// candidate's time comparison ($5 names, $6 statuses; none: no-baseline).
+constexpr const char* kInsertCaseRows = R"sql(
+INSERT INTO cases (id, run_id, project_id, ordinal, name, params, expected_launch, correctness, gpu_state, medians,
+                   bands, candidate_location_ns, first_pass_replicates, candidate_replicates, candidate_replicate_sd,
+                   candidate_clock_mhz, candidate_clock_sxx, candidate_clock_sxy, candidate_energy_j,
+                   candidate_power_w, status)
+SELECT ($4::bigint[])[c.ordinal], $1, $2, c.ordinal - 1, c.value->>'name', COALESCE(c.value->'params', '{}'),
+       c.value->'expected_launch', c.value->'correctness', c.value->'gpu_state', c.value->'medians', c.value->'bands',
+       (c.value->>'location')::float8, (c.value->>'first_pass_replicates')::integer,
+       (c.value->>'replicates')::integer, (c.value->>'replicate_sd')::float8,
+       (c.value->>'clock_mhz')::float8, (c.value->>'clock_sxx')::float8, (c.value->>'clock_sxy')::float8,
+       (c.value->>'energy_j')::float8, (c.value->>'power_w')::float8, COALESCE(st.status, 'no-baseline')
+FROM jsonb_array_elements($3::jsonb) WITH ORDINALITY AS c(value, ordinal)
+LEFT JOIN unnest($5::text[], $6::text[]) AS st(name, status) ON st.name = c.value->>'name'
 )sql";
 
 // The run's cases become the newest of their branch and GPU model, unless a
@@ -296,10 +303,7 @@ SELECT json_build_object(
 FROM (
   SELECT * FROM (
     SELECT r.id, r.commit_sha, r.commit_subject, r.commit_author, r.committed_at, r.finished_at, r.gpu_model,
-           r.verdict, c.medians, c.bands, r.acknowledged_at IS NOT NULL AS acknowledged,
-           COALESCE((SELECT x.status FROM comparisons x
-                     WHERE x.run_id = c.run_id AND x.case_name = c.name AND x.kind = 'time'
-                       AND x.impl = 'candidate'), 'no-baseline') AS status,
+           r.verdict, c.medians, c.bands, r.acknowledged_at IS NOT NULL AS acknowledged, c.status,
            c.candidate_energy_j AS energy_j, c.candidate_power_w AS power_w,
            CASE WHEN c.candidate_energy_j IS NOT NULL THEN
              (SELECT x.status FROM comparisons x
@@ -377,6 +381,7 @@ std::vector<Statement> RunRepository::statements() {
   return {{"run_insert", kInsertRun},
           {"run_insert_stages", kInsertStages},
           {"run_insert_cases", kInsertCases},
+          {"run_insert_case_rows", kInsertCaseRows},
           {"run_advance_case_heads", kAdvanceCaseHeads},
           {"run_head", kRunHead},
           {"run_comparisons", kRunComparisons},
@@ -596,7 +601,13 @@ StoredRun RunRepository::store(pqxx::work& tx, std::int64_t project_id, const co
   for (const common::Stage& stage : report.stages) stages.push_back(common::to_json(stage));
   tx.exec_prepared("run_insert_stages", run_id, stages.dump());
 
-  json cases = json::array();
+  // The cases' ids now, their rows once the run is judged (store_cases).
+  PgArray case_ids;
+  for (const auto& row :
+       tx.exec_params("SELECT nextval(pg_get_serial_sequence('cases', 'id')) FROM generate_series(1, $1)",
+                      static_cast<std::int64_t>(report.cases.size())))
+    case_ids.number(row[0].as<std::int64_t>());
+  json cases = json::array(), launches = json::array();
   MeasurementColumns measurements;
   LocationColumns locations;
   for (std::size_t i = 0; i < report.cases.size(); ++i) {
@@ -607,8 +618,8 @@ StoredRun RunRepository::store(pqxx::work& tx, std::int64_t project_id, const co
       if (auto it = source.find(key); it != source.end()) row[key] = *it;
     }
     // What SQL casts to integers comes from the parsed report: 168.0 is 168 there.
-    row["launches"] = json::array();
-    for (const common::Launch& launch : c.launches) row["launches"].push_back(common::to_json(launch));
+    json& case_launches = launches.emplace_back(json::array());
+    for (const common::Launch& launch : c.launches) case_launches.push_back(common::to_json(launch));
     if (c.first_pass_replicates) row["first_pass_replicates"] = *c.first_pass_replicates;
     json median_by_impl = json::object(), bands = json::object();
     for (const common::Measurement& m : c.measurements) {
@@ -628,14 +639,25 @@ StoredRun RunRepository::store(pqxx::work& tx, std::int64_t project_id, const co
   }
   const MeasurementColumns& m = measurements;
   const LocationColumns& l = locations;
-  tx.exec_prepared("run_insert_cases", run_id, project_id, cases.dump(), m.ordinals.str(), m.impls.str(),
-                   m.samples.str(), m.firsts.str(), m.lasts.str(), m.medians.str(), m.flops.str(),
-                   m.bytes.str(), m.peaks.str(), m.throttled.str(), l.names.str(), l.locations.str(),
-                   l.replicate_counts.str(), l.replicate_sds.str(), m.sides.str(), m.replicates.str(),
-                   m.clocks.str(), l.clocks.str(), l.clock_sxx.str(), l.clock_sxy.str(), m.energy_j.str(),
-                   m.energy_replicates.str(), m.power_w.str(), m.replicate_rules.str(),
+  tx.exec_prepared("run_insert_cases", run_id, launches.dump(), case_ids.str(), m.ordinals.str(),
+                   m.impls.str(), m.samples.str(), m.firsts.str(), m.lasts.str(), m.medians.str(),
+                   m.flops.str(), m.bytes.str(), m.peaks.str(), m.throttled.str(), l.names.str(),
+                   l.locations.str(), l.replicate_counts.str(), l.replicate_sds.str(), m.sides.str(),
+                   m.replicates.str(), m.clocks.str(), l.clocks.str(), l.clock_sxx.str(), l.clock_sxy.str(),
+                   m.energy_j.str(), m.energy_replicates.str(), m.power_w.str(), m.replicate_rules.str(),
                    m.replicate_sizes.str());
-  return {run_id, false, "pending"};
+  return {run_id, false, "pending", project_id, cases.dump(), case_ids.str()};
+}
+
+void RunRepository::store_cases(pqxx::work& tx, const StoredRun& stored,
+                                const std::vector<std::pair<std::string, std::string>>& statuses) {
+  PgArray names, values;
+  for (const auto& [name, status] : statuses) {
+    names.text(name);
+    values.text(status);
+  }
+  tx.exec_prepared0("run_insert_case_rows", stored.run_id, stored.project_id, stored.case_rows,
+                    stored.case_ids, names.str(), values.str());
 }
 
 void RunRepository::advance_case_heads(pqxx::work& tx, std::int64_t run_id) {
@@ -648,7 +670,11 @@ std::optional<StoredRun> RunRepository::find_stored(pqxx::work& tx, std::int64_t
       tx.exec_params("SELECT id, verdict FROM runs WHERE project_id = $1 AND report_sha256 = $2", project_id,
                      sha256_hex(canonical));
   if (rows.empty()) return std::nullopt;
-  return StoredRun{rows[0][0].as<std::int64_t>(), true, rows[0][1].as<std::string>()};
+  StoredRun stored;
+  stored.run_id = rows[0][0].as<std::int64_t>();
+  stored.duplicate = true;
+  stored.verdict = rows[0][1].as<std::string>();
+  return stored;
 }
 
 void RunRepository::set_verdict(pqxx::work& tx, std::int64_t run_id, const std::string& verdict) {

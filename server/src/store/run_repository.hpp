@@ -36,6 +36,10 @@ struct StoredRun {
   std::int64_t run_id = 0;
   bool duplicate = false;  // the same report was stored before
   std::string verdict;
+  // What RunRepository::store_cases writes once the run is judged.
+  std::int64_t project_id = 0;
+  std::string case_rows;  // JSON array of the cases without launches and samples
+  std::string case_ids;   // their ids as a PostgreSQL array, in case order
 };
 
 class RunRepository {
@@ -61,12 +65,18 @@ class RunRepository {
                                                     const std::string& default_branch);
   static std::optional<std::string> project_of_run(pqxx::work& tx, std::int64_t run_id);
 
-  // Stores run, stages, cases, launches and raw samples. `document` is the
+  // Stores run, stages, launches, measurements and raw samples; the case rows
+  // wait for store_cases. `document` is the
   // report as validated into `report`; `canonical` its key-sorted text, whose
   // SHA-256 makes a re-post a no-op.
   static StoredRun store(pqxx::work& tx, std::int64_t project_id, const common::RunReport& report,
                          const nlohmann::json& document, const std::string& canonical,
                          std::optional<std::int64_t> job_id);
+  // The run's case rows, each with its status (case name, status: its
+  // candidate's time comparison; a case not named has none, no-baseline).
+  // Written once the run is judged, so a case row is never written twice.
+  static void store_cases(pqxx::work& tx, const StoredRun& stored,
+                          const std::vector<std::pair<std::string, std::string>>& statuses);
   // The run already stored from this exact report, if any.
   // The run's cases as the newest of their branch and GPU model (the
   // overview's rows); last in the run's transaction, as it locks them.
