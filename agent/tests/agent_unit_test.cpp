@@ -1157,11 +1157,12 @@ TEST(ReportUpload, PartsFitAndMakeTheReportAgain) {
   spec.replicates = 3;
   spec.samples = 20;
   const json report = testing::make_report(spec);
-  const ReportParts parts = split_report("/api/v1/runs", report, 32 * 1024);
+  constexpr std::size_t kPart = std::size_t{32} * 1024;
+  const ReportParts parts = split_report("/api/v1/runs", report, kPart);
   ASSERT_GE(parts.gzipped.size(), 3u);
   json rebuilt;
   for (std::size_t k = 0; k < parts.gzipped.size(); ++k) {
-    EXPECT_LE(parts.gzipped[k].size(), 32u * 1024) << "part " << k;
+    EXPECT_LE(parts.gzipped[k].size(), kPart) << "part " << k;
     json part = json::parse(http::gzip_decompress(parts.gzipped[k], std::size_t{1} << 30));
     if (k == 0) {
       rebuilt = part;
@@ -1171,8 +1172,8 @@ TEST(ReportUpload, PartsFitAndMakeTheReportAgain) {
     for (json& one : part["cases"]) rebuilt["cases"].push_back(std::move(one));
   }
   EXPECT_EQ(rebuilt, report);
-  EXPECT_EQ(split_report("/api/v1/runs", report, 32 * 1024).upload, parts.upload);
-  EXPECT_NE(split_report("/api/v1/jobs/4/report", report, 32 * 1024).upload, parts.upload);
+  EXPECT_EQ(split_report("/api/v1/runs", report, kPart).upload, parts.upload);
+  EXPECT_NE(split_report("/api/v1/jobs/4/report", report, kPart).upload, parts.upload);
   EXPECT_THROW(split_report("/api/v1/runs", report, 256), std::runtime_error);
 }
 

@@ -171,7 +171,7 @@ class SmallReportLimit : public UploadTest {
  protected:
   ServerOptions server_options() override {
     ServerOptions options = UploadTest::server_options();
-    options.http.decoded_body_limit = 32 * 1024;
+    options.http.decoded_body_limit = std::size_t{32} * 1024;
     return options;
   }
 };
@@ -180,7 +180,7 @@ TEST_F(SmallReportLimit, PartsTogetherAreHeldToTheLimitOfOneReport) {
   const json report = fifty_cases(6);
   const std::size_t size = report.dump().size();
   ASSERT_GT(size, 32u * 1024);
-  const std::vector<json> parts = split(report, size / (20 * 1024) + 2);
+  const std::vector<json> parts = split(report, size / (std::size_t{20} * 1024) + 2);
   http::Client agent = this->agent();
   http::Response answer;
   std::size_t sent = 0;
