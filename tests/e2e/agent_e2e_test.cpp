@@ -561,7 +561,6 @@ TEST_F(AgentE2eTest, UploadSendsALargeReportInPartsAndResendsOnlyWhatWasLost) {
   network.lose("");
   auto resent = run_command(
       {KW_BINARY, "upload", spooled.string(), "--server", network.url(), "--token", agent_token_});
-  unsetenv("KW_UPLOAD_PART_BYTES");
   EXPECT_EQ(resent.exit_code, 0) << resent.output;
   EXPECT_NE(resent.output.find("report in " + parts[1].str() + " parts (1 already on the server)"),
             std::string::npos)
@@ -573,6 +572,14 @@ TEST_F(AgentE2eTest, UploadSendsALargeReportInPartsAndResendsOnlyWhatWasLost) {
   for (const std::string& line : network.requests())
     first_part_sent += line.find("PUT ") == 0 && line.find("/parts/0?") != std::string::npos;
   EXPECT_EQ(first_part_sent, 1) << "the part the server had was not sent again";
+  // Sent once more (its answer lost, say): the stored run, nothing sent.
+  auto again = run_command(
+      {KW_BINARY, "upload", spooled.string(), "--server", network.url(), "--token", agent_token_});
+  unsetenv("KW_UPLOAD_PART_BYTES");
+  EXPECT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_NE(again.output.find("(already stored)"), std::string::npos) << again.output;
+  EXPECT_EQ(again.output.find("report in"), std::string::npos) << again.output;
+  EXPECT_EQ(server_->client().get("/api/v1/projects/demo/runs").json().size(), 1u);
 }
 
 // kw run measures the checkout in place: uncommitted changes would be

@@ -104,6 +104,8 @@ http::Response send_report(http::Client& client, const std::string& target, cons
     http::Response state = client.get(upload);
     if (state.status == 200) {
       const json answer = state.json();
+      // Stored before (its answer lost on the way): completing again answers that run.
+      if (answer.contains("run_id")) return client.request("POST", upload, "{}");
       for (const json& part : answer.at("received")) held.insert(part.get<int>());
     } else if (state.status != 404) {
       return state;
