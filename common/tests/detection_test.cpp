@@ -40,6 +40,19 @@ TEST(Detection, StudentTMatchesTables) {
   EXPECT_NEAR(student_t_two_sided_p(0, 5), 1.0, 1e-12);
   EXPECT_NEAR(student_t_quantile(0.95, 10), 2.228139, 1e-5);
   EXPECT_NEAR(student_t_quantile(0.99, 4.5), 4.34, 0.1);
+  // Quantiles (R: qt(1 - (1 - p) / 2, df)), from one degree of freedom,
+  // where the tail is heaviest, to nearly the normal's.
+  EXPECT_NEAR(student_t_quantile(0.95, 1), 12.7062047362, 1e-8);
+  EXPECT_NEAR(student_t_quantile(0.99, 5), 4.0321429836, 1e-9);
+  EXPECT_NEAR(student_t_quantile(0.99, 2.5), 7.1637281389, 1e-8);
+  EXPECT_NEAR(student_t_quantile(0.999, 3), 12.9239786367, 1e-8);
+  EXPECT_NEAR(student_t_quantile(0.95, 1e6), 1.959966, 1e-5);
+  for (double df : {1.0, 1.7, 3.2, 9.0, 41.5, 300.0}) {
+    for (double p : {0.5, 0.9, 0.95, 0.99, 0.999}) {
+      EXPECT_NEAR(student_t_two_sided_p(student_t_quantile(p, df), df), 1 - p, 1e-12 * (1 - p) + 1e-15)
+          << "df " << df << ", p " << p;
+    }
+  }
   EXPECT_THROW(student_t_two_sided_p(1, 0), std::invalid_argument);
 }
 

@@ -133,6 +133,48 @@ TEST(RunReport, Rfc3339) {
   EXPECT_FALSE(parse_rfc3339("2026-11-21T10:00:00Zjunk"));
 }
 
+// A report of `count` cases, each the example's first under its own name:
+// enough for its cases to be read on several threads.
+json many_cases(std::size_t count) {
+  json report = example();
+  const json first = report["cases"][0];
+  report["cases"] = json::array();
+  for (std::size_t i = 0; i < count; ++i) {
+    json c = first;
+    c["name"] = "case/" + std::to_string(i);
+    report["cases"].push_back(std::move(c));
+  }
+  return report;
+}
+
+TEST(RunReport, CasesReadInPartsKeepTheirOrderAndTheFirstFaultIsNamed) {
+  json report = many_cases(3000);
+  RunReport read = parse_run_report(report);
+  ASSERT_EQ(read.cases.size(), 3000u);
+  for (std::size_t i = 0; i < read.cases.size(); ++i)
+    ASSERT_EQ(read.cases[i].name, "case/" + std::to_string(i));
+
+  // Faults in several parts: the one earliest in the report is named, a
+  // fault of one case before a duplicate name later on, and the other way.
+  json broken = report;
+  broken["cases"][2900]["measurements"][0]["samples_ns"][0] = -1;
+  broken["cases"][1700]["measurements"][0]["impl"] = "nobody";
+  try {
+    parse_run_report(broken);
+    FAIL() << "accepted a broken report";
+  } catch (const ValidationError& error) {
+    EXPECT_EQ(error.path(), "cases[1700].measurements[0].impl");
+  }
+  broken["cases"][1200]["name"] = "case/5";
+  try {
+    parse_run_report(broken);
+    FAIL() << "accepted a duplicate case name";
+  } catch (const ValidationError& error) {
+    EXPECT_EQ(error.path(), "cases[1200].name");
+    EXPECT_EQ(error.code(), "duplicate");
+  }
+}
+
 class BrokenReportTest : public ::testing::TestWithParam<kw::testing::BrokenReport> {};
 
 TEST_P(BrokenReportTest, IsRejectedNamingTheField) {

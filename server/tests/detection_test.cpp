@@ -30,6 +30,65 @@ TEST(PgArrayTest, ParsesNumbersAndArraysAndNamesWhatItCannot) {
   EXPECT_EQ(parse_pg_array<double>(built.str()), (std::vector<double>{4, 2.5}));
 }
 
+// Binary arrays through a real PostgreSQL: each element type as the server
+// reads it (its text form back), NULLs and empty arrays, text it must not
+// unescape, and array_send's output read back.
+TEST(PgArrayTest, BinaryArraysRoundTripThroughPostgres) {
+  TestDatabase database;
+  pqxx::connection connection(database.url());
+  pqxx::nontransaction tx(connection);  // a refused statement leaves the next one free to run
+  auto text_of = [&](const std::string& cast, const pqxx::binarystring& param) {
+    return tx.exec_params1("SELECT ($1::" + cast + ")::text", param)[0].as<std::string>();
+  };
+  PgBinaryArray<PgType::float4> floats;
+  for (double value : {1.5, 2e-3, 123456.0, 1e18}) floats.add(value);
+  EXPECT_EQ(text_of("real[]", floats.param()), "{1.5,0.002,123456,1e+18}");
+  PgBinaryArray<PgType::float8> doubles;
+  doubles.add(0.1);
+  doubles.null();
+  doubles.add(-2.5e-300);
+  EXPECT_EQ(text_of("float8[]", doubles.param()), "{0.1,NULL,-2.5e-300}");
+  PgBinaryArray<PgType::int2> shorts;
+  shorts.add(-7);
+  shorts.add(32767);
+  EXPECT_EQ(text_of("smallint[]", shorts.param()), "{-7,32767}");
+  PgBinaryArray<PgType::int4> ints;
+  ints.add(-2147483647 - 1);
+  ints.add(5);
+  EXPECT_EQ(text_of("integer[]", ints.param()), "{-2147483648,5}");
+  PgBinaryArray<PgType::int8> longs;
+  longs.add(std::int64_t{1} << 40);
+  EXPECT_EQ(text_of("bigint[]", longs.param()), "{1099511627776}");
+  PgBinaryArray<PgType::boolean> flags;
+  flags.add(true);
+  flags.add(false);
+  EXPECT_EQ(text_of("boolean[]", flags.param()), "{t,f}");
+  PgBinaryArray<PgType::text> texts;
+  for (const char* value : {"a\"b", "back\\slash", "{,}", "é中", ""}) texts.add(std::string_view(value));
+  texts.null();
+  EXPECT_EQ(tx.exec_params1("SELECT array_to_json($1::text[])::text", texts.param())[0].as<std::string>(),
+            R"(["a\"b","back\\slash","{,}","é中","",null])");
+  PgBinaryArray<PgType::jsonb> documents;
+  documents.add(std::string_view(R"({"b": [1, 2], "a": "x"})"));
+  documents.null();
+  EXPECT_EQ(tx.exec_params1("SELECT array_to_json($1::jsonb[])::text", documents.param())[0].as<std::string>(),
+            R"([{"a": "x", "b": [1, 2]},null])");
+  EXPECT_EQ(text_of("real[]", PgBinaryArray<PgType::float4>().param()), "{}");
+  // A wrong element type is refused by name, never misread.
+  EXPECT_THROW(text_of("real[]", doubles.param()), pqxx::sql_error);
+
+  EXPECT_EQ(parse_pg_binary_array<double>(
+                tx.exec1("SELECT array_send('{1.5,0.25,3e+06}'::real[])")[0].as<std::string>()),
+            (std::vector<double>{1.5, 0.25, 3e6}));
+  EXPECT_EQ(parse_pg_binary_array<double>(tx.exec1("SELECT array_send('{}'::real[])")[0].as<std::string>()),
+            std::vector<double>{});
+  EXPECT_THROW(
+      parse_pg_binary_array<double>(tx.exec1("SELECT array_send('{1,NULL}'::real[])")[0].as<std::string>()),
+      std::runtime_error);
+  EXPECT_THROW(parse_pg_binary_array<double>("\\x0001"), std::runtime_error);
+  EXPECT_THROW(parse_pg_binary_array<double>("{1,2}"), std::runtime_error);
+}
+
 using kw::testing::make_commit;
 using kw::testing::make_report;
 using kw::testing::ReportSpec;

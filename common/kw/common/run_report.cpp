@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <exception>
 #include <initializer_list>
 #include <set>
 
+#include "kw/common/in_parts.hpp"
 #include "kw/common/json_reader.hpp"
 #include "kw/common/stats.hpp"
 
@@ -511,6 +513,51 @@ std::optional<double> parse_rfc3339(std::string_view text) {
   return days * 86400.0 + *hour * 3600.0 + *minute * 60.0 + *second + fraction - offset_minutes * 60.0;
 }
 
+namespace {
+
+// The report's cases into `report`; whether any has a measurement. Each
+// case is read on its own, on every core; what ties cases together is
+// checked after, in order, so the first fault in the report is the one
+// named, as when they were read one by one.
+bool read_cases(const json& cases, RunReport& report) {
+  struct Part {
+    std::vector<Case> cases;
+    std::exception_ptr fault;  // of the case after the last one read
+  };
+  std::vector<Part> parts = in_parts(cases.size(), 256, [&](std::size_t begin, std::size_t end) {
+    Part part;
+    part.cases.reserve(end - begin);
+    try {
+      for (std::size_t i = begin; i < end; ++i)
+        part.cases.push_back(read_case(cases[i], index_path("cases", i)));
+    } catch (...) {
+      part.fault = std::current_exception();
+    }
+    return part;
+  });
+  std::set<std::string, std::less<>> case_names;
+  bool any_measurement = false;
+  report.cases.reserve(cases.size());
+  for (Part& part : parts) {
+    for (Case& run_case : part.cases) {
+      const std::string path = index_path("cases", report.cases.size());
+      if (!case_names.insert(run_case.name).second) {
+        JsonReader::fail(path + ".name", "duplicate case name \"" + run_case.name + "\"", "duplicate");
+      }
+      any_measurement = any_measurement || !run_case.measurements.empty();
+      if (!run_case.base_measurements.empty() && !report.base_commit) {
+        JsonReader::fail(path + ".base_measurements",
+                         "needs base_commit: they are that commit's measurements", "inconsistent");
+      }
+      report.cases.push_back(std::move(run_case));
+    }
+    if (part.fault) std::rethrow_exception(part.fault);
+  }
+  return any_measurement;
+}
+
+}  // namespace
+
 RunReport parse_run_report(const json& document) {
   JsonReader reader(document, "");
   RunReport report;
@@ -575,21 +622,7 @@ RunReport parse_run_report(const json& document) {
                      "holds " + std::to_string(cases.size()) + " cases; a report holds at most " +
                          std::to_string(kMaxCases),
                      "too_many");
-  std::set<std::string, std::less<>> case_names;
-  bool any_measurement = false;
-  for (std::size_t i = 0; i < cases.size(); ++i) {
-    std::string path = index_path("cases", i);
-    Case run_case = read_case(cases[i], path);
-    if (!case_names.insert(run_case.name).second) {
-      JsonReader::fail(path + ".name", "duplicate case name \"" + run_case.name + "\"", "duplicate");
-    }
-    any_measurement = any_measurement || !run_case.measurements.empty();
-    if (!run_case.base_measurements.empty() && !report.base_commit) {
-      JsonReader::fail(path + ".base_measurements", "needs base_commit: they are that commit's measurements",
-                       "inconsistent");
-    }
-    report.cases.push_back(std::move(run_case));
-  }
+  const bool any_measurement = read_cases(cases, report);
   if (any_measurement && !report.device) {
     JsonReader::fail("device", "is required when any case has measurements", "missing_field");
   }

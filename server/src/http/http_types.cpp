@@ -4,6 +4,7 @@
 
 #include <boost/beast/core/string.hpp>
 
+#include "kw/common/json_in_parts.hpp"
 #include "kw/common/run_report.hpp"
 #include "kw/http/gzip.hpp"
 
@@ -75,7 +76,7 @@ nlohmann::json Request::json_body() const {
   if (body.empty()) throw BadRequest("bad_json", "request body is empty; expected JSON");
   nlohmann::json document;
   try {
-    document = nlohmann::json::parse(body);
+    document = common::parse_in_parts(body);
   } catch (const nlohmann::json::parse_error& error) {
     throw BadRequest("bad_json", "request body is not valid JSON (byte " + std::to_string(error.byte) + ")");
   } catch (const nlohmann::json::exception& error) {

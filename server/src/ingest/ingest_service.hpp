@@ -40,9 +40,9 @@ class IngestService {
 
   // Where an ingest's time goes, summed over every report since start
   // (/metrics: kw_ingest_phase_seconds_total): `parse` the JSON, `validate`
-  // the report, `identity` its canonical text (a re-post's match). `plan` (history read and
-  // cases judged) runs beside `store` on a second connection; `wait` is what
-  // the transaction then still waits for it.
+  // the report, `identity` its canonical form (a re-post's match). `plan`
+  // (history read and cases judged) runs beside `store` on a second
+  // connection; `wait` is what the transaction then still waits for it.
   enum class Phase { parse, validate, identity, plan, store, wait, finish, after, commit };
   static constexpr std::array<const char*, 9> kPhaseNames = {
       "parse", "validate", "identity", "plan", "store", "wait", "finish", "after", "commit"};

@@ -1,6 +1,8 @@
 #include "store/run_repository.hpp"
 
 #include <cmath>
+#include <tuple>
+#include <unordered_map>
 
 #include "errors.hpp"
 #include "kw/common/detection.hpp"
@@ -32,40 +34,38 @@ SELECT $1, s.ordinal - 1, s.value->>'name', s.value->>'status', (s.value->>'dura
 FROM jsonb_array_elements($2::jsonb) WITH ORDINALITY AS s(value, ordinal)
 )sql";
 
-// Launches, measurements and samples of cases whose ids are taken ($3, in
+// Launches, measurements and samples of cases whose ids are taken ($2, in
 // case order) before the cases are written: a case row is written once,
-// with its status, when its run has been judged (kInsertCaseRows). Launches
-// from a JSON array of each case's launches ($2); measurements as parallel
-// arrays, their samples all in one real[] ($6) that each row slices from
-// (parsed once, where an array literal per row would be parsed twice). One
+// with its status, when its run has been judged (kInsertCaseRows). Every
+// column is an array in binary form (store/pg_array.hpp), a row per
+// element, rows tied to their case by its ordinal; the samples of all
+// measurements in one real[] ($20) that each row slices (first..last), and
+// their clocks, where measured, in another ($21) of the same layout. One
 // round trip however many cases and samples the run has.
 constexpr const char* kInsertCases = R"sql(
-WITH doc AS (SELECT $2::jsonb AS d),
-new_cases AS (SELECT c.id, (c.ordinal - 1)::integer AS ordinal FROM unnest($3::bigint[]) WITH ORDINALITY AS c(id, ordinal)),
-counted AS (UPDATE runs SET case_count = cardinality($3::bigint[]) WHERE id = $1),
+WITH counted AS (UPDATE runs SET case_count = cardinality($2::bigint[]) WHERE id = $1),
 new_launches AS (
   INSERT INTO launches (case_id, ordinal, kernel, grid, block, registers, static_smem, dynamic_smem, duration_ns)
-  SELECT nc.id, l.ordinal - 1, l.value->>'kernel',
-         ARRAY(SELECT g::int FROM jsonb_array_elements_text(l.value->'grid') WITH ORDINALITY AS t(g, i) ORDER BY i),
-         ARRAY(SELECT b::int FROM jsonb_array_elements_text(l.value->'block') WITH ORDINALITY AS t(b, i) ORDER BY i),
-         (l.value->>'registers')::int, (l.value->>'static_smem')::bigint, (l.value->>'dynamic_smem')::bigint,
-         (l.value->>'duration_ns')::float8
-  FROM new_cases nc, doc, jsonb_array_elements(doc.d->nc.ordinal) WITH ORDINALITY AS l(value, ordinal)
+  SELECT ($2::bigint[])[l.case_ordinal + 1], l.ordinal, l.kernel,
+         ($25::bigint[])[6 * l.i - 5:6 * l.i - 3]::integer[], ($25::bigint[])[6 * l.i - 2:6 * l.i]::integer[],
+         l.registers::integer, l.static_smem, l.dynamic_smem, l.duration_ns
+  FROM unnest($22::integer[], $23::integer[], $24::text[], $26::bigint[], $27::bigint[], $28::bigint[],
+              $29::float8[])
+    WITH ORDINALITY AS l(case_ordinal, ordinal, kernel, registers, static_smem, dynamic_smem, duration_ns, i)
 ),
 new_locations AS (
   INSERT INTO run_locations (run_id, case_names, locations, replicate_counts, replicate_sds, clock_mhz, clock_sxx,
                              clock_sxy)
-  SELECT $1, $14::text[], $15::float8[], $16::integer[], $17::float8[], $21::float8[], $22::float8[],
-         $23::float8[]
+  SELECT $1, $30::text[], $31::float8[], $32::integer[], $33::float8[], $34::float8[], $35::float8[],
+         $36::float8[]
 ),
 new_measurements AS (
-  SELECT nc.id AS case_id, t.*
-  FROM unnest($4::integer[], $5::text[], $7::integer[], $8::integer[], $9::float8[], $10::float8[],
-              $11::float8[], $12::bigint[], $13::text[], $18::text[], $19::text[], $20::text[], $24::text[],
-              $25::text[], $26::text[], $27::text[], $28::text[])
-    AS t(ordinal, impl, first, last, median, flops, bytes, peak, throttled, side, replicates, sm_mhz, energy_j,
-         energy_replicates, power_w, replicate_location, replicate_sizes)
-  JOIN new_cases nc ON nc.ordinal = t.ordinal
+  SELECT ($2::bigint[])[t.ordinal + 1] AS case_id, t.*
+  FROM unnest($3::integer[], $4::text[], $5::text[], $6::integer[], $7::integer[], $8::boolean[], $9::float8[],
+              $10::float8[], $11::float8[], $12::bigint[], $13::text[], $14::text[], $15::text[], $16::text[],
+              $17::text[], $18::text[], $19::text[])
+    AS t(ordinal, side, impl, first, last, clocked, median, flops, bytes, peak, throttled, replicates,
+         replicate_sizes, energy_j, energy_replicates, power_w, replicate_location)
 ),
 summaries AS (
   INSERT INTO measurements (case_id, side, impl, median_ns, flops, bytes, peak_mem_bytes, replicate_location)
@@ -73,28 +73,29 @@ summaries AS (
 )
 INSERT INTO samples (case_id, side, impl, stored_on, samples_ns, throttled_samples, replicates, replicate_sizes,
                      sm_mhz, energy_j, energy_replicates, power_w)
-SELECT case_id, side, impl, current_date, ($6::real[])[first:last], NULLIF(throttled::integer[], '{}'),
-       replicates::smallint[], replicate_sizes::smallint[],
-       sm_mhz::real[], energy_j::float8[], energy_replicates::integer[], power_w::float8[]
+SELECT case_id, side, impl, current_date, ($20::real[])[first:last], throttled::integer[],
+       replicates::smallint[], replicate_sizes::smallint[], CASE WHEN clocked THEN ($21::real[])[first:last] END,
+       energy_j::float8[], energy_replicates::integer[], power_w::float8[]
 FROM new_measurements
 )sql";
 
-// The cases of a judged run ($3: a JSON array of the cases without launches
-// and samples) with the ids kInsertCases used ($4) and their status: their
-// candidate's time comparison ($5 names, $6 statuses; none: no-baseline).
+// The cases of a judged run, a column each ($3..$19, binary arrays in case
+// order, with the ids kInsertCases used), and their status ($20: their
+// candidate's time comparison, no-baseline where there is none).
 constexpr const char* kInsertCaseRows = R"sql(
 INSERT INTO cases (id, run_id, project_id, ordinal, name, params, expected_launch, correctness, gpu_state, medians,
                    bands, candidate_location_ns, first_pass_replicates, candidate_replicates, candidate_replicate_sd,
                    candidate_clock_mhz, candidate_clock_sxx, candidate_clock_sxy, candidate_energy_j,
                    candidate_power_w, status)
-SELECT ($4::bigint[])[c.ordinal], $1, $2, c.ordinal - 1, c.value->>'name', COALESCE(c.value->'params', '{}'),
-       c.value->'expected_launch', c.value->'correctness', c.value->'gpu_state', c.value->'medians', c.value->'bands',
-       (c.value->>'location')::float8, (c.value->>'first_pass_replicates')::integer,
-       (c.value->>'replicates')::integer, (c.value->>'replicate_sd')::float8,
-       (c.value->>'clock_mhz')::float8, (c.value->>'clock_sxx')::float8, (c.value->>'clock_sxy')::float8,
-       (c.value->>'energy_j')::float8, (c.value->>'power_w')::float8, COALESCE(st.status, 'no-baseline')
-FROM jsonb_array_elements($3::jsonb) WITH ORDINALITY AS c(value, ordinal)
-LEFT JOIN unnest($5::text[], $6::text[]) AS st(name, status) ON st.name = c.value->>'name'
+SELECT c.id, $1, $2, c.i - 1, c.name, c.params, c.expected_launch, c.correctness, c.gpu_state, c.medians, c.bands,
+       c.location, c.first_pass_replicates, c.replicates, c.replicate_sd, c.clock_mhz, c.clock_sxx, c.clock_sxy,
+       c.energy_j, c.power_w, c.status
+FROM unnest($3::bigint[], $4::text[], $5::jsonb[], $6::jsonb[], $7::jsonb[], $8::jsonb[], $9::jsonb[],
+            $10::jsonb[], $11::float8[], $12::integer[], $13::integer[], $14::float8[], $15::float8[],
+            $16::float8[], $17::float8[], $18::float8[], $19::float8[], $20::text[])
+  WITH ORDINALITY AS c(id, name, params, expected_launch, correctness, gpu_state, medians, bands, location,
+                       first_pass_replicates, replicates, replicate_sd, clock_mhz, clock_sxx, clock_sxy, energy_j,
+                       power_w, status, i)
 )sql";
 
 // The run's cases become the newest of their branch and GPU model, unless a
@@ -396,32 +397,22 @@ std::vector<Statement> RunRepository::statements() {
 
 namespace {
 
-// One row's array as an element of a text[] column; NULL when empty (older
+// One row's array, as a literal in a text[] column; NULL when empty (older
 // reports without it).
 template <typename T>
-void add_array_or_null(PgArray& column, const std::vector<T>& values) {
+void add_array_or_null(PgBinaryArray<PgType::text>& column, const std::vector<T>& values) {
   if (values.empty()) {
     column.null();
     return;
   }
   PgArray row;
   for (const T& value : values) row.number(value);
-  column.text(row.str());
+  column.add(row.str());
 }
 
-// The candidate's joules per iteration, the geometric mean of its
-// replicates (no outlier left out), and their median board power: what the
-// series plots for each run.
-void add_energy(const common::Measurement& candidate, nlohmann::json& row) {
-  double log_sum = 0;
-  int measured = 0;
-  for (double joules : candidate.energy_j) {
-    if (joules <= 0) continue;
-    log_sum += std::log(joules);
-    ++measured;
-  }
-  if (measured > 0) row["energy_j"] = std::exp(log_sum / measured);
-  if (!candidate.power_w.empty()) row["power_w"] = common::median(candidate.power_w);
+template <PgType Type, typename T>
+void add_or_null(PgBinaryArray<Type>& column, const std::optional<T>& value) {
+  value ? column.add(*value) : column.null();
 }
 
 }  // namespace
@@ -503,27 +494,36 @@ namespace {
 
 // The measurements of a run as run_insert_cases takes them: one array per
 // column, a row per measurement, every sample in one array that each row
-// indexes (first..last).
+// slices (first..last), and every clock in another, where one was measured.
 struct MeasurementColumns {
-  PgArray ordinals, impls, sides, samples, firsts, lasts, medians, flops, bytes, peaks, throttled, replicates,
-      replicate_sizes, clocks, energy_j, energy_replicates, power_w, replicate_rules;
+  PgBinaryArray<PgType::int4> ordinals, firsts, lasts;
+  PgBinaryArray<PgType::text> sides, impls, throttled, replicates, replicate_sizes, energy_j,
+      energy_replicates, power_w, replicate_rules;
+  PgBinaryArray<PgType::boolean> clocked;
+  PgBinaryArray<PgType::float8> medians, flops, bytes;
+  PgBinaryArray<PgType::int8> peaks;
+  PgBinaryArray<PgType::float4> samples;
+  std::vector<float> clocks;  // each sample's, 0 for a row without: the layout of `samples`
   std::size_t sample_count = 0;
 
   void add(std::size_t ordinal, const common::Measurement& m, const char* side) {
-    ordinals.number(ordinal);
-    impls.text(m.impl);
-    sides.text(side);
-    for (double sample : m.samples_ns) samples.number(sample);
-    firsts.number(sample_count + 1);  // PostgreSQL arrays count from 1
+    ordinals.add(ordinal);
+    impls.add(m.impl);
+    sides.add(side);
+    for (double sample : m.samples_ns) samples.add(sample);
+    firsts.add(sample_count + 1);  // PostgreSQL arrays count from 1
+    if (!m.sm_mhz.empty()) {       // one per sample (parse_run_report)
+      clocks.resize(sample_count);
+      clocks.insert(clocks.end(), m.sm_mhz.begin(), m.sm_mhz.end());
+    }
+    clocked.add(!m.sm_mhz.empty());
     sample_count += m.samples_ns.size();
-    lasts.number(sample_count);
-    medians.number(m.median_ns);
-    m.flops ? flops.number(*m.flops) : flops.null();
-    m.bytes ? bytes.number(*m.bytes) : bytes.null();
-    m.peak_mem_bytes ? peaks.number(*m.peak_mem_bytes) : peaks.null();
-    PgArray marked;
-    for (std::int64_t index : m.throttled_samples) marked.number(index);
-    throttled.text(marked.str());
+    lasts.add(sample_count);
+    medians.add(m.median_ns);
+    add_or_null(flops, m.flops);
+    add_or_null(bytes, m.bytes);
+    add_or_null(peaks, m.peak_mem_bytes);
+    add_array_or_null(throttled, m.throttled_samples);
     // Blocks in order, the usual shape, as their sizes (replicate_blocks.hpp).
     if (auto sizes = replicate_block_sizes(m.replicates); sizes && !sizes->empty()) {
       replicates.null();
@@ -532,7 +532,6 @@ struct MeasurementColumns {
       add_array_or_null(replicates, m.replicates);
       replicate_sizes.null();
     }
-    add_array_or_null(clocks, m.sm_mhz);
     add_array_or_null(energy_j, m.energy_j);
     add_array_or_null(energy_replicates, m.energy_replicates);
     add_array_or_null(power_w, m.power_w);
@@ -540,42 +539,127 @@ struct MeasurementColumns {
     if (m.replicate_location == common::ReplicateLocation::trimmed_mean)
       replicate_rules.null();
     else
-      replicate_rules.text(std::string(common::to_string(m.replicate_location)));
+      replicate_rules.add(common::to_string(m.replicate_location));
+  }
+
+  pqxx::binarystring clock_param() const {
+    PgBinaryArray<PgType::float4> all;
+    if (!clocks.empty()) {
+      for (float clock : clocks) all.add(clock);
+      for (std::size_t i = clocks.size(); i < sample_count; ++i) all.add(0.0F);
+    }
+    return all.param();
   }
 };
 
+// Each launch of each case: its grid and block six numbers of one array.
+struct LaunchColumns {
+  PgBinaryArray<PgType::int4> case_ordinals, ordinals;
+  PgBinaryArray<PgType::text> kernels;
+  PgBinaryArray<PgType::int8> dims, registers, static_smem, dynamic_smem;
+  PgBinaryArray<PgType::float8> durations;
+
+  void add(std::size_t case_ordinal, std::size_t ordinal, const common::Launch& launch) {
+    case_ordinals.add(case_ordinal);
+    ordinals.add(ordinal);
+    kernels.add(launch.kernel);
+    for (std::int64_t dim : launch.grid) dims.add(dim);
+    for (std::int64_t dim : launch.block) dims.add(dim);
+    registers.add(launch.registers);
+    static_smem.add(launch.static_smem);
+    dynamic_smem.add(launch.dynamic_smem);
+    add_or_null(durations, launch.duration_ns);
+  }
+};
+
+}  // namespace
+
+// The cases of a run as run_insert_case_rows takes them, but for their
+// status, which comes from judging the run.
+struct CaseRowColumns {
+  std::vector<std::string> names;
+  PgBinaryArray<PgType::int8> ids;
+  PgBinaryArray<PgType::text> name_column;
+  PgBinaryArray<PgType::jsonb> params, expected_launch, correctness, gpu_state, medians, bands;
+  PgBinaryArray<PgType::float8> locations, replicate_sds, clock_mhz, clock_sxx, clock_sxy, energy_j, power_w;
+  PgBinaryArray<PgType::int4> first_pass_replicates, replicates;
+
+  // `source`: the case as posted, whose objects are stored as they came.
+  void add(const common::Case& c, const nlohmann::json& source) {
+    names.push_back(c.name);
+    name_column.add(c.name);
+    auto as_posted = [&](PgBinaryArray<PgType::jsonb>& column, const char* key) {
+      auto it = source.find(key);
+      it != source.end() ? column.add(it->dump()) : column.null();
+    };
+    auto params_it = source.find("params");
+    params.add(params_it != source.end() ? params_it->dump() : std::string("{}"));
+    as_posted(expected_launch, "expected_launch");
+    as_posted(correctness, "correctness");
+    as_posted(gpu_state, "gpu_state");
+    add_or_null(first_pass_replicates, c.first_pass_replicates);
+  }
+};
+
+namespace {
+
 // Each case's candidate location, replicate spread and clock: what its
 // history and the GPU model's noise prior are made of, and what a later run
-// is judged against at equal clock.
+// is judged against at equal clock; in the case's row and in the run's
+// run_locations row.
 struct LocationColumns {
-  PgArray names, locations, replicate_counts, replicate_sds, clocks, clock_sxx, clock_sxy;
+  PgBinaryArray<PgType::text> names;
+  PgBinaryArray<PgType::float8> locations, replicate_sds, clocks, clock_sxx, clock_sxy;
+  PgBinaryArray<PgType::int4> replicate_counts;
   common::DetectionSettings detection;  // the defaults: what every stored location is computed with
 
-  void add(const std::string& name, const common::Measurement& candidate, nlohmann::json& row) {
-    const common::Timing timing = common::timing_of(candidate);
+  void add(const std::string& name, const common::Measurement* candidate, CaseRowColumns& row) {
+    if (candidate == nullptr) {
+      for (auto* column : {&row.locations, &row.replicate_sds, &row.clock_mhz, &row.clock_sxx, &row.clock_sxy,
+                           &row.energy_j, &row.power_w})
+        column->null();
+      row.replicates.null();
+      return;
+    }
+    const common::Timing timing = common::timing_of(*candidate);
     std::vector<double> per_replicate = common::replicate_locations(timing, detection);
     double location = common::location(per_replicate);
     std::optional<double> sd = common::replicate_log_sd(per_replicate);
-    row["location"] = location;
-    row["replicates"] = per_replicate.size();
-    if (sd) row["replicate_sd"] = *sd;
-    names.text(name);
-    locations.number(location);
-    replicate_counts.number(per_replicate.size());
-    sd ? replicate_sds.number(*sd) : replicate_sds.null();
+    row.locations.add(location);
+    row.replicates.add(per_replicate.size());
+    add_or_null(row.replicate_sds, sd);
+    names.add(name);
+    locations.add(location);
+    replicate_counts.add(per_replicate.size());
+    add_or_null(replicate_sds, sd);
     common::RunClock clock = common::run_clock(per_replicate, common::replicate_clocks(timing));
-    if (clock.mhz > 0) {
-      row["clock_mhz"] = clock.mhz;
-      row["clock_sxx"] = clock.sxx;
-      row["clock_sxy"] = clock.sxy;
-      clocks.number(clock.mhz);
-      clock_sxx.number(clock.sxx);
-      clock_sxy.number(clock.sxy);
-    } else {
-      clocks.null();
-      clock_sxx.null();
-      clock_sxy.null();
+    for (auto [stored, in_row, value] : {std::tuple{&clocks, &row.clock_mhz, clock.mhz},
+                                         {&clock_sxx, &row.clock_sxx, clock.sxx},
+                                         {&clock_sxy, &row.clock_sxy, clock.sxy}}) {
+      if (clock.mhz > 0) {
+        stored->add(value);
+        in_row->add(value);
+      } else {
+        stored->null();
+        in_row->null();
+      }
     }
+    add_energy(*candidate, row);
+  }
+
+  // The candidate's joules per iteration, the geometric mean of its
+  // replicates (no outlier left out), and their median board power: what
+  // the series plots for each run.
+  static void add_energy(const common::Measurement& candidate, CaseRowColumns& row) {
+    double log_sum = 0;
+    int measured = 0;
+    for (double joules : candidate.energy_j) {
+      if (joules <= 0) continue;
+      log_sum += std::log(joules);
+      ++measured;
+    }
+    measured > 0 ? row.energy_j.add(std::exp(log_sum / measured)) : row.energy_j.null();
+    !candidate.power_w.empty() ? row.power_w.add(common::median(candidate.power_w)) : row.power_w.null();
   }
 };
 
@@ -602,25 +686,19 @@ StoredRun RunRepository::store(pqxx::work& tx, std::int64_t project_id, const co
   tx.exec_prepared("run_insert_stages", run_id, stages.dump());
 
   // The cases' ids now, their rows once the run is judged (store_cases).
-  PgArray case_ids;
+  auto rows = std::make_shared<CaseRowColumns>();
   for (const auto& row :
        tx.exec_params("SELECT nextval(pg_get_serial_sequence('cases', 'id')) FROM generate_series(1, $1)",
                       static_cast<std::int64_t>(report.cases.size())))
-    case_ids.number(row[0].as<std::int64_t>());
-  json cases = json::array(), launches = json::array();
+    rows->ids.add(parse_pg_number<std::int64_t>(std::string_view(row[0].c_str(), row[0].size())));
   MeasurementColumns measurements;
+  LaunchColumns launches;
   LocationColumns locations;
+  const json& posted_cases = document.at("cases");
   for (std::size_t i = 0; i < report.cases.size(); ++i) {
     const common::Case& c = report.cases[i];
-    const json& source = document["cases"][i];
-    json row = json::object();
-    for (const char* key : {"name", "params", "expected_launch", "correctness", "gpu_state"}) {
-      if (auto it = source.find(key); it != source.end()) row[key] = *it;
-    }
-    // What SQL casts to integers comes from the parsed report: 168.0 is 168 there.
-    json& case_launches = launches.emplace_back(json::array());
-    for (const common::Launch& launch : c.launches) case_launches.push_back(common::to_json(launch));
-    if (c.first_pass_replicates) row["first_pass_replicates"] = *c.first_pass_replicates;
+    rows->add(c, posted_cases[i]);
+    for (std::size_t k = 0; k < c.launches.size(); ++k) launches.add(i, k, c.launches[k]);
     json median_by_impl = json::object(), bands = json::object();
     for (const common::Measurement& m : c.measurements) {
       median_by_impl[m.impl] = m.median_ns;
@@ -629,35 +707,41 @@ StoredRun RunRepository::store(pqxx::work& tx, std::int64_t project_id, const co
       measurements.add(i, m, "head");
     }
     for (const common::Measurement& m : c.base_measurements) measurements.add(i, m, "base");
-    row["medians"] = std::move(median_by_impl);
-    row["bands"] = std::move(bands);
-    if (const common::Measurement* candidate = c.candidate()) {
-      locations.add(c.name, *candidate, row);
-      add_energy(*candidate, row);
-    }
-    cases.push_back(std::move(row));
+    rows->medians.add(median_by_impl.dump());
+    rows->bands.add(bands.dump());
+    locations.add(c.name, c.candidate(), *rows);
   }
   const MeasurementColumns& m = measurements;
-  const LocationColumns& l = locations;
-  tx.exec_prepared("run_insert_cases", run_id, launches.dump(), case_ids.str(), m.ordinals.str(),
-                   m.impls.str(), m.samples.str(), m.firsts.str(), m.lasts.str(), m.medians.str(),
-                   m.flops.str(), m.bytes.str(), m.peaks.str(), m.throttled.str(), l.names.str(),
-                   l.locations.str(), l.replicate_counts.str(), l.replicate_sds.str(), m.sides.str(),
-                   m.replicates.str(), m.clocks.str(), l.clocks.str(), l.clock_sxx.str(), l.clock_sxy.str(),
-                   m.energy_j.str(), m.energy_replicates.str(), m.power_w.str(), m.replicate_rules.str(),
-                   m.replicate_sizes.str());
-  return {run_id, false, "pending", project_id, cases.dump(), case_ids.str()};
+  const LaunchColumns& l = launches;
+  const LocationColumns& at = locations;
+  tx.exec_prepared(
+      "run_insert_cases", run_id, rows->ids.param(), m.ordinals.param(), m.sides.param(), m.impls.param(),
+      m.firsts.param(), m.lasts.param(), m.clocked.param(), m.medians.param(), m.flops.param(),
+      m.bytes.param(), m.peaks.param(), m.throttled.param(), m.replicates.param(), m.replicate_sizes.param(),
+      m.energy_j.param(), m.energy_replicates.param(), m.power_w.param(), m.replicate_rules.param(),
+      m.samples.param(), m.clock_param(), l.case_ordinals.param(), l.ordinals.param(), l.kernels.param(),
+      l.dims.param(), l.registers.param(), l.static_smem.param(), l.dynamic_smem.param(), l.durations.param(),
+      at.names.param(), at.locations.param(), at.replicate_counts.param(), at.replicate_sds.param(),
+      at.clocks.param(), at.clock_sxx.param(), at.clock_sxy.param());
+  return {run_id, false, "pending", project_id, std::move(rows)};
 }
 
 void RunRepository::store_cases(pqxx::work& tx, const StoredRun& stored,
                                 const std::vector<std::pair<std::string, std::string>>& statuses) {
-  PgArray names, values;
-  for (const auto& [name, status] : statuses) {
-    names.text(name);
-    values.text(status);
+  const CaseRowColumns& c = *stored.case_rows;
+  std::unordered_map<std::string_view, std::string_view> status_of;
+  for (const auto& [name, status] : statuses) status_of.emplace(name, status);
+  PgBinaryArray<PgType::text> status;
+  for (const std::string& name : c.names) {
+    auto found = status_of.find(name);
+    status.add(found != status_of.end() ? found->second : std::string_view("no-baseline"));
   }
-  tx.exec_prepared0("run_insert_case_rows", stored.run_id, stored.project_id, stored.case_rows,
-                    stored.case_ids, names.str(), values.str());
+  tx.exec_prepared0("run_insert_case_rows", stored.run_id, stored.project_id, c.ids.param(),
+                    c.name_column.param(), c.params.param(), c.expected_launch.param(), c.correctness.param(),
+                    c.gpu_state.param(), c.medians.param(), c.bands.param(), c.locations.param(),
+                    c.first_pass_replicates.param(), c.replicates.param(), c.replicate_sds.param(),
+                    c.clock_mhz.param(), c.clock_sxx.param(), c.clock_sxy.param(), c.energy_j.param(),
+                    c.power_w.param(), status.param());
 }
 
 void RunRepository::advance_case_heads(pqxx::work& tx, std::int64_t run_id) {

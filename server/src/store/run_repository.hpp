@@ -2,6 +2,7 @@
 // transaction, and the read queries (run page, projects, cases, series).
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -32,14 +33,15 @@ struct RunHead {
   std::int64_t cases = 0;
 };
 
+struct CaseRowColumns;
+
 struct StoredRun {
   std::int64_t run_id = 0;
   bool duplicate = false;  // the same report was stored before
   std::string verdict;
   // What RunRepository::store_cases writes once the run is judged.
   std::int64_t project_id = 0;
-  std::string case_rows;  // JSON array of the cases without launches and samples
-  std::string case_ids;   // their ids as a PostgreSQL array, in case order
+  std::shared_ptr<const CaseRowColumns> case_rows;
 };
 
 class RunRepository {
@@ -67,8 +69,8 @@ class RunRepository {
 
   // Stores run, stages, launches, measurements and raw samples; the case rows
   // wait for store_cases. `document` is the
-  // report as validated into `report`; `canonical` its key-sorted text, whose
-  // SHA-256 makes a re-post a no-op.
+  // report as validated into `report`; `canonical` its canonical form (CBOR,
+  // keys sorted), whose SHA-256 makes a re-post a no-op.
   static StoredRun store(pqxx::work& tx, std::int64_t project_id, const common::RunReport& report,
                          const nlohmann::json& document, const std::string& canonical,
                          std::optional<std::int64_t> job_id);
