@@ -71,8 +71,9 @@ TEST(PgArrayTest, BinaryArraysRoundTripThroughPostgres) {
   PgBinaryArray<PgType::jsonb> documents;
   documents.add(std::string_view(R"({"b": [1, 2], "a": "x"})"));
   documents.null();
-  EXPECT_EQ(tx.exec_params1("SELECT array_to_json($1::jsonb[])::text", documents.param())[0].as<std::string>(),
-            R"([{"a": "x", "b": [1, 2]},null])");
+  EXPECT_EQ(
+      tx.exec_params1("SELECT array_to_json($1::jsonb[])::text", documents.param())[0].as<std::string>(),
+      R"([{"a": "x", "b": [1, 2]},null])");
   EXPECT_EQ(text_of("real[]", PgBinaryArray<PgType::float4>().param()), "{}");
   // A wrong element type is refused by name, never misread.
   EXPECT_THROW(text_of("real[]", doubles.param()), pqxx::sql_error);

@@ -79,18 +79,15 @@ ORDER BY w.name, h.run_id
 )sql";
 
 // A measurement whose samples retention dropped is not read: a baseline
-// without samples is judged as none (store/sample_retention.hpp). The cases
-// as ranges of ids ($1 first, $2 last: a run's cases have consecutive ids),
-// each one range scan of samples, where one index probe per case and
-// partition took 180 ms at 10,000 cases. Samples and clocks in binary
-// (array_send), nothing to format or parse.
+// without samples is judged as none (store/sample_retention.hpp). Samples
+// and clocks in binary (array_send), nothing to format or parse.
 constexpr const char* kMeasurementsOf = R"sql(
-SELECT s.case_id, s.impl, array_send(s.samples_ns), COALESCE(s.throttled_samples, '{}')::text,
+SELECT m.case_id, m.impl, array_send(s.samples_ns), COALESCE(s.throttled_samples, '{}')::text,
        COALESCE(s.replicates, '{}')::text, COALESCE(s.replicate_sizes, '{}')::text,
        array_send(COALESCE(s.sm_mhz, '{}')), COALESCE(s.energy_j, '{}')::text, m.replicate_location
-FROM unnest($1::bigint[], $2::bigint[]) AS r(first, last)
-JOIN samples s ON s.case_id BETWEEN r.first AND r.last AND s.side = 'head'
-JOIN measurements m ON m.case_id = s.case_id AND m.side = s.side AND m.impl = s.impl
+FROM measurements m
+JOIN samples s ON s.case_id = m.case_id AND s.side = m.side AND s.impl = m.impl
+WHERE m.case_id = ANY($1::bigint[]) AND m.side = 'head'
 )sql";
 
 // Comparisons as parallel arrays in binary form (store/pg_array.hpp), one
@@ -135,20 +132,13 @@ std::map<std::string, Baseline> find_baselines(pqxx::work& tx, const std::vector
   return found;
 }
 
-std::map<std::int64_t, std::vector<Measurement>> load_measurements(pqxx::work& tx,
-                                                                   std::vector<std::int64_t> case_ids) {
+std::map<std::int64_t, std::vector<Measurement>> load_measurements(
+    pqxx::work& tx, const std::vector<std::int64_t>& case_ids) {
   std::map<std::int64_t, std::vector<Measurement>> by_case;
   if (case_ids.empty()) return by_case;
-  std::sort(case_ids.begin(), case_ids.end());
-  PgBinaryArray<PgType::int8> firsts, lasts;
-  for (std::size_t i = 0; i < case_ids.size(); ++i) {
-    if (i == 0 || case_ids[i] != case_ids[i - 1] + 1) {
-      if (i > 0) lasts.add(case_ids[i - 1]);
-      firsts.add(case_ids[i]);
-    }
-  }
-  lasts.add(case_ids.back());
-  for (const auto& row : tx.exec_prepared("detection_measurements", firsts.param(), lasts.param())) {
+  PgBinaryArray<PgType::int8> ids;
+  for (std::int64_t id : case_ids) ids.add(id);
+  for (const auto& row : tx.exec_prepared("detection_measurements", ids.param())) {
     Measurement m;
     m.impl = row[1].as<std::string>();
     m.samples_ns = parse_pg_binary_array<double>(std::string_view(row[2].c_str(), row[2].size()));
@@ -567,7 +557,7 @@ std::shared_ptr<const DetectionRepository::Plan> DetectionRepository::plan(pqxx:
   std::vector<std::int64_t> case_ids;
   case_ids.reserve(baselines.size());
   for (const auto& [_, b] : baselines) case_ids.push_back(b.case_id);
-  auto base_measurements = load_measurements(tx, std::move(case_ids));
+  auto base_measurements = load_measurements(tx, case_ids);
   auto history = load_history(tx, names, project_id, gpu, project.default_branch, kAfterEveryRun);
   const common::GpuNoise gpu_noise = common::learn_gpu_noise(history, detection);
 
