@@ -123,7 +123,6 @@ class PgBinaryArray {
     has_null_ = true;
     pg_binary::put(elements_, ~std::uint32_t{0});  // length -1
   }
-  std::size_t size() const { return count_; }
 
   pqxx::binarystring param() const {
     std::string out;
