@@ -9,6 +9,8 @@
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <stdexcept>
+#include <vector>
 
 namespace {
 
@@ -74,6 +76,26 @@ TEST(Gzip, ALimitStopsTheOutputAtOneByteMore) {
   } catch (const GzipTooLarge& e) {
     EXPECT_STREQ(e.what(), "gzip: decompresses to more than the limit of 9999999 bytes");
   }
+}
+
+// Empty members after a large one cost no allocation: the output grew to
+// twice its size for every member (zero-filling it) before.
+TEST(Gzip, TheOutputGrowsOnlyWhenFullAndMembersAreCapped) {
+  const std::string large(std::size_t{8'000'000}, 'x');
+  const std::string empty_member = gzip_compress("");
+  std::string body = gzip_compress(large);
+  for (std::size_t i = 1; i < kw::http::kGzipMaxMembers; ++i) body += empty_member;
+  std::vector<std::size_t> sizes;
+  EXPECT_EQ(gzip_decompress(body, large.size(), [&](std::size_t size) { sizes.push_back(size); }).size(),
+            large.size());
+  EXPECT_LE(sizes.size(), 9u) << "64 KiB doubled to 8 MB, and no more for the empty members";
+  EXPECT_THROW(gzip_decompress(body + empty_member, large.size()), GzipError) << "one member past the cap";
+  // A budget that refuses a size stops the inflation there.
+  EXPECT_THROW(gzip_decompress(gzip_compress(large), large.size(),
+                               [](std::size_t size) {
+                                 if (size > 1'000'000) throw std::length_error("over budget");
+                               }),
+               std::length_error);
 }
 
 TEST(Gzip, CorruptOrCutInputIsRefusedNamingWhy) {

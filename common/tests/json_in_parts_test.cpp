@@ -6,6 +6,7 @@
 
 #include <random>
 #include <string>
+#include <vector>
 
 namespace kw::common {
 namespace {
@@ -90,6 +91,102 @@ TEST(JsonInParts, BrokenDocumentsGetTheParsersOwnError) {
   trailing.insert(trailing.find("],\"schema\""), ",");  // a trailing comma in the cases
   expect_same_error(trailing);
   expect_same_error(text.substr(0, middle) + "1e400," + text.substr(middle));  // out of range
+}
+
+// A byte-order mark before one element: the whole parse refuses it (a mark
+// is skipped only at the start of the text); a part parsed alone skipped it.
+TEST(JsonInParts, AByteOrderMarkBeforeAnElementIsRefusedAsWhole) {
+  const std::string text = large_document(kCases).dump();
+  const std::size_t middle = text.find("{\"empty\"", text.size() / 2);
+  const std::size_t element = text.rfind("{\"empty\"", middle - 1);
+  ASSERT_NE(element, std::string::npos);
+  expect_same_error(text.substr(0, element) + "\xEF\xBB\xBF" + text.substr(element));
+  EXPECT_EQ(parse_in_parts("\xEF\xBB\xBF" + text), json::parse("\xEF\xBB\xBF" + text))
+      << "at the start: kept";
+}
+
+// Random edits of a document large enough to be split, each parsed both
+// ways: the same value, or the same error.
+TEST(JsonInParts, MutatedDocumentsParseAsTheWholeParserDoes) {
+  const std::string text = large_document(300).dump();
+  std::string padded = text;
+  padded.insert(padded.size() - 1,
+                ",\"pad\":\"" + std::string((std::size_t{1} << 20) - text.size() + 64, 'p') + "\"");
+  ASSERT_GT(padded.size(), std::size_t{1} << 20);
+  std::mt19937_64 rng(11);
+  const std::vector<std::string> inserts = {"\xEF\xBB\xBF", ",", "]",    "[",    "{",     "}", "\"",
+                                            "\\",           " ", "\x01", "\xFF", "1e400", "-", "tru",
+                                            "null",         ":"};
+  int refused = 0;
+  for (int round = 0; round < 60; ++round) {
+    std::string mutated = padded;
+    std::uniform_int_distribution<std::size_t> at(0, mutated.size() - 1);
+    const std::size_t where = at(rng);
+    switch (round % 3) {
+      case 0:
+        mutated.insert(where, inserts[rng() % inserts.size()]);
+        break;
+      case 1:
+        mutated.erase(where, 1 + rng() % 3);
+        break;
+      default:
+        mutated[where] = static_cast<char>(rng() & 0xff);
+    }
+    std::string whole, split;
+    try {
+      whole = json::parse(mutated).dump();
+    } catch (const json::exception& error) {
+      whole = std::string("error: ") + error.what();
+    }
+    try {
+      split = parse_in_parts(mutated).dump();
+    } catch (const json::exception& error) {
+      split = std::string("error: ") + error.what();
+    }
+    ASSERT_EQ(split.substr(0, 300), whole.substr(0, 300)) << "round " << round << " at byte " << where;
+    ASSERT_EQ(split, whole) << "round " << round;
+    refused += whole.rfind("error: ", 0) == 0 ? 1 : 0;
+  }
+  EXPECT_GT(refused, 15) << "most edits break the document";
+}
+
+// Limits stop the parse at the first excess, split or whole, and what was
+// taken from a lease is the estimate of what the value holds.
+TEST(JsonInParts, LimitsStopTheParseAtTheFirstExcess) {
+  const std::string nested = std::string(65, '[') + std::string(65, ']');
+  EXPECT_THROW(parse_in_parts(nested, {64}), JsonTooDeep);
+  EXPECT_EQ(parse_in_parts(nested.substr(1, 128), {64}), json::parse(nested.substr(1, 128)));
+
+  std::string empties = "{\"cases\":[{}";
+  for (int i = 0; i < 500'000; ++i) empties += ",{}";
+  empties += "]}";
+  MemoryBudget budget(std::size_t{1} << 30);
+  {
+    MemoryLease lease(&budget);
+    try {
+      parse_in_parts(empties, {64, empties.size() * 8, &lease});
+      FAIL() << "1.5 MB of empty objects hold over 60 MB";
+    } catch (const JsonTooLarge& error) {
+      EXPECT_NE(std::string(error.what()).find("more than " + std::to_string(empties.size() * 8) + " bytes"),
+                std::string::npos)
+          << error.what();
+    }
+  }
+  EXPECT_EQ(budget.used(), 0u) << "the lease gave back what it took";
+
+  // A report-like document fits within 8 times its size, and its estimate is
+  // what its lease holds until the lease ends.
+  const std::string report = large_document(kCases).dump();
+  {
+    MemoryLease lease(&budget);
+    EXPECT_EQ(parse_in_parts(report, {64, report.size() * 8, &lease}), json::parse(report));
+    EXPECT_GT(lease.held(), report.size());
+    EXPECT_LT(lease.held(), report.size() * 8);
+    EXPECT_EQ(budget.used(), lease.held());
+  }
+  MemoryBudget small(1 << 20);
+  MemoryLease lease(&small);
+  EXPECT_THROW(parse_in_parts(report, {64, report.size() * 8, &lease}), MemoryBusy);
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // A run's comparisons as the run and compare pages show them.
-import { badge, esc, ratioText } from "./lib.js";
+import { badge, esc, intervalText, ratioText } from "./lib.js";
 
 // How the run was judged: the false-alarm rate over its candidate
 // comparisons, the noise prior, and whether the baselines moved together.
@@ -17,7 +17,7 @@ export function comparisonTable(rows) {
   if (!rows?.length) return '<p class="muted">No comparisons.</p>';
   return `<table class="comparisons"><thead><tr><th>case</th><th>kind</th><th>implementation</th><th>status</th><th class="num">ratio</th><th class="num">99% interval</th><th class="num">p</th><th class="num">threshold</th><th>baseline</th><th>note</th></tr></thead><tbody>
     ${rows.map((c) => `<tr><td>${esc(c.case)}</td><td>${esc(c.kind)}</td><td>${esc(c.impl ?? "")}</td><td>${badge(c.status)}</td><td class="num">${ratioText(c.ratio)}</td>
-      <td class="num">${c.lower != null ? `${c.lower.toFixed(3)} – ${c.upper.toFixed(3)}` : "–"}</td><td class="num">${c.p_value != null ? c.p_value.toExponential(1) : "–"}</td>
+      <td class="num">${intervalText(c.lower, c.upper)}</td><td class="num">${c.p_value != null ? c.p_value.toExponential(1) : "–"}</td>
       <td class="num threshold" title="${esc(c.threshold_source ?? "")}">${c.threshold != null ? (100 * c.threshold).toFixed(1) + "%" : "–"}</td>
       <td>${c.baseline_run_id ? `<a href="#/run/${c.baseline_run_id}">${esc(c.baseline_reason)}</a>` : esc(c.baseline_reason ?? "")}</td>
       <td class="muted">${esc(c.note)}${c.first_pass ? `<br><span class="first-pass">first pass: ${ratioText(c.first_pass.ratio)}, p ${c.first_pass.p_value.toExponential(1)} on ${c.first_pass.head_replicates} + ${c.first_pass.base_replicates} replicates; measured again</span>` : ""}</td></tr>`).join("")}</tbody></table>`;

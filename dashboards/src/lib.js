@@ -5,9 +5,15 @@ export const app = document.getElementById("app");
 
 export const esc = (s) => String(s ?? "").replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
 
-export const us = (ns) => (ns == null ? "–" : (ns / 1000).toLocaleString(undefined, { maximumFractionDigits: ns < 1e5 ? 2 : 1 }) + " µs");
+// Times, ratios and intervals with three significant digits everywhere: a
+// case flagged at 1.04x shows two different times, never "0.28 µs vs 0.28 µs".
+export const sig3 = (x) => x.toLocaleString(undefined, { minimumSignificantDigits: 3, maximumSignificantDigits: 3 });
 
-export const ratioText = (r) => (r == null ? "–" : r.toFixed(3) + "x");
+export const us = (ns) => (ns == null ? "–" : sig3(ns / 1000) + " µs");
+
+export const ratioText = (r) => (r == null ? "–" : sig3(r) + "x");
+
+export const intervalText = (lower, upper, separator = " – ") => (lower == null ? "–" : `${sig3(lower)}${separator}${sig3(upper)}`);
 
 export const badge = (status, text) => `<span class="badge ${esc(status)}">${esc(text ?? status)}</span>`;
 
@@ -20,7 +26,13 @@ export const when = (t) => (t == null ? "–" : new Date(typeof t === "number" ?
 // A run's commit as a dashboard shows it: short SHA, subject, author.
 export const commitCell = (r) => `<code>${esc(short(r.commit))}</code> ${esc(r.subject ?? "")}${r.author ? ` <span class="muted">· ${esc(r.author)}</span>` : ""}`;
 
-export const verdictBadge = (r) => (r.acknowledged ? badge("acknowledged", "pass (acknowledged)") : badge(r.verdict));
+// A failed run names the stage that failed, so a list says why without a click.
+export const verdictBadge = (r) =>
+  r.acknowledged ? badge("acknowledged", "pass (acknowledged)") : r.verdict === "failed" && r.failed_stage ? badge("failed", `${r.failed_stage} failed`) : badge(r.verdict);
+
+// Where a run measured: its GPU, its CPU on a host without one, or nothing
+// (a run that failed before measuring).
+export const deviceText = (r) => (r.gpu_model === "none" ? "–" : r.device_kind === "cpu" ? `CPU: ${r.gpu_model}` : r.gpu_model);
 
 // The branches a project has runs on, the default branch first.
 export async function branchSelect(project, branch) {

@@ -31,6 +31,16 @@ std::vector<Statement> all_statements() {
   return statements;
 }
 
+std::string upload_metrics(const OpenUploads& open) {
+  return "# HELP kw_uploads_open Report uploads begun and not completed.\n# TYPE kw_uploads_open gauge\n"
+         "kw_uploads_open " +
+         std::to_string(open.count) +
+         "\n# HELP kw_upload_bytes What the uploads not completed hold, as stored (gzip) and decoded.\n"
+         "# TYPE kw_upload_bytes gauge\nkw_upload_bytes{form=\"stored\"} " +
+         std::to_string(open.stored_bytes) + "\nkw_upload_bytes{form=\"decoded\"} " +
+         std::to_string(open.decoded_bytes) + "\n";
+}
+
 bool reads_need_token(const ServerOptions& options) {
   if (options.reads_need_token) return true;
   boost::system::error_code ec;
@@ -62,6 +72,8 @@ App::App(ServerOptions options) : options_(std::move(options)) {
                                 [&](pqxx::work& tx) { return TokenRepository::authenticate(tx, token); });
       },
       metrics_, reads_need_token(options_));
+  body_memory_ = std::make_unique<common::MemoryBudget>(options_.http.body_memory);
+  router_->set_body_decoding(options_.http.decoded_body_limit, body_memory_.get());
   read_cache_ = std::make_unique<ReadCache>(options_.read_cache_bytes);
   open_read_replica(connections);
   // Without the feed the cache stays off, and every read runs on the primary.
@@ -72,7 +84,7 @@ App::App(ServerOptions options) : options_(std::move(options)) {
       std::make_unique<IngestService>(*pool_, *read_routing_, options_.notifications, options_.max_attempts);
   handler_context_ = std::make_unique<HandlerContext>(HandlerContext{
       *pool_, *monitor_, metrics_, *ingest_, *read_routing_, options_.notifications, options_.lease_seconds,
-      options_.max_attempts, schema_version_, options_.http.decoded_body_limit});
+      options_.max_attempts, schema_version_, options_.http.decoded_body_limit, options_.uploads});
   add_health_routes(*router_, *handler_context_);
   add_run_routes(*router_, *handler_context_);
   add_job_routes(*router_, *handler_context_);
@@ -173,6 +185,13 @@ void App::add_metrics_sources() {
         std::to_string(change_feed_ ? change_feed_->connects() : 0) + "\n";
   });
   metrics_.add_source([this](std::string& text) {
+    text +=
+        "# HELP kw_body_memory_bytes Memory request bodies hold while inflated and parsed (an estimate), "
+        "and its limit.\n# TYPE kw_body_memory_bytes gauge\nkw_body_memory_bytes{state=\"used\"} " +
+        std::to_string(body_memory_->used()) + "\nkw_body_memory_bytes{state=\"limit\"} " +
+        std::to_string(body_memory_->capacity()) + "\n";
+  });
+  metrics_.add_source([this](std::string& text) {
     text += "# HELP kw_db_up Whether the database answered its last ping.\n# TYPE kw_db_up gauge\nkw_db_up " +
             std::string(monitor_->available() ? "1" : "0") + "\n";
     // What needs the database is read by the background loop, never here:
@@ -216,7 +235,8 @@ void App::refresh_stored_metrics() {
   try {
     std::string text = with_transaction(*pool_, [](pqxx::work& tx) {
       return job_metrics(JobRepository::counts_by_state(tx)) +
-             notification_metrics(NotificationOutbox::health(tx));
+             notification_metrics(NotificationOutbox::health(tx)) +
+             upload_metrics(UploadRepository::open_uploads(tx));
     });
     std::lock_guard lock(stored_metrics_mutex_);
     stored_metrics_ = std::move(text);
@@ -237,12 +257,23 @@ void App::maintain_storage() {
     if (outcome.moved > 0)
       LogLine() << "kw-server: " << outcome.moved << " measurements' samples kept: their cases' newest "
                 << options_.retention.runs << " judged runs\n";
-    const std::int64_t expired = transact([](pqxx::work& tx) { return UploadRepository::expire(tx, 24); });
-    if (expired > 0)
-      LogLine() << "kw-server: " << expired << " report upload(s) untouched for a day removed\n";
   } catch (const ServiceUnavailable&) {  // the database monitor logs that once
   } catch (const std::exception& error) {
     LogLine() << "kw-server: sample retention: " << error.what() << "\n";
+  }
+}
+
+void App::expire_uploads() {
+  try {
+    const std::int64_t expired = with_transaction(*pool_, [this](pqxx::work& tx) {
+      return UploadRepository::expire(tx, options_.uploads.incomplete_minutes);
+    });
+    if (expired > 0)
+      LogLine() << "kw-server: " << expired << " report upload(s) removed (incomplete for "
+                << options_.uploads.incomplete_minutes << " min, or completed a day ago)\n";
+  } catch (const ServiceUnavailable&) {  // the database monitor logs that once
+  } catch (const std::exception& error) {
+    LogLine() << "kw-server: report uploads: " << error.what() << "\n";
   }
 }
 
@@ -252,13 +283,19 @@ void App::reap_leases() {
       std::chrono::milliseconds(static_cast<int>(std::clamp(options_.lease_seconds / 4, 0.05, 5.0) * 1000));
   refresh_stored_metrics();
   maintain_storage();
+  expire_uploads();
   auto maintained = std::chrono::steady_clock::now();
+  auto uploads_expired = maintained;
   std::unique_lock lock(reaper_mutex_);
   while (!reaper_wake_.wait_for(lock, period, [this] { return reaper_stop_; })) {
     lock.unlock();
     if (std::chrono::steady_clock::now() - maintained > std::chrono::hours(1)) {
       maintain_storage();
       maintained = std::chrono::steady_clock::now();
+    }
+    if (std::chrono::steady_clock::now() - uploads_expired > std::chrono::minutes(1)) {
+      expire_uploads();
+      uploads_expired = std::chrono::steady_clock::now();
     }
     try {
       ExpiredLeases expired = with_transaction(*pool_, [this](pqxx::work& tx) {

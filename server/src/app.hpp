@@ -22,6 +22,7 @@
 #include "store/read_cache.hpp"
 #include "store/read_routing.hpp"
 #include "store/sample_retention.hpp"
+#include "store/upload_repository.hpp"
 
 namespace kw::server {
 
@@ -45,6 +46,8 @@ struct ServerOptions {
   // How long raw samples are kept (store/sample_retention.hpp); applied at
   // start and hourly.
   RetentionPolicy retention;
+  // What report uploads not yet completed may hold, per token and project.
+  UploadQuota uploads;
   // Series and overview answers kept until their project is written; 0: none.
   std::size_t read_cache_bytes = 64u << 20;
 };
@@ -75,12 +78,14 @@ class App {
   // database (job counts, notification targets).
   void reap_leases();
   void refresh_stored_metrics();
-  // Makes the coming months' sample partitions, drops the expired ones, and
-  // removes report uploads untouched for a day.
+  // Makes the coming months' sample partitions and drops the expired ones.
   void maintain_storage();
+  // Removes report uploads left incomplete, and completed ones after a day.
+  void expire_uploads();
 
   ServerOptions options_;
   Metrics metrics_;
+  std::unique_ptr<common::MemoryBudget> body_memory_;
   std::unique_ptr<DatabaseMonitor> monitor_;
   std::unique_ptr<ConnectionPool> pool_;
   std::unique_ptr<ReadCache> read_cache_;

@@ -37,7 +37,9 @@ using NotFound = HttpStatusError<404>;
 using MethodNotAllowed = HttpStatusError<405>;
 using Conflict = HttpStatusError<409>;
 using PayloadTooLarge = HttpStatusError<413>;
+using TooManyRequests = HttpStatusError<429>;
 using ServiceUnavailable = HttpStatusError<503>;
+using InsufficientStorage = HttpStatusError<507>;
 
 // Well-formed JSON that breaks the contract; the message is "field: reason".
 struct Unprocessable : HttpError {

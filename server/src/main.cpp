@@ -182,6 +182,29 @@ void add_http_options(CLI::App& cli, ServeFlags& flags) {
   cli.add_option("--decoded-body-limit", flags.options.http.decoded_body_limit,
                  "largest size a gzip request body may decompress to, in bytes")
       ->capture_default_str();
+  cli.add_option("--body-memory", flags.options.http.body_memory,
+                 "bytes that the request bodies being inflated and parsed may hold in all; past it, 503")
+      ->capture_default_str()
+      ->check(CLI::Range(std::size_t{16} << 20, std::size_t{1} << 40));
+  UploadQuota& uploads = flags.options.uploads;
+  cli.add_option("--uploads-per-token", uploads.uploads_per_token,
+                 "report uploads one token may have begun and not completed; past it, 429")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 10000));
+  cli.add_option("--upload-bytes-per-token", uploads.bytes_per_token,
+                 "bytes (as sent) that one token's uploads not completed may hold; past it, 507")
+      ->capture_default_str();
+  cli.add_option("--uploads-per-project", uploads.uploads_per_project,
+                 "report uploads not completed that one project may have; past it, 429")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  cli.add_option("--upload-bytes-per-project", uploads.bytes_per_project,
+                 "bytes (as sent) that one project's uploads not completed may hold; past it, 507")
+      ->capture_default_str();
+  cli.add_option("--upload-expiry-minutes", uploads.incomplete_minutes,
+                 "minutes an upload may wait for its next part or its completion before it is removed")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 24 * 60));
 }
 
 // Jobs, access, the files served, and where commit statuses and webhooks go.
@@ -229,6 +252,9 @@ void add_service_options(CLI::App& cli, ServeFlags& flags) {
       "--read-database-url", flags.options.read_database_url,
       "a streaming replica of the database (postgresql://...): the history reads and the dashboard's "
       "go there, except where it has not yet replayed a write this server has made or heard of");
+  cli.add_flag("--allow-private-webhooks", flags.options.notifications.allow_private_webhooks,
+               "let projects' webhooks reach loopback, private and link-local addresses (an on-premises "
+               "receiver); off, such a webhook_url is refused and such addresses are never connected to");
   cli.add_option("--webhook-secret", flags.options.notifications.webhook_secret,
                  "HMAC-SHA256 key for webhook signatures (or KW_WEBHOOK_SECRET)");
 }

@@ -484,8 +484,9 @@ struct TwoConnections {
 };
 using ConnectionCapTest = ServerWithHttp<TwoConnections>;
 
-// Past the cap a connection is answered 503 with Retry-After and closed;
-// once connections end, the server serves again.
+// Past the cap, with no connection idle to give up its slot (these two are
+// in the middle of their requests), a connection is answered 503 with
+// Retry-After and closed; once connections end, the server serves again.
 TEST_F(ConnectionCapTest, AConnectionOverTheCapIs503WithRetryAfter) {
   const auto port = static_cast<unsigned short>(app_->port());
   boost::asio::io_context io;
@@ -493,6 +494,7 @@ TEST_F(ConnectionCapTest, AConnectionOverTheCapIs503WithRetryAfter) {
   for (int i = 0; i < 2; ++i) {
     held.emplace_back(io);
     held.back().connect({boost::asio::ip::make_address("127.0.0.1"), port});
+    boost::asio::write(held.back(), boost::asio::buffer(std::string("GET /healthz HTTP/1.1\r\n")));
   }
   // The server registers a connection when it accepts it: give it the moment.
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
@@ -510,6 +512,106 @@ TEST_F(ConnectionCapTest, AConnectionOverTheCapIs503WithRetryAfter) {
                  : 0;
   }
   EXPECT_EQ(status, 200);
+}
+
+struct FortySlots {
+  void operator()(HttpOptions& http) const {
+    http.max_connections = 40;
+    http.max_connections_per_address = 8;
+    http.max_unauthenticated_connections = 40;  // the flood may take every slot: see AnonymousSlotsTest
+  }
+};
+using FairSlotsTest = ServerWithHttp<FortySlots>;
+
+// A client with five addresses holds every slot with kept-alive connections
+// it sends a cheap request on now and then: a new client still gets served,
+// in the slot of one of them idle longest.
+TEST_F(FairSlotsTest, ManyAddressesCannotHoldEverySlot) {
+  const auto port = static_cast<unsigned short>(app_->port());
+  boost::asio::io_context io;
+  std::vector<boost::asio::ip::tcp::socket> flood;
+  int held = 0;
+  for (int address = 2; address <= 6; ++address) {
+    for (int i = 0; i < 8; ++i) {
+      flood.emplace_back(io);
+      flood.back().open(boost::asio::ip::tcp::v4());
+      flood.back().bind({boost::asio::ip::make_address("127.0.0." + std::to_string(address)), 0});
+      flood.back().connect({boost::asio::ip::make_address("127.0.0.1"), port});
+      boost::asio::write(flood.back(),
+                         boost::asio::buffer(std::string("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")));
+      // Its answer whole (Content-Length), the connection kept; or a 503 and
+      // the connection closed: past three quarters of the slots, connections
+      // that never sent a token are refused while none is idle a second.
+      std::string answer;
+      char buffer[512];
+      boost::system::error_code ec;
+      std::size_t header_end = std::string::npos;
+      while (!ec) {
+        answer.append(buffer, flood.back().read_some(boost::asio::buffer(buffer), ec));
+        header_end = answer.find("\r\n\r\n");
+        if (header_end == std::string::npos) continue;
+        const auto length = answer.find("Content-Length: ");
+        if (length != std::string::npos &&
+            answer.size() >= header_end + 4 + std::stoul(answer.substr(length + 16)))
+          break;
+      }
+      held += answer.rfind("HTTP/1.1 200", 0) == 0 && !ec;
+    }
+  }
+  EXPECT_EQ(held, 40) << "every slot held by the flood";
+  // Every slot is held by a connection that has had its answer; once they
+  // have idled past the eviction threshold, a newcomer takes one's slot.
+  std::string answer;
+  wait_until(
+      [&] {
+        answer = raw_exchange(port, "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        return answer.rfind("HTTP/1.1 200", 0) == 0;
+      },
+      "a newcomer served (the flood idle at least a second)");
+  // And so is every newcomer after it, each in the slot of a flood
+  // connection idle longest.
+  for (int newcomer = 0; newcomer < 10; ++newcomer) {
+    answer = raw_exchange(port, "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    EXPECT_EQ(answer.rfind("HTTP/1.1 200", 0), 0u)
+        << "newcomer " << newcomer << ": " << answer.substr(0, 200);
+  }
+}
+
+struct TwelveSlots {
+  void operator()(HttpOptions& http) const {
+    http.max_connections = 12;
+    http.max_connections_per_address = 12;
+  }
+};
+using AnonymousSlotsTest = ServerWithHttp<TwelveSlots>;
+
+// Connections that never sent a token hold at most three quarters of the
+// slots while none of them is idle: the rest stay for clients with tokens.
+TEST_F(AnonymousSlotsTest, ConnectionsWithoutATokenTakeAtMostThreeQuarters) {
+  const auto port = static_cast<unsigned short>(app_->port());
+  boost::asio::io_context io;
+  std::vector<boost::asio::ip::tcp::socket> held;
+  for (int i = 0; i < 12; ++i) {
+    held.emplace_back(io);
+    held.back().connect({boost::asio::ip::make_address("127.0.0.1"), port});
+    // Mid-request: busy, so no newcomer may take its slot.
+    boost::asio::write(held.back(), boost::asio::buffer(std::string("GET /healthz HTTP/1.1\r\n")));
+  }
+  int refused = 0;
+  for (auto& socket : held) {
+    socket.non_blocking(true);
+    std::string answer(64, '\0');
+    boost::system::error_code ec;
+    for (int attempt = 0; attempt < 40; ++attempt) {
+      const std::size_t got = socket.read_some(boost::asio::buffer(answer), ec);
+      if (ec != boost::asio::error::would_block) {
+        refused += answer.substr(0, got).rfind("HTTP/1.1 503", 0) == 0;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+  EXPECT_EQ(refused, 3) << "12 slots: 9 for connections without a token";
 }
 
 struct OneSecondReads {

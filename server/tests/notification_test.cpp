@@ -76,6 +76,8 @@ class NotificationTest : public ServerTest {
     options.notifications.webhook_secret = "s3cret";
     options.notifications.public_url = "https://kernelwatch.example.com";
     options.notifications.poll_seconds = 0.1;
+    // The webhook receivers here are test doubles on loopback.
+    options.notifications.allow_private_webhooks = true;
     return options;
   }
   void configure(const json& settings) {
@@ -378,7 +380,7 @@ TEST_F(NotificationTargetsTest, AHangingWebhookDelaysNoOtherTargetAndIsPausedAft
   // Two attempts time out (2 s each, 1 s apart): the target is paused.
   json targets;
   for (int i = 0; i < 150; ++i) {
-    targets = client().get("/api/v1/projects/demo").json()["notification_targets"];
+    targets = client(admin_token_).get("/api/v1/projects/demo").json()["notification_targets"];
     if (!targets.empty() && targets[0]["state"] == "paused") break;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }

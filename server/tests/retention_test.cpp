@@ -99,5 +99,56 @@ TEST_F(RetentionTest, AMonthIsKeptWhileNothingIsOldEnough) {
   EXPECT_GT(count("SELECT count(*) FROM samples"), 0);
 }
 
+// A pull request on a base whose run is older than the newest runs of main:
+// while the pull request is recent its base keeps its samples; once they
+// expire, the pull request measured again is judged against main's newest
+// run that has them, says so, and its slowdown is still a regression (it
+// was judged pass, every comparison no-baseline, before).
+TEST_F(RetentionTest, APullRequestsBaseKeepsItsSamplesOrFallsBackSayingWhy) {
+  const std::int64_t base = post(1);
+  const std::int64_t newest = post(2);
+  post(3);
+  auto pull_request = [&](std::uint64_t seed) {
+    ReportSpec spec;
+    spec.seed = seed;
+    spec.commit = make_commit(100);
+    spec.base_commit = make_commit(1);
+    spec.branch = "pr-3";
+    spec.slowdown = 1.4;
+    auto response = agent().post("/api/v1/runs", make_report(spec));
+    EXPECT_EQ(response.status, 201) << response.body;
+    return response.json();
+  };
+  const json first = pull_request(50);
+  EXPECT_EQ(first["verdict"], "regression");
+  age({base, newest, newest + 1, first["run_id"].get<std::int64_t>()});
+
+  // Recent, the pull request keeps its base's samples.
+  apply({30, 1});
+  const json again = pull_request(51);
+  EXPECT_EQ(again["verdict"], "regression");
+  const json kept_base = run(again["run_id"].get<std::int64_t>())["flagged"];
+  ASSERT_FALSE(kept_base.empty());
+  EXPECT_EQ(kept_base[0]["baseline_run_id"], base);
+
+  // Months later: nothing uses that base any more, and its samples go.
+  sql("UPDATE runs SET created_at = '2025-01-15' WHERE base_commit IS NOT NULL");
+  age({base, newest, newest + 1});
+  apply({30, 1});
+  ASSERT_EQ(count("SELECT count(*) FROM samples s JOIN cases c ON c.id = s.case_id WHERE c.run_id = " +
+                  std::to_string(base)),
+            0);
+  const json late = pull_request(52);
+  EXPECT_EQ(late["verdict"], "regression") << "judged against main's newest run with samples";
+  const json flagged = run(late["run_id"].get<std::int64_t>())["flagged"];
+  ASSERT_FALSE(flagged.empty());
+  EXPECT_EQ(flagged[0]["baseline_run_id"], newest + 1);
+  const std::string reason = flagged[0]["baseline_reason"];
+  EXPECT_NE(
+      reason.find("run " + std::to_string(base) + " on NVIDIA H100 80GB HBM3 has no samples left (expired"),
+      std::string::npos)
+      << reason;
+}
+
 }  // namespace
 }  // namespace kw::server::testing

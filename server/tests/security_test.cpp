@@ -84,7 +84,7 @@ TEST_F(SecurityTest, SettingsAreValidatedAsWhatTheyBecome) {
       {{{"webhook_url", "http://user:pw@example.com/"}}, 422},
       {{{"webhook_url", "http://example.com:99999/"}}, 422},
       {{{"webhook_url", "https://hooks.example.com:8443/kernelwatch?team=gpu"}}, 200},
-      {{{"webhook_url", "http://[::1]:8080/hook"}}, 200},
+      {{{"webhook_url", "http://[::1]:8080/hook"}}, 422},  // private: see HostileClientTest
       {{{"github_repo", "../.."}}, 422},
       {{{"github_repo", "owner/name/extra"}}, 422},
       {{{"github_repo", "-owner/name"}}, 422},

@@ -2,7 +2,12 @@
 // until the upload is completed, the run stored whole or not at all.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <random>
+#include <thread>
+
 #include "../../tests/support/report_factory.hpp"
+#include "kw/common/sha256.hpp"
 #include "kw/http/gzip.hpp"
 #include "server_fixture.hpp"
 #include "store/upload_repository.hpp"
@@ -152,19 +157,159 @@ TEST_F(UploadTest, AReportItsPartsBreakIsRefusedWithNothingStored) {
   EXPECT_EQ(runs(), 0u);
 }
 
-TEST_F(UploadTest, UploadsUntouchedForADayAreRemoved) {
+// Incomplete uploads go after their expiry (an hour by default), completed
+// ones after a day (their answer serves a resend until then).
+TEST_F(UploadTest, IncompleteUploadsExpireSoonAndCompletedOnesAfterADay) {
   const std::vector<json> parts = split(fifty_cases(5), 2);
+  const std::vector<json> whole = split(fifty_cases(6), 1);
   http::Client agent = this->agent();
   ASSERT_EQ(put(agent, kUpload, 0, 2, parts[0]).status, 200);
   ASSERT_EQ(put(agent, "/api/v1/projects/demo/uploads/upload-0002", 0, 2, parts[0]).status, 200);
-  sql("UPDATE uploads SET touched_at = now() - interval '25 hours' WHERE id = 'upload-0001'");
+  for (const char* done : {"upload-0003", "upload-0004"}) {
+    const std::string upload = std::string("/api/v1/projects/demo/uploads/") + done;
+    ASSERT_EQ(put(agent, upload, 0, 1, whole[0]).status, 200);
+    ASSERT_LT(agent.request("POST", upload, "{}").status, 300);
+  }
+  sql("UPDATE uploads SET touched_at = now() - interval '61 minutes' WHERE id IN ('upload-0001', "
+      "'upload-0003')");
+  sql("UPDATE uploads SET touched_at = now() - interval '25 hours' WHERE id = 'upload-0004'");
   pqxx::connection connection(database_->url());
   pqxx::work tx(connection);
-  EXPECT_EQ(UploadRepository::expire(tx, 24), 1);
+  EXPECT_EQ(UploadRepository::expire(tx, 60), 2);
   tx.commit();
   EXPECT_EQ(agent.get(kUpload).status, 404);
   EXPECT_EQ(agent.get("/api/v1/projects/demo/uploads/upload-0002").status, 200);
+  EXPECT_EQ(agent.get("/api/v1/projects/demo/uploads/upload-0003").status, 200) << "completed, kept a day";
+  EXPECT_EQ(agent.get("/api/v1/projects/demo/uploads/upload-0004").status, 404);
   EXPECT_EQ(sql("SELECT count(*) FROM upload_parts")[0][0].as<int>(), 1);
+}
+
+// Another token of the same project, even an agent token, neither sees nor
+// changes nor completes an upload it did not begin.
+TEST_F(UploadTest, AnUploadBelongsToTheTokenThatBeganIt) {
+  const std::vector<json> parts = split(fifty_cases(7), 2);
+  http::Client agent = this->agent();
+  http::Client other(base_url_, create_token(database_->url(), "agent-2", Scope::agent));
+  ASSERT_EQ(put(agent, kUpload, 0, 2, parts[0]).status, 200);
+  ASSERT_EQ(put(agent, kUpload, 1, 2, parts[1]).status, 200);
+  json forged = parts[1];
+  forged["cases"][0]["measurements"][0]["samples_ns"][0] = 1.0;
+  for (const http::Response& refused :
+       {other.get(kUpload), put(other, kUpload, 1, 2, forged), other.request("POST", kUpload, "{}")}) {
+    EXPECT_EQ(refused.status, 404) << refused.body;
+    EXPECT_EQ(refused.json()["error"], "no_such_upload");
+  }
+  const json state = agent.get(kUpload).json();
+  ASSERT_EQ(state["held"].size(), 2u);
+  EXPECT_EQ(state["held"][1]["sha256"], common::sha256_hex(parts[1].dump()))
+      << "the part sent, not the forged one";
+  EXPECT_EQ(state["held"][1]["bytes"], parts[1].dump().size());
+  EXPECT_EQ(agent.request("POST", kUpload, "{}").status, 201);
+  EXPECT_EQ(runs(), 1u);
+}
+
+// Completions racing each other and replacements of parts: every upload
+// makes one run, never two.
+TEST_F(UploadTest, OneUploadIsOneRunWhateverRacesIt) {
+  constexpr int kUploads = 25;
+  std::atomic<int> server_errors{0};
+  for (int u = 0; u < kUploads; ++u) {
+    const std::string upload = "/api/v1/projects/demo/uploads/race-" + std::to_string(1000 + u);
+    json report = fifty_cases(100 + static_cast<std::uint64_t>(u));
+    const std::vector<json> parts = split(report, 2);
+    http::Client agent = this->agent();
+    ASSERT_EQ(put(agent, upload, 0, 2, parts[0]).status, 200);
+    ASSERT_EQ(put(agent, upload, 1, 2, parts[1]).status, 200);
+    std::vector<std::thread> racers;
+    for (int r = 0; r < 5; ++r) {
+      racers.emplace_back([&, r] {
+        http::Client mine = this->agent();
+        http::Response answer;
+        if (r % 2 == 0) {
+          answer = mine.request("POST", upload, "{}");
+        } else {
+          json replaced = parts[1];
+          replaced["cases"][0]["measurements"][0]["samples_ns"][0] = 1000.0 + r;
+          answer = put(mine, upload, 1, 2, replaced);
+        }
+        if (answer.status >= 500) ++server_errors;
+      });
+    }
+    for (auto& racer : racers) racer.join();
+    auto last = agent.request("POST", upload, "{}");  // completes it if no racer did
+    EXPECT_LT(last.status, 300) << last.body;
+  }
+  EXPECT_EQ(server_errors.load(), 0);
+  EXPECT_EQ(runs(), static_cast<std::size_t>(kUploads));
+  EXPECT_EQ(sql("SELECT count(DISTINCT run_id) FROM uploads")[0][0].as<int>(), kUploads);
+}
+
+class SmallUploadQuota : public UploadTest {
+ protected:
+  ServerOptions server_options() override {
+    ServerOptions options = UploadTest::server_options();
+    options.uploads.uploads_per_token = 3;
+    options.uploads.bytes_per_token = 2 << 20;
+    return options;
+  }
+};
+
+TEST_F(SmallUploadQuota, OpenUploadsAreHeldToTheTokensQuota) {
+  const std::vector<json> parts = split(fifty_cases(8), 2);
+  http::Client agent = this->agent();
+  for (int u = 0; u < 3; ++u)
+    ASSERT_EQ(
+        put(agent, "/api/v1/projects/demo/uploads/quota-000" + std::to_string(u), 0, 2, parts[0]).status,
+        200);
+  auto fourth = put(agent, "/api/v1/projects/demo/uploads/quota-0003", 0, 2, parts[0]);
+  EXPECT_EQ(fourth.status, 429) << fourth.body;
+  EXPECT_EQ(fourth.json()["error"], "too_many_uploads");
+  EXPECT_EQ(agent.get("/api/v1/projects/demo/uploads/quota-0003").status, 404) << "nothing kept of it";
+  EXPECT_EQ(put(agent, "/api/v1/projects/demo/uploads/quota-0000", 1, 2, parts[1]).status, 200)
+      << "an open upload still takes its parts";
+  // Parts whose bytes as sent pass the quota: incompressible text.
+  json noise = parts[1];
+  std::mt19937_64 rng(1);
+  // 62 symbols: about 6 bits a byte after gzip, so 1.2 MiB of it sent.
+  static const std::string kSymbols = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  std::string text(std::size_t{1600} * 1024, 'x');
+  for (char& c : text) c = kSymbols[rng() % kSymbols.size()];
+  noise["cases"][0]["name"] = text;
+  ASSERT_EQ(put(agent, "/api/v1/projects/demo/uploads/quota-0001", 1, 2, noise).status, 200);
+  auto full = put(agent, "/api/v1/projects/demo/uploads/quota-0002", 1, 2, noise);
+  EXPECT_EQ(full.status, 507) << full.body;
+  EXPECT_EQ(full.json()["error"], "upload_quota");
+  std::string metrics;
+  wait_until(
+      [&] {
+        metrics = client().get("/metrics").body;
+        return metric_value(metrics, "kw_uploads_open") == 3;
+      },
+      "the open uploads on /metrics");
+  EXPECT_GT(metric_value(metrics, "kw_upload_bytes{form=\"stored\"}"), 1000 * 1024);
+}
+
+// Parts of the worst ratio (a kilobyte of gzip per megabyte of JSON) are
+// stored as sent: a hundred of them from one token take a few megabytes, and
+// those past the quota are refused.
+TEST_F(UploadTest, PartsAreStoredAsSentAndHeldToTheQuota) {
+  const std::string padded = "{\"cases\":[]" + std::string(std::size_t{16} << 20, ' ') + "}";
+  const std::string bomb = http::gzip_compress(padded, 9);
+  ASSERT_LT(bomb.size(), std::size_t{64} * 1024);
+  auto size = [&] { return sql("SELECT pg_database_size(current_database())")[0][0].as<std::int64_t>(); };
+  const std::int64_t before = size();
+  http::Client agent = this->agent();
+  int accepted = 0, refused = 0;
+  for (int u = 0; u < 100; ++u) {
+    const std::string upload = "/api/v1/projects/demo/uploads/bomb-" + std::to_string(1000 + u);
+    auto answer = agent.request("PUT", upload + "/parts/0?of=2", bomb, {{"Content-Encoding", "gzip"}});
+    if (answer.status == 200) ++accepted;
+    if (answer.status == 429) ++refused;
+  }
+  EXPECT_EQ(accepted, UploadQuota{}.uploads_per_token);
+  EXPECT_EQ(accepted + refused, 100);
+  EXPECT_LT(size() - before, std::int64_t{500} << 20);
+  EXPECT_EQ(sql("SELECT max(octet_length(data)) FROM upload_parts")[0][0].as<std::size_t>(), bomb.size());
 }
 
 class SmallReportLimit : public UploadTest {

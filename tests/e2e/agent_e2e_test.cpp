@@ -526,12 +526,107 @@ TEST_F(AgentE2eTest, RunOutWorksWithoutAGpuAndUploadPostsIt) {
   }
   auto upload =
       run_command({KW_BINARY, "upload", out.string(), "--server", server_->url(), "--token", agent_token_});
-  EXPECT_EQ(upload.exit_code, 0) << upload.output;
-  // Stored, but with nothing measured there is nothing to judge.
+  // Stored, but with nothing measured there is nothing to judge: no verdict.
+  EXPECT_EQ(upload.exit_code, 3) << upload.output;
   EXPECT_NE(upload.output.find("verdict no-data"), std::string::npos) << upload.output;
   auto again =
       run_command({KW_BINARY, "upload", out.string(), "--server", server_->url(), "--token", agent_token_});
   EXPECT_NE(again.output.find("(already stored)"), std::string::npos) << again.output;
+}
+
+// A commit renames the bench's output and kernelwatch.json still names the
+// old path: in a working checkout the previous build's executable is still
+// there, and must fail load, named with its age, instead of being timed. A
+// build that has nothing to do for a bench leaves it as it was, and that is
+// no reason to refuse it.
+TEST_F(AgentE2eTest, RunInACheckoutRefusesABenchThisBuildDidNotWrite) {
+  auto config_with = [](const std::string& bench) {
+    return json{{"project", "demo"},
+                {"build", {{"commands", {"sh build.sh"}}, {"timeout_s", 60}}},
+                {"benches", {{{"name", "fake"}, {"path", bench}, {"format", "kwbench"}}}}}
+        .dump(2);
+  };
+  // Incremental, as make is: the bench is copied only when missing.
+  auto build_writing = [](const std::string& bench) {
+    return "mkdir -p out && { [ -e " + bench + " ] || cp " + std::string(KW_FAKE_BENCH) + " " + bench +
+           "; }\n";
+  };
+  auto run = [&](const std::string& name) {
+    return run_command({KW_BINARY, "run", "--repo", repo_.dir().string(), "--gpu-test-double",
+                        "kwbench CPU test double", "--out", (work_dir_ / name).string()});
+  };
+  repo_.write(".gitignore", "out/\n");
+  repo_.write("kernelwatch.json", config_with("out/bench-v1"));
+  repo_.write("build.sh", build_writing("out/bench-v1"));
+  repo_.commit("bench in out/bench-v1");
+  auto first = run("first.json");
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+
+  // The previous build's output, an hour old by now.
+  fs::last_write_time(repo_.dir() / "out/bench-v1", fs::file_time_type::clock::now() - std::chrono::hours(1));
+  repo_.write("build.sh", build_writing("out/bench-v2"));
+  repo_.commit("the bench is out/bench-v2 now");
+  auto second = run("second.json");
+  EXPECT_EQ(second.exit_code, 2) << second.output;
+  const json report = json::parse(std::ifstream(work_dir_ / "second.json"));
+  const json& load = report["stages"][1];
+  EXPECT_EQ(load["name"], "load");
+  EXPECT_EQ(load["status"], "failed");
+  const std::string message = load["message"];
+  EXPECT_NE(message.find("`out/bench-v1`: not written by this build: last written 60 min ago"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("before build.sh changed"), std::string::npos) << message;
+
+  repo_.write("kernelwatch.json", config_with("out/bench-v2"));
+  repo_.commit("track out/bench-v2");
+  auto third = run("third.json");
+  EXPECT_EQ(third.exit_code, 0) << third.output;
+  repo_.write("README.md", "docs only\n");
+  repo_.commit("docs only");
+  auto docs = run("docs.json");
+  EXPECT_EQ(docs.exit_code, 0) << docs.output;
+}
+
+// kw upload exits as kw gate does: 1 a regression, 2 a failed stage, 3 no
+// verdict (a file it cannot read, a token that may not post), never 0 for a
+// regression and never 1 for anything but one.
+TEST_F(AgentE2eTest, UploadExitsWithTheVerdictLikeTheGate) {
+  start_server();
+  auto upload = [&](const json& report, const std::string& token) {
+    const fs::path file = work_dir_ / ("report-" + std::to_string(std::rand()) + ".json");
+    std::ofstream(file) << report.dump();
+    return run_command({KW_BINARY, "upload", file.string(), "--server", server_->url(), "--token", token});
+  };
+  ReportSpec slower;
+  slower.commit = make_commit(81);
+  slower.base_commit = make_commit(80);
+  slower.branch = "feature";
+  slower.replicates = 4;
+  slower.samples = 20;
+  slower.ab = true;
+  slower.slowdown = 1.3;
+  auto regression = upload(make_report(slower), agent_token_);
+  EXPECT_EQ(regression.exit_code, 1) << regression.output;
+  EXPECT_NE(regression.output.find("REGRESSION"), std::string::npos) << regression.output;
+  EXPECT_NE(regression.output.find("/#/run/"), std::string::npos) << "the dashboard page, not the API";
+
+  ReportSpec failed;
+  failed.commit = make_commit(82);
+  failed.failed_stage = "load";
+  auto preflight = upload(make_report(failed), agent_token_);
+  EXPECT_EQ(preflight.exit_code, 2) << preflight.output;
+
+  ReportSpec plain;
+  plain.commit = make_commit(83);
+  auto refused = upload(make_report(plain), ci_token_);
+  EXPECT_EQ(refused.exit_code, 3) << refused.output;
+  EXPECT_NE(refused.output.find("posted with an agent token: kw-server token create --scope agent"),
+            std::string::npos)
+      << refused.output;
+  auto unreadable = run_command({KW_BINARY, "upload", (work_dir_ / "no-such.json").string(), "--server",
+                                 server_->url(), "--token", agent_token_});
+  EXPECT_EQ(unreadable.exit_code, 3) << unreadable.output;
 }
 
 // A report larger than a part goes in parts. A part the network loses stays
@@ -558,20 +653,41 @@ TEST_F(AgentE2eTest, UploadSendsALargeReportInPartsAndResendsOnlyWhatWasLost) {
   EXPECT_GE(std::stoi(parts[1]), 3) << lost.output;
   EXPECT_TRUE(server_->client().get("/api/v1/projects/demo/runs").json().empty());
 
+  // The server holds a part 0 that is not this report's (another report
+  // under the same name, a part changed on the way): kw sends its own again.
+  std::string upload_path;
+  for (const std::string& line : network.requests()) {
+    std::smatch path;
+    if (std::regex_search(line, path, std::regex("PUT (/api/v1/projects/demo/uploads/[^/]+)/parts/0")))
+      upload_path = path[1];
+  }
+  ASSERT_FALSE(upload_path.empty());
+  json other_part = report;
+  other_part["cases"] = json::array({report["cases"][0]});
+  other_part["cases"][0]["name"] = "not this report's";
+  ASSERT_EQ(server_->client(agent_token_)
+                .request("PUT", upload_path + "/parts/0?of=" + parts[1].str(), other_part.dump())
+                .status,
+            200);
+
   network.lose("");
   auto resent = run_command(
       {KW_BINARY, "upload", spooled.string(), "--server", network.url(), "--token", agent_token_});
   EXPECT_EQ(resent.exit_code, 0) << resent.output;
-  EXPECT_NE(resent.output.find("report in " + parts[1].str() + " parts (1 already on the server)"),
-            std::string::npos)
-      << resent.output;
+  EXPECT_NE(resent.output.find("report in " + parts[1].str() + " parts"), std::string::npos) << resent.output;
+  EXPECT_EQ(resent.output.find("already on the server"), std::string::npos) << resent.output;
   json runs = server_->client().get("/api/v1/projects/demo/runs").json();
   ASSERT_EQ(runs.size(), 1u);
   EXPECT_EQ(runs[0]["cases"], 300);
-  int first_part_sent = 0;
-  for (const std::string& line : network.requests())
+  int first_part_sent = 0, second_part_sent = 0;
+  for (const std::string& line : network.requests()) {
     first_part_sent += line.find("PUT ") == 0 && line.find("/parts/0?") != std::string::npos;
-  EXPECT_EQ(first_part_sent, 1) << "the part the server had was not sent again";
+    second_part_sent += line.find("PUT ") == 0 && line.find("/parts/2?") != std::string::npos;
+  }
+  EXPECT_EQ(first_part_sent, 2) << "the part the server held under its number was another's: sent again";
+  EXPECT_EQ(second_part_sent, 1);
+  const json stored = server_->client().get("/api/v1/runs/" + runs[0]["id"].dump() + "?per_page=1").json();
+  EXPECT_EQ(stored["cases"][0]["name"], report["cases"][0]["name"]);
   // Sent once more (its answer lost, say): the stored run, nothing sent.
   auto again = run_command(
       {KW_BINARY, "upload", spooled.string(), "--server", network.url(), "--token", agent_token_});

@@ -1,6 +1,7 @@
 #include "ci/ci_report.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -56,8 +57,8 @@ std::string comparison_table(const std::vector<const json*>& rows, const std::st
                      (shared_baseline ? "" : "---|") + "\n";
   for (std::size_t i = 0; i < rows.size() && i < kMaxRows; ++i) {
     const json& c = *rows[i];
-    text += "| `" + cell(c["case"].get<std::string>()) + "` | " + fixed(c["ratio"], 3) + "x | " +
-            fixed(c["lower"], 3) + "-" + fixed(c["upper"], 3) + " | " + scientific(c["p_value"]) + " | " +
+    text += "| `" + cell(c["case"].get<std::string>()) + "` | " + sig3(c["ratio"]) + "x | " +
+            sig3(c["lower"]) + "-" + sig3(c["upper"]) + " | " + scientific(c["p_value"]) + " | " +
             fixed(100 * c["threshold"].get<double>(), 1) + "% |" +
             (shared_baseline ? "" : " " + cell(c.value("baseline_reason", std::string())) + " |") + "\n";
   }
@@ -123,6 +124,14 @@ std::string upsert(http::Client& client, const Thread& thread, const std::string
 std::string fixed(double value, int digits) {
   char buffer[32];
   std::snprintf(buffer, sizeof(buffer), "%.*f", digits, value);
+  return buffer;
+}
+
+std::string sig3(double value) {
+  char buffer[32];
+  const double magnitude = value == 0 ? 0 : std::floor(std::log10(std::fabs(value)));
+  const int decimals = static_cast<int>(std::clamp(2.0 - magnitude, 0.0, 12.0));
+  std::snprintf(buffer, sizeof(buffer), "%.*f", decimals, value);
   return buffer;
 }
 
@@ -212,14 +221,6 @@ std::string verdict_markdown(const json& run, const std::string& link) {
   const std::string where = "`" + run["commit"].get<std::string>().substr(0, 12) + "`" +
                             (gpu == "none" ? std::string() : " on " + gpu);
   const bool acknowledged = run["acknowledgement"].is_object();
-  std::string headline = verdict == "regression"    ? ":x: regression"
-                         : verdict == "failed"      ? ":x: preflight failed"
-                         : verdict == "no-data"     ? ":warning: no data"
-                         : acknowledged             ? ":white_check_mark: pass (regression acknowledged)"
-                         : verdict == "improvement" ? ":rocket: improvement"
-                                                    : ":white_check_mark: pass";
-  std::string text =
-      marker(project) + "\n### kernelwatch " + project + ": " + headline + " for " + where + "\n";
 
   std::vector<const json*> regressed, improved, energy_regressed, energy_improved;
   int compared = 0;
@@ -234,6 +235,15 @@ std::string verdict_markdown(const json& run, const std::string& link) {
     if (c["status"] == "regression") regressed.push_back(&c);
     if (c["status"] == "improvement") improved.push_back(&c);
   }
+  std::string headline = verdict == "regression"    ? ":x: regression"
+                         : verdict == "failed"      ? ":x: preflight failed"
+                         : verdict == "no-data"     ? ":warning: no data"
+                         : acknowledged             ? ":white_check_mark: pass (regression acknowledged)"
+                         : verdict == "improvement" ? ":rocket: improvement"
+                         : compared == 0            ? ":white_check_mark: pass (no baseline yet)"
+                                                    : ":white_check_mark: pass";
+  std::string text =
+      marker(project) + "\n### kernelwatch " + project + ": " + headline + " for " + where + "\n";
   std::sort(regressed.begin(), regressed.end(), [](const json* a, const json* b) {
     return (*a)["ratio"].get<double>() > (*b)["ratio"].get<double>();
   });

@@ -15,6 +15,9 @@ namespace kw::agent {
 
 // How the gate writes numbers and log ends, on the console and in Markdown.
 std::string fixed(double value, int digits);
+// Three significant digits (1.04, 0.281, 1470): times and ratios everywhere,
+// so a change of a few percent shows in the digits.
+std::string sig3(double value);
 std::string scientific(double value);  // two significant digits
 std::string last_lines(const std::string& text, int lines);
 // "by NAME: REASON", and where an acknowledgement was carried from another

@@ -7,12 +7,17 @@
 #include <CLI/CLI.hpp>
 
 #include "host/process.hpp"
+#include "kw/http/client.hpp"
 
 namespace kw::agent {
 
-// Exit codes shared by every subcommand.
+// Exit codes shared by every subcommand. Every command that learns a
+// verdict (kw submit --wait, kw gate, kw run --server, kw upload) exits with
+// the same: 0 pass or improvement, 1 regression, 2 a failed stage, 3 no
+// verdict (the server unreachable or refusing, a file unreadable).
 inline constexpr int kExitOk = 0;
-inline constexpr int kExitInvalid = 1;
+inline constexpr int kExitRegression = 1;
+inline constexpr int kExitInvalid = 1;    // kw validate-config: the config has problems
 inline constexpr int kExitPreflight = 2;  // a preflight stage (config included) failed
 inline constexpr int kExitInfrastructure = 3;
 inline constexpr int kExitUsage = 64;
@@ -28,6 +33,10 @@ void add_profile_command(CLI::App& app, int& exit_code);
 void add_init_command(CLI::App& app, int& exit_code);
 // kw harness-path: where kwbench.py is (python_harness.hpp).
 void add_harness_path_command(CLI::App& app, int& exit_code);
+
+// A stored run's verdict, printed as kw gate prints it (the regressed cases,
+// a failed stage, the link to its dashboard page); its exit code.
+int gate_run(http::Client& client, const std::string& server, std::int64_t run_id);
 
 // Server and token from the flags, else KW_SERVER / KW_TOKEN. A token on the
 // command line still works, with a warning: every user of the host sees it.

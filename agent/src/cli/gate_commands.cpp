@@ -24,8 +24,6 @@ namespace {
 
 using nlohmann::json;
 
-constexpr int kExitRegression = 1;
-
 double parse_duration(const std::string& text, const std::string& option, bool zero_allowed = false) {
   if (text.empty()) throw CLI::ValidationError(option, "is empty");
   std::size_t used = 0;
@@ -162,9 +160,9 @@ int summarize(const json& run, const std::string& link, const std::map<std::stri
     std::cout << "kernelwatch: REGRESSION in " << where << "\n";
     for (const json& c : run["comparisons"]) {
       if (c["status"] != "regression" || c["kind"] != "time" || c["impl"] != "candidate") continue;
-      std::cout << "  " << c["case"].get<std::string>() << ": " << fixed(c["ratio"], 3) << "x the time of "
-                << c["baseline_reason"].get<std::string>() << " (99% interval " << fixed(c["lower"], 3) << "-"
-                << fixed(c["upper"], 3) << ", p = " << scientific(c["p_value"]) << ", threshold "
+      std::cout << "  " << c["case"].get<std::string>() << ": " << sig3(c["ratio"]) << "x the time of "
+                << c["baseline_reason"].get<std::string>() << " (99% interval " << sig3(c["lower"]) << "-"
+                << sig3(c["upper"]) << ", p = " << scientific(c["p_value"]) << ", threshold "
                 << fixed(100 * c["threshold"].get<double>(), 1) << "%)\n";
       for (const std::string& line : changes_of(run, c["case"])) std::cout << "    changed: " << line << "\n";
     }
@@ -190,9 +188,16 @@ int summarize(const json& run, const std::string& link, const std::map<std::stri
       compared += c["status"] != "no-baseline";
       improved += c["status"] == "improvement";
     }
-    std::cout << "kernelwatch: " << (verdict == "improvement" ? "IMPROVEMENT" : "pass") << " for " << where
-              << " (" << run["cases"].size() << " cases, " << compared << " compared with a baseline, "
-              << improved << " faster)\n";
+    // Nothing compared: a pass, but not one that says the change is fine.
+    if (compared == 0) {
+      std::cout << "kernelwatch: pass (no baseline yet) for " << where << " (" << run["cases"].size()
+                << " cases measured, none compared: the first run of these cases on this GPU model, or its "
+                   "base was never measured)\n";
+    } else {
+      std::cout << "kernelwatch: " << (verdict == "improvement" ? "IMPROVEMENT" : "pass") << " for " << where
+                << " (" << run["cases"].size() << " cases, " << compared << " compared with a baseline, "
+                << improved << " faster)\n";
+    }
   }
   std::cout << "  " << link << "\n";
   return kExitOk;
@@ -342,6 +347,13 @@ std::string job_line(const json& job, bool created) {
                                                     : "branch " + other["branch"].get<std::string>();
   return line + "; the commit was measured as " + where + " (" + seen +
          "): the default branch gets a run of its own, the baseline of what follows";
+}
+
+GateOutcome gate_stored_run(http::Client& client, const std::string& server, std::int64_t run_id) {
+  json run = fetch_run(client, run_id);
+  add_explanation(client, run);
+  const std::string link = server + "/#/run/" + std::to_string(run_id);
+  return {summarize(run, link, {}), run.value("project", std::string()), verdict_markdown(run, link)};
 }
 
 int guarded(const std::string& server, const std::function<int()>& body) {
@@ -512,21 +524,29 @@ void add_submit_command(CLI::App& app, int& exit_code) {
 void add_gate_command(CLI::App& app, int& exit_code) {
   auto gate = std::make_shared<SubmitArguments>();
   auto job_id = std::make_shared<std::int64_t>(0);
-  auto* gate_command = app.add_subcommand("gate", "CI: wait for a job's verdict and exit with it");
-  gate_command->add_option("--job", *job_id, "job id (from kw submit)")->required();
+  auto run_id = std::make_shared<std::int64_t>(0);
+  auto* gate_command =
+      app.add_subcommand("gate", "CI: wait for a job's verdict, or read a stored run's, and exit with it");
+  auto* job_option = gate_command->add_option("--job", *job_id, "job id (from kw submit)");
+  auto* run_option = gate_command->add_option("--run", *run_id, "run id (from kw run --server or kw upload)");
+  job_option->excludes(run_option);
   gate_command->add_option("--timeout", gate->timeout, "give up after this long (90s, 30m, 2h)")
       ->capture_default_str();
   gate_command->add_option("--profile-wait", gate->profile_wait, kProfileWaitHelp)->capture_default_str();
   gate->server.add_to(*gate_command);
   gate->report.add_to(*gate_command);
-  gate_command->callback([gate, job_id, &exit_code] {
+  gate_command->callback([gate, job_id, run_id, job_option, run_option, &exit_code] {
     gate->server.resolve();
     gate->report.resolve();
+    if (job_option->count() == 0 && run_option->count() == 0)
+      throw CLI::ValidationError("--job/--run", "name the job to wait for or the run to gate");
     double timeout = parse_duration(gate->timeout, "--timeout");
     double profile_wait = parse_duration(gate->profile_wait, "--profile-wait", true);
     exit_code = guarded(gate->server.url, [&] {
       http::Client client(gate->server.url, gate->server.token);
-      GateOutcome outcome = wait_and_gate(client, gate->server.url, *job_id, timeout, profile_wait);
+      GateOutcome outcome = run_option->count() > 0
+                                ? gate_stored_run(client, gate->server.url, *run_id)
+                                : wait_and_gate(client, gate->server.url, *job_id, timeout, profile_wait);
       if (!outcome.markdown.empty()) publish(gate->report, outcome.project, outcome.markdown);
       return outcome.exit_code;
     });
@@ -534,6 +554,10 @@ void add_gate_command(CLI::App& app, int& exit_code) {
 }
 
 }  // namespace
+
+int gate_run(http::Client& client, const std::string& server, std::int64_t run_id) {
+  return gate_stored_run(client, server, run_id).exit_code;
+}
 
 void add_gate_commands(CLI::App& app, int& exit_code) {
   add_ack_command(app, exit_code);

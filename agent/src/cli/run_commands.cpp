@@ -1,6 +1,7 @@
 // kw run (one pipeline, no job), kw upload (saved reports), shared helpers.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <iostream>
@@ -57,8 +58,13 @@ json post_report(http::Client& client, const json& report) {
   http::Response response = ServerApi(client).post_report(report, say);
   json answer = response.json();
   if (response.status / 100 != 2) {
-    throw std::runtime_error("HTTP " + std::to_string(response.status) + ": " +
-                             answer.value("message", response.body));
+    std::string why =
+        "HTTP " + std::to_string(response.status) + ": " + answer.value("message", response.body);
+    if (answer.value("error", std::string()) == "scope_denied")
+      why += ". Run reports are posted with an agent token: kw-server token create --scope agent --project " +
+             report.value("project", std::string("PROJECT")) +
+             " (a CI runner that measures on its own GPU holds one beside its ci token)";
+    throw std::runtime_error(why);
   }
   return answer;
 }
@@ -153,15 +159,21 @@ int deliver(const json& report, const RunArguments& args, const std::string& com
   if (!args.out.empty()) {
     std::ofstream(args.out) << report.dump(2) << "\n";
     say("report written to " + args.out);
+    // No verdict without a server, but a failed stage is known here.
+    for (const json& stage : report.value("stages", json::array())) {
+      if (stage.value("status", std::string()) == "failed") return kExitPreflight;
+    }
     return done;
   }
   http::Client client(args.server.url, args.server.token);
   try {
     json answer = post_report(client, report);
-    say("run " + std::to_string(answer.value("run_id", 0)) + ": verdict " +
-        answer.value("verdict", std::string("?")) + " (" + args.server.url +
-        api_target::run(answer.value("run_id", 0)) + ")");
-    return done;
+    const std::int64_t run_id = answer.value("run_id", std::int64_t{0});
+    say("run " + std::to_string(run_id) + ": verdict " + answer.value("verdict", std::string("?")) + " (" +
+        args.server.url + "/#/run/" + std::to_string(run_id) + ")");
+    // The verdict decides the exit code, as kw gate's does.
+    const int judged = gate_run(client, args.server.url, run_id);
+    return done != kExitOk ? done : judged;
   } catch (const http::ConnectionError& error) {
     fs::path dir = fs::path(std::getenv("HOME") ? std::getenv("HOME") : "/tmp") / ".kw" / "spool";
     Spool spool(dir);
@@ -258,6 +270,12 @@ int run_once(const RunArguments& args) {
   return deliver(report, args, commit, done);
 }
 
+// The exit code of several verdicts: the gravest (no verdict, then a failed
+// stage, then a regression).
+int graver(int a, int b) {
+  return std::max(a, b);
+}
+
 int upload(const std::vector<std::string>& files, ServerOptions server) {
   server.resolve();
   http::Client client(server.url, server.token);
@@ -273,15 +291,17 @@ int upload(const std::vector<std::string>& files, ServerOptions server) {
         document = document["report"];  // a spool file
       common::parse_run_report(document);
       json answer = post_report(client, document);
-      std::cout << file << ": run " << answer.value("run_id", 0) << ", verdict "
-                << answer.value("verdict", std::string("?"))
+      const std::int64_t run_id = answer.value("run_id", std::int64_t{0});
+      std::cout << file << ": run " << run_id << ", verdict " << answer.value("verdict", std::string("?"))
                 << (answer.value("duplicate", false) ? " (already stored)" : "") << "\n";
+      code = graver(code, gate_run(client, server.url, run_id));
     } catch (const http::ConnectionError& error) {
       std::cerr << file << ": " << error.what() << "\n";
       return kExitInfrastructure;
     } catch (const std::exception& error) {
+      // Not judged: no verdict, never the code of a regression.
       std::cerr << file << ": " << error.what() << "\n";
-      code = kExitInvalid;
+      code = graver(code, kExitInfrastructure);
     }
   }
   return code;

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "kw/common/hash.hpp"
+#include "kw/common/sha256.hpp"
 #include "kw/http/gzip.hpp"
 
 namespace kw::agent {
@@ -65,6 +66,8 @@ ReportParts split(const std::string& target, const json& report, const std::stri
       throw std::runtime_error("a case of the report compresses to more than the part size of " +
                                std::to_string(part_bytes) + " bytes");
     parts.gzipped.clear();
+    parts.bytes.clear();
+    parts.sha256.clear();
     bool fits = true;
     std::size_t first = 0;
     for (std::size_t k = 0; k < count && fits; ++k) {
@@ -72,9 +75,12 @@ ReportParts split(const std::string& target, const json& report, const std::stri
       const std::size_t upto = total * (k + 1) / count;
       std::size_t end = first;
       while (end < cases.size() && (ends[end] <= upto || k + 1 == count)) ++end;
-      std::string gzipped = http::gzip_compress(part_of(report, first, end, k == 0).dump());
+      const std::string part = part_of(report, first, end, k == 0).dump();
+      std::string gzipped = http::gzip_compress(part);
       fits = gzipped.size() <= part_bytes;
       parts.gzipped.push_back(std::move(gzipped));
+      parts.bytes.push_back(part.size());
+      parts.sha256.push_back(common::sha256_hex(part));
       first = end;
     }
     if (fits) return parts;
@@ -106,7 +112,16 @@ http::Response send_report(http::Client& client, const std::string& target, cons
       const json answer = state.json();
       // Stored before (its answer lost on the way): completing again answers that run.
       if (answer.contains("run_id")) return client.request("POST", upload, "{}");
-      for (const json& part : answer.at("received")) held.insert(part.get<int>());
+      // A part is skipped only when the server holds this very part: the
+      // same size and hash of its JSON.
+      for (const json& part : answer.value("held", json::array())) {
+        const int k = part.value("part", -1);
+        if (k < 0 || k >= static_cast<int>(parts.gzipped.size())) continue;
+        const auto index = static_cast<std::size_t>(k);
+        if (part.value("bytes", std::int64_t{-1}) == static_cast<std::int64_t>(parts.bytes[index]) &&
+            part.value("sha256", std::string()) == parts.sha256[index])
+          held.insert(k);
+      }
     } else if (state.status != 404) {
       return state;
     }

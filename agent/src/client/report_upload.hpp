@@ -23,6 +23,10 @@ std::size_t upload_part_bytes();
 struct ReportParts {
   std::string upload;                // the upload's name: the same for the same report and target
   std::vector<std::string> gzipped;  // each at most the part size
+  // Each part's JSON as the server decodes it: its size and SHA-256, to tell
+  // a part the server holds from one it holds under the same number.
+  std::vector<std::size_t> bytes;
+  std::vector<std::string> sha256;
 };
 
 // The report as parts of at most `part_bytes` compressed: the first holds

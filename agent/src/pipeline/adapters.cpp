@@ -358,6 +358,7 @@ class KwbenchAdapter final : public BenchAdapter {
     remove_quietly(list);
     if (!document.is_object() || !document.contains("stage")) {
       pass.failure = outcome.describe() + " without writing its result";
+      if (const std::string why = outcome.error_line(); !why.empty()) pass.failure += ": " + why;
       return pass;
     }
     pass.ok = true;
@@ -457,6 +458,7 @@ class GbenchAdapter final : public BenchAdapter {
     remove_quietly(out);
     if (!outcome.ok() || !document.is_object()) {
       pass.failure = outcome.describe() + (document.is_object() ? "" : " without writing its result");
+      if (const std::string why = outcome.error_line(); !why.empty()) pass.failure += ": " + why;
       return pass;
     }
     try {
@@ -561,6 +563,7 @@ class NvbenchAdapter final : public BenchAdapter {
     const json document = read_json_file(out);
     if (!outcome.ok() || !document.is_object()) {
       pass.failure = outcome.describe() + (document.is_object() ? "" : " without writing its result");
+      if (const std::string why = outcome.error_line(); !why.empty()) pass.failure += ": " + why;
       remove_nvbench_outputs(out);
       return pass;
     }

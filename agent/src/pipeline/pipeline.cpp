@@ -22,6 +22,7 @@
 #include "pipeline/load_check.hpp"
 #include "pipeline/measurement_engine.hpp"
 #include "pipeline/python_harness.hpp"
+#include "pipeline/stale_outputs.hpp"
 #include "project/built_commits.hpp"
 #include "project/git.hpp"
 
@@ -181,6 +182,7 @@ BenchResult stage_result(const BenchConfig& bench, const json& stage_json, const
     result.status = "failed";
     result.message = bench.name + ": " + outcome.describe() +
                      (outcome.timed_out || outcome.stopped ? "" : " without writing its result");
+    if (const std::string why = outcome.error_line(); !why.empty()) result.message += ": " + why;
     result.log_tail = outcome.output_tail;
     return result;
   }
@@ -218,6 +220,24 @@ BenchResult run_kwbench(const BenchConfig& bench, StageName stage, const RepoCon
 // interpreter's and the system's trees) are checked; launch_geometry runs each case once with
 // libkw_inject.so in the process and holds the launches between the case's
 // marks to what the case declares.
+// A python bench's extension modules from the checkout, as its load stage
+// imported them: each this build's output.
+std::vector<std::string> stale_extensions(const json& shared_objects, const RepoConfig& config,
+                                          const PipelineOptions& options) {
+  std::vector<std::string> problems;
+  if (!options.build_started) return problems;
+  const fs::path root = fs::weakly_canonical(options.checkout);
+  for (const json& object : shared_objects) {
+    const fs::path file = object.get<std::string>();
+    const auto relative = file.lexically_relative(root);
+    if (relative.empty() || *relative.begin() == "..") continue;  // torch's, the toolkit's
+    if (auto stale =
+            stale_output_problem(file, options.checkout, *options.build_started, config.build_commands))
+      problems.push_back("`" + relative.generic_string() + "`: " + *stale);
+  }
+  return problems;
+}
+
 BenchResult run_python(const BenchConfig& bench, StageName stage, const RepoConfig& config,
                        const PipelineOptions& options) {
   std::map<std::string, std::string> env;
@@ -248,10 +268,13 @@ BenchResult run_python(const BenchConfig& bench, StageName stage, const RepoConf
   BenchResult result = document_result(bench, document, outcome);
   if (stage == StageName::load && result.status == "passed") {
     std::vector<fs::path> files;
-    for (const json& file : result.details.value("shared_objects", json::array()))
-      files.emplace_back(file.get<std::string>());
+    const json shared_objects = result.details.value("shared_objects", json::array());
+    for (const json& file : shared_objects) files.emplace_back(file.get<std::string>());
     const ImageCheck images = check_kernel_images(files, options);
-    if (!images.problems.empty()) {
+    if (auto stale = stale_extensions(shared_objects, config, options); !stale.empty()) {
+      result.status = "failed";
+      result.message = problems_message(bench.name, stale);
+    } else if (!images.problems.empty()) {
       result.status = "failed";
       result.message = problems_message(bench.name, images.problems);
     } else {
@@ -347,14 +370,20 @@ BenchResult run_full_bench_of(const BenchConfig& bench, const RepoConfig& config
 
 // What keeps a bench from starting at all, named as the user would look for
 // it (the load stage's headline, not a loader's exit 127 in the log tail).
-std::optional<std::string> bench_file_problem(const BenchConfig& bench, const fs::path& checkout) {
-  const fs::path file = checkout / bench.path;
+std::optional<std::string> bench_file_problem(const BenchConfig& bench, const RepoConfig& config,
+                                              const PipelineOptions& options) {
+  const fs::path file = options.checkout / bench.path;
   std::error_code ec;
   if (!fs::exists(file, ec))
     return "`" + bench.path + "`: no such file after the build (did the build write it elsewhere?)";
   if (fs::is_directory(file, ec)) return "`" + bench.path + "`: a directory, not the bench";
-  if (bench.format != BenchFormat::python && access(file.c_str(), X_OK) != 0)
-    return "`" + bench.path + "`: not executable (is it the built bench?)";
+  if (bench.format == BenchFormat::python) return std::nullopt;  // a source, not an output
+  if (access(file.c_str(), X_OK) != 0) return "`" + bench.path + "`: not executable (is it the built bench?)";
+  if (options.build_started) {
+    if (auto stale =
+            stale_output_problem(file, options.checkout, *options.build_started, config.build_commands))
+      return "`" + bench.path + "`: " + *stale;
+  }
   return std::nullopt;
 }
 
@@ -364,7 +393,7 @@ std::optional<std::string> bench_file_problem(const BenchConfig& bench, const fs
 // the agent's own checks.
 BenchResult run_bench_stage(const BenchConfig& bench, StageName stage, const RepoConfig& config,
                             const PipelineOptions& options) {
-  if (auto problem = bench_file_problem(bench, options.checkout)) {
+  if (auto problem = bench_file_problem(bench, config, options)) {
     BenchResult result;
     result.status = "failed";
     result.message = bench.name + ": " + *problem;
@@ -494,7 +523,7 @@ struct BenchStages {
   // This bench's result in `stage` from its preflight, if it ran one.
   std::optional<BenchResult> from_preflight(const BenchConfig& bench, StageName stage) {
     if (bench.format != BenchFormat::kwbench || stage == StageName::full_bench || !whole_preflight ||
-        bench_file_problem(bench, opts.checkout))
+        bench_file_problem(bench, config, opts))
       return std::nullopt;
     if (stage == StageName::load) {
       if (auto results = run_kwbench_preflight(bench, config, opts, [&](StageName s) { announce(s); }))
@@ -551,8 +580,9 @@ struct BenchStages {
     std::string status = failed > 0 ? "failed" : passed > 0 ? "passed" : "skipped";
     const double wall = all_from_preflight ? seconds : seconds_since(stage_started);
     common::Stage ended = make_stage(stage, status, wall, seconds, message, tail, details);
+    // A host without a GPU runs CPU benchmarks: their time is the CPU's.
     log("stage " + std::string(common::to_string(stage)) + " " + status + " in " + seconds_text(wall) + " (" +
-        seconds_text(seconds) + " on the GPU): " + message);
+        seconds_text(seconds) + (opts.gpu_available ? " on the GPU" : " on the CPU") + "): " + message);
     log.ended(ended);
     return ended;
   }
@@ -588,6 +618,7 @@ json run_pipeline(const RepoConfig& config, const PipelineOptions& options) {
   Logger log{opts};
   std::string started_at = utc_now_rfc3339();
   if (opts.base_commit) opts.base_thresholds = committed_thresholds(opts.checkout, *opts.base_commit, log);
+  opts.build_started = fs::file_time_type::clock::now();
   std::vector<common::Stage> stages = {run_build_stage(config, opts, log)};
   std::string failed_stage = stages.back().status == common::StageStatus::failed ? "build" : "";
 

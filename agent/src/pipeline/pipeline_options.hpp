@@ -49,6 +49,10 @@ struct PipelineOptions {
   // The commit whose build outputs `checkout` already holds: empty for a
   // fresh checkout, else the build is incremental.
   std::string built_from;
+  // When the build stage began (run_pipeline sets it): a bench file or a
+  // python bench's extension written before it, under a build definition
+  // changed since, fails load as another commit's (pipeline/stale_outputs.hpp).
+  std::optional<std::filesystem::file_time_type> build_started;
   // Set only for a build tree that is the agent's own (never a user's
   // checkout): removes every untracked and ignored file in it. The build
   // stage then builds from scratch when kernelwatch.json says build.clean,

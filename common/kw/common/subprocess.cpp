@@ -11,6 +11,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <regex>
+#include <sstream>
 #include <stdexcept>
 
 namespace kw::common {
@@ -32,6 +34,25 @@ std::string ChildOutcome::describe() const {
     return "timed out after " + std::to_string(static_cast<long>(seconds)) + " s (process group killed)";
   if (exit_code > 128) return std::string("killed by signal ") + strsignal(exit_code - 128);
   return "exited " + std::to_string(exit_code);
+}
+
+std::string ChildOutcome::error_line() const {
+  static const std::regex python(R"(^([A-Za-z_][\w.]*)?(Error|Exception|Interrupt|Exit)(: .*)?$)");
+  static const std::regex native(
+      R"(what\(\):\s+.*|error while loading shared libraries: .*|Segmentation fault.*)");
+  std::istringstream lines(output_tail);
+  std::string found;
+  for (std::string line; std::getline(lines, line);) {
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+    std::smatch match;
+    if (std::regex_match(line, python)) {
+      found = line;
+    } else if (std::regex_search(line, match, native)) {
+      found = match.str(0);
+    }
+  }
+  constexpr std::size_t kLongest = 400;
+  return found.size() > kLongest ? found.substr(0, kLongest) + "..." : found;
 }
 
 ChildSpec shell(const std::string& command, const std::filesystem::path& cwd, double timeout_s) {

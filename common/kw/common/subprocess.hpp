@@ -45,6 +45,10 @@ struct ChildOutcome {
 
   bool ok() const { return exit_code == 0 && !timed_out && !stopped; }
   std::string describe() const;  // "exited 2", "timed out after 30 s", ...
+  // The line of its output that says why it died, where it printed one: a
+  // Python exception's last line (`ImportError: ... undefined symbol: ...`),
+  // a C++ exception's what(), the loader's error. Empty when none.
+  std::string error_line() const;
 };
 
 ChildOutcome run_child(const ChildSpec& spec, const std::atomic<bool>& stop);

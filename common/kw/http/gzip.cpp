@@ -124,28 +124,49 @@ std::string gzip_compress(std::string_view data, int level) {
   return out;
 }
 
-std::string gzip_decompress(std::string_view in, std::size_t max_size) {
+std::string gzip_decompress(std::string_view in, std::size_t max_size,
+                            const std::function<void(std::size_t)>& on_grow, std::size_t max_members) {
+  // `out` is the buffer, `filled` the bytes written: the buffer grows only
+  // when full, so a member that inflates to nothing costs no allocation and
+  // no zero-filling, whatever came before it.
   std::string out;
+  std::size_t filled = 0;
+  // One byte of room past the limit tells "exactly the limit" from "more".
+  const std::size_t room = max_size + 1;
+  // The last member's trailer says what it inflates to (a hint: it may
+  // lie, and is held to the limit): a report is inflated into one buffer
+  // of its size, not doubled into it with a copy at each step.
+  const std::size_t hinted = in.size() >= 18 ? get_le32(in, in.size() - 4) : 0;
+  auto grow = [&] {
+    std::size_t size = std::max<std::size_t>(out.size() * 2, std::size_t{64} * 1024);
+    if (out.empty() && hinted > size) size = hinted + 1;
+    size = std::min(room, size);
+    if (on_grow) on_grow(size);
+    out.resize(size);
+  };
   std::size_t at = 0;
-  do {
+  for (std::size_t members = 1;; ++members) {
+    if (members > max_members) throw GzipError("gzip: more than " + std::to_string(max_members) + " members");
     zlib::inflate_stream inflate;
     inflate.reset(kWindowBits);
-    const std::size_t begin = out.size();
+    const std::size_t begin = filled;
     zlib::z_params params;
     const std::size_t data = skip_header(in, at);
     params.next_in = in.data() + data;
     params.avail_in = in.size() - data;
     boost::system::error_code ec;
-    // One byte of room past the limit tells "exactly the limit" from "more".
-    const std::size_t room = max_size + 1;
     while (ec != zlib::error::end_of_stream) {
-      const std::size_t used = out.size();
-      out.resize(std::min(room, std::max<std::size_t>(used * 2, std::size_t{64} * 1024)));
-      params.next_out = out.data() + used;
-      params.avail_out = out.size() - used;
+      if (filled == out.size()) {
+        if (out.size() >= room)
+          throw GzipTooLarge("gzip: decompresses to more than the limit of " + std::to_string(max_size) +
+                             " bytes");
+        grow();
+      }
+      params.next_out = out.data() + filled;
+      params.avail_out = out.size() - filled;
       inflate.write(params, zlib::Flush::none, ec);
-      out.resize(out.size() - params.avail_out);
-      if (out.size() > max_size)
+      filled = out.size() - params.avail_out;
+      if (filled > max_size)
         throw GzipTooLarge("gzip: decompresses to more than the limit of " + std::to_string(max_size) +
                            " bytes");
       if (ec == zlib::error::need_buffers && params.avail_in == 0)
@@ -156,12 +177,14 @@ std::string gzip_decompress(std::string_view in, std::size_t max_size) {
     at = static_cast<std::size_t>(static_cast<const char*>(params.next_in) - in.data());
     if (at + 8 > in.size()) throw GzipError("gzip: the trailer is cut short");
     Crc32 crc;
-    crc.update(std::string_view(out).substr(begin));
+    crc.update(std::string_view(out).substr(begin, filled - begin));
     if (get_le32(in, at) != crc.value()) throw GzipError("gzip: CRC mismatch (the data is corrupt)");
-    if (get_le32(in, at + 4) != static_cast<std::uint32_t>(out.size() - begin))
+    if (get_le32(in, at + 4) != static_cast<std::uint32_t>(filled - begin))
       throw GzipError("gzip: length mismatch (the data is corrupt)");
     at += 8;
-  } while (at < in.size());
+    if (at >= in.size()) break;
+  }
+  out.resize(filled);
   return out;
 }
 

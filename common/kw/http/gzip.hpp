@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -27,7 +28,14 @@ class GzipTooLarge : public GzipError {
 // level: 1 (fastest) to 9 (smallest).
 std::string gzip_compress(std::string_view data, int level = 1);
 
-// Every member of the input, concatenated, as gzip -d writes it.
-std::string gzip_decompress(std::string_view gzip, std::size_t max_size);
+// Every member of the input, concatenated, as gzip -d writes it; more than
+// `max_members` members is an error (a sender joins a few at most, and each
+// empty member costs a pass of its own). `on_grow`, when set, is told each
+// new size of the output buffer before it is allocated, and may throw (a
+// memory budget shared by requests).
+inline constexpr std::size_t kGzipMaxMembers = 64;
+std::string gzip_decompress(std::string_view gzip, std::size_t max_size,
+                            const std::function<void(std::size_t)>& on_grow = {},
+                            std::size_t max_members = kGzipMaxMembers);
 
 }  // namespace kw::http

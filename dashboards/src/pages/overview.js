@@ -1,14 +1,14 @@
 // A project's overview: recent runs, every case with its sparkline.
-import { api, app, badge, branchSelect, commitCell, enc, esc, family, pageQuery, pager, ratioText, setQuery, statusOptions, short, us, verdictBadge, when } from "../lib.js";
+import { api, app, badge, branchSelect, commitCell, deviceText, enc, esc, family, intervalText, pageQuery, pager, ratioText, setQuery, statusOptions, short, us, verdictBadge, when } from "../lib.js";
 
 // The newest runs of every branch, pull requests included: where a pull
 // request's regression shows on the overview.
 function recentRuns(project, runs) {
   if (!runs.length) return "";
-  return `<h2>Recent runs</h2><table id="recent-runs"><thead><tr><th>run</th><th>verdict</th><th>branch</th><th>commit</th><th>GPU</th><th>finished</th></tr></thead><tbody>
+  return `<h2>Recent runs</h2><table id="recent-runs"><thead><tr><th>run</th><th>verdict</th><th>branch</th><th>commit</th><th>device</th><th>finished</th></tr></thead><tbody>
     ${runs.map((r) => `<tr class="clickable" data-href="#/run/${r.id}"><td><a href="#/run/${r.id}">${r.id}</a></td><td>${verdictBadge(r)}</td>
       <td>${esc(r.branch)}${r.base_commit ? ` <span class="muted">(vs ${esc(short(r.base_commit))})</span>` : ""}</td>
-      <td>${commitCell(r)}</td><td>${esc(r.gpu_model)}</td><td>${when(r.finished_at)}</td></tr>`).join("")}</tbody></table>
+      <td>${commitCell(r)}</td><td>${esc(deviceText(r))}</td><td>${when(r.finished_at)}</td></tr>`).join("")}</tbody></table>
     <p><a id="all-regressions" href="#/p/${enc(project)}/regressions">every regression of ${esc(project)} →</a></p>`;
 }
 
@@ -41,12 +41,12 @@ function sparkline(values, regression) {
 function caseRow(project, branch, c) {
   const status = c.comparison?.status ?? "no-baseline";
   const baselines = Object.entries(c.median_ns).filter(([impl]) => impl !== "candidate");
-  const speedups = baselines.map(([impl, m]) => `${(m / c.median_ns.candidate).toFixed(2)}x ${esc(impl.replace("baseline:", ""))}`).join(", ");
+  const speedups = baselines.map(([impl, m]) => `${ratioText(m / c.median_ns.candidate)} ${esc(impl.replace("baseline:", ""))}`).join(", ");
   const href = `#/p/${enc(project)}/case/${enc(c.case)}?gpu=${enc(c.gpu_model)}${branch ? `&branch=${enc(branch)}` : ""}`;
   return `<tr class="clickable case-row" data-href="${href}"><td><span class="dot ${status}" title="${status}"></span></td>
     <td><a href="${href}">${esc(c.case)}</a></td><td>${esc(c.gpu_model)}</td><td class="num">${us(c.median_ns.candidate)}</td>
     <td class="num">${speedups || "–"}</td>
-    <td class="num">${c.comparison?.ratio ? `${ratioText(c.comparison.ratio)} <span class="muted">[${c.comparison.lower.toFixed(3)}, ${c.comparison.upper.toFixed(3)}]</span>` : "–"} ${badge(status)}</td>
+    <td class="num">${c.comparison?.ratio ? `${ratioText(c.comparison.ratio)} <span class="muted">[${intervalText(c.comparison.lower, c.comparison.upper, ", ")}]</span>` : "–"} ${badge(status)}</td>
     <td>${sparkline(c.history ?? [], status === "regression")}</td></tr>`;
 }
 

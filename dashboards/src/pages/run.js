@@ -2,7 +2,7 @@
 // and the acknowledgement form.
 import { plot } from "../charts.js";
 import { comparisonTable, decisionSummary } from "../comparisons.js";
-import { NeedsToken, api, app, badge, enc, esc, pageQuery, pager, ratioText, rerender, short, us, when } from "../lib.js";
+import { NeedsToken, api, app, badge, enc, esc, intervalText, pageQuery, pager, ratioText, rerender, short, us, when } from "../lib.js";
 
 // Each flagged case in numbers, first on the run page: base and head medians
 // with their spread, the ratio and its interval, the speedup against each
@@ -21,14 +21,14 @@ function flaggedCases(run) {
     const head = f.head_ns ? f.head_baselines[impl] / f.head_ns : null;
     const base = f.base_baselines?.[impl] && f.base_ns ? f.base_baselines[impl] / f.base_ns : null;
     return `${esc(impl.replace("baseline:", "vs "))} ${base != null ? `${base.toPrecision(3)}x → ` : ""}${head != null ? `${head.toPrecision(3)}x` : "–"}`;
-  }).join("<br>") || '<span class="muted">no baseline</span>';
+  }).join("<br>") || '<span class="muted">no reference implementation (cuDNN, cuBLAS) in this bench</span>';
   const profiled = new Set((run.profiles ?? []).map((p) => p.case));
   return `<div class="card" id="flagged"><table id="flagged-table"><thead><tr><th>flagged case</th><th></th><th class="num">base</th><th class="num">head</th>
     <th class="num">head / base</th><th class="num">99% interval</th><th>speedup, base → head</th><th>why</th></tr></thead><tbody>
     ${rows.map((f) => `<tr data-case="${esc(f.case)}"><td>${esc(f.case)}</td><td>${badge(f.status)}</td>
       <td class="num base-time">${us(baseNs(f))}${spread(f.base_noise)}${f.base_ns == null && f.baseline_run_id ? `<br><a class="muted" href="#/run/${f.baseline_run_id}" title="${esc(f.baseline_reason ?? "")}">stored run ${f.baseline_run_id}</a>` : ""}</td>
       <td class="num head-time">${us(f.head_ns)}${spread(f.head_noise)}</td>
-      <td class="num">${ratioText(f.ratio)}</td><td class="num">${f.lower != null ? `${f.lower.toFixed(3)} – ${f.upper.toFixed(3)}` : "–"}</td>
+      <td class="num">${ratioText(f.ratio)}</td><td class="num">${intervalText(f.lower, f.upper)}</td>
       <td>${speedups(f)}</td>
       <td class="why"><a href="" data-scroll="explanation">explanation</a>${profiled.has(f.case) ? ' · <a href="" data-scroll="profiles">profile</a>' : ""}</td></tr>`).join("")}
     </tbody></table></div>`;

@@ -35,27 +35,38 @@ class Session : public std::enable_shared_from_this<Session> {
     net::dispatch(stream_.get_executor(), beast::bind_front_handler(&Session::do_read, shared_from_this()));
   }
 
-  // Called at shutdown: a connection waiting for its next request is closed
-  // now; one in the middle of a request finishes it first.
+  // Called at shutdown, and to free a slot for a new connection: a
+  // connection waiting for its next request is closed now; one in the middle
+  // of a request finishes it first (and is not asked again).
   void close_if_idle() {
     net::dispatch(stream_.get_executor(), [self = shared_from_this()] {
-      if (self->idle_ && (!self->parser_ || !self->parser_->got_some())) self->close();
+      if (self->idle_ && (!self->parser_ || !self->parser_->got_some())) return self->close();
+      self->evictable_ = false;
     });
   }
+
+  // Read by the server, under its lock, off this session's strand.
+  std::atomic<bool> authenticated_{false};
+  std::atomic<std::int64_t> idle_since_{0};  // steady clock ticks; 0 while a request is served
+  std::atomic<bool> fresh_{true};            // no request read yet
+  std::atomic<bool> evictable_{true};
 
  private:
   void do_read() {
     parser_.emplace();
     parser_->body_limit(server_.options_.body_limit);
     idle_ = true;
-    stream_.expires_after(served_ == 0 ? server_.options_.first_request_timeout
-                                       : server_.options_.idle_timeout);
+    idle_since_ = std::chrono::steady_clock::now().time_since_epoch().count();
+    evictable_ = true;
+    stream_.expires_after(server_.wait_for_request(served_ == 0));
     http::async_read_header(stream_, buffer_, *parser_,
                             beast::bind_front_handler(&Session::on_header, shared_from_this()));
   }
 
   void on_header(beast::error_code ec, std::size_t) {
     idle_ = false;
+    idle_since_ = 0;
+    fresh_ = false;
     if (ec) return on_read_error(ec);
     // The rest of the request gets read_timeout. Not the stream's own
     // expiry: that closes the socket, and a late request is answered 408.
@@ -133,17 +144,19 @@ class Session : public std::enable_shared_from_this<Session> {
     const bool read = request.method == "GET" || request.method == "HEAD";
     const auto& probes = server_.options_.probe_paths;
     const bool probe = read && std::find(probes.begin(), probes.end(), request.path) != probes.end();
-    net::post(probe                                                       ? server_.probe_pool_
-              : read                                                      ? server_.read_pool_
-              : request.body.size() >= server_.options_.ingest_body_bytes ? server_.write_pool_
-                                                                          : server_.small_write_pool_,
+    // Decided before the request moves: an encoded body may inflate to a
+    // report, so it runs beside the reports, never beside the claims.
+    const bool large = request.body.size() >= server_.options_.ingest_body_bytes ||
+                       request.headers.count("content-encoding") > 0;
+    net::post(probe   ? server_.probe_pool_
+              : read  ? server_.read_pool_
+              : large ? server_.write_pool_
+                      : server_.small_write_pool_,
               [self = shared_from_this(), request = std::move(request), keep_alive, version, head]() mutable {
                 Response response;
                 try {
-                  // Here, not on the I/O thread: a large body takes a while to inflate.
-                  std::optional<Response> refused =
-                      decode_content(request, self->server_.options_.decoded_body_limit);
-                  response = refused ? std::move(*refused) : self->server_.handler_(request);
+                  // The router authenticates, then inflates a body its route takes.
+                  response = self->server_.handler_(request);
                 } catch (...) {  // the router answers what it can; this is what it cannot
                   response = Response::error(500, "internal", "internal error; see the server log");
                 }
@@ -172,6 +185,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void write(Response response, bool keep_alive, unsigned version, bool head) {
+    if (response.authenticated && !authenticated_) server_.mark_authenticated(this);
     if (response.stream) return write_streamed(std::move(response), keep_alive, version, head);
     if (response.shared_body) return write_shared(std::move(response), keep_alive, version, head);
     auto message = std::make_shared<http::response<http::string_body>>(
@@ -391,6 +405,8 @@ void HttpServer::start() {
   check("listen on");
   bound_port_ = acceptor_.local_endpoint().port();
   do_accept();
+  sweep_timer_ = std::make_unique<net::steady_timer>(acceptor_.get_executor());
+  net::post(acceptor_.get_executor(), [this] { sweep_idle(); });
   for (int i = 0; i < std::max(1, options_.threads); ++i) {
     threads_.emplace_back([this] {
       for (;;) {
@@ -510,22 +526,114 @@ void HttpServer::refuse(tcp::socket socket) {
   std::make_shared<Refusal>(std::move(socket))->run();
 }
 
+std::shared_ptr<Session> HttpServer::eviction_candidate(bool unauthenticated_only) {
+  const std::int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
+  const auto settled =
+      std::chrono::duration_cast<std::chrono::steady_clock::duration>(options_.evict_idle_after).count();
+  const std::weak_ptr<Session>* best = nullptr;
+  std::int64_t best_since = 0;
+  bool best_authenticated = true;
+  for (auto& [raw, weak] : sessions_) {
+    const std::int64_t since = raw->idle_since_;
+    const bool authenticated = raw->authenticated_;
+    if (since == 0 || now - since < settled || !raw->evictable_ || (unauthenticated_only && authenticated))
+      continue;
+    // Never-authenticated ones first, then the one idle longest.
+    if (best != nullptr &&
+        (authenticated > best_authenticated || (authenticated == best_authenticated && since >= best_since)))
+      continue;
+    best = &weak;
+    best_since = since;
+    best_authenticated = authenticated;
+  }
+  return best != nullptr ? best->lock() : nullptr;
+}
+
 bool HttpServer::register_session(Session* session, const std::shared_ptr<Session>& shared,
                                   const std::string& address) {
+  // Released after the lock: it may hold the last reference to its session,
+  // whose destructor takes the lock.
+  std::shared_ptr<Session> victim;
   std::lock_guard lock(sessions_mutex_);
   std::size_t& from_address = sessions_per_address_[address];
-  if (sessions_.size() >= options_.max_connections || from_address >= options_.max_connections_per_address) {
+  const std::size_t unauthenticated_cap = options_.max_unauthenticated_connections > 0
+                                              ? options_.max_unauthenticated_connections
+                                              : std::max<std::size_t>(1, options_.max_connections * 3 / 4);
+  const bool full = sessions_.size() >= options_.max_connections;
+  const bool anonymous_full = unauthenticated_ >= unauthenticated_cap;
+  // While evicted connections close, a few may be admitted past the cap.
+  constexpr std::size_t kEvictionSlack = 16;
+  bool admit = from_address < options_.max_connections_per_address &&
+               sessions_.size() < options_.max_connections + kEvictionSlack;
+  if (admit && (full || anonymous_full)) {
+    victim = eviction_candidate(!full);
+    admit = victim != nullptr;
+    if (victim) {
+      victim->evictable_ = false;  // asked once
+      victim->close_if_idle();
+    }
+  }
+  if (!admit) {
     if (from_address == 0) sessions_per_address_.erase(address);
     return false;
   }
   ++from_address;
+  ++unauthenticated_;
   sessions_[session] = shared;
   return true;
 }
 
+void HttpServer::mark_authenticated(Session* session) {
+  std::lock_guard lock(sessions_mutex_);
+  if (session->authenticated_.exchange(true) || sessions_.count(session) == 0) return;
+  --unauthenticated_;
+}
+
+std::chrono::milliseconds HttpServer::wait_for_request(bool first) {
+  std::lock_guard lock(sessions_mutex_);
+  return wait_at_fill(first);
+}
+
+std::chrono::milliseconds HttpServer::wait_at_fill(bool first) const {
+  const std::chrono::milliseconds wait = first ? options_.first_request_timeout : options_.idle_timeout;
+  const double fill = static_cast<double>(sessions_.size()) /
+                      static_cast<double>(std::max<std::size_t>(1, options_.max_connections));
+  if (fill <= 0.5) return wait;
+  const auto shortened = std::chrono::milliseconds(
+      static_cast<std::int64_t>(static_cast<double>(wait.count()) * std::max(0.0, (1.0 - fill) * 2)));
+  return std::min(wait, std::max(shortened, std::chrono::milliseconds(1000)));
+}
+
+// Connections that began waiting while the server was emptier are held to
+// the shorter wait too, once a second.
+void HttpServer::sweep_idle() {
+  std::vector<std::shared_ptr<Session>> overdue;
+  {
+    std::lock_guard lock(sessions_mutex_);
+    const auto now = std::chrono::steady_clock::now().time_since_epoch();
+    const std::int64_t first_limit =
+        std::chrono::duration_cast<std::chrono::steady_clock::duration>(wait_at_fill(true)).count();
+    const std::int64_t idle_limit =
+        std::chrono::duration_cast<std::chrono::steady_clock::duration>(wait_at_fill(false)).count();
+    for (auto& [raw, weak] : sessions_) {
+      const std::int64_t since = raw->idle_since_;
+      if (since != 0 && now.count() - since > (raw->fresh_ ? first_limit : idle_limit)) {
+        if (auto session = weak.lock()) overdue.push_back(std::move(session));
+      }
+    }
+  }
+  for (auto& session : overdue) session->close_if_idle();
+  overdue.clear();  // outside the lock: a session's destructor takes it
+  if (stopping_) return;
+  sweep_timer_->expires_after(std::chrono::seconds(1));
+  sweep_timer_->async_wait([this](beast::error_code ec) {
+    if (!ec && !stopping_) sweep_idle();
+  });
+}
+
 void HttpServer::unregister_session(Session* session, const std::string& address) {
   std::lock_guard lock(sessions_mutex_);
-  sessions_.erase(session);
+  if (sessions_.erase(session) > 0 && !session->authenticated_) --unauthenticated_;
   if (auto it = sessions_per_address_.find(address); it != sessions_per_address_.end() && --it->second == 0)
     sessions_per_address_.erase(it);
   // The last connection gone during shutdown: nothing to wait for any more.
@@ -541,6 +649,7 @@ void HttpServer::stop(std::chrono::milliseconds grace) {
     beast::error_code ec;
     acceptor_.close(ec);
     if (accept_timer_) accept_timer_->cancel();
+    if (sweep_timer_) sweep_timer_->cancel();
   });
   std::vector<std::shared_ptr<Session>> live;
   {

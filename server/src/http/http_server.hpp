@@ -31,8 +31,13 @@ struct HttpOptions {
   int threads = 4;
   std::size_t body_limit = std::size_t{16} * 1024 * 1024;
   // A gzip body (Content-Encoding: gzip) may decompress to at most this: a
-  // 10,000-case report of 3 implementations x 60 samples is 28.9 MiB.
-  std::size_t decoded_body_limit = std::size_t{256} * 1024 * 1024;
+  // 10,000-case report of 3 implementations x 60 samples is 28.9 MiB, a
+  // pull request's of the same size, with its base, 38 MiB.
+  std::size_t decoded_body_limit = std::size_t{64} * 1024 * 1024;
+  // What the bodies being inflated and parsed at once may hold in all
+  // (an estimate counted as they grow); past it a request gets 503 and
+  // Retry-After. A 10,000-case report takes about 200 MiB of it.
+  std::size_t body_memory = std::size_t{640} * 1024 * 1024;
   std::chrono::seconds read_timeout{30};  // to receive one whole request
   std::chrono::seconds idle_timeout{60};  // keep-alive wait for the next request
   // Connections served at once; one more is answered 503 with Retry-After
@@ -41,9 +46,17 @@ struct HttpOptions {
   // Connections one client address may hold at once, so one client cannot
   // take every slot; over it, the same 503 as over max_connections.
   std::size_t max_connections_per_address = 64;
+  // Connections that have not (yet) sent a valid token; 0: three quarters of
+  // max_connections. A client with many addresses cannot hold every slot:
+  // past either cap a new connection takes the slot of the connection idle
+  // longest (one that never authenticated first, idle at least
+  // evict_idle_after), and only when none is idle is it answered 503.
+  std::size_t max_unauthenticated_connections = 0;
+  std::chrono::milliseconds evict_idle_after{1000};
   // A new connection must send its first request's header within this, a
   // kept-alive one its next request within idle_timeout: connections opened
-  // and left silent are closed early.
+  // and left silent are closed early. Both shorten as the server fills past
+  // half its connections, down to a second when full.
   std::chrono::seconds first_request_timeout{10};
   // Served on a thread of their own, never queued behind handlers that wait
   // on the database: a liveness probe answers even while it is frozen.
@@ -102,9 +115,22 @@ class HttpServer {
   void do_accept();
   void on_accept_error(const boost::system::error_code& ec);
   void refuse(boost::asio::ip::tcp::socket socket);
-  // False (nothing registered) when the server or the address is at its cap.
+  // False (nothing registered) when the address is at its cap, or the
+  // server is and no idle connection can give up its slot.
   bool register_session(Session* session, const std::shared_ptr<Session>& shared, const std::string& address);
   void unregister_session(Session* session, const std::string& address);
+  // The session's request carried a valid token: it no longer counts against
+  // max_unauthenticated_connections.
+  void mark_authenticated(Session* session);
+  // The connection idle longest that may give up its slot (never
+  // authenticated first); nullptr when none has been idle long enough.
+  std::shared_ptr<Session> eviction_candidate(bool unauthenticated_only);
+  // How long a connection may wait for its (first) request now.
+  std::chrono::milliseconds wait_for_request(bool first);
+  std::chrono::milliseconds wait_at_fill(bool first) const;  // under sessions_mutex_
+  // Closes idle connections that have waited longer than the server, as
+  // full as it is now, allows; again every second.
+  void sweep_idle();
 
   HttpOptions options_;
   RequestHandler handler_;
@@ -118,10 +144,12 @@ class HttpServer {
   std::mutex sessions_mutex_;
   std::unordered_map<Session*, std::weak_ptr<Session>> sessions_;
   std::unordered_map<std::string, std::size_t> sessions_per_address_;
+  std::size_t unauthenticated_ = 0;  // sessions that have not sent a valid token
   std::unique_ptr<boost::asio::steady_timer> grace_timer_;
   // Accept errors (EMFILE, ENFILE, ENOBUFS) are retried after a growing
   // pause, and logged at most once a second with how many were not.
   std::unique_ptr<boost::asio::steady_timer> accept_timer_;
+  std::unique_ptr<boost::asio::steady_timer> sweep_timer_;
   std::chrono::milliseconds accept_backoff_{0};
   std::chrono::steady_clock::time_point last_accept_log_{};
   std::size_t unlogged_accept_errors_ = 0;

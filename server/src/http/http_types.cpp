@@ -76,7 +76,18 @@ nlohmann::json Request::json_body() const {
   if (body.empty()) throw BadRequest("bad_json", "request body is empty; expected JSON");
   nlohmann::json document;
   try {
-    document = common::parse_in_parts(body);
+    const common::JsonLimits limits{common::kMaxJsonDepth,
+                                    body.size() * json_memory.per_byte + json_memory.slack, memory.get()};
+    document = common::parse_in_parts(body, limits);
+  } catch (const common::JsonTooDeep&) {
+    throw BadRequest("bad_json", "request body is nested deeper than " +
+                                     std::to_string(common::kMaxJsonDepth) + " levels");
+  } catch (const common::JsonTooLarge& error) {
+    throw PayloadTooLarge("json_too_large", std::string("request body: ") + error.what() + " (" +
+                                                std::to_string(json_memory.per_byte) +
+                                                " times its size); send fewer or larger values");
+  } catch (const common::MemoryBusy& error) {
+    throw ServiceUnavailable("busy", std::string(error.what()) + "; retry shortly");
   } catch (const nlohmann::json::parse_error& error) {
     throw BadRequest("bad_json", "request body is not valid JSON (byte " + std::to_string(error.byte) + ")");
   } catch (const nlohmann::json::exception& error) {
@@ -127,27 +138,33 @@ bool valid_utf8(std::string_view text) {
 
 }  // namespace
 
-std::optional<Response> decode_content(Request& request, std::size_t decoded_limit) {
+void decode_content(Request& request, std::size_t decoded_limit) {
   auto encoding = request.headers.find("content-encoding");
-  if (encoding == request.headers.end()) return std::nullopt;
+  if (encoding == request.headers.end()) return;
   const std::string& name = encoding->second;
-  if (boost::beast::iequals(name, "identity")) return std::nullopt;
+  if (boost::beast::iequals(name, "identity")) return;
   if (!boost::beast::iequals(name, "gzip") && !boost::beast::iequals(name, "x-gzip")) {
-    return Response::error(
-        415, "unsupported_encoding",
-        "Content-Encoding '" + encoding->second + "' is not supported: send gzip or identity");
+    throw HttpError(415, "unsupported_encoding",
+                    "Content-Encoding '" + encoding->second + "' is not supported: send gzip or identity");
   }
+  std::size_t reserved = 0;
+  request.sent_body = std::move(request.body);
   try {
-    request.body = kw::http::gzip_decompress(request.body, decoded_limit);
+    request.body = kw::http::gzip_decompress(request.sent_body, decoded_limit, [&](std::size_t size) {
+      if (request.memory && size > reserved) request.memory->take(size - reserved);
+      reserved = std::max(reserved, size);
+    });
   } catch (const kw::http::GzipTooLarge&) {
-    return Response::error(413, "payload_too_large",
-                           "the gzip request body decompresses to more than the limit of " +
-                               std::to_string(decoded_limit) + " bytes");
+    throw PayloadTooLarge("payload_too_large",
+                          "the gzip request body decompresses to more than the limit of " +
+                              std::to_string(decoded_limit) + " bytes");
   } catch (const kw::http::GzipError& e) {
-    return Response::error(400, "bad_encoding", std::string("Content-Encoding gzip: ") + e.what());
+    throw BadRequest("bad_encoding", std::string("Content-Encoding gzip: ") + e.what());
+  } catch (const common::MemoryBusy& e) {
+    throw ServiceUnavailable("busy", std::string(e.what()) + "; retry shortly");
   }
+  // The buffer was cut to the decoded size; the lease keeps what it took.
   request.headers.erase(encoding);
-  return std::nullopt;
 }
 
 std::optional<std::string> percent_decode(std::string_view text, bool plus_is_space) {

@@ -11,8 +11,20 @@
 #include <nlohmann/json.hpp>
 
 #include "access.hpp"
+#include "kw/common/memory_budget.hpp"
 
 namespace kw::server {
+
+// What a parsed JSON body may hold, times its size plus a slack: a run
+// report's value takes 4 times its text where samples dominate and up to
+// 7.2 times where keys do (10,000 cases of one sample each); the small
+// bodies of other routes need far less. A hostile body is stopped here.
+struct JsonMemory {
+  std::size_t per_byte = 4;
+  std::size_t slack = std::size_t{1} << 20;
+};
+inline constexpr JsonMemory kSmallJsonMemory{};
+inline constexpr JsonMemory kReportJsonMemory{7, std::size_t{8} << 20};
 
 struct Request {
   std::string method;  // "GET", "POST", ...
@@ -21,15 +33,24 @@ struct Request {
   std::map<std::string, std::string> query;
   std::map<std::string, std::string> path_params;
   std::string body;
+  // A gzip body as it was sent, once `body` holds what it decompresses to.
+  std::string sent_body;
   std::string authorization;
   std::map<std::string, std::string> headers;  // names lower-cased
   std::optional<Caller> caller;                // set by the router once authenticated
+  // The request's share of the memory that bodies take (inflated and
+  // parsed); set by the router for routes that take a body.
+  std::shared_ptr<common::MemoryLease> memory;
+  JsonMemory json_memory = kSmallJsonMemory;  // the route's (Access::run_reports)
 
   const std::string& param(const std::string& name) const;
   std::optional<std::string> query_value(const std::string& name) const;
   // 404 "no_such_<resource>" when not a positive integer.
   std::int64_t id_param(const std::string& name, const std::string& resource) const;
-  nlohmann::json json_body() const;  // 400 when not JSON
+  // 400 when not JSON or nested deeper than kMaxJsonDepth, 413 when its
+  // value would hold more than `json_memory` allows, 503 when the server's
+  // body memory is in use.
+  nlohmann::json json_body() const;
 };
 
 struct Response {
@@ -46,6 +67,9 @@ struct Response {
   // A large body many responses share (a download): sent from this one
   // read-only copy with a Content-Length, never copied per connection.
   std::shared_ptr<const std::string> shared_body;
+  // The request carried a valid token (set by the router): its connection
+  // is one of the authenticated ones the server keeps room for.
+  bool authenticated = false;
 
   static Response json(int status, const nlohmann::json& value);
   static Response json_text(int status, std::string text);
@@ -54,9 +78,10 @@ struct Response {
 };
 
 // Replaces a gzip body (Content-Encoding: gzip) by what it decompresses to,
-// within `decoded_limit` bytes. nullopt when the body is now plain; else the
-// answer: 413 past the limit, 400 on corrupt gzip, 415 on another encoding.
-std::optional<Response> decode_content(Request& request, std::size_t decoded_limit);
+// within `decoded_limit` bytes and the request's memory lease; the body as
+// sent is kept in `sent_body`. Throws: 413 past the limit, 400 on corrupt
+// gzip, 415 on another encoding, 503 when the memory is in use.
+void decode_content(Request& request, std::size_t decoded_limit);
 
 // nullopt: a '%' not followed by two hex digits, %00, or bytes that are not
 // UTF-8 (nothing the store could hold or a name could match).

@@ -92,6 +92,22 @@ void Router::authorize(const Route& route, Request& request) const {
                                       (allowed.empty() ? "admin" : allowed + " or admin"));
 }
 
+void Router::take_body(const Route& route, Request& request) const {
+  if (route.method == "GET" || route.method == "HEAD") {
+    request.body.clear();
+    request.body.shrink_to_fit();
+    return;
+  }
+  request.memory = std::make_shared<common::MemoryLease>(memory_);
+  request.json_memory = route.access.run_reports ? kReportJsonMemory : kSmallJsonMemory;
+  try {
+    request.memory->take(request.body.size());
+  } catch (const common::MemoryBusy& error) {
+    throw ServiceUnavailable("busy", std::string(error.what()) + "; retry shortly");
+  }
+  decode_content(request, decoded_limit_);
+}
+
 Response Router::handle(Request& request) {
   auto started = std::chrono::steady_clock::now();
   std::string route_label = "unmatched";
@@ -117,6 +133,7 @@ Response Router::handle(Request& request) {
     }
     route_label = route->method + " " + route->pattern;
     authorize(*route, request);
+    take_body(*route, request);
     response = route->handler(request);
   } catch (const HttpError& error) {
     response = Response::error(error.status(), error.code(), error.what(), error.field());
@@ -141,6 +158,7 @@ Response Router::handle(Request& request) {
   }
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   metrics_.observe_request(route_label, response.status, seconds);
+  response.authenticated = request.caller.has_value();
   return response;
 }
 

@@ -25,10 +25,14 @@ struct Access {
   // Probes (/healthz, /metrics): open to anyone, whatever the server's reads
   // need and whatever token comes with them.
   bool probe = false;
+  // Takes run reports, whose JSON may hold more memory per byte than other
+  // bodies (kReportJsonMemory).
+  bool run_reports = false;
 
   static Access read() { return {true, {}}; }
   static Access of(std::vector<Scope> scopes) { return {false, std::move(scopes)}; }
   static Access open_probe() { return {true, {}, true}; }
+  static Access agent_reports() { return {false, {Scope::agent}, false, true}; }
 };
 
 class Router {
@@ -40,6 +44,14 @@ class Router {
   // nullopt means 404. Reads of static files are open like the other reads.
   void set_static(std::function<std::optional<Response>(const Request&)> handler) {
     static_ = std::move(handler);
+  }
+  // A body is inflated (and its memory taken from `budget`) only once its
+  // route is known to take one and its caller may call that route: no byte
+  // of an unauthenticated body is inflated or parsed. Bodies sent to routes
+  // that take none are dropped unread.
+  void set_body_decoding(std::size_t decoded_limit, common::MemoryBudget* budget) {
+    decoded_limit_ = decoded_limit;
+    memory_ = budget;
   }
   Response handle(Request& request);
 
@@ -54,12 +66,15 @@ class Router {
 
   const Route* match(Request& request, bool& path_matched) const;
   void authorize(const Route& route, Request& request) const;
+  void take_body(const Route& route, Request& request) const;
 
   std::vector<Route> routes_;
   std::function<std::optional<Response>(const Request&)> static_;
   Authenticator authenticator_;
   Metrics& metrics_;
   bool reads_need_token_;
+  std::size_t decoded_limit_ = std::size_t{64} << 20;
+  common::MemoryBudget* memory_ = nullptr;
 };
 
 }  // namespace kw::server

@@ -39,6 +39,10 @@ struct NotifierOptions {
   int workers = 4;
   OutboundTimeouts timeouts;
   TargetPolicy target_policy;
+  // Webhooks may reach loopback and private addresses (an on-premises forge
+  // or receiver); off, a project admin cannot make kw-server call into its
+  // own network.
+  bool allow_private_webhooks = false;
 };
 
 class NotificationRepository {

@@ -26,6 +26,10 @@ constexpr std::size_t kHistoryRuns = 30;
 
 // The newest completed run of each named case on this GPU model, at a given
 // commit ($4 = 'commit') or on a branch ($4 = 'branch'); $5 names which.
+// A baseline is a run whose candidate samples are still kept: one whose
+// samples retention dropped would judge nothing (every comparison
+// no-baseline, and a regression would pass). $6: whether such runs are the
+// ones asked for instead (to say why a base commit has no baseline).
 constexpr const char* kBaseline = R"sql(
 SELECT w.name, b.run_id, b.commit_sha, b.case_id
 FROM unnest($1::text[]) AS w(name)
@@ -35,6 +39,7 @@ CROSS JOIN LATERAL (
   WHERE c.project_id = $2 AND c.name = w.name AND r.gpu_model = $3
     AND r.verdict IN ('pass', 'improvement', 'regression')
     AND CASE WHEN $4 = 'commit' THEN r.commit_sha = $5 ELSE r.branch = $5 END
+    AND EXISTS (SELECT 1 FROM samples s WHERE s.case_id = c.id AND s.side = 'head' AND s.impl = 'candidate') <> $6
   ORDER BY c.run_id DESC
   LIMIT 1) AS b
 )sql";
@@ -119,12 +124,13 @@ struct Baseline {
 std::map<std::string, Baseline> find_baselines(pqxx::work& tx, const std::vector<std::string>& names,
                                                std::int64_t project_id, const std::string& gpu,
                                                const std::string& match, const std::string& key,
-                                               const std::string& reason) {
+                                               const std::string& reason, bool expired = false) {
   std::map<std::string, Baseline> found;
   if (names.empty()) return found;
   PgArray wanted;
   for (const std::string& name : names) wanted.text(name);
-  for (const auto& row : tx.exec_prepared("detection_baseline", wanted.str(), project_id, gpu, match, key)) {
+  for (const auto& row :
+       tx.exec_prepared("detection_baseline", wanted.str(), project_id, gpu, match, key, expired)) {
     Baseline b{row[1].as<std::int64_t>(), row[2].as<std::string>(), row[3].as<std::int64_t>(), ""};
     b.reason = reason + " (run " + std::to_string(b.run_id) + ", commit " + b.commit.substr(0, 12) + ")";
     found[row[0].as<std::string>()] = b;
@@ -540,16 +546,27 @@ std::shared_ptr<const DetectionRepository::Plan> DetectionRepository::plan(pqxx:
   std::map<std::string, Baseline>& baselines = result->baselines;
   std::string default_reason = "newest run on " + project.default_branch + " on " + gpu;
   if (report.base_commit) {
+    const std::string base = report.base_commit->substr(0, 12);
     baselines = find_baselines(tx, names, project_id, gpu, "commit", *report.base_commit,
-                               "base_commit " + report.base_commit->substr(0, 12) + " on " + gpu);
+                               "base_commit " + base + " on " + gpu);
     std::vector<std::string> missing;
     for (const std::string& name : names) {
       if (!baselines.contains(name)) missing.push_back(name);
     }
-    default_reason = "base_commit " + report.base_commit->substr(0, 12) + " has no run of this case on " +
-                     gpu + "; newest run on " + project.default_branch;
+    // The base commit's runs whose samples expired: said, then the default
+    // branch's newest run that has them stands in.
+    const auto expired =
+        find_baselines(tx, missing, project_id, gpu, "commit", *report.base_commit, "", true);
+    const std::string fallback_to = "newest run on " + project.default_branch + " with samples";
+    default_reason = "base_commit " + base + " has no run of this case on " + gpu + "; " + fallback_to;
     auto fallback =
         find_baselines(tx, missing, project_id, gpu, "branch", project.default_branch, default_reason);
+    for (auto& [name, b] : fallback) {
+      if (auto gone = expired.find(name); gone != expired.end())
+        b.reason = "base_commit " + base + "'s run " + std::to_string(gone->second.run_id) + " on " + gpu +
+                   " has no samples left (expired: kw-server --keep-samples-days); " + fallback_to +
+                   " (run " + std::to_string(b.run_id) + ", commit " + b.commit.substr(0, 12) + ")";
+    }
     baselines.merge(fallback);
   } else {
     baselines = find_baselines(tx, names, project_id, gpu, "branch", project.default_branch, default_reason);
@@ -652,26 +669,100 @@ std::pair<json, json> compared_cases(const std::vector<ComparisonRow>& rows,
 
 }  // namespace
 
+namespace {
+
+// A head run measured against its base in its own job: its comparisons as
+// that run judged them (so compare, the run page, the pull request's
+// comment and kw gate say the same of every case), paged like a cross-run
+// compare.
+json in_job_comparison(pqxx::work& tx, std::int64_t head_run, std::optional<std::int64_t> base_run,
+                       const std::string& gpu, const CaseFilter& filter, const Page& page) {
+  std::map<std::string, json> by_case;
+  std::vector<json> kept;
+  const std::string statuses = "," + filter.statuses + ",";
+  json stored =
+      json::parse(RunRepository::run_comparisons_json(tx, head_run, 0, INT64_MAX, filter.name_like));
+  std::vector<std::string> order;  // the run's case order
+  for (json& row : stored) {
+    if (row["kind"] != "time") continue;
+    const std::string name = row["case"];
+    if (!by_case.contains(name)) order.push_back(name);
+    by_case[name].push_back(std::move(row));
+  }
+  for (const std::string& name : order) {
+    const json& rows = by_case[name];
+    for (const json& row : rows) {
+      if (row["impl"] != "candidate") continue;
+      if (!filter.statuses.empty() &&
+          statuses.find("," + row["status"].get<std::string>() + ",") == std::string::npos)
+        continue;
+      json entry = row;
+      entry["comparisons"] = rows;
+      for (const char* drop : {"kind", "impl", "baseline_run_id", "baseline_reason"}) entry.erase(drop);
+      kept.push_back(std::move(entry));
+    }
+  }
+  auto effect = [](const json& row) {
+    return row["ratio"].is_number() ? std::abs(std::log(row["ratio"].get<double>())) : 0.0;
+  };
+  std::stable_sort(kept.begin(), kept.end(),
+                   [&](const json& a, const json& b) { return effect(a) > effect(b); });
+  const auto total = static_cast<std::int64_t>(kept.size());
+  const std::int64_t first = std::min(page.offset(), total), last = std::min(first + page.per_page, total);
+  json detection = json::parse(
+      tx.exec_params1("SELECT COALESCE(detection, '{}'::jsonb)::text FROM runs WHERE id = $1", head_run)[0]
+          .as<std::string>());
+  return {{"gpu_model", gpu},
+          {"head_run_id", head_run},
+          {"base_run_id", base_run ? json(*base_run) : json(nullptr)},
+          {"source", "in_job"},
+          {"source_note", "as run " + std::to_string(head_run) +
+                              " judged it: base and head measured in the same job, their replicates "
+                              "alternating on one GPU"},
+          {"detection", std::move(detection)},
+          {"paging",
+           {{"page", page.number},
+            {"per_page", page.per_page},
+            {"cases_total", total},
+            {"pages", std::max<std::int64_t>(1, (total + page.per_page - 1) / page.per_page)}}},
+          {"cases", json(std::vector<json>(kept.begin() + first, kept.begin() + last))}};
+}
+
+}  // namespace
+
 json DetectionRepository::compare_commits(pqxx::work& tx, std::int64_t project_id, const std::string& base,
                                           const std::string& head, const CaseFilter& filter,
                                           const Page& page) {
   const std::string& gpu_model = filter.gpu_model;
   ProjectSettings project = SettingsRepository::get(tx, project_id);
   common::DetectionSettings detection = project.detection();
-  // The newest run of each commit per GPU model.
+  // The newest run of the head commit per GPU model, and of the base where
+  // it has one; whether the head run measured the base in its own job.
   pqxx::result pairs = tx.exec_params(
-      "SELECT h.gpu_model, h.id, b.id FROM "
-      "  (SELECT DISTINCT ON (gpu_model) gpu_model, id FROM runs "
-      "   WHERE project_id = $1 AND commit_sha = $2 AND verdict <> 'pending' ORDER BY gpu_model, id DESC) h "
-      "JOIN (SELECT DISTINCT ON (gpu_model) gpu_model, id FROM runs "
-      "   WHERE project_id = $1 AND commit_sha = $3 AND verdict <> 'pending' ORDER BY gpu_model, id DESC) b "
+      "SELECT h.gpu_model, h.id, b.id, h.base_commit IS NOT DISTINCT FROM $3 AND EXISTS ("
+      "  SELECT 1 FROM measurements m JOIN cases c ON c.id = m.case_id WHERE c.run_id = h.id AND m.side = "
+      "'base') "
+      "FROM (SELECT DISTINCT ON (gpu_model) gpu_model, id, base_commit FROM runs "
+      "      WHERE project_id = $1 AND commit_sha = $2 AND verdict <> 'pending' ORDER BY gpu_model, id DESC) "
+      "h "
+      "LEFT JOIN (SELECT DISTINCT ON (gpu_model) gpu_model, id FROM runs "
+      "      WHERE project_id = $1 AND commit_sha = $3 AND verdict <> 'pending' ORDER BY gpu_model, id DESC) "
+      "b "
       "  ON b.gpu_model = h.gpu_model "
       "WHERE $4 = '' OR h.gpu_model = $4 ORDER BY h.gpu_model",
       project_id, head, base, gpu_model);
   json gpus = json::array();
   for (const auto& pair : pairs) {
     std::string gpu = pair[0].as<std::string>();
-    std::int64_t head_run = pair[1].as<std::int64_t>(), base_run = pair[2].as<std::int64_t>();
+    std::int64_t head_run = pair[1].as<std::int64_t>();
+    std::optional<std::int64_t> base_of_own;
+    if (!pair[2].is_null()) base_of_own = pair[2].as<std::int64_t>();
+    if (pair[3].as<bool>()) {
+      gpus.push_back(in_job_comparison(tx, head_run, base_of_own, gpu, filter, page));
+      continue;
+    }
+    if (!base_of_own) continue;  // nothing of the base measured on this GPU
+    const std::int64_t base_run = *base_of_own;
     pqxx::result cases = tx.exec_params(
         "SELECT hc.name, hc.id, bc.id FROM cases hc JOIN cases bc ON bc.run_id = $2 AND bc.name = hc.name "
         "WHERE hc.run_id = $1 AND ($3 = '' OR hc.name ILIKE $3) ORDER BY hc.ordinal",
@@ -725,12 +816,16 @@ json DetectionRepository::compare_commits(pqxx::work& tx, std::int64_t project_i
     json decision;
     add_decision(decision, decide_rows(rows, detection));
     auto [paging, shown] = compared_cases(rows, detection, filter, page);
-    gpus.push_back({{"gpu_model", gpu},
-                    {"head_run_id", head_run},
-                    {"base_run_id", base_run},
-                    {"detection", decision},
-                    {"paging", std::move(paging)},
-                    {"cases", std::move(shown)}});
+    gpus.push_back(
+        {{"gpu_model", gpu},
+         {"head_run_id", head_run},
+         {"base_run_id", base_run},
+         {"source", "cross_run"},
+         {"source_note", "run " + std::to_string(head_run) + " against run " + std::to_string(base_run) +
+                             ", measured in different jobs: the between-run noise is in the interval"},
+         {"detection", decision},
+         {"paging", std::move(paging)},
+         {"cases", std::move(shown)}});
   }
   return {{"project", project.name}, {"base", base}, {"head", head}, {"gpus", gpus}};
 }

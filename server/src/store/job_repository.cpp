@@ -108,10 +108,14 @@ SELECT COALESCE(json_agg(json_build_object(
                                      'kind', j.kind)
          END, 'can_profile', a.can_profile) ORDER BY a.name), '[]')::text
 FROM agents a
+LEFT JOIN api_tokens t ON t.id = a.token_id
 LEFT JOIN LATERAL (
   SELECT j.id, p.name AS project, j.commit_sha, j.branch, j.kind FROM jobs j JOIN projects p ON p.id = j.project_id
   WHERE j.agent_id = a.id AND j.state = 'running' AND ($1::text[] IS NULL OR p.name = ANY ($1::text[]))
   ORDER BY j.id DESC LIMIT 1) j ON true
+-- A token scoped to projects sees the agents that may run their jobs: those
+-- whose token names one of them, or no project (every project).
+WHERE $1::text[] IS NULL OR t.projects IS NULL OR t.projects && $1::text[]
 )sql";
 
 // The oldest queued job of the token's projects ($4, NULL: all) that one of

@@ -31,6 +31,7 @@ struct VerdictFacts {
   std::vector<RegressedCase> regressions;            // time first, then energy; worst first
   std::string failed_stage;                          // "name: message" of a failed run's first failed stage
   std::optional<std::string> full_bench_skipped;     // why, for a no-data run whose full_bench was skipped
+  int compared = 0;                                  // candidate time comparisons that had a baseline
 };
 
 struct BisectFacts {

@@ -166,7 +166,8 @@ FROM runs r JOIN projects p ON p.id = r.project_id,
 WHERE r.id = $1
 )sql";
 
-// The comparisons of the cases with ordinals [$2, $3), as a JSON array.
+// The comparisons of the cases with ordinals [$2, $3) whose names match $4
+// ('' any), as a JSON array.
 constexpr const char* kRunComparisons = R"sql(
 SELECT COALESCE(json_agg(json_build_object(
                       'case', x.case_name, 'kind', x.kind, 'impl', x.impl, 'status', x.status,
@@ -180,7 +181,7 @@ SELECT COALESCE(json_agg(json_build_object(
                       'method', x.method, 'se', x.se, 'df', x.df, 'first_pass', x.first_pass)
                     ORDER BY c.ordinal, x.kind DESC, x.impl <> 'candidate', x.impl), '[]')::text
 FROM comparisons x JOIN cases c ON c.run_id = x.run_id AND c.name = x.case_name JOIN runs r ON r.id = x.run_id
-WHERE x.run_id = $1 AND c.ordinal >= $2::bigint AND c.ordinal < $3::bigint
+WHERE x.run_id = $1 AND c.ordinal >= $2::bigint AND c.ordinal < $3::bigint AND ($4 = '' OR x.case_name ILIKE $4)
 )sql";
 
 // The cases with ordinals [$2, $3), with launches and measurements, as a JSON array.
@@ -249,7 +250,10 @@ SELECT COALESCE(json_agg(x ORDER BY x.id DESC), '[]')::text FROM (
   SELECT r.id, r.job_id, r.commit_sha AS commit, r.branch, r.base_commit, r.commit_subject AS subject,
          r.commit_author AS author, r.gpu_model, r.verdict, r.acknowledged_at IS NOT NULL AS acknowledged,
          r.gpu_seconds, r.started_at, r.finished_at, r.agent_name AS agent,
-         r.case_count AS cases,
+         r.case_count AS cases, r.device->>'kind' AS device_kind,
+         CASE WHEN r.verdict = 'failed' THEN
+           (SELECT s.name FROM stages s WHERE s.run_id = r.id AND s.status = 'failed' ORDER BY s.ordinal LIMIT 1)
+         END AS failed_stage,
          (SELECT json_agg(json_build_object('case', x.case_name, 'kind', x.kind, 'ratio', x.ratio,
                                             'lower', x.lower, 'upper', x.upper) ORDER BY x.ratio DESC)
           FROM comparisons x WHERE x.run_id = r.id AND x.impl = 'candidate' AND x.status = 'regression'
@@ -772,8 +776,8 @@ std::optional<RunHead> RunRepository::run_head(pqxx::work& tx, std::int64_t run_
 }
 
 std::string RunRepository::run_comparisons_json(pqxx::work& tx, std::int64_t run_id, std::int64_t first,
-                                                std::int64_t end) {
-  return tx.exec_prepared1("run_comparisons", run_id, first, end)[0].as<std::string>();
+                                                std::int64_t end, const std::string& name_like) {
+  return tx.exec_prepared1("run_comparisons", run_id, first, end, name_like)[0].as<std::string>();
 }
 
 std::string RunRepository::run_cases_json(pqxx::work& tx, std::int64_t run_id, std::int64_t first,

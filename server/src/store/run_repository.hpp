@@ -94,8 +94,9 @@ class RunRepository {
   // comparisons and the cases of the case ordinals [first, end), each a JSON
   // array.
   static std::optional<RunHead> run_head(pqxx::work& tx, std::int64_t run_id, const Page& page);
+  // `name_like`: an ILIKE pattern the cases' names match ("": every case).
   static std::string run_comparisons_json(pqxx::work& tx, std::int64_t run_id, std::int64_t first,
-                                          std::int64_t end);
+                                          std::int64_t end, const std::string& name_like = "");
   static std::string run_cases_json(pqxx::work& tx, std::int64_t run_id, std::int64_t first,
                                     std::int64_t end);
   // An overview holds one page of cases and a "paging" object.

@@ -14,9 +14,13 @@ WHERE i.inhparent = 'samples'::regclass
 ORDER BY c.relname
 )sql";
 
-// The month's rows of cases among the newest `runs` judged runs of their
-// case, branch and GPU model (what detection_baseline may pick), moved to
-// today's partition.
+// The month's rows that judging may still read, moved to today's partition:
+// the cases among the newest `runs` judged runs of their case, branch and
+// GPU model (what detection_baseline picks on a branch), and the newest run
+// of each commit that is still a base: of a job not yet done, of a pull
+// request measured within the window ($3 days), or a running bisect's good
+// end. A long-lived pull request, a release branch or a bisect of an old
+// range so keeps its baseline.
 constexpr const char* kKeepNeeded = R"sql(
 WITH month AS (
   SELECT to_date(substr($1, 9), 'YYYY_MM') AS first, (to_date(substr($1, 9), 'YYYY_MM') + interval '1 month')::date AS last
@@ -25,6 +29,15 @@ groups AS (
   SELECT DISTINCT c.project_id, c.name, r.gpu_model, r.branch
   FROM samples s, month, cases c, runs r
   WHERE s.stored_on >= month.first AND s.stored_on < month.last AND c.id = s.case_id AND r.id = c.run_id
+),
+bases AS (
+  SELECT project_id, base_commit AS commit_sha FROM jobs
+  WHERE state IN ('queued', 'running') AND base_commit IS NOT NULL
+  UNION
+  SELECT project_id, base_commit FROM runs
+  WHERE base_commit IS NOT NULL AND created_at > now() - make_interval(days => $3)
+  UNION
+  SELECT project_id, commits[good + 1] FROM bisects WHERE state = 'running'
 ),
 kept AS (
   SELECT k.id
@@ -35,6 +48,13 @@ kept AS (
       AND r.verdict IN ('pass', 'improvement', 'regression')
     ORDER BY c.run_id DESC
     LIMIT $2) AS k
+  UNION
+  SELECT newest.id FROM bases b
+  CROSS JOIN LATERAL (
+    SELECT DISTINCT ON (c.name, r.gpu_model) c.id FROM cases c JOIN runs r ON r.id = c.run_id
+    WHERE r.project_id = b.project_id AND r.commit_sha = b.commit_sha
+      AND r.verdict IN ('pass', 'improvement', 'regression')
+    ORDER BY c.name, r.gpu_model, c.run_id DESC) AS newest
 )
 UPDATE samples s SET stored_on = current_date
 FROM month
@@ -58,7 +78,8 @@ std::vector<std::string> SampleRetention::expired_months(pqxx::work& tx, const R
 std::int64_t SampleRetention::keep_needed(pqxx::work& tx, const std::string& month,
                                           const RetentionPolicy& policy) {
   ensure_months(tx);
-  return static_cast<std::int64_t>(tx.exec_params(kKeepNeeded, month, policy.runs).affected_rows());
+  return static_cast<std::int64_t>(
+      tx.exec_params(kKeepNeeded, month, policy.runs, policy.days).affected_rows());
 }
 
 void SampleRetention::drop_month(pqxx::work& tx, const std::string& month) {

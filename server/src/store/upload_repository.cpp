@@ -7,36 +7,82 @@ namespace kw::server {
 namespace {
 
 // The upload row locked, so parts arriving at once on several servers count
-// each other's bytes.
+// each other's bytes; `created` tells a new upload (which quotas count).
 constexpr const char* kLockUpload = R"sql(
-INSERT INTO uploads (project_id, id, parts) VALUES ($1, $2, $3)
+INSERT INTO uploads (project_id, id, parts, token_id) VALUES ($1, $2, $3, $4)
 ON CONFLICT (project_id, id) DO UPDATE SET touched_at = now()
-RETURNING parts, run_id
+RETURNING parts, run_id, token_id, completing_since IS NOT NULL, xmax = 0 AS created
 )sql";
+
+constexpr const char* kOpenOfToken = R"sql(
+SELECT count(*), COALESCE(sum(stored_bytes), 0)::bigint FROM uploads
+WHERE token_id = $1 AND run_id IS NULL AND NOT (project_id = $2 AND id = $3)
+)sql";
+
+constexpr const char* kOpenOfProject = R"sql(
+SELECT count(*), COALESCE(sum(stored_bytes), 0)::bigint FROM uploads
+WHERE project_id = $1 AND run_id IS NULL AND id <> $2
+)sql";
+
+// A completion that died (its server stopped) frees its claim after this.
+constexpr const char* kClaim = R"sql(
+UPDATE uploads SET completing_since = now(), touched_at = now()
+WHERE project_id = $1 AND id = $2 AND token_id = $3 AND run_id IS NULL
+  AND (completing_since IS NULL OR completing_since < now() - interval '15 minutes')
+RETURNING id
+)sql";
+
+void check_quota(pqxx::work& tx, std::int64_t project_id, std::int64_t token_id, const std::string& upload,
+                 bool created, std::int64_t stored_after, const UploadQuota& quota) {
+  auto check = [&](const pqxx::row& open, int max_uploads, std::int64_t max_bytes, const std::string& whose) {
+    const auto count = open[0].as<std::int64_t>();
+    const auto bytes = open[1].as<std::int64_t>();
+    if (created && count >= max_uploads) {
+      throw TooManyRequests("too_many_uploads", whose + " has " + std::to_string(count) +
+                                                    " uploads not completed, the most it may have open; "
+                                                    "complete them, or wait for them to expire");
+    }
+    if (bytes + stored_after > max_bytes) {
+      throw InsufficientStorage("upload_quota", whose + "'s uploads not completed would hold " +
+                                                    std::to_string(bytes + stored_after) +
+                                                    " bytes, more than its quota of " +
+                                                    std::to_string(max_bytes));
+    }
+  };
+  check(tx.exec_params1(kOpenOfToken, token_id, project_id, upload), quota.uploads_per_token,
+        quota.bytes_per_token, "this token");
+  check(tx.exec_params1(kOpenOfProject, project_id, upload), quota.uploads_per_project,
+        quota.bytes_per_project, "this project");
+}
 
 }  // namespace
 
 std::optional<UploadState> UploadRepository::state(pqxx::work& tx, std::int64_t project_id,
-                                                   const std::string& upload) {
-  pqxx::result head = tx.exec_params("SELECT parts, run_id FROM uploads WHERE project_id = $1 AND id = $2",
-                                     project_id, upload);
+                                                   std::int64_t token_id, const std::string& upload) {
+  pqxx::result head =
+      tx.exec_params("SELECT parts, run_id FROM uploads WHERE project_id = $1 AND id = $2 AND token_id = $3",
+                     project_id, upload, token_id);
   if (head.empty()) return std::nullopt;
   UploadState state;
   state.parts = head[0][0].as<int>();
   if (!head[0][1].is_null()) state.run_id = head[0][1].as<std::int64_t>();
-  for (const auto& row : tx.exec_params(
-           "SELECT part, octet_length(body) FROM upload_parts WHERE project_id = $1 AND upload_id = $2 "
-           "ORDER BY part",
-           project_id, upload)) {
-    state.received.push_back(row[0].as<int>());
+  for (const auto& row :
+       tx.exec_params("SELECT part, decoded_bytes, sha256, octet_length(data) FROM upload_parts "
+                      "WHERE project_id = $1 AND upload_id = $2 ORDER BY part",
+                      project_id, upload)) {
+    state.received.push_back({row[0].as<int>(), row[1].as<std::int64_t>(), row[2].as<std::string>()});
     state.bytes += row[1].as<std::int64_t>();
+    state.stored_bytes += row[3].as<std::int64_t>();
   }
   return state;
 }
 
-UploadState UploadRepository::put_part(pqxx::work& tx, std::int64_t project_id, const std::string& upload,
-                                       int part, int parts, const std::string& body, std::size_t limit) {
-  pqxx::row locked = tx.exec_params1(kLockUpload, project_id, upload, parts);
+UploadState UploadRepository::put_part(pqxx::work& tx, std::int64_t project_id, std::int64_t token_id,
+                                       const std::string& upload, int part, int parts, const PartBody& body,
+                                       std::size_t decoded_limit, const UploadQuota& quota) {
+  pqxx::row locked = tx.exec_params1(kLockUpload, project_id, upload, parts, token_id);
+  if (locked[2].is_null() || locked[2].as<std::int64_t>() != token_id)
+    throw NotFound("no_such_upload", "no upload " + upload + " of this token");
   const int begun_with = locked[0].as<int>();
   if (begun_with != parts) {
     throw Conflict("upload_mismatch", "upload " + upload + " was begun with " + std::to_string(begun_with) +
@@ -46,45 +92,80 @@ UploadState UploadRepository::put_part(pqxx::work& tx, std::int64_t project_id, 
     throw Conflict("upload_completed",
                    "upload " + upload + " is already stored as run " + locked[1].as<std::string>());
   }
-  const std::int64_t others = tx.exec_params1(
-                                    "SELECT COALESCE(sum(octet_length(body)), 0)::bigint FROM upload_parts "
-                                    "WHERE project_id = $1 AND upload_id = $2 AND part <> $3",
-                                    project_id, upload, part)[0]
-                                  .as<std::int64_t>();
-  if (static_cast<std::size_t>(others) + body.size() > limit) {
+  if (locked[3].as<bool>())
+    throw Conflict("upload_completing", "upload " + upload + " is being completed; its parts are fixed");
+  const pqxx::row others = tx.exec_params1(
+      "SELECT COALESCE(sum(decoded_bytes), 0)::bigint, COALESCE(sum(octet_length(data)), 0)::bigint "
+      "FROM upload_parts WHERE project_id = $1 AND upload_id = $2 AND part <> $3",
+      project_id, upload, part);
+  const std::int64_t decoded = others[0].as<std::int64_t>() + body.decoded_bytes;
+  if (static_cast<std::size_t>(decoded) > decoded_limit) {
     throw PayloadTooLarge("payload_too_large", "upload " + upload + ": its parts come to " +
-                                                   std::to_string(others + body.size()) +
+                                                   std::to_string(decoded) +
                                                    " bytes decoded, more than the limit of " +
-                                                   std::to_string(limit) + " for one report");
+                                                   std::to_string(decoded_limit) + " for one report");
   }
+  const std::int64_t stored = others[1].as<std::int64_t>() + static_cast<std::int64_t>(body.data.size());
+  check_quota(tx, project_id, token_id, upload, locked[4].as<bool>(), stored, quota);
   tx.exec_params0(
-      "INSERT INTO upload_parts (project_id, upload_id, part, body) VALUES ($1, $2, $3, $4) "
-      "ON CONFLICT (project_id, upload_id, part) DO UPDATE SET body = EXCLUDED.body",
-      project_id, upload, part, body);
-  return *state(tx, project_id, upload);
+      "INSERT INTO upload_parts (project_id, upload_id, part, data, gzip, decoded_bytes, sha256) "
+      "VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (project_id, upload_id, part) DO UPDATE SET "
+      "data = EXCLUDED.data, gzip = EXCLUDED.gzip, decoded_bytes = EXCLUDED.decoded_bytes, "
+      "sha256 = EXCLUDED.sha256",
+      project_id, upload, part, pqxx::binarystring(body.data.data(), body.data.size()), body.gzip,
+      body.decoded_bytes, body.sha256);
+  tx.exec_params0(
+      "UPDATE uploads SET stored_bytes = $3, decoded_bytes = $4 WHERE project_id = $1 AND id = $2",
+      project_id, upload, stored, decoded);
+  return *state(tx, project_id, token_id, upload);
 }
 
-std::vector<std::string> UploadRepository::bodies(pqxx::work& tx, std::int64_t project_id,
-                                                  const std::string& upload) {
-  std::vector<std::string> bodies;
-  for (const auto& row :
-       tx.exec_params("SELECT body FROM upload_parts WHERE project_id = $1 AND upload_id = $2 ORDER BY part",
-                      project_id, upload))
-    bodies.push_back(row[0].as<std::string>());
+std::optional<std::vector<StoredPartBody>> UploadRepository::claim(pqxx::work& tx, std::int64_t project_id,
+                                                                   std::int64_t token_id,
+                                                                   const std::string& upload,
+                                                                   std::optional<UploadState>& state) {
+  state = UploadRepository::state(tx, project_id, token_id, upload);
+  if (!state || state->run_id || static_cast<int>(state->received.size()) != state->parts)
+    return std::nullopt;
+  if (tx.exec_params(kClaim, project_id, upload, token_id).empty())
+    throw Conflict("upload_completing", "upload " + upload + " is being completed by another request; retry");
+  std::vector<StoredPartBody> bodies;
+  for (const auto& row : tx.exec_params(
+           "SELECT data, gzip FROM upload_parts WHERE project_id = $1 AND upload_id = $2 ORDER BY part",
+           project_id, upload)) {
+    const pqxx::binarystring data(row[0]);
+    bodies.push_back({data.str(), row[1].as<bool>()});
+  }
   return bodies;
+}
+
+void UploadRepository::release(pqxx::work& tx, std::int64_t project_id, const std::string& upload) {
+  tx.exec_params0("UPDATE uploads SET completing_since = NULL WHERE project_id = $1 AND id = $2", project_id,
+                  upload);
 }
 
 void UploadRepository::completed(pqxx::work& tx, std::int64_t project_id, const std::string& upload,
                                  std::int64_t run_id) {
-  tx.exec_params0("UPDATE uploads SET run_id = $3, touched_at = now() WHERE project_id = $1 AND id = $2",
-                  project_id, upload, run_id);
+  tx.exec_params0(
+      "UPDATE uploads SET run_id = $3, touched_at = now(), completing_since = NULL, stored_bytes = 0, "
+      "decoded_bytes = 0 WHERE project_id = $1 AND id = $2",
+      project_id, upload, run_id);
   tx.exec_params0("DELETE FROM upload_parts WHERE project_id = $1 AND upload_id = $2", project_id, upload);
 }
 
-std::int64_t UploadRepository::expire(pqxx::work& tx, int hours) {
+std::int64_t UploadRepository::expire(pqxx::work& tx, int incomplete_minutes) {
   return static_cast<std::int64_t>(
-      tx.exec_params("DELETE FROM uploads WHERE touched_at < now() - make_interval(hours => $1)", hours)
+      tx.exec_params("DELETE FROM uploads WHERE touched_at < now() - make_interval(mins => $1) AND "
+                     "(run_id IS NULL OR touched_at < now() - interval '1 day')",
+                     incomplete_minutes)
           .affected_rows());
+}
+
+OpenUploads UploadRepository::open_uploads(pqxx::work& tx) {
+  const pqxx::row row = tx.exec1(
+      "SELECT count(*), COALESCE(sum(stored_bytes), 0)::bigint, COALESCE(sum(decoded_bytes), 0)::bigint "
+      "FROM uploads WHERE run_id IS NULL");
+  return {row[0].as<std::int64_t>(), row[1].as<std::int64_t>(), row[2].as<std::int64_t>()};
 }
 
 }  // namespace kw::server

@@ -1,7 +1,9 @@
-// Run reports sent in parts (schema 028): each part kept as it arrives, on
-// whichever server takes it, until the client completes the upload; the
-// report is then ingested whole. A client names its upload, so a resend of
-// the same report finds the parts already sent.
+// Run reports sent in parts (schemas 028, 031): each part kept as it was sent
+// (gzip), on whichever server takes it, until the client completes the
+// upload; the report is then ingested whole. A client names its upload, so a
+// resend of the same report finds the parts already sent. An upload belongs
+// to the token that began it, and what tokens and projects hold open is
+// limited by quotas.
 #pragma once
 
 #include <cstdint>
@@ -13,29 +15,77 @@
 
 namespace kw::server {
 
+// What the uploads not yet completed may hold. Bytes are as stored (as sent).
+struct UploadQuota {
+  int uploads_per_token = 8;
+  std::int64_t bytes_per_token = std::int64_t{256} << 20;
+  int uploads_per_project = 32;
+  std::int64_t bytes_per_project = std::int64_t{1} << 30;
+  // An upload not completed within this after its last part is removed.
+  int incomplete_minutes = 60;
+};
+
+struct UploadPart {
+  int part = 0;
+  std::int64_t decoded_bytes = 0;
+  std::string sha256;  // of the decoded part
+};
+
 struct UploadState {
   int parts = 0;
-  std::vector<int> received;           // ascending
+  std::vector<UploadPart> received;    // ascending by part
   std::int64_t bytes = 0;              // of the parts received, decoded
+  std::int64_t stored_bytes = 0;       // and as stored
   std::optional<std::int64_t> run_id;  // once completed
+};
+
+// A part's body as it arrived.
+struct PartBody {
+  std::string_view data;  // as sent
+  bool gzip = false;
+  std::int64_t decoded_bytes = 0;
+  std::string sha256;  // of the decoded part
+};
+
+struct StoredPartBody {
+  std::string data;
+  bool gzip = false;
+};
+
+// Totals of the uploads not completed, for /metrics.
+struct OpenUploads {
+  std::int64_t count = 0, stored_bytes = 0, decoded_bytes = 0;
 };
 
 class UploadRepository {
  public:
-  // Stores part `part` (from 0) of `parts`, replacing an earlier copy of it;
-  // the first part to arrive creates the upload. Throws Conflict when the
-  // upload was begun with another number of parts or is already completed,
-  // and 413 when its parts together would pass `limit` bytes.
-  static UploadState put_part(pqxx::work& tx, std::int64_t project_id, const std::string& upload, int part,
-                              int parts, const std::string& body, std::size_t limit);
-  static std::optional<UploadState> state(pqxx::work& tx, std::int64_t project_id, const std::string& upload);
-  // Every part's body in order; the caller has checked that all arrived.
-  static std::vector<std::string> bodies(pqxx::work& tx, std::int64_t project_id, const std::string& upload);
+  // Stores part `part` (from 0) of `parts` for `token_id`, replacing an
+  // earlier copy of it; the first part to arrive creates the upload. Throws
+  // NotFound when another token began the upload, Conflict when it was begun
+  // with another number of parts, is completed or being completed, 413 when
+  // its parts would decode past `decoded_limit` bytes, 429 past the quota's
+  // count of uploads and 507 past its bytes.
+  static UploadState put_part(pqxx::work& tx, std::int64_t project_id, std::int64_t token_id,
+                              const std::string& upload, int part, int parts, const PartBody& body,
+                              std::size_t decoded_limit, const UploadQuota& quota);
+  // nullopt when there is no such upload of this token.
+  static std::optional<UploadState> state(pqxx::work& tx, std::int64_t project_id, std::int64_t token_id,
+                                          const std::string& upload);
+  // Claims a complete upload for ingest (a completion of it already under
+  // way: Conflict) and reads its parts in order. nullopt when it cannot be
+  // claimed: not there, completed, or missing parts; `state` says which.
+  static std::optional<std::vector<StoredPartBody>> claim(pqxx::work& tx, std::int64_t project_id,
+                                                          std::int64_t token_id, const std::string& upload,
+                                                          std::optional<UploadState>& state);
+  // The claimed upload's ingest failed: it may be completed again.
+  static void release(pqxx::work& tx, std::int64_t project_id, const std::string& upload);
   // The upload made run `run_id`: its parts are dropped, its answer kept.
   static void completed(pqxx::work& tx, std::int64_t project_id, const std::string& upload,
                         std::int64_t run_id);
-  // Removes uploads untouched for `hours`, completed or not; answers how many.
-  static std::int64_t expire(pqxx::work& tx, int hours);
+  // Removes uploads not completed and untouched for `incomplete_minutes`,
+  // and completed ones after a day; answers how many.
+  static std::int64_t expire(pqxx::work& tx, int incomplete_minutes);
+  static OpenUploads open_uploads(pqxx::work& tx);
 };
 
 }  // namespace kw::server

@@ -13,6 +13,7 @@
 #include "store/database.hpp"
 #include "store/history_reads.hpp"
 #include "store/read_routing.hpp"
+#include "store/upload_repository.hpp"
 
 namespace kw::server {
 
@@ -28,7 +29,8 @@ struct HandlerContext {
   int max_attempts = 3;
   int schema_version = 0;
   // What one run report may decompress to, whole or its parts together.
-  std::size_t report_limit = std::size_t{256} * 1024 * 1024;
+  std::size_t report_limit = std::size_t{64} * 1024 * 1024;
+  UploadQuota upload_quota;
 };
 
 void add_health_routes(Router& router, const HandlerContext& context);  // /healthz, /metrics

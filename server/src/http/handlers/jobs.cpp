@@ -208,7 +208,7 @@ void add_job_routes(Router& router, const HandlerContext& context) {
                      });
   });
 
-  router.add("POST", "/api/v1/jobs/{id}/report", agent, [&context](Request& request) {
+  router.add("POST", "/api/v1/jobs/{id}/report", Access::agent_reports(), [&context](Request& request) {
     std::int64_t job_id = request.id_param("id", "job");
     return ingest_report(context, request, job_id);
   });

@@ -111,7 +111,7 @@ void add_profile_routes(Router& router, const HandlerContext& context) {
 
   // The holder of a profile job posts kw profile's summary and ncu's CSVs;
   // a retry of a result already stored is answered as before.
-  router.add("POST", "/api/v1/jobs/{id}/profile", Access::of({Scope::agent}), [&context](Request& request) {
+  router.add("POST", "/api/v1/jobs/{id}/profile", Access::agent_reports(), [&context](Request& request) {
     std::int64_t job_id = request.id_param("id", "job");
     json body = require_object(request);
     const std::string name = body_string(body, "agent");

@@ -37,10 +37,12 @@ void add_project_routes(Router& router, const HandlerContext& context) {
     return Response::json(200, with_transaction(context.pool, [&](pqxx::work& tx) {
                             std::int64_t id = readable_project(tx, request, request.param("project"));
                             json project = SettingsRepository::get(tx, id).to_json();
-                            // How delivery to each of its targets fares (paused after repeated failures).
-                            project["notification_targets"] = NotificationOutbox::targets_json(
-                                tx,
-                                NotificationRepository::targets_of_project(tx, context.notifications, id));
+                            // How delivery to each of its targets fares (paused after repeated
+                            // failures): for its admins, who can act on it.
+                            if (request.caller && request.caller->scope == Scope::admin)
+                              project["notification_targets"] = NotificationOutbox::targets_json(
+                                  tx,
+                                  NotificationRepository::targets_of_project(tx, context.notifications, id));
                             return project;
                           }));
   });
@@ -48,6 +50,14 @@ void add_project_routes(Router& router, const HandlerContext& context) {
   router.add("PUT", "/api/v1/projects/{project}/settings", admin, [&context](Request& request) {
     json changes = require_object(request);
     request.caller->require_project(request.param("project"));
+    if (auto url = changes.find("webhook_url");
+        url != changes.end() && url->is_string() && !context.notifications.allow_private_webhooks) {
+      if (std::string problem = private_host_problem(url->get<std::string>()); !problem.empty())
+        throw Unprocessable(
+            "private_webhook", "webhook_url",
+            "must reach a public address: " + problem +
+                " (kw-server --allow-private-webhooks allows it, for an on-premises receiver)");
+    }
     json settings = with_transaction(context.pool, [&](pqxx::work& tx) {
       std::int64_t id = RunRepository::require_project(tx, request.param("project"));
       return SettingsRepository::update(tx, id, changes).to_json();

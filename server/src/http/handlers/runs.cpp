@@ -123,7 +123,7 @@ void add_run_routes(Router& router, const HandlerContext& context) {
   const Access agent = Access::of({Scope::agent});
   const Access ci = Access::of({Scope::ci});
 
-  router.add("POST", "/api/v1/runs", agent,
+  router.add("POST", "/api/v1/runs", Access::agent_reports(),
              [&context](Request& request) { return ingest_report(context, request, std::nullopt); });
 
   // One page of the run, streamed: the head, then the page's comparisons and

@@ -6,6 +6,9 @@
 
 #include "errors.hpp"
 #include "http/handlers/handlers.hpp"
+#include "kw/common/json_in_parts.hpp"
+#include "kw/common/sha256.hpp"
+#include "kw/http/gzip.hpp"
 #include "store/run_repository.hpp"
 #include "store/upload_repository.hpp"
 
@@ -48,7 +51,18 @@ int part_number(const std::string& text, int max) {
 }
 
 json state_json(const std::string& id, const UploadState& state) {
-  json answer{{"upload", id}, {"parts", state.parts}, {"received", state.received}, {"bytes", state.bytes}};
+  json received = json::array();
+  json held = json::array();
+  for (const UploadPart& part : state.received) {
+    received.push_back(part.part);
+    held.push_back({{"part", part.part}, {"bytes", part.decoded_bytes}, {"sha256", part.sha256}});
+  }
+  json answer{{"upload", id},
+              {"parts", state.parts},
+              {"received", std::move(received)},
+              {"held", std::move(held)},
+              {"bytes", state.bytes},
+              {"stored_bytes", state.stored_bytes}};
   if (state.run_id) answer["run_id"] = *state.run_id;
   return answer;
 }
@@ -77,46 +91,90 @@ void check_part(const json& body, int part, const std::string& project) {
 }
 
 // The report its parts make: the first part with every later part's cases
-// appended, in order.
-json assemble(const std::vector<std::string>& bodies) {
-  json report = json::parse(bodies.front());
+// appended, in order. Each part is parsed as its PUT parsed it (the same
+// limits), so a completion accepts what its parts were accepted as.
+json assemble(const std::vector<StoredPartBody>& bodies, const Request& request, std::size_t decoded_limit) {
+  std::size_t decoded = 0;
+  auto parse = [&](const StoredPartBody& body) {
+    Request part;
+    part.memory = request.memory;
+    part.json_memory = request.json_memory;
+    part.body = body.gzip ? kw::http::gzip_decompress(body.data, decoded_limit - decoded) : body.data;
+    decoded += part.body.size();
+    return part.json_body();
+  };
+  json report = parse(bodies.front());
   json& cases = report["cases"];
   for (std::size_t i = 1; i < bodies.size(); ++i) {
-    json part = json::parse(bodies[i]);
+    json part = parse(bodies[i]);
     for (json& one : part["cases"]) cases.push_back(std::move(one));
   }
   return report;
 }
 
+[[noreturn]] void throw_incomplete(const std::string& id, const UploadState& state) {
+  std::string missing;
+  int shown = 0;
+  for (int part = 0, k = 0; part < state.parts && shown < 20; ++part) {
+    const auto size = static_cast<int>(state.received.size());
+    while (k < size && state.received[static_cast<std::size_t>(k)].part < part) ++k;
+    if (k < size && state.received[static_cast<std::size_t>(k)].part == part) continue;
+    missing += (missing.empty() ? "" : ", ") + std::to_string(part);
+    ++shown;
+  }
+  throw Conflict("upload_incomplete",
+                 "upload " + id + ": " +
+                     std::to_string(state.parts - static_cast<int>(state.received.size())) + " of " +
+                     std::to_string(state.parts) + " parts have not arrived (" + missing + ")");
+}
+
+// The claimed upload's report ingested, and the upload marked with its run.
+Response complete(const HandlerContext& context, const Request& request, const std::string& id,
+                  std::int64_t project_id, const std::vector<StoredPartBody>& bodies,
+                  std::chrono::steady_clock::time_point started) {
+  json report = assemble(bodies, request, context.report_limit);
+  context.ingest.observe(IngestService::Phase::parse, std::chrono::steady_clock::now() - started);
+  std::optional<std::int64_t> job_id;
+  if (auto job = report.find("job_id"); job != report.end() && job->is_number_integer())
+    job_id = job->get<std::int64_t>();
+  const IngestResult stored = context.ingest.ingest(std::move(report), *request.caller, job_id);
+  with_transaction(context.pool,
+                   [&](pqxx::work& tx) { UploadRepository::completed(tx, project_id, id, stored.run_id); });
+  return stored_run(stored, job_id);
+}
+
 }  // namespace
 
 void add_upload_routes(Router& router, const HandlerContext& context) {
-  const Access agent = Access::of({Scope::agent});
+  const Access agent = Access::agent_reports();
 
-  router.add("PUT", "/api/v1/projects/{project}/uploads/{upload}/parts/{part}", agent,
-             [&context](Request& request) {
-               const std::string& id = upload_id(request);
-               const int parts = part_number(request.query_value("of").value_or(""), kMaxParts);
-               if (parts < 1)
-                 throw BadRequest("bad_query", "of: the upload's number of parts, 1 to " +
-                                                   std::to_string(kMaxParts) + ", is required");
-               const std::string& part_text = request.param("part");
-               const int part = part_number(part_text, parts - 1);
-               if (part < 0)
-                 throw BadRequest("bad_query", "part: \"" + part_text + "\" is not a part number from 0 to " +
-                                                   std::to_string(parts - 1));
-               check_part(request.json_body(), part, request.param("project"));
-               UploadState state = with_transaction(context.pool, [&](pqxx::work& tx) {
-                 return UploadRepository::put_part(tx, upload_project(tx, request), id, part, parts,
-                                                   request.body, context.report_limit);
-               });
-               return Response::json(200, state_json(id, state));
-             });
+  router.add(
+      "PUT", "/api/v1/projects/{project}/uploads/{upload}/parts/{part}", agent, [&context](Request& request) {
+        const std::string& id = upload_id(request);
+        const int parts = part_number(request.query_value("of").value_or(""), kMaxParts);
+        if (parts < 1)
+          throw BadRequest("bad_query", "of: the upload's number of parts, 1 to " +
+                                            std::to_string(kMaxParts) + ", is required");
+        const std::string& part_text = request.param("part");
+        const int part = part_number(part_text, parts - 1);
+        if (part < 0)
+          throw BadRequest("bad_query", "part: \"" + part_text + "\" is not a part number from 0 to " +
+                                            std::to_string(parts - 1));
+        check_part(request.json_body(), part, request.param("project"));
+        const bool gzip = !request.sent_body.empty();
+        const PartBody body{gzip ? request.sent_body : request.body, gzip,
+                            static_cast<std::int64_t>(request.body.size()), common::sha256_hex(request.body)};
+        UploadState state = with_transaction(context.pool, [&](pqxx::work& tx) {
+          return UploadRepository::put_part(tx, upload_project(tx, request), request.caller->token_id, id,
+                                            part, parts, body, context.report_limit, context.upload_quota);
+        });
+        return Response::json(200, state_json(id, state));
+      });
 
   router.add("GET", "/api/v1/projects/{project}/uploads/{upload}", agent, [&context](Request& request) {
     const std::string& id = upload_id(request);
     auto state = with_transaction(context.pool, [&](pqxx::work& tx) {
-      return UploadRepository::state(tx, upload_project(tx, request), id);
+      return UploadRepository::state(tx, upload_project(tx, request), request.caller->token_id, id);
     });
     if (!state) throw NotFound("no_such_upload", "no upload " + id + " (none begun, or expired)");
     return Response::json(200, state_json(id, *state));
@@ -131,14 +189,14 @@ void add_upload_routes(Router& router, const HandlerContext& context) {
     struct Read {
       std::int64_t project_id = 0;
       std::optional<UploadState> state;
-      std::vector<std::string> bodies;
+      std::optional<std::vector<StoredPartBody>> bodies;
     };
+    // Claimed in its own transaction: a second completion, or a part sent
+    // meanwhile, is refused until this one has stored its run or failed.
     Read read = with_transaction(context.pool, [&](pqxx::work& tx) {
       Read result{upload_project(tx, request), {}, {}};
-      result.state = UploadRepository::state(tx, result.project_id, id);
-      if (result.state && !result.state->run_id &&
-          static_cast<int>(result.state->received.size()) == result.state->parts)
-        result.bodies = UploadRepository::bodies(tx, result.project_id, id);
+      result.bodies =
+          UploadRepository::claim(tx, result.project_id, request.caller->token_id, id, result.state);
       return result;
     });
     if (!read.state) throw NotFound("no_such_upload", "no upload " + id + " (none begun, or expired)");
@@ -149,29 +207,14 @@ void add_upload_routes(Router& router, const HandlerContext& context) {
       });
       return stored_run({run, verdict, true}, std::nullopt);
     }
-    if (read.bodies.empty()) {
-      std::string missing;
-      for (int part = 0, shown = 0; part < read.state->parts && shown < 20; ++part) {
-        if (std::binary_search(read.state->received.begin(), read.state->received.end(), part)) continue;
-        missing += (missing.empty() ? "" : ", ") + std::to_string(part);
-        ++shown;
-      }
-      throw Conflict("upload_incomplete",
-                     "upload " + id + ": " + std::to_string(read.state->parts - read.state->received.size()) +
-                         " of " + std::to_string(read.state->parts) + " parts have not arrived (" + missing +
-                         ")");
+    if (!read.bodies) throw_incomplete(id, *read.state);
+    try {
+      return complete(context, request, id, read.project_id, *read.bodies, started);
+    } catch (...) {
+      with_transaction(context.pool,
+                       [&](pqxx::work& tx) { UploadRepository::release(tx, read.project_id, id); });
+      throw;
     }
-    json report = assemble(read.bodies);
-    read.bodies.clear();
-    context.ingest.observe(IngestService::Phase::parse, std::chrono::steady_clock::now() - started);
-    std::optional<std::int64_t> job_id;
-    if (auto job = report.find("job_id"); job != report.end() && job->is_number_integer())
-      job_id = job->get<std::int64_t>();
-    const IngestResult stored = context.ingest.ingest(std::move(report), *request.caller, job_id);
-    with_transaction(context.pool, [&](pqxx::work& tx) {
-      UploadRepository::completed(tx, read.project_id, id, stored.run_id);
-    });
-    return stored_run(stored, job_id);
   });
 }
 

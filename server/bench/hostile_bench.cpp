@@ -1,0 +1,192 @@
+// kw-hostile-bench: what hostile clients cost a real kw-server (in-process,
+// loopback HTTP, a private embedded PostgreSQL). Each line is one finding of
+// a hostile-client review, measured:
+// - unauthenticated gzip bodies of 30,000 members after a 60 MiB one, to
+//   every kind of route, 8 at once: the server's CPU per request, and
+//   /healthz's latency meanwhile;
+// - a ci token's hostile JSON (60 MiB of `{}`, 32 MiB of `[`) gzip: peak RSS
+//   growth per request against its decoded size, and 8 at once;
+// - 100 report-part PUTs of the worst gzip ratio from one agent token: how
+//   much the database grows, and how many the quota refused.
+// Prints a markdown table.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "../../tests/support/process_memory.hpp"
+#include "app.hpp"
+#include "kw/common/stats.hpp"
+#include "kw/http/client.hpp"
+#include "kw/http/gzip.hpp"
+#include "store/embedded_postgres.hpp"
+#include "store/run_repository.hpp"
+#include "store/token_repository.hpp"
+
+namespace {
+
+using namespace kw::server;
+using Clock = std::chrono::steady_clock;
+using kw::testing::cpu_seconds;
+using kw::testing::reset_peak_kib;
+using kw::testing::status_kib;
+
+const std::map<std::string, std::string> kGzip{{"Content-Encoding", "gzip"}};
+
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+void row(const std::string& what, const std::string& value) {
+  std::cout << "| " << what << " | " << value << " |\n";
+}
+
+std::string fixed(double value, int digits) {
+  std::ostringstream out;
+  out << std::fixed << std::setprecision(digits) << value;
+  return out.str();
+}
+
+void unauthenticated(const std::string& url) {
+  std::string bomb = kw::http::gzip_compress(std::string(std::size_t{60} << 20, '0'), 9);
+  const std::string nothing = kw::http::gzip_compress("");
+  for (int i = 0; i < 30000; ++i) bomb += nothing;
+  const std::vector<std::pair<std::string, std::string>> targets = {
+      {"POST", "/api/v1/runs"},  {"POST", "/api/v1/jobs"},         {"GET", "/api/v1/projects"},
+      {"GET", "/healthz"},       {"POST", "/api/v1/agents/claim"}, {"PUT", "/api/v1/projects/demo/settings"},
+      {"GET", "/api/v1/agents"}, {"POST", "/api/v1/runs"}};
+  const double cpu_before = cpu_seconds();
+  const auto started = Clock::now();
+  std::vector<std::future<int>> hostile;
+  for (const auto& [method, target] : targets) {
+    hostile.push_back(std::async(std::launch::async, [&url, &bomb, method = method, target = target] {
+      return kw::http::Client(url).request(method, target, bomb, kGzip).status;
+    }));
+  }
+  std::vector<double> healthz;
+  while (std::any_of(hostile.begin(), hostile.end(), [](auto& f) {
+    return f.wait_for(std::chrono::seconds(0)) != std::future_status::ready;
+  })) {
+    const auto asked = Clock::now();
+    kw::http::Client(url).get("/healthz");
+    healthz.push_back(ms_since(asked));
+  }
+  for (auto& f : hostile) f.get();
+  const double wall = ms_since(started);
+  const double cpu = cpu_seconds() - cpu_before;
+  row("8 unauthenticated gzip bodies (" + std::to_string(bomb.size() / 1024) +
+          " KiB, 30,001 members) at once",
+      fixed(wall, 0) + " ms wall, " + fixed(1000 * cpu / 8, 1) +
+          " ms of CPU each (server and client); /healthz p99 " +
+          (healthz.empty() ? std::string("-") : fixed(kw::common::quantile(healthz, 0.99), 1) + " ms"));
+}
+
+void hostile_json(const std::string& url, const std::string& ci_token) {
+  std::string empties = "{\"cases\":[{}";
+  while (empties.size() < (std::size_t{60} << 20)) empties += ",{}";
+  empties += "]}";
+  const std::string nested(std::size_t{32} << 20, '[');
+  struct Body {
+    std::string name, gzip;
+    std::size_t decoded;
+  };
+  const std::vector<Body> bodies = {{"60 MiB of `{}`", kw::http::gzip_compress(empties, 9), empties.size()},
+                                    {"32 MiB of `[`", kw::http::gzip_compress(nested, 9), nested.size()}};
+  for (const Body& body : bodies) {
+    const long before = reset_peak_kib();
+    const auto started = Clock::now();
+    const int status =
+        kw::http::Client(url, ci_token).request("POST", "/api/v1/jobs", body.gzip, kGzip).status;
+    const double grown = static_cast<double>(status_kib("VmHWM") - before) * 1024;
+    row("POST /api/v1/jobs, ci token, " + body.name + " as gzip",
+        std::to_string(status) + " in " + fixed(ms_since(started), 0) + " ms; peak RSS +" +
+            fixed(grown / 1048576, 0) + " MiB, " + fixed(grown / static_cast<double>(body.decoded), 1) +
+            "x its decoded size");
+  }
+  const long before = reset_peak_kib();
+  std::vector<std::future<int>> at_once;
+  for (int i = 0; i < 8; ++i) {
+    at_once.push_back(std::async(std::launch::async, [&] {
+      return kw::http::Client(url, ci_token).request("POST", "/api/v1/jobs", bodies[0].gzip, kGzip).status;
+    }));
+  }
+  std::map<int, int> statuses;
+  for (auto& f : at_once) ++statuses[f.get()];
+  std::string answered;
+  for (const auto& [status, count] : statuses)
+    answered += std::to_string(count) + "x " + std::to_string(status) + " ";
+  row("8 of the 60 MiB bodies at once",
+      answered + "; peak RSS +" + fixed(static_cast<double>(status_kib("VmHWM") - before) / 1024, 0) +
+          " MiB in all");
+}
+
+void upload_parts(const std::string& url, const std::string& agent_token, const std::string& database_url) {
+  const std::string padded = "{\"cases\":[]" + std::string(std::size_t{60} << 20, ' ') + "}";
+  const std::string bomb = kw::http::gzip_compress(padded, 9);
+  auto size = [&] {
+    pqxx::connection connection(database_url);
+    pqxx::work tx(connection);
+    return tx.exec1("SELECT pg_database_size(current_database())")[0].as<std::int64_t>();
+  };
+  const std::int64_t before = size();
+  std::map<int, int> statuses;
+  kw::http::Client agent(url, agent_token);
+  for (int u = 0; u < 100; ++u) {
+    const std::string upload = "/api/v1/projects/demo/uploads/bomb-" + std::to_string(1000 + u);
+    ++statuses[agent.request("PUT", upload + "/parts/0?of=2", bomb, kGzip).status];
+  }
+  std::string answered;
+  for (const auto& [status, count] : statuses)
+    answered += std::to_string(count) + "x " + std::to_string(status) + " ";
+  row("100 part PUTs of " + std::to_string(bomb.size() / 1024) +
+          " KiB gzip inflating to 60 MiB, one agent token",
+      answered + "; database +" + fixed(static_cast<double>(size() - before) / 1048576, 1) + " MiB");
+}
+
+}  // namespace
+
+int main() {
+  char pattern[] = "/tmp/kw-hostile-bench-XXXXXX";
+  if (mkdtemp(pattern) == nullptr) return 1;
+  const std::filesystem::path dir = pattern;
+  try {
+    EmbeddedPostgres postgres(dir);
+    postgres.start();
+    ServerOptions options;
+    options.http.port = 0;
+    options.database_url = postgres.url();
+    App server(options);
+    server.start();
+    const std::string url = "http://127.0.0.1:" + std::to_string(server.port());
+    std::string ci_token, agent_token;
+    {
+      pqxx::connection connection(postgres.url());
+      pqxx::work tx(connection);
+      ci_token = TokenRepository::create(tx, "bench-ci", Scope::ci);
+      agent_token = TokenRepository::create(tx, "bench-agent", Scope::agent);
+      RunRepository::create_project(tx, "demo", "main");
+      tx.commit();
+    }
+    std::cout << "| hostile input | what it cost |\n|---|---|\n";
+    unauthenticated(url);
+    hostile_json(url, ci_token);
+    upload_parts(url, agent_token, postgres.url());
+    server.stop();
+    server.wait();
+  } catch (const std::exception& error) {
+    std::cerr << "kw-hostile-bench: " << error.what() << "\n";
+    std::filesystem::remove_all(dir);
+    return 1;
+  }
+  std::filesystem::remove_all(dir);
+  return 0;
+}
