@@ -9,6 +9,7 @@
 // - 100 report-part PUTs of the worst gzip ratio from one agent token: how
 //   much the database grows, and how many the quota refused.
 // Prints a markdown table.
+#include <malloc.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,7 +25,9 @@
 #include <vector>
 
 #include "../../tests/support/process_memory.hpp"
+#include "../../tests/support/report_factory.hpp"
 #include "app.hpp"
+#include "kw/common/json_in_parts.hpp"
 #include "kw/common/stats.hpp"
 #include "kw/http/client.hpp"
 #include "kw/http/gzip.hpp"
@@ -90,7 +93,7 @@ void unauthenticated(const std::string& url) {
           (healthz.empty() ? std::string("-") : fixed(kw::common::quantile(healthz, 0.99), 1) + " ms"));
 }
 
-void hostile_json(const std::string& url, const std::string& ci_token) {
+void hostile_json(const std::string& url, const std::string& ci_token, const std::string& agent_token) {
   std::string empties = "{\"cases\":[{}";
   while (empties.size() < (std::size_t{60} << 20)) empties += ",{}";
   empties += "]}";
@@ -101,16 +104,24 @@ void hostile_json(const std::string& url, const std::string& ci_token) {
   };
   const std::vector<Body> bodies = {{"60 MiB of `{}`", kw::http::gzip_compress(empties, 9), empties.size()},
                                     {"32 MiB of `[`", kw::http::gzip_compress(nested, 9), nested.size()}};
-  for (const Body& body : bodies) {
-    const long before = reset_peak_kib();
-    const auto started = Clock::now();
-    const int status =
-        kw::http::Client(url, ci_token).request("POST", "/api/v1/jobs", body.gzip, kGzip).status;
-    const double grown = static_cast<double>(status_kib("VmHWM") - before) * 1024;
-    row("POST /api/v1/jobs, ci token, " + body.name + " as gzip",
-        std::to_string(status) + " in " + fixed(ms_since(started), 0) + " ms; peak RSS +" +
-            fixed(grown / 1048576, 0) + " MiB, " + fixed(grown / static_cast<double>(body.decoded), 1) +
-            "x its decoded size");
+  struct Route {
+    std::string target, token, who;
+  };
+  // A job's body is small; a run report may hold more memory per byte.
+  const std::vector<Route> routes = {{"/api/v1/jobs", ci_token, "ci token"},
+                                     {"/api/v1/runs", agent_token, "agent token"}};
+  for (const Route& route : routes) {
+    for (const Body& body : bodies) {
+      const long before = reset_peak_kib();
+      const auto started = Clock::now();
+      const int status =
+          kw::http::Client(url, route.token).request("POST", route.target, body.gzip, kGzip).status;
+      const double grown = static_cast<double>(status_kib("VmHWM") - before) * 1024;
+      row("POST " + route.target + ", " + route.who + ", " + body.name + " as gzip",
+          std::to_string(status) + " in " + fixed(ms_since(started), 0) + " ms; peak RSS +" +
+              fixed(grown / 1048576, 0) + " MiB, " + fixed(grown / static_cast<double>(body.decoded), 1) +
+              "x its decoded size");
+    }
   }
   const long before = reset_peak_kib();
   std::vector<std::future<int>> at_once;
@@ -127,6 +138,41 @@ void hostile_json(const std::string& url, const std::string& ci_token) {
   row("8 of the 60 MiB bodies at once",
       answered + "; peak RSS +" + fixed(static_cast<double>(status_kib("VmHWM") - before) / 1024, 0) +
           " MiB in all");
+}
+
+// The parser's estimate of what a document's value holds against the peak
+// RSS of parsing it: the limits above rest on it.
+void json_memory_estimates() {
+  auto measure = [](const std::string& name, const std::string& text) {
+    kw::common::MemoryBudget budget(std::size_t{1} << 40);
+    malloc_trim(0);  // what the last document freed is not reused unseen
+    const long before = reset_peak_kib();
+    double estimated = 0;
+    {
+      kw::common::MemoryLease lease(&budget);
+      const nlohmann::json value = kw::common::parse_in_parts(text, {64, SIZE_MAX, &lease});
+      estimated = static_cast<double>(lease.held());
+    }
+    const double peak = static_cast<double>(status_kib("VmHWM") - before) * 1024;
+    const double size = static_cast<double>(text.size());
+    row("parsing " + name + " (" + fixed(size / 1048576, 1) + " MiB)",
+        "estimated " + fixed(estimated / size, 2) + "x its size, peak RSS " + fixed(peak / size, 2) + "x");
+  };
+  kw::testing::ReportSpec ab;
+  ab.cases = 2000;
+  ab.samples = 60;
+  ab.replicates = 3;
+  ab.ab = true;
+  ab.base_commit = kw::testing::make_commit(9);
+  measure("a pull request's report, 2,000 cases of 3 x 60 samples a side",
+          kw::testing::make_report(ab).dump());
+  kw::testing::ReportSpec dense;
+  dense.cases = 10000;
+  dense.samples = 1;
+  measure("a report of 10,000 cases of 1 sample", kw::testing::make_report(dense).dump());
+  std::string empties = "{\"cases\":[{}";
+  while (empties.size() < (std::size_t{40} << 20)) empties += ",{}";
+  measure("`{}` elements", empties + "]}");
 }
 
 void upload_parts(const std::string& url, const std::string& agent_token, const std::string& database_url) {
@@ -177,8 +223,9 @@ int main() {
       tx.commit();
     }
     std::cout << "| hostile input | what it cost |\n|---|---|\n";
+    json_memory_estimates();  // first: memory freed by the requests below would be reused
     unauthenticated(url);
-    hostile_json(url, ci_token);
+    hostile_json(url, ci_token, agent_token);
     upload_parts(url, agent_token, postgres.url());
     server.stop();
     server.wait();

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <set>
 #include <sstream>
 
@@ -40,11 +41,12 @@ std::set<std::string> build_scripts(const std::vector<std::string>& commands) {
 }
 
 std::string age(fs::file_time_type then, fs::file_time_type now) {
-  const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(now - then).count();
-  if (seconds < 120) return std::to_string(seconds) + " s";
-  if (seconds < 2 * 3600) return std::to_string(seconds / 60) + " min";
-  if (seconds < 2 * 86400) return std::to_string(seconds / 3600) + " h";
-  return std::to_string(seconds / 86400) + " days";
+  constexpr std::int64_t kMinute = 60, kHour = 3600, kDay = 86400;
+  const std::int64_t seconds = std::chrono::duration_cast<std::chrono::seconds>(now - then).count();
+  if (seconds < 2 * kMinute) return std::to_string(seconds) + " s";
+  if (seconds < 2 * kHour) return std::to_string(seconds / kMinute) + " min";
+  if (seconds < 2 * kDay) return std::to_string(seconds / kHour) + " h";
+  return std::to_string(seconds / kDay) + " days";
 }
 
 }  // namespace

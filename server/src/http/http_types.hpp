@@ -17,14 +17,16 @@ namespace kw::server {
 
 // What a parsed JSON body may hold, times its size plus a slack: a run
 // report's value takes 4 times its text where samples dominate and up to
-// 7.2 times where keys do (10,000 cases of one sample each); the small
-// bodies of other routes need far less. A hostile body is stopped here.
+// 7.4 times where keys do (10,000 cases of one sample each: the slack
+// covers those up to about 16 MB); the small bodies of other routes need far
+// less. A hostile body is stopped here, its decoded text and value under 8
+// times its size together.
 struct JsonMemory {
   std::size_t per_byte = 4;
   std::size_t slack = std::size_t{1} << 20;
 };
 inline constexpr JsonMemory kSmallJsonMemory{};
-inline constexpr JsonMemory kReportJsonMemory{7, std::size_t{8} << 20};
+inline constexpr JsonMemory kReportJsonMemory{6, std::size_t{16} << 20};
 
 struct Request {
   std::string method;  // "GET", "POST", ...

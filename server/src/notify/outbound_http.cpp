@@ -106,6 +106,25 @@ bool private_v4(const net::ip::address_v4& address) {
          in(0xF0000000, 4);     // reserved, broadcast
 }
 
+// The addresses of `endpoints` a POST may connect to.
+std::vector<tcp::endpoint> reachable(const tcp::resolver::results_type& endpoints, Reach reach);
+
+// Why an attempt failed, in a few words that name neither the URL nor
+// anything the target said.
+[[noreturn]] void throw_failure(bool refused_private, const beast::error_code& failure,
+                                const std::string& step, const OutboundTimeouts& timeouts) {
+  if (refused_private) {
+    throw std::runtime_error(
+        "refused: the host resolves only to loopback, private or link-local addresses "
+        "(kw-server --allow-private-webhooks allows them)");
+  }
+  const bool expired = failure == beast::error::timeout;
+  throw std::runtime_error(step + ": " +
+                           (expired && step == "connect"
+                                ? "timed out after " + std::to_string(timeouts.connect.count()) + " s"
+                                : failure.message()));
+}
+
 }  // namespace
 
 bool is_private_address(const net::ip::address& address) {
@@ -129,6 +148,19 @@ bool is_private_address(const net::ip::address& address) {
   if (bytes[0] == 0x20 && bytes[1] == 0x02) return embedded(2);  // 6to4
   return false;
 }
+
+namespace {
+
+std::vector<tcp::endpoint> reachable(const tcp::resolver::results_type& endpoints, Reach reach) {
+  std::vector<tcp::endpoint> allowed;
+  for (const auto& entry : endpoints) {
+    if (reach == Reach::any || !is_private_address(entry.endpoint().address()))
+      allowed.push_back(entry.endpoint());
+  }
+  return allowed;
+}
+
+}  // namespace
 
 std::string private_host_problem(const std::string& url) {
   std::string host;
@@ -230,11 +262,7 @@ OutboundResponse post_json(const std::string& url_text, const std::string& body,
   resolver.async_resolve(
       url.host, url.port, [&](beast::error_code ec, const tcp::resolver::results_type& endpoints) {
         if (ec) return finish(ec);
-        std::vector<tcp::endpoint> allowed;
-        for (const auto& entry : endpoints) {
-          if (reach == Reach::any || !is_private_address(entry.endpoint().address()))
-            allowed.push_back(entry.endpoint());
-        }
+        std::vector<tcp::endpoint> allowed = reachable(endpoints, reach);
         if (allowed.empty()) {
           step = "refused";
           refused_private = true;
@@ -253,18 +281,7 @@ OutboundResponse post_json(const std::string& url_text, const std::string& body,
     throw std::runtime_error("timed out after " + std::to_string(timeouts.total.count()) + " s (" + step +
                              ")");
   }
-  if (refused_private) {
-    throw std::runtime_error(
-        "refused: the host resolves only to loopback, private or link-local addresses "
-        "(kw-server --allow-private-webhooks allows them)");
-  }
-  if (failure) {
-    const bool expired = failure == beast::error::timeout;
-    throw std::runtime_error(step + ": " +
-                             (expired && step == "connect"
-                                  ? "timed out after " + std::to_string(timeouts.connect.count()) + " s"
-                                  : failure.message()));
-  }
+  if (refused_private || failure) throw_failure(refused_private, failure, step, timeouts);
   beast::error_code ignored;
   plain.socket().shutdown(tcp::socket::shutdown_both, ignored);
   return {static_cast<int>(response.get().result_int()), response.get().body()};
