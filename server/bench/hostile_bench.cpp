@@ -1,6 +1,6 @@
 // kw-hostile-bench: what hostile clients cost a real kw-server (in-process,
-// loopback HTTP, a private embedded PostgreSQL). Each line is one finding of
-// a hostile-client review, measured:
+// loopback HTTP, a private embedded PostgreSQL). Each line is one way a
+// client could make it spend, measured:
 // - unauthenticated gzip bodies of 30,000 members after a 60 MiB one, to
 //   every kind of route, 8 at once: the server's CPU per request, and
 //   /healthz's latency meanwhile;

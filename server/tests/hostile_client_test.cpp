@@ -1,8 +1,8 @@
-// What a hostile client can cost kw-server: gzip bodies inflated before
-// anyone checked who sent them, JSON that holds many times its size in
-// memory, webhooks aimed inside the server's own network, and identities
-// that two spellings of one number split. Each test is one finding of a
-// hostile-client review, reproduced against the real server.
+// What a hostile client must not be able to make kw-server do: inflate
+// bodies before anyone checked who sent them, hold many times a JSON body's
+// size in memory, call into its own network through a webhook, or store one
+// report twice because a number was spelled two ways. Against the real
+// server.
 #include <sys/socket.h>
 
 #include <boost/asio/ip/tcp.hpp>

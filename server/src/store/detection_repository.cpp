@@ -631,28 +631,31 @@ std::string DetectionRepository::finish(pqxx::work& tx, std::int64_t run_id, con
 
 namespace {
 
-// Each candidate's comparison with every implementation's, those of the
-// statuses asked for, sorted by effect size: the "paging" object and the
-// page's cases.
-std::pair<json, json> compared_cases(const std::vector<ComparisonRow>& rows,
-                                     const common::DetectionSettings& detection, const CaseFilter& filter,
-                                     const Page& page) {
+// Each case's candidate comparison with every implementation's beside it,
+// of the statuses asked for. `rows`: comparisons as JSON, in case order.
+std::vector<json> candidate_entries(std::vector<json> rows, const CaseFilter& filter) {
   std::map<std::string, json> by_case;
-  for (const ComparisonRow& row : rows) by_case[row.case_name].push_back(row.to_json(detection));
+  for (const json& row : rows) by_case[row["case"].get<std::string>()].push_back(row);
   const std::string statuses = "," + filter.statuses + ",";
   std::vector<json> kept;
-  for (const ComparisonRow& row : rows) {
-    if (row.impl != "candidate") continue;
-    json entry = row.to_json(detection);
+  for (json& entry : rows) {
+    if (entry["impl"] != "candidate") continue;
     if (!filter.statuses.empty() &&
         statuses.find("," + entry["status"].get<std::string>() + ",") == std::string::npos)
       continue;
-    entry["comparisons"] = std::move(by_case[row.case_name]);
+    entry["comparisons"] = by_case[entry["case"].get<std::string>()];
     for (const char* drop : {"kind", "impl", "baseline_run_id", "baseline_reason"}) entry.erase(drop);
     kept.push_back(std::move(entry));
   }
+  return kept;
+}
+
+// The page asked for, largest effect first: the "paging" object and the
+// page's cases.
+std::pair<json, json> page_by_effect(std::vector<json> kept, const Page& page) {
   auto effect = [](const json& row) {
-    return row.contains("ratio") ? std::abs(std::log(row["ratio"].get<double>())) : 0.0;
+    return row.contains("ratio") && row["ratio"].is_number() ? std::abs(std::log(row["ratio"].get<double>()))
+                                                             : 0.0;
   };
   std::stable_sort(kept.begin(), kept.end(),
                    [&](const json& a, const json& b) { return effect(a) > effect(b); });
@@ -667,9 +670,14 @@ std::pair<json, json> compared_cases(const std::vector<ComparisonRow>& rows,
                                                     std::make_move_iterator(kept.begin() + last)))};
 }
 
-}  // namespace
-
-namespace {
+std::pair<json, json> compared_cases(const std::vector<ComparisonRow>& rows,
+                                     const common::DetectionSettings& detection, const CaseFilter& filter,
+                                     const Page& page) {
+  std::vector<json> as_json;
+  as_json.reserve(rows.size());
+  for (const ComparisonRow& row : rows) as_json.push_back(row.to_json(detection));
+  return page_by_effect(candidate_entries(std::move(as_json), filter), page);
+}
 
 // A head run measured against its base in its own job: its comparisons as
 // that run judged them (so compare, the run page, the pull request's
@@ -677,38 +685,12 @@ namespace {
 // compare.
 json in_job_comparison(pqxx::work& tx, std::int64_t head_run, std::optional<std::int64_t> base_run,
                        const std::string& gpu, const CaseFilter& filter, const Page& page) {
-  std::map<std::string, json> by_case;
-  std::vector<json> kept;
-  const std::string statuses = "," + filter.statuses + ",";
-  json stored =
-      json::parse(RunRepository::run_comparisons_json(tx, head_run, 0, INT64_MAX, filter.name_like));
-  std::vector<std::string> order;  // the run's case order
-  for (json& row : stored) {
-    if (row["kind"] != "time") continue;
-    const std::string name = row["case"];
-    if (!by_case.contains(name)) order.push_back(name);
-    by_case[name].push_back(std::move(row));
+  std::vector<json> rows;
+  for (json& row :
+       json::parse(RunRepository::run_comparisons_json(tx, head_run, 0, INT64_MAX, filter.name_like))) {
+    if (row["kind"] == "time") rows.push_back(std::move(row));
   }
-  for (const std::string& name : order) {
-    const json& rows = by_case[name];
-    for (const json& row : rows) {
-      if (row["impl"] != "candidate") continue;
-      if (!filter.statuses.empty() &&
-          statuses.find("," + row["status"].get<std::string>() + ",") == std::string::npos)
-        continue;
-      json entry = row;
-      entry["comparisons"] = rows;
-      for (const char* drop : {"kind", "impl", "baseline_run_id", "baseline_reason"}) entry.erase(drop);
-      kept.push_back(std::move(entry));
-    }
-  }
-  auto effect = [](const json& row) {
-    return row["ratio"].is_number() ? std::abs(std::log(row["ratio"].get<double>())) : 0.0;
-  };
-  std::stable_sort(kept.begin(), kept.end(),
-                   [&](const json& a, const json& b) { return effect(a) > effect(b); });
-  const auto total = static_cast<std::int64_t>(kept.size());
-  const std::int64_t first = std::min(page.offset(), total), last = std::min(first + page.per_page, total);
+  auto [paging, shown] = page_by_effect(candidate_entries(std::move(rows), filter), page);
   json detection = json::parse(
       tx.exec_params1("SELECT COALESCE(detection, '{}'::jsonb)::text FROM runs WHERE id = $1", head_run)[0]
           .as<std::string>());
@@ -720,12 +702,8 @@ json in_job_comparison(pqxx::work& tx, std::int64_t head_run, std::optional<std:
                               " judged it: base and head measured in the same job, their replicates "
                               "alternating on one GPU"},
           {"detection", std::move(detection)},
-          {"paging",
-           {{"page", page.number},
-            {"per_page", page.per_page},
-            {"cases_total", total},
-            {"pages", std::max<std::int64_t>(1, (total + page.per_page - 1) / page.per_page)}}},
-          {"cases", json(std::vector<json>(kept.begin() + first, kept.begin() + last))}};
+          {"paging", std::move(paging)},
+          {"cases", std::move(shown)}};
 }
 
 }  // namespace
