@@ -12,7 +12,10 @@
 # kw-detector-bench is extracted from them. Results go to $OUT/series.tar.gz.
 #   SERIES="main:3 pr:3 power:2" [SERIES_CASES=GLOB] [SERIES_DEADLINE=EPOCH_S] tools/detection-series.sh
 # SERIES_DEADLINE: start no run after this time (a device call has a hard limit;
-# a run cut short is lost, one not started costs nothing).
+# a run cut short is lost, one not started costs nothing). SERIES_FULL_BENCH:
+# a JSON object over kernelwatch.json's full_bench (with its own SERIES_WORK:
+# the setting is committed in the scratch history), e.g.
+# '{"resolve_replicates": 0}' for the engine without its inconclusive rounds.
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 log_tag=series

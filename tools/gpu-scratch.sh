@@ -26,7 +26,7 @@ copy_tree() {
 
 # attention_tree DEST CASES: copy_tree, with a kernelwatch.json that builds
 # only the attention bench and runs the CASES glob, full_bench as this
-# repository's.
+# repository's with SERIES_FULL_BENCH's keys (a JSON object) over it.
 attention_tree() {
   copy_tree "$1"
   cat > "$1/kernelwatch.json" <<JSON
@@ -35,7 +35,7 @@ attention_tree() {
   "build": {"commands": ["cmake --preset gpu -DKW_BUILD_TESTS=OFF -DKW_BUILD_AGENT=OFF",
                          "cmake --build --preset gpu -j $(nproc) --target kw-bench-attention"]},
   "benches": [{"name": "attention", "path": "build/gpu/kernels/attention/kw-bench-attention", "cases": "$2"}],
-  "full_bench": $(python3 -c "import json; print(json.dumps(json.load(open('$root/kernelwatch.json'))['full_bench']))")
+  "full_bench": $(python3 -c "import json, os; fb = json.load(open('$root/kernelwatch.json'))['full_bench']; fb.update(json.loads(os.environ.get('SERIES_FULL_BENCH') or '{}')); print(json.dumps(fb))")
 }
 JSON
 }

@@ -332,6 +332,20 @@ class PipelineTest : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(checkout_); }
 
+  // full_bench alone of a pull request: the checkout against `base`, measured in one job.
+  json run_ab(const json& config, const fs::path& base) {
+    PipelineOptions options;
+    options.checkout = checkout_;
+    options.base_checkout = base;
+    options.base_commit = std::string(40, 'b');
+    options.commit = std::string(40, 'c');
+    options.branch = "pr";
+    options.agent_name = "test";
+    options.gpu_available = true;
+    options.only_stages = {common::StageName::full_bench};
+    options.log = [this](const std::string& line) { log_ += line + "\n"; };
+    return run_pipeline(parse_repo_config(config), options);
+  }
   json run(const json& behaviour, bool gpu = true, const json& config = valid_config(),
            std::vector<common::StageName> stages = {}) {
     std::ofstream(checkout_ / "kwbench-fake.json") << behaviour.dump();
@@ -406,17 +420,7 @@ TEST_F(PipelineTest, FullBenchMeasuresReplicatesAndTheBaseInTheSameJob) {
   ASSERT_NE(mkdtemp(pattern), nullptr);
   fs::path base = pattern;
   std::ofstream(base / "kwbench-fake.json") << "{}";
-  PipelineOptions options;
-  options.checkout = checkout_;
-  options.base_checkout = base;
-  options.base_commit = std::string(40, 'b');
-  options.commit = std::string(40, 'c');
-  options.branch = "pr";
-  options.agent_name = "test";
-  options.gpu_available = true;
-  options.only_stages = {common::StageName::full_bench};
-  options.log = [this](const std::string& line) { log_ += line + "\n"; };
-  json ab = run_pipeline(parse_repo_config(config), options);
+  json ab = run_ab(config, base);
   fs::remove_all(base);
   EXPECT_NO_THROW(common::parse_run_report(ab));
   EXPECT_EQ(statuses(ab),
@@ -432,6 +436,41 @@ TEST_F(PipelineTest, FullBenchMeasuresReplicatesAndTheBaseInTheSameJob) {
   EXPECT_EQ(base_candidate["replicates"].back(), 4);
   // Judged against its base, not its history: no context pass.
   EXPECT_EQ(c["measurements"].size(), 1u);
+}
+
+// An A/B case the decision would leave inconclusive gets two more
+// replicates a side at a time, up to resolve_replicates; without them it is
+// named inconclusive in the stage's details. At three replicates a side the
+// interval (the default noise prior's 1.5% between replicates, 8 df, with
+// the test double's 0.2%) is about +-2.9%, past three 0.8% thresholds; a few
+// more replicates a side bring it inside.
+TEST_F(PipelineTest, AnInconclusiveCaseIsMeasuredAgainUpToResolveReplicates) {
+  for (int resolve : {0, 15}) {
+    json config = valid_config();
+    config["thresholds"] = {{"min_threshold", 0.008}};
+    config["full_bench"] = {
+        {"replicates", 3}, {"max_replicates", 3}, {"confirm_replicates", 0}, {"resolve_replicates", resolve}};
+    std::ofstream(checkout_ / "kwbench-fake.json") << "{}";
+    char pattern[] = "/tmp/kw-base-XXXXXX";
+    ASSERT_NE(mkdtemp(pattern), nullptr);
+    const fs::path base = pattern;
+    std::ofstream(base / "kwbench-fake.json") << "{}";
+    log_.clear();
+    const json ab = run_ab(config, base);
+    fs::remove_all(base);
+    const json& details = ab["stages"][5]["details"];
+    std::int64_t most = 0;
+    for (const json& c : ab["cases"])
+      most = std::max(most, c["measurements"][0]["replicates"].back().get<std::int64_t>() + 1);
+    if (resolve == 0) {
+      EXPECT_EQ(most, 3) << log_;
+      EXPECT_FALSE(details["inconclusive_cases"].empty()) << details.dump();
+    } else {
+      EXPECT_NE(log_.find("round 1: 2 more replicates a side of"), std::string::npos) << log_;
+      EXPECT_GT(most, 3) << log_;
+      EXPECT_LE(most, 15) << log_;
+    }
+  }
 }
 
 // A bench the build did not write (or wrote elsewhere) fails load with that
@@ -599,6 +638,46 @@ TEST_F(PipelineTest, PythonBenchRunsLoadCorrectnessQuickBenchAndReplicates) {
   }
   const std::string quick = report["stages"][4]["details"]["py"]["cases"][0]["message"];
   EXPECT_NE(quick.find("x of baseline:copy, inside 0.2x..5x"), std::string::npos) << quick;
+}
+
+// The processes that wait for a go file (prepared_passes.hpp), by pid.
+std::vector<std::string> waiting_for_a_go() {
+  std::vector<std::string> pids;
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    std::ifstream in(entry.path() / "cmdline");
+    const std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (cmdline.find(std::string("--go-file\0", 10)) != std::string::npos)
+      pids.push_back(entry.path().filename().string());
+  }
+  return pids;
+}
+
+// A python pull request's replicates after each side's first run in a
+// process started during an earlier pass: ABBA over four replicates a side
+// is eight passes, two of them cold. Every replicate is still a process of
+// its own, and none is left waiting once the stage ends.
+TEST_F(PipelineTest, PythonReplicatesAfterTheFirstRunInPreparedProcesses) {
+  json config = python_config("saxpy/ok");
+  config["full_bench"] = {{"replicates", 4},
+                          {"max_replicates", 4},
+                          {"confirm_replicates", 0},
+                          {"resolve_replicates", 0},
+                          {"replicate_seconds", 0.05}};
+  char pattern[] = "/tmp/kw-base-XXXXXX";
+  ASSERT_NE(mkdtemp(pattern), nullptr);
+  const fs::path base = pattern;
+  const json ab = run_ab(config, base);
+  fs::remove_all(base);
+  const json& stage = ab["stages"][5];
+  ASSERT_EQ(stage["status"], "passed") << stage.dump();
+  EXPECT_EQ(stage["details"]["py"]["prepared_passes"], 6) << stage["details"].dump();
+  const json& c = ab["cases"][0];
+  for (const char* side : {"measurements", "base_measurements"}) {
+    const json& candidate = c[side][0];
+    std::set<std::int64_t> replicates(candidate["replicates"].begin(), candidate["replicates"].end());
+    EXPECT_EQ(replicates, (std::set<std::int64_t>{0, 1, 2, 3})) << side;
+  }
+  EXPECT_TRUE(waiting_for_a_go().empty()) << "a prepared process outlived its stage";
 }
 
 TEST_F(PipelineTest, PythonBenchFailsCorrectnessPerCaseAndGoesOnAfterABrokenContext) {

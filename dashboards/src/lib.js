@@ -91,7 +91,7 @@ export function pager(paging, query) {
 
 // A case's comparison statuses, as the overview and compare filter by them.
 export function statusOptions(selected) {
-  return `<option value="">any</option>${["regression", "improvement", "unchanged", "no-baseline"]
+  return `<option value="">any</option>${["regression", "improvement", "unchanged", "inconclusive", "no-baseline"]
     .map((s) => `<option ${s === selected ? "selected" : ""}>${s}</option>`).join("")}`;
 }
 

@@ -51,6 +51,11 @@ A case that leaves the CUDA context broken (an illegal address) fails, and
 the process starts again for the cases after it (exec), as kwbench's fresh
 child does.
 
+kw starts a full_bench replicate's process ahead of its turn with
+`--go-file FILE`: the script's imports (and torch's) run while the GPU times
+another replicate, and the process waits, without a CUDA context, until kw
+writes the replicate's arguments to FILE.
+
 Backends: `torch` (CUDA events and tensors on the current stream) and
 `cpu-stand-in`, a TEST DOUBLE that times Python callables with the host clock
 and compares sequences of floats, so the harness and the agent's handling of
@@ -781,10 +786,7 @@ def _restart(options, runs):
     with os.fdopen(fd, "w") as out:
         json.dump({"runs": runs}, out)
     _log("the CUDA context is broken: a fresh process continues after %s" % runs[-1][0])
-    argv = [a for a in sys.argv if a]
-    if "--resume" in argv:
-        i = argv.index("--resume")
-        del argv[i:i + 2]
+    argv = _without([a for a in sys.argv if a], "--resume")
     sys.stdout.flush()
     sys.stderr.flush()
     os.execv(sys.executable, [sys.executable] + argv + ["--resume", path])
@@ -839,13 +841,51 @@ def _parser():
     p.add_argument("--backend", default=os.environ.get("KWBENCH_BACKEND", "torch"),
                    choices=["torch", "cpu-stand-in"])
     p.add_argument("--resume", help=argparse.SUPPRESS)
+    p.add_argument("--go-file", help="full_bench: wait, imports done, for this file's arguments (kw's prepared "
+                   "replicate processes)")
     return p
+
+
+def _wait_for_go(path):
+    """A prepared replicate: the script's imports are done and no CUDA
+    context exists yet. Waits for kw to write the pass's arguments to `path`;
+    None when told to exit, or when kw is gone."""
+    parent = os.getppid()
+    while not os.path.exists(path):
+        if os.getppid() != parent:
+            return None
+        time.sleep(0.005)
+    with open(path) as go:
+        document = json.load(go)
+    os.unlink(path)
+    return None if document.get("exit") else document["argv"]
+
+
+def _without(argv, option):
+    out = list(argv)
+    if option in out:
+        i = out.index(option)
+        del out[i:i + 2]
+    return out
 
 
 def main(cases, modules=(), libraries=(), argv=None):
     """Runs the command line over `cases`; exits with 0 when the stage passed,
     1 when it failed, 2 for a bad command line."""
     options = _parser().parse_args(argv)
+    if options.go_file:
+        if options.backend == "torch":
+            try:
+                import torch  # noqa: F401, PLC0415 (seconds of the pass's start; no CUDA context yet)
+            except ImportError:
+                pass  # the pass says so after its go, as a fresh process would
+        go = _wait_for_go(options.go_file)
+        if go is None:
+            return 0
+        merged = _without(sys.argv[1:] if argv is None else argv, "--go-file") + go
+        if argv is None:
+            sys.argv = sys.argv[:1] + merged  # a restart after a broken context keeps the pass's arguments
+        options = _parser().parse_args(merged)
     selected = _case_list(cases, options)
     if options.list:
         _write(options.json, {"cases": [

@@ -811,7 +811,7 @@ TEST_F(ApiTest, OverviewRegressionsAndCompareFilterByCaseStatusAndGpu) {
   EXPECT_EQ(paged["paging"], json({{"page", 3}, {"per_page", 3}, {"cases_total", 8}, {"pages", 3}}));
   EXPECT_EQ(paged["cases"].size(), 2u);
   EXPECT_EQ(client().get("/api/v1/projects/demo/overview?status=slower").json()["message"],
-            "status: \"slower\" is not one of regression, improvement, unchanged, no-baseline");
+            "status: \"slower\" is not one of regression, improvement, unchanged, inconclusive, no-baseline");
 
   auto regressions = [&](const std::string& query) {
     auto response = client().get("/api/v1/projects/demo/regressions?" + query);

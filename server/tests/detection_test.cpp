@@ -248,9 +248,11 @@ TEST_F(DetectionApiTest, EachStatusAndVerdict) {
   EXPECT_EQ(candidate_comparison(back_to_normal)["status"], "improvement")
       << candidate_comparison(back_to_normal);
 
+  // Against stored runs that hold the 1.2x one, the same level is some 6%
+  // faster than their mean without the evidence: inconclusive, and a pass.
   json same = post({});
   EXPECT_EQ(same["verdict"], "pass");
-  EXPECT_EQ(candidate_comparison(same)["status"], "unchanged");
+  EXPECT_EQ(candidate_comparison(same)["status"], "inconclusive");
   // The run records its decision: the false-alarm rate and the comparisons it covered.
   json detection = run(same)["detection"];
   EXPECT_EQ(detection["run_alpha"], 0.01);
@@ -270,9 +272,16 @@ TEST_F(DetectionApiTest, OldReportsAreNotJudgedByTheirWithinRunPrecision) {
   json answer = post(head);
   EXPECT_EQ(answer["verdict"], "pass");
   json c = candidate_comparison(answer);
-  EXPECT_EQ(c["status"], "unchanged") << c.dump();
+  EXPECT_EQ(c["status"], "inconclusive") << "2% past a 1% threshold, not shown: " << c.dump();
   EXPECT_GT(c["p_value"].get<double>(), 0.1);
   EXPECT_NE(c["note"].get<std::string>().find("between-run prior sd 1.50%"), std::string::npos) << c.dump();
+  EXPECT_NE(c["note"].get<std::string>().find("inconclusive: moved +2.0%, past its 1% threshold"),
+            std::string::npos)
+      << c.dump();
+  const json run = client().get("/api/v1/runs/" + answer["run_id"].dump()).json();
+  EXPECT_EQ(run["inconclusive"], 1);
+  const json filtered = client().get("/api/v1/projects/demo/overview?status=inconclusive").json();
+  ASSERT_EQ(filtered["cases"].size(), 1u) << filtered.dump();
 }
 
 TEST_F(DetectionApiTest, FailedStageOutranksRegression) {
@@ -398,7 +407,7 @@ TEST_F(DetectionApiTest, NoisyHistoryWidensTheTest) {
   json c = candidate_comparison(post(slower));
   EXPECT_EQ(c["method"], "history");
   EXPECT_GT(c["se"].get<double>(), 0.025) << c.dump();
-  EXPECT_EQ(c["status"], "unchanged");
+  EXPECT_EQ(c["status"], "inconclusive") << "not flagged, nor called unchanged";
 }
 
 TEST_F(DetectionApiTest, AcknowledgeTurnsARegressionIntoPass) {
@@ -606,7 +615,7 @@ TEST_F(DetectionApiTest, RunAlphaSetsTheSensitivity) {
   ASSERT_EQ(update.status, 200) << update.body;
   EXPECT_DOUBLE_EQ(update.json()["run_alpha"].get<double>(), stricter);
   json again = candidate_comparison(post(slower));
-  EXPECT_EQ(again["status"], "unchanged") << again.dump();
+  EXPECT_EQ(again["status"], "inconclusive") << again.dump();
 
   auto rejected =
       client(admin_token_).request("PUT", "/api/v1/projects/demo/settings", R"({"run_alpha": 0.5})");
@@ -710,7 +719,7 @@ TEST_F(DetectionApiTest, PullRequestComparedAtEqualClock) {
   auto without = agent().post("/api/v1/runs", plain);
   ASSERT_EQ(without.status, 201) << without.body;
   json p = candidate_comparison(without.json());
-  EXPECT_EQ(p["status"], "unchanged") << p.dump();
+  EXPECT_EQ(p["status"], "inconclusive") << p.dump();
   EXPECT_EQ(p["note"].get<std::string>().find("at equal SM clock"), std::string::npos) << p["note"];
 }
 

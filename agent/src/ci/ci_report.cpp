@@ -214,6 +214,40 @@ std::string profiles_markdown(const json& run, const std::string& server) {
   return text;
 }
 
+// A run's candidate comparisons by status, the flagged ones worst first.
+struct CandidateRows {
+  std::vector<const json*> regressed, improved, inconclusive, energy_regressed, energy_improved;
+  int compared = 0;  // time comparisons with a baseline
+};
+
+CandidateRows candidate_rows(const json& run) {
+  CandidateRows rows;
+  for (const json& c : run["comparisons"]) {
+    if (c["impl"] != "candidate") continue;
+    const std::string status = c.value("status", std::string());
+    if (c["kind"] == "energy") {
+      if (status == "regression") rows.energy_regressed.push_back(&c);
+      if (status == "improvement") rows.energy_improved.push_back(&c);
+      continue;
+    }
+    if (c["kind"] != "time") continue;
+    rows.compared += status != "no-baseline";
+    if (status == "regression") rows.regressed.push_back(&c);
+    if (status == "improvement") rows.improved.push_back(&c);
+    if (status == "inconclusive") rows.inconclusive.push_back(&c);
+  }
+  auto by_ratio = [](std::vector<const json*>& list, bool largest_first) {
+    std::sort(list.begin(), list.end(), [largest_first](const json* a, const json* b) {
+      const double x = (*a)["ratio"].get<double>(), y = (*b)["ratio"].get<double>();
+      return largest_first ? x > y : x < y;
+    });
+  };
+  by_ratio(rows.regressed, true);
+  by_ratio(rows.improved, false);
+  by_ratio(rows.energy_regressed, true);
+  return rows;
+}
+
 std::string verdict_markdown(const json& run, const std::string& link) {
   const std::string project = run.value("project", std::string());
   const std::string verdict = run.value("verdict", std::string());
@@ -222,37 +256,19 @@ std::string verdict_markdown(const json& run, const std::string& link) {
                             (gpu == "none" ? std::string() : " on " + gpu);
   const bool acknowledged = run["acknowledgement"].is_object();
 
-  std::vector<const json*> regressed, improved, energy_regressed, energy_improved;
-  int compared = 0;
-  for (const json& c : run["comparisons"]) {
-    if (c["kind"] == "energy" && c["impl"] == "candidate") {
-      if (c["status"] == "regression") energy_regressed.push_back(&c);
-      if (c["status"] == "improvement") energy_improved.push_back(&c);
-      continue;
-    }
-    if (c["kind"] != "time" || c["impl"] != "candidate") continue;
-    compared += c["status"] != "no-baseline";
-    if (c["status"] == "regression") regressed.push_back(&c);
-    if (c["status"] == "improvement") improved.push_back(&c);
-  }
+  const CandidateRows candidates = candidate_rows(run);
+  const auto& [regressed, improved, inconclusive, energy_regressed, energy_improved, compared] = candidates;
   std::string headline = verdict == "regression"    ? ":x: regression"
                          : verdict == "failed"      ? ":x: preflight failed"
                          : verdict == "no-data"     ? ":warning: no data"
                          : acknowledged             ? ":white_check_mark: pass (regression acknowledged)"
                          : verdict == "improvement" ? ":rocket: improvement"
                          : compared == 0            ? ":white_check_mark: pass (no baseline yet)"
-                                                    : ":white_check_mark: pass";
+                         : !inconclusive.empty()    ? ":white_check_mark: pass, " +
+                                                       std::to_string(inconclusive.size()) + " inconclusive"
+                                                 : ":white_check_mark: pass";
   std::string text =
       marker(project) + "\n### kernelwatch " + project + ": " + headline + " for " + where + "\n";
-  std::sort(regressed.begin(), regressed.end(), [](const json* a, const json* b) {
-    return (*a)["ratio"].get<double>() > (*b)["ratio"].get<double>();
-  });
-  std::sort(improved.begin(), improved.end(), [](const json* a, const json* b) {
-    return (*a)["ratio"].get<double>() < (*b)["ratio"].get<double>();
-  });
-  std::sort(energy_regressed.begin(), energy_regressed.end(), [](const json* a, const json* b) {
-    return (*a)["ratio"].get<double>() > (*b)["ratio"].get<double>();
-  });
 
   if (verdict == "failed") {
     for (const json& stage : run["stages"]) {
@@ -286,10 +302,16 @@ std::string verdict_markdown(const json& run, const std::string& link) {
       for (const json* c : *rows) baselines.insert(c->value("baseline_reason", std::string()));
     text += "\n" + std::to_string(run["cases"].size()) + " cases, " + std::to_string(compared) +
             " compared with a baseline: " + std::to_string(regressed.size()) + " slower, " +
-            std::to_string(improved.size()) + " faster.";
+            std::to_string(improved.size()) + " faster" +
+            (inconclusive.empty()
+                 ? std::string()
+                 : ", " + std::to_string(inconclusive.size()) +
+                       " inconclusive (moved past the threshold; the interval holds no change)") +
+            ".";
     if (baselines.size() == 1) text += " Baseline: " + cell(*baselines.begin()) + ".";
     text += "\n" + comparison_table(regressed, "Regressed", baselines.size() == 1) +
             comparison_table(improved, "Improved", baselines.size() == 1) +
+            comparison_table(inconclusive, "Inconclusive: a re-run with more replicates decides", false) +
             comparison_table(energy_regressed, "More energy (joules per iteration)", false, "energy") +
             comparison_table(energy_improved, "Less energy (joules per iteration)", false, "energy");
     std::string changed;

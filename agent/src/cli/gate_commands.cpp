@@ -109,6 +109,18 @@ struct GateOutcome {
   std::string markdown;
 };
 
+// The cases that moved past their threshold without the evidence to flag
+// them: never called unchanged.
+void print_inconclusive(const json& run) {
+  for (const json& c : run["comparisons"]) {
+    if (c["status"] != "inconclusive" || c["kind"] != "time" || c["impl"] != "candidate") continue;
+    std::cout << "  inconclusive " << c["case"].get<std::string>() << ": " << sig3(c["ratio"])
+              << "x (99% interval " << sig3(c["lower"]) << "-" << sig3(c["upper"]) << ", threshold "
+              << fixed(100 * c["threshold"].get<double>(), 1)
+              << "%): a re-run with more replicates decides\n";
+  }
+}
+
 // Prints the verdict's summary; returns the exit code. `shown`: the stages'
 // states already printed as the job ran (a failed stage's log is printed
 // here when it was not).
@@ -171,6 +183,7 @@ int summarize(const json& run, const std::string& link, const std::map<std::stri
         std::cout << "  profiled " << p["case"].get<std::string>()
                   << " under Nsight Compute: " << profile_headline(p["summary"]) << "\n";
     }
+    print_inconclusive(run);
     std::cout << "  " << link << "\n"
               << "  intended? acknowledge it: kw ack --run " << run_id << " --reason \"...\"\n";
     if (run.contains("bisect") && run["bisect"].is_object())
@@ -182,11 +195,12 @@ int summarize(const json& run, const std::string& link, const std::map<std::stri
     std::cout << "kernelwatch: pass for " << where << " (regression acknowledged "
               << acknowledgement_text(run["acknowledgement"]) << ")\n";
   } else {
-    int compared = 0, improved = 0;
+    int compared = 0, improved = 0, inconclusive = 0;
     for (const json& c : run["comparisons"]) {
       if (c["kind"] != "time" || c["impl"] != "candidate") continue;
       compared += c["status"] != "no-baseline";
       improved += c["status"] == "improvement";
+      inconclusive += c["status"] == "inconclusive";
     }
     // Nothing compared: a pass, but not one that says the change is fine.
     if (compared == 0) {
@@ -196,7 +210,10 @@ int summarize(const json& run, const std::string& link, const std::map<std::stri
     } else {
       std::cout << "kernelwatch: " << (verdict == "improvement" ? "IMPROVEMENT" : "pass") << " for " << where
                 << " (" << run["cases"].size() << " cases, " << compared << " compared with a baseline, "
-                << improved << " faster)\n";
+                << improved << " faster"
+                << (inconclusive > 0 ? ", " + std::to_string(inconclusive) + " inconclusive" : std::string())
+                << ")\n";
+      print_inconclusive(run);
     }
   }
   std::cout << "  " << link << "\n";

@@ -12,6 +12,7 @@
 
 #include "kw/common/stats.hpp"
 #include "kw/common/subprocess.hpp"
+#include "pipeline/prepared_passes.hpp"
 #include "pipeline/python_harness.hpp"
 
 namespace kw::agent {
@@ -334,23 +335,24 @@ class KwbenchAdapter final : public BenchAdapter {
     }
     const FullBenchConfig& fb = context.config.full_bench;
     ChildSpec spec = bench_child(context, context.config.timeout_for(common::StageName::full_bench));
-    spec.argv.insert(spec.argv.end(), {"--stage", "full_bench", "--json", out.string()});
+    spec.argv.insert(spec.argv.end(), {"--stage", "full_bench"});
     // The bench's own arguments first: the replicate settings after them win.
     spec.argv.insert(spec.argv.end(), context.bench.args.begin(), context.bench.args.end());
-    for (const std::string& arg :
-         {std::string("--case-list"), list.string(), std::string("--order-seed"),
-          std::to_string(request.order_seed), std::string("--max-seconds"),
-          std::to_string(fb.replicate_seconds), std::string("--min-samples"), std::to_string(fb.min_samples),
-          std::string("--max-samples"), std::to_string(fb.max_samples), std::string("--noise-target"),
-          std::to_string(fb.noise_target), std::string("--impls"),
-          std::string(request.baselines ? "baseline:*" : "candidate")})
-      spec.argv.push_back(arg);
+    std::vector<std::string> pass_arguments = {
+        "--json",         out.string(),
+        "--case-list",    list.string(),
+        "--order-seed",   std::to_string(request.order_seed),
+        "--max-seconds",  std::to_string(fb.replicate_seconds),
+        "--min-samples",  std::to_string(fb.min_samples),
+        "--max-samples",  std::to_string(fb.max_samples),
+        "--noise-target", std::to_string(fb.noise_target),
+        "--impls",        request.baselines ? "baseline:*" : "candidate"};
     // Only when asked for: a bench built on an older harness knows no such option.
     if (fb.energy_seconds > 0 && !request.baselines) {
-      spec.argv.push_back("--energy-seconds");
-      spec.argv.push_back(std::to_string(fb.energy_seconds));
+      pass_arguments.push_back("--energy-seconds");
+      pass_arguments.push_back(std::to_string(fb.energy_seconds));
     }
-    const ChildOutcome outcome = run_child(spec, context.stop);
+    const ChildOutcome outcome = run_pass(context, spec, pass_arguments);
     pass.seconds = outcome.seconds;
     pass.log_tail = outcome.output_tail;
     const json document = read_json_file(out);
@@ -378,6 +380,16 @@ class KwbenchAdapter final : public BenchAdapter {
   }
 
  private:
+  // A python bench's pass runs in a process prepared during an earlier pass
+  // where one waits (prepared_passes.hpp).
+  static ChildOutcome run_pass(const BenchContext& context, ChildSpec spec,
+                               const std::vector<std::string>& pass_arguments) {
+    if (context.prepared != nullptr && context.bench.format == BenchFormat::python)
+      return context.prepared->run(context.checkout.string(), spec, pass_arguments);
+    spec.argv.insert(spec.argv.end(), pass_arguments.begin(), pass_arguments.end());
+    return run_child(spec, context.stop);
+  }
+
   std::string harness_;
 };
 

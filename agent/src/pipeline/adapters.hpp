@@ -23,12 +23,17 @@
 
 namespace kw::agent {
 
+class PreparedPasses;
+
 // One bench in one checkout.
 struct BenchContext {
   const BenchConfig& bench;
   const RepoConfig& config;
   std::filesystem::path checkout;
   const std::atomic<bool>& stop;
+  // full_bench of a python bench: replicate processes started ahead of their
+  // turn (prepared_passes.hpp); none elsewhere.
+  PreparedPasses* prepared = nullptr;
 };
 
 struct ListedCase {

@@ -5,11 +5,13 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <random>
 #include <set>
 
 #include "kw/common/detection.hpp"
 #include "kw/common/stats.hpp"
+#include "pipeline/prepared_passes.hpp"
 
 namespace kw::agent {
 
@@ -126,13 +128,15 @@ class Engine {
     first_pass();
     adaptive_passes();
     confirm();
+    resolve();
     context_pass();
     return finish();
   }
 
  private:
   BenchContext context(Side side) const {
-    return {bench_, config_, side == Side::head ? options_.checkout : *options_.base_checkout, stop_};
+    return {bench_, config_, side == Side::head ? options_.checkout : *options_.base_checkout, stop_,
+            prepared_.get()};
   }
   void log(const std::string& line) const {
     if (options_.log) options_.log(line);
@@ -200,6 +204,8 @@ class Engine {
   void take(Side side, PassOutput& pass, const std::vector<std::string>& names) {
     const char* side_name = side == Side::head ? "head" : "base";
     result_.seconds += pass.seconds;
+    case_sides_ += static_cast<double>(names.empty() ? pass.cases.size() : names.size());
+    if (pass.ok && pass.seconds > 0) cheapest_pass_s_ = std::min(cheapest_pass_s_, pass.seconds);
     setup_seconds_ += pass.setup_seconds;
     measure_seconds_ += pass.measure_seconds;
     passes_.push_back({{"side", side_name},
@@ -266,11 +272,36 @@ class Engine {
     }
   }
 
-  // A/B: a case the first pass screens as changed is measured again; the
-  // run is judged on all its replicates.
-  void confirm() {
-    if (!ab_ || fb_.confirm_replicates <= 0 || stop_.load()) return;
-    common::DetectionSettings settings;
+  // A/B: each case measured on both sides, tested as the server will test it
+  // (with the default noise; the server's is learned), and its threshold.
+  struct AbTests {
+    std::vector<std::string> names;
+    std::vector<common::CaseTest> tests;
+    std::vector<double> thresholds;
+    std::vector<double> side_offsets;  // the noise model's, relative to the base's level
+  };
+  // Whether resolve_replicates a side could decide an inconclusive case,
+  // were its estimate to stay: the replicates' share of its variance shrinks
+  // with their number, the between-side offset's does not. A tiny kernel
+  // whose offset alone keeps its interval past the resolution stays
+  // inconclusive, and no replicate is spent on it.
+  static bool decidable(const common::CaseTest& test, double threshold, std::int64_t now, int cap,
+                        double side_offset) {
+    const common::DetectionSettings settings;
+    if (test.se <= 0) return false;
+    const double quantile = (std::log(test.upper) - std::log(test.lower)) / (2 * test.se);
+    const double fixed_var = 2 * side_offset * side_offset;
+    const double shrinking_var = std::max(0.0, test.se * test.se - fixed_var);
+    const double half = quantile * std::sqrt(fixed_var + shrinking_var * static_cast<double>(now) / cap);
+    const double effect = std::abs(test.effect);
+    const bool flaggable = effect > std::log1p(threshold) && effect > half;
+    const bool rules_out =
+        effect <= std::log1p(threshold) && effect + half <= std::log1p(settings.resolution * threshold);
+    return flaggable || rules_out;
+  }
+
+  AbTests ab_tests() {
+    const common::DetectionSettings settings;
     // The server judges a pull request by the stricter of its own and its
     // base's thresholds (docs/detection.md): screen as it will judge.
     auto threshold_of = [&](const std::string& name) {
@@ -278,14 +309,30 @@ class Engine {
       if (!options_.base_thresholds) return own;
       return std::min(own, options_.base_thresholds->for_case(name).value_or(settings.min_threshold));
     };
-    std::vector<std::string> screened;
+    AbTests out;
     for (const std::string& name : order_) {
       Replicates head = candidate_replicates(cases_[name], "measurements");
       Replicates base = candidate_replicates(cases_[name], "base_measurements");
-      common::CaseTest test = common::test_ab(head.locations, base.locations,
-                                              common::noise_for(common::default_noise(), head.rule), settings,
-                                              head.clocks, base.clocks);
-      if (common::needs_confirmation(test, threshold_of(name), settings)) screened.push_back(name);
+      if (head.locations.empty() || base.locations.empty()) continue;
+      const common::NoiseModel noise = common::noise_for(common::default_noise(), head.rule);
+      out.names.push_back(name);
+      out.tests.push_back(
+          common::test_ab(head.locations, base.locations, noise, settings, head.clocks, base.clocks));
+      out.thresholds.push_back(threshold_of(name));
+      out.side_offsets.push_back(noise.side_offset_ns / common::location(base.locations));
+    }
+    return out;
+  }
+
+  // A/B: a case the first pass screens as changed is measured again; the
+  // run is judged on all its replicates.
+  void confirm() {
+    if (!ab_ || fb_.confirm_replicates <= 0 || stop_.load()) return;
+    const AbTests ab = ab_tests();
+    std::vector<std::string> screened;
+    for (std::size_t i = 0; i < ab.names.size(); ++i) {
+      if (common::needs_confirmation(ab.tests[i], ab.thresholds[i], common::DetectionSettings{}))
+        screened.push_back(ab.names[i]);
     }
     if (!screened.empty()) {
       for (const std::string& name : screened) cases_[name]["first_pass_replicates"] = head_counts_[name];
@@ -293,6 +340,45 @@ class Engine {
       progress(std::to_string(screened.size()) + " case(s) screened by the first pass measured again");
     }
     result_.details["confirmed_cases"] = screened;
+  }
+
+  // A/B: a case the run's decision would leave inconclusive (common::
+  // open_question) gets two more replicates a side at a time, in ABBA order,
+  // until it is decided, it has resolve_replicates a side, more could not
+  // decide it, or the budget cannot pay for the next round. Those still open
+  // are named: the server says inconclusive, not unchanged.
+  void resolve() {
+    if (!ab_ || stop_.load()) return;
+    std::vector<std::string> open;
+    for (int round = 1; !stop_.load(); ++round) {
+      const AbTests ab = ab_tests();
+      const common::Decision decision = common::decide(ab.tests, ab.thresholds, common::DetectionSettings{});
+      open.clear();
+      std::vector<std::string> buy;  // those more replicates can still decide
+      for (std::size_t i = 0; i < ab.names.size(); ++i) {
+        if (decision.statuses[i] != common::ChangeStatus::inconclusive) continue;
+        open.push_back(ab.names[i]);
+        const std::int64_t now = head_counts_[ab.names[i]];
+        if (now + 2 <= fb_.resolve_replicates &&
+            decidable(ab.tests[i], ab.thresholds[i], now, fb_.resolve_replicates, ab.side_offsets[i]))
+          buy.push_back(ab.names[i]);
+      }
+      if (buy.empty()) break;
+      // Two passes a side of these cases; a pass costs at least what the
+      // cheapest one did (a python harness's start-up).
+      const double per_case_side = result_.seconds / std::max<double>(1, case_sides_);
+      const double round_estimate =
+          4 * std::max(cheapest_pass_s_, per_case_side * static_cast<double>(buy.size()));
+      if (result_.seconds + round_estimate > budget_s_) {
+        progress(std::to_string(open.size()) + " inconclusive case(s), budget spent");
+        break;
+      }
+      replicate(buy);
+      replicate(buy);
+      progress("round " + std::to_string(round) + ": 2 more replicates a side of " +
+               std::to_string(buy.size()) + " inconclusive case(s)");
+    }
+    result_.details["inconclusive_cases"] = open;
   }
 
   // Context for the speedup series and the machine-drift signal of a run
@@ -345,6 +431,7 @@ class Engine {
     result_.details["ab"] = ab_;
     result_.details["seconds"] = result_.seconds;
     result_.details["harness"] = adapter_.harness();
+    if (prepared_ && prepared_->used() > 0) result_.details["prepared_passes"] = prepared_->used();
     if (!notes_.empty()) result_.details["notes"] = std::vector<std::string>(notes_.begin(), notes_.end());
     if (failures_.empty() && !stop_.load()) {
       result_.message = bench_.name + ": " + std::to_string(result_.cases.size()) + " cases, " +
@@ -370,6 +457,10 @@ class Engine {
   const bool ab_;
   const double budget_s_;
   const std::uint64_t seed_;
+  // Python replicate processes started ahead of their turn; the idle ones
+  // end with the engine.
+  std::unique_ptr<PreparedPasses> prepared_ =
+      fb_.prepare_processes ? std::make_unique<PreparedPasses>(stop_) : nullptr;
 
   BenchResult result_;
   std::vector<std::string> all_;             // every case measured
@@ -384,6 +475,8 @@ class Engine {
   json passes_ = json::array();
   int pass_number_ = 0;
   double setup_seconds_ = 0, measure_seconds_ = 0;
+  double case_sides_ = 0;              // cases measured, summed over passes
+  double cheapest_pass_s_ = INFINITY;  // of the passes that measured
   bool head_failed_ = false;
 };
 

@@ -97,6 +97,8 @@ const std::vector<Field> kTimeoutFields = {{"load", Kind::number},
 const std::vector<Field> kFullBenchFields = {{"replicates", Kind::integer},
                                              {"max_replicates", Kind::integer},
                                              {"confirm_replicates", Kind::integer},
+                                             {"resolve_replicates", Kind::integer},
+                                             {"prepare_processes", Kind::boolean},
                                              {"min_samples", Kind::integer},
                                              {"max_samples", Kind::integer},
                                              {"budget_s", Kind::number},
@@ -457,6 +459,7 @@ void read_full_bench(const json& section, FullBenchConfig& fb) {
   count("replicates", fb.replicates, 1);
   count("max_replicates", fb.max_replicates, 1);
   count("confirm_replicates", fb.confirm_replicates, 0);
+  count("resolve_replicates", fb.resolve_replicates, 0);
   count("min_samples", fb.min_samples, 1);
   if (auto value = f.opt_integer("max_samples", 1))
     fb.max_samples = static_cast<int>(std::min<std::int64_t>(*value, 100000));
@@ -470,7 +473,8 @@ void read_full_bench(const json& section, FullBenchConfig& fb) {
   fb.noise_target = f.opt_number("noise_target", 0).value_or(fb.noise_target);
   fb.energy_seconds = f.opt_number("energy_seconds", 0).value_or(fb.energy_seconds);
   if (fb.energy_seconds > 10) JsonReader::fail("full_bench.energy_seconds", "must be at most 10");
-  for (auto [key, into] : {std::pair{"ab", &fb.ab}, std::pair{"context_pass", &fb.context_pass}}) {
+  for (auto [key, into] : {std::pair{"ab", &fb.ab}, std::pair{"context_pass", &fb.context_pass},
+                           std::pair{"prepare_processes", &fb.prepare_processes}}) {
     if (const json* flag = f.find(key)) {
       if (!flag->is_boolean()) JsonReader::fail(f.child(key), "must be true or false");
       *into = flag->get<bool>();

@@ -74,6 +74,7 @@ struct FullBenchConfig {
   int replicates = 4;               // first pass, per side
   int max_replicates = 8;           // per side, adaptive passes included
   int confirm_replicates = 4;       // added per side to a case the first pass screens (A/B)
+  int resolve_replicates = 16;      // per side: an inconclusive A/B case is measured up to this
   double budget_s = 200;            // GPU seconds of the whole stage per side (A/B: twice this in all)
   double replicate_seconds = 0.25;  // time cap of one case in one replicate
   double target_se = 0.0025;        // stop adding replicates once log-level standard error is under this
@@ -82,6 +83,7 @@ struct FullBenchConfig {
   double noise_target = 0.005;      // a replicate stops early once its samples are this quiet
   bool ab = true;                   // measure base_commit's build in the same job when there is one
   bool context_pass = true;         // one replicate of the baselines, for the speedup series (not in A/B)
+  bool prepare_processes = true;    // python: a replicate's process imports while the GPU times another
   // Per case per replicate: the candidate runs back to back this long for
   // NVML's energy counter after its timed rounds (0: no energy measured).
   double energy_seconds = 0;

@@ -181,6 +181,8 @@ std::string_view to_string(ChangeStatus status) {
       return "improvement";
     case ChangeStatus::unchanged:
       return "unchanged";
+    case ChangeStatus::inconclusive:
+      return "inconclusive";
     case ChangeStatus::no_baseline:
       return "no-baseline";
   }
@@ -656,6 +658,12 @@ CaseTest test_history(std::span<const double> head_locations, std::span<const do
   return test;
 }
 
+bool open_question(const CaseTest& test, double min_threshold, const DetectionSettings& settings) {
+  if (std::abs(test.effect) > std::log1p(min_threshold)) return true;
+  const double wide = std::log1p(settings.resolution * min_threshold);
+  return test.method == CaseTest::Method::ab && (std::log(test.upper) > wide || std::log(test.lower) < -wide);
+}
+
 Decision decide(std::span<const CaseTest> tests, std::span<const double> min_thresholds,
                 const DetectionSettings& settings) {
   if (min_thresholds.size() != tests.size()) throw std::invalid_argument("decide: one threshold per test");
@@ -675,12 +683,12 @@ Decision decide(std::span<const CaseTest> tests, std::span<const double> min_thr
     const CaseTest& test = tests[i];
     rejecting = rejecting && test.p_value <= settings.run_alpha / (m - static_cast<double>(rank));
     const double floor = std::log1p(min_thresholds[i]);
-    ChangeStatus status = ChangeStatus::unchanged;
+    ChangeStatus status = open_question(test, min_thresholds[i], settings) ? ChangeStatus::inconclusive
+                                                                           : ChangeStatus::unchanged;
     if (rejecting && test.effect > floor) status = ChangeStatus::regression;
     if (rejecting && test.effect < -floor) status = ChangeStatus::improvement;
     decision.statuses[i] = status;
-    decision.held_back[i] = status == ChangeStatus::unchanged && test.p_value <= settings.run_alpha &&
-                            std::abs(test.effect) > floor;
+    decision.held_back[i] = status == ChangeStatus::inconclusive && test.p_value <= settings.run_alpha;
     decision.regression = decision.regression || status == ChangeStatus::regression;
     decision.improvement = decision.improvement || status == ChangeStatus::improvement;
   }

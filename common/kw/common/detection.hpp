@@ -21,7 +21,11 @@
 
 namespace kw::common {
 
-enum class ChangeStatus { regression, improvement, unchanged, no_baseline };
+// inconclusive: not flagged, though the data hold a change that matters: the
+// estimate itself moved past the threshold, or (A/B) the interval reaches
+// past `resolution` thresholds. docs/detection.md says why not the
+// interval's end at the threshold itself.
+enum class ChangeStatus { regression, improvement, unchanged, inconclusive, no_baseline };
 std::string_view to_string(ChangeStatus status);
 
 struct DetectionSettings {
@@ -43,6 +47,13 @@ struct DetectionSettings {
   // side's median, with few others near it, is an outlier and left out
   // (fewer than half of a side).
   double outlier_sds = 6;
+  // An A/B comparison is unchanged only if its interval rules out a change
+  // of this many thresholds; wider, it is inconclusive and the agent buys
+  // replicates. So a change of c thresholds is called unchanged only by an
+  // estimate (c - 1) q / (resolution - 1) standard errors short of it (q the
+  // interval's quantile, about 2.8), whatever the noise: 4.2 for a change of
+  // four thresholds (tests/e2e/gbench_ab_e2e_test.cpp).
+  double resolution = 3;
 };
 
 // Noise of one case on one GPU model, on the log scale (0.01 = 1%), with the
@@ -241,18 +252,25 @@ CaseTest test_history(std::span<const double> head_locations, std::span<const do
                       std::span<const RunClock> history_clocks = {});
 
 // The run's decision over its candidate comparisons: Holm's step-down at
-// run_alpha, and a flagged case must also move past its threshold.
+// run_alpha, and a flagged case must also move past its threshold. One that
+// moved past its threshold without enough evidence is inconclusive.
 struct Decision {
   std::vector<ChangeStatus> statuses;  // one per test, in order
-  // Per test: `unchanged` though its own interval excludes no change and it
-  // moved past its threshold; held back by the run's other comparisons
-  // (Holm). The run page says so beside the interval.
+  // Per test: `inconclusive` though its own interval excludes no change;
+  // held back by the run's other comparisons (Holm). The run page says so
+  // beside the interval.
   std::vector<bool> held_back;
   bool regression = false;
   bool improvement = false;
 };
 Decision decide(std::span<const CaseTest> tests, std::span<const double> min_thresholds,
                 const DetectionSettings& settings);
+
+// Whether a comparison that is not flagged still holds a change that matters
+// (inconclusive): its estimate past the threshold, or an A/B interval past
+// `resolution` thresholds. A history's interval is its runs' scatter, which
+// more replicates of the head do not narrow, so only its estimate counts.
+bool open_question(const CaseTest& test, double min_threshold, const DetectionSettings& settings);
 
 // Cases the agent measures again: unadjusted p under screen_alpha and a
 // change past half the threshold, in either direction.

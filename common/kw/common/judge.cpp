@@ -217,14 +217,27 @@ RunDecision decide_run(const std::vector<Comparison*>& comparisons, const Detect
     const Decision decision = decide(tests, thresholds, settings);
     for (std::size_t i = 0; i < members.size(); ++i) {
       members[i]->status = decision.statuses[i];
-      if (!decision.held_back[i]) continue;
-      // Its interval alone says changed; the verdict weighs every comparison of the run.
-      char why[160];
-      std::snprintf(
-          why, sizeof(why),
-          "unchanged though its interval excludes 1: p = %.1e alone, not enough among the run's %zu "
-          "comparisons (Holm at %g%%)",
-          tests[i].p_value, members.size(), 100 * settings.run_alpha);
+      if (decision.statuses[i] != ChangeStatus::inconclusive) continue;
+      // The estimate alone says changed; the evidence does not, or not among the run's comparisons.
+      char why[200];
+      if (decision.held_back[i]) {
+        std::snprintf(
+            why, sizeof(why),
+            "inconclusive: its interval alone excludes 1 (p = %.1e), not enough among the run's %zu "
+            "comparisons (Holm at %g%%)",
+            tests[i].p_value, members.size(), 100 * settings.run_alpha);
+      } else if (std::abs(tests[i].effect) > std::log1p(thresholds[i])) {
+        std::snprintf(
+            why, sizeof(why),
+            "inconclusive: moved %+.1f%%, past its %g%% threshold, but its interval holds no change "
+            "(p = %.1e); more replicates decide it",
+            100 * std::expm1(tests[i].effect), 100 * thresholds[i], tests[i].p_value);
+      } else {
+        std::snprintf(why, sizeof(why),
+                      "inconclusive: its interval reaches past %g%%, %g times its threshold; more replicates "
+                      "decide it",
+                      100 * settings.resolution * thresholds[i], settings.resolution);
+      }
       std::string& note = members[i]->test.note;
       note += (note.empty() ? "" : "; ") + std::string(why);
     }

@@ -135,6 +135,7 @@ void NotificationRepository::verdict(pqxx::work& tx, const NotifierOptions& opti
                   : run.compared == 0          ? "pass (no baseline yet): nothing to compare with"
                                                : "no regression";
   }
+  if (run.inconclusive > 0) description += "; " + std::to_string(run.inconclusive) + " inconclusive";
   std::string link = options.public_url + "/#/run/" + std::to_string(run_id);
   // An acknowledged regression is stored as a pass.
   bool good = run.verdict == "pass" || run.verdict == "improvement";
@@ -152,6 +153,7 @@ void NotificationRepository::verdict(pqxx::work& tx, const NotifierOptions& opti
              {"verdict", run.verdict},
              {"acknowledged", !run.acknowledged_by.empty()},
              {"description", description},
+             {"inconclusive", run.inconclusive},
              {"regressions", regressions},
              {"url", link}});
   }

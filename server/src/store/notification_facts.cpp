@@ -47,11 +47,13 @@ VerdictFacts NotificationFacts::verdict(pqxx::work& tx, std::int64_t run_id) {
     facts.failed_stage = stage.empty() ? "correctness check failed"
                                        : stage[0][0].as<std::string>() + ": " + stage[0][1].as<std::string>();
   }
-  facts.compared = tx.exec_params1(
-                         "SELECT count(*) FROM comparisons WHERE run_id = $1 AND kind = 'time' "
-                         "AND impl = 'candidate' AND status <> 'no-baseline'",
-                         run_id)[0]
-                       .as<int>();
+  pqxx::row counts = tx.exec_params1(
+      "SELECT count(*) FILTER (WHERE status <> 'no-baseline'), count(*) FILTER (WHERE status = "
+      "'inconclusive') "
+      "FROM comparisons WHERE run_id = $1 AND kind = 'time' AND impl = 'candidate'",
+      run_id);
+  facts.compared = counts[0].as<int>();
+  facts.inconclusive = counts[1].as<int>();
   if (facts.verdict == "no-data") {
     pqxx::result skipped = tx.exec_params(
         "SELECT message FROM stages WHERE run_id = $1 AND status = 'skipped' AND name = 'full_bench'",

@@ -32,6 +32,7 @@ struct VerdictFacts {
   std::string failed_stage;                          // "name: message" of a failed run's first failed stage
   std::optional<std::string> full_bench_skipped;     // why, for a no-data run whose full_bench was skipped
   int compared = 0;                                  // candidate time comparisons that had a baseline
+  int inconclusive = 0;                              // of those, moved past the threshold unproven
 };
 
 struct BisectFacts {

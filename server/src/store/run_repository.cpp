@@ -151,6 +151,9 @@ SELECT json_build_object(
               FROM comparisons x JOIN cases c ON c.run_id = x.run_id AND c.name = x.case_name
               WHERE x.run_id = r.id AND x.impl = 'candidate' AND x.kind = 'time'
                 AND x.status IN ('regression', 'improvement')),
+  'inconclusive', (SELECT count(*) FROM comparisons x
+                   WHERE x.run_id = r.id AND x.impl = 'candidate' AND x.kind = 'time'
+                     AND x.status = 'inconclusive'),
   'bisect', (SELECT json_build_object('id', b.id, 'state', b.state, 'first_bad', b.first_bad, 'steps', b.steps,
                                       'commits', cardinality(b.commits) - 1, 'message', b.message)
              FROM bisects b WHERE b.run_id = r.id),

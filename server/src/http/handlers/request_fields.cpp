@@ -83,7 +83,8 @@ CaseFilter case_filter(const Request& request, bool with_status) {
   if (!statuses.empty() && !with_status)
     throw BadRequest("bad_query", "status: filters the overview and compare, not a list of runs");
   constexpr std::array kStatuses = {common::ChangeStatus::regression, common::ChangeStatus::improvement,
-                                    common::ChangeStatus::unchanged, common::ChangeStatus::no_baseline};
+                                    common::ChangeStatus::unchanged, common::ChangeStatus::inconclusive,
+                                    common::ChangeStatus::no_baseline};
   std::size_t start = 0;
   while (start < statuses.size()) {
     std::size_t end = std::min(statuses.find(',', start), statuses.size());

@@ -32,7 +32,7 @@ Page page_params(const Request& request, int default_per_page);
 // ?gpu=MODEL&case=GLOB&status=S[,S...]: a glob with * or ? matches the whole
 // name, other text any name holding it, either case-insensitive; statuses
 // are those of a time comparison (regression, improvement, unchanged,
-// no-baseline). `with_status` false: a status is refused, not ignored.
+// inconclusive, no-baseline). `with_status` false: a status is refused, not ignored.
 CaseFilter case_filter(const Request& request, bool with_status = true);
 // The case-name part of a filter as an ILIKE pattern ("" for an empty glob).
 std::string glob_to_like(const std::string& glob);
