@@ -214,12 +214,6 @@ std::string profiles_markdown(const json& run, const std::string& server) {
   return text;
 }
 
-// A run's candidate comparisons by status, the flagged ones worst first.
-struct CandidateRows {
-  std::vector<const json*> regressed, improved, inconclusive, energy_regressed, energy_improved;
-  int compared = 0;  // time comparisons with a baseline
-};
-
 CandidateRows candidate_rows(const json& run) {
   CandidateRows rows;
   for (const json& c : run["comparisons"]) {

@@ -31,6 +31,14 @@ std::vector<std::string> changes_of(const nlohmann::json& run, const std::string
 
 // A finished run (GET /api/v1/runs/{id}, every page): its verdict, the cases
 // that regressed or improved, a failed stage's log end, and the link.
+// A run's candidate comparisons by status, the flagged ones worst first
+// (pointers into `run`): what the comment and kw gate both report.
+struct CandidateRows {
+  std::vector<const nlohmann::json*> regressed, improved, inconclusive, energy_regressed, energy_improved;
+  int compared = 0;  // time comparisons with a baseline
+};
+CandidateRows candidate_rows(const nlohmann::json& run);
+
 std::string verdict_markdown(const nlohmann::json& run, const std::string& link);
 // A job that ended without a verdict (failed on the agents, timed out).
 std::string no_verdict_markdown(const std::string& project, std::int64_t job_id, const std::string& why,

@@ -111,12 +111,11 @@ struct GateOutcome {
 
 // The cases that moved past their threshold without the evidence to flag
 // them: never called unchanged.
-void print_inconclusive(const json& run) {
-  for (const json& c : run["comparisons"]) {
-    if (c["status"] != "inconclusive" || c["kind"] != "time" || c["impl"] != "candidate") continue;
-    std::cout << "  inconclusive " << c["case"].get<std::string>() << ": " << sig3(c["ratio"])
-              << "x (99% interval " << sig3(c["lower"]) << "-" << sig3(c["upper"]) << ", threshold "
-              << fixed(100 * c["threshold"].get<double>(), 1)
+void print_inconclusive(const std::vector<const json*>& inconclusive) {
+  for (const json* c : inconclusive) {
+    std::cout << "  inconclusive " << (*c)["case"].get<std::string>() << ": " << sig3((*c)["ratio"])
+              << "x (99% interval " << sig3((*c)["lower"]) << "-" << sig3((*c)["upper"]) << ", threshold "
+              << fixed(100 * (*c)["threshold"].get<double>(), 1)
               << "%): a re-run with more replicates decides\n";
   }
 }
@@ -183,7 +182,7 @@ int summarize(const json& run, const std::string& link, const std::map<std::stri
         std::cout << "  profiled " << p["case"].get<std::string>()
                   << " under Nsight Compute: " << profile_headline(p["summary"]) << "\n";
     }
-    print_inconclusive(run);
+    print_inconclusive(candidate_rows(run).inconclusive);
     std::cout << "  " << link << "\n"
               << "  intended? acknowledge it: kw ack --run " << run_id << " --reason \"...\"\n";
     if (run.contains("bisect") && run["bisect"].is_object())
@@ -195,13 +194,9 @@ int summarize(const json& run, const std::string& link, const std::map<std::stri
     std::cout << "kernelwatch: pass for " << where << " (regression acknowledged "
               << acknowledgement_text(run["acknowledgement"]) << ")\n";
   } else {
-    int compared = 0, improved = 0, inconclusive = 0;
-    for (const json& c : run["comparisons"]) {
-      if (c["kind"] != "time" || c["impl"] != "candidate") continue;
-      compared += c["status"] != "no-baseline";
-      improved += c["status"] == "improvement";
-      inconclusive += c["status"] == "inconclusive";
-    }
+    const CandidateRows rows = candidate_rows(run);
+    const int compared = rows.compared;
+    const auto improved = rows.improved.size(), inconclusive = rows.inconclusive.size();
     // Nothing compared: a pass, but not one that says the change is fine.
     if (compared == 0) {
       std::cout << "kernelwatch: pass (no baseline yet) for " << where << " (" << run["cases"].size()
@@ -213,7 +208,7 @@ int summarize(const json& run, const std::string& link, const std::map<std::stri
                 << improved << " faster"
                 << (inconclusive > 0 ? ", " + std::to_string(inconclusive) + " inconclusive" : std::string())
                 << ")\n";
-      print_inconclusive(run);
+      print_inconclusive(rows.inconclusive);
     }
   }
   std::cout << "  " << link << "\n";
