@@ -332,8 +332,8 @@ class PipelineTest : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(checkout_); }
 
-  // full_bench alone of a pull request: the checkout against `base`, measured in one job.
-  json run_ab(const json& config, const fs::path& base) {
+  // A pull request: the checkout against `base`, measured in one job.
+  PipelineOptions ab_options(const fs::path& base) {
     PipelineOptions options;
     options.checkout = checkout_;
     options.base_checkout = base;
@@ -342,8 +342,13 @@ class PipelineTest : public ::testing::Test {
     options.branch = "pr";
     options.agent_name = "test";
     options.gpu_available = true;
-    options.only_stages = {common::StageName::full_bench};
     options.log = [this](const std::string& line) { log_ += line + "\n"; };
+    return options;
+  }
+  // Its full_bench alone.
+  json run_ab(const json& config, const fs::path& base) {
+    PipelineOptions options = ab_options(base);
+    options.only_stages = {common::StageName::full_bench};
     return run_pipeline(parse_repo_config(config), options);
   }
   json run(const json& behaviour, bool gpu = true, const json& config = valid_config(),
@@ -471,6 +476,122 @@ TEST_F(PipelineTest, AnInconclusiveCaseIsMeasuredAgainUpToResolveReplicates) {
       EXPECT_LE(most, 15) << log_;
     }
   }
+}
+
+// Fingerprints (the kwbench test double writes what libkw_inject.so would):
+// a pull request times only the cases whose code changed, plus the audit of
+// those that did not.
+class FingerprintTest : public PipelineTest {
+ protected:
+  void SetUp() override {
+    PipelineTest::SetUp();
+    setenv("KW_INJECT_LIBRARY", KW_FAKE_BENCH, 1);  // stands in: the test double writes the records
+    char pattern[] = "/tmp/kw-base-XXXXXX";
+    ASSERT_NE(mkdtemp(pattern), nullptr);
+    base_ = pattern;
+  }
+  void TearDown() override {
+    unsetenv("KW_INJECT_LIBRARY");
+    fs::remove_all(base_);
+    PipelineTest::TearDown();
+  }
+  json pull_request(const json& head, const json& base, double audit_share) {
+    std::ofstream(checkout_ / "kwbench-fake.json") << head.dump();
+    std::ofstream(base_ / "kwbench-fake.json") << base.dump();
+    json config = valid_config();
+    config["full_bench"] = {{"replicates", 2},
+                            {"max_replicates", 2},
+                            {"confirm_replicates", 0},
+                            {"resolve_replicates", 0},
+                            {"audit_share", audit_share}};
+    return run_ab(config, base_);
+  }
+  static const json* case_named(const json& report, const std::string& name) {
+    for (const json& c : report["cases"])
+      if (c["name"] == name) return &c;
+    return nullptr;
+  }
+  fs::path base_;
+};
+
+TEST_F(FingerprintTest, APullRequestTimesOnlyTheCasesWhoseKernelChanged) {
+  const json ab = pull_request({{"kernel_code", {{"fake.scale/n16m", "v2"}}}}, json::object(), 0);
+  ASSERT_NO_THROW(common::parse_run_report(ab)) << ab.dump();
+  const json* same = case_named(ab, "fake.scale/n1m");
+  const json* changed = case_named(ab, "fake.scale/n16m");
+  ASSERT_TRUE(same != nullptr && changed != nullptr) << ab.dump();
+  EXPECT_EQ(same->value("identical_to_base", false), true) << same->dump();
+  EXPECT_TRUE(same->value("measurements", json::array()).empty()) << same->dump();
+  EXPECT_EQ((*same)["fingerprint"]["digest"].get<std::string>().size(), 64U);
+  EXPECT_TRUE(changed->contains("base_measurements")) << changed->dump();
+  EXPECT_NE((*changed)["fingerprint"]["digest"], (*same)["fingerprint"]["digest"]);
+  const json& details = ab["stages"][5]["details"]["fake"]["fingerprints"];
+  EXPECT_EQ(details["changed"]["fake.scale/n16m"], "the code of kernel fake_kernel_n16m(float*)") << details;
+  EXPECT_EQ(details["not_timed"], 1);
+  EXPECT_NE(ab["stages"][5]["message"].get<std::string>().find("1 identical to the base, not timed"),
+            std::string::npos);
+}
+
+TEST_F(FingerprintTest, AnIdenticalPullRequestTimesItsAuditOrNothing) {
+  const json audited = pull_request(json::object(), json::object(), 0.05);
+  ASSERT_NO_THROW(common::parse_run_report(audited));
+  int identical = 0, audits = 0;
+  for (const json& c : audited["cases"]) {
+    identical += c.value("identical_to_base", false);
+    if (c.value("audit", false)) {
+      ++audits;
+      EXPECT_TRUE(c.contains("base_measurements")) << c.dump();
+    }
+  }
+  EXPECT_EQ(identical, 1) << audited.dump();  // at least one audited, whatever the share
+  EXPECT_EQ(audits, 1) << audited.dump();
+
+  log_.clear();
+  const json untimed = pull_request(json::object(), json::object(), 0);
+  ASSERT_NO_THROW(common::parse_run_report(untimed));
+  EXPECT_EQ(untimed["stages"][5]["status"], "passed") << untimed["stages"][5].dump();
+  for (const json& c : untimed["cases"]) EXPECT_EQ(c.value("identical_to_base", false), true) << c.dump();
+  EXPECT_EQ(log_.find("replicate 1 of every case"), std::string::npos) << log_;
+}
+
+TEST_F(FingerprintTest, AHostCodeChangeTimesEveryCaseItRuns) {
+  for (const fs::path& side : {checkout_, base_}) fs::create_directories(side / "build");
+  fs::copy_file("/bin/true", checkout_ / "build/libhost.so");
+  fs::copy_file("/bin/true", base_ / "build/libhost.so");
+  const json host = {{"host_files", {"build/libhost.so"}}};
+  const json same = pull_request(host, host, 0);
+  for (const json& c : same["cases"]) {
+    EXPECT_EQ(c.value("identical_to_base", false), true) << c.dump();
+    EXPECT_TRUE(c["fingerprint"]["parts"]["host"].contains("build/libhost.so")) << c.dump();
+  }
+  fs::copy_file("/bin/ls", checkout_ / "build/libhost.so", fs::copy_options::overwrite_existing);
+  const json changed = pull_request(host, host, 0);
+  for (const json& c : changed["cases"]) EXPECT_TRUE(c.contains("base_measurements")) << c.dump();
+  EXPECT_EQ(changed["stages"][5]["details"]["fake"]["fingerprints"]["changed"]["fake.scale/n1m"],
+            "the host code of build/libhost.so");
+}
+
+// The head's fingerprints come from its preflight; the base's from a launch
+// pass of its own.
+TEST_F(FingerprintTest, TheHeadsFingerprintsComeFromItsPreflight) {
+  std::ofstream(checkout_ / "kwbench-fake.json") << "{}";
+  std::ofstream(base_ / "kwbench-fake.json") << "{}";
+  const fs::path calls = checkout_ / "calls.txt";
+  setenv("KW_FAKE_CALLS", calls.c_str(), 1);
+  json config = valid_config();
+  config["full_bench"] = {{"audit_share", 0}};
+  const json report = run_pipeline(parse_repo_config(config), ab_options(base_));
+  unsetenv("KW_FAKE_CALLS");
+  ASSERT_NO_THROW(common::parse_run_report(report));
+  for (const json& c : report["cases"]) {
+    EXPECT_EQ(c.value("identical_to_base", false), true) << c.dump();
+    EXPECT_TRUE(c.contains("correctness")) << "the preflight's parts stay";
+  }
+  std::ifstream in(calls);
+  std::vector<std::string> stages;
+  for (std::string line; std::getline(in, line);) stages.push_back(line);
+  // The head's preflight, its listing, the base's launch pass: nothing timed.
+  EXPECT_EQ(stages, (std::vector<std::string>{"preflight", "", "launch_geometry"}));
 }
 
 // A bench the build did not write (or wrote elsewhere) fails load with that

@@ -15,6 +15,13 @@
 // ("slow_cases": the cases the slowdown applies to; absent: every case)
 // and sleeping happens only while the file named by KW_FAKE_SLEEP_FILE exists.
 // Each invocation's --stage is appended to the file KW_FAKE_CALLS names.
+//
+// It stands in for libkw_inject.so too: where KW_INJECT_OUT is set, its
+// launch_geometry (and preflight) writes what the injection library would,
+// a module record with each kernel's code digest and the files it mapped.
+// "kernel_code": {"CASE": "v2"} changes one case's kernel's code (each case
+// launches its own kernel), as its slowdown does; "host_files": ["build/libx.so"] are mapped from
+// the checkout (a real ELF file there, or the record is incomplete).
 // --stage preflight writes load, launch_geometry, correctness and
 // quick_bench in one document, up to the first failed one, as kwbench does;
 // "no_preflight" makes it refuse that stage as a kwbench older than it does.
@@ -23,8 +30,10 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <random>
@@ -148,7 +157,7 @@ struct FakeBench {
     if (stage_name == "launch_geometry") {
       int block = fail ? 128 : 384;
       c["expected_launch"] = {{"kernel_pattern", "fake_kernel*"}, {"block", {384, 1, 1}}};
-      c["launches"] = json::array({{{"kernel", "fake_kernel(float*)"},
+      c["launches"] = json::array({{{"kernel", kernel_of(name)},
                                     {"grid", {132, 1, 1}},
                                     {"block", {block, 1, 1}},
                                     {"registers", 32},
@@ -166,8 +175,42 @@ struct FakeBench {
     return c;
   }
 
+  static std::string kernel_of(const std::string& name) {
+    return "fake_kernel_" + name.substr(name.rfind('/') + 1) + "(float*)";
+  }
+
+  // libkw_inject.so's records of this process: one module with every case's
+  // kernel, and the files mapped.
+  void write_inject_records() const {
+    const char* dir = std::getenv("KW_INJECT_OUT");
+    if (dir == nullptr) return;
+    json kernels = json::object();
+    const json code = behaviour.value("kernel_code", json::object());
+    for (const auto& [name, _] : cases) {
+      // A slower case runs other code.
+      const std::string version =
+          code.value(name, std::string("v1")) + "@" + std::to_string(slowdown_of(name));
+      char digest[65];
+      std::snprintf(digest, sizeof digest, "%016zx%016zx%016zx%016zx", std::hash<std::string>{}(name),
+                    std::hash<std::string>{}(version), std::hash<std::string>{}(name + version),
+                    std::size_t{0});
+      kernels[kernel_of(name)] = digest;
+    }
+    json maps = json::array();
+    for (const json& file : behaviour.value("host_files", json::array()))
+      maps.push_back((std::filesystem::current_path() / file.get<std::string>()).string());
+    std::ofstream out(std::string(dir) + "/launches-" + std::to_string(getpid()) + ".jsonl");
+    out << json{{"start", {{"pid", getpid()}, {"exe", "kw-fake-kwbench"}}}}.dump() << "\n"
+        << json{{"module", {{"format", "cubin"}, {"image", std::string(64, 'f')}, {"kernels", kernels}}}}
+               .dump()
+        << "\n"
+        << json{{"maps", maps}}.dump() << "\n"
+        << json{{"end", {{"pid", getpid()}, {"launches", 0}, {"dropped", 0}}}}.dump() << "\n";
+  }
+
   // One stage's {"stage", "cases"}.
   json run_stage(const std::string& stage_name) {
+    if (stage_name == "launch_geometry") write_inject_records();
     if (args.stage == "preflight" && stage_name != "load")
       std::cerr << "[kwbench] stage " << stage_name << " started\n";
     const bool timed_out = sleep_in(stage_name);

@@ -11,7 +11,11 @@ export function decisionSummary(run) {
   const inconclusive = run.inconclusive
     ? ` <strong id="inconclusive">${run.inconclusive} inconclusive</strong>: moved past the threshold, but the interval holds no change; a re-run with more replicates decides.`
     : "";
-  return `<div class="card" id="decision"><p>Judged on ${d.comparisons} candidate comparison(s), at most ${(100 * d.run_alpha).toFixed(1)}% chance of any false flag in the run (Holm).${inconclusive}
+  const f = run.fingerprints;
+  const identical = f && (f.identical_to_base || f.audited)
+    ? ` <span id="identical">${f.identical_to_base} case(s) run code identical to the base's and were not timed${f.audited ? `; ${f.audited} identical case(s) audited (timed anyway), ${f.audit_misses} flagged` : ""}.</span>`
+    : "";
+  return `<div class="card" id="decision"><p>Judged on ${d.comparisons} candidate comparison(s), at most ${(100 * d.run_alpha).toFixed(1)}% chance of any false flag in the run (Holm).${inconclusive}${identical}
     ${prior ? `Noise on ${esc(prior.gpu_model)}: between replicates ${(100 * prior.replicate_sd).toFixed(2)}% (${Math.round(prior.replicate_df)} df), between runs ${(100 * prior.run_sd).toFixed(2)}% (${Math.round(prior.run_df)} df).` : ""}</p>
     ${drift ? `<p id="machine-drift" class="${drift.flagged ? "mismatch" : "muted"}">${drift.flagged ? "Machine drift: " : ""}the baseline implementations moved ${ratioText(1 + drift.median_change)} (median of ${drift.comparisons}, ${drift.same_direction} the same way)${drift.flagged ? ": the GPU or its libraries changed, not only this commit" : ""}.</p>` : ""}</div>`;
 }

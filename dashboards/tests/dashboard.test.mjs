@@ -627,6 +627,30 @@ test("a CPU run says CPU and shows no GPU labels", async () => {
   assert.ok(await page.locator("#flagged-table tr[data-case]").count() >= 1);
 });
 
+test("a pull request's identical cases and the project's audit miss rate are shown", async () => {
+  execFileSync(SERVER_BINARY, ["project", "create", "--data-dir", dataDir, "skipping"]);
+  const pr = report({ commit: sha(900), branch: "pr-77", base_commit: sha(901), cases: CASES });
+  pr.project = "skipping";
+  const fingerprint = { digest: "ab".repeat(32), parts: { kernels: { "flash_fwd_kernel<128>": "cd".repeat(32) } } };
+  pr.cases[0] = { name: pr.cases[0].name, params: pr.cases[0].params, identical_to_base: true, fingerprint };
+  // Four replicates a side, as the agent measures a pull request.
+  const replicated = (center) => {
+    const m = measurement("candidate", center, 32);
+    return { ...m, replicates: m.samples_ns.map((_, i) => Math.floor(i / 8)) };
+  };
+  // The audited case: identical code, timed on both sides, 30% slower (a layout effect).
+  const [, audited, other] = CASES;
+  Object.assign(pr.cases[1], { audit: true, fingerprint, measurements: [replicated(audited[1] * 1.3)], base_measurements: [replicated(audited[1])] });
+  Object.assign(pr.cases[2], { measurements: [replicated(other[1])], base_measurements: [replicated(other[1])] });
+  const run = (await post("/api/v1/runs", pr, tokens.agent)).run_id;
+  await go(`#/run/${run}`);
+  const text = await page.locator("#identical").innerText();
+  assert.match(text, /1 case\(s\) run code identical to the base's and were not timed; 1 identical case\(s\) audited \(timed anyway\), 1 flagged/);
+  assert.match(await page.locator("#app").innerText(), /unchanged: identical code \(fingerprint abababababab in both\), not timed/);
+  await go("#/p/skipping");
+  assert.match(await page.locator("#audit").innerText(), /1 identical case\(s\) timed anyway, 1 flagged; miss rate 100\.0%/);
+});
+
 test("a run's cases come a page at a time, with a pager", async () => {
   await go(`#/run/${seeded.regression}?per_page=2`);
   assert.equal(await page.locator("#cases .card").count(), 2);

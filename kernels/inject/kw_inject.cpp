@@ -21,10 +21,20 @@
 //   {"mark": "LABEL"}   where the process called kw_inject_mark(LABEL): the
 //      launches before it were recorded before it (a harness marks where
 //      each case's launches begin and end)
+//   {"module": {"format": "cubin"|"ptx"|"other", "image": SHA256,
+//    "kernels": {"demangled name": SHA256}, "problem": "..."}}
+//      a module the driver loaded: the digest of each kernel's machine code
+//      (kw/common/module_digest.hpp), for the case fingerprints
+//   {"maps": ["/path", ...]}   at a normal exit: the files the process mapped
+//      executable (its executable, the libraries it loaded)
 //   {"end": {"pid": P, "launches": N, "dropped": D}}   at a normal exit
 //   {"error": "..."}   when tracing could not start
 // A process that dies without exiting normally has no "end" line: its
 // records of the last buffer (up to 8 MiB of them) may be missing.
+//
+// KW_INJECT_LAUNCHES=0 records modules and maps only: a kwbench process
+// traces its own launches through CUPTI's activity API, which has room for
+// one client.
 //
 // It must never take the process down: every CUPTI call is checked, and a
 // failure is written as an "error" line, not thrown.
@@ -32,7 +42,10 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <mutex>
+#include <set>
+#include <sstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -42,12 +55,14 @@
 // cupti.h (through it) declares each driver call's parameters too.
 #include "cupti_kernel_record.hpp"
 #include "kw/common/demangle.hpp"
+#include "kw/common/module_digest.hpp"
 
 namespace {
 
 std::mutex g_mutex;
 std::FILE* g_out = nullptr;
 unsigned long long g_launches = 0;
+bool g_trace_launches = true;  // KW_INJECT_LAUNCHES
 
 // One record, one line. Invalid UTF-8 (a path) is replaced, never thrown
 // inside someone else's process.
@@ -96,9 +111,44 @@ int attribute(CUfunction function, CUfunction_attribute which) {
   return -1;
 }
 
-// At the exit of a launch call that failed: what was asked and what the
-// kernel allows.
-void CUPTIAPI on_launch(void*, CUpti_CallbackDomain, CUpti_CallbackId id, const void* data) {
+// A module as the driver loaded it: each kernel's code digested (the image
+// is valid only during the callback).
+void on_module_loaded(const CUpti_ResourceData* resource) {
+  const auto* module = static_cast<const CUpti_ModuleResourceData*>(resource->resourceDescriptor);
+  if (module == nullptr || module->pCubin == nullptr) return;
+  const kw::common::ModuleDigests digests =
+      kw::common::module_digests(std::string_view(module->pCubin, module->cubinSize));
+  nlohmann::json kernels = nlohmann::json::object();
+  for (const auto& [name, digest] : digests.kernels) kernels[kw::common::demangle(name.c_str())] = digest;
+  nlohmann::json record{{"format", digests.format}, {"image", digests.image_digest}, {"kernels", kernels}};
+  if (!digests.problem.empty()) record["problem"] = digests.problem;
+  std::lock_guard lock(g_mutex);
+  write_record({{"module", record}});
+  if (g_out != nullptr) std::fflush(g_out);
+}
+
+// The files mapped executable: the process's code, and its libraries'.
+nlohmann::json mapped_code() {
+  std::set<std::string> files;
+  std::ifstream maps("/proc/self/maps");
+  for (std::string line; std::getline(maps, line);) {
+    std::istringstream fields(line);
+    std::string range, perms, offset, device, inode, path;
+    fields >> range >> perms >> offset >> device >> inode;
+    std::getline(fields >> std::ws, path);
+    if (perms.size() >= 3 && perms[2] == 'x' && path.starts_with("/")) files.insert(path);
+  }
+  return nlohmann::json(std::vector<std::string>(files.begin(), files.end()));
+}
+
+// A module loaded; or, at the exit of a launch call that failed, what was
+// asked and what the kernel allows.
+void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId id, const void* data) {
+  if (domain == CUPTI_CB_DOMAIN_RESOURCE) {
+    if (id == CUPTI_CBID_RESOURCE_MODULE_LOADED)
+      on_module_loaded(static_cast<const CUpti_ResourceData*>(data));
+    return;
+  }
   const auto* call = static_cast<const CUpti_CallbackData*>(data);
   if (call->callbackSite != CUPTI_API_EXIT || call->functionReturnValue == nullptr) return;
   const CUresult result = *static_cast<const CUresult*>(call->functionReturnValue);
@@ -140,14 +190,19 @@ void CUPTIAPI on_launch(void*, CUpti_CallbackDomain, CUpti_CallbackId id, const 
 }
 
 void at_exit() {
-  CUptiResult flushed = cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  CUptiResult flushed = CUPTI_SUCCESS, counted = CUPTI_SUCCESS;
   size_t dropped = 0;
-  CUptiResult counted = cuptiActivityGetNumDroppedRecords(nullptr, 0, &dropped);
+  if (g_trace_launches) {
+    flushed = cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    counted = cuptiActivityGetNumDroppedRecords(nullptr, 0, &dropped);
+  }
+  const nlohmann::json maps = mapped_code();
   std::lock_guard lock(g_mutex);
   if (flushed != CUPTI_SUCCESS)
     write_record({{"error", "cuptiActivityFlushAll: " + kwbench::cupti::result_text(flushed)}});
   if (counted != CUPTI_SUCCESS)
     write_record({{"error", "cuptiActivityGetNumDroppedRecords: " + kwbench::cupti::result_text(counted)}});
+  write_record({{"maps", maps}});
   write_record({{"end", {{"pid", getpid()}, {"launches", g_launches}, {"dropped", dropped}}}});
   if (g_out != nullptr) std::fclose(g_out);
   g_out = nullptr;
@@ -177,15 +232,27 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
     return 1;
   };
   if (std::string problem = kwbench::cupti::version_problem(); !problem.empty()) return fail(problem);
-  if (CUptiResult result = cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
-      result != CUPTI_SUCCESS)
-    return fail("cuptiActivityRegisterCallbacks: " + kwbench::cupti::result_text(result));
-  if (CUptiResult result = cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
-      result != CUPTI_SUCCESS)
-    return fail("cuptiActivityEnable(CONCURRENT_KERNEL): " + kwbench::cupti::result_text(result));
+  const char* launches = std::getenv("KW_INJECT_LAUNCHES");
+  g_trace_launches = launches == nullptr || std::string(launches) != "0";
+  if (g_trace_launches) {
+    if (CUptiResult result = cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
+        result != CUPTI_SUCCESS)
+      return fail("cuptiActivityRegisterCallbacks: " + kwbench::cupti::result_text(result));
+    if (CUptiResult result = cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+        result != CUPTI_SUCCESS)
+      return fail("cuptiActivityEnable(CONCURRENT_KERNEL): " + kwbench::cupti::result_text(result));
+  }
   CUpti_SubscriberHandle subscriber = nullptr;
-  if (CUptiResult result = cuptiSubscribe(&subscriber, on_launch, nullptr); result != CUPTI_SUCCESS)
+  if (CUptiResult result = cuptiSubscribe(&subscriber, on_callback, nullptr); result != CUPTI_SUCCESS)
     return fail("cuptiSubscribe: " + kwbench::cupti::result_text(result));
+  if (CUptiResult result =
+          cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_MODULE_LOADED);
+      result != CUPTI_SUCCESS)
+    return fail("cuptiEnableCallback(module loaded): " + kwbench::cupti::result_text(result));
+  if (!g_trace_launches) {
+    std::atexit(at_exit);
+    return 1;
+  }
   for (CUpti_CallbackId id :
        {CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
         CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz}) {

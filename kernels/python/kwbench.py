@@ -798,6 +798,34 @@ def _carry_file():
     return tempfile.mkstemp(prefix="kwbench-py-", suffix=".json")
 
 
+def _code_inputs(root):
+    """What this process ran besides the kernels, for the case fingerprints:
+    the repository's Python sources it imported (by digest) and the versions
+    of the interpreter and of the packages a bench's speed depends on."""
+    import hashlib  # noqa: PLC0415
+
+    root = os.path.realpath(root) + os.sep
+    sources = {}
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if not path:
+            continue
+        real = os.path.realpath(path)
+        if not real.startswith(root) or not real.endswith(".py"):
+            continue
+        try:
+            with open(real, "rb") as source:
+                sources[real[len(root):]] = hashlib.sha256(source.read()).hexdigest()
+        except OSError as error:
+            sources[real[len(root):]] = "unreadable: %s" % error
+    packages = {"python": sys.version.split()[0]}
+    for name in ("torch", "triton", "numpy", "cupy", "jax"):
+        module = sys.modules.get(name)
+        if module is not None:
+            packages[name] = str(getattr(module, "__version__", "unknown"))
+    return {"sources": sources, "packages": packages}
+
+
 def _stage_document(stage, runs, device, started):
     failures = [r for r in runs if r[1] == "failed"]
     passed = sum(1 for r in runs if r[1] == "passed")
@@ -924,6 +952,8 @@ def main(cases, modules=(), libraries=(), argv=None):
         _write(options.json, {"stage": stage, "device": device, "cases": []})
         return 1
     document = _stage_document(options.stage, runs, device, started)
+    if options.stage == "launch_geometry":
+        document["stage"]["details"]["code"] = _code_inputs(os.getcwd())
     _write(options.json, document)
     _log("%s %s: %s" % (options.stage, document["stage"]["status"], document["stage"]["message"]))
     return 0 if document["stage"]["status"] == "passed" else 1

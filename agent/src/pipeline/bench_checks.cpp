@@ -7,6 +7,7 @@
 #include "host/gpu_info.hpp"
 #include "kw/common/run_report.hpp"
 #include "kw/common/subprocess.hpp"
+#include "pipeline/fingerprint.hpp"
 #include "pipeline/launch_check.hpp"
 #include "pipeline/load_check.hpp"
 #include "pipeline/python_harness.hpp"
@@ -34,9 +35,10 @@ fs::path temp_json(const std::string& tag) {
 // libkw_inject.so in its processes, held against kernelwatch.json's
 // `launches`.
 BenchResult run_injected_launches(const BenchAdapter& adapter, const BenchConfig& bench,
-                                  const RepoConfig& config, const PipelineOptions& options) {
+                                  const RepoConfig& config, const PipelineOptions& options,
+                                  bool for_fingerprints) {
   BenchResult result;
-  if (bench.launches.empty()) {
+  if (bench.launches.empty() && !for_fingerprints) {
     result.status = "skipped";
     result.message = bench.name + ": no launch expectations (kernelwatch.json benches[].launches)";
     return result;
@@ -84,6 +86,8 @@ BenchResult run_injected_launches(const BenchAdapter& adapter, const BenchConfig
                     {"processes", observed.processes},
                     {"launches", observed.launches.size()},
                     {"library", library->string()}};
+  attach_fingerprints(result, observed,
+                      {options.checkout, adapter.harness(), bench.args, host_gpu_device(), CodeRecords{}});
   if (!observed.problems.empty()) {
     // An incomplete record could hide the launch that breaks an expectation.
     result.status = "failed";

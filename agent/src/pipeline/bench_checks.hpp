@@ -24,8 +24,11 @@ std::filesystem::path temp_json(const std::string& tag);
 
 BenchResult run_adapted_load(const BenchAdapter& adapter, const BenchConfig& bench, const RepoConfig& config,
                              const PipelineOptions& options);
+// for_fingerprints: run the pass even without launch expectations, for the
+// fingerprints alone (details.fingerprint).
 BenchResult run_injected_launches(const BenchAdapter& adapter, const BenchConfig& bench,
-                                  const RepoConfig& config, const PipelineOptions& options);
+                                  const RepoConfig& config, const PipelineOptions& options,
+                                  bool for_fingerprints = false);
 BenchResult run_check_command(const BenchConfig& bench, const PipelineOptions& options);
 
 // The kernel images of `files` on this host's GPU (load_check.hpp): what is

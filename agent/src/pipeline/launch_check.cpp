@@ -38,6 +38,10 @@ InjectedLaunches read_injected_launches(const fs::path& dir) {
         out.launches.push_back(std::move(record));
       } else if (record.contains("mark")) {
         mark = record["mark"].get<std::string>();
+      } else if (record.contains("module")) {
+        out.modules.push_back(std::move(record["module"]));
+      } else if (record.contains("maps")) {
+        for (const json& file : record["maps"]) out.mapped.insert(file.get<std::string>());
       } else if (record.contains("failed_launch")) {
         out.refused.push_back(explain_refused_launch(record["failed_launch"]));
       } else if (record.contains("error")) {

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -20,7 +21,9 @@ namespace kw::agent {
 // A launch after a {"mark": LABEL} line of its process carries "mark": LABEL.
 struct InjectedLaunches {
   std::vector<nlohmann::json> launches;
-  std::vector<std::string> refused;  // launches the driver refused, explained
+  std::vector<nlohmann::json> modules;  // {"format", "image", "kernels", "problem"?}
+  std::set<std::string> mapped;         // files the processes mapped executable
+  std::vector<std::string> refused;     // launches the driver refused, explained
   std::vector<std::string> problems;
   int processes = 0;
 };

@@ -125,6 +125,7 @@ class Engine {
 
   BenchResult run() {
     if (!list()) return std::move(result_);
+    skip_identical();
     first_pass();
     adaptive_passes();
     confirm();
@@ -168,6 +169,59 @@ class Engine {
       log("full_bench " + bench_.name + ": " + std::to_string(all_.size()) +
           " of the bench's cases, those asked for");
     return true;
+  }
+
+  // A/B: the cases whose code is identical on both sides are left out, but
+  // for the audit: a share of them (full_bench.audit_share, at least one)
+  // drawn at random, timed like the changed ones so the miss rate is
+  // measured. A harness that names its cases only as it runs them (NVBench)
+  // is timed whole.
+  void skip_identical() {
+    if (!ab_ || !fb_.skip_identical || !options_.fingerprint || discover_ || stop_.load()) return;
+    const FingerprintSet head =
+        options_.head_fingerprints ? *options_.head_fingerprints : options_.fingerprint(options_.checkout);
+    const FingerprintSet base = options_.fingerprint(*options_.base_checkout);
+    fingerprint_seconds_ = base.seconds + (options_.head_fingerprints ? 0 : head.seconds);
+    std::vector<std::string> identical, measured;
+    json changed = json::object();
+    for (const std::string& name : all_) {
+      head_fingerprints_[name] = head.of(name);
+      if (identical_code(head_fingerprints_[name], base.of(name))) {
+        identical.push_back(name);
+      } else {
+        measured.push_back(name);
+        changed[name] = fingerprint_difference(head_fingerprints_[name], base.of(name));
+      }
+    }
+    std::vector<std::string> drawn = identical;
+    std::mt19937_64 draw(seed_ ^ 0x9e3779b97f4a7c15ULL);
+    std::shuffle(drawn.begin(), drawn.end(), draw);
+    const std::size_t audits =
+        identical.empty() || fb_.audit_share <= 0
+            ? 0
+            : std::max<std::size_t>(1, static_cast<std::size_t>(std::ceil(
+                                           fb_.audit_share * static_cast<double>(identical.size()))));
+    audited_.insert(drawn.begin(),
+                    drawn.begin() + static_cast<std::ptrdiff_t>(std::min(audits, drawn.size())));
+    for (const std::string& name : identical) {
+      if (!audited_.contains(name)) skipped_.push_back(name);
+    }
+    std::vector<std::string> timed;
+    for (const std::string& name : all_) {
+      if (!changed.contains(name) && !audited_.contains(name)) continue;
+      timed.push_back(name);
+    }
+    all_ = timed;
+    result_.details["fingerprints"] = {
+        {"identical", identical.size()},
+        {"not_timed", skipped_.size()},
+        {"audited", std::vector<std::string>(audited_.begin(), audited_.end())},
+        {"changed", changed},
+        {"seconds", fingerprint_seconds_}};
+    log("full_bench " + bench_.name + ": " + std::to_string(identical.size()) + " of " +
+        std::to_string(identical.size() + measured.size()) + " case(s) run identical code on both sides (" +
+        std::to_string(skipped_.size()) + " not timed, " + std::to_string(audited_.size()) + " audited); " +
+        std::to_string(measured.size()) + " changed or without a fingerprint, timed");
   }
 
   // A fresh order for each replicate: the cases (the adapter passes the seed
@@ -242,6 +296,7 @@ class Engine {
 
   // The minimum replicates of every case.
   void first_pass() {
+    if (all_.empty() && !discover_) return;  // nothing changed, nothing audited
     for (int r = 0; r < fb_.replicates && !stop_.load(); ++r) {
       replicate(discover_ && r == 0 ? std::vector<std::string>{} : all_);
       progress("replicate " + std::to_string(r + 1) + " of every case");
@@ -416,8 +471,16 @@ class Engine {
       // whose base never ran is judged against the stored history instead.
       if (c.contains("base_measurements") && !c.contains("measurements")) c.erase("base_measurements");
       if (!c.contains("measurements")) continue;
+      if (audited_.contains(name)) c["audit"] = true;
+      if (auto it = head_fingerprints_.find(name); it != head_fingerprints_.end() && !it->second.is_null())
+        c["fingerprint"] = it->second;
       result_.cases.push_back(std::move(c));
     }
+    for (const std::string& name : skipped_) {
+      result_.cases.push_back(
+          {{"name", name}, {"identical_to_base", true}, {"fingerprint", head_fingerprints_[name]}});
+    }
+    result_.seconds += fingerprint_seconds_;
     std::int64_t fewest = INT64_MAX, most = 0;
     for (const auto& [_, n] : head_counts_) {
       fewest = std::min(fewest, n);
@@ -434,10 +497,14 @@ class Engine {
     if (prepared_ && prepared_->used() > 0) result_.details["prepared_passes"] = prepared_->used();
     if (!notes_.empty()) result_.details["notes"] = std::vector<std::string>(notes_.begin(), notes_.end());
     if (failures_.empty() && !stop_.load()) {
-      result_.message = bench_.name + ": " + std::to_string(result_.cases.size()) + " cases, " +
-                        (head_counts_.empty() ? "0" : std::to_string(fewest)) + "-" + std::to_string(most) +
-                        " replicates" + (ab_ ? " of base and head alternating" : "") + " in " +
-                        fixed(result_.seconds, 1) + " s";
+      result_.message = bench_.name + ": " + std::to_string(result_.cases.size() - skipped_.size()) +
+                        " cases, " + (head_counts_.empty() ? "0" : std::to_string(fewest)) + "-" +
+                        std::to_string(most) + " replicates" + (ab_ ? " of base and head alternating" : "") +
+                        " in " + fixed(result_.seconds, 1) + " s";
+      if (!skipped_.empty())
+        result_.message += "; " + std::to_string(skipped_.size()) + " identical to the base, not timed";
+      if (!audited_.empty())
+        result_.message += "; " + std::to_string(audited_.size()) + " identical, audited";
       for (const std::string& note : notes_) result_.message += "; " + note;
       if (const std::string unseen = adapter_.unobserved(); !unseen.empty())
         result_.message += "; not observed: " + unseen;
@@ -478,6 +545,10 @@ class Engine {
   double case_sides_ = 0;              // cases measured, summed over passes
   double cheapest_pass_s_ = INFINITY;  // of the passes that measured
   bool head_failed_ = false;
+  std::map<std::string, json> head_fingerprints_;  // of the cases listed, A/B with skip_identical
+  std::vector<std::string> skipped_;               // identical to the base, not timed
+  std::set<std::string> audited_;                  // identical to the base, timed anyway
+  double fingerprint_seconds_ = 0;                 // the launch passes that took the fingerprints
 };
 
 }  // namespace

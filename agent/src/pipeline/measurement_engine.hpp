@@ -8,6 +8,10 @@
 // clocks and throttle marks are kept wherever the harness gives them. The
 // format is the adapter's business (adapters.hpp): the engine never asks
 // which it is.
+//
+// A pull request's case whose fingerprint (fingerprint.hpp) equals the
+// base's is not timed: it is reported identical to the base, but for the
+// audited share of those, which are timed like the changed ones.
 #pragma once
 
 #include <atomic>
@@ -21,6 +25,7 @@
 
 #include "pipeline/adapters.hpp"
 #include "pipeline/bench_result.hpp"
+#include "pipeline/fingerprint.hpp"
 #include "project/repo_config.hpp"
 
 namespace kw::agent {
@@ -35,6 +40,11 @@ struct EngineOptions {
   // Measure these of the bench's cases alone (a bisect step's flagged
   // cases); empty: every case.
   std::vector<std::string> only_cases;
+  // A/B with full_bench.skip_identical: a side's fingerprints from a launch
+  // pass in that checkout. The head's come from its preflight where it ran
+  // one (head_fingerprints).
+  std::function<FingerprintSet(const std::filesystem::path& checkout)> fingerprint;
+  std::optional<FingerprintSet> head_fingerprints;
 };
 
 BenchResult run_full_bench(const BenchAdapter& adapter, const BenchConfig& bench, const RepoConfig& config,

@@ -18,6 +18,7 @@
 #include "kw/common/subprocess.hpp"
 #include "pipeline/adapters.hpp"
 #include "pipeline/bench_checks.hpp"
+#include "pipeline/fingerprint.hpp"
 #include "pipeline/launch_check.hpp"
 #include "pipeline/load_check.hpp"
 #include "pipeline/measurement_engine.hpp"
@@ -205,12 +206,58 @@ BenchResult document_result(const BenchConfig& bench, const json& document, cons
                       document.value("device", json()), outcome);
 }
 
+// A directory for libkw_inject.so's records of one launch pass, removed with
+// it; no library: no records, and the cases get no fingerprint.
+struct InjectRecords {
+  explicit InjectRecords(bool launches) {
+    const std::optional<fs::path> library = find_inject_library();
+    if (!library) return;
+    dir = temp_json("launches");
+    fs::remove(dir);
+    fs::create_directories(dir);
+    env = {{"CUDA_INJECTION64_PATH", library->string()}, {"KW_INJECT_OUT", dir.string()}};
+    // kwbench traces its own launches with CUPTI's activity API.
+    if (!launches) env["KW_INJECT_LAUNCHES"] = "0";
+  }
+  ~InjectRecords() {
+    std::error_code ec;
+    if (!dir.empty()) fs::remove_all(dir, ec);
+  }
+  InjectRecords(const InjectRecords&) = delete;
+  InjectRecords& operator=(const InjectRecords&) = delete;
+  InjectedLaunches read() const { return dir.empty() ? InjectedLaunches{} : read_injected_launches(dir); }
+  fs::path dir;
+  std::map<std::string, std::string> env;
+};
+
+FingerprintContext fingerprint_context(const BenchConfig& bench, const PipelineOptions& options) {
+  FingerprintContext context;
+  context.checkout = options.checkout;
+  context.harness = adapter_for(bench.format).harness();
+  context.bench_args = bench.args;
+  return context;
+}
+
+// A kwbench launch pass's fingerprints, from its modules (the records) and
+// its own per-case launches.
+void fingerprint_kwbench(BenchResult& result, const InjectRecords& records, const BenchConfig& bench,
+                         const PipelineOptions& options) {
+  if (records.dir.empty() || result.status == "skipped") return;
+  InjectedLaunches observed = records.read();
+  observed.launches.clear();  // kwbench's own word on them is per case
+  attach_fingerprints(result, observed, fingerprint_context(bench, options));
+}
+
 BenchResult run_kwbench(const BenchConfig& bench, StageName stage, const RepoConfig& config,
                         const PipelineOptions& options) {
   json document;
-  ChildOutcome outcome = invoke_kwbench(bench, std::string(common::to_string(stage)),
-                                        config.timeout_for(stage), options, document);
-  return document_result(bench, document, outcome);
+  const InjectRecords records(false);
+  ChildOutcome outcome = invoke_kwbench(
+      bench, std::string(common::to_string(stage)), config.timeout_for(stage), options, document, {}, {},
+      stage == StageName::launch_geometry ? records.env : std::map<std::string, std::string>{});
+  BenchResult result = document_result(bench, document, outcome);
+  if (stage == StageName::launch_geometry) fingerprint_kwbench(result, records, bench, options);
+  return result;
 }
 
 // A stage of a python bench (kernels/python/kwbench.py speaks kwbench's
@@ -242,13 +289,12 @@ BenchResult run_python(const BenchConfig& bench, StageName stage, const RepoConf
                        const PipelineOptions& options) {
   std::map<std::string, std::string> env;
   std::vector<std::string> args;
-  fs::path records;
+  const InjectRecords records(true);
   if (stage == StageName::load) {
     env["LD_BIND_NOW"] = "1";
     for (const std::string& module : bench.modules) args.insert(args.end(), {"--module", module});
   } else if (stage == StageName::launch_geometry) {
-    const std::optional<fs::path> library = find_inject_library();
-    if (!library) {
+    if (records.dir.empty()) {
       BenchResult result;
       result.status = "failed";
       result.message = bench.name +
@@ -256,10 +302,7 @@ BenchResult run_python(const BenchConfig& bench, StageName stage, const RepoConf
                        "launches cannot be checked";
       return result;
     }
-    records = temp_json("launches");
-    fs::remove(records);
-    fs::create_directories(records);
-    env = {{"CUDA_INJECTION64_PATH", library->string()}, {"KW_INJECT_OUT", records.string()}};
+    env = records.env;
   }
   json document;
   ChildOutcome outcome =
@@ -281,11 +324,10 @@ BenchResult run_python(const BenchConfig& bench, StageName stage, const RepoConf
       result.message += "; " + images.note;
     }
   }
-  if (stage == StageName::launch_geometry) {
-    InjectedLaunches observed = read_injected_launches(records);
-    std::error_code ec;
-    fs::remove_all(records, ec);
-    if (result.status != "skipped") check_marked_launches(result, bench, observed);
+  if (stage == StageName::launch_geometry && result.status != "skipped") {
+    const InjectedLaunches observed = records.read();
+    check_marked_launches(result, bench, observed);
+    attach_fingerprints(result, observed, fingerprint_context(bench, options));
   }
   return result;
 }
@@ -315,13 +357,15 @@ std::optional<std::map<StageName, BenchResult>> run_kwbench_preflight(
   }
   json document;
   static const std::regex started_line(R"(\[kwbench\] stage (\w+) started)");
-  ChildOutcome outcome = invoke_kwbench(bench, "preflight", timeout_s, options, document, stage_timeouts,
-                                        [&](const std::string& line) {
-                                          std::smatch m;
-                                          if (!std::regex_search(line, m, started_line)) return;
-                                          if (auto stage = common::stage_name_from(m[1].str()))
-                                            on_started(*stage);
-                                        });
+  const InjectRecords records(false);
+  ChildOutcome outcome = invoke_kwbench(
+      bench, "preflight", timeout_s, options, document, stage_timeouts,
+      [&](const std::string& line) {
+        std::smatch m;
+        if (!std::regex_search(line, m, started_line)) return;
+        if (auto stage = common::stage_name_from(m[1].str())) on_started(*stage);
+      },
+      records.env);
   std::map<StageName, BenchResult> results;
   if (!document.is_object() && outcome.exit_code == 2 &&
       outcome.output_tail.find("preflight") != std::string::npos)
@@ -337,6 +381,7 @@ std::optional<std::map<StageName, BenchResult>> run_kwbench_preflight(
     BenchResult result = stage_result(bench, stage_json, entry.value("cases", json::array()),
                                       document.value("device", json()), outcome);
     result.seconds = stage_json.value("duration_ms", 0.0) / 1000;
+    if (*name == StageName::launch_geometry) fingerprint_kwbench(result, records, bench, options);
     results[*name] = std::move(result);
   }
   if (results.empty()) results[StageName::load] = stage_result(bench, json(), json(), json(), outcome);
@@ -355,9 +400,22 @@ BenchResult run_adapted(const BenchAdapter& adapter, const BenchConfig& bench, S
   return result;
 }
 
+// One side's launch pass for its fingerprints alone.
+FingerprintSet launch_pass_fingerprints(const BenchConfig& bench, const RepoConfig& config,
+                                        const PipelineOptions& options) {
+  const BenchAdapter& adapter = adapter_for(bench.format);
+  if (!adapter.speaks_kwbench())
+    return fingerprints_of(run_injected_launches(adapter, bench, config, options, true));
+  if (bench.format == BenchFormat::python)
+    return fingerprints_of(run_python(bench, StageName::launch_geometry, config, options));
+  return fingerprints_of(run_kwbench(bench, StageName::launch_geometry, config, options));
+}
+
 // full_bench, for every format: replicates through the measurement engine.
+// `head_fingerprints`: the head's, from its preflight's launch pass.
 BenchResult run_full_bench_of(const BenchConfig& bench, const RepoConfig& config,
-                              const PipelineOptions& options) {
+                              const PipelineOptions& options,
+                              const FingerprintSet* head_fingerprints = nullptr) {
   EngineOptions engine;
   engine.checkout = options.checkout;
   if (config.full_bench.ab) engine.base_checkout = options.base_checkout;
@@ -365,6 +423,15 @@ BenchResult run_full_bench_of(const BenchConfig& bench, const RepoConfig& config
   engine.stop = options.stop;
   engine.log = options.log;
   engine.only_cases = options.only_cases;
+  if (head_fingerprints != nullptr) engine.head_fingerprints = *head_fingerprints;
+  // Without the injection library no module is seen: nothing is identical.
+  if (find_inject_library())
+    engine.fingerprint = [&](const fs::path& checkout) {
+      PipelineOptions side = options;
+      side.checkout = checkout;
+      if (options.log) options.log("full_bench " + bench.name + ": fingerprints of " + checkout.string());
+      return launch_pass_fingerprints(bench, config, side);
+    };
   return run_full_bench(adapter_for(bench.format), bench, config, engine);
 }
 
@@ -392,14 +459,15 @@ std::optional<std::string> bench_file_problem(const BenchConfig& bench, const Re
 // speak kwbench's command line) stage by stage, another harness's through
 // the agent's own checks.
 BenchResult run_bench_stage(const BenchConfig& bench, StageName stage, const RepoConfig& config,
-                            const PipelineOptions& options) {
+                            const PipelineOptions& options,
+                            const FingerprintSet* head_fingerprints = nullptr) {
   if (auto problem = bench_file_problem(bench, config, options)) {
     BenchResult result;
     result.status = "failed";
     result.message = bench.name + ": " + *problem;
     return result;
   }
-  if (stage == StageName::full_bench) return run_full_bench_of(bench, config, options);
+  if (stage == StageName::full_bench) return run_full_bench_of(bench, config, options, head_fingerprints);
   const BenchAdapter& adapter = adapter_for(bench.format);
   if (!adapter.speaks_kwbench()) return run_adapted(adapter, bench, stage, config, options);
   if (bench.format == BenchFormat::python) return run_python(bench, stage, config, options);
@@ -513,6 +581,7 @@ struct BenchStages {
   json cases = json::array();
   json device;
   double gpu_seconds = 0;
+  std::map<std::string, FingerprintSet> fingerprints;  // the head's, by bench, from launch_geometry
 
   void announce(StageName stage) {
     if (!announced.insert(stage).second) return;
@@ -561,8 +630,13 @@ struct BenchStages {
       }
       std::optional<BenchResult> preflight_result = from_preflight(bench, stage);
       all_from_preflight = all_from_preflight && preflight_result.has_value();
-      BenchResult result =
-          preflight_result ? std::move(*preflight_result) : run_bench_stage(bench, stage, config, opts);
+      auto head = fingerprints.find(bench.name);
+      BenchResult result = preflight_result
+                               ? std::move(*preflight_result)
+                               : run_bench_stage(bench, stage, config, opts,
+                                                 head == fingerprints.end() ? nullptr : &head->second);
+      if (stage == StageName::launch_geometry && result.status == "passed")
+        fingerprints[bench.name] = fingerprints_of(result);
       if (stage == StageName::correctness && result.status != "failed" && !bench.sanitize_tools.empty() &&
           opts.gpu_available)
         sanitize(result, adapter_for(bench.format), bench, config, opts);

@@ -99,6 +99,8 @@ const std::vector<Field> kFullBenchFields = {{"replicates", Kind::integer},
                                              {"confirm_replicates", Kind::integer},
                                              {"resolve_replicates", Kind::integer},
                                              {"prepare_processes", Kind::boolean},
+                                             {"skip_identical", Kind::boolean},
+                                             {"audit_share", Kind::number},
                                              {"min_samples", Kind::integer},
                                              {"max_samples", Kind::integer},
                                              {"budget_s", Kind::number},
@@ -473,8 +475,12 @@ void read_full_bench(const json& section, FullBenchConfig& fb) {
   fb.noise_target = f.opt_number("noise_target", 0).value_or(fb.noise_target);
   fb.energy_seconds = f.opt_number("energy_seconds", 0).value_or(fb.energy_seconds);
   if (fb.energy_seconds > 10) JsonReader::fail("full_bench.energy_seconds", "must be at most 10");
+  fb.audit_share = f.opt_number("audit_share", 0).value_or(fb.audit_share);
+  if (fb.audit_share > 1)
+    JsonReader::fail("full_bench.audit_share", "must be at most 1 (every identical case)");
   for (auto [key, into] : {std::pair{"ab", &fb.ab}, std::pair{"context_pass", &fb.context_pass},
-                           std::pair{"prepare_processes", &fb.prepare_processes}}) {
+                           std::pair{"prepare_processes", &fb.prepare_processes},
+                           std::pair{"skip_identical", &fb.skip_identical}}) {
     if (const json* flag = f.find(key)) {
       if (!flag->is_boolean()) JsonReader::fail(f.child(key), "must be true or false");
       *into = flag->get<bool>();

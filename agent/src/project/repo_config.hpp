@@ -84,6 +84,10 @@ struct FullBenchConfig {
   bool ab = true;                   // measure base_commit's build in the same job when there is one
   bool context_pass = true;         // one replicate of the baselines, for the speedup series (not in A/B)
   bool prepare_processes = true;    // python: a replicate's process imports while the GPU times another
+  // A/B: a case whose fingerprint equals the base's is "unchanged: identical
+  // code" without timing, but for an audited share of them (at least one).
+  bool skip_identical = true;
+  double audit_share = 0.05;
   // Per case per replicate: the candidate runs back to back this long for
   // NVML's energy counter after its timed rounds (0: no energy measured).
   double energy_seconds = 0;

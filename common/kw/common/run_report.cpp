@@ -349,6 +349,47 @@ GpuState read_gpu_state(const json& value, const std::string& path) {
   return state;
 }
 
+bool is_digest(const json& value) {
+  if (!value.is_string()) return false;
+  const std::string& text = value.get_ref<const std::string&>();
+  return text.size() == 64 && std::all_of(text.begin(), text.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
+}
+
+// fingerprint, identical_to_base and audit, each consistent with the others
+// and with the measurements.
+void read_fingerprint(JsonReader& reader, Case& run_case) {
+  if (const json* fingerprint = reader.find("fingerprint")) {
+    const std::string path = reader.child("fingerprint");
+    if (!fingerprint->is_object()) JsonReader::fail(path, "must be an object", "wrong_type");
+    if (fingerprint->contains("digest")) {
+      if (!is_digest((*fingerprint)["digest"]))
+        JsonReader::fail(path + ".digest", "must be 64 lower-case hex digits");
+      if (!fingerprint->contains("parts") || !(*fingerprint)["parts"].is_object())
+        JsonReader::fail(path + ".parts", "must be an object (what the digest covers)", "missing_field");
+    } else if (!fingerprint->contains("unknown") || !(*fingerprint)["unknown"].is_string()) {
+      JsonReader::fail(path, "must hold a digest and its parts, or say why it is unknown", "missing_field");
+    }
+    run_case.fingerprint = *fingerprint;
+  }
+  const bool known = run_case.fingerprint && run_case.fingerprint->contains("digest");
+  for (auto [key, into] :
+       {std::pair{"identical_to_base", &run_case.identical_to_base}, std::pair{"audit", &run_case.audit}}) {
+    if (reader.find(key) == nullptr) continue;
+    *into = reader.boolean(key);
+    if (*into && !known)
+      JsonReader::fail(reader.child(key), "needs the case's fingerprint (fingerprint.digest)",
+                       "inconsistent");
+  }
+  if (run_case.identical_to_base && (!run_case.measurements.empty() || !run_case.base_measurements.empty()))
+    JsonReader::fail(reader.child("identical_to_base"), "a case identical to its base is not measured",
+                     "inconsistent");
+  if (run_case.audit && run_case.base_measurements.empty())
+    JsonReader::fail(reader.child("audit"), "an audited case is measured on both sides (base_measurements)",
+                     "inconsistent");
+}
+
 Case read_case(const json& value, const std::string& path) {
   JsonReader reader(value, path);
   Case run_case;
@@ -392,6 +433,7 @@ Case read_case(const json& value, const std::string& path) {
   if (const json* gpu_state = reader.find("gpu_state")) {
     run_case.gpu_state = read_gpu_state(*gpu_state, reader.child("gpu_state"));
   }
+  read_fingerprint(reader, run_case);
   reader.reject_unknown_keys();
   return run_case;
 }
@@ -549,6 +591,9 @@ bool read_cases(const json& cases, RunReport& report) {
         JsonReader::fail(path + ".base_measurements",
                          "needs base_commit: they are that commit's measurements", "inconsistent");
       }
+      if (run_case.identical_to_base && !report.base_commit)
+        JsonReader::fail(path + ".identical_to_base", "needs base_commit: the commit it is identical to",
+                         "inconsistent");
       report.cases.push_back(std::move(run_case));
     }
     if (part.fault) std::rethrow_exception(part.fault);
@@ -768,6 +813,9 @@ json to_json(const Case& run_case) {
   if (!run_case.base_measurements.empty())
     out["base_measurements"] = measurements_json(run_case.base_measurements);
   if (run_case.first_pass_replicates) out["first_pass_replicates"] = *run_case.first_pass_replicates;
+  if (run_case.fingerprint) out["fingerprint"] = *run_case.fingerprint;
+  if (run_case.identical_to_base) out["identical_to_base"] = true;
+  if (run_case.audit) out["audit"] = true;
   if (const auto& g = run_case.gpu_state) {
     json state{{"sm_mhz", g->sm_mhz}, {"mem_mhz", g->mem_mhz}, {"throttle_reasons", g->throttle_reasons}};
     if (g->temp_c_max) state["temp_c_max"] = *g->temp_c_max;

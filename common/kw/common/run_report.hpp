@@ -155,6 +155,13 @@ struct Case {
   // below this index are the first pass, the rest the confirmation.
   std::optional<std::int64_t> first_pass_replicates;
   std::optional<GpuState> gpu_state;
+  // What the case runs (docs/detection.md, "Fingerprints"):
+  // {"digest": 64 hex, "parts": {...}}, or {"unknown": "why"}.
+  std::optional<nlohmann::json> fingerprint;
+  // A pull request's case whose fingerprint equals the base's: not timed.
+  bool identical_to_base = false;
+  // Identical to the base and timed anyway: the audit of skipping.
+  bool audit = false;
 
   const Measurement* candidate() const;
   const Measurement* base_candidate() const;

@@ -71,6 +71,16 @@ function virtualRows(box, rows, render) {
   draw();
 }
 
+// Skipping identical code, as measured: of the identical cases timed anyway
+// (the audit), how many the run flagged.
+export function auditSummary(audit) {
+  if (!audit || (!audit.audited && !audit.identical_to_base)) return "";
+  const rate = audit.miss_rate == null ? "no audit yet" : `${(100 * audit.miss_rate).toFixed(1)}%`;
+  const misses = (audit.recent_misses ?? []).slice(0, 5).map((m) => `<a href="#/run/${m.run_id}">${esc(m.case)}</a> (${esc(m.status)})`).join(", ");
+  return `<p id="audit" class="muted">Identical code, not timed: ${audit.identical_to_base} case(s) in pull requests.
+    Audit: ${audit.audited} identical case(s) timed anyway, ${audit.misses} flagged; <strong>miss rate ${rate}</strong>${misses ? `; newest: ${misses}` : ""}.</p>`;
+}
+
 export async function overviewPage(project, query) {
   const gpu = query.get("gpu") ?? "", fam = query.get("family") ?? "", branch = query.get("branch") ?? "";
   const filters = { case: query.get("case") ?? "", status: query.get("status") ?? "" };
@@ -80,11 +90,12 @@ export async function overviewPage(project, query) {
     for (const [key, value] of Object.entries({ gpu, branch, ...filters })) if (value) q.set(key, value);
     return q;
   };
-  const [overview, runs, branches, settings] = await Promise.all([
+  const [overview, runs, branches, settings, audit] = await Promise.all([
     api(`/api/v1/projects/${enc(project)}/overview?${overviewQuery()}`),
     api(`/api/v1/projects/${enc(project)}/runs?limit=10${branch ? `&branch=${enc(branch)}` : ""}`),
     branchSelect(project, branch),
-    api(`/api/v1/projects/${enc(project)}`)]);
+    api(`/api/v1/projects/${enc(project)}`),
+    api(`/api/v1/projects/${enc(project)}/audit`)]);
   const families = [...new Set(overview.cases.map((c) => family(c.case)))].sort();
   app.innerHTML = `<h1>${esc(project)}</h1>${notificationTargets(settings.notification_targets ?? [])}
     <div class="filters">
@@ -92,7 +103,7 @@ export async function overviewPage(project, query) {
       <label>GPU model <select id="gpu"><option value="">all</option>${overview.gpu_models.map((g) => `<option ${g === gpu ? "selected" : ""}>${esc(g)}</option>`).join("")}</select></label>
       <label>kernel family <select id="family"><option value="">all</option>${families.map((f) => `<option ${f === fam ? "selected" : ""}>${esc(f)}</option>`).join("")}</select></label>
       <a href="#/compare?project=${enc(project)}">compare two commits</a>
-    </div>${recentRuns(project, runs)}
+    </div>${auditSummary(audit)}${recentRuns(project, runs)}
     <h2>Cases${branch ? ` on ${esc(branch)}` : ""}</h2>
     <div class="filters">
       <label>search <input id="case-search" type="search" size="36" placeholder="text, or a glob: attention.fwd/*/s4096*" value="${esc(filters.case)}"></label>

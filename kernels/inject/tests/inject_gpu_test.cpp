@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <string>
 #include <tuple>
@@ -84,6 +85,68 @@ TEST(InjectGpuTest, TheInjectionLibraryReportsTheLaunchesKwbenchCaptures) {
   EXPECT_EQ(ended, processes) << "every process exited normally and said so";
   EXPECT_GT(all_launches, static_cast<int>(observed.size())) << "the inputs' and the reference's kernels too";
   EXPECT_EQ(observed, expected);
+}
+
+// The fingerprints' inputs, as the agent takes them from a kwbench bench:
+// the library beside kwbench's own launch tracing (KW_INJECT_LAUNCHES=0),
+// every module digested per kernel as loaded, the launched kernels among
+// them, the same digests on a second run, and the files mapped.
+TEST(InjectGpuTest, EveryLoadedModuleIsDigestedPerKernelBesideKwbenchsOwnTrace) {
+  if (!has_gpu()) GTEST_SKIP() << "no CUDA device";
+  const std::filesystem::path dir = kw::testing::make_temp_dir("kw-inject-modules");
+  auto run_once = [&](const std::string& tag, std::set<std::string>& launched) {
+    const std::filesystem::path records = dir / tag;
+    std::filesystem::create_directories(records);
+    setenv("CUDA_INJECTION64_PATH", KW_INJECT_LIBRARY, 1);
+    setenv("KW_INJECT_OUT", records.c_str(), 1);
+    setenv("KW_INJECT_LAUNCHES", "0", 1);
+    // As the agent runs a kwbench bench: its preflight, in child processes.
+    const std::string own = (dir / (tag + ".json")).string();
+    auto traced = kw::testing::run_command(
+        {KW_ATTENTION_BENCH, "--stage", "preflight", "--case", kCases, "--json", own});
+    unsetenv("CUDA_INJECTION64_PATH");
+    unsetenv("KW_INJECT_OUT");
+    unsetenv("KW_INJECT_LAUNCHES");
+    EXPECT_EQ(traced.exit_code, 0) << traced.output;
+    const json document = json::parse(std::ifstream(own));
+    for (const json& stage : document.value("preflight", json::array())) {
+      if (stage["stage"]["name"] != "launch_geometry") continue;
+      for (const json& c : stage["cases"])
+        for (const json& launch : c.value("launches", json::array())) launched.insert(launch["kernel"]);
+    }
+    EXPECT_FALSE(launched.empty()) << traced.output << document.dump().substr(0, 4000);
+    std::map<std::string, std::string> digests;
+    bool mapped_bench = false;
+    for (const auto& file : std::filesystem::directory_iterator(records)) {
+      std::ifstream in(file.path());
+      for (std::string line; std::getline(in, line);) {
+        json record = json::parse(line);
+        EXPECT_FALSE(record.contains("error")) << line;
+        EXPECT_FALSE(record.contains("kernel")) << "launches are kwbench's to trace: " << line;
+        if (record.contains("module")) {
+          for (const auto& [kernel, digest] : record["module"]["kernels"].items()) {
+            EXPECT_EQ(digest.get<std::string>().size(), 64u) << line;
+            digests[kernel] = digest;
+          }
+        }
+        if (record.contains("maps"))
+          for (const json& path : record["maps"])
+            mapped_bench =
+                mapped_bench || std::filesystem::equivalent(path.get<std::string>(), KW_ATTENTION_BENCH);
+      }
+    }
+    EXPECT_TRUE(mapped_bench) << "the bench executable is among the mapped files";
+    return digests;
+  };
+  std::set<std::string> launched, again_launched;
+  const auto first = run_once("first", launched);
+  const auto again = run_once("again", again_launched);
+  std::filesystem::remove_all(dir);
+  ASSERT_EQ(launched.size(), 3u) << "one kernel per case";
+  for (const std::string& kernel : launched) {
+    ASSERT_TRUE(first.contains(kernel)) << kernel << " was launched and not seen loaded";
+    EXPECT_EQ(first.at(kernel), again.at(kernel)) << kernel;
+  }
 }
 
 // A launch the driver refuses for its shared memory: the record says what

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <iterator>
+#include <set>
 #include <unordered_map>
 
 #include "errors.hpp"
@@ -511,6 +512,41 @@ std::vector<ComparisonRow> judge_cases(const PlanInputs& in) {
   return rows;
 }
 
+// After the run's decision: a case identical to its base is unchanged, with
+// the evidence instead of a test (it takes no part in the decision: nothing
+// was measured), and an audited case the decision flagged says that its own
+// code did not change.
+void explain_fingerprints(const PlanInputs& in, std::vector<ComparisonRow>& rows) {
+  std::set<std::string> audited;
+  for (const common::Case& c : in.report.cases) {
+    if (c.audit) audited.insert(c.name);
+  }
+  for (ComparisonRow& row : rows) {
+    if (row.impl != "candidate" || row.status == ChangeStatus::unchanged ||
+        row.status == ChangeStatus::no_baseline || !audited.contains(row.case_name))
+      continue;
+    row.test.note += std::string(row.test.note.empty() ? "" : "; ") +
+                     "its code is identical to the base's (audited): the change is elsewhere (layout, "
+                     "alignment, shared state)";
+  }
+  const std::string base = in.report.base_commit ? in.report.base_commit->substr(0, 12) : "the base";
+  for (const common::Case& c : in.report.cases) {
+    if (!c.identical_to_base) continue;
+    common::Comparison identical;
+    identical.case_name = c.name;
+    identical.impl = "candidate";
+    identical.status = ChangeStatus::unchanged;
+    identical.in_job = true;
+    const std::string digest = c.fingerprint->value("digest", "");
+    identical.test.note =
+        "unchanged: identical code (fingerprint " + digest.substr(0, 12) + " in both), not timed";
+    CaseThreshold threshold = threshold_for(in.project, in.report, c.name);
+    identical.min_threshold = threshold.value;
+    rows.emplace_back(std::move(identical), nullptr, threshold.source,
+                      "base_commit " + base + " runs the same code (its fingerprint)");
+  }
+}
+
 // The GPU model's learned noise, as the run's detection record shows it.
 json noise_prior_json(const std::string& gpu, const common::GpuNoise& gpu_noise) {
   return {{"gpu_model", gpu},
@@ -584,6 +620,7 @@ std::shared_ptr<const DetectionRepository::Plan> DetectionRepository::plan(pqxx:
   result->detection = {{"run_alpha", detection.run_alpha}, {"noise_prior", noise_prior_json(gpu, gpu_noise)}};
   const common::RunDecision decision = decide_rows(result->rows, detection);
   add_decision(result->detection, decision);
+  explain_fingerprints(inputs, result->rows);
   result->regression = decision.regression;
   result->improvement = decision.improvement;
   for (const ComparisonRow& row : result->rows) {
@@ -613,7 +650,8 @@ std::string DetectionRepository::finish(pqxx::work& tx, std::int64_t run_id, con
   bool measured = false;
   for (const common::Case& c : report.cases) {
     failed = failed || (c.correctness && !c.correctness->passed);
-    measured = measured || c.candidate() != nullptr;
+    // A case identical to its base is decided by its code, not its time.
+    measured = measured || c.candidate() != nullptr || c.identical_to_base;
   }
   // Nothing measured is no evidence of no regression, and neither is a run
   // measured only while the GPU throttled.

@@ -79,23 +79,24 @@ SELECT case_id, side, impl, current_date, ($20::real[])[first:last], throttled::
 FROM new_measurements
 )sql";
 
-// The cases of a judged run, a column each ($3..$19, binary arrays in case
-// order, with the ids kInsertCases used), and their status ($20: their
-// candidate's time comparison, no-baseline where there is none).
+// The cases of a judged run, a column each ($3..$19 and $21..$23, binary
+// arrays in case order, with the ids kInsertCases used), and their status
+// ($20: their candidate's time comparison, no-baseline where there is none).
 constexpr const char* kInsertCaseRows = R"sql(
 INSERT INTO cases (id, run_id, project_id, ordinal, name, params, expected_launch, correctness, gpu_state, medians,
                    bands, candidate_location_ns, first_pass_replicates, candidate_replicates, candidate_replicate_sd,
                    candidate_clock_mhz, candidate_clock_sxx, candidate_clock_sxy, candidate_energy_j,
-                   candidate_power_w, status)
+                   candidate_power_w, status, fingerprint, identical_to_base, audit)
 SELECT c.id, $1, $2, c.i - 1, c.name, c.params, c.expected_launch, c.correctness, c.gpu_state, c.medians, c.bands,
        c.location, c.first_pass_replicates, c.replicates, c.replicate_sd, c.clock_mhz, c.clock_sxx, c.clock_sxy,
-       c.energy_j, c.power_w, c.status
+       c.energy_j, c.power_w, c.status, c.fingerprint, c.identical_to_base, c.audit
 FROM unnest($3::bigint[], $4::text[], $5::jsonb[], $6::jsonb[], $7::jsonb[], $8::jsonb[], $9::jsonb[],
             $10::jsonb[], $11::float8[], $12::integer[], $13::integer[], $14::float8[], $15::float8[],
-            $16::float8[], $17::float8[], $18::float8[], $19::float8[], $20::text[])
+            $16::float8[], $17::float8[], $18::float8[], $19::float8[], $20::text[], $21::jsonb[],
+            $22::boolean[], $23::boolean[])
   WITH ORDINALITY AS c(id, name, params, expected_launch, correctness, gpu_state, medians, bands, location,
                        first_pass_replicates, replicates, replicate_sd, clock_mhz, clock_sxx, clock_sxy, energy_j,
-                       power_w, status, i)
+                       power_w, status, fingerprint, identical_to_base, audit, i)
 )sql";
 
 // The run's cases become the newest of their branch and GPU model, unless a
@@ -154,6 +155,12 @@ SELECT json_build_object(
   'inconclusive', (SELECT count(*) FROM comparisons x
                    WHERE x.run_id = r.id AND x.impl = 'candidate' AND x.kind = 'time'
                      AND x.status = 'inconclusive'),
+  'fingerprints', (SELECT json_build_object(
+                       'identical_to_base', count(*) FILTER (WHERE c.identical_to_base),
+                       'audited', count(*) FILTER (WHERE c.audit),
+                       'audit_misses', count(*) FILTER (WHERE c.audit AND c.status IN ('regression', 'improvement')),
+                       'timed', count(*) FILTER (WHERE NOT c.identical_to_base AND c.candidate_location_ns IS NOT NULL))
+                   FROM cases c WHERE c.run_id = r.id),
   'bisect', (SELECT json_build_object('id', b.id, 'state', b.state, 'first_bad', b.first_bad, 'steps', b.steps,
                                       'commits', cardinality(b.commits) - 1, 'message', b.message)
              FROM bisects b WHERE b.run_id = r.id),
@@ -198,6 +205,7 @@ SELECT COALESCE(json_agg(json_build_object(
                                   'duration_ns', l.duration_ns) ORDER BY l.ordinal), '[]')
                               FROM launches l WHERE l.case_id = c.id),
                  'first_pass_replicates', c.first_pass_replicates,
+                 'fingerprint', c.fingerprint, 'identical_to_base', c.identical_to_base, 'audit', c.audit,
                  'measurements', (SELECT COALESCE(json_agg(json_build_object(
                                       'impl', m.impl, 'samples_ns', COALESCE(s.samples_ns, '{}'),
                                       'median_ns', m.median_ns, 'flops', m.flops, 'bytes', m.bytes,
@@ -234,6 +242,26 @@ SELECT COALESCE(json_agg(json_build_object(
   'last_run_at', (SELECT max(r.created_at) FROM runs r WHERE r.project_id = p.id)) ORDER BY p.name), '[]')::text
 FROM projects p
 WHERE $1::text[] IS NULL OR p.name = ANY ($1::text[])
+)sql";
+
+// The audit of skipping identical code in the project's pull requests: how
+// many identical cases were timed anyway, and how many of those the run
+// flagged (the misses), with the newest misses.
+constexpr const char* kAuditJson = R"sql(
+SELECT json_build_object(
+  'identical_to_base', (SELECT count(*) FROM cases WHERE project_id = $1 AND identical_to_base),
+  'audited', count(*),
+  'misses', count(*) FILTER (WHERE c.status IN ('regression', 'improvement')),
+  'miss_rate', CASE WHEN count(*) = 0 THEN NULL
+                    ELSE (count(*) FILTER (WHERE c.status IN ('regression', 'improvement')))::float8 / count(*) END,
+  'recent_misses', (SELECT COALESCE(json_agg(json_build_object('run_id', m.run_id, 'case', m.name,
+                                                               'status', m.status, 'commit', r.commit_sha)
+                                             ORDER BY m.run_id DESC), '[]')
+                    FROM (SELECT run_id, name, status FROM cases
+                          WHERE project_id = $1 AND audit AND status IN ('regression', 'improvement')
+                          ORDER BY run_id DESC LIMIT 20) m JOIN runs r ON r.id = m.run_id)
+)::text
+FROM cases c WHERE c.project_id = $1 AND c.audit
 )sql";
 
 constexpr const char* kCasesJson = R"sql(
@@ -396,6 +424,7 @@ std::vector<Statement> RunRepository::statements() {
           {"run_cases", kRunCases},
           {"projects_json", kProjectsJson},
           {"cases_json", kCasesJson},
+          {"audit_json", kAuditJson},
           {"runs_json", kRunsJson},
           {"branches_json", kBranchesJson},
           {"series_json", kSeriesJson},
@@ -587,9 +616,10 @@ struct CaseRowColumns {
   std::vector<std::string> names;
   PgBinaryArray<PgType::int8> ids;
   PgBinaryArray<PgType::text> name_column;
-  PgBinaryArray<PgType::jsonb> params, expected_launch, correctness, gpu_state, medians, bands;
+  PgBinaryArray<PgType::jsonb> params, expected_launch, correctness, gpu_state, medians, bands, fingerprint;
   PgBinaryArray<PgType::float8> locations, replicate_sds, clock_mhz, clock_sxx, clock_sxy, energy_j, power_w;
   PgBinaryArray<PgType::int4> first_pass_replicates, replicates;
+  PgBinaryArray<PgType::boolean> identical_to_base, audit;
 
   // `source`: the case as posted, whose objects are stored as they came.
   void add(const common::Case& c, const nlohmann::json& source) {
@@ -604,7 +634,10 @@ struct CaseRowColumns {
     as_posted(expected_launch, "expected_launch");
     as_posted(correctness, "correctness");
     as_posted(gpu_state, "gpu_state");
+    as_posted(fingerprint, "fingerprint");
     add_or_null(first_pass_replicates, c.first_pass_replicates);
+    identical_to_base.add(c.identical_to_base);
+    audit.add(c.audit);
   }
 };
 
@@ -748,7 +781,8 @@ void RunRepository::store_cases(pqxx::work& tx, const StoredRun& stored,
                     c.gpu_state.param(), c.medians.param(), c.bands.param(), c.locations.param(),
                     c.first_pass_replicates.param(), c.replicates.param(), c.replicate_sds.param(),
                     c.clock_mhz.param(), c.clock_sxx.param(), c.clock_sxy.param(), c.energy_j.param(),
-                    c.power_w.param(), status.param());
+                    c.power_w.param(), status.param(), c.fingerprint.param(), c.identical_to_base.param(),
+                    c.audit.param());
 }
 
 void RunRepository::advance_case_heads(pqxx::work& tx, std::int64_t run_id) {
@@ -791,6 +825,10 @@ std::string RunRepository::run_cases_json(pqxx::work& tx, std::int64_t run_id, s
 std::string RunRepository::projects_json(pqxx::work& tx,
                                          const std::optional<std::vector<std::string>>& only) {
   return tx.exec_prepared("projects_json", nullable(text_array(only)))[0][0].as<std::string>();
+}
+
+std::string RunRepository::audit_json(pqxx::work& tx, std::int64_t project_id) {
+  return tx.exec_prepared("audit_json", project_id)[0][0].as<std::string>();
 }
 
 std::string RunRepository::cases_json(pqxx::work& tx, std::int64_t project_id) {

@@ -103,6 +103,8 @@ class RunRepository {
   // Every project, or those named in `only`.
   static std::string projects_json(pqxx::work& tx, const std::optional<std::vector<std::string>>& only);
   static std::string cases_json(pqxx::work& tx, std::int64_t project_id);
+  // The audit of skipping identical code: counts, miss rate, newest misses.
+  static std::string audit_json(pqxx::work& tx, std::int64_t project_id);
   // Newest first, a page of `page.per_page`; a run is kept when it has a case
   // the filter's name matches (a flagged one for `regressions_only`).
   static std::string runs_json(pqxx::work& tx, std::int64_t project_id, const std::string& branch,

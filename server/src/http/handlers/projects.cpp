@@ -47,6 +47,13 @@ void add_project_routes(Router& router, const HandlerContext& context) {
                           }));
   });
 
+  router.add("GET", "/api/v1/projects/{project}/audit", Access::read(), [&context](Request& request) {
+    return Response::json_text(200, with_transaction(context.pool, [&](pqxx::work& tx) {
+                                 return RunRepository::audit_json(
+                                     tx, readable_project(tx, request, request.param("project")));
+                               }));
+  });
+
   router.add("PUT", "/api/v1/projects/{project}/settings", admin, [&context](Request& request) {
     json changes = require_object(request);
     request.caller->require_project(request.param("project"));
