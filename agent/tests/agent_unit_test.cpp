@@ -594,6 +594,31 @@ TEST_F(FingerprintTest, TheHeadsFingerprintsComeFromItsPreflight) {
   EXPECT_EQ(stages, (std::vector<std::string>{"preflight", "", "launch_geometry"}));
 }
 
+// A base's fingerprints are a commit's: the next pull request on the same
+// base takes them from the agent's cache, with no launch pass of the base.
+TEST_F(FingerprintTest, TheBasesFingerprintsAreKeptForTheNextPullRequestOnIt) {
+  std::ofstream(checkout_ / "kwbench-fake.json") << "{}";
+  std::ofstream(base_ / "kwbench-fake.json") << "{}";
+  const fs::path calls = checkout_ / "calls.txt", cache = checkout_ / "fingerprint-cache";
+  json config = valid_config();
+  config["full_bench"] = {{"audit_share", 0}};
+  setenv("KW_FAKE_CALLS", calls.c_str(), 1);
+  for (int job = 0; job < 2; ++job) {
+    PipelineOptions options = ab_options(base_);
+    options.only_stages = {common::StageName::full_bench};
+    options.fingerprint_cache_dir = cache;
+    const json report = run_pipeline(parse_repo_config(config), options);
+    for (const json& c : report["cases"]) EXPECT_EQ(c.value("identical_to_base", false), true) << c.dump();
+  }
+  unsetenv("KW_FAKE_CALLS");
+  std::ifstream in(calls);
+  int launch_passes = 0;
+  for (std::string line; std::getline(in, line);) launch_passes += line == "launch_geometry";
+  EXPECT_EQ(launch_passes, 3) << "the head's twice, the base's once";
+  EXPECT_NE(log_.find("fingerprints of base bbbbbbbbbbbb kept from an earlier job"), std::string::npos)
+      << log_;
+}
+
 // A bench the build did not write (or wrote elsewhere) fails load with that
 // cause in the headline, for every format.
 TEST_F(PipelineTest, AMissingOrNonExecutableBenchIsNamedAsSuch) {

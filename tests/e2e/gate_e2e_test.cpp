@@ -380,6 +380,12 @@ TEST_F(GateE2eTest, GateKeepsOneCommentOnThePullRequestAndWritesTheJobSummary) {
   EXPECT_NE(comments[1002].find("pass for `" + fixed.substr(0, 12) + "`"), std::string::npos)
       << comments[1002];
   EXPECT_EQ(comments[1002].find("Regressed"), std::string::npos) << comments[1002];
+  // The fix runs the base's code: its cases are not timed but for the audit.
+  EXPECT_NE(
+      comments[1002].find("1 ran code identical to the base's and were not timed; 1 more identical ones "
+                          "were timed as an audit, 0 of them flagged."),
+      std::string::npos)
+      << comments[1002];
 }
 
 // A token that may not comment (a fork's read-only GITHUB_TOKEN) costs the

@@ -175,6 +175,25 @@ std::vector<std::string> changes_of(const json& run, const std::string& case_nam
 // The run's Nsight Compute profiles (`profiles` as GET
 // /api/v1/runs/{id}/profiles gives them): a done one's table folded under
 // its headline, with links to the raw CSVs; the others' state.
+namespace {
+
+// The cases whose code is identical to the base's (their fingerprints), not
+// timed, and the audit of them.
+std::string identical_code_text(const json& run) {
+  const json& f =
+      run.contains("fingerprints") && run["fingerprints"].is_object() ? run["fingerprints"] : json();
+  const std::int64_t identical = f.is_object() ? f.value("identical_to_base", std::int64_t{0}) : 0;
+  const std::int64_t audited = f.is_object() ? f.value("audited", std::int64_t{0}) : 0;
+  if (identical == 0 && audited == 0) return {};
+  std::string text = " " + std::to_string(identical) + " ran code identical to the base's and were not timed";
+  if (audited > 0)
+    text += "; " + std::to_string(audited) + " more identical ones were timed as an audit, " +
+            std::to_string(f.value("audit_misses", std::int64_t{0})) + " of them flagged";
+  return text + ".";
+}
+
+}  // namespace
+
 std::string profiles_markdown(const json& run, const std::string& server) {
   if (!run.contains("profiles") || !run["profiles"].is_array()) return {};
   std::string text;
@@ -303,6 +322,7 @@ std::string verdict_markdown(const json& run, const std::string& link) {
                        " inconclusive (moved past the threshold; the interval holds no change)") +
             ".";
     if (baselines.size() == 1) text += " Baseline: " + cell(*baselines.begin()) + ".";
+    text += identical_code_text(run);
     text += "\n" + comparison_table(regressed, "Regressed", baselines.size() == 1) +
             comparison_table(improved, "Improved", baselines.size() == 1) +
             comparison_table(inconclusive, "Inconclusive: a re-run with more replicates decides", false) +

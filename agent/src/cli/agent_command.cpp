@@ -510,6 +510,7 @@ class Worker {
     options.clean_build_tree = [&tree] { BuiltCommits::clean(tree); };
     options.ccache_dir = shared_ / "ccache";
     options.reference_cache_dir = shared_ / "references";
+    options.fingerprint_cache_dir = shared_ / "fingerprints";
     options.commit = job["commit"].get<std::string>();
     options.branch = job.value("branch", std::string("main"));
     if (job.contains("base_commit") && job["base_commit"].is_string())

@@ -253,6 +253,7 @@ int run_once(const RunArguments& args) {
     // The base builds in the cache go through ccache beside it; the
     // checkout's own build is the user's and left as it is configured.
     BuiltCommits built(cache, args.cache_size, cache.parent_path() / "ccache");
+    options.fingerprint_cache_dir = cache.parent_path() / "fingerprints";
     std::string why;
     options.base_checkout = built.get(repo, *options.base_commit, stop_requested(), say, why);
     if (!options.base_checkout)

@@ -300,6 +300,39 @@ json FingerprintSet::of(const std::string& name) const {
   return whole;
 }
 
+std::optional<FingerprintSet> cached_fingerprints(const fs::path& dir, const std::string& key) {
+  std::ifstream in(dir / (key + ".json"));
+  if (!in) return std::nullopt;
+  try {
+    const json kept = json::parse(in);
+    FingerprintSet set;
+    for (const auto& [name, fingerprint] : kept.at("cases").items()) set.cases[name] = fingerprint;
+    set.whole = kept.at("whole");
+    return set;
+  } catch (const std::exception&) {
+    return std::nullopt;  // cut short by a crash: taken again
+  }
+}
+
+void keep_fingerprints(const fs::path& dir, const std::string& key, const FingerprintSet& set) {
+  auto known = [](const json& fingerprint) {
+    return fingerprint.is_object() && fingerprint.contains("digest");
+  };
+  if (set.cases.empty() && !known(set.whole)) return;
+  for (const auto& [_, fingerprint] : set.cases) {
+    if (!known(fingerprint)) return;
+  }
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  const fs::path partial = dir / (key + ".json.partial");
+  {
+    std::ofstream out(partial);
+    out << json{{"cases", set.cases}, {"whole", set.whole}}.dump();
+    if (!out) return;
+  }
+  fs::rename(partial, dir / (key + ".json"), ec);  // whole or not at all
+}
+
 HostCodeDigests& host_code_digests() {
   static HostCodeDigests digests;
   return digests;

@@ -101,6 +101,13 @@ struct FingerprintSet {
 void attach_fingerprints(BenchResult& result, const InjectedLaunches& observed, FingerprintContext context);
 FingerprintSet fingerprints_of(const BenchResult& result);
 
+// A commit's fingerprints, kept in `dir` under `key` (what they depend on
+// besides the commit: the bench's configuration, the GPU, the driver, kw):
+// a pull request on a base already seen takes them instead of a launch
+// pass. Only sets whose every case is known are kept.
+std::optional<FingerprintSet> cached_fingerprints(const std::filesystem::path& dir, const std::string& key);
+void keep_fingerprints(const std::filesystem::path& dir, const std::string& key, const FingerprintSet& set);
+
 // The agent's host code digests (one cache for every job it runs).
 HostCodeDigests& host_code_digests();
 

@@ -472,8 +472,12 @@ class Engine {
       if (c.contains("base_measurements") && !c.contains("measurements")) c.erase("base_measurements");
       if (!c.contains("measurements")) continue;
       if (audited_.contains(name)) c["audit"] = true;
+      // Every case's fingerprint, whatever the job: a harness whose cases
+      // come from full_bench (Google Benchmark) has it from the launch pass.
       if (auto it = head_fingerprints_.find(name); it != head_fingerprints_.end() && !it->second.is_null())
         c["fingerprint"] = it->second;
+      else if (options_.head_fingerprints && !options_.head_fingerprints->of(name).is_null())
+        c["fingerprint"] = options_.head_fingerprints->of(name);
       result_.cases.push_back(std::move(c));
     }
     for (const std::string& name : skipped_) {

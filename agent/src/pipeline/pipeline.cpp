@@ -15,6 +15,7 @@
 #include "host/gpu_info.hpp"
 #include "host/process.hpp"
 #include "kw/common/run_report.hpp"
+#include "kw/common/sha256.hpp"
 #include "kw/common/subprocess.hpp"
 #include "pipeline/adapters.hpp"
 #include "pipeline/bench_checks.hpp"
@@ -411,6 +412,44 @@ FingerprintSet launch_pass_fingerprints(const BenchConfig& bench, const RepoConf
   return fingerprints_of(run_kwbench(bench, StageName::launch_geometry, config, options));
 }
 
+// What a commit's fingerprints depend on besides its code: the bench's
+// configuration, the GPU, its driver and runtime, and this kw.
+std::string fingerprint_key(const std::string& commit, const BenchConfig& bench) {
+  const json device = host_gpu_device();
+  const json identity{{"commit", commit},
+                      {"bench",
+                       {bench.name, bench.path, static_cast<int>(bench.format), bench.args, bench.cases,
+                        bench.launch_args, bench.interpreter}},
+                      {"gpu", device.is_object() ? device.value("name", "") : ""},
+                      {"driver", device.is_object() ? device.value("driver", "") : ""},
+                      {"cuda_runtime", device.is_object() ? device.value("cuda_runtime", "") : ""},
+                      {"kw", KW_VERSION}};
+  return common::sha256_hex(identity.dump());
+}
+
+// One side's fingerprints from a launch pass in its checkout; the base's
+// are a commit's, kept for the next pull request on it.
+FingerprintSet side_fingerprints(const BenchConfig& bench, const RepoConfig& config,
+                                 const PipelineOptions& options, const fs::path& checkout) {
+  PipelineOptions side = options;
+  side.checkout = checkout;
+  const bool base = options.base_checkout && checkout == *options.base_checkout && options.base_commit &&
+                    !options.fingerprint_cache_dir.empty();
+  const std::string key = base ? fingerprint_key(*options.base_commit, bench) : "";
+  if (base) {
+    if (auto kept = cached_fingerprints(options.fingerprint_cache_dir, key)) {
+      if (options.log)
+        options.log("full_bench " + bench.name + ": fingerprints of base " +
+                    options.base_commit->substr(0, 12) + " kept from an earlier job");
+      return *kept;
+    }
+  }
+  if (options.log) options.log("full_bench " + bench.name + ": fingerprints of " + checkout.string());
+  FingerprintSet taken = launch_pass_fingerprints(bench, config, side);
+  if (base) keep_fingerprints(options.fingerprint_cache_dir, key, taken);
+  return taken;
+}
+
 // full_bench, for every format: replicates through the measurement engine.
 // `head_fingerprints`: the head's, from its preflight's launch pass.
 BenchResult run_full_bench_of(const BenchConfig& bench, const RepoConfig& config,
@@ -424,13 +463,11 @@ BenchResult run_full_bench_of(const BenchConfig& bench, const RepoConfig& config
   engine.log = options.log;
   engine.only_cases = options.only_cases;
   if (head_fingerprints != nullptr) engine.head_fingerprints = *head_fingerprints;
-  // Without the injection library no module is seen: nothing is identical.
-  if (find_inject_library())
+  // Without the injection library no module is seen, and without a GPU no
+  // kernel is loaded (a CPU benchmark's): nothing is identical.
+  if (options.gpu_available && find_inject_library())
     engine.fingerprint = [&](const fs::path& checkout) {
-      PipelineOptions side = options;
-      side.checkout = checkout;
-      if (options.log) options.log("full_bench " + bench.name + ": fingerprints of " + checkout.string());
-      return launch_pass_fingerprints(bench, config, side);
+      return side_fingerprints(bench, config, options, checkout);
     };
   return run_full_bench(adapter_for(bench.format), bench, config, engine);
 }

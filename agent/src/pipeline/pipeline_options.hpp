@@ -46,6 +46,9 @@ struct PipelineOptions {
   // Where kwbench keeps correctness references across runs
   // (KWBENCH_REFERENCE_CACHE, unless the environment sets it); empty: its default.
   std::filesystem::path reference_cache_dir;
+  // Where a base commit's fingerprints are kept, by commit, bench and GPU,
+  // for the next pull request on the same base; empty: none kept.
+  std::filesystem::path fingerprint_cache_dir;
   // The commit whose build outputs `checkout` already holds: empty for a
   // fresh checkout, else the build is incremental.
   std::string built_from;
