@@ -67,28 +67,25 @@ void strip_path_hashes(std::string& text) {
 namespace {
 
 // How many bytes an instruction reads from memory, from its mnemonic and
-// its register (AT&T syntax): a scalar float 4, a double 8, a vector its
-// register's width, a general register its own.
+// the register it reads into (AT&T syntax, destination last): a scalar float
+// 4, a double 8, a vector its register's width, a general register its own.
 std::size_t operand_bytes(const std::string& instruction) {
   const std::string mnemonic = instruction.substr(0, instruction.find(' '));
+  const std::string into = instruction.substr(instruction.rfind(',') + 1);
   if (mnemonic.find("ss") != std::string::npos) return 4;
   if (mnemonic.find("sd") != std::string::npos) return 8;
-  if (instruction.find("%zmm") != std::string::npos) return 64;
-  if (instruction.find("%ymm") != std::string::npos) return 32;
-  if (instruction.find("%xmm") != std::string::npos) return 16;
-  if (instruction.find(",%e") != std::string::npos) return 4;
-  if (instruction.find(",%r") != std::string::npos && instruction.find(",%r") + 4 < instruction.size() &&
-      instruction[instruction.find(",%r") + 3] >= '8' && instruction[instruction.find(",%r") + 4] == 'd')
-    return 4;  // %r8d..%r15d
+  if (into.starts_with("%zmm")) return 64;
+  if (into.starts_with("%ymm")) return 32;
+  if (into.starts_with("%xmm")) return 16;
+  if (into.starts_with("%e") || (into.starts_with("%r") && into.ends_with("d"))) return 4;  // %eax, %r8d
   return 8;
 }
 
 // One line of `objdump -d -w --no-show-raw-insn` without what moves with the
 // layout: the instruction's address, RIP-relative displacements (the symbol
-// they reach stays; a read of read-only data carries the 16 bytes it reads
-// instead, a float constant's value) and the addresses before "<symbol>" in
-// branch targets. Empty for a line that says nothing of the code (the
-// file's name).
+// they reach stays; a read of read-only data carries the bytes it reads, a
+// float constant's value) and the addresses before "<symbol>" in branch
+// targets. Empty for a line that says nothing of the code (the file's name).
 std::string normalized_line(const std::string& line, const common::HostImage& image) {
   if (line.empty() || line.find("file format") != std::string::npos) return {};
   std::size_t start = 0;
@@ -108,7 +105,7 @@ std::string normalized_line(const std::string& line, const common::HostImage& im
     target = std::strtoull(text.c_str() + hash + 3, nullptr, 16);
     // The data a RIP-relative operand reaches, by its symbol alone: the
     // offset past it moves with the strings before it (the checkout's path
-    // in __FILE__), whose content the data digest holds.
+    // in __FILE__). What a read takes is added below.
     const std::size_t open = text.find('<', hash);
     if (open != std::string::npos) {
       comment_symbol = text.substr(open);

@@ -471,7 +471,9 @@ class Engine {
       // whose base never ran is judged against the stored history instead.
       if (c.contains("base_measurements") && !c.contains("measurements")) c.erase("base_measurements");
       if (!c.contains("measurements")) continue;
-      if (audited_.contains(name)) c["audit"] = true;
+      // Audited where both sides were measured: a failed base pass leaves it
+      // judged against its history, as any case.
+      if (audited_.contains(name) && c.contains("base_measurements")) c["audit"] = true;
       // Every case's fingerprint, whatever the job: a harness whose cases
       // come from full_bench (Google Benchmark) has it from the launch pass.
       if (auto it = head_fingerprints_.find(name); it != head_fingerprints_.end() && !it->second.is_null())

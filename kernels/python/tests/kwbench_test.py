@@ -72,6 +72,30 @@ class AllocatedOutputs(unittest.TestCase):
         self.assertIn("return the output, or define output(state)", results["scale/forgets"]["message"])
 
 
+class CodeInputs(unittest.TestCase):
+    """What a python bench's fingerprint takes besides its kernels."""
+
+    def test_the_repositorys_imported_sources_by_digest_and_the_package_versions(self):
+        import hashlib  # noqa: PLC0415
+
+        with tempfile.TemporaryDirectory() as root:
+            source = os.path.join(root, "kw_fingerprint_probe.py")
+            with open(source, "w") as f:
+                f.write("SCALE = 2\n")
+            sys.path.insert(0, root)
+            try:
+                import kw_fingerprint_probe  # noqa: F401, PLC0415
+                inputs = kwbench._code_inputs(root)
+            finally:
+                sys.path.remove(root)
+                sys.modules.pop("kw_fingerprint_probe", None)
+            with open(source, "rb") as f:
+                digest = hashlib.sha256(f.read()).hexdigest()
+        self.assertEqual(inputs["sources"], {"kw_fingerprint_probe.py": digest})
+        self.assertEqual(inputs["packages"]["python"], sys.version.split()[0])
+        self.assertNotIn("torch", inputs["packages"])  # not imported here
+
+
 class ListAndLoad(unittest.TestCase):
     def test_list_names_baselines_and_timing(self):
         code, document, _ = run("--list", "--case", "saxpy/ok,saxpy/edge")
