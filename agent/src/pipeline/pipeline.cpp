@@ -252,12 +252,13 @@ void fingerprint_kwbench(BenchResult& result, const InjectRecords& records, cons
 BenchResult run_kwbench(const BenchConfig& bench, StageName stage, const RepoConfig& config,
                         const PipelineOptions& options) {
   json document;
-  const InjectRecords records(false);
-  ChildOutcome outcome = invoke_kwbench(
-      bench, std::string(common::to_string(stage)), config.timeout_for(stage), options, document, {}, {},
-      stage == StageName::launch_geometry ? records.env : std::map<std::string, std::string>{});
+  std::optional<InjectRecords> records;  // a launch pass's alone
+  if (stage == StageName::launch_geometry) records.emplace(false);
+  ChildOutcome outcome =
+      invoke_kwbench(bench, std::string(common::to_string(stage)), config.timeout_for(stage), options,
+                     document, {}, {}, records ? records->env : std::map<std::string, std::string>{});
   BenchResult result = document_result(bench, document, outcome);
-  if (stage == StageName::launch_geometry) fingerprint_kwbench(result, records, bench, options);
+  if (records) fingerprint_kwbench(result, *records, bench, options);
   return result;
 }
 
@@ -290,12 +291,13 @@ BenchResult run_python(const BenchConfig& bench, StageName stage, const RepoConf
                        const PipelineOptions& options) {
   std::map<std::string, std::string> env;
   std::vector<std::string> args;
-  const InjectRecords records(true);
+  std::optional<InjectRecords> records;  // a launch pass's alone
+  if (stage == StageName::launch_geometry) records.emplace(true);
   if (stage == StageName::load) {
     env["LD_BIND_NOW"] = "1";
     for (const std::string& module : bench.modules) args.insert(args.end(), {"--module", module});
   } else if (stage == StageName::launch_geometry) {
-    if (records.dir.empty()) {
+    if (records->dir.empty()) {
       BenchResult result;
       result.status = "failed";
       result.message = bench.name +
@@ -303,7 +305,7 @@ BenchResult run_python(const BenchConfig& bench, StageName stage, const RepoConf
                        "launches cannot be checked";
       return result;
     }
-    env = records.env;
+    env = records->env;
   }
   json document;
   ChildOutcome outcome =
@@ -325,8 +327,8 @@ BenchResult run_python(const BenchConfig& bench, StageName stage, const RepoConf
       result.message += "; " + images.note;
     }
   }
-  if (stage == StageName::launch_geometry && result.status != "skipped") {
-    const InjectedLaunches observed = records.read();
+  if (records && result.status != "skipped") {
+    const InjectedLaunches observed = records->read();
     check_marked_launches(result, bench, observed);
     attach_fingerprints(result, observed, fingerprint_context(bench, options));
   }
