@@ -27,8 +27,7 @@ work="${SERIES_WORK:-/tmp/kw-fingerprints}"
 series="${SERIES:-docs:1 kernel:1 flags:1 host:1}"
 mkdir -p "$out/fingerprints" "$work"
 kw=$(kw_binary "$out/fingerprints") || exit 1
-(cd "$root" && cmake --build --preset gpu -j "$(nproc)" --target kw_inject > "$out/fingerprints/inject-build.log" 2>&1) ||
-  { tail -20 "$out/fingerprints/inject-build.log"; exit 1; }
+inject_library "$out/fingerprints" || exit 1
 
 # One repository, a branch per kind of change, each one commit over A.
 repo="$work/repo"

@@ -6,15 +6,24 @@
 log() { printf '[%s %s] %s\n' "$log_tag" "$(date -u +%H:%M:%S)" "$*"; }
 git_() { git -c user.name=kernelwatch -c user.email=kw@localhost -c advice.detachedHead=false "$@"; }
 
-# kw_binary LOGDIR: builds kw when it is not built; prints its path.
+# kw_binary LOGDIR: kw of this tree, built (incrementally on a machine that
+# built it before: a kw left from another tree carries another kwbench.py);
+# prints its path.
 kw_binary() {
-  local kw="$root/build/gpu/agent/kw"
-  if [ ! -x "$kw" ]; then
-    (cd "$root" && cmake --preset gpu -DKW_BUILD_TESTS=OFF > "$1/kw-configure.log" 2>&1 &&
-      cmake --build --preset gpu -j "$(nproc)" --target kw > "$1/kw-build.log" 2>&1) ||
-      { tail -30 "$1/kw-build.log" >&2; return 1; }
+  if [ ! -f "$root/build/gpu/CMakeCache.txt" ]; then
+    (cd "$root" && cmake --preset gpu -DKW_BUILD_TESTS=OFF > "$1/kw-configure.log" 2>&1) ||
+      { tail -30 "$1/kw-configure.log" >&2; return 1; }
   fi
-  echo "$kw"
+  (cd "$root" && cmake --build --preset gpu -j "$(nproc)" --target kw > "$1/kw-build.log" 2>&1) ||
+    { tail -30 "$1/kw-build.log" >&2; return 1; }
+  echo "$root/build/gpu/agent/kw"
+}
+
+# inject_library LOGDIR: libkw_inject.so of this tree built, for the
+# fingerprints a launch pass takes.
+inject_library() {
+  (cd "$root" && cmake --build --preset gpu -j "$(nproc)" --target kw_inject > "$1/inject-build.log" 2>&1) ||
+    { tail -20 "$1/inject-build.log" >&2; return 1; }
 }
 
 # copy_tree DEST: this tree's files, without builds, results or git.

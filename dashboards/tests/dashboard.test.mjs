@@ -345,6 +345,24 @@ test("job page shows the stages its agent streams, a failed one with its log, as
   assert.deepEqual(consoleErrors, []);
 });
 
+test("a sharded job's page shows each shard, its agent and GPU, and what it runs now", async () => {
+  const job = await post("/api/v1/jobs", { project: "kernels", commit: sha(9002), branch: "pr-32", shards: 2 }, tokens.ci);
+  assert.equal(job.shard_jobs.length, 2);
+  const model = "NVIDIA H100 PCIe";  // no other test's agents take its shards
+  const shard = await post("/api/v1/agents/claim", { agent: "gpu-host-5-gpu1", host: "gpu-host-5", version: "0.1.0", gpus: [model],
+    gpu: { uuid: "GPU-5e1f0a75-0000-0000-0000-000000000000", index: 1, model } }, tokens.agent);
+  assert.equal(shard.kind, "shard");
+  assert.deepEqual(shard.shard, { index: 1, count: 2, job_id: job.id });
+  await post(`/api/v1/jobs/${shard.id}/stages`, { agent: "gpu-host-5-gpu1", started: "full_bench" }, tokens.agent);
+  await go(`#/job/${job.id}`);
+  const rows = await page.locator("#job-shards tbody tr").allInnerTexts();
+  assert.equal(rows.length, 2);
+  assert.match(rows[0], /^1 of 2\s+running\s+gpu-host-5-gpu1\s+NVIDIA H100 PCIe #1\s+1\s+–\s+full_bench started/);
+  assert.match(rows[1], /^2 of 2\s+queued\s+–\s+–\s+0/);
+  await shot("job-shards");
+  assert.deepEqual(consoleErrors, []);
+});
+
 // The overview lists the newest runs of every branch (a pull request's
 // regression shows there), a branch selector narrows every table to one
 // branch, and the regressions list holds every flagged run.

@@ -808,16 +808,21 @@ def _code_inputs(root):
     sources = {}
     for module in list(sys.modules.values()):
         path = getattr(module, "__file__", None)
-        if not path:
+        # A relative __file__ names no file of the repository: torch's
+        # torch._ops and torch._classes say "_ops.py", which would resolve
+        # into whatever directory the bench runs in.
+        if not isinstance(path, str) or not os.path.isabs(path):
             continue
         real = os.path.realpath(path)
         if not real.startswith(root) or not real.endswith(".py"):
             continue
+        # The name and the reason alone: the same failure in another
+        # checkout must give the same fingerprint.
         try:
             with open(real, "rb") as source:
                 sources[real[len(root):]] = hashlib.sha256(source.read()).hexdigest()
         except OSError as error:
-            sources[real[len(root):]] = "unreadable: %s" % error
+            sources[real[len(root):]] = "unreadable: %s" % (error.strerror or type(error).__name__)
     packages = {"python": sys.version.split()[0]}
     for name in ("torch", "triton", "numpy", "cupy", "jax"):
         module = sys.modules.get(name)

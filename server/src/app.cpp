@@ -309,6 +309,13 @@ void App::reap_leases() {
       if (!expired.failed.empty())
         LogLine() << "kw-server: " << expired.failed.size()
                   << " job(s) failed: their lease ran out on every attempt\n";
+      // A sharded job whose last shard's report was taken but whose run was
+      // not made (the server stopped in between).
+      for (std::int64_t job :
+           with_transaction(*pool_, [](pqxx::work& tx) { return JobRepository::merge_pending(tx); })) {
+        const IngestResult merged = ingest_->merge_shards(job);
+        LogLine() << "kw-server: job " << job << ": its shards merged into run " << merged.run_id << "\n";
+      }
       refresh_stored_metrics();
     } catch (const ServiceUnavailable&) {  // the database monitor logs that once
     } catch (const std::exception& error) {

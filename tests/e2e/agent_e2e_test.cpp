@@ -1,6 +1,7 @@
 // The agent end to end: a temporary git repo whose bench is the kwbench CPU
 // TEST DOUBLE (no GPU here), a real kw-server on embedded PostgreSQL, and
 // `kw agent` processes claiming and reporting.
+#include <set>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -372,6 +373,84 @@ TEST_F(AgentE2eTest, AHostWithTwoGpusRunsTwoJobsAtOnceAndAnUnhealthyGpuClaimsNon
   const std::string sick = "GPU GPU-test-double-1 failed its health check";
   const std::string log = agent.output();
   EXPECT_EQ(log.find(sick, log.find(sick) + 1), std::string::npos) << log;
+}
+
+// One job split over a host's two GPUs: each worker claims a shard, measures
+// its half of the cases, and the server merges the halves into one run.
+TEST_F(AgentE2eTest, AJobSplitInTwoIsMeasuredByBothGpusOfAHostAndJudgedOnce) {
+  start_server();
+  // Each shard's full_bench waits while the marker exists: a worker that
+  // finished its shard would otherwise take the other one too.
+  repo_.write("kwbench-fake.json", R"({"sleep_stage": "full_bench", "sleep_seconds": 60})");
+  const fs::path marker = work_dir_ / "sleep";
+  std::ofstream(marker) << "x";
+  setenv("KW_FAKE_SLEEP_FILE", marker.c_str(), 1);
+  auto response = server_->client(ci_token_).post(
+      "/api/v1/jobs",
+      {{"project", "demo"}, {"commit", repo_.commit("sharded")}, {"branch", "main"}, {"shards", 2}});
+  ASSERT_EQ(response.status, 201) << response.body;
+  const std::int64_t job = response.json()["id"];
+  ChildProcess agent({KW_BINARY, "agent", "--server", server_->url(), "--token", agent_token_, "--work-dir",
+                      (work_dir_ / "host").string(), "--repo", "demo=" + repo_.dir().string(), "--name",
+                      "host", "--poll-seconds", "0.3", "--gpu-test-double", "kwbench CPU test double",
+                      "--gpu-test-double", "kwbench CPU test double"});
+  unsetenv("KW_FAKE_SLEEP_FILE");
+  agent.wait_for(R"(\[host-gpu0\] \[kw [0-9:]+\] stage full_bench started)");
+  agent.wait_for(R"(\[host-gpu1\] \[kw [0-9:]+\] stage full_bench started)");
+  fs::remove(marker);
+  json done = wait_for_job(*server_, job,
+                           [](const json& j) { return j["state"] == "done" || j["state"] == "failed"; });
+  ASSERT_EQ(done["state"], "done") << done.dump() << agent.output();
+  EXPECT_EQ(done["verdict"], "pass");
+  std::set<std::string> agents;
+  for (const json& shard : done["shard_jobs"]) {
+    EXPECT_EQ(shard["state"], "done") << shard.dump();
+    EXPECT_EQ(shard["cases"], 1) << "each shard measured half of the 2 cases";
+    agents.insert(shard["agent"].get<std::string>());
+  }
+  EXPECT_EQ(agents, (std::set<std::string>{"host-gpu0", "host-gpu1"}));
+  json run = run_of(done);
+  EXPECT_EQ(run["cases"].size(), 2u);
+  for (const json& stage : run["stages"]) EXPECT_EQ(stage["status"], "passed") << stage.dump();
+  EXPECT_NE(agent.output().find("shard 1/2, 1 of its 2 cases"), std::string::npos) << agent.output();
+  agent.signal(SIGTERM);
+  EXPECT_EQ(agent.wait_exit(), 0) << agent.output();
+}
+
+// Without a queue: kw run measures each shard into a file, kw merge-shards
+// makes the run, kw upload posts it.
+TEST_F(AgentE2eTest, RunShardsMergeIntoOneRunThatUploads) {
+  start_server();
+  repo_.commit("for kw run --shard");
+  std::vector<std::string> files;
+  for (const char* shard : {"1/2", "2/2"}) {
+    files.push_back((work_dir_ / ("shard-" + std::string(1, shard[0]) + ".json")).string());
+    auto run = run_command({KW_BINARY, "run", "--repo", repo_.dir().string(), "--shard", shard, "--out",
+                            files.back(), "--gpu-test-double", "kwbench CPU test double"});
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    std::ifstream in(files.back());
+    const json report = json::parse(in);
+    EXPECT_EQ(report["cases"].size(), 1u) << shard;
+    EXPECT_EQ(report["shard"]["count"], 2);
+  }
+  auto unmerged =
+      run_command({KW_BINARY, "upload", files[0], "--server", server_->url(), "--token", agent_token_});
+  EXPECT_NE(unmerged.output.find("kw merge-shards"), std::string::npos) << unmerged.output;
+  EXPECT_EQ(
+      run_command({KW_BINARY, "merge-shards", files[0], "--out", (work_dir_ / "x.json").string()}).exit_code,
+      1)
+      << "one shard of two is no run";
+  const std::string merged = (work_dir_ / "run.json").string();
+  auto merge = run_command({KW_BINARY, "merge-shards", files[1], files[0], "--out", merged});
+  ASSERT_EQ(merge.exit_code, 0) << merge.output;
+  EXPECT_NE(merge.output.find("2 cases from 2 shards"), std::string::npos) << merge.output;
+  auto upload =
+      run_command({KW_BINARY, "upload", merged, "--server", server_->url(), "--token", agent_token_});
+  EXPECT_EQ(upload.exit_code, 0) << upload.output;
+  EXPECT_NE(upload.output.find("verdict pass"), std::string::npos) << upload.output;
+  EXPECT_NE(run_command({KW_BINARY, "run", "--repo", repo_.dir().string(), "--shard", "3/2", "--out", merged})
+                .exit_code,
+            0);
 }
 
 // A regression's worst case is profiled under Nsight Compute by an agent

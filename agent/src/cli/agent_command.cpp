@@ -518,6 +518,10 @@ class Worker {
     // A bisect step judges the cases its regression flagged: it measures those alone.
     if (job.contains("cases") && job["cases"].is_array())
       options.only_cases = job["cases"].get<std::vector<std::string>>();
+    // One shard of a job split over several GPUs: its part of the cases.
+    if (job.contains("shard") && job["shard"].is_object())
+      options.shard = common::ShardSpec{job["shard"]["index"].get<std::int64_t>() - 1,
+                                        job["shard"]["count"].get<std::int64_t>()};
     options.job_id = job_id;
     options.agent_name = args_.name;
     options.agent_host = host_name();

@@ -14,6 +14,7 @@
 #include "cli/commands.hpp"
 #include "client/server_api.hpp"
 #include "kw/common/run_report.hpp"
+#include "kw/common/shards.hpp"
 #include "kw/http/client.hpp"
 #include "pipeline/profile_summary.hpp"
 #include "project/git.hpp"
@@ -306,6 +307,7 @@ struct SubmitArguments {
   std::string profile_wait = "5m";
   std::string range_from, repo = ".";
   std::int64_t pr = 0;
+  std::int64_t shards = 1;
   bool wait = false;
   bool rerun = false;
 };
@@ -438,6 +440,7 @@ int submit_job(const SubmitArguments& submit, double timeout, double profile_wai
   if (submit.pr > 0) body["pr"] = submit.pr;
   if (!submit.gpu_class.empty()) body["gpu_class"] = submit.gpu_class;
   if (submit.rerun) body["rerun"] = true;
+  if (submit.shards > 1) body["shards"] = submit.shards;
   if (!submit.range_from.empty()) {
     json range = pushed_range(submit.repo, submit.range_from, submit.commit);
     if (range.size() > 1) body["range"] = std::move(range);
@@ -500,6 +503,12 @@ void add_submit_command(CLI::App& app, int& exit_code) {
   command->add_option("--base", submit->base, "a pull request's base commit to compare with");
   command->add_option("--pr", submit->pr, "pull request number");
   command->add_option("--gpu-class", submit->gpu_class, "GPU model to run on (default: any)");
+  command
+      ->add_option("--shards", submit->shards,
+                   "split the cases over this many GPUs of one model, each measuring its share; one run, "
+                   "one verdict")
+      ->check(CLI::Range(std::int64_t{1}, common::kMaxShards))
+      ->capture_default_str();
   command->add_flag("--wait", submit->wait, "wait for the verdict and exit with it");
   command->add_flag("--rerun", submit->rerun,
                     "measure the commit again though it has a job (a new job; the default: its job)");

@@ -82,6 +82,7 @@ struct RunArguments {
   std::size_t cache_size = 8;
   bool allow_dirty = false;
   std::vector<std::string> stages;
+  std::string shard;
   ServerOptions server;
 };
 
@@ -247,6 +248,7 @@ int run_once(const RunArguments& args) {
   options.stop = &stop_requested();
   options.log = say;
   options.only_stages = selected_stages(args.stages);
+  if (!args.shard.empty()) options.shard = common::parse_shard_spec(args.shard);
   if (config && options.base_commit && config->full_bench.ab &&
       full_bench_runs_here(*config, options.gpu_available) && is_git_checkout(repo)) {
     const fs::path cache = user_built_cache(args.cache_dir);
@@ -340,8 +342,19 @@ void add_run_command(CLI::App& app, int& exit_code) {
   command
       ->add_option("--cache-size", args->cache_size, "built commits kept, least recently used evicted first")
       ->capture_default_str();
+  command->add_option(
+      "--shard", args->shard,
+      "measure shard K of N of the cases (K/N, e.g. 1/2; with --out): run each shard on its own "
+      "GPU, then kw merge-shards their reports into one run");
   args->server.add_to(*command);
   command->callback([args, &exit_code] {
+    if (!args->shard.empty()) {
+      common::parse_shard_spec(args->shard);  // a mistake before any build
+      if (args->out.empty())
+        throw CLI::ValidationError("--shard",
+                                   "needs --out: one shard's report is no run; merge the shards' "
+                                   "reports with kw merge-shards, then kw upload the run");
+    }
     if (args->out.empty()) args->server.resolve();
     exit_code = run_once(*args);
   });

@@ -5,6 +5,7 @@
 
 #include "cli/commands.hpp"
 #include "kw/common/run_report.hpp"
+#include "kw/common/shards.hpp"
 #include "project/repo_config.hpp"
 
 namespace kw::agent {
@@ -55,6 +56,38 @@ int validate_config(const std::string& path) {
   }
 }
 
+// The shards' reports of one job (kw run --shard K/N --out) as one run.
+int merge_shards(const std::vector<std::string>& files, const std::string& out) {
+  std::vector<nlohmann::json> reports;
+  for (const std::string& path : files) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+      std::cerr << path << ": cannot open: " << std::strerror(errno) << "\n";
+      return kExitInvalid;
+    }
+    try {
+      reports.push_back(nlohmann::json::parse(in));
+    } catch (const nlohmann::json::parse_error& error) {
+      std::cerr << path << ": not JSON: " << error.what() << "\n";
+      return kExitInvalid;
+    }
+  }
+  try {
+    const nlohmann::json run = common::merge_shard_reports(reports);
+    std::ofstream written(out, std::ios::binary);
+    written << run.dump() << "\n";
+    if (!written.flush()) {
+      std::cerr << out << ": cannot write: " << std::strerror(errno) << "\n";
+      return kExitInvalid;
+    }
+    std::cout << out << ": " << run["cases"].size() << " cases from " << reports.size() << " shards\n";
+    return kExitOk;
+  } catch (const common::ValidationError& error) {
+    std::cerr << "kw merge-shards: " << error.what() << "\n";
+    return kExitInvalid;
+  }
+}
+
 }  // namespace
 
 void add_validate_command(CLI::App& app, int& exit_code) {
@@ -63,6 +96,14 @@ void add_validate_command(CLI::App& app, int& exit_code) {
   auto config_file = std::make_shared<std::string>("kernelwatch.json");
   config_command->add_option("FILE", *config_file, "the file")->capture_default_str();
   config_command->callback([config_file, &exit_code] { exit_code = validate_config(*config_file); });
+
+  auto* merge =
+      app.add_subcommand("merge-shards", "Merge the shards' reports of one run (kw run --shard) into one");
+  auto shard_files = std::make_shared<std::vector<std::string>>();
+  auto merged = std::make_shared<std::string>();
+  merge->add_option("FILE", *shard_files, "every shard's report")->required();
+  merge->add_option("--out", *merged, "the run's report")->required();
+  merge->callback([shard_files, merged, &exit_code] { exit_code = merge_shards(*shard_files, *merged); });
 
   auto* command = app.add_subcommand("validate", "Check run reports against kernelwatch.run/1");
   auto files = std::make_shared<std::vector<std::string>>();

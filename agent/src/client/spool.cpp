@@ -54,12 +54,22 @@ std::size_t Spool::deliver(http::Client& client, const std::function<void(const 
                       [&](const std::string& line) { log(key + ": " + line); });
       if (response.status / 100 == 2) {
         json answer = response.json();
-        // A report's answer names its run and verdict; a profile's, its state.
-        log("delivered " + key + ": " +
-            (answer.contains("verdict")
-                 ? "run " + answer["run_id"].dump() + ", verdict " + answer.value("verdict", std::string("?"))
-                 : "profile " + answer.value("state", std::string("stored"))) +
-            (answer.value("duplicate", false) ? " (already stored)" : ""));
+        // A report's answer names its run and verdict; a shard's, what its
+        // job still waits for; a profile's, its state.
+        std::string what;
+        if (answer.contains("verdict")) {
+          what = "run " + answer["run_id"].dump() + ", verdict " + answer.value("verdict", std::string("?"));
+        } else if (answer.contains("shard")) {
+          const json& shard = answer["shard"];
+          what = "shard " + shard.value("index", json()).dump() + "/" + shard.value("count", json()).dump() +
+                 " of job " + shard.value("job_id", json()).dump() + " taken; " +
+                 (shard.value("state", std::string()) == "failed"
+                      ? "the job failed: " + shard.value("error", std::string())
+                      : "waiting for shard(s) " + shard.value("waiting_for", json::array()).dump());
+        } else {
+          what = "profile " + answer.value("state", std::string("stored"));
+        }
+        log("delivered " + key + ": " + what + (answer.value("duplicate", false) ? " (already stored)" : ""));
         fs::remove(entry.path());
         backoff_.erase(key);
         continue;

@@ -159,9 +159,24 @@ class Engine {
     }
     groups_ = listing.groups;
     discover_ = listing.cases_from_first_pass;
+    std::optional<common::ShardSplit> shard;
+    if (options_.shard && options_.shard->count > 1) {
+      std::vector<std::string> names;
+      for (const ListedCase& c : listing.cases) names.push_back(c.name);
+      if (discover_) {
+        groups_ = common::ShardSplit(groups_, *options_.shard).cases();
+      } else {
+        shard.emplace(names, *options_.shard);
+      }
+      log("full_bench " + bench_.name + ": shard " + common::to_string(*options_.shard) + ", " +
+          std::to_string(discover_ ? groups_.size() : shard->cases().size()) + " of its " +
+          std::to_string(discover_ ? listing.groups.size() : names.size()) +
+          (discover_ ? " benchmarks" : " cases"));
+    }
     const auto& only = options_.only_cases;
     for (const ListedCase& c : listing.cases) {
       if (!only.empty() && std::find(only.begin(), only.end(), c.name) == only.end()) continue;
+      if (shard && !shard->contains(c.name)) continue;
       all_.push_back(c.name);
       if (c.has_baselines) with_baselines_.push_back(c.name);
     }

@@ -40,6 +40,10 @@ struct EngineOptions {
   // Measure these of the bench's cases alone (a bisect step's flagged
   // cases); empty: every case.
   std::vector<std::string> only_cases;
+  // Measure this shard of the cases alone (kw/common/shards.hpp): of the
+  // cases listed, or of the groups of a harness that names its cases only
+  // as it runs them.
+  std::optional<common::ShardSpec> shard;
   // A/B with full_bench.skip_identical: a side's fingerprints from a launch
   // pass in that checkout. The head's come from its preflight where it ran
   // one (head_fingerprints).

@@ -108,6 +108,7 @@ common::RunReport report_head(const std::string& project, const PipelineOptions&
   report.branch = options.branch;
   report.base_commit = options.base_commit;
   report.job_id = options.job_id;
+  if (options.shard && options.shard->count > 1) report.shard = options.shard;
   report.git = commit_info(options.checkout, options.commit);
   report.agent = {options.agent_name, KW_VERSION, options.agent_host};
   report.started_at = started_at;
@@ -155,6 +156,14 @@ ChildOutcome invoke_kwbench(const BenchConfig& bench, const std::string& stage, 
   }
   spec.argv.insert(spec.argv.end(), bench.args.begin(), bench.args.end());
   spec.argv.insert(spec.argv.end(), extra_args.begin(), extra_args.end());
+  // A shard's cases alone; the list replaces the bench's glob.
+  fs::path case_list;
+  if (auto shard = options.shard_cases.find(bench.name); shard != options.shard_cases.end()) {
+    case_list = temp_json(stage + "-cases");
+    std::ofstream names(case_list);
+    for (const std::string& name : shard->second) names << name << '\n';
+    spec.argv.insert(spec.argv.end(), {"--case-list", case_list.string()});
+  }
   spec.cwd = options.checkout;
   spec.timeout_s = timeout_s;
   spec.on_line = std::move(on_line);
@@ -172,6 +181,7 @@ ChildOutcome invoke_kwbench(const BenchConfig& bench, const std::string& stage, 
     }
   }
   fs::remove(out);
+  if (!case_list.empty()) fs::remove(case_list);
   return outcome;
 }
 
@@ -416,7 +426,8 @@ FingerprintSet launch_pass_fingerprints(const BenchConfig& bench, const RepoConf
 
 // What a commit's fingerprints depend on besides its code: the bench's
 // configuration, the GPU, its driver and runtime, and this kw.
-std::string fingerprint_key(const std::string& commit, const BenchConfig& bench) {
+std::string fingerprint_key(const std::string& commit, const BenchConfig& bench,
+                            const PipelineOptions& options) {
   const json device = host_gpu_device();
   const json identity{{"commit", commit},
                       {"bench",
@@ -426,7 +437,11 @@ std::string fingerprint_key(const std::string& commit, const BenchConfig& bench)
                       {"driver", device.is_object() ? device.value("driver", "") : ""},
                       {"cuda_runtime", device.is_object() ? device.value("cuda_runtime", "") : ""},
                       {"kw", KW_VERSION}};
-  return common::sha256_hex(identity.dump());
+  json keyed = identity;
+  // A shard's launch pass runs its own cases alone.
+  if (auto shard = options.shard_cases.find(bench.name); shard != options.shard_cases.end())
+    keyed["shard_cases"] = shard->second;
+  return common::sha256_hex(keyed.dump());
 }
 
 // One side's fingerprints from a launch pass in its checkout; the base's
@@ -435,9 +450,18 @@ FingerprintSet side_fingerprints(const BenchConfig& bench, const RepoConfig& con
                                  const PipelineOptions& options, const fs::path& checkout) {
   PipelineOptions side = options;
   side.checkout = checkout;
+  // A shard's cases that this checkout has: a pull request may add some.
+  if (auto shard = side.shard_cases.find(bench.name);
+      shard != side.shard_cases.end() && checkout != options.checkout) {
+    const CaseListing listing =
+        adapter_for(bench.format).list_cases({bench, config, checkout, *options.stop});
+    std::set<std::string> there;
+    for (const ListedCase& c : listing.cases) there.insert(c.name);
+    std::erase_if(shard->second, [&](const std::string& name) { return !there.contains(name); });
+  }
   const bool base = options.base_checkout && checkout == *options.base_checkout && options.base_commit &&
                     !options.fingerprint_cache_dir.empty();
-  const std::string key = base ? fingerprint_key(*options.base_commit, bench) : "";
+  const std::string key = base ? fingerprint_key(*options.base_commit, bench, side) : "";
   if (base) {
     if (auto kept = cached_fingerprints(options.fingerprint_cache_dir, key)) {
       if (options.log)
@@ -464,6 +488,7 @@ BenchResult run_full_bench_of(const BenchConfig& bench, const RepoConfig& config
   engine.stop = options.stop;
   engine.log = options.log;
   engine.only_cases = options.only_cases;
+  engine.shard = options.shard;
   if (head_fingerprints != nullptr) engine.head_fingerprints = *head_fingerprints;
   // Without the injection library no module is seen, and without a GPU no
   // kernel is loaded (a CPU benchmark's): nothing is identical.
@@ -718,6 +743,29 @@ json run_device(json device, const json& cases, const PipelineOptions& opts, con
   return device;
 }
 
+// A shard's part of each bench that speaks kwbench's command line, for its
+// preflight's --case-list (full_bench splits every format's itself). A
+// bench whose cases cannot be listed runs whole: its load stage says why.
+void split_cases(const RepoConfig& config, PipelineOptions& opts, const Logger& log) {
+  if (!opts.shard || opts.shard->count < 2) return;
+  for (const BenchConfig& bench : config.benches) {
+    const BenchAdapter& adapter = adapter_for(bench.format);
+    if (!adapter.speaks_kwbench() || bench_file_problem(bench, config, opts)) continue;
+    const CaseListing listing = adapter.list_cases({bench, config, opts.checkout, *opts.stop});
+    if (!listing.ok) {
+      log(bench.name + ": cannot list its cases to take shard " + common::to_string(*opts.shard) +
+          "'s: " + listing.failure);
+      continue;
+    }
+    std::vector<std::string> names;
+    for (const ListedCase& c : listing.cases) names.push_back(c.name);
+    opts.shard_cases[bench.name] = common::ShardSplit(names, *opts.shard).cases();
+    log(bench.name + ": shard " + common::to_string(*opts.shard) + ", " +
+        std::to_string(opts.shard_cases[bench.name].size()) + " of its " + std::to_string(names.size()) +
+        " cases");
+  }
+}
+
 }  // namespace
 
 bool full_bench_runs_here(const RepoConfig& config, bool gpu_available) {
@@ -735,6 +783,7 @@ json run_pipeline(const RepoConfig& config, const PipelineOptions& options) {
   std::vector<common::Stage> stages = {run_build_stage(config, opts, log)};
   std::string failed_stage = stages.back().status == common::StageStatus::failed ? "build" : "";
 
+  if (failed_stage.empty()) split_cases(config, opts, log);
   BenchStages benches{config, opts, log};
   benches.whole_preflight =
       opts.only_stages.empty() ||

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kw/common/run_report.hpp"
+#include "kw/common/shards.hpp"
 #include "project/repo_config.hpp"
 
 namespace kw::agent {
@@ -38,6 +40,14 @@ struct PipelineOptions {
   // The cases full_bench measures (of a kwbench or python bench; a bisect
   // step's flagged cases); empty: all. The preflight runs every case.
   std::vector<std::string> only_cases;
+  // This run measures one shard of its job's cases (kw/common/shards.hpp):
+  // the preflight of a bench that speaks kwbench's command line and every
+  // bench's full_bench take that shard's cases alone, and the report says
+  // which shard it is.
+  std::optional<common::ShardSpec> shard;
+  // Set by run_pipeline once the build passed: each kwbench or python
+  // bench's cases of this shard, by bench name.
+  std::map<std::string, std::vector<std::string>> shard_cases;
   // No GPU: the GPU stages are skipped with "no CUDA device", never run.
   bool gpu_available = false;
   // The compiler cache's directory (build through ccache where installed);

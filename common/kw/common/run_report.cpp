@@ -601,6 +601,42 @@ bool read_cases(const json& cases, RunReport& report) {
   return any_measurement;
 }
 
+ShardSpec read_shard(const json& value) {
+  JsonReader reader(value, "shard");
+  const std::int64_t count = reader.integer("count", 1, kMaxShards);
+  const std::int64_t index = reader.integer("index", 1, count);
+  reader.reject_unknown_keys();
+  return {index - 1, count};
+}
+
+std::vector<ShardOrigin> read_shard_origins(const json& value) {
+  std::vector<ShardOrigin> origins;
+  for (std::size_t i = 0; i < value.size(); ++i) {
+    const std::string path = index_path("shards", i);
+    JsonReader reader(value[i], path);
+    ShardOrigin origin;
+    origin.index = reader.integer("index", 1, static_cast<std::int64_t>(value.size()));
+    if (origin.index != static_cast<std::int64_t>(i) + 1)
+      JsonReader::fail(reader.child("index"),
+                       "must be " + std::to_string(i + 1) + ": shards in order, each once", "inconsistent");
+    origin.job_id = reader.opt_integer("job_id", 1);
+    origin.agent = reader.name("agent");
+    origin.host = reader.string_or_empty("host", kMaxNameBytes);
+    origin.gpu_uuid = reader.string_or_empty("gpu_uuid", kMaxNameBytes);
+    origin.cases = reader.integer("cases", 0, static_cast<std::int64_t>(kMaxCases));
+    origin.started_at = reader.string_or_empty("started_at", kMaxNameBytes);
+    origin.finished_at = reader.string_or_empty("finished_at", kMaxNameBytes);
+    reader.reject_unknown_keys();
+    origins.push_back(std::move(origin));
+  }
+  if (origins.size() > static_cast<std::size_t>(kMaxShards))
+    JsonReader::fail("shards",
+                     "names " + std::to_string(origins.size()) + " shards; a run has at most " +
+                         std::to_string(kMaxShards),
+                     "too_many");
+  return origins;
+}
+
 }  // namespace
 
 RunReport parse_run_report(const json& document) {
@@ -643,6 +679,12 @@ RunReport parse_run_report(const json& document) {
                      "must be an RFC 3339 timestamp from 1970 on, got \"" + report.finished_at + "\"");
   if (*finished < *started) JsonReader::fail("finished_at", "is before started_at", "inconsistent");
   report.gpu_seconds = reader.number("gpu_seconds", 0);
+  if (const json* shard = reader.find("shard")) report.shard = read_shard(*shard);
+  if (const json* shards = reader.opt_array("shards")) {
+    if (report.shard)
+      JsonReader::fail("shards", "a shard's report is not itself merged from shards", "inconsistent");
+    report.shards = read_shard_origins(*shards);
+  }
 
   const json& stages = reader.array("stages");
   std::set<StageName> seen_stages;
@@ -864,6 +906,21 @@ json to_json(const RunReport& report) {
   json cases = json::array();
   for (const Case& run_case : report.cases) cases.push_back(to_json(run_case));
   out["cases"] = std::move(cases);
+  if (report.shard) out["shard"] = {{"index", report.shard->index + 1}, {"count", report.shard->count}};
+  if (!report.shards.empty()) {
+    json origins = json::array();
+    for (const ShardOrigin& o : report.shards) {
+      json origin{{"index", o.index}, {"agent", o.agent}, {"cases", o.cases}};
+      if (o.job_id) origin["job_id"] = *o.job_id;
+      for (auto [key, text] :
+           {std::pair{"host", &o.host}, std::pair{"gpu_uuid", &o.gpu_uuid},
+            std::pair{"started_at", &o.started_at}, std::pair{"finished_at", &o.finished_at}}) {
+        if (!text->empty()) origin[key] = *text;
+      }
+      origins.push_back(std::move(origin));
+    }
+    out["shards"] = std::move(origins);
+  }
   return out;
 }
 

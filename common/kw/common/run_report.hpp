@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kw/common/detection.hpp"
+#include "kw/common/shards.hpp"
 #include "kw/common/validation_error.hpp"
 
 namespace kw::common {
@@ -189,6 +190,18 @@ struct CommitInfo {
   std::string committed_at;  // RFC 3339
 };
 
+// Who measured one shard of a run merged from its shards (shards.hpp).
+struct ShardOrigin {
+  std::int64_t index = 1;  // 1-based, as `kw run --shard 2/4` names it
+  std::optional<std::int64_t> job_id;
+  std::string agent;
+  std::string host;
+  std::string gpu_uuid;
+  std::int64_t cases = 0;
+  std::string started_at;
+  std::string finished_at;
+};
+
 struct RunReport {
   std::string schema{kRunSchema};
   std::string project;
@@ -208,6 +221,11 @@ struct RunReport {
   double gpu_seconds = 0;
   std::vector<Stage> stages;
   std::vector<Case> cases;
+  // A shard's report: these cases are its part of the job's (`"shard":
+  // {"index": 2, "count": 4}` in JSON, 1-based). A run merged from its
+  // shards' reports names them in `shards` instead.
+  std::optional<ShardSpec> shard;
+  std::vector<ShardOrigin> shards;
 
   const Stage* stage(StageName name) const;
 };

@@ -95,6 +95,27 @@ class CodeInputs(unittest.TestCase):
         self.assertEqual(inputs["packages"]["python"], sys.version.split()[0])
         self.assertNotIn("torch", inputs["packages"])  # not imported here
 
+    def test_a_module_whose_file_is_relative_is_none_of_the_repositorys(self):
+        # torch._ops and torch._classes carry __file__ "_ops.py" and
+        # "_classes.py": resolved against the checkout they named files
+        # that are not there, with the checkout's path in the fingerprint.
+        import types  # noqa: PLC0415
+
+        module = types.ModuleType("kw_relative_probe")
+        module.__file__ = "_ops.py"
+        sys.modules["kw_relative_probe"] = module
+        try:
+            with tempfile.TemporaryDirectory() as root:
+                cwd = os.getcwd()
+                os.chdir(root)
+                try:
+                    inputs = kwbench._code_inputs(root)
+                finally:
+                    os.chdir(cwd)
+        finally:
+            sys.modules.pop("kw_relative_probe", None)
+        self.assertNotIn("_ops.py", inputs["sources"])
+
 
 class ListAndLoad(unittest.TestCase):
     def test_list_names_baselines_and_timing(self):

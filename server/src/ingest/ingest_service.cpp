@@ -7,6 +7,7 @@
 
 #include "errors.hpp"
 #include "kw/common/run_report.hpp"
+#include "kw/common/shards.hpp"
 #include "store/bisect_repository.hpp"
 #include "store/detection_repository.hpp"
 #include "store/job_repository.hpp"
@@ -53,14 +54,7 @@ void free_after_answer(std::size_t cases, Parts&&... parts) {
 
 IngestResult IngestService::ingest(nlohmann::json document, const Caller& caller,
                                    std::optional<std::int64_t> job_id) {
-  using Clock = std::chrono::steady_clock;
-  auto mark = Clock::now();
-  // The time since the last mark, to `phase`.
-  auto spent = [&](Phase phase) {
-    const auto now = Clock::now();
-    observe(phase, now - mark);
-    mark = now;
-  };
+  const auto started = std::chrono::steady_clock::now();
   common::RunReport report = common::parse_run_report(document);
   caller.require_project(report.project);
   if (job_id) {
@@ -74,10 +68,123 @@ IngestResult IngestService::ingest(nlohmann::json document, const Caller& caller
     throw Unprocessable(
         "inconsistent", "job_id",
         "a job's report goes to POST /api/v1/jobs/" + std::to_string(*report.job_id) + "/report");
+  } else if (report.shard) {
+    throw Unprocessable(
+        "inconsistent", "shard",
+        "one shard's report is no run: it goes to its shard's job, or `kw merge-shards` makes "
+        "one run of every shard's report");
   }
+  observe(Phase::validate, std::chrono::steady_clock::now() - started);
+  if (job_id) {
+    if (auto taken = take_shard(document, report, caller, *job_id)) return *taken;
+  }
+  return store_and_judge(std::move(document), std::move(report), &caller, job_id, JobCheck::held_by_agent);
+}
+
+std::optional<IngestResult> IngestService::take_shard(const nlohmann::json& document,
+                                                      const common::RunReport& report, const Caller& caller,
+                                                      std::int64_t job_id) {
+  auto taken = with_transaction(pool_, [&](pqxx::work& tx) -> std::optional<ShardReceipt> {
+    auto hold = JobRepository::lock(tx, job_id);
+    if (!hold) throw NotFound("no_such_job", "no job " + std::to_string(job_id));
+    if (hold->kind != "shard") {
+      if (report.shard)
+        throw Unprocessable("inconsistent", "shard",
+                            "job " + std::to_string(job_id) + " is not split into shards");
+      return std::nullopt;
+    }
+    const std::string shard_name =
+        "shard " + std::to_string(hold->shard_index) + " of " + std::to_string(hold->shards);
+    if (!report.shard || report.shard->index + 1 != hold->shard_index || report.shard->count != hold->shards)
+      throw Unprocessable("inconsistent", "shard",
+                          "job " + std::to_string(job_id) + " is " + shard_name + " of job " +
+                              std::to_string(*hold->parent_job_id) + "; the report is " +
+                              (report.shard ? "shard " + common::to_string(*report.shard) : "no shard's"));
+    if (hold->project_id != RunRepository::require_project(tx, report.project))
+      throw Unprocessable("inconsistent", "project", "does not match job " + std::to_string(job_id));
+    if (hold->commit != report.commit)
+      throw Unprocessable(
+          "inconsistent", "commit",
+          "is " + report.commit + " but job " + std::to_string(job_id) + " is for " + hold->commit);
+    const std::int64_t agent_id = JobRepository::registered_agent(tx, report.agent.name, caller);
+    if (hold->state != "running" || hold->agent_id != agent_id) {
+      // A retry of a report already taken is answered as before.
+      auto stored = JobRepository::shard_report(tx, job_id);
+      nlohmann::json posted = document;
+      if (!stored || identity_of(*stored) != identity_of(posted))
+        throw Conflict("job_not_held", "agent \"" + report.agent.name + "\" does not hold job " +
+                                           std::to_string(job_id) + " (" + shard_name + ", state " +
+                                           hold->state + ")");
+    } else {
+      JobRepository::store_shard_report(tx, job_id, document);
+    }
+    const ShardProgress progress = JobRepository::shard_progress(tx, *hold->parent_job_id);
+    return ShardReceipt{*hold->parent_job_id, hold->shard_index, hold->shards,
+                        progress.waiting_for, progress.state,    progress.error};
+  });
+  if (!taken) return std::nullopt;
+  IngestResult result;
+  if (taken->waiting_for.empty() && taken->state != "failed") result = merge_shards(taken->job_id);
+  ShardReceipt receipt = *taken;
+  if (result.shard) {  // the job as the merge left it
+    receipt.state = result.shard->state;
+    receipt.error = result.shard->error;
+  }
+  result.shard = receipt;
+  return result;
+}
+
+IngestResult IngestService::merge_shards(std::int64_t job_id) {
+  const ShardProgress progress =
+      with_transaction(pool_, [&](pqxx::work& tx) { return JobRepository::shard_progress(tx, job_id); });
+  IngestResult result;
+  result.shard =
+      ShardReceipt{job_id,
+                   0,
+                   static_cast<std::int64_t>(progress.waiting_for.size() + progress.reports.size()),
+                   progress.waiting_for,
+                   progress.state,
+                   progress.error};
+  if (!progress.waiting_for.empty() || progress.state == "failed") return result;
+  nlohmann::json merged;
+  try {
+    merged = common::merge_shard_reports(progress.reports);
+  } catch (const common::ValidationError& error) {
+    const std::string reason = std::string("its shards' reports do not make one run: ") + error.what();
+    with_transaction(pool_, [&](pqxx::work& tx) {
+      if (tx.exec_params("UPDATE jobs SET state = 'failed', error = $2, updated_at = now() "
+                         "WHERE id = $1 AND state = 'running' RETURNING id",
+                         job_id, reason)
+              .empty())
+        return;
+      NotificationRepository::job_failed(tx, notifications_, job_id);
+    });
+    result.shard->state = "failed";
+    result.shard->error = reason;
+    return result;
+  }
+  merged["job_id"] = job_id;
+  common::RunReport report = common::parse_run_report(merged);
+  IngestResult stored =
+      store_and_judge(std::move(merged), std::move(report), nullptr, job_id, JobCheck::shards_done);
+  stored.shard = result.shard;
+  stored.shard->state = "done";
+  return stored;
+}
+
+IngestResult IngestService::store_and_judge(nlohmann::json document, common::RunReport report,
+                                            const Caller* caller, std::optional<std::int64_t> job_id,
+                                            JobCheck check) {
+  using Clock = std::chrono::steady_clock;
+  auto mark = Clock::now();
+  // The time since the last mark, to `phase`.
+  auto spent = [&](Phase phase) {
+    const auto now = Clock::now();
+    observe(phase, now - mark);
+    mark = now;
+  };
   // Detection only reads earlier runs, so it runs on a second connection
   // while this one stores the report.
-  spent(Phase::validate);
   auto planned = std::async(std::launch::async, [&] {
     const auto started = Clock::now();
     auto result = with_transaction(
@@ -106,17 +213,23 @@ IngestResult IngestService::ingest(nlohmann::json document, const Caller& caller
             "inconsistent", "commit",
             "is " + report.commit + " but job " + std::to_string(*job_id) + " is for " + hold->commit);
       }
-      std::int64_t agent_id = JobRepository::registered_agent(tx, report.agent.name, caller);
-      bool holds = hold->state == "running" && hold->agent_id == agent_id;
+      bool holds = hold->state == "running";
+      std::string holder = "its shards";
+      if (check == JobCheck::held_by_agent) {
+        std::int64_t agent_id = JobRepository::registered_agent(tx, report.agent.name, *caller);
+        holds = holds && hold->agent_id == agent_id;
+        holder = "agent \"" + report.agent.name + "\"";
+      }
       if (!holds) {
         // A retry of a report that was already accepted is answered as before.
         if (auto previous = RunRepository::find_stored(tx, project_id, canonical)) return *previous;
-        throw Conflict("job_not_held", "agent \"" + report.agent.name + "\" does not hold job " +
-                                           std::to_string(*job_id) + " (state " + hold->state + ")");
+        throw Conflict("job_not_held", holder + " do" + (check == JobCheck::held_by_agent ? "es" : "") +
+                                           " not hold job " + std::to_string(*job_id) + " (state " +
+                                           hold->state + ")");
       }
     } else {
       // A run outside the queue still comes from an agent bound to this token.
-      JobRepository::bind_agent(tx, report.agent.name, caller, report.agent.host, report.agent.version,
+      JobRepository::bind_agent(tx, report.agent.name, *caller, report.agent.host, report.agent.version,
                                 nlohmann::json::array());
     }
     StoredRun result = RunRepository::store(tx, project_id, report, document, canonical, job_id);
@@ -149,7 +262,7 @@ IngestResult IngestService::ingest(nlohmann::json document, const Caller& caller
   // the change feed to hear the commit.
   if (!stored.duplicate) reads_.committed(report.project);
   free_after_answer(report.cases.size(), std::move(document), std::move(report), std::move(plan));
-  return {stored.run_id, stored.verdict, stored.duplicate};
+  return {stored.run_id, stored.verdict, stored.duplicate, std::nullopt};
 }
 
 }  // namespace kw::server

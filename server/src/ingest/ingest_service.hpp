@@ -9,20 +9,33 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "access.hpp"
+#include "kw/common/run_report.hpp"
 #include "notify/notifier.hpp"
 #include "store/database.hpp"
 #include "store/read_routing.hpp"
 
 namespace kw::server {
 
+// A shard's report taken (kw/common/shards.hpp): its job's run is made
+// once every shard's is in.
+struct ShardReceipt {
+  std::int64_t job_id = 0;  // the job the shard is part of
+  std::int64_t index = 1, count = 1;
+  std::vector<std::int64_t> waiting_for;  // shards whose reports are not in
+  std::string state;                      // the job's
+  std::string error;                      // why it failed
+};
+
 struct IngestResult {
-  std::int64_t run_id = 0;
+  std::int64_t run_id = 0;  // 0: a shard's report, no run yet
   std::string verdict;
   bool duplicate = false;  // the same report was stored before; nothing new was written
+  std::optional<ShardReceipt> shard;
 };
 
 class IngestService {
@@ -38,6 +51,12 @@ class IngestService {
   // job the agent does not hold, an agent name of another token).
   IngestResult ingest(nlohmann::json document, const Caller& caller, std::optional<std::int64_t> job_id);
 
+  // The run of a job split into shards, from every shard's report, judged
+  // once: a second call (the last shard's report racing the lease reaper)
+  // answers the run the first made. Shards that do not merge (another GPU
+  // model, a case twice) fail the job, with why.
+  IngestResult merge_shards(std::int64_t job_id);
+
   // Where an ingest's time goes, summed over every report since start
   // (/metrics: kw_ingest_phase_seconds_total): `parse` the JSON, `validate`
   // the report, `identity` its canonical form (a re-post's match). `plan`
@@ -52,6 +71,14 @@ class IngestService {
   double seconds(Phase phase) const { return seconds_[static_cast<std::size_t>(phase)]; }
 
  private:
+  enum class JobCheck { held_by_agent, shards_done };
+  IngestResult store_and_judge(nlohmann::json document, common::RunReport report, const Caller* caller,
+                               std::optional<std::int64_t> job_id, JobCheck check);
+  // A shard's report: kept with its shard, and the run made when it was the
+  // last. nullopt: the job is no shard.
+  std::optional<IngestResult> take_shard(const nlohmann::json& document, const common::RunReport& report,
+                                         const Caller& caller, std::int64_t job_id);
+
   ConnectionPool& pool_;
   ReadRouting& reads_;
   const NotifierOptions& notifications_;

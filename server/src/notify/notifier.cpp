@@ -93,6 +93,11 @@ void NotificationRepository::job_queued(pqxx::work& tx, const NotifierOptions& o
 
 void NotificationRepository::job_failed(pqxx::work& tx, const NotifierOptions& options, std::int64_t job_id) {
   const json job = *JobRepository::get(tx, job_id);
+  // A shard's failure is its job's (which failed with it).
+  if (job.value("kind", std::string()) == "shard") {
+    job_failed(tx, options, job["shard"]["job_id"].get<std::int64_t>());
+    return;
+  }
   // A profile explains a verdict; its failure is no status of the commit.
   if (job.value("kind", std::string()) == "profile") {
     profile_ended(tx, options, job_id);

@@ -1,5 +1,6 @@
 #include "store/job_repository.hpp"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "errors.hpp"
@@ -37,7 +38,21 @@ SELECT json_build_object(
   'max_attempts', j.max_attempts, 'agent', a.name, 'lease_expires_at', j.lease_expires_at, 'error', j.error,
   'created_at', j.created_at, 'updated_at', j.updated_at, 'rerun', j.rerun,
   'on_default_branch', j.on_default_branch, 'range', j.range_commits, 'bisect_id', j.bisect_id,
-  'run_id', r.id, 'verdict', r.verdict, 'kind', j.kind,
+  'run_id', r.id, 'verdict', r.verdict, 'kind', j.kind, 'shards', j.shards,
+  'shard', CASE WHEN j.kind = 'shard' THEN json_build_object(
+             'index', j.shard_index, 'count', (SELECT pj.shards FROM jobs pj WHERE pj.id = j.parent_job_id),
+             'job_id', j.parent_job_id) END,
+  'shard_jobs', CASE WHEN j.shards > 1 THEN (
+    SELECT json_agg(json_build_object(
+             'index', c.shard_index, 'id', c.id, 'state', c.state, 'attempts', c.attempts, 'agent', ca.name,
+             'gpu', ca.gpu, 'error', c.error, 'updated_at', c.updated_at,
+             'cases', jsonb_array_length(c.shard_report->'cases'),
+             'stages', (SELECT COALESCE(json_agg(json_build_object(
+                          'name', s.name, 'status', s.status, 'duration_ms', s.duration_ms, 'message', s.message)
+                          ORDER BY s.ordinal), '[]')
+                        FROM job_stages s WHERE s.job_id = c.id AND s.attempt = c.attempts))
+           ORDER BY c.shard_index)
+    FROM jobs c LEFT JOIN agents ca ON ca.id = c.agent_id WHERE c.parent_job_id = j.id) END,
   'cases', (SELECT b.cases FROM bisects b WHERE b.id = j.bisect_id),
   'profile', (SELECT json_build_object('id', f.id, 'run_id', f.run_id, 'case', f.case_name,
                                        'launch_count', f.launch_count, 'kernel', f.kernel_regex)
@@ -130,7 +145,7 @@ WHERE id = (
   WHERE state = 'queued'
     AND (gpu_class = 'any' OR gpu_class IN (SELECT jsonb_array_elements_text($2::jsonb)))
     AND ($4::text[] IS NULL OR project_id IN (SELECT id FROM projects WHERE name = ANY ($4::text[])))
-    AND (kind = 'measure' OR $5)
+    AND (kind <> 'profile' OR $5)
   ORDER BY kind = 'profile', id
   FOR UPDATE SKIP LOCKED
   LIMIT 1)
@@ -144,7 +159,46 @@ SET state = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END,
                  THEN 'lease expired ' || attempts || ' times; giving up' ELSE error END,
     agent_id = NULL, lease_expires_at = NULL, updated_at = now()
 WHERE state = 'running' AND lease_expires_at < now()
-RETURNING id, state
+RETURNING id, state, kind, parent_job_id
+)sql";
+
+// A sharded job and its shards as jobs: the shards inherit what the job
+// measures, and the job itself is never claimed.
+constexpr const char* kSplit = R"sql(
+WITH parent AS (
+  UPDATE jobs SET shards = $2, state = 'running', updated_at = now() WHERE id = $1
+  RETURNING id, project_id, commit_sha, branch, base_commit, pr, gpu_class, max_attempts, rerun,
+            on_default_branch)
+INSERT INTO jobs (project_id, commit_sha, branch, base_commit, pr, gpu_class, max_attempts, rerun,
+                  on_default_branch, kind, parent_job_id, shard_index)
+SELECT project_id, commit_sha, branch, base_commit, pr, gpu_class, max_attempts, rerun, on_default_branch,
+       'shard', id, k
+FROM parent, generate_series(1, $2) AS k
+)sql";
+
+// The first shard claimed picks the GPU model of them all ($2): a run is
+// judged against one model's history.
+constexpr const char* kPinShards = R"sql(
+UPDATE jobs SET gpu_class = $2, updated_at = now()
+WHERE parent_job_id = (SELECT parent_job_id FROM jobs WHERE id = $1 AND kind = 'shard')
+  AND kind = 'shard' AND gpu_class = 'any'
+)sql";
+
+constexpr const char* kFailShardGroup = R"sql(
+UPDATE jobs SET state = 'failed', error = $2, lease_expires_at = NULL, updated_at = now()
+WHERE (id = (SELECT parent_job_id FROM jobs WHERE id = $1) OR parent_job_id = (SELECT parent_job_id FROM jobs WHERE id = $1))
+  AND state IN ('queued', 'running') AND id <> $1
+)sql";
+
+constexpr const char* kShardProgress = R"sql(
+SELECT c.shard_index, c.state, c.shard_report::text FROM jobs c WHERE c.parent_job_id = $1 ORDER BY c.shard_index
+)sql";
+
+constexpr const char* kMergePending = R"sql(
+SELECT j.id FROM jobs j
+WHERE j.shards > 1 AND j.kind = 'measure' AND j.state = 'running'
+  AND NOT EXISTS (SELECT 1 FROM jobs c WHERE c.parent_job_id = j.id AND c.state <> 'done')
+  AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.job_id = j.id)
 )sql";
 
 constexpr const char* kHeartbeat = R"sql(
@@ -198,7 +252,12 @@ std::vector<Statement> JobRepository::statements() {
           {"job_heartbeat", kHeartbeat},
           {"job_release", kRelease},
           {"job_record_stage", kRecordStage},
-          {"job_fail", kFail}};
+          {"job_fail", kFail},
+          {"job_split", kSplit},
+          {"job_pin_shards", kPinShards},
+          {"job_fail_shard_group", kFailShardGroup},
+          {"job_shard_progress", kShardProgress},
+          {"job_merge_pending", kMergePending}};
 }
 
 std::pair<std::int64_t, bool> JobRepository::create(pqxx::work& tx, const NewJob& job) {
@@ -214,7 +273,10 @@ std::pair<std::int64_t, bool> JobRepository::create(pqxx::work& tx, const NewJob
   pqxx::row row =
       tx.exec_prepared1("job_create", job.project_id, job.commit, job.branch, nullable(job.base_commit),
                         nullable(pr), job.gpu_class, job.max_attempts, rerun, range.str(), nullable(bisect));
-  return {row[0].as<std::int64_t>(), row[1].as<bool>()};
+  const auto id = row[0].as<std::int64_t>();
+  const bool created = row[1].as<bool>();
+  if (created && job.shards > 1) tx.exec_prepared0("job_split", id, job.shards);
+  return {id, created};
 }
 
 std::optional<nlohmann::json> JobRepository::get(pqxx::work& tx, std::int64_t job_id) {
@@ -272,16 +334,26 @@ std::optional<std::int64_t> JobRepository::claim(pqxx::work& tx, std::int64_t ag
   const auto job_id = rows[0][0].as<std::int64_t>();
   // A fresh attempt: what an earlier holder streamed is no progress of this one.
   tx.exec_params0("DELETE FROM job_stages WHERE job_id = $1", job_id);
+  if (gpu_models.is_array() && gpu_models.size() == 1 && gpu_models[0].is_string())
+    tx.exec_prepared0("job_pin_shards", job_id, gpu_models[0].get<std::string>());
   return job_id;
 }
 
 ExpiredLeases JobRepository::requeue_expired(pqxx::work& tx) {
   ExpiredLeases expired;
   for (const auto& row : tx.exec_prepared("job_requeue")) {
-    if (row[1].as<std::string>() == "failed")
-      expired.failed.push_back(row[0].as<std::int64_t>());
-    else
+    const auto id = row[0].as<std::int64_t>();
+    if (row[1].as<std::string>() != "failed") {
       ++expired.requeued;
+    } else if (row[2].as<std::string>() == "shard") {
+      // Its job fails with it, once however many of its shards expired.
+      fail_shard_group(tx, id, "its lease expired on every attempt");
+      const auto parent = row[3].as<std::int64_t>();
+      if (std::find(expired.failed.begin(), expired.failed.end(), parent) == expired.failed.end())
+        expired.failed.push_back(parent);
+    } else {
+      expired.failed.push_back(id);
+    }
   }
   return expired;
 }
@@ -297,7 +369,55 @@ bool JobRepository::release(pqxx::work& tx, std::int64_t job_id, std::int64_t ag
 
 bool JobRepository::fail(pqxx::work& tx, std::int64_t job_id, std::int64_t agent_id,
                          const std::string& reason) {
-  return !tx.exec_prepared("job_fail", job_id, agent_id, reason).empty();
+  if (tx.exec_prepared("job_fail", job_id, agent_id, reason).empty()) return false;
+  fail_shard_group(tx, job_id, reason);
+  return true;
+}
+
+void JobRepository::fail_shard_group(pqxx::work& tx, std::int64_t shard_job_id, const std::string& reason) {
+  pqxx::result rows = tx.exec_params(
+      "SELECT c.shard_index, p.shards FROM jobs c JOIN jobs p ON p.id = c.parent_job_id WHERE c.id = $1",
+      shard_job_id);
+  if (rows.empty()) return;  // no shard
+  tx.exec_prepared0(
+      "job_fail_shard_group", shard_job_id,
+      "shard " + rows[0][0].as<std::string>() + " of " + rows[0][1].as<std::string>() + " failed: " + reason);
+}
+
+void JobRepository::store_shard_report(pqxx::work& tx, std::int64_t shard_job_id,
+                                       const nlohmann::json& report) {
+  tx.exec_params0(
+      "UPDATE jobs SET shard_report = $2::jsonb, state = 'done', lease_expires_at = NULL, updated_at = now() "
+      "WHERE id = $1",
+      shard_job_id, report.dump());
+}
+
+std::optional<nlohmann::json> JobRepository::shard_report(pqxx::work& tx, std::int64_t shard_job_id) {
+  pqxx::result rows = tx.exec_params("SELECT shard_report::text FROM jobs WHERE id = $1", shard_job_id);
+  if (rows.empty() || rows[0][0].is_null()) return std::nullopt;
+  return nlohmann::json::parse(rows[0][0].c_str());
+}
+
+ShardProgress JobRepository::shard_progress(pqxx::work& tx, std::int64_t job_id) {
+  ShardProgress progress;
+  pqxx::row job =
+      tx.exec_params1("SELECT state, COALESCE(error, '') FROM jobs WHERE id = $1 FOR UPDATE", job_id);
+  progress.state = job[0].as<std::string>();
+  progress.error = job[1].as<std::string>();
+  for (const auto& row : tx.exec_prepared("job_shard_progress", job_id)) {
+    if (row[1].as<std::string>() != "done" || row[2].is_null())
+      progress.waiting_for.push_back(row[0].as<std::int64_t>());
+    else
+      progress.reports.push_back(nlohmann::json::parse(row[2].c_str()));
+  }
+  if (!progress.waiting_for.empty()) progress.reports.clear();
+  return progress;
+}
+
+std::vector<std::int64_t> JobRepository::merge_pending(pqxx::work& tx) {
+  std::vector<std::int64_t> ids;
+  for (const auto& row : tx.exec_prepared("job_merge_pending")) ids.push_back(row[0].as<std::int64_t>());
+  return ids;
 }
 
 bool JobRepository::record_stage(pqxx::work& tx, std::int64_t job_id, std::int64_t agent_id,
@@ -316,11 +436,21 @@ bool JobRepository::record_stage(pqxx::work& tx, std::int64_t job_id, std::int64
 
 std::optional<JobHold> JobRepository::lock(pqxx::work& tx, std::int64_t job_id) {
   pqxx::result rows = tx.exec_params(
-      "SELECT id, project_id, commit_sha, state, agent_id, kind FROM jobs WHERE id = $1 FOR UPDATE", job_id);
+      "SELECT j.id, j.project_id, j.commit_sha, j.state, j.agent_id, j.kind, j.parent_job_id, "
+      "COALESCE(j.shard_index, 0), COALESCE(p.shards, j.shards) "
+      "FROM jobs j LEFT JOIN jobs p ON p.id = j.parent_job_id WHERE j.id = $1 FOR UPDATE OF j",
+      job_id);
   if (rows.empty()) return std::nullopt;
-  JobHold hold{rows[0][0].as<std::int64_t>(), rows[0][1].as<std::int64_t>(), rows[0][2].as<std::string>(),
-               rows[0][3].as<std::string>(),  rows[0][5].as<std::string>(),  std::nullopt};
+  JobHold hold;
+  hold.job_id = rows[0][0].as<std::int64_t>();
+  hold.project_id = rows[0][1].as<std::int64_t>();
+  hold.commit = rows[0][2].as<std::string>();
+  hold.state = rows[0][3].as<std::string>();
+  hold.kind = rows[0][5].as<std::string>();
   if (!rows[0][4].is_null()) hold.agent_id = rows[0][4].as<std::int64_t>();
+  if (!rows[0][6].is_null()) hold.parent_job_id = rows[0][6].as<std::int64_t>();
+  hold.shard_index = rows[0][7].as<std::int64_t>();
+  hold.shards = rows[0][8].as<std::int64_t>();
   return hold;
 }
 

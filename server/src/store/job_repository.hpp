@@ -32,6 +32,9 @@ struct NewJob {
   // found there is bisected over them.
   std::vector<std::string> range;
   std::optional<std::int64_t> bisect_id;  // a step of that bisect
+  // Split over this many GPUs (kw/common/shards.hpp): the job gets the run,
+  // its shards (jobs of kind 'shard') are what agents claim.
+  int shards = 1;
 };
 
 // One stage as an agent streams it: `status` is "started" or a report
@@ -51,8 +54,20 @@ struct JobHold {
   std::int64_t project_id = 0;
   std::string commit;
   std::string state;
-  std::string kind;  // measure or profile
+  std::string kind;  // measure, profile or shard
   std::optional<std::int64_t> agent_id;
+  // A shard's: the job it is part of, and which part (1-based) of how many.
+  std::optional<std::int64_t> parent_job_id;
+  std::int64_t shard_index = 0;
+  std::int64_t shards = 1;  // a shard's parent's; a job's own
+};
+
+// Where a sharded job stands once one of its shards' reports is in.
+struct ShardProgress {
+  std::string state;                      // the job's: running, done or failed
+  std::string error;                      // why it failed
+  std::vector<std::int64_t> waiting_for;  // the shards (1-based) whose reports are not in
+  std::vector<nlohmann::json> reports;    // every shard's, when none is waited for
 };
 
 // Jobs whose lease ran out: back in the queue, or failed once their
@@ -106,6 +121,19 @@ class JobRepository {
                            const StageProgress& stage);
   static std::optional<JobHold> lock(pqxx::work& tx, std::int64_t job_id);
   static void complete(pqxx::work& tx, std::int64_t job_id);
+
+  // A shard's report, kept until its job's run is made, and the shard done.
+  static void store_shard_report(pqxx::work& tx, std::int64_t shard_job_id, const nlohmann::json& report);
+  // The shard's report as stored (nullopt: none yet).
+  static std::optional<nlohmann::json> shard_report(pqxx::work& tx, std::int64_t shard_job_id);
+  // The sharded job (locked) and its shards' reports.
+  static ShardProgress shard_progress(pqxx::work& tx, std::int64_t job_id);
+  // A shard failed: its job fails, and so do the other shards not done, so
+  // no agent measures for a run that cannot be made.
+  static void fail_shard_group(pqxx::work& tx, std::int64_t shard_job_id, const std::string& reason);
+  // The sharded jobs whose shards are all done but which have no run (the
+  // server stopped between the last shard's report and the merge).
+  static std::vector<std::int64_t> merge_pending(pqxx::work& tx);
   // Every job state (queued, running, done, failed), with how many jobs are in it.
   static std::map<std::string, std::int64_t> counts_by_state(pqxx::work& tx);
 };

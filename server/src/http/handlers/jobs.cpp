@@ -98,6 +98,9 @@ NewJob new_job_from(const json& body, const Request& request, std::string& proje
     if (!body["rerun"].is_boolean()) throw Unprocessable("wrong_type", "rerun", "must be true or false");
     job.rerun = body["rerun"].get<bool>();
   }
+  // Split over this many GPUs of the job's model, each measuring its part.
+  if (auto shards = body_integer(body, "shards", 1, common::kMaxShards))
+    job.shards = static_cast<int>(*shards);
   if (body.contains("range")) {
     const json& range = body["range"];
     if (!range.is_array() || range.size() < 2 || range.size() > kMaxRange)

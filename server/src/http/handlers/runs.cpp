@@ -19,11 +19,23 @@ Response ingest_report(const HandlerContext& context, Request& request, std::opt
 }
 
 Response stored_run(const IngestResult& stored, std::optional<std::int64_t> job_id) {
+  json shard;
+  if (const auto& receipt = stored.shard) {
+    shard = {{"job_id", receipt->job_id},
+             {"index", receipt->index},
+             {"count", receipt->count},
+             {"waiting_for", receipt->waiting_for},
+             {"state", receipt->state}};
+    if (!receipt->error.empty()) shard["error"] = receipt->error;
+    // Taken; the run is made when the last shard's report is in.
+    if (stored.run_id == 0) return Response::json(202, {{"job_id", *job_id}, {"shard", shard}});
+  }
   json answer{{"run_id", stored.run_id},
               {"verdict", stored.verdict},
               {"duplicate", stored.duplicate},
               {"url", "/api/v1/runs/" + std::to_string(stored.run_id)}};
   if (job_id) answer["job_id"] = *job_id;
+  if (!shard.is_null()) answer["shard"] = shard;
   return Response::json(stored.duplicate ? 200 : 201, answer);
 }
 

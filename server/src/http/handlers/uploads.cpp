@@ -138,8 +138,11 @@ Response complete(const HandlerContext& context, const Request& request, const s
   if (auto job = report.find("job_id"); job != report.end() && job->is_number_integer())
     job_id = job->get<std::int64_t>();
   const IngestResult stored = context.ingest.ingest(std::move(report), *request.caller, job_id);
-  with_transaction(context.pool,
-                   [&](pqxx::work& tx) { UploadRepository::completed(tx, project_id, id, stored.run_id); });
+  // A shard's report makes no run of its own: its upload stays until it
+  // expires, and a resend is answered as the shard's was.
+  if (stored.run_id != 0)
+    with_transaction(context.pool,
+                     [&](pqxx::work& tx) { UploadRepository::completed(tx, project_id, id, stored.run_id); });
   return stored_run(stored, job_id);
 }
 
@@ -205,7 +208,7 @@ void add_upload_routes(Router& router, const HandlerContext& context) {
       std::string verdict = with_transaction(context.pool, [&](pqxx::work& tx) {
         return tx.exec_params1("SELECT verdict FROM runs WHERE id = $1", run)[0].as<std::string>();
       });
-      return stored_run({run, verdict, true}, std::nullopt);
+      return stored_run({run, verdict, true, std::nullopt}, std::nullopt);
     }
     if (!read.bodies) throw_incomplete(id, *read.state);
     try {

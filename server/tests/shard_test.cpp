@@ -1,0 +1,238 @@
+// One job split over several GPUs: each shard is claimed, leased and
+// requeued as a job, its report kept until every shard's is in, and the
+// shards' reports merge into one run, judged once.
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "../../tests/support/report_factory.hpp"
+#include "kw/common/shards.hpp"
+#include "server_fixture.hpp"
+
+namespace kw::server::testing {
+namespace {
+
+using kw::testing::make_commit;
+using kw::testing::make_report;
+using kw::testing::ReportSpec;
+using nlohmann::json;
+
+constexpr const char* kH100 = "NVIDIA H100 80GB HBM3";
+
+json claim_body(const std::string& agent, const std::string& gpu = kH100) {
+  return {{"agent", agent}, {"host", agent + ".local"}, {"version", "0.1.0"}, {"gpus", {gpu}}};
+}
+
+std::string job_path(std::int64_t id, const std::string& tail = "") {
+  return "/api/v1/jobs/" + std::to_string(id) + tail;
+}
+
+// Shard `index` (1-based) of `count`: the cases of an 8-case report that
+// the split gives it, as an agent measuring that shard would report them.
+json shard_report(std::uint64_t commit, std::int64_t index, std::int64_t count, std::int64_t job_id,
+                  const std::string& agent) {
+  ReportSpec spec;
+  spec.commit = make_commit(commit);
+  spec.cases = 8;
+  spec.agent = agent;
+  spec.job_id = job_id;
+  json report = make_report(spec);
+  std::vector<std::string> names;
+  for (const json& c : report["cases"]) names.push_back(c["name"]);
+  const common::ShardSplit split(names, {index - 1, count});
+  json mine = json::array();
+  for (const json& c : report["cases"]) {
+    if (split.contains(c["name"])) mine.push_back(c);
+  }
+  report["cases"] = mine;
+  report["shard"] = {{"index", index}, {"count", count}};
+  return report;
+}
+
+class ShardTest : public ServerTest {
+ protected:
+  std::int64_t submit(std::uint64_t commit, int shards) {
+    auto created = ci().post(
+        "/api/v1/jobs",
+        {{"project", "demo"}, {"commit", make_commit(commit)}, {"branch", "main"}, {"shards", shards}});
+    EXPECT_EQ(created.status, 201) << created.body;
+    EXPECT_EQ(created.json()["state"], "running") << "a sharded job is never claimed itself";
+    EXPECT_EQ(created.json()["shard_jobs"].size(), static_cast<std::size_t>(shards));
+    return created.json()["id"];
+  }
+};
+
+TEST_F(ShardTest, TwoAgentsMeasureOneJobInHalvesAndItIsJudgedOnce) {
+  const std::int64_t job = submit(5, 2);
+  auto first = agent().post("/api/v1/agents/claim", claim_body("gpu-a"));
+  ASSERT_EQ(first.status, 200) << first.body;
+  EXPECT_EQ(first.json()["kind"], "shard");
+  EXPECT_EQ(first.json()["shard"], json({{"index", 1}, {"count", 2}, {"job_id", job}}));
+  // The first claim picked the model of every shard: an L4 takes none.
+  EXPECT_EQ(agent().post("/api/v1/agents/claim", claim_body("gpu-l4", "NVIDIA L4")).status, 204);
+  auto second = agent().post("/api/v1/agents/claim", claim_body("gpu-b"));
+  ASSERT_EQ(second.status, 200) << second.body;
+  EXPECT_EQ(second.json()["shard"]["index"], 2);
+  const std::int64_t shard1 = first.json()["id"], shard2 = second.json()["id"];
+
+  const json report1 = shard_report(5, 1, 2, shard1, "gpu-a");
+  auto taken = agent().post(job_path(shard1, "/report"), report1);
+  ASSERT_EQ(taken.status, 202) << taken.body;
+  EXPECT_EQ(taken.json()["shard"]["waiting_for"], json::array({2}));
+  EXPECT_EQ(taken.json()["shard"]["job_id"], job);
+  EXPECT_EQ(agent().post(job_path(shard1, "/report"), report1).status, 202) << "a resend is taken as before";
+  EXPECT_EQ(sql("SELECT count(*) FROM runs")[0][0].as<int>(), 0);
+  json progress = client().get(job_path(job)).json();
+  EXPECT_EQ(progress["state"], "running");
+  EXPECT_EQ(progress["shard_jobs"][0]["state"], "done");
+  EXPECT_EQ(progress["shard_jobs"][0]["agent"], "gpu-a");
+  EXPECT_EQ(progress["shard_jobs"][0]["cases"], 4);
+  EXPECT_EQ(progress["shard_jobs"][1]["state"], "running");
+
+  // Shard 1's report to shard 2's job is refused, naming both.
+  json wrong = report1;
+  wrong["job_id"] = shard2;
+  wrong["agent"]["name"] = "gpu-b";
+  auto refused = agent().post(job_path(shard2, "/report"), wrong);
+  EXPECT_EQ(refused.status, 422) << refused.body;
+  EXPECT_NE(refused.json()["message"].get<std::string>().find("is shard 2 of 2"), std::string::npos);
+
+  const json report2 = shard_report(5, 2, 2, shard2, "gpu-b");
+  auto run = agent().post(job_path(shard2, "/report"), report2);
+  ASSERT_EQ(run.status, 201) << run.body;
+  EXPECT_EQ(run.json()["verdict"], "pass");
+  EXPECT_EQ(run.json()["shard"]["state"], "done");
+  const std::int64_t run_id = run.json()["run_id"];
+  auto again = agent().post(job_path(shard2, "/report"), report2);
+  EXPECT_EQ(again.status, 200) << again.body;
+  EXPECT_EQ(again.json()["run_id"], run_id) << "judged once";
+  EXPECT_EQ(sql("SELECT count(*) FROM runs")[0][0].as<int>(), 1);
+  EXPECT_EQ(sql("SELECT job_id FROM runs")[0][0].as<std::int64_t>(), job);
+  EXPECT_EQ(sql("SELECT count(*) FROM cases WHERE run_id = " + std::to_string(run_id))[0][0].as<int>(), 8);
+
+  json done = client().get(job_path(job)).json();
+  EXPECT_EQ(done["state"], "done");
+  EXPECT_EQ(done["run_id"], run_id);
+  EXPECT_EQ(done["shard_jobs"][1]["cases"], 4);
+}
+
+TEST_F(ShardTest, AShardsReportIsNoRunOfItsOwn) {
+  json report = shard_report(6, 1, 2, 0, "gpu-a");
+  report.erase("job_id");
+  auto response = agent().post("/api/v1/runs", report);
+  EXPECT_EQ(response.status, 422) << response.body;
+  EXPECT_EQ(response.json()["field"], "shard");
+  // A job that is not split takes no shard's report.
+  std::int64_t job =
+      ci().post("/api/v1/jobs", {{"project", "demo"}, {"commit", make_commit(6)}, {"branch", "main"}})
+          .json()["id"];
+  ASSERT_EQ(agent().post("/api/v1/agents/claim", claim_body("gpu-a")).json()["id"], job);
+  report["job_id"] = job;
+  response = agent().post(job_path(job, "/report"), report);
+  EXPECT_EQ(response.status, 422) << response.body;
+  EXPECT_EQ(sql("SELECT count(*) FROM runs")[0][0].as<int>(), 0);
+  EXPECT_EQ(ci().post("/api/v1/jobs",
+                      {{"project", "demo"}, {"commit", make_commit(7)}, {"branch", "main"}, {"shards", 65}})
+                .status,
+            422);
+}
+
+// Shards that disagree (an agent on another model than its claim said)
+// make no run: the job fails, saying why.
+TEST_F(ShardTest, ShardsOfTwoGpuModelsFailTheJob) {
+  const std::int64_t job = submit(8, 2);
+  const std::int64_t shard1 = agent().post("/api/v1/agents/claim", claim_body("gpu-a")).json()["id"];
+  const std::int64_t shard2 = agent().post("/api/v1/agents/claim", claim_body("gpu-b")).json()["id"];
+  ASSERT_EQ(agent().post(job_path(shard1, "/report"), shard_report(8, 1, 2, shard1, "gpu-a")).status, 202);
+  json other = shard_report(8, 2, 2, shard2, "gpu-b");
+  other["device"]["name"] = "NVIDIA H200";
+  auto last = agent().post(job_path(shard2, "/report"), other);
+  EXPECT_EQ(last.status, 202) << last.body;
+  EXPECT_EQ(last.json()["shard"]["state"], "failed");
+  json failed = client().get(job_path(job)).json();
+  EXPECT_EQ(failed["state"], "failed");
+  EXPECT_NE(failed["error"].get<std::string>().find("one GPU model"), std::string::npos) << failed["error"];
+  EXPECT_EQ(sql("SELECT count(*) FROM runs")[0][0].as<int>(), 0);
+}
+
+class ShardLeaseTest : public ShardTest {
+ protected:
+  ServerOptions server_options() override {
+    ServerOptions options = ServerTest::server_options();
+    options.lease_seconds = 0.5;
+    options.max_attempts = 2;
+    return options;
+  }
+  // Polls the job until `done` says so (the reaper runs about every lease).
+  json wait_for(std::int64_t job, const std::function<bool(const json&)>& done) {
+    json current;
+    for (int i = 0; i < 100; ++i) {
+      current = client().get(job_path(job)).json();
+      if (done(current)) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return current;
+  }
+};
+
+// A shard whose agent dies goes back to the queue; another agent measures
+// it, and the run is made from that attempt's report.
+TEST_F(ShardLeaseTest, ADeadShardIsRequeuedAndAnotherAgentFinishesIt) {
+  const std::int64_t job = submit(9, 2);
+  const std::int64_t shard1 = agent().post("/api/v1/agents/claim", claim_body("gpu-a")).json()["id"];
+  const std::int64_t shard2 = agent().post("/api/v1/agents/claim", claim_body("gpu-b")).json()["id"];
+  // gpu-b keeps its lease; gpu-a dies.
+  json requeued = wait_for(job, [&](const json& j) {
+    agent().post(job_path(shard2, "/heartbeat"), {{"agent", "gpu-b"}});
+    return j["shard_jobs"][0]["state"] == "queued";
+  });
+  ASSERT_EQ(requeued["shard_jobs"][0]["state"], "queued") << requeued.dump();
+  EXPECT_EQ(requeued["state"], "running");
+  ASSERT_EQ(agent().post(job_path(shard2, "/report"), shard_report(9, 2, 2, shard2, "gpu-b")).status, 202);
+  auto retaken = agent().post("/api/v1/agents/claim", claim_body("gpu-c"));
+  ASSERT_EQ(retaken.json()["id"], shard1);
+  EXPECT_EQ(retaken.json()["attempts"], 2);
+  EXPECT_EQ(agent().post(job_path(shard1, "/report"), shard_report(9, 1, 2, shard1, "gpu-a")).status, 409)
+      << "the dead agent's late report";
+  auto run = agent().post(job_path(shard1, "/report"), shard_report(9, 1, 2, shard1, "gpu-c"));
+  ASSERT_EQ(run.status, 201) << run.body;
+  EXPECT_EQ(sql("SELECT count(*) FROM runs")[0][0].as<int>(), 1);
+}
+
+// A shard that dies on every attempt fails its job and the shards not
+// done: nothing is measured for a run that cannot be made.
+TEST_F(ShardLeaseTest, AShardOutOfAttemptsFailsTheJobAndItsOtherShards) {
+  const std::int64_t job = submit(10, 3);
+  const std::int64_t shard1 = agent().post("/api/v1/agents/claim", claim_body("gpu-a")).json()["id"];
+  json failed = wait_for(job, [&](const json& j) {
+    // Whoever claims shard 1 again dies too; the others are left queued.
+    auto claim = agent().post("/api/v1/agents/claim", claim_body("gpu-a"));
+    if (claim.status == 200 && claim.json()["id"] != shard1)
+      agent().post(job_path(claim.json()["id"], "/release"), {{"agent", "gpu-a"}});
+    return j["state"] == "failed";
+  });
+  ASSERT_EQ(failed["state"], "failed") << failed.dump();
+  EXPECT_EQ(failed["error"], "shard 1 of 3 failed: its lease expired on every attempt");
+  for (const json& shard : failed["shard_jobs"]) EXPECT_EQ(shard["state"], "failed") << shard.dump();
+}
+
+// The server stopped between the last shard's report and the merge: the
+// reaper makes the run.
+TEST_F(ShardLeaseTest, TheReaperMergesShardsWhoseRunWasNotMade) {
+  const std::int64_t job = submit(11, 2);
+  for (std::int64_t index : {1, 2}) {
+    const std::int64_t shard = sql("SELECT id FROM jobs WHERE parent_job_id = " + std::to_string(job) +
+                                   " AND shard_index = " + std::to_string(index))[0][0]
+                                   .as<std::int64_t>();
+    sql("UPDATE jobs SET state = 'done', shard_report = '" +
+        shard_report(11, index, 2, shard, "gpu-" + std::to_string(index)).dump() +
+        "'::jsonb WHERE id = " + std::to_string(shard));
+  }
+  json done = wait_for(job, [](const json& j) { return j["state"] == "done"; });
+  EXPECT_EQ(done["state"], "done") << done.dump();
+  EXPECT_EQ(done["verdict"], "pass");
+  EXPECT_EQ(sql("SELECT count(*) FROM runs")[0][0].as<int>(), 1);
+}
+
+}  // namespace
+}  // namespace kw::server::testing
