@@ -786,6 +786,43 @@ TEST_F(PipelineTest, PythonBenchRunsLoadCorrectnessQuickBenchAndReplicates) {
   EXPECT_NE(quick.find("x of baseline:copy, inside 0.2x..5x"), std::string::npos) << quick;
 }
 
+// Two shards of one job: each case's preflight in exactly one shard, the
+// correctness-only one too, and each shard's full_bench times the timed
+// cases its preflight checked (so its launch pass fingerprinted them).
+TEST_F(PipelineTest, ShardsSplitThePreflightAndFullBenchSoEveryCaseIsCheckedOnce) {
+  using common::StageName;
+  std::map<std::string, int> checked;
+  std::set<std::string> timed;
+  for (std::int64_t index : {0, 1}) {
+    PipelineOptions options;
+    options.only_stages = {StageName::load, StageName::correctness, StageName::full_bench};
+    options.checkout = checkout_;
+    options.commit = std::string(40, 'c');
+    options.branch = "main";
+    options.agent_name = "test";
+    options.gpu_available = true;
+    options.shard = common::ShardSpec{index, 2};
+    options.log = [this](const std::string& line) { log_ += line + "\n"; };
+    const json report =
+        run_pipeline(parse_repo_config(python_config("saxpy/ok,saxpy/slow,saxpy/edge")), options);
+    EXPECT_EQ(report["shard"], json({{"index", index + 1}, {"count", 2}}));
+    EXPECT_EQ(report["stages"][3]["status"], "passed") << report["stages"][3].dump();
+    std::set<std::string> checked_here;
+    for (const json& c : report["cases"]) {
+      if (c.contains("correctness")) {
+        ++checked[c["name"]];
+        checked_here.insert(c["name"]);
+      }
+      if (c.value("measurements", json::array()).empty()) continue;
+      EXPECT_TRUE(checked_here.contains(c["name"])) << c["name"] << " timed by a shard that did not check it";
+      EXPECT_TRUE(timed.insert(c["name"]).second) << c["name"] << " timed twice";
+    }
+  }
+  EXPECT_EQ(checked, (std::map<std::string, int>{{"saxpy/edge", 1}, {"saxpy/ok", 1}, {"saxpy/slow", 1}}));
+  EXPECT_EQ(timed, (std::set<std::string>{"saxpy/ok", "saxpy/slow"}));
+  EXPECT_NE(log_.find("py: shard 1/2, 2 of its 3 cases"), std::string::npos) << log_;
+}
+
 // The processes that wait for a go file (prepared_passes.hpp), by pid.
 std::vector<std::string> waiting_for_a_go() {
   std::vector<std::string> pids;

@@ -1,6 +1,7 @@
 // The agent end to end: a temporary git repo whose bench is the kwbench CPU
 // TEST DOUBLE (no GPU here), a real kw-server on embedded PostgreSQL, and
 // `kw agent` processes claiming and reporting.
+#include <regex>
 #include <set>
 #include <thread>
 
@@ -385,11 +386,12 @@ TEST_F(AgentE2eTest, AJobSplitInTwoIsMeasuredByBothGpusOfAHostAndJudgedOnce) {
   const fs::path marker = work_dir_ / "sleep";
   std::ofstream(marker) << "x";
   setenv("KW_FAKE_SLEEP_FILE", marker.c_str(), 1);
-  auto response = server_->client(ci_token_).post(
-      "/api/v1/jobs",
-      {{"project", "demo"}, {"commit", repo_.commit("sharded")}, {"branch", "main"}, {"shards", 2}});
-  ASSERT_EQ(response.status, 201) << response.body;
-  const std::int64_t job = response.json()["id"];
+  ChildProcess submit({KW_BINARY, "submit", "--project", "demo", "--commit", repo_.commit("sharded"),
+                       "--branch", "main", "--shards", "2", "--wait", "--timeout", "120s", "--server",
+                       server_->url(), "--token", ci_token_});
+  submit.wait_for(R"(job [0-9]+ queued)");
+  const std::int64_t job = std::stoll(
+      std::regex_replace(submit.output(), std::regex(R"([\s\S]*job ([0-9]+) queued[\s\S]*)"), "$1"));
   ChildProcess agent({KW_BINARY, "agent", "--server", server_->url(), "--token", agent_token_, "--work-dir",
                       (work_dir_ / "host").string(), "--repo", "demo=" + repo_.dir().string(), "--name",
                       "host", "--poll-seconds", "0.3", "--gpu-test-double", "kwbench CPU test double",
@@ -413,6 +415,10 @@ TEST_F(AgentE2eTest, AJobSplitInTwoIsMeasuredByBothGpusOfAHostAndJudgedOnce) {
   EXPECT_EQ(run["cases"].size(), 2u);
   for (const json& stage : run["stages"]) EXPECT_EQ(stage["status"], "passed") << stage.dump();
   EXPECT_NE(agent.output().find("shard 1/2, 1 of its 2 cases"), std::string::npos) << agent.output();
+  // kw submit --wait follows each shard's stages, then gives the verdict.
+  EXPECT_EQ(submit.wait_exit(), 0) << submit.output();
+  for (const char* line : {"shard 1/2 stage full_bench started", "shard 2/2 stage full_bench passed"})
+    EXPECT_NE(submit.output().find(line), std::string::npos) << line << "\n" << submit.output();
   agent.signal(SIGTERM);
   EXPECT_EQ(agent.wait_exit(), 0) << agent.output();
 }

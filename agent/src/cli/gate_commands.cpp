@@ -217,15 +217,16 @@ int summarize(const json& run, const std::string& link, const std::map<std::stri
 }
 
 // The stages the agent streamed since the last poll, as they start and end;
-// a failed one with the end of its log, the moment it fails.
-void print_new_stages(const json& job, std::map<std::string, std::string>& shown) {
-  if (!job.contains("stages") || !job["stages"].is_array()) return;
-  for (const json& stage : job["stages"]) {
+// a failed one with the end of its log, the moment it fails. `who` names
+// the shard ("shard 2/4 ") of a sharded job.
+void print_new_stages(const json& stages, const std::string& who, std::map<std::string, std::string>& shown) {
+  if (!stages.is_array()) return;
+  for (const json& stage : stages) {
     const std::string name = stage.value("name", ""), status = stage.value("status", "");
-    std::string& last = shown[name];
+    std::string& last = shown[who + name];
     if (last == status) continue;
     last = status;
-    std::string line = "  stage " + name + " " + (status == "failed" ? "FAILED" : status);
+    std::string line = "  " + who + "stage " + name + " " + (status == "failed" ? "FAILED" : status);
     if ((status == "passed" || status == "failed") && stage["duration_ms"].is_number()) {
       char seconds[32];
       std::snprintf(seconds, sizeof(seconds), " in %.1f s", stage["duration_ms"].get<double>() / 1000);
@@ -236,6 +237,18 @@ void print_new_stages(const json& job, std::map<std::string, std::string>& shown
     std::cout << line << "\n";
     if (status == "failed") print_log_end(stage);
     std::cout.flush();
+  }
+}
+
+// A job's stages, or each of its shards' (a job split over several GPUs).
+void print_new_stages(const json& job, std::map<std::string, std::string>& shown) {
+  print_new_stages(job.value("stages", json()), "", shown);
+  const json shards = job.value("shard_jobs", json());
+  if (!shards.is_array()) return;
+  for (const json& shard : shards) {
+    const std::string who =
+        "shard " + shard.value("index", json()).dump() + "/" + std::to_string(shards.size()) + " ";
+    print_new_stages(shard.value("stages", json()), who, shown);
   }
 }
 
@@ -349,7 +362,9 @@ std::string job_line(const json& job, bool created) {
     return line + "already exists (" + state + (rerun > 0 ? ", rerun " + std::to_string(rerun) : "") +
            "; kw submit --rerun measures it again)";
   }
-  line += state;
+  // A sharded job is running from the start: its shards are what is queued.
+  const int shards = job.value("shards", 1);
+  line += shards > 1 ? "queued as " + std::to_string(shards) + " shards" : state;
   if (rerun > 0) line += " (rerun " + std::to_string(rerun) + " of this commit)";
   const json other = job.value("measured_on_other_side", json());
   if (!other.is_object()) return line;

@@ -318,10 +318,9 @@ class KwbenchAdapter final : public BenchAdapter {
       listing.log_tail = outcome.output_tail;
       return listing;
     }
-    for (const json& c : listed["cases"]) {
-      if (!c.value("timed", true)) continue;  // correctness-only: preflight ran it
-      listing.cases.push_back({c["name"], !c.value("baselines", json::array()).empty()});
-    }
+    for (const json& c : listed["cases"])
+      listing.cases.push_back(
+          {c["name"], !c.value("baselines", json::array()).empty(), c.value("timed", true)});
     listing.ok = true;
     return listing;
   }

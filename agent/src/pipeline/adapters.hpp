@@ -39,6 +39,7 @@ struct BenchContext {
 struct ListedCase {
   std::string name;
   bool has_baselines = false;  // baseline implementations to time for context
+  bool timed = true;           // false: a correctness-only case, which full_bench leaves out
 };
 
 // The cases a bench would measure. A harness that cannot name them without

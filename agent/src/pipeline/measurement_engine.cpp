@@ -159,6 +159,7 @@ class Engine {
     }
     groups_ = listing.groups;
     discover_ = listing.cases_from_first_pass;
+    std::erase_if(listing.cases, [](const ListedCase& c) { return !c.timed; });  // the preflight's alone
     std::optional<common::ShardSplit> shard;
     if (options_.shard && options_.shard->count > 1) {
       std::vector<std::string> names;

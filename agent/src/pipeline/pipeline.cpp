@@ -744,8 +744,11 @@ json run_device(json device, const json& cases, const PipelineOptions& opts, con
 }
 
 // A shard's part of each bench that speaks kwbench's command line, for its
-// preflight's --case-list (full_bench splits every format's itself). A
-// bench whose cases cannot be listed runs whole: its load stage says why.
+// preflight's --case-list (full_bench splits every format's itself). The
+// timed cases are dealt as full_bench deals them, so a shard's preflight
+// fingerprints every case it times; the correctness-only ones are dealt
+// apart. A bench whose cases cannot be listed runs whole: its load stage
+// says why.
 void split_cases(const RepoConfig& config, PipelineOptions& opts, const Logger& log) {
   if (!opts.shard || opts.shard->count < 2) return;
   for (const BenchConfig& bench : config.benches) {
@@ -757,12 +760,18 @@ void split_cases(const RepoConfig& config, PipelineOptions& opts, const Logger& 
           "'s: " + listing.failure);
       continue;
     }
-    std::vector<std::string> names;
-    for (const ListedCase& c : listing.cases) names.push_back(c.name);
-    opts.shard_cases[bench.name] = common::ShardSplit(names, *opts.shard).cases();
-    log(bench.name + ": shard " + common::to_string(*opts.shard) + ", " +
-        std::to_string(opts.shard_cases[bench.name].size()) + " of its " + std::to_string(names.size()) +
-        " cases");
+    std::vector<std::string> names, timed, untimed;
+    for (const ListedCase& c : listing.cases) {
+      names.push_back(c.name);
+      (c.timed ? timed : untimed).push_back(c.name);
+    }
+    const common::ShardSplit timed_split(timed, *opts.shard), untimed_split(untimed, *opts.shard);
+    std::vector<std::string>& mine = opts.shard_cases[bench.name];
+    for (const std::string& name : names) {
+      if (timed_split.contains(name) || untimed_split.contains(name)) mine.push_back(name);
+    }
+    log(bench.name + ": shard " + common::to_string(*opts.shard) + ", " + std::to_string(mine.size()) +
+        " of its " + std::to_string(names.size()) + " cases");
   }
 }
 

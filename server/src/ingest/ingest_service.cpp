@@ -145,19 +145,15 @@ IngestResult IngestService::merge_shards(std::int64_t job_id) {
                    progress.waiting_for,
                    progress.state,
                    progress.error};
-  if (!progress.waiting_for.empty() || progress.state == "failed") return result;
+  if (!progress.waiting_for.empty() || progress.reports.empty() || progress.state == "failed") return result;
   nlohmann::json merged;
   try {
     merged = common::merge_shard_reports(progress.reports);
   } catch (const common::ValidationError& error) {
     const std::string reason = std::string("its shards' reports do not make one run: ") + error.what();
     with_transaction(pool_, [&](pqxx::work& tx) {
-      if (tx.exec_params("UPDATE jobs SET state = 'failed', error = $2, updated_at = now() "
-                         "WHERE id = $1 AND state = 'running' RETURNING id",
-                         job_id, reason)
-              .empty())
-        return;
-      NotificationRepository::job_failed(tx, notifications_, job_id);
+      if (JobRepository::fail_unmerged(tx, job_id, reason))
+        NotificationRepository::job_failed(tx, notifications_, job_id);
     });
     result.shard->state = "failed";
     result.shard->error = reason;

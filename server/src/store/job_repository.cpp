@@ -48,7 +48,8 @@ SELECT json_build_object(
              'gpu', ca.gpu, 'error', c.error, 'updated_at', c.updated_at,
              'cases', jsonb_array_length(c.shard_report->'cases'),
              'stages', (SELECT COALESCE(json_agg(json_build_object(
-                          'name', s.name, 'status', s.status, 'duration_ms', s.duration_ms, 'message', s.message)
+                          'name', s.name, 'status', s.status, 'duration_ms', s.duration_ms, 'message', s.message,
+                          'log_tail', CASE WHEN s.status = 'failed' THEN s.log_tail ELSE '' END)
                           ORDER BY s.ordinal), '[]')
                         FROM job_stages s WHERE s.job_id = c.id AND s.attempt = c.attempts))
            ORDER BY c.shard_index)
@@ -412,6 +413,14 @@ ShardProgress JobRepository::shard_progress(pqxx::work& tx, std::int64_t job_id)
   }
   if (!progress.waiting_for.empty()) progress.reports.clear();
   return progress;
+}
+
+bool JobRepository::fail_unmerged(pqxx::work& tx, std::int64_t job_id, const std::string& reason) {
+  return !tx.exec_params(
+                "UPDATE jobs SET state = 'failed', error = $2, updated_at = now() "
+                "WHERE id = $1 AND state = 'running' AND shards > 1 RETURNING id",
+                job_id, reason)
+              .empty();
 }
 
 std::vector<std::int64_t> JobRepository::merge_pending(pqxx::work& tx) {

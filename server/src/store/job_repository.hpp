@@ -131,6 +131,9 @@ class JobRepository {
   // A shard failed: its job fails, and so do the other shards not done, so
   // no agent measures for a run that cannot be made.
   static void fail_shard_group(pqxx::work& tx, std::int64_t shard_job_id, const std::string& reason);
+  // A sharded job whose shards' reports do not merge fails with `reason`;
+  // false when it was no longer running.
+  static bool fail_unmerged(pqxx::work& tx, std::int64_t job_id, const std::string& reason);
   // The sharded jobs whose shards are all done but which have no run (the
   // server stopped between the last shard's report and the merge).
   static std::vector<std::int64_t> merge_pending(pqxx::work& tx);
