@@ -134,13 +134,30 @@ TEST(MergeShardReports, RefusesShardsThatAreNotOneJobsParts) {
   refused(shards, "shard 1/2", "appears twice, and shard 2 is missing");
   shards = two_shards();
   shards[0]["cases"].push_back(example()["cases"][0]);
-  refused(shards, "shard 2/2.cases", "is also shard 1's");
+  refused(shards, "shard 2/2.cases", "is also measured by shard 1");
   shards = two_shards();
   shards[1].erase("shard");
   refused(shards, "shards[1].shard", "no shard's");
   shards = two_shards();
   shards[1]["commit"] = "nope";
   refused(shards, "shards[1].commit", "40-character");
+}
+
+// A harness whose preflight runs whole in every shard (Google Benchmark)
+// reports each case's checks from every shard: kept once, the measured
+// shard's entry.
+TEST(MergeShardReports, ACaseCheckedByEveryShardButMeasuredByOneIsKeptOnce) {
+  std::vector<json> shards = two_shards();
+  json checked_only = example()["cases"][0];
+  checked_only.erase("measurements");
+  checked_only["params"] = {{"from", "shard 2's preflight"}};
+  shards[0]["cases"].push_back(checked_only);  // shard 2 checked shard 1's case too
+  const json merged = merge_shard_reports(shards);
+  ASSERT_EQ(merged["cases"].size(), example()["cases"].size());
+  EXPECT_EQ(merged["cases"][0], example()["cases"][0]) << "the measured entry";
+  shards[1]["cases"][0].erase("measurements");  // measured by none: the first kept
+  shards[1]["cases"][0]["params"] = {{"from", "shard 1's preflight"}};
+  EXPECT_EQ(merge_shard_reports(shards)["cases"][0]["params"]["from"], "shard 1's preflight");
 }
 
 TEST(RunReport, ShardFieldsAreValidated) {

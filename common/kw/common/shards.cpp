@@ -215,19 +215,32 @@ json merge_shard_reports(const std::vector<json>& reports) {
   merged.erase("job_id");  // the job they were split from is the run's
   if (with_device != nullptr) merged["device"] = (*with_device)["device"];
   json cases = json::array(), origins = json::array();
-  std::map<std::string, std::int64_t> measured_by;
+  // Where each case is in `cases`, and the shard that measured it (-1: none
+  // yet). A harness whose preflight runs whole in every shard (Google
+  // Benchmark, NVBench) reports its cases' checks from each: one entry is
+  // kept, the measured one's where a shard measured it.
+  std::map<std::string, std::pair<std::size_t, std::int64_t>> seen;
   std::map<std::string, std::vector<std::pair<std::int64_t, const json*>>> stages;
   double gpu_seconds = 0;
   for (const auto& [shard, document] : shards) {
     for (const json& c : (*document)["cases"]) {
       const std::string name = c["name"];
-      if (auto [it, fresh] = measured_by.emplace(name, shard.shard->index); !fresh) {
+      const bool measured =
+          !c.value("measurements", json::array()).empty() || c.value("identical_to_base", false);
+      auto [it, fresh] = seen.emplace(name, std::pair{cases.size(), measured ? shard.shard->index : -1});
+      if (fresh) {
+        cases.push_back(c);
+        continue;
+      }
+      if (!measured) continue;
+      if (it->second.second >= 0) {
         throw ValidationError("shard " + to_string(*shard.shard) + ".cases",
-                              "case \"" + name + "\" is also shard " + std::to_string(it->second + 1) +
-                                  "'s: a case is measured by one shard",
+                              "case \"" + name + "\" is also measured by shard " +
+                                  std::to_string(it->second.second + 1) + ": a case is measured by one shard",
                               "duplicate");
       }
-      cases.push_back(c);
+      cases[it->second.first] = c;
+      it->second.second = shard.shard->index;
     }
     for (const json& stage : (*document)["stages"])
       stages[stage["name"]].emplace_back(shard.shard->index, &stage);

@@ -45,7 +45,8 @@ class ShardSplit {
 // and `shards` saying which agent and GPU measured how many cases. Throws
 // ValidationError naming the shard and what disagrees: another commit,
 // base, project, GPU model or shard count, a missing or repeated shard, or
-// a case two shards measured.
+// a case two shards measured. A case that several shards checked but at
+// most one measured (a harness whose preflight runs whole) is kept once.
 nlohmann::json merge_shard_reports(const std::vector<nlohmann::json>& reports);
 
 }  // namespace kw::common
