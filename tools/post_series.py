@@ -58,7 +58,11 @@ def full_bench_cost(report):
     """The full_bench stage's wall time and where it went, from the report."""
     stage = next(s for s in report["stages"] if s["name"] == "full_bench")
     cost = {"seconds": stage["duration_ms"] / 1000, "cases": len(report["cases"])}
-    for bench in stage["details"].values():
+    details = stage["details"]
+    # A merged run (kw merge-shards) keeps each shard's details: {"shards": [{"shard": K, BENCH: ...}]}.
+    benches = ([b for shard in details["shards"] for k, b in shard.items() if k != "shard"]
+               if "shards" in details else list(details.values()))
+    for bench in benches:
         passes = bench.get("passes", [])
         candidate = [p for p in passes if p["side"] in ("head", "base")]
         cost.update({"passes": len(passes), "context_pass_seconds": sum(p["seconds"] for p in passes if p["side"] == "head baselines"),

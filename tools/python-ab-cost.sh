@@ -4,9 +4,12 @@
 # processes (full_bench.prepare_processes), back to back on one GPU. The
 # bench is the PyTorch example (kernels/attention/python/attention_bench.py:
 # the attention kernel through ctypes, beside torch's SDPA); each job is
-# `kw run --base A` of an A/A pull request. Summary on stdout and in
-# $OUT/python-ab-cost.txt.
-#   PY_AB_JOBS=2 [PY_AB_SETTINGS="false true"] tools/python-ab-cost.sh
+# `kw run --base A` of an A/A pull request that times every case (skipping
+# identical code off: what is measured is a pull request that changed them).
+# PY_AB_CASES narrows the bench to a glob of its cases (a project of a few
+# shapes); PY_AB_FULL_BENCH (a JSON object) sets full_bench keys over the
+# series' own. Summary on stdout and in $OUT/python-ab-cost.txt.
+#   PY_AB_JOBS=2 [PY_AB_SETTINGS="false true"] [PY_AB_CASES='*/b1h*'] tools/python-ab-cost.sh
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out="${OUT:-$root/gpu-results}"
@@ -16,12 +19,20 @@ kw="$root/build/gpu/agent/kw"
 export KW_ATTENTION_LIBRARY="$root/build/gpu/kernels/attention/libkw_attention.so"
 git_() { git -c user.name=kernelwatch -c user.email=kw@localhost "$@"; }
 config() {  # prepare_processes
-  cat <<JSON
-{"project": "python-ab", "build": {"commands": ["true"]},
- "benches": [{"name": "torch", "path": "$root/kernels/attention/python/attention_bench.py", "format": "python"}],
- "full_bench": {"replicates": 4, "max_replicates": 4, "replicate_seconds": 0.25, "prepare_processes": $1}}
-JSON
+  python3 - "$1" <<'PY'
+import json, os, sys
+bench = {"name": "torch", "path": os.environ["root"] + "/kernels/attention/python/attention_bench.py",
+         "format": "python"}
+if os.environ.get("PY_AB_CASES"):
+    bench["cases"] = os.environ["PY_AB_CASES"]
+full_bench = {"replicates": 4, "max_replicates": 4, "replicate_seconds": 0.25, "skip_identical": False,
+              "prepare_processes": sys.argv[1] == "true"}
+full_bench.update(json.loads(os.environ.get("PY_AB_FULL_BENCH") or "{}"))
+print(json.dumps({"project": "python-ab", "build": {"commands": ["true"]}, "benches": [bench],
+                  "full_bench": full_bench}, indent=1))
+PY
 }
+export root
 rm -rf "$repo" && mkdir -p "$repo" && cd "$repo" && git_ init -q -b main
 config true > kernelwatch.json && git_ add -A && git_ commit -qm A
 base=$(git rev-parse HEAD)

@@ -9,7 +9,9 @@
 # runs build nothing (their config's build command only checks that the
 # bench is there); each is timed from start to its last shard's report.
 # Reports and logs go to $OUT/shards.tar.gz, the times to $OUT/shards.txt.
-#   KERNELS=1000 SHARDS="2 1" [SHARD_FULL_BENCH='{"replicates": 3}'] tools/shard-series.sh
+# SHARD_AA=COUNT adds sharded A/A pull requests (below); none starts after
+# SHARD_DEADLINE (epoch seconds).
+#   KERNELS=1000 SHARDS="2 1" [SHARD_FULL_BENCH='{"replicates": 3}'] [SHARD_AA=2] tools/shard-series.sh
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 log_tag=shards
@@ -97,6 +99,51 @@ PY
   log "$line"
   echo "$line" >> "$summary"
 done
+
+# Sharded A/A pull requests: A + a README line, `kw run --base A --shard K/N`
+# on every GPU side by side (N the host's GPUs, skipping identical code and
+# its audit on, as a job has them), merged; aa/ holds main-1 (A's one-GPU
+# run) and pr-I (each merged job) for tools/rejudge-series.sh on the VM. The
+# first job's shards build the base once, with its own kernelwatch.json (one
+# builds in the shared cache, the others wait for it).
+aa_jobs="${SHARD_AA:-0}" deadline="${SHARD_DEADLINE:-}"
+if [ "$aa_jobs" -gt 0 ]; then
+  mkdir -p "$out/aa" && cp "$out/n1.json" "$out/aa/main-1.json"
+  base=$(git -C "$repo" rev-parse main)
+  (cd "$repo" && git_ checkout -q -b aa main && echo "A README line." > README-aa.md && git_ add -A &&
+    git_ commit -qm "a README line") || exit 1
+  # The detection's own replicate settings: the timing runs' are cut to what a split shows.
+  python3 -c "import json, sys; c = json.load(open(sys.argv[1])); fb = c['full_bench']; [fb.pop(k) for k in ('replicates', 'max_replicates', 'confirm_replicates')]; json.dump(c, open(sys.argv[2], 'w'))" \
+    "$work/timed.json" "$work/aa.json" || exit 1
+  for i in $(seq 1 "$aa_jobs"); do
+    if [ -n "$deadline" ] && [ "$(date +%s)" -ge "$deadline" ]; then log "deadline: A/A job $i not started"; break; fi
+    started=$SECONDS
+    for k in $(seq 1 "$gpus"); do
+      CUDA_VISIBLE_DEVICES=$((k - 1)) "$kw" run --repo "$repo" --cache-dir "$work/built" --base "$base" \
+        --config "$work/aa.json" --name "gpu$((k - 1))" --shard "$k/$gpus" \
+        --out "$out/aa/shard-$i-$k.json" > "$out/aa/shard-$i-$k.log" 2>&1 &
+    done
+    wait
+    # The merged run holds every shard's cases: the shards' own reports go once it is made.
+    "$kw" merge-shards "$out"/aa/shard-"$i"-*.json --out "$out/aa/pr-$i.json" >> "$out/aa/merge.log" 2>&1 &&
+      rm "$out"/aa/shard-"$i"-*.json
+    line=$(python3 - "$out/aa/pr-$i.json" <<'PY'
+import json, sys
+try:
+    report = json.load(open(sys.argv[1]))
+except Exception as error:
+    print("no merged run (%s)" % error); sys.exit()
+cases = report["cases"]
+stage = {s["name"]: s for s in report["stages"]}["full_bench"]
+print("%d cases: %d timed (%d audited), %d identical not timed; full_bench %s %.1f s"
+      % (len(cases), sum(1 for c in cases if c.get("measurements")), sum(1 for c in cases if c.get("audit")),
+         sum(1 for c in cases if c.get("identical_to_base")), stage["status"], stage["duration_ms"] / 1000))
+PY
+)
+    log "A/A $i over $gpus GPUs in $((SECONDS - started)) s: $line"
+    echo "aa-$i ($gpus shards): $((SECONDS - started)) s, $line" >> "$summary"
+  done
+fi
 nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,temperature.gpu,power.draw --format=csv,noheader >> "$summary"
 tar -C "$top" -czf "$top/shards.tar.gz" shards && rm -rf "$out"
 log "done: $(du -h "$top/shards.tar.gz" | cut -f1)"

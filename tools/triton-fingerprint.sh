@@ -7,7 +7,8 @@
 #   warps   num_warps=8: every case's kernel, compiled by Triton at run time
 #   comment a comment in the bench script: its Python source, not its kernel
 # each measured with `kw run --base A` (2 replicates a side, no confirmation:
-# what it shows is which cases are timed). Reports and logs go to
+# what it shows is which cases are timed; TRITON_FULL_BENCH, a JSON object,
+# sets full_bench keys over these, '{}' the defaults). Reports and logs go to
 # $OUT/triton-fingerprints.tar.gz, a line per pull request to
 # $OUT/triton-fingerprints.txt.
 set -uo pipefail
@@ -70,12 +71,13 @@ class Softmax(kwbench.Case):
 if __name__ == "__main__":
     sys.exit(kwbench.main([Softmax(r, c) for r, c in ((4096, 1024), (4096, 2048), (16384, 1024), (1024, 4096))]))
 PY
-cat > "$repo/kernelwatch.json" <<'JSON'
+full_bench=$(python3 -c "import json, os; print(json.dumps(json.loads(os.environ.get('TRITON_FULL_BENCH') or '{\"replicates\": 2, \"max_replicates\": 2, \"confirm_replicates\": 0, \"resolve_replicates\": 0}')))")
+cat > "$repo/kernelwatch.json" <<JSON
 {
   "project": "triton-softmax",
   "build": {"commands": ["python3 -c 'import torch, triton'"]},
   "benches": [{"name": "softmax", "path": "softmax_bench.py", "format": "python"}],
-  "full_bench": {"replicates": 2, "max_replicates": 2, "confirm_replicates": 0, "resolve_replicates": 0}
+  "full_bench": $full_bench
 }
 JSON
 echo "# Triton softmax" > "$repo/README.md"
@@ -110,8 +112,12 @@ timed = [c["name"] for c in report["cases"] if c.get("measurements")]
 skipped = [c["name"] for c in report["cases"] if c.get("identical_to_base")]
 audited = [c["name"] for c in report["cases"] if c.get("audit")]
 changed = {name: sorted(diff) if isinstance(diff, (list, dict)) else diff for name, diff in prints.get("changed", {}).items()}
-print("%s: exit %s in %s s; full_bench %s: %d timed (%d audited), %d identical not timed; changed: %s"
-      % (kind, status, seconds, stage["status"], len(timed), len(audited), len(skipped), json.dumps(changed)))
+passes = stage["details"].get("softmax", {}).get("passes", [])
+cost = "full_bench %.1f s (%.1f s counted on the GPU), %d passes, %d prepared, %.1f s a timed case" % (
+    stage["duration_ms"] / 1000, stage["gpu_seconds"], len(passes),
+    stage["details"].get("softmax", {}).get("prepared_passes", 0), stage["duration_ms"] / 1000 / max(len(timed), 1))
+print("%s: exit %s in %s s; full_bench %s: %d timed (%d audited), %d identical not timed; %s; changed: %s"
+      % (kind, status, seconds, stage["status"], len(timed), len(audited), len(skipped), cost, json.dumps(changed)))
 PY
 )
   log "$line"

@@ -835,11 +835,12 @@ std::vector<std::string> waiting_for_a_go() {
   return pids;
 }
 
-// A python pull request's replicates after each side's first run in a
-// process started during an earlier pass: ABBA over four replicates a side
-// is eight passes, two of them cold. Every replicate is still a process of
-// its own, and none is left waiting once the stage ends.
-TEST_F(PipelineTest, PythonReplicatesAfterTheFirstRunInPreparedProcesses) {
+// A python pull request's replicates in processes started before their
+// pass: both sides are prepared before the first pass, two a side, so ABBA
+// over four replicates a side is eight passes and none of them cold. Every
+// replicate is still a process of its own, and none is left waiting once
+// the stage ends.
+TEST_F(PipelineTest, PythonReplicatesRunInPreparedProcesses) {
   json config = python_config("saxpy/ok");
   config["full_bench"] = {{"replicates", 4},
                           {"max_replicates", 4},
@@ -853,7 +854,7 @@ TEST_F(PipelineTest, PythonReplicatesAfterTheFirstRunInPreparedProcesses) {
   fs::remove_all(base);
   const json& stage = ab["stages"][5];
   ASSERT_EQ(stage["status"], "passed") << stage.dump();
-  EXPECT_EQ(stage["details"]["py"]["prepared_passes"], 6) << stage["details"].dump();
+  EXPECT_EQ(stage["details"]["py"]["prepared_passes"], 8) << stage["details"].dump();
   const json& c = ab["cases"][0];
   for (const char* side : {"measurements", "base_measurements"}) {
     const json& candidate = c[side][0];
@@ -1142,6 +1143,47 @@ TEST(BuiltCommits, ABranchBuildsItsNextCommitIncrementallyAndBasesStayLoadable) 
   EXPECT_TRUE(fs::exists(failing.path / ".git"));
   EXPECT_FALSE(built.get(repo, std::string(40, '0'), stop, log, why));
   EXPECT_NE(why.find("cannot check out 000000000000"), std::string::npos) << why;
+}
+
+// Two processes sharing one cache (a job's shards run with `kw run --base`,
+// one on each GPU) ask for the same base at once: one builds it, the other
+// waits and takes its tree. Without the cache's lock both checked the commit
+// out into one worktree and one of them lost its base.
+TEST(BuiltCommits, TwoProcessesAskingForOneBaseBuildItOnce) {
+  ScratchRepo scratch;
+  const fs::path builds = scratch.root() / "builds";
+  const std::string config = R"({"project": "shared", "build": {"commands": ["echo built >> )" +
+                             builds.string() + R"( && sleep 1"]}, "benches": [{"name": "b", "path": "b"}]})";
+  const std::string base = scratch.commit({{"kernelwatch.json", config}}, "base");
+  std::atomic<bool> stop{false};
+  std::mutex mutex;
+  std::vector<std::string> lines;
+  auto ask = [&](std::optional<fs::path>& tree, std::string& why) {
+    // A BuiltCommits of its own, as another process has: its own descriptor of the lock.
+    BuiltCommits built(scratch.root() / "built", 4, {});
+    tree = built.get(
+        scratch.repo(), base, stop,
+        [&](const std::string& line) {
+          std::lock_guard lock(mutex);
+          lines.push_back(line);
+        },
+        why);
+  };
+  std::optional<fs::path> first, second;
+  std::string first_why, second_why;
+  std::thread other([&] { ask(second, second_why); });
+  ask(first, first_why);
+  other.join();
+  std::string said;
+  for (const std::string& line : lines) said += line + "\n";
+  ASSERT_TRUE(first) << first_why << "\n" << said;
+  ASSERT_TRUE(second) << second_why << "\n" << said;
+  EXPECT_EQ(*first, *second);
+  std::ifstream in(builds);
+  const std::string built_lines((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(built_lines, "built\n") << said;
+  EXPECT_NE(said.find("another process holds the build cache"), std::string::npos) << said;
+  EXPECT_NE(said.find("built commit from the cache"), std::string::npos) << said;
 }
 
 // What an earlier commit left in a branch's tree must not fail the next

@@ -342,12 +342,7 @@ TEST_F(QueueTest, TwentyConcurrentClaimersOnTwoHundredJobsEachClaimedOnce) {
 
 class LeaseTest : public ServerTest {
  protected:
-  ServerOptions server_options() override {
-    ServerOptions options = ServerTest::server_options();
-    options.lease_seconds = 0.5;
-    options.max_attempts = 2;
-    return options;
-  }
+  ServerOptions server_options() override { return with_short_leases(ServerTest::server_options()); }
 };
 
 TEST_F(LeaseTest, ExpiredLeaseRequeuesThenFailsAfterMaxAttempts) {

@@ -121,6 +121,12 @@ class ServerTest : public ::testing::Test {
     options.kw_binary = KW_TEST_KW_BINARY;  // the build's (empty without the agent)
     return options;
   }
+  // Half-second leases and two attempts: the lease reaper's tests.
+  static ServerOptions with_short_leases(ServerOptions options) {
+    options.lease_seconds = 0.5;
+    options.max_attempts = 2;
+    return options;
+  }
 
   void SetUp() override {
     database_ = std::make_unique<TestDatabase>();

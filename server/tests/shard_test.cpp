@@ -157,12 +157,7 @@ TEST_F(ShardTest, ShardsOfTwoGpuModelsFailTheJob) {
 
 class ShardLeaseTest : public ShardTest {
  protected:
-  ServerOptions server_options() override {
-    ServerOptions options = ServerTest::server_options();
-    options.lease_seconds = 0.5;
-    options.max_attempts = 2;
-    return options;
-  }
+  ServerOptions server_options() override { return with_short_leases(ServerTest::server_options()); }
   // Polls the job until `done` says so (the reaper runs about every lease).
   json wait_for(std::int64_t job, const std::function<bool(const json&)>& done) {
     json current;

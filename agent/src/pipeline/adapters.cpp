@@ -333,10 +333,6 @@ class KwbenchAdapter final : public BenchAdapter {
       for (const std::string& name : request.cases) file << name << "\n";
     }
     const FullBenchConfig& fb = context.config.full_bench;
-    ChildSpec spec = bench_child(context, context.config.timeout_for(common::StageName::full_bench));
-    spec.argv.insert(spec.argv.end(), {"--stage", "full_bench"});
-    // The bench's own arguments first: the replicate settings after them win.
-    spec.argv.insert(spec.argv.end(), context.bench.args.begin(), context.bench.args.end());
     std::vector<std::string> pass_arguments = {
         "--json",         out.string(),
         "--case-list",    list.string(),
@@ -351,7 +347,7 @@ class KwbenchAdapter final : public BenchAdapter {
       pass_arguments.push_back("--energy-seconds");
       pass_arguments.push_back(std::to_string(fb.energy_seconds));
     }
-    const ChildOutcome outcome = run_pass(context, spec, pass_arguments);
+    const ChildOutcome outcome = run_pass(context, pass_spec(context), pass_arguments);
     pass.seconds = outcome.seconds;
     pass.log_tail = outcome.output_tail;
     const json document = read_json_file(out);
@@ -378,30 +374,35 @@ class KwbenchAdapter final : public BenchAdapter {
     return pass;
   }
 
+  void prepare_passes(const BenchContext& context) const override {
+    if (preparable(context)) context.prepared->top_up(context.checkout.string(), pass_spec(context));
+  }
+
  private:
+  static bool preparable(const BenchContext& context) {
+    return context.prepared != nullptr && context.bench.format == BenchFormat::python;
+  }
+
+  // A full_bench pass's command without the pass's own arguments.
+  static ChildSpec pass_spec(const BenchContext& context) {
+    ChildSpec spec = bench_child(context, context.config.timeout_for(common::StageName::full_bench));
+    spec.argv.insert(spec.argv.end(), {"--stage", "full_bench"});
+    // The bench's own arguments first: the replicate settings after them win.
+    spec.argv.insert(spec.argv.end(), context.bench.args.begin(), context.bench.args.end());
+    return spec;
+  }
+
   // A python bench's pass runs in a process prepared during an earlier pass
   // where one waits (prepared_passes.hpp).
   static ChildOutcome run_pass(const BenchContext& context, ChildSpec spec,
                                const std::vector<std::string>& pass_arguments) {
-    if (context.prepared != nullptr && context.bench.format == BenchFormat::python)
-      return context.prepared->run(context.checkout.string(), spec, pass_arguments);
+    if (preparable(context)) return context.prepared->run(context.checkout.string(), spec, pass_arguments);
     spec.argv.insert(spec.argv.end(), pass_arguments.begin(), pass_arguments.end());
     return run_child(spec, context.stop);
   }
 
   std::string harness_;
 };
-
-// Escapes what a POSIX extended or ECMAScript regular expression would read
-// as an operator.
-std::string regex_literal(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    if (std::string_view("\\^$.|?*+()[]{}").find(c) != std::string_view::npos) out += '\\';
-    out += c;
-  }
-  return out;
-}
 
 class GbenchAdapter final : public BenchAdapter {
  public:
@@ -620,6 +621,15 @@ class NvbenchAdapter final : public BenchAdapter {
 };
 
 }  // namespace
+
+std::string regex_literal(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (std::string_view("\\^$.|?*+()[]{}").find(c) != std::string_view::npos) out += '\\';
+    out += c;
+  }
+  return out;
+}
 
 std::string gbench_filter(const std::vector<std::string>& names) {
   std::string filter = "^(";

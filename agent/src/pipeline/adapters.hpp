@@ -94,6 +94,10 @@ class BenchAdapter {
 
   virtual CaseListing list_cases(const BenchContext& context) const = 0;
   virtual PassOutput measure(const BenchContext& context, const PassRequest& request) const = 0;
+  // Starts this side's processes for the passes to come, where the harness
+  // prepares them (context.prepared): a python bench imports while another
+  // pass runs.
+  virtual void prepare_passes(const BenchContext& /*context*/) const {}
 };
 
 const BenchAdapter& adapter_for(BenchFormat format);
@@ -114,6 +118,9 @@ std::vector<std::string> nvbench_pass_args(const BenchConfig& bench, const FullB
                                            const std::vector<std::string>& benchmarks);
 // `--list` output: the benchmark names (exposed for tests).
 std::vector<std::string> nvbench_benchmarks_of_list(const std::string& listing);
+// `text` with what a POSIX extended or ECMAScript regular expression would
+// read as an operator escaped.
+std::string regex_literal(const std::string& text);
 // Google Benchmark's --benchmark_filter for exactly these names.
 std::string gbench_filter(const std::vector<std::string>& names);
 

@@ -313,6 +313,8 @@ class Engine {
   // The minimum replicates of every case.
   void first_pass() {
     if (all_.empty() && !discover_) return;  // nothing changed, nothing audited
+    if (ab_) adapter_.prepare_passes(context(Side::base));
+    adapter_.prepare_passes(context(Side::head));
     for (int r = 0; r < fb_.replicates && !stop_.load(); ++r) {
       replicate(discover_ && r == 0 ? std::vector<std::string>{} : all_);
       progress("replicate " + std::to_string(r + 1) + " of every case");

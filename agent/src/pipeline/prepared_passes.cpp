@@ -26,8 +26,12 @@ void PreparedPasses::prepare(const std::string& key, common::ChildSpec spec) {
   spec.parent_death_signal = SIGKILL;
   auto outcome = std::async(std::launch::async,
                             [spec = std::move(spec), this] { return common::run_child(spec, stop_); });
-  std::lock_guard lock(mutex_);
   waiting_[key].push_back({go, std::move(outcome)});
+}
+
+void PreparedPasses::top_up(const std::string& key, const common::ChildSpec& spec) {
+  std::lock_guard lock(mutex_);
+  while (!stop_.load() && waiting_[key].size() < kDepth) prepare(key, spec);
 }
 
 void PreparedPasses::write_go(const fs::path& go, const std::string& document) {
@@ -52,7 +56,7 @@ common::ChildOutcome PreparedPasses::run(const std::string& key, const common::C
       it->second.pop_front();
     }
   }
-  if (!stop_.load()) prepare(key, spec);
+  top_up(key, spec);
   if (!waiting) {
     common::ChildSpec fresh = spec;
     fresh.argv.insert(fresh.argv.end(), arguments.begin(), arguments.end());

@@ -5,6 +5,11 @@
 // still measures exactly one replicate, so the between-process variance the
 // statistics rest on stays in the data (docs/detection.md), and a pass's
 // seconds count from its go, not from its start.
+//
+// Two wait per side: A/B passes run ABBA, so a side's second pass follows
+// its first at once, and a single process started with the first would still
+// be importing when its turn came. Both sides are prepared before the first
+// pass (`top_up`), so the base imports while the head's first pass runs.
 #pragma once
 
 #include <atomic>
@@ -35,6 +40,10 @@ class PreparedPasses {
   // count from the pass's go.
   common::ChildOutcome run(const std::string& key, const common::ChildSpec& spec,
                            const std::vector<std::string>& arguments);
+  // Starts processes for `key` until kDepth wait.
+  void top_up(const std::string& key, const common::ChildSpec& spec);
+
+  static constexpr std::size_t kDepth = 2;
 
   int used() const { return used_; }
 
@@ -43,7 +52,7 @@ class PreparedPasses {
     std::filesystem::path go;
     std::future<common::ChildOutcome> outcome;
   };
-  void prepare(const std::string& key, common::ChildSpec spec);
+  void prepare(const std::string& key, common::ChildSpec spec);  // under mutex_
   static void write_go(const std::filesystem::path& go, const std::string& document);
 
   const std::atomic<bool>& stop_;

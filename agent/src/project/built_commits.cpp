@@ -1,13 +1,20 @@
 #include "project/built_commits.hpp"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
+#include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include "kw/common/hash.hpp"
@@ -56,6 +63,43 @@ std::string branch_tree_name(const std::string& project, const std::string& bran
                 static_cast<unsigned long long>(common::fnv1a64(project + "\n" + branch)));
   return name + suffix;
 }
+
+// The cache's lock, held while a process finds or builds a base in it:
+// several `kw run --base` on one host share the cache (a job's shards, one
+// on each GPU), and two checking out and building the same commit at once
+// trip over each other's worktree. The first builds; the others wait, then
+// take its tree. Closing the descriptor releases the lock, also when the
+// process dies.
+class CacheLock {
+ public:
+  CacheLock(const fs::path& file, const std::atomic<bool>& stop,
+            const std::function<void(const std::string&)>& log, const std::string& what) {
+    fd_ = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) throw std::runtime_error("cannot open " + file.string() + ": " + std::strerror(errno));
+    bool said = false;
+    while (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      const int error = errno;
+      if (error != EWOULDBLOCK && error != EINTR) {
+        ::close(fd_);
+        throw std::runtime_error("cannot lock " + file.string() + ": " + std::strerror(error));
+      }
+      if (stop.load()) {
+        ::close(fd_);
+        throw std::runtime_error("stopped while waiting for " + file.string());
+      }
+      if (!said)
+        log(what + ": another process holds the build cache (" + file.string() + "); waiting for it");
+      said = true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  }
+  CacheLock(const CacheLock&) = delete;
+  CacheLock& operator=(const CacheLock&) = delete;
+  ~CacheLock() { ::close(fd_); }
+
+ private:
+  int fd_ = -1;
+};
 
 }  // namespace
 
@@ -155,6 +199,13 @@ std::optional<fs::path> BuiltCommits::get(const fs::path& repo, const std::strin
                                           const std::atomic<bool>& stop,
                                           const std::function<void(const std::string&)>& log,
                                           std::string& why) {
+  std::optional<CacheLock> lock;
+  try {
+    lock.emplace(dir_ / ".lock", stop, log, "commit " + commit.substr(0, 12));
+  } catch (const std::exception& error) {
+    why = error.what();
+    return std::nullopt;
+  }
   if (std::optional<fs::path> tree = find_built(commit)) {
     write_state(*tree, commit, true);
     in_use_.insert(*tree);

@@ -42,7 +42,8 @@ class BuiltCommits {
   // A built checkout of `commit` (40 hex): a tree that holds its build, or a
   // commit tree checked out of `repo` and built with that commit's own
   // kernelwatch.json. nullopt, with the reason in `why`, when it cannot be
-  // had. The tree is not evicted before finish().
+  // had. The tree is not evicted before finish(). Processes sharing `dir`
+  // take turns: one that finds another building waits for it.
   std::optional<std::filesystem::path> get(const std::filesystem::path& repo, const std::string& commit,
                                            const std::atomic<bool>& stop,
                                            const std::function<void(const std::string&)>& log,
