@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <regex>
 #include <set>
 #include <thread>
@@ -219,6 +220,46 @@ TEST(RepoConfig, EveryProblemIsListedAtOnce) {
   EXPECT_EQ(repo_config_problems(json::array()),
             std::vector<std::string>{"kernelwatch.json must be an object, got array"});
   EXPECT_TRUE(repo_config_problems(valid_config()).empty());
+}
+
+// A rule the shape check cannot see (a value out of range) is not hidden by
+// an unknown key or a wrong type beside it, nor by another broken rule
+// whose value can be left out (a required one ends the reading).
+TEST(RepoConfig, ABrokenRuleBesideAnUnknownKeyIsListedToo) {
+  json config = valid_config();
+  config["thresholds"] = {{"min_threshold", 5}};
+  config["full_bench"] = {{"replicatse", 4}, {"budget_s", "60"}};
+  config["benches"][0]["launches"] = json::array({{{"kernel", "k"}, {"max_registers", 300}}});
+  try {
+    parse_repo_config(config);
+    FAIL() << "accepted";
+  } catch (const ConfigError& error) {
+    EXPECT_EQ(error.problems(), (std::vector<std::string>{
+                                    "full_bench.replicatse: unknown field; did you mean `replicates`?",
+                                    "full_bench.budget_s: must be a number, got string",
+                                    "benches[0].launches: a kwbench bench declares its launches in its cases "
+                                    "(Case::expected_launch)",
+                                    "thresholds.min_threshold: must be between 0 and 1 (0.02 = 2%)",
+                                }));
+  }
+}
+
+// Bad JSON is placed as an editor shows it: line and column.
+TEST(RepoConfig, InvalidJsonNamesItsLineAndColumn) {
+  EXPECT_EQ(line_and_column("{\n  \"a\": 1,\n  }", 15), "line 3, column 3");
+  EXPECT_EQ(line_and_column("x", 1), "line 1, column 1");
+  const fs::path file = kw::testing::make_temp_dir("kw-config") / "kernelwatch.json";
+  std::ofstream(file) << "{\n  \"project\": \"p\",\n  \"benches\": [}\n";
+  try {
+    load_repo_config(file);
+    FAIL() << "accepted";
+  } catch (const ConfigError& error) {
+    EXPECT_EQ(std::string(error.what()).rfind("kernelwatch.json: not valid JSON at line 3, column 15: ", 0),
+              0u)
+        << error.what();
+    EXPECT_NE(std::string(error.what()).find("syntax error"), std::string::npos) << error.what();
+  }
+  fs::remove_all(file.parent_path());
 }
 
 // A commit whose kernelwatch.json cannot be used still gets a report: its

@@ -55,6 +55,38 @@ TEST(ValidateConfigCommand, ListsEveryProblemOfAKernelwatchJson) {
       << own.output;
 }
 
+// A valid kernelwatch.json whose bench paths nothing writes: a warning for
+// each, after the valid line (exit 0: a build script may still write it).
+TEST(ValidateConfigCommand, WarnsOfABenchPathNoBuildMakes) {
+  const fs::path repo = fs::temp_directory_path() / ("kw-validate-paths-" + std::to_string(getpid()));
+  fs::create_directories(repo / "bench");
+  std::ofstream(repo / "bench" / "CMakeLists.txt") << "add_executable(gemm_bench gemm.cu)\n";
+  std::ofstream(repo / "Makefile") << "tool_bench: tool.cu\n\tnvcc -o $@ $<\n";
+  std::ofstream(repo / "kernelwatch.json") << R"({"project": "demo",
+    "build": {"commands": ["cmake -S . -B build", "cmake --build build", "nvcc -o build/direct direct.cu"]},
+    "benches": [{"name": "gemm", "path": "build/bench/gemm_bench"},
+                {"name": "tool", "path": "tool_bench"},
+                {"name": "direct", "path": "build/direct"},
+                {"name": "typo", "path": "build/bench/gem_bench"},
+                {"name": "py", "path": "missing_bench.py", "format": "python"}]})";
+  auto result = run_command({KW_BINARY, "validate-config", (repo / "kernelwatch.json").string()});
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find(": valid: project demo, 5 bench(es)"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("  warning: benches[3].path (build/bench/gem_bench): not built yet, no build "
+                               "command names gem_bench, and no CMake target or Make rule of the repository "
+                               "makes it\n"),
+            std::string::npos)
+      << result.output;
+  EXPECT_NE(
+      result.output.find("  warning: benches[4].path (missing_bench.py): no such file in the repository"),
+      std::string::npos)
+      << result.output;
+  EXPECT_EQ(result.output.find("benches[0].path"), std::string::npos) << result.output;
+  EXPECT_EQ(result.output.find("benches[1].path"), std::string::npos) << result.output;
+  EXPECT_EQ(result.output.find("benches[2].path"), std::string::npos) << result.output;
+  fs::remove_all(repo);
+}
+
 class ValidateBrokenTest : public ::testing::TestWithParam<kw::testing::BrokenReport> {};
 
 TEST_P(ValidateBrokenTest, ExitsOneNamingTheField) {

@@ -1,11 +1,14 @@
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <regex>
 #include <sstream>
 
 #include "cli/commands.hpp"
 #include "kw/common/run_report.hpp"
 #include "kw/common/shards.hpp"
+#include "pipeline/adapters.hpp"
 #include "project/repo_config.hpp"
 
 namespace kw::agent {
@@ -35,8 +38,80 @@ int validate_file(const std::string& path) {
   }
 }
 
+namespace fs = std::filesystem;
+
+std::string text_of(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// The repository's CMake and Make files, outside build trees and hidden folders.
+std::vector<fs::path> build_files(const fs::path& repo) {
+  std::vector<fs::path> files;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(repo, fs::directory_options::skip_permission_denied, ec);
+       it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (ec) break;
+    const std::string name = it->path().filename().string();
+    if (it->is_directory(ec)) {
+      if (name.starts_with(".") || name.starts_with("build") || name == "node_modules")
+        it.disable_recursion_pending();
+      continue;
+    }
+    if (name == "CMakeLists.txt" || name.ends_with(".cmake") || name == "Makefile" || name == "GNUmakefile")
+      files.push_back(it->path());
+  }
+  return files;
+}
+
+// Whether the repository's build files make a file called `name`: a CMake
+// target of that name (or OUTPUT_NAME), or a Make rule.
+bool built_by_build_files(const std::vector<fs::path>& files, const std::string& name) {
+  const std::string literal = regex_literal(name);
+  const std::regex cmake(R"((add_executable|add_library|add_custom_target)\s*\(\s*)" + literal + R"([\s)])" +
+                         "|OUTPUT_NAME\\s+\"?" + literal + "\\b");
+  const std::regex make("(^|\\n)" + literal + "\\s*:");
+  for (const fs::path& file : files) {
+    const std::string text = text_of(file);
+    const bool is_cmake = file.filename() == "CMakeLists.txt" || file.extension() == ".cmake";
+    if (std::regex_search(text, is_cmake ? cmake : make)) return true;
+  }
+  return false;
+}
+
+// Bench paths that nothing seems to write: the file is not in the checkout,
+// no build command names it, and no CMake target or Make rule of the
+// repository makes a file of its name. A warning, not a problem: a build
+// script may still write it.
+std::vector<std::string> bench_path_warnings(const RepoConfig& config, const fs::path& repo) {
+  std::vector<std::string> warnings;
+  std::optional<std::vector<fs::path>> files;
+  for (std::size_t i = 0; i < config.benches.size(); ++i) {
+    const BenchConfig& bench = config.benches[i];
+    const fs::path path(bench.path);
+    const std::string name = path.filename().string();
+    if (fs::exists(repo / path)) continue;
+    bool named = false;
+    for (const std::string& command : config.build_commands)
+      named = named || command.find(name) != std::string::npos;
+    if (named) continue;
+    const std::string where = "benches[" + std::to_string(i) + "].path (" + bench.path + ")";
+    if (bench.format == BenchFormat::python) {
+      warnings.push_back(where + ": no such file in the repository, and no build command names it");
+      continue;
+    }
+    if (!files) files = build_files(repo);
+    if (!built_by_build_files(*files, name))
+      warnings.push_back(where + ": not built yet, no build command names " + name +
+                         ", and no CMake target or Make rule of the repository makes it");
+  }
+  return warnings;
+}
+
 // kernelwatch.json as the agent will read it, before a push: every problem,
-// one a line.
+// one a line, then what looks wrong but may not be.
 int validate_config(const std::string& path) {
   try {
     const RepoConfig config = load_repo_config(path);
@@ -46,6 +121,8 @@ int validate_config(const std::string& path) {
           (benches.empty() ? "" : ", ") + bench.name + " (" + std::string(to_string(bench.format)) + ")";
     std::cout << path << ": valid: project " << config.project << ", " << config.benches.size()
               << " bench(es): " << benches << "\n";
+    for (const std::string& warning : bench_path_warnings(config, fs::absolute(path).parent_path()))
+      std::cout << "  warning: " << warning << "\n";
     return kExitOk;
   } catch (const ConfigError& error) {
     const auto& problems = error.problems();

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "kw/common/json_reader.hpp"
@@ -333,14 +334,86 @@ double RepoConfig::timeout_for(common::StageName stage) const {
   return it == stage_timeouts_s.end() ? kDefaultStageTimeout : it->second;
 }
 
-RepoConfig parse_repo_config(const json& document) {
-  if (std::vector<std::string> problems = repo_config_problems(document); !problems.empty())
-    throw ConfigError(std::move(problems));
-  try {
-    return read_repo_config(document);
-  } catch (const common::ValidationError& error) {
-    throw ConfigError({error.what()});
+namespace {
+
+// The JSON pointer of a problem's path ("benches[0].launches[1].grid: ..."
+// -> /benches/0/launches/1/grid); nullopt for a path it cannot name.
+std::optional<json::json_pointer> pointer_of(const std::string& problem) {
+  const std::string path = problem.substr(0, problem.find(": "));
+  if (path.empty() || path.find_first_of(" `") != std::string::npos) return std::nullopt;
+  std::string pointer;
+  for (char c : path) {
+    if (c == '.' || c == '[') {
+      pointer += '/';
+    } else if (c == '~') {
+      pointer += "~0";
+    } else if (c == '/') {
+      pointer += "~1";
+    } else if (c != ']') {
+      pointer += c;
+    }
   }
+  try {
+    return json::json_pointer("/" + pointer);
+  } catch (const json::exception&) {
+    return std::nullopt;
+  }
+}
+
+// Removes the value a problem names; false where there is none to remove.
+bool prune(json& document, const std::string& problem) {
+  std::optional<json::json_pointer> pointer = pointer_of(problem);
+  if (!pointer || pointer->empty() || !document.contains(*pointer)) return false;
+  json& parent = document.at(pointer->parent_pointer());
+  if (parent.is_object()) return parent.erase(pointer->back()) > 0;
+  return false;  // an array entry: removing it would renumber the others' paths
+}
+
+}  // namespace
+
+std::string line_and_column(const std::string& text, std::size_t byte) {
+  // nlohmann's byte counts from 1 and points at the character it could not take.
+  const std::size_t end = std::min(byte > 0 ? byte - 1 : 0, text.size());
+  std::size_t line = 1, column = 1;
+  for (std::size_t i = 0; i < end; ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
+    }
+  }
+  return "line " + std::to_string(line) + ", column " + std::to_string(column);
+}
+
+RepoConfig parse_repo_config(const json& document) {
+  std::vector<std::string> problems = repo_config_problems(document);
+  if (!document.is_object()) throw ConfigError(std::move(problems));
+  // The rules the shape check cannot see (a value out of range) are read
+  // too, each offending value left out in turn so that the next is reached:
+  // an unknown key or a wrong type hides no other problem.
+  json readable = document;
+  std::set<std::string> named;  // the paths a problem names already
+  for (const std::string& problem : problems) {
+    named.insert(problem.substr(0, problem.find(": ")));
+    prune(readable, problem);
+  }
+  for (std::size_t attempt = 0; attempt < 32; ++attempt) {
+    try {
+      RepoConfig config = read_repo_config(readable);
+      if (problems.empty()) return config;
+      break;
+    } catch (const common::ValidationError& error) {
+      // A missing field is the shape check's to say (a misspelt key says it
+      // better); one left out here is no problem of the file.
+      if (error.code() == "missing_field") break;
+      if (named.insert(error.path()).second) problems.push_back(error.what());
+      if (!prune(readable, error.what())) break;
+    } catch (const json::exception&) {
+      break;  // a shape the check reported: nothing more to learn from reading it
+    }
+  }
+  throw ConfigError(std::move(problems));
 }
 
 namespace {
@@ -531,11 +604,19 @@ RepoConfig load_repo_config(const std::filesystem::path& file) {
   }
   std::stringstream text;
   text << in.rdbuf();
+  // What nlohmann says after its own prefix and position: "syntax error while parsing ...".
+  auto parse_error_reason = [](const json::parse_error& error) {
+    const std::string what = error.what();
+    const std::size_t at = what.find("parse error");
+    const std::size_t colon = at == std::string::npos ? std::string::npos : what.find(": ", at);
+    return colon == std::string::npos ? what : what.substr(colon + 2);
+  };
   json document;
   try {
     document = json::parse(text.str());
   } catch (const json::parse_error& error) {
-    throw ConfigError({file.filename().string() + ": not valid JSON at byte " + std::to_string(error.byte)});
+    throw ConfigError({file.filename().string() + ": not valid JSON at " +
+                       line_and_column(text.str(), error.byte) + ": " + parse_error_reason(error)});
   }
   return parse_repo_config(document);
 }

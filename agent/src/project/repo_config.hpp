@@ -126,9 +126,13 @@ class ConfigError : public std::runtime_error {
   std::vector<std::string> problems_;
 };
 
-// Throws ConfigError with every shape problem, else the first rule broken
-// ("benches[1].name: duplicate bench name").
+// Throws ConfigError with every problem at once: the shape's, and each rule
+// broken ("benches[1].name: duplicate bench name"), a value that breaks one
+// left out to reach the next.
 RepoConfig parse_repo_config(const nlohmann::json& document);
+// "line L, column C" of a byte offset as nlohmann's parse_error counts it
+// (from 1, the character it could not take).
+std::string line_and_column(const std::string& text, std::size_t byte);
 // `file` read and parsed; a missing file or invalid JSON is a ConfigError too.
 RepoConfig load_repo_config(const std::filesystem::path& file);
 
