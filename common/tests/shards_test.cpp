@@ -91,7 +91,7 @@ TEST(MergeShardReports, OneRunWithEveryCaseOnceAndTheStagesCombined) {
   EXPECT_FALSE(run.shard);
   EXPECT_FALSE(run.job_id) << "the job they were split from is the run's";
   ASSERT_EQ(run.cases.size(), example()["cases"].size());
-  EXPECT_EQ(run.cases[0].name, example()["cases"][0]["name"]) << "shard 1's cases first";
+  EXPECT_EQ(run.cases[0].name, example()["cases"][0]["name"].get<std::string>()) << "shard 1's cases first";
   EXPECT_DOUBLE_EQ(run.gpu_seconds, 42.5);
   EXPECT_EQ(run.started_at, "2026-03-01T11:59:00Z");
   EXPECT_EQ(run.finished_at, "2099-01-01T00:00:00Z");
