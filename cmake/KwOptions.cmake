@@ -5,7 +5,11 @@ add_library(kw::options ALIAS kw_options)
 target_compile_features(kw_options INTERFACE cxx_std_20)
 target_compile_options(kw_options INTERFACE
   $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wshadow -Wnon-virtual-dtor -Wold-style-cast -Wundef>
-  $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<BOOL:${KW_WERROR}>>:-Werror>)
+  $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<BOOL:${KW_WERROR}>>:-Werror>
+  # A unity build (the up preset) includes every .cpp into another file, and
+  # GCC then takes a class with a member of an anonymous namespace's type for
+  # one in a header.
+  $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<BOOL:${CMAKE_UNITY_BUILD}>>:-Wno-subobject-linkage>)
 set(CMAKE_CXX_EXTENSIONS OFF)
 
 # kw_add_test(NAME LABEL SOURCES... LIBS ...): one GoogleTest executable whose

@@ -12,7 +12,7 @@ using nlohmann::json;
 
 namespace {
 
-constexpr const char* kRunFacts = R"sql(
+constexpr const char* kProfileRunFacts = R"sql(
 SELECT r.project_id, r.commit_sha, r.branch, r.gpu_model, COALESCE(r.device->>'kind', 'gpu'),
        EXISTS (SELECT 1 FROM cases c WHERE c.run_id = r.id AND c.name = $2),
        (SELECT COALESCE(b.commit_sha, r.base_commit)
@@ -37,7 +37,7 @@ SELECT $1, $2, $3, $4::char(40), $5, $6, $3 = p.default_branch, 'profile' FROM p
 RETURNING id
 )sql";
 
-constexpr const char* kCreate = R"sql(
+constexpr const char* kProfileCreate = R"sql(
 INSERT INTO profiles (project_id, run_id, job_id, case_name, head_commit, base_commit, reason, requested_by,
                       launch_count, kernel_regex)
 VALUES ($1, $2, $3, $4, $5, $6::char(40), $7, $8, $9, $10::text)
@@ -75,7 +75,7 @@ json_build_object(
   'csv', json_build_object('base', f.base_csv IS NOT NULL, 'head', f.head_csv IS NOT NULL))
 )sql";
 
-const std::string kGet = std::string("SELECT ") + kProfileJson + R"sql(::text
+const std::string kProfileGet = std::string("SELECT ") + kProfileJson + R"sql(::text
 FROM profiles f JOIN jobs j ON j.id = f.job_id JOIN projects p ON p.id = f.project_id
 LEFT JOIN agents a ON a.id = j.agent_id
 WHERE f.id = $1
@@ -135,11 +135,11 @@ void check_side(const json& summary, const std::string& side, const std::string&
 }  // namespace
 
 std::vector<Statement> ProfileRepository::statements() {
-  return {{"profile_run_facts", kRunFacts},    {"profile_same", kSame},
-          {"profile_create_job", kCreateJob},  {"profile_create", kCreate},
+  return {{"profile_run_facts", kProfileRunFacts},    {"profile_same", kSame},
+          {"profile_create_job", kCreateJob},  {"profile_create", kProfileCreate},
           {"profile_worst", kWorstRegression}, {"profile_profiler_for", kProfilerFor},
           {"profile_job_of", kJobOfProfile},   {"profile_store", kStore},
-          {"profile_get", kGet.c_str()},       {"profile_of_run", kOfRun.c_str()}};
+          {"profile_get", kProfileGet.c_str()},       {"profile_of_run", kOfRun.c_str()}};
 }
 
 std::pair<std::int64_t, bool> ProfileRepository::queue(pqxx::work& tx, const ProfileRequest& request) {

@@ -25,7 +25,7 @@ WHERE project_id = $1 AND run_id IS NULL AND id <> $2
 )sql";
 
 // A completion that died (its server stopped) frees its claim after this.
-constexpr const char* kClaim = R"sql(
+constexpr const char* kUploadClaim = R"sql(
 UPDATE uploads SET completing_since = now(), touched_at = now()
 WHERE project_id = $1 AND id = $2 AND token_id = $3 AND run_id IS NULL
   AND (completing_since IS NULL OR completing_since < now() - interval '15 minutes')
@@ -127,7 +127,7 @@ std::optional<std::vector<StoredPartBody>> UploadRepository::claim(pqxx::work& t
   state = UploadRepository::state(tx, project_id, token_id, upload);
   if (!state || state->run_id || static_cast<int>(state->received.size()) != state->parts)
     return std::nullopt;
-  if (tx.exec_params(kClaim, project_id, upload, token_id).empty())
+  if (tx.exec_params(kUploadClaim, project_id, upload, token_id).empty())
     throw Conflict("upload_completing", "upload " + upload + " is being completed by another request; retry");
   std::vector<StoredPartBody> bodies;
   for (const auto& row : tx.exec_params(
