@@ -135,11 +135,11 @@ void check_side(const json& summary, const std::string& side, const std::string&
 }  // namespace
 
 std::vector<Statement> ProfileRepository::statements() {
-  return {{"profile_run_facts", kProfileRunFacts},    {"profile_same", kSame},
-          {"profile_create_job", kCreateJob},  {"profile_create", kProfileCreate},
-          {"profile_worst", kWorstRegression}, {"profile_profiler_for", kProfilerFor},
-          {"profile_job_of", kJobOfProfile},   {"profile_store", kStore},
-          {"profile_get", kProfileGet.c_str()},       {"profile_of_run", kOfRun.c_str()}};
+  return {{"profile_run_facts", kProfileRunFacts}, {"profile_same", kSame},
+          {"profile_create_job", kCreateJob},      {"profile_create", kProfileCreate},
+          {"profile_worst", kWorstRegression},     {"profile_profiler_for", kProfilerFor},
+          {"profile_job_of", kJobOfProfile},       {"profile_store", kStore},
+          {"profile_get", kProfileGet.c_str()},    {"profile_of_run", kOfRun.c_str()}};
 }
 
 std::pair<std::int64_t, bool> ProfileRepository::queue(pqxx::work& tx, const ProfileRequest& request) {
