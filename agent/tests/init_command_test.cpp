@@ -151,6 +151,45 @@ TEST(InitCommand, ABenchmarkOptionOffByDefaultIsTurnedOn) {
   fs::remove_all(repo);
 }
 
+// A header-only library whose benchmarks sit behind a dependent option with
+// a dotted name, off by default: kw init finds the option, configures with
+// it on outside the repository (no build tree is left there), and the build
+// command turns it on.
+TEST(InitCommand, ADottedDependentOptionOffByDefaultIsTurnedOnAndNoBuildTreeIsLeft) {
+  const fs::path repo = kw::testing::make_temp_dir("kw-init-dotted");
+  write(repo / "CMakeLists.txt",
+        "cmake_minimum_required(VERSION 3.21)\nproject(lib CXX)\ninclude(CMakeDependentOption)\n"
+        "add_library(lib INTERFACE)\n"
+        "CMAKE_DEPENDENT_OPTION(lib.benchmark \"Build the benchmarks\" OFF \"PROJECT_IS_TOP_LEVEL\" OFF)\n"
+        "option(LIB_FAST_MATH \"fast math\" OFF)\n"
+        "if(lib.benchmark)\n  add_subdirectory(benchmarks)\nendif()\n");
+  write(repo / "benchmarks/CMakeLists.txt",
+        "find_package(benchmark REQUIRED)\nadd_executable(lib_bench bench.cpp)\n"
+        "target_link_libraries(lib_bench PRIVATE lib benchmark::benchmark)\n");
+  write(repo / "benchmarks/bench.cpp", "#include <benchmark/benchmark.h>\nBENCHMARK_MAIN();\n");
+  const Inspection found = inspect_repository(repo, {});
+  ASSERT_EQ(found.benches.size(), 1u) << json(found.notes).dump();
+  EXPECT_EQ(found.benches[0].path, "build/benchmarks/lib_bench");
+  ASSERT_EQ(found.build_commands.size(), 2u);
+  EXPECT_EQ(found.build_commands[0], "cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -Dlib.benchmark=ON");
+  EXPECT_FALSE(fs::exists(repo / "build")) << "kw init configured inside the repository";
+
+  // Configured by hand with the option on, and another option of the
+  // project changed: the tree is re-read and both go into the build command.
+  auto configured = kw::testing::run_command({"cmake", "-S", repo.string(), "-B", (repo / "build").string(),
+                                              "-Dlib.benchmark=ON", "-DLIB_FAST_MATH=ON"});
+  ASSERT_EQ(configured.exit_code, 0) << configured.output;
+  const Inspection reread = inspect_repository(repo, {});
+  ASSERT_EQ(reread.benches.size(), 1u) << json(reread.notes).dump();
+  EXPECT_TRUE(reread.read_configured_tree);
+  EXPECT_EQ(reread.build_commands[0],
+            "cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -Dlib.benchmark=ON -DLIB_FAST_MATH=ON");
+  EXPECT_NE(json(reread.notes).dump().find("LIB_FAST_MATH as your build tree has them"), std::string::npos)
+      << json(reread.notes).dump();
+  EXPECT_TRUE(parse_repo_config(repo_config_of(reread)).benches.size() == 1);
+  fs::remove_all(repo);
+}
+
 // A kit that keeps its CMake project one folder down and builds it with its
 // own script (as ../shared/nvbench-kit does): the tree that script configured
 // is re-read, each source once however many targets build it, and the

@@ -3,6 +3,7 @@
 #include <fnmatch.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <regex>
@@ -107,27 +108,58 @@ std::string bench_name(std::string target) {
   return target;
 }
 
-// The project's options that build its benchmarks (SPDLOG_BUILD_BENCH,
-// BUILD_BENCHMARKS, FOO_ENABLE_BENCHES): a word of the name is BENCH[MARK][S],
-// and none is about tests, installs or docs, which a bench build does not need.
-std::vector<std::string> benchmark_options(const fs::path& source_dir) {
-  static const std::regex option(R"(option\s*\(\s*([A-Za-z0-9_]+))");
-  std::vector<std::string> found;
+// An option the project declares: option(NAME "help" [ON|OFF]) or
+// cmake_dependent_option(NAME "help" DEFAULT "DEPENDS" FORCE), in any case,
+// a name of any spelling (lib.benchmark, LIB_BUILD_BENCH).
+struct CmakeOption {
+  std::string name;
+  bool default_on = false;
+};
+
+bool truthy(std::string value) {
+  for (char& c : value) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return value == "ON" || value == "TRUE" || value == "YES" || value == "Y" || value == "1";
+}
+
+// The options of the project's CMake files (its top, cmake/ and every
+// CMakeLists.txt below), each once, in the order found.
+std::vector<CmakeOption> cmake_options(const fs::path& source_dir) {
+  static const std::regex declared(
+      R"re((?:^|[^A-Za-z0-9_])(option|cmake_dependent_option)\s*\(\s*([A-Za-z0-9_.+-]+)\s+"[^"]*"\s*([A-Za-z0-9]*))re",
+      std::regex::icase);
   std::vector<fs::path> files = {source_dir / "CMakeLists.txt"};
   for (const fs::path& file : files_of(source_dir / "cmake", {".cmake"}, 50)) files.push_back(file);
+  for (const fs::path& file : files_of(source_dir, {"CMakeLists.txt"}, 200)) {
+    if (file != source_dir / "CMakeLists.txt") files.push_back(file);
+  }
+  std::vector<CmakeOption> found;
   for (const fs::path& file : files) {
-    for (const std::string& name : matches(read_text(file), option)) {
-      bool bench = false, unwanted = false;
-      std::string upper = name;
-      for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-      std::istringstream words(std::regex_replace(upper, std::regex("_"), " "));
-      for (std::string word; words >> word;) {
-        bench |= word == "BENCH" || word == "BENCHES" || word == "BENCHMARK" || word == "BENCHMARKS";
-        unwanted |= word.find("TEST") != std::string::npos || word == "INSTALL" || word.rfind("DOC", 0) == 0;
-      }
-      if (bench && !unwanted && std::find(found.begin(), found.end(), name) == found.end())
-        found.push_back(name);
+    const std::string text = read_text(file);
+    for (auto it = std::sregex_iterator(text.begin(), text.end(), declared); it != std::sregex_iterator(); ++it) {
+      const std::string name = (*it)[2];
+      if (std::any_of(found.begin(), found.end(), [&](const CmakeOption& o) { return o.name == name; })) continue;
+      found.push_back({name, truthy((*it)[3])});
     }
+  }
+  return found;
+}
+
+// The project's options that build its benchmarks (SPDLOG_BUILD_BENCH,
+// BUILD_BENCHMARKS, lib.benchmark): a word of the name is BENCH[MARK][S],
+// and none is about tests, installs or docs, which a bench build does not
+// need. Those already on by default need no flag.
+std::vector<std::string> benchmark_options(const std::vector<CmakeOption>& options) {
+  std::vector<std::string> found;
+  for (const CmakeOption& option : options) {
+    bool bench = false, unwanted = false;
+    std::string upper = option.name;
+    for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    std::istringstream words(std::regex_replace(upper, std::regex("[_.+-]"), " "));
+    for (std::string word; words >> word;) {
+      bench |= word == "BENCH" || word == "BENCHES" || word == "BENCHMARK" || word == "BENCHMARKS";
+      unwanted |= word.find("TEST") != std::string::npos || word == "INSTALL" || word.rfind("DOC", 0) == 0;
+    }
+    if (bench && !unwanted && !option.default_on) found.push_back(option.name);
   }
   return found;
 }
@@ -150,8 +182,8 @@ json read_json(const fs::path& file) {
 // The executables of CMake's file-API reply that link NVBench or Google
 // Benchmark, one per source file (NVBench builds each example once per C++
 // standard).
-void benches_of_reply(const fs::path& reply, const fs::path& build, const fs::path& repo,
-                      const InitOptions& options, Inspection& out) {
+void benches_of_reply(const fs::path& reply, const fs::path& build, const InitOptions& options,
+                      Inspection& out) {
   fs::path index;
   for (const auto& entry : fs::directory_iterator(reply)) {
     if (entry.path().filename().string().rfind("index-", 0) == 0) index = entry.path();
@@ -187,10 +219,12 @@ void benches_of_reply(const fs::path& reply, const fs::path& build, const fs::pa
         ++left_out;
         continue;
       }
+      // Where the build tree kernelwatch.json names (options.build_dir) will
+      // hold it: the file API's path is relative to the tree it read.
       fs::path artifact = target["artifacts"][0].value("path", "");
-      if (artifact.is_relative()) artifact = build / artifact;
+      if (artifact.is_absolute()) artifact = fs::relative(artifact, build);
       out.benches.push_back(
-          {bench_name(target_name), kind, in_repo(artifact, repo),
+          {bench_name(target_name), kind, (fs::path(options.build_dir) / artifact).lexically_normal().generic_string(),
            "CMake target " + target_name + " links " + (kind == "nvbench" ? "NVBench" : "Google Benchmark")});
     }
     break;  // the one configuration
@@ -201,12 +235,22 @@ void benches_of_reply(const fs::path& reply, const fs::path& build, const fs::pa
 
 // CMake's file API: each executable target with its artifact's path and what
 // it links. A build tree configured already is re-read as it is (`cmake
-// BUILD`); otherwise the project is configured with its benchmark options on.
+// BUILD`); otherwise the project is configured with its benchmark options on
+// in a scratch tree outside the repository, removed once read: kw init
+// leaves no build tree behind that was not there.
 bool cmake_targets(const fs::path& repo, const fs::path& source_dir,
                    const std::vector<std::string>& bench_options, const InitOptions& options,
                    Inspection& out) {
-  const fs::path build = repo / options.build_dir;
-  const bool configured = fs::exists(build / "CMakeCache.txt");
+  const bool configured = fs::exists(repo / options.build_dir / "CMakeCache.txt");
+  fs::path build = repo / options.build_dir, scratch;
+  if (!configured) {
+    char pattern[] = "/tmp/kw-init-cmake-XXXXXX";
+    if (mkdtemp(pattern) == nullptr) {
+      out.notes.push_back("no scratch folder for a CMake configure: targets read from the CMake files instead");
+      return false;
+    }
+    build = scratch = pattern;
+  }
   fs::create_directories(build / ".cmake/api/v1/query");
   std::ofstream(build / ".cmake/api/v1/query/codemodel-v2").close();
   common::ChildSpec spec;
@@ -216,13 +260,14 @@ bool cmake_targets(const fs::path& repo, const fs::path& source_dir,
   } else {
     spec.argv = {"cmake", "-S", source_dir.string(), "-B", build.string(), "-DCMAKE_BUILD_TYPE=Release"};
     for (const std::string& option : bench_options) spec.argv.push_back("-D" + option + "=ON");
-    say("configuring with CMake (" + options.build_dir + ") to read its targets");
+    say("configuring with CMake (in " + build.string() + ", removed after) to read its targets");
   }
   spec.cwd = repo;
   spec.timeout_s = 600;
   const common::ChildOutcome outcome = common::run_child(spec);
   const fs::path reply = build / ".cmake/api/v1/reply";
-  if (!outcome.ok() || !fs::exists(reply)) {
+  bool read = outcome.ok() && fs::exists(reply);
+  if (!read) {
     std::string last_line;
     std::istringstream lines(outcome.output_tail);
     for (std::string line; std::getline(lines, line);) {
@@ -231,12 +276,14 @@ bool cmake_targets(const fs::path& repo, const fs::path& source_dir,
     out.notes.push_back("cmake could not configure the project here (" + outcome.describe() +
                         (last_line.empty() ? "" : ": " + last_line) +
                         "): targets read from the CMake files instead");
-    return false;
+  } else {
+    if (configured) out.notes.push_back("CMake: read the configured build tree " + options.build_dir);
+    out.read_configured_tree = configured;
+    benches_of_reply(reply, build, options, out);
   }
-  if (configured) out.notes.push_back("CMake: read the configured build tree " + options.build_dir);
-  out.read_configured_tree = configured;
-  benches_of_reply(reply, build, repo, options, out);
-  return true;
+  std::error_code ignored;
+  if (!scratch.empty()) fs::remove_all(scratch, ignored);
+  return read;
 }
 
 // Without a configure: add_executable(NAME ...) and target_link_libraries(NAME
@@ -266,10 +313,13 @@ void cmake_files(const fs::path& repo, const InitOptions& options, Inspection& o
 }
 
 // How the team builds: its own build script at the top when it has one
-// (it knows the options and dependency paths), else CMake's two commands.
+// (it knows the options and dependency paths), else CMake's two commands,
+// with the benchmark options on and, from a build tree the team configured,
+// every option of the project its cache holds at another value than the
+// project's default.
 void cmake_build_commands(const fs::path& repo, const fs::path& source_dir,
-                          const std::vector<std::string>& bench_options, const InitOptions& options,
-                          Inspection& out) {
+                          const std::vector<CmakeOption>& declared, const std::vector<std::string>& bench_options,
+                          const InitOptions& options, Inspection& out) {
   for (const char* script : {"build.sh", "scripts/build.sh"}) {
     if (!fs::exists(repo / script)) continue;
     out.build_commands = {std::string("bash ") + script};
@@ -282,11 +332,29 @@ void cmake_build_commands(const fs::path& repo, const fs::path& source_dir,
   std::string configure = "cmake -S " +
                           (in_repo(source_dir, repo) == "." ? std::string(".") : in_repo(source_dir, repo)) +
                           " -B " + options.build_dir + " -DCMAKE_BUILD_TYPE=Release";
-  for (const std::string& option : bench_options) configure += " -D" + option + "=ON";
+  std::vector<std::string> from_cache;
+  for (const CmakeOption& option : declared) {
+    const bool bench = std::find(bench_options.begin(), bench_options.end(), option.name) != bench_options.end();
+    const std::string cached =
+        out.read_configured_tree ? cache_value(repo / options.build_dir, option.name) : std::string();
+    if (bench && (cached.empty() || truthy(cached))) {
+      configure += " -D" + option.name + "=ON";
+    } else if (!cached.empty() && truthy(cached) != option.default_on) {
+      configure += " -D" + option.name + "=" + (truthy(cached) ? "ON" : "OFF");
+      from_cache.push_back(option.name);
+    }
+  }
   out.build_commands = {configure, "cmake --build " + options.build_dir + " --target" + targets};
+  if (!from_cache.empty()) {
+    std::string names;
+    for (const std::string& name : from_cache) names += (names.empty() ? "" : ", ") + name;
+    out.notes.push_back("build.commands[0]: " + names + " as your " + options.build_dir +
+                        " tree has them (its CMakeCache.txt), not the project's default");
+  }
   if (out.read_configured_tree)
-    out.todos.push_back("build.commands[0]: the configure options your " + options.build_dir +
-                        " tree was made with (kernelwatch builds each commit in a fresh checkout)");
+    out.todos.push_back("build.commands[0]: any other -D setting your " + options.build_dir +
+                        " tree was configured with (compilers, dependency paths): kernelwatch builds each "
+                        "commit in a fresh checkout");
 }
 
 std::string identifier(std::string text) {
@@ -575,11 +643,12 @@ Inspection inspect_repository(const fs::path& repo, const InitOptions& options) 
   else if (fs::exists(repo / "CMakeLists.txt"))
     source_dir = repo;
   if (!source_dir.empty()) {
-    const std::vector<std::string> bench_options = benchmark_options(source_dir);
+    const std::vector<CmakeOption> declared = cmake_options(source_dir);
+    const std::vector<std::string> bench_options = benchmark_options(declared);
     if (!options.configure || !cmake_targets(repo, source_dir, bench_options, options, out))
       cmake_files(repo, options, out);
     if (!out.benches.empty()) {
-      cmake_build_commands(repo, source_dir, bench_options, options, out);
+      cmake_build_commands(repo, source_dir, declared, bench_options, options, out);
       out.notes.push_back("CMake: " + std::to_string(out.benches.size()) + " benchmark executable(s)");
     }
   }
