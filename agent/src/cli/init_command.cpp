@@ -135,9 +135,11 @@ std::vector<CmakeOption> cmake_options(const fs::path& source_dir) {
   std::vector<CmakeOption> found;
   for (const fs::path& file : files) {
     const std::string text = read_text(file);
-    for (auto it = std::sregex_iterator(text.begin(), text.end(), declared); it != std::sregex_iterator(); ++it) {
+    for (auto it = std::sregex_iterator(text.begin(), text.end(), declared); it != std::sregex_iterator();
+         ++it) {
       const std::string name = (*it)[2];
-      if (std::any_of(found.begin(), found.end(), [&](const CmakeOption& o) { return o.name == name; })) continue;
+      if (std::any_of(found.begin(), found.end(), [&](const CmakeOption& o) { return o.name == name; }))
+        continue;
       found.push_back({name, truthy((*it)[3])});
     }
   }
@@ -224,7 +226,8 @@ void benches_of_reply(const fs::path& reply, const fs::path& build, const InitOp
       fs::path artifact = target["artifacts"][0].value("path", "");
       if (artifact.is_absolute()) artifact = fs::relative(artifact, build);
       out.benches.push_back(
-          {bench_name(target_name), kind, (fs::path(options.build_dir) / artifact).lexically_normal().generic_string(),
+          {bench_name(target_name), kind,
+           (fs::path(options.build_dir) / artifact).lexically_normal().generic_string(),
            "CMake target " + target_name + " links " + (kind == "nvbench" ? "NVBench" : "Google Benchmark")});
     }
     break;  // the one configuration
@@ -246,7 +249,8 @@ bool cmake_targets(const fs::path& repo, const fs::path& source_dir,
   if (!configured) {
     char pattern[] = "/tmp/kw-init-cmake-XXXXXX";
     if (mkdtemp(pattern) == nullptr) {
-      out.notes.push_back("no scratch folder for a CMake configure: targets read from the CMake files instead");
+      out.notes.push_back(
+          "no scratch folder for a CMake configure: targets read from the CMake files instead");
       return false;
     }
     build = scratch = pattern;
@@ -318,8 +322,9 @@ void cmake_files(const fs::path& repo, const InitOptions& options, Inspection& o
 // every option of the project its cache holds at another value than the
 // project's default.
 void cmake_build_commands(const fs::path& repo, const fs::path& source_dir,
-                          const std::vector<CmakeOption>& declared, const std::vector<std::string>& bench_options,
-                          const InitOptions& options, Inspection& out) {
+                          const std::vector<CmakeOption>& declared,
+                          const std::vector<std::string>& bench_options, const InitOptions& options,
+                          Inspection& out) {
   for (const char* script : {"build.sh", "scripts/build.sh"}) {
     if (!fs::exists(repo / script)) continue;
     out.build_commands = {std::string("bash ") + script};
@@ -334,7 +339,8 @@ void cmake_build_commands(const fs::path& repo, const fs::path& source_dir,
                           " -B " + options.build_dir + " -DCMAKE_BUILD_TYPE=Release";
   std::vector<std::string> from_cache;
   for (const CmakeOption& option : declared) {
-    const bool bench = std::find(bench_options.begin(), bench_options.end(), option.name) != bench_options.end();
+    const bool bench =
+        std::find(bench_options.begin(), bench_options.end(), option.name) != bench_options.end();
     const std::string cached =
         out.read_configured_tree ? cache_value(repo / options.build_dir, option.name) : std::string();
     if (bench && (cached.empty() || truthy(cached))) {
