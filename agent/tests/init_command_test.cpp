@@ -111,6 +111,86 @@ TEST(InitCommand, APyTorchExtensionGetsABenchScriptWithACasePerBoundFunction) {
   fs::remove_all(repo);
 }
 
+// A small extension repository with no setup.py: its bench script builds the
+// module with torch.utils.cpp_extension's load() under another name. The
+// generated script makes the repository's own call (its sources relative to
+// the script's folder, __file__ as there), builds into this checkout's
+// build/, reaches the module through the call's result (it is no importable
+// name), and lists what the call uses that its file defined.
+TEST(InitCommand, AnExtensionBuiltByLoadInAScriptIsBuiltByTheSameCall) {
+  const fs::path repo = kw::testing::make_temp_dir("kw-init-load");
+  write(repo / "bench/run.py",
+        "import os\nimport torch\nfrom torch.utils.cpp_extension import load as jit_build\n\n"
+        "flags = ['-O3']\n"
+        "ops = jit_build(\n    name='tiny_ops',\n"
+        "    sources=[os.path.join(os.path.dirname(__file__), 'ops.cpp'), 'kernels/ops.cu'],\n"
+        "    extra_cuda_cflags=flags,  # the team's flags\n    verbose=True,\n)\n");
+  write(repo / "bench/ops.cpp",
+        "PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {\n  m.def(\"scale\", &scale);\n}\n");
+  write(repo / "bench/kernels/ops.cu", "__global__ void scale_kernel(float* x) {}\n");
+  const Inspection found = inspect_repository(repo, {});
+  ASSERT_EQ(found.benches.size(), 1u) << json(found.notes).dump();
+  std::string notes;
+  for (const std::string& note : found.notes) notes += note + "\n";
+  EXPECT_NE(notes.find("PyTorch CUDA extension \"tiny_ops\" (load() in bench/run.py), 1 bound function(s)"),
+            std::string::npos)
+      << notes;
+  EXPECT_EQ(found.build_commands, std::vector<std::string>{"python3 kernelwatch_bench.py --build-extension"});
+  const std::string& script = found.script_text;
+  EXPECT_EQ(script.find("import tiny_ops"), std::string::npos) << script;
+  EXPECT_EQ(script.find("modules="), std::string::npos) << script;
+  EXPECT_NE(script.find("tiny_ops = build_extension()"), std::string::npos) << script;
+  EXPECT_NE(script.find("return tiny_ops.scale()  # TODO"), std::string::npos) << script;
+  EXPECT_NE(script.find("torch.utils.cpp_extension.load(\n    name='tiny_ops'"), std::string::npos) << script;
+  EXPECT_NE(script.find("os.path.join(os.path.dirname(os.path.join(_here, \"run.py\")), 'ops.cpp')"),
+            std::string::npos)
+      << script;
+  EXPECT_NE(script.find("build_directory=_build_directory()"), std::string::npos) << script;
+  EXPECT_NE(json(found.todos).dump().find("build_extension() uses flags, which bench/run.py defines"),
+            std::string::npos)
+      << json(found.todos).dump();
+  expect_python_compiles(script);
+
+  // The build command runs the call as the repository's script would, with
+  // a TEST DOUBLE of PyTorch (there is none here) that checks what load() gets.
+  write(repo / "kernelwatch_bench.py", "flags = ['-O3']\n" + script);
+  write(repo / "stand-in/torch/__init__.py", "");
+  write(repo / "stand-in/torch/utils/__init__.py", "");
+  write(repo / "stand-in/torch/utils/cpp_extension.py",
+        "import os\n"
+        "def load(name, sources, build_directory, **kwargs):\n"
+        "    missing = [s for s in sources if not os.path.exists(s)]\n"
+        "    assert not missing, 'sources not found from %s: %s' % (os.getcwd(), missing)\n"
+        "    assert os.path.isdir(build_directory), build_directory\n"
+        "    print('built', name, 'in', build_directory, 'with', kwargs['extra_cuda_cflags'])\n");
+  auto built = kw::testing::run_command({"/usr/bin/env", "PYTHONPATH=" + (repo / "stand-in").string(),
+                                         "/usr/bin/python3", (repo / "kernelwatch_bench.py").string(),
+                                         "--build-extension"});
+  EXPECT_EQ(built.exit_code, 0) << built.output;
+  EXPECT_NE(built.output.find("built tiny_ops in " + (repo / "build/torch-extensions/tiny_ops").string() +
+                              " with ['-O3']"),
+            std::string::npos)
+      << built.output;
+  fs::remove_all(repo);
+}
+
+// Every spelling of load and load_inline a script may use.
+TEST(InitCommand, LoadInlineThroughAModuleAliasIsFoundToo) {
+  const fs::path repo = kw::testing::make_temp_dir("kw-init-load-inline");
+  write(repo / "ext.py",
+        "import torch.utils.cpp_extension as ce\n"
+        "mod = ce.load_inline(name=\"inline_ops\", cpp_sources=[\"\"], cuda_sources=[\"\"], "
+        "functions=[\"go\"])\n");
+  const Inspection found = inspect_repository(repo, {});
+  ASSERT_EQ(found.benches.size(), 1u) << json(found.notes).dump();
+  EXPECT_NE(found.script_text.find("torch.utils.cpp_extension.load_inline(name=\"inline_ops\""),
+            std::string::npos)
+      << found.script_text;
+  EXPECT_TRUE(found.todos.size() >= 1);
+  expect_python_compiles(found.script_text);
+  fs::remove_all(repo);
+}
+
 TEST(InitCommand, TritonKernelsGetABenchScriptWithACasePerKernel) {
   const fs::path repo = kw::testing::make_temp_dir("kw-init-triton");
   write(repo / "kernels/add.py",

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <map>
+#include <optional>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -486,10 +488,151 @@ std::string kernel_for(const std::string& function, std::size_t i, const std::ve
   return best.empty() ? kernels[std::min(i, kernels.size() - 1)] : best;
 }
 
+// A torch.utils.cpp_extension.load()/load_inline() call in a script: the
+// extension a repository without a setup.py builds at run time.
+struct LoadCall {
+  std::string file;       // in the repository
+  std::string function;   // load or load_inline
+  std::string arguments;  // the call's text between its parentheses
+  std::string name;       // its name= (the module's)
+};
+
+// The spellings under which a script reaches load and load_inline:
+// `from torch.utils.cpp_extension import load [as x]`, `import
+// torch.utils.cpp_extension as ce` (ce.load), `from torch.utils import
+// cpp_extension` (cpp_extension.load), and the whole dotted path.
+std::map<std::string, std::string> load_spellings(const std::string& text) {
+  std::map<std::string, std::string> spellings = {{"torch.utils.cpp_extension.load", "load"},
+                                                  {"torch.utils.cpp_extension.load_inline", "load_inline"}};
+  static const std::regex from_import(R"(from\s+torch\.utils\.cpp_extension\s+import\s+\(?([^)\n]*))");
+  static const std::regex module_alias(R"(import\s+torch\.utils\.cpp_extension\s+as\s+(\w+))");
+  static const std::regex submodule(R"(from\s+torch\.utils\s+import\s+cpp_extension(?:\s+as\s+(\w+))?)");
+  static const std::regex imported(R"((load_inline|load)(?:\s+as\s+(\w+))?)");
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), from_import); it != std::sregex_iterator();
+       ++it) {
+    const std::string names = (*it)[1];
+    for (auto n = std::sregex_iterator(names.begin(), names.end(), imported); n != std::sregex_iterator();
+         ++n)
+      spellings[(*n)[2].matched ? (*n)[2].str() : (*n)[1].str()] = (*n)[1];
+  }
+  for (const auto* pattern : {&module_alias, &submodule}) {
+    for (auto it = std::sregex_iterator(text.begin(), text.end(), *pattern); it != std::sregex_iterator();
+         ++it) {
+      const std::string alias = (*it)[1].matched ? (*it)[1].str() : "cpp_extension";
+      spellings[alias + ".load"] = "load";
+      spellings[alias + ".load_inline"] = "load_inline";
+    }
+  }
+  return spellings;
+}
+
+// The text between the parenthesis at `open` and its match, strings and
+// comments skipped; empty when it does not close.
+std::string call_arguments(const std::string& text, std::size_t open) {
+  int depth = 0;
+  char quote = 0;
+  for (std::size_t i = open; i < text.size(); ++i) {
+    const char c = text[i];
+    if (quote != 0) {
+      if (c == '\\')
+        ++i;
+      else if (c == quote)
+        quote = 0;
+    } else if (c == '"' || c == '\'') {
+      quote = c;
+    } else if (c == '#') {
+      while (i < text.size() && text[i] != '\n') ++i;
+    } else if (c == '(') {
+      ++depth;
+    } else if (c == ')' && --depth == 0) {
+      return text.substr(open + 1, i - open - 1);
+    }
+  }
+  return {};
+}
+
+std::optional<LoadCall> find_load_call(const fs::path& repo) {
+  static const std::regex name_argument(R"re(\bname\s*=\s*["']([^"']+)["'])re");
+  static const std::regex first_string(R"re(^\s*["']([^"']+)["'])re");
+  for (const fs::path& file : files_of(repo, {".py"})) {
+    const std::string text = read_text(file);
+    if (text.find("cpp_extension") == std::string::npos) continue;
+    for (const auto& [spelling, function] : load_spellings(text)) {
+      const std::regex call("(^|[^\\w.])" + std::regex_replace(spelling, std::regex(R"(\.)"), "\\.") +
+                            R"(\s*\()");
+      std::smatch m;
+      if (!std::regex_search(text, m, call)) continue;
+      const std::size_t open = static_cast<std::size_t>(m.position(0) + m.length(0)) - 1;
+      LoadCall found{in_repo(file, repo), function, call_arguments(text, open), ""};
+      if (std::smatch n; std::regex_search(found.arguments, n, name_argument) ||
+                         std::regex_search(found.arguments, n, first_string))
+        found.name = n[1];
+      if (!found.name.empty()) return found;
+    }
+  }
+  return std::nullopt;
+}
+
+// The names a copied load() call uses that the bench script does not have:
+// what its file defined beside it (a flags list, a folder), for the TODO.
+std::vector<std::string> free_names(const std::string& arguments) {
+  static const std::regex strings(R"re("[^"\n]*"|'[^'\n]*')re");
+  static const std::regex word(R"(([A-Za-z_]\w*)(\s*=(?!=))?)");
+  static const std::set<std::string> known = {"os",    "path", "torch",   "__file__", "True",
+                                              "False", "None", "str",     "list",     "sorted",
+                                              "glob",  "Path", "pathlib", "_here"};
+  const std::string bare = std::regex_replace(arguments, strings, "\"\"");
+  std::vector<std::string> names;
+  for (auto it = std::sregex_iterator(bare.begin(), bare.end(), word); it != std::sregex_iterator(); ++it) {
+    const std::size_t at = static_cast<std::size_t>(it->position(0));
+    if ((*it)[2].matched || (at > 0 && bare[at - 1] == '.') || known.contains((*it)[1])) continue;
+    if (std::find(names.begin(), names.end(), (*it)[1].str()) == names.end()) names.push_back((*it)[1]);
+  }
+  return names;
+}
+
+// The head of a bench script for an extension a load() call builds: that
+// call as the repository makes it, run from its file's folder (its relative
+// paths and __file__ as there), built under this checkout's build/ rather
+// than torch's one shared cache, which a pull request's base and head would
+// take turns rebuilding; `--build-extension` runs it alone, as the build
+// command, so no stage pays the compile.
+std::string load_script_head(const LoadCall& load, const std::string& variable) {
+  const fs::path file(load.file);
+  std::string arguments = std::regex_replace(load.arguments, std::regex(R"(\b__file__\b)"),
+                                             "os.path.join(_here, \"" + file.filename().string() + "\")");
+  while (!arguments.empty() &&
+         (std::isspace(static_cast<unsigned char>(arguments.back())) || arguments.back() == ','))
+    arguments.pop_back();
+  if (arguments.find("build_directory") == std::string::npos)
+    arguments += ",\n        build_directory=_build_directory()";
+  const std::string folder = file.parent_path().generic_string();
+  std::ostringstream out;
+  out << "import os\nimport sys\n\nimport torch\nimport torch.utils.cpp_extension\n\n"
+      << "# " << load.file << "'s folder: its " << load.function << "() call runs there.\n"
+      << "_here = os.path.join(os.path.dirname(os.path.abspath(__file__)), \""
+      << (folder.empty() ? "." : folder) << "\")\n\n\n"
+      << "def _build_directory():\n"
+      << "    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), \"build\", "
+         "\"torch-extensions\", \""
+      << load.name << "\")\n"
+      << "    os.makedirs(path, exist_ok=True)\n    return path\n\n\n"
+      << "def build_extension():\n"
+      << "    \"\"\"The extension as " << load.file << " builds it.\"\"\"\n"
+      << "    cwd = os.getcwd()\n    os.chdir(_here)\n    try:\n"
+      << "        return torch.utils.cpp_extension." << load.function << "(" << arguments << ")\n"
+      << "    finally:\n        os.chdir(cwd)\n\n\n"
+      << "if __name__ == \"__main__\" and sys.argv[1:] == [\"--build-extension\"]:\n"
+      << "    build_extension()  # kernelwatch.json's build command: compiled before any stage\n"
+      << "    sys.exit(0)\n\n"
+      << "import kwbench  # noqa: E402 (on PYTHONPATH for the stages, which kw runs; not for the build)\n\n"
+      << variable << " = build_extension()\n\n\n";
+  return out.str();
+}
+
 // A PyTorch CUDA extension: CUDAExtension in setup.py / pyproject.toml, or
 // torch.utils.cpp_extension.load(...) in a script.
 bool pytorch_extension(const fs::path& repo, const InitOptions& options, Inspection& out) {
-  static const std::regex load_name(R"re(cpp_extension\.load\s*\(\s*(?:name\s*=\s*)?["']([^"']+)["'])re");
   static const std::regex global_kernel(
       R"(__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?([A-Za-z_][A-Za-z0-9_]*))");
   std::string module, declared_in;
@@ -508,40 +651,46 @@ bool pytorch_extension(const fs::path& repo, const InitOptions& options, Inspect
     built_by_setup = true;
     break;
   }
-  if (module.empty()) {
-    for (const fs::path& file : files_of(repo, {".py"})) {
-      const std::vector<std::string> names = matches(read_text(file), load_name);
-      if (!names.empty()) {
-        module = names.front();
-        declared_in = in_repo(file, repo);
-        break;
-      }
-    }
+  std::optional<LoadCall> load;
+  if (module.empty() && (load = find_load_call(repo))) {
+    module = load->name;
+    declared_in = load->file;
   }
   if (module.empty()) return false;
-  std::vector<BoundFunction> functions = bound_functions(repo, module);
+  // A module load() built is no importable name: the script holds it in a variable.
+  const std::string reached_as = load ? identifier(module) : module;
+  std::vector<BoundFunction> functions = bound_functions(repo, reached_as);
   std::vector<std::string> kernels;
   for (const fs::path& file : files_of(repo, {".cu", ".cuh"})) {
     for (const std::string& k : matches(read_text(file), global_kernel)) kernels.push_back(k);
   }
-  if (functions.empty()) functions.push_back({"forward", module + ".forward"});
+  if (functions.empty()) functions.push_back({"forward", reached_as + ".forward"});
   const std::size_t bound = functions.size();
   std::erase_if(functions, [&](const BoundFunction& f) { return !selected(options.only, {f.name}); });
   out.notes.push_back(
-      "PyTorch CUDA extension \"" + module + "\" (" + declared_in + "), " + std::to_string(bound) +
-      " bound function(s), " + std::to_string(kernels.size()) + " __global__ kernel(s)" +
+      "PyTorch CUDA extension \"" + module + "\" (" + (load ? load->function + "() in " : "") + declared_in +
+      "), " + std::to_string(bound) + " bound function(s), " + std::to_string(kernels.size()) +
+      " __global__ kernel(s)" +
       (functions.size() < bound ? ", " + std::to_string(functions.size()) + " selected" : ""));
   if (functions.empty()) return false;
   out.build_commands = {built_by_setup ? "python3 setup.py build_ext --inplace"
-                                       : "true"};  // cpp_extension.load builds on import
+                        : load         ? "python3 kernelwatch_bench.py --build-extension"
+                                       : "true"};
   std::ostringstream script;
   script << "#!/usr/bin/env python3\n"
          << "\"\"\"kernelwatch's cases for the " << module
          << " extension, written by kw init: fill in each TODO.\n"
          << "kw puts kwbench on PYTHONPATH; by hand: PYTHONPATH=$(kw harness-path) python3 "
-         << "kernelwatch_bench.py --list\"\"\"\n"
-         << "import sys\n\nimport kwbench\nimport torch\n\nimport " << module
-         << "  # built by kernelwatch.json's build commands\n\n\n";
+         << "kernelwatch_bench.py --list\"\"\"\n";
+  if (load) {
+    script << load_script_head(*load, reached_as);
+    for (const std::string& name : free_names(load->arguments))
+      out.todos.push_back("kernelwatch_bench.py: build_extension() uses " + name + ", which " + load->file +
+                          " defines beside its " + load->function + "() call: copy it");
+  } else {
+    script << "import sys\n\nimport kwbench\nimport torch\n\nimport " << module
+           << "  # built by kernelwatch.json's build commands\n\n\n";
+  }
   // Cases are named by the package, not its private binary ("pkg._C").
   std::string display = module;
   if (const std::size_t dot = display.rfind('.'); dot != std::string::npos && display[dot + 1] == '_')
@@ -555,8 +704,8 @@ bool pytorch_extension(const fs::path& repo, const InitOptions& options, Inspect
                         "*" + kernel_for(function.name, i, kernels) + "*", function.call);
     cases += (cases.empty() ? "" : ", ") + class_name(function.name) + "()";
   }
-  script << "if __name__ == \"__main__\":\n    sys.exit(kwbench.main([" << cases << "], modules=[\"" << module
-         << "\"]))\n";
+  script << "if __name__ == \"__main__\":\n    sys.exit(kwbench.main([" << cases << "]"
+         << (load ? std::string() : ", modules=[\"" + module + "\"]") << "))\n";
   out.script_path = "kernelwatch_bench.py";
   out.script_text = script.str();
   out.benches.push_back(
