@@ -209,6 +209,46 @@ TEST(InitCommand, TritonKernelsGetABenchScriptWithACasePerKernel) {
   fs::remove_all(repo);
 }
 
+// Triton's tutorial shape: a launcher that sets num_warps = 8, a reference
+// in torch (naive_softmax), a call of the launcher on an input made from
+// torch alone, and a benchmark sweep that runs at import. The case calls the
+// launcher with that input, expects 256-thread blocks, uses the reference,
+// and the sweep is a TODO with its line.
+TEST(InitCommand, ATritonSkeletonUsesTheLauncherItsInputsItsWarpsAndItsReference) {
+  const fs::path repo = kw::testing::make_temp_dir("kw-init-triton-launcher");
+  write(repo / "softmax.py",
+        "import torch\nimport triton\nimport triton.language as tl\n\n\n"
+        "def naive_softmax(x):\n    z = x - x.max(dim=1)[0][:, None]\n    n = torch.exp(z)\n"
+        "    return n / n.sum(dim=1)[:, None]\n\n\n"
+        "@triton.jit\ndef softmax_kernel(out_ptr, in_ptr, n_cols, BLOCK: tl.constexpr):\n    pass\n\n\n"
+        "def softmax(x):\n    n_rows, n_cols = x.shape\n    num_warps = 8\n    y = torch.empty_like(x)\n"
+        "    softmax_kernel[(n_rows,)](y, x, n_cols, BLOCK=triton.next_power_of_2(n_cols), "
+        "num_warps=num_warps)\n"
+        "    return y\n\n\n"
+        "torch.manual_seed(0)\nx = torch.randn(1823, 781, device='cuda')\ny_triton = softmax(x)\n"
+        "benchmark.run(show_plots=True, print_data=True)\n");
+  const Inspection found = inspect_repository(repo, {});
+  ASSERT_EQ(found.benches.size(), 1u) << json(found.notes).dump();
+  const std::string& script = found.script_text;
+  EXPECT_NE(script.find("        self.x = torch.randn(1823, 781, device='cuda')\n"), std::string::npos)
+      << script;
+  EXPECT_NE(script.find("return softmax.softmax(self.x)  # as softmax.py:27 calls it"), std::string::npos)
+      << script;
+  EXPECT_EQ(script.find("TODO: make the inputs"), std::string::npos) << "every input is made\n" << script;
+  EXPECT_NE(script.find("kwbench.Launch(\"softmax_kernel*\", block=(256, 1, 1))"), std::string::npos)
+      << script;
+  EXPECT_NE(script.find("Its block: num_warps = 8 in softmax()."), std::string::npos) << script;
+  EXPECT_NE(script.find("return softmax.naive_softmax(self.x)"), std::string::npos) << script;
+  std::string todos;
+  for (const std::string& todo : found.todos) todos += todo + "\n";
+  EXPECT_NE(todos.find("softmax.py:28 runs `benchmark.run(show_plots=True, print_data=True)` when imported"),
+            std::string::npos)
+      << todos;
+  EXPECT_EQ(todos.find("manual_seed"), std::string::npos) << todos;
+  expect_python_compiles(script);
+  fs::remove_all(repo);
+}
+
 // A project whose benchmarks are behind an option that is off by default
 // (spdlog's SPDLOG_BUILD_BENCH), configured with that option on.
 TEST(InitCommand, ABenchmarkOptionOffByDefaultIsTurnedOn) {

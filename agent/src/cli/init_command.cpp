@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "cli/commands.hpp"
+#include "cli/python_hints.hpp"
 #include "kw/common/subprocess.hpp"
 #include "project/repo_config.hpp"
 
@@ -389,35 +390,57 @@ std::string class_name(const std::string& function) {
 
 // One case of the bench script: everything kwbench needs, its gaps as TODOs
 // that stop the case with a clear error until they are written.
-std::string case_text(const std::string& klass, const std::string& case_name, const std::string& call,
+std::string case_text(const std::string& klass, const std::string& case_name, const CaseHints& hints,
                       const std::string& kernel_pattern, const std::string& what) {
   std::ostringstream out;
   out << "class " << klass << "(kwbench.Case):\n"
       << "    name = \"" << case_name << "\"  # TODO: name the shape, e.g. \"" << case_name << "/fp16/n1m\"\n"
       << "    params = {}  # TODO: the shape and dtype, e.g. {\"n\": 1 << 20, \"dtype\": \"fp16\"}\n\n"
-      << "    def setup(self, state):\n"
-      << "        # TODO: fresh random inputs on the GPU (never zeros), e.g.\n"
-      << "        #   self.x = torch.randn(1 << 20, device=\"cuda\", dtype=torch.float16)\n"
-      << "        raise NotImplementedError(\"TODO: make the inputs of " << what << "\")\n\n"
-      << "    def run_candidate(self, state):\n"
+      << "    def setup(self, state):\n";
+  if (hints.setup.empty())
+    out << "        # TODO: fresh random inputs on the GPU (never zeros), e.g.\n"
+        << "        #   self.x = torch.randn(1 << 20, device=\"cuda\", dtype=torch.float16)\n";
+  else
+    out << "        # What " << hints.call_note.substr(3, hints.call_note.find(" calls it") - 3)
+        << " passes\n";
+  for (const std::string& line : hints.setup) out << "        " << line << "\n";
+  if (!hints.setup_complete)
+    out << "        raise NotImplementedError(\"TODO: make the inputs of " << what << "\")\n";
+  out << "\n    def run_candidate(self, state):\n"
       << "        # What the call returns is compared with reference(); a call that\n"
       << "        # writes into a buffer instead defines output(state) returning it.\n"
-      << "        return " << call << "  # TODO: the arguments\n\n"
+      << "        return " << hints.call
+      << (hints.setup_complete
+              ? "  # " + hints.call_note
+              : "  # TODO: the arguments" + (hints.call_note.empty() ? "" : "; " + hints.call_note))
+      << "\n\n"
       << "    def baselines(self):\n"
       << "        # TODO: what the case is measured against, e.g. [\"torch\"]: quick_bench's\n"
       << "        # speedup and the dashboard's speedup chart are against these.\n"
+      << (hints.reference.empty()
+              ? ""
+              : "        # The reference below is one: [\"reference\"], run in run_baseline.\n")
       << "        return []\n\n"
       << "    def run_baseline(self, name, state):\n"
       << "        # TODO: baseline `name` on the same inputs, e.g. for \"torch\" the PyTorch ops\n"
       << "        raise NotImplementedError(\"TODO: baseline \" + name)\n\n"
-      << "    def reference(self, state):\n"
-      << "        # TODO: the expected output, computed by other code (PyTorch ops) in float64\n"
-      << "        raise NotImplementedError(\"TODO: a reference for " << what << "\")\n\n"
-      << "    def expected_launch(self):\n"
+      << "    def reference(self, state):\n";
+  if (!hints.reference.empty()) {
+    out << "        # " << hints.reference_note << ".\n"
+        << "        # TODO: compute it in float64 if it works in the inputs' dtype\n"
+        << "        return " << hints.reference << "\n\n";
+  } else {
+    out << "        # TODO: the expected output, computed by other code (PyTorch ops) in float64\n";
+    if (!hints.reference_note.empty()) out << "        # " << hints.reference_note << "\n";
+    out << "        raise NotImplementedError(\"TODO: a reference for " << what << "\")\n\n";
+  }
+  out << "    def expected_launch(self):\n"
       << "        # The kernel this case must launch, written out, never computed by the\n"
-      << "        # dispatch under test. TODO: its block (and grid, if fixed); block=None\n"
-      << "        # where an autotuner picks it.\n"
-      << "        return kwbench.Launch(\"" << kernel_pattern << "\", block=(128, 1, 1))\n\n"
+      << "        # dispatch under test. "
+      << (hints.block_note.empty() ? "TODO: its block (and grid, if fixed); block=None\n"
+                                     "        # where an autotuner picks it.\n"
+                                   : "Its block: " + hints.block_note + ".\n")
+      << "        return kwbench.Launch(\"" << kernel_pattern << "\", block=" << hints.block << ")\n\n"
       << "    def sanity(self):\n"
       << "        # TODO: a baseline and the speedup range expected against it, e.g.\n"
       << "        #   kwbench.Sanity(\"torch\", min_speedup=0.5); Sanity.report_only(\"torch\")\n"
@@ -700,7 +723,9 @@ bool pytorch_extension(const fs::path& repo, const InitOptions& options, Inspect
     const BoundFunction& function = functions[i];
     // A CUDA kernel's demangled name may start with its return type
     // (templates) and its namespace.
-    script << case_text(class_name(function.name), display + "/" + function.name, function.call + "()",
+    CaseHints hints;
+    hints.call = function.call + "()";
+    script << case_text(class_name(function.name), display + "/" + function.name, hints,
                         "*" + kernel_for(function.name, i, kernels) + "*", function.call);
     cases += (cases.empty() ? "" : ", ") + class_name(function.name) + "()";
   }
@@ -721,16 +746,19 @@ bool triton_kernels(const fs::path& repo, const InitOptions& options, Inspection
   static const std::regex jit(
       R"(@triton\.(?:jit|autotune)[^\n]*\n(?:@[^\n]*\n|[ \t)][^\n]*\n)*def\s+([A-Za-z_][A-Za-z0-9_]*))");
   static const std::regex launch(R"(\b([A-Za-z_][A-Za-z0-9_]*)\s*\[[^\]\n]*\]\s*\()");
-  std::vector<std::pair<std::string, std::string>> kernels;  // module, kernel
-  std::set<std::string> launched;
+  std::vector<PythonFile> files;
   for (const fs::path& file : files_of(repo, {".py"})) {
-    const std::string text = read_text(file);
-    for (const std::string& name : matches(text, launch)) launched.insert(name);
-    if (text.find("import triton") == std::string::npos) continue;
     std::string module = in_repo(file, repo);
     module = module.substr(0, module.size() - 3);
     std::replace(module.begin(), module.end(), '/', '.');
-    for (const std::string& kernel : matches(text, jit)) kernels.emplace_back(module, kernel);
+    files.push_back({in_repo(file, repo), module, read_text(file)});
+  }
+  std::vector<std::pair<const PythonFile*, std::string>> kernels;  // its file, the kernel
+  std::set<std::string> launched;
+  for (const PythonFile& file : files) {
+    for (const std::string& name : matches(file.text, launch)) launched.insert(name);
+    if (file.text.find("import triton") == std::string::npos) continue;
+    for (const std::string& kernel : matches(file.text, jit)) kernels.emplace_back(&file, kernel);
   }
   if (kernels.empty()) return false;
   const std::size_t jitted = kernels.size();
@@ -738,14 +766,38 @@ bool triton_kernels(const fs::path& repo, const InitOptions& options, Inspection
     std::erase_if(kernels, [&](const auto& k) { return !launched.contains(k.second); });
   const std::size_t launchable = kernels.size();
   std::erase_if(kernels, [&](const auto& k) { return !selected(options.only, {k.second}); });
-  std::set<std::string> modules;
-  for (const auto& [module, _] : kernels) modules.insert(module);
   out.notes.push_back(
       "Triton: " + std::to_string(jitted) + " @triton.jit function(s), " + std::to_string(launchable) +
       " launched as kernels" +
       (kernels.size() < launchable ? ", " + std::to_string(kernels.size()) + " selected" : ""));
   if (kernels.empty()) return false;
   out.build_commands = {"true"};  // Triton compiles on first launch
+  std::set<std::string> modules;
+  std::string cases, case_classes;
+  for (const auto& [file, kernel] : kernels) {
+    // The launch goes through the module's launcher where it has one, the
+    // kernel is named as Triton compiles it.
+    const CaseHints hints = triton_case_hints(*file, kernel, files);
+    modules.insert(file->module);
+    modules.insert(hints.modules.begin(), hints.modules.end());
+    if (!hints.call_note.empty())
+      out.notes.push_back(kernel + ": " + hints.call.substr(0, hints.call.find('(')) + "(), " +
+                          hints.call_note);
+    if (!hints.block_note.empty())
+      out.notes.push_back(kernel + ": block " + hints.block + ", " + hints.block_note);
+    if (!hints.reference.empty() || !hints.reference_note.empty())
+      out.notes.push_back(kernel + ": reference " + hints.reference_note);
+    case_classes +=
+        case_text(class_name(kernel), identifier(kernel), hints, kernel + "*", file->module + "." + kernel);
+    cases += (cases.empty() ? "" : ", ") + class_name(kernel) + "()";
+  }
+  for (const PythonFile& file : files) {
+    if (!modules.contains(file.module)) continue;
+    for (const std::string& effect : import_side_effects(file))
+      out.todos.push_back(
+          "kernelwatch_bench.py imports " + file.module + ", and " + effect +
+          " when imported: every stage's process pays it (put it under if __name__ == \"__main__\":)");
+  }
   std::ostringstream script;
   script << "#!/usr/bin/env python3\n"
          << "\"\"\"kernelwatch's cases for this repository's Triton kernels, written by kw init:\n"
@@ -753,15 +805,7 @@ bool triton_kernels(const fs::path& repo, const InitOptions& options, Inspection
          << "PYTHONPATH=$(kw harness-path) python3 kernelwatch_bench.py --list\"\"\"\n"
          << "import sys\n\nimport kwbench\nimport torch\n\n";
   for (const std::string& module : modules) script << "import " << module << "\n";
-  script << "\n\n";
-  std::string cases;
-  for (const auto& [module, kernel] : kernels) {
-    // The launch goes through the module's wrapper (kernel[grid](...)), the
-    // kernel is named as Triton compiles it.
-    script << case_text(class_name(kernel), identifier(kernel), module + "." + kernel + "[(1,)]()",
-                        kernel + "*", module + "." + kernel);
-    cases += (cases.empty() ? "" : ", ") + class_name(kernel) + "()";
-  }
+  script << "\n\n" << case_classes;
   std::string module_list;
   for (const std::string& module : modules)
     module_list += (module_list.empty() ? "\"" : ", \"") + module + "\"";
@@ -772,8 +816,8 @@ bool triton_kernels(const fs::path& repo, const InitOptions& options, Inspection
   out.benches.push_back(
       {"triton", "python", out.script_path, "the Triton kernels' bench script, written now"});
   out.todos.push_back(
-      "kernelwatch_bench.py: each case's inputs, the launch (its wrapper or kernel[grid](...)), reference, "
-      "launch and sanity range (the TODOs)");
+      "kernelwatch_bench.py: what each case still marks TODO (its name and params, the inputs and arguments "
+      "where no test showed them, baselines, the reference, the sanity range)");
   return true;
 }
 

@@ -1,0 +1,43 @@
+// What a repository's own Python says about a Triton kernel's case, for the
+// bench script kw init writes: the launcher function that calls the kernel
+// and the arguments a test or benchmark of the repository passes it (their
+// values, where that file builds them from torch alone, become the case's
+// inputs), the block its num_warps makes, a reference function it already
+// has (naive_*, *_ref, torch_*), and module code that runs at import.
+// Regular expressions over the text, not a Python parser: each finding is a
+// suggestion the generated script states as such.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace kw::agent {
+
+// A Python file of the repository: its path in the repository, its module
+// name (kernels/softmax.py -> kernels.softmax) and its text.
+struct PythonFile {
+  std::string path, module, text;
+};
+
+struct CaseHints {
+  std::string call;                // the candidate's call, e.g. kernels.softmax.softmax(self.x)
+  std::string call_note;           // where the arguments come from
+  std::vector<std::string> setup;  // lines of setup(), e.g. self.x = torch.randn(...)
+  bool setup_complete = false;     // every input is made: no TODO left in setup()
+  std::string block = "(128, 1, 1)";
+  std::string block_note;
+  std::string reference;  // an expression of the expected output, or empty
+  std::string reference_note;
+  std::vector<std::string> modules;  // what the script must import for these
+};
+
+// The hints for `kernel`, a @triton.jit function of `file`.
+CaseHints triton_case_hints(const PythonFile& file, const std::string& kernel,
+                            const std::vector<PythonFile>& files);
+
+// "FILE:LINE runs `CALL`" for each statement at a module's top level that
+// calls something when the module is imported (a test, a benchmark sweep).
+std::vector<std::string> import_side_effects(const PythonFile& file);
+
+}  // namespace kw::agent
