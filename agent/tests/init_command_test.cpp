@@ -128,6 +128,7 @@ TEST(InitCommand, AnExtensionBuiltByLoadInAScriptIsBuiltByTheSameCall) {
   write(repo / "bench/ops.cpp",
         "PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {\n  m.def(\"scale\", &scale);\n}\n");
   write(repo / "bench/kernels/ops.cu", "__global__ void scale_kernel(float* x) {}\n");
+  write(repo / "tests/test_ops.py", "def scale_ref(x):\n    return 2 * x\n");
   const Inspection found = inspect_repository(repo, {});
   ASSERT_EQ(found.benches.size(), 1u) << json(found.notes).dump();
   std::string notes;
@@ -146,6 +147,10 @@ TEST(InitCommand, AnExtensionBuiltByLoadInAScriptIsBuiltByTheSameCall) {
             std::string::npos)
       << script;
   EXPECT_NE(script.find("build_directory=_build_directory()"), std::string::npos) << script;
+  EXPECT_NE(script.find("# the repository has scale_ref (tests/test_ops.py): e.g. return "
+                        "tests.test_ops.scale_ref(...)"),
+            std::string::npos)
+      << script;
   EXPECT_NE(json(found.todos).dump().find("build_extension() uses flags, which bench/run.py defines"),
             std::string::npos)
       << json(found.todos).dump();

@@ -653,6 +653,18 @@ std::string load_script_head(const LoadCall& load, const std::string& variable) 
   return out.str();
 }
 
+// The repository's Python files, each with its module name.
+std::vector<PythonFile> python_files_of(const fs::path& repo) {
+  std::vector<PythonFile> files;
+  for (const fs::path& file : files_of(repo, {".py"})) {
+    std::string module = in_repo(file, repo);
+    module = module.substr(0, module.size() - 3);
+    std::replace(module.begin(), module.end(), '/', '.');
+    files.push_back({in_repo(file, repo), module, read_text(file)});
+  }
+  return files;
+}
+
 // A PyTorch CUDA extension: CUDAExtension in setup.py / pyproject.toml, or
 // torch.utils.cpp_extension.load(...) in a script.
 bool pytorch_extension(const fs::path& repo, const InitOptions& options, Inspection& out) {
@@ -683,6 +695,7 @@ bool pytorch_extension(const fs::path& repo, const InitOptions& options, Inspect
   // A module load() built is no importable name: the script holds it in a variable.
   const std::string reached_as = load ? identifier(module) : module;
   std::vector<BoundFunction> functions = bound_functions(repo, reached_as);
+  const std::vector<PythonFile> python_files = python_files_of(repo);
   std::vector<std::string> kernels;
   for (const fs::path& file : files_of(repo, {".cu", ".cuh"})) {
     for (const std::string& k : matches(read_text(file), global_kernel)) kernels.push_back(k);
@@ -725,6 +738,12 @@ bool pytorch_extension(const fs::path& repo, const InitOptions& options, Inspect
     // (templates) and its namespace.
     CaseHints hints;
     hints.call = function.call + "()";
+    if (auto reference = reference_of(function.name, python_files)) {
+      const auto& [where, name] = *reference;
+      hints.reference_note = "the repository has " + name + " (" + where->path + "): e.g. return " +
+                             where->module + "." + name + "(...)";
+      out.notes.push_back(function.name + ": reference " + hints.reference_note);
+    }
     script << case_text(class_name(function.name), display + "/" + function.name, hints,
                         "*" + kernel_for(function.name, i, kernels) + "*", function.call);
     cases += (cases.empty() ? "" : ", ") + class_name(function.name) + "()";
@@ -746,13 +765,7 @@ bool triton_kernels(const fs::path& repo, const InitOptions& options, Inspection
   static const std::regex jit(
       R"(@triton\.(?:jit|autotune)[^\n]*\n(?:@[^\n]*\n|[ \t)][^\n]*\n)*def\s+([A-Za-z_][A-Za-z0-9_]*))");
   static const std::regex launch(R"(\b([A-Za-z_][A-Za-z0-9_]*)\s*\[[^\]\n]*\]\s*\()");
-  std::vector<PythonFile> files;
-  for (const fs::path& file : files_of(repo, {".py"})) {
-    std::string module = in_repo(file, repo);
-    module = module.substr(0, module.size() - 3);
-    std::replace(module.begin(), module.end(), '/', '.');
-    files.push_back({in_repo(file, repo), module, read_text(file)});
-  }
+  const std::vector<PythonFile> files = python_files_of(repo);
   std::vector<std::pair<const PythonFile*, std::string>> kernels;  // its file, the kernel
   std::set<std::string> launched;
   for (const PythonFile& file : files) {

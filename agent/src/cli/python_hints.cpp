@@ -169,26 +169,24 @@ void block_of(const std::string& launch_text, const std::string& where, bool aut
   }
 }
 
-// A function of the repository that computes what the kernel does another
-// way: naive_*, ref_*/reference_*, *_ref/*_reference or torch_*, one whose
-// name holds the kernel's stem first.
+}  // namespace
+
 std::optional<std::pair<const PythonFile*, std::string>> reference_of(const std::string& stem,
                                                                       const std::vector<PythonFile>& files) {
   static const std::regex def(
-      R"((^|\n)def\s+(naive_\w+|ref_\w+|reference_\w+|torch_\w+|\w+_ref|\w+_reference)\s*\()");
-  std::optional<std::pair<const PythonFile*, std::string>> any;
+      R"((^|\n)def\s+((naive_|ref_|reference_|torch_)?(\w+?)(_ref|_reference)?)\s*\()");
+  if (stem.empty()) return std::nullopt;
   for (const PythonFile& file : files) {
     for (auto it = std::sregex_iterator(file.text.begin(), file.text.end(), def);
          it != std::sregex_iterator(); ++it) {
-      const std::string name = (*it)[2];
-      if (!stem.empty() && name.find(stem) != std::string::npos) return std::make_pair(&file, name);
-      if (!any) any = std::make_pair(&file, name);
+      if (!(*it)[3].matched && !(*it)[5].matched) continue;  // no reference's name
+      const std::string core = (*it)[4];
+      if (stem.find(core) != std::string::npos || core.find(stem) != std::string::npos)
+        return std::make_pair(&file, (*it)[2].str());
     }
   }
-  return any;
+  return std::nullopt;
 }
-
-}  // namespace
 
 CaseHints triton_case_hints(const PythonFile& file, const std::string& kernel,
                             const std::vector<PythonFile>& files) {

@@ -9,7 +9,9 @@
 #pragma once
 
 #include <filesystem>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace kw::agent {
@@ -35,6 +37,13 @@ struct CaseHints {
 // The hints for `kernel`, a @triton.jit function of `file`.
 CaseHints triton_case_hints(const PythonFile& file, const std::string& kernel,
                             const std::vector<PythonFile>& files);
+
+// A function of the repository that computes what a kernel or bound
+// function does another way: naive_*, ref_*/reference_*, *_ref/*_reference
+// or torch_*, whose name less that affix is part of `stem` (or `stem` part
+// of it); nullopt where there is none.
+std::optional<std::pair<const PythonFile*, std::string>> reference_of(const std::string& stem,
+                                                                      const std::vector<PythonFile>& files);
 
 // "FILE:LINE runs `CALL`" for each statement at a module's top level that
 // calls something when the module is imported (a test, a benchmark sweep).
