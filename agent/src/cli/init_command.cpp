@@ -599,17 +599,13 @@ std::optional<LoadCall> find_load_call(const fs::path& repo) {
 // The names a copied load() call uses that the bench script does not have:
 // what its file defined beside it (a flags list, a folder), for the TODO.
 std::vector<std::string> free_names(const std::string& arguments) {
-  static const std::regex strings(R"re("[^"\n]*"|'[^'\n]*')re");
-  static const std::regex word(R"(([A-Za-z_]\w*)(\s*=(?!=))?)");
   static const std::set<std::string> known = {"os",    "path", "torch",   "__file__", "True",
                                               "False", "None", "str",     "list",     "sorted",
                                               "glob",  "Path", "pathlib", "_here"};
-  const std::string bare = std::regex_replace(arguments, strings, "\"\"");
   std::vector<std::string> names;
-  for (auto it = std::sregex_iterator(bare.begin(), bare.end(), word); it != std::sregex_iterator(); ++it) {
-    const std::size_t at = static_cast<std::size_t>(it->position(0));
-    if ((*it)[2].matched || (at > 0 && bare[at - 1] == '.') || known.contains((*it)[1])) continue;
-    if (std::find(names.begin(), names.end(), (*it)[1].str()) == names.end()) names.push_back((*it)[1]);
+  for (const std::string& name : free_identifiers(arguments)) {
+    if (!known.contains(name) && std::find(names.begin(), names.end(), name) == names.end())
+      names.push_back(name);
   }
   return names;
 }

@@ -41,21 +41,6 @@ std::optional<std::string> launcher_of(const std::string& text, const std::strin
   return std::nullopt;
 }
 
-// The identifiers an expression reads, less attribute names and keyword
-// argument names; strings are left out.
-std::vector<std::string> free_identifiers(const std::string& expression) {
-  static const std::regex strings(R"re("[^"\n]*"|'[^'\n]*')re");
-  static const std::regex word(R"(([A-Za-z_]\w*)(\s*=(?!=))?)");
-  const std::string bare = std::regex_replace(expression, strings, "\"\"");
-  std::vector<std::string> names;
-  for (auto it = std::sregex_iterator(bare.begin(), bare.end(), word); it != std::sregex_iterator(); ++it) {
-    const auto at = static_cast<std::size_t>(it->position(0));
-    if ((*it)[2].matched || (at > 0 && bare[at - 1] == '.')) continue;
-    names.push_back((*it)[1]);
-  }
-  return names;
-}
-
 bool made_from_torch_alone(const std::string& expression) {
   static const std::set<std::string> known = {"torch", "True", "False", "None", "int", "float"};
   const std::vector<std::string> names = free_identifiers(expression);
@@ -170,6 +155,19 @@ void block_of(const std::string& launch_text, const std::string& where, bool aut
 }
 
 }  // namespace
+
+std::vector<std::string> free_identifiers(const std::string& expression) {
+  static const std::regex strings(R"re("[^"\n]*"|'[^'\n]*')re");
+  static const std::regex word(R"(([A-Za-z_]\w*)(\s*=(?!=))?)");
+  const std::string bare = std::regex_replace(expression, strings, "\"\"");
+  std::vector<std::string> names;
+  for (auto it = std::sregex_iterator(bare.begin(), bare.end(), word); it != std::sregex_iterator(); ++it) {
+    const auto at = static_cast<std::size_t>(it->position(0));
+    if ((*it)[2].matched || (at > 0 && bare[at - 1] == '.')) continue;
+    names.push_back((*it)[1]);
+  }
+  return names;
+}
 
 std::optional<std::pair<const PythonFile*, std::string>> reference_of(const std::string& stem,
                                                                       const std::vector<PythonFile>& files) {

@@ -38,6 +38,10 @@ struct CaseHints {
 CaseHints triton_case_hints(const PythonFile& file, const std::string& kernel,
                             const std::vector<PythonFile>& files);
 
+// The identifiers a Python expression reads, in order, less attribute
+// names and keyword arguments' names; what its strings hold is left out.
+std::vector<std::string> free_identifiers(const std::string& expression);
+
 // A function of the repository that computes what a kernel or bound
 // function does another way: naive_*, ref_*/reference_*, *_ref/*_reference
 // or torch_*, whose name less that affix is part of `stem` (or `stem` part
