@@ -102,14 +102,20 @@ inline double metric_value(const std::string& metrics_text, const std::string& n
 }
 
 // Polls `condition` every 25 ms for up to `limit`: changes other threads or
-// servers make (notifications, replication) arrive within milliseconds.
+// servers make (notifications, replication) arrive within milliseconds. The
+// condition is asked once a poll and its last answer is the verdict: asking
+// again would make a read that changes what it reads (a cache hit counted)
+// fail after it succeeded.
 template <typename Condition>
 void wait_until(Condition condition, const std::string& what,
                 std::chrono::milliseconds limit = std::chrono::seconds(5)) {
-  for (auto waited = std::chrono::milliseconds(0); waited < limit && !condition();
-       waited += std::chrono::milliseconds(25))
+  bool met = condition();
+  for (auto waited = std::chrono::milliseconds(0); waited < limit && !met;
+       waited += std::chrono::milliseconds(25)) {
     std::this_thread::sleep_for(std::chrono::milliseconds(25));
-  ASSERT_TRUE(condition()) << "waited " << limit.count() << " ms for " << what;
+    met = condition();
+  }
+  ASSERT_TRUE(met) << "waited " << limit.count() << " ms for " << what;
 }
 
 class ServerTest : public ::testing::Test {
