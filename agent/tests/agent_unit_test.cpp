@@ -9,6 +9,7 @@
 #include <mutex>
 #include <regex>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -573,6 +574,25 @@ TEST_F(FingerprintTest, APullRequestTimesOnlyTheCasesWhoseKernelChanged) {
             std::string::npos);
 }
 
+// quick_bench too times the changed cases alone, in a process of its own
+// after the preflight's launch_geometry and correctness of every case.
+TEST_F(FingerprintTest, QuickBenchTimesOnlyTheCasesWhoseKernelChanged) {
+  std::ofstream(checkout_ / "kwbench-fake.json") << json{{"kernel_code", {{"fake.scale/n16m", "v2"}}}}.dump();
+  std::ofstream(base_ / "kwbench-fake.json") << "{}";
+  json config = valid_config();
+  config["full_bench"] = {{"audit_share", 0}, {"replicates", 2}, {"max_replicates", 2}};
+  const json report = run_pipeline(parse_repo_config(config), ab_options(base_));
+  ASSERT_NO_THROW(common::parse_run_report(report)) << report.dump();
+  EXPECT_EQ(report["stages"][3]["details"]["fake"]["cases_run"], 2) << report["stages"][3].dump();
+  const json& quick = report["stages"][4];
+  EXPECT_EQ(quick["status"], "passed") << quick.dump();
+  EXPECT_EQ(quick["details"]["fake"]["cases_run"], 1) << quick.dump();
+  EXPECT_EQ(quick["details"]["fake"]["identical_to_base"], 1) << quick.dump();
+  EXPECT_NE(quick["message"].get<std::string>().find("1 case(s) run code identical to the base's: not timed"),
+            std::string::npos)
+      << quick.dump();
+}
+
 TEST_F(FingerprintTest, AnIdenticalPullRequestTimesItsAuditOrNothing) {
   const json audited = pull_request(json::object(), json::object(), 0.05);
   ASSERT_NO_THROW(common::parse_run_report(audited));
@@ -593,6 +613,35 @@ TEST_F(FingerprintTest, AnIdenticalPullRequestTimesItsAuditOrNothing) {
   EXPECT_EQ(untimed["stages"][5]["status"], "passed") << untimed["stages"][5].dump();
   for (const json& c : untimed["cases"]) EXPECT_EQ(c.value("identical_to_base", false), true) << c.dump();
   EXPECT_EQ(log_.find("replicate 1 of every case"), std::string::npos) << log_;
+}
+
+// The audit is drawn once a job, over every bench's identical cases: two
+// benches of two identical cases each, at 5%, time one case in all.
+TEST_F(FingerprintTest, TheAuditIsDrawnOnceAJobNotOnceABench) {
+  std::ofstream(checkout_ / "kwbench-fake.json") << "{}";
+  std::ofstream(base_ / "kwbench-fake.json") << "{}";
+  json config = valid_config();
+  json second = config["benches"][0];
+  second["name"] = "second";
+  second["args"] = {"--case-prefix", "second."};
+  config["benches"].push_back(second);
+  config["full_bench"] = {{"replicates", 2},
+                          {"max_replicates", 2},
+                          {"confirm_replicates", 0},
+                          {"resolve_replicates", 0},
+                          {"audit_share", 0.05}};
+  const json report = run_pipeline(parse_repo_config(config), ab_options(base_));
+  ASSERT_NO_THROW(common::parse_run_report(report)) << report.dump();
+  ASSERT_EQ(report["cases"].size(), 4U) << report.dump();
+  int audits = 0, identical = 0;
+  for (const json& c : report["cases"]) {
+    audits += static_cast<int>(c.value("audit", false));
+    identical += static_cast<int>(c.value("identical_to_base", false));
+  }
+  EXPECT_EQ(audits, 1) << report.dump();
+  EXPECT_EQ(identical, 3) << report.dump();
+  for (const char* bench : {"fake", "second"})
+    EXPECT_EQ(report["stages"][4]["details"][bench]["identical_to_base"], 2) << report["stages"][4].dump();
 }
 
 TEST_F(FingerprintTest, AHostCodeChangeTimesEveryCaseItRuns) {
@@ -631,7 +680,8 @@ TEST_F(FingerprintTest, TheHeadsFingerprintsComeFromItsPreflight) {
   std::ifstream in(calls);
   std::vector<std::string> stages;
   for (std::string line; std::getline(in, line);) stages.push_back(line);
-  // The head's preflight, its listing, the base's launch pass: nothing timed.
+  // The head's preflight (launch_geometry and correctness), its listing, the
+  // base's launch pass: nothing timed, not even by quick_bench.
   EXPECT_EQ(stages, (std::vector<std::string>{"preflight", "", "launch_geometry"}));
 }
 
@@ -865,13 +915,34 @@ TEST_F(PipelineTest, ShardsSplitThePreflightAndFullBenchSoEveryCaseIsCheckedOnce
 }
 
 // The processes that wait for a go file (prepared_passes.hpp), by pid.
+// The parent of process `pid` (0 once there is none to read).
+pid_t parent_of(const std::string& pid) {
+  std::ifstream in("/proc/" + pid + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // "PID (COMM) STATE PPID ...": COMM may hold spaces and parentheses.
+  const auto end = stat.rfind(')');
+  if (end == std::string::npos) return 0;
+  std::istringstream rest(stat.substr(end + 1));
+  std::string state;
+  pid_t parent = 0;
+  rest >> state >> parent;
+  return parent;
+}
+
+// This test's prepared processes still waiting (another test's, run beside
+// it by ctest -j, are not its business).
 std::vector<std::string> waiting_for_a_go() {
   std::vector<std::string> pids;
   for (const auto& entry : fs::directory_iterator("/proc")) {
     std::ifstream in(entry.path() / "cmdline");
     const std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (cmdline.find(std::string("--go-file\0", 10)) != std::string::npos)
-      pids.push_back(entry.path().filename().string());
+    if (cmdline.find(std::string("--go-file\0", 10)) == std::string::npos) continue;
+    for (pid_t up = parent_of(entry.path().filename().string()); up > 1; up = parent_of(std::to_string(up))) {
+      if (up == getpid()) {
+        pids.push_back(entry.path().filename().string());
+        break;
+      }
+    }
   }
   return pids;
 }

@@ -51,6 +51,8 @@ struct Arguments {
   std::string stage, json_path, glob = "*", case_list, impls = "*";
   bool list = false;
   std::map<std::string, double> stage_timeouts;  // preflight, as kwbench keeps them
+  std::size_t preflight_stages = 3;              // of the per-case ones, as kwbench's --preflight-stages
+  std::string case_prefix;                       // before every case's name: a second bench's cases
 };
 
 Arguments parse_arguments(int argc, char** argv) {
@@ -69,6 +71,10 @@ Arguments parse_arguments(int argc, char** argv) {
       args.case_list = argv[++i];
     else if (arg == "--impls" && i + 1 < argc)
       args.impls = argv[++i];
+    else if (arg == "--case-prefix" && i + 1 < argc)
+      args.case_prefix = argv[++i];
+    else if (arg == "--preflight-stages" && i + 1 < argc)
+      args.preflight_stages = std::stoul(argv[++i]);
     else if (arg == "--stage-timeout" && i + 1 < argc) {
       std::string entry = argv[++i];
       args.stage_timeouts[entry.substr(0, entry.find('='))] = std::stod(entry.substr(entry.find('=') + 1));
@@ -83,8 +89,8 @@ Arguments parse_arguments(int argc, char** argv) {
 struct FakeBench {
   Arguments args;
   json behaviour = json::object();
-  const std::vector<std::pair<std::string, double>> cases = {{"fake.scale/n1m", 20000},
-                                                             {"fake.scale/n16m", 250000}};
+  std::vector<std::pair<std::string, double>> cases = {{"fake.scale/n1m", 20000},
+                                                       {"fake.scale/n16m", 250000}};
   std::mt19937_64 rng{
       static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count())};
   std::normal_distribution<double> noise{0, 0.005};
@@ -233,6 +239,7 @@ struct FakeBench {
       if (!selected(name) || stage_name == "load") continue;
       out["cases"].push_back(case_json(stage_name, name, base, fail));
     }
+    out["stage"]["details"]["cases_run"] = out["cases"].size();
     std::cerr << "[fake kwbench] " << stage_name << " " << out["stage"]["status"].get<std::string>()
               << std::endl;
     return out;
@@ -244,6 +251,7 @@ struct FakeBench {
 int main(int argc, char** argv) {
   FakeBench bench;
   bench.args = parse_arguments(argc, argv);
+  for (auto& [name, _] : bench.cases) name = bench.args.case_prefix + name;
   const Arguments& args = bench.args;
   if (const char* calls = std::getenv("KW_FAKE_CALLS"))
     std::ofstream(calls, std::ios::app) << args.stage << "\n";
@@ -263,8 +271,9 @@ int main(int argc, char** argv) {
       return 2;
     }
     out["preflight"] = json::array();
-    for (const char* name : {"load", "launch_geometry", "correctness", "quick_bench"}) {
-      out["preflight"].push_back(bench.run_stage(name));
+    const std::vector<const char*> stages = {"load", "launch_geometry", "correctness", "quick_bench"};
+    for (std::size_t i = 0; i <= args.preflight_stages && i < stages.size(); ++i) {
+      out["preflight"].push_back(bench.run_stage(stages[i]));
       fail = out["preflight"].back()["stage"]["status"] == "failed";
       if (fail) break;
     }

@@ -53,8 +53,10 @@ child does.
 
 kw starts a full_bench replicate's process ahead of its turn with
 `--go-file FILE`: the script's imports (and torch's) run while the GPU times
-another replicate, and the process waits, without a CUDA context, until kw
-writes the replicate's arguments to FILE.
+another replicate, and the process waits until kw writes the replicate's
+arguments to FILE. With `--context-before-go` it makes its CUDA context
+before it waits too (a few hundred milliseconds of every pass otherwise);
+without, it waits with none.
 
 Backends: `torch` (CUDA events and tensors on the current stream) and
 `cpu-stand-in`, a TEST DOUBLE that times Python callables with the host clock
@@ -876,6 +878,8 @@ def _parser():
     p.add_argument("--resume", help=argparse.SUPPRESS)
     p.add_argument("--go-file", help="full_bench: wait, imports done, for this file's arguments (kw's prepared "
                    "replicate processes)")
+    p.add_argument("--context-before-go", action="store_true",
+                   help="with --go-file: make the CUDA context before waiting")
     return p
 
 
@@ -894,6 +898,19 @@ def _wait_for_go(path):
     return None if document.get("exit") else document["argv"]
 
 
+def _backend_with_context(name):
+    """The backend with its CUDA context made (an allocation makes it), or
+    None: what went wrong is said after the go, as a fresh process says it."""
+    try:
+        backend = TorchBackend() if name == "torch" else CpuStandInBackend()
+        if name == "torch":
+            backend.torch.empty(1, device=backend.device)
+            backend.synchronize()
+        return backend
+    except (Error, ImportError, RuntimeError):
+        return None
+
+
 def _without(argv, option):
     out = list(argv)
     if option in out:
@@ -906,12 +923,15 @@ def main(cases, modules=(), libraries=(), argv=None):
     """Runs the command line over `cases`; exits with 0 when the stage passed,
     1 when it failed, 2 for a bad command line."""
     options = _parser().parse_args(argv)
+    ready = None  # the backend, made before the go
     if options.go_file:
         if options.backend == "torch":
             try:
-                import torch  # noqa: F401, PLC0415 (seconds of the pass's start; no CUDA context yet)
+                import torch  # noqa: F401, PLC0415 (seconds of the pass's start)
             except ImportError:
                 pass  # the pass says so after its go, as a fresh process would
+        if options.context_before_go:
+            ready = _backend_with_context(options.backend)
         go = _wait_for_go(options.go_file)
         if go is None:
             return 0
@@ -929,7 +949,7 @@ def main(cases, modules=(), libraries=(), argv=None):
         _parser().error("one of --list or --stage is required")
     started = time.monotonic()
     try:
-        backend = TorchBackend() if options.backend == "torch" else CpuStandInBackend()
+        backend = ready or (TorchBackend() if options.backend == "torch" else CpuStandInBackend())
         device = backend.device_report()
     except (Error, ImportError) as error:
         stage = {"name": options.stage, "status": "skipped", "message": str(error), "log_tail": "",

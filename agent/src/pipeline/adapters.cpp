@@ -309,6 +309,8 @@ class KwbenchAdapter final : public BenchAdapter {
     CaseListing listing;
     const fs::path out = temp_file("list.json");
     ChildSpec spec = bench_child(context, 120);
+    // Its own arguments, as every stage and pass gets them: they may choose the cases.
+    spec.argv.insert(spec.argv.end(), context.bench.args.begin(), context.bench.args.end());
     spec.argv.insert(spec.argv.end(), {"--list", "--case", context.bench.cases, "--json", out.string()});
     const ChildOutcome outcome = run_child(spec, context.stop);
     const json listed = read_json_file(out);
@@ -389,6 +391,8 @@ class KwbenchAdapter final : public BenchAdapter {
     spec.argv.insert(spec.argv.end(), {"--stage", "full_bench"});
     // The bench's own arguments first: the replicate settings after them win.
     spec.argv.insert(spec.argv.end(), context.bench.args.begin(), context.bench.args.end());
+    if (preparable(context) && context.config.full_bench.prepare_context)
+      spec.argv.emplace_back("--context-before-go");
     return spec;
   }
 

@@ -260,10 +260,9 @@ bool identical_code(const json& head, const json& base) {
 
 std::string fingerprint_difference(const json& head, const json& base) {
   if (identical_code(head, base)) return {};
-  if (!head.is_object() || !head.contains("parts"))
-    return "the head has no fingerprint: " + head.value("unknown", "none");
-  if (!base.is_object() || !base.contains("parts"))
-    return "the base has no fingerprint: " + base.value("unknown", "none");
+  auto why_none = [](const json& side) { return side.is_object() ? side.value("unknown", "none") : "none"; };
+  if (!head.is_object() || !head.contains("parts")) return "the head has no fingerprint: " + why_none(head);
+  if (!base.is_object() || !base.contains("parts")) return "the base has no fingerprint: " + why_none(base);
   const json& h = head["parts"];
   const json& b = base["parts"];
   std::vector<std::string> found;

@@ -124,6 +124,8 @@ class Engine {
   }
 
   BenchResult run() {
+    // Every case will be timed: the processes import while the cases are listed.
+    if (!ab_ || !fb_.skip_identical || !options_.fingerprint) prepare_both_sides();
     if (!list()) return std::move(result_);
     skip_identical();
     first_pass();
@@ -150,7 +152,7 @@ class Engine {
   // The cases: what the bench lists (or, for a harness that names them only
   // as it runs them, what its first replicate measures).
   bool list() {
-    CaseListing listing = adapter_.list_cases(context(Side::head));
+    CaseListing listing = options_.listing ? *options_.listing : adapter_.list_cases(context(Side::head));
     if (!listing.ok) {
       result_.status = "failed";
       result_.message = bench_.name + ": cannot list its cases: " + listing.failure;
@@ -196,8 +198,10 @@ class Engine {
     if (!ab_ || !fb_.skip_identical || !options_.fingerprint || discover_ || stop_.load()) return;
     const FingerprintSet head =
         options_.head_fingerprints ? *options_.head_fingerprints : options_.fingerprint(options_.checkout);
-    const FingerprintSet base = options_.fingerprint(*options_.base_checkout);
-    fingerprint_seconds_ = base.seconds + (options_.head_fingerprints ? 0 : head.seconds);
+    const FingerprintSet base = options_.base_fingerprints ? *options_.base_fingerprints
+                                                           : options_.fingerprint(*options_.base_checkout);
+    fingerprint_seconds_ = (options_.base_fingerprints ? 0 : base.seconds) +  // else counted where taken
+                           (options_.head_fingerprints ? 0 : head.seconds);
     std::vector<std::string> identical, measured;
     json changed = json::object();
     for (const std::string& name : all_) {
@@ -209,16 +213,17 @@ class Engine {
         changed[name] = fingerprint_difference(head_fingerprints_[name], base.of(name));
       }
     }
-    std::vector<std::string> drawn = identical;
-    std::mt19937_64 draw(seed_ ^ 0x9e3779b97f4a7c15ULL);
-    std::shuffle(drawn.begin(), drawn.end(), draw);
-    const std::size_t audits =
-        identical.empty() || fb_.audit_share <= 0
-            ? 0
-            : std::max<std::size_t>(1, static_cast<std::size_t>(std::ceil(
-                                           fb_.audit_share * static_cast<double>(identical.size()))));
-    audited_.insert(drawn.begin(),
-                    drawn.begin() + static_cast<std::ptrdiff_t>(std::min(audits, drawn.size())));
+    if (options_.audit_cases) {
+      for (const std::string& name : identical)
+        if (options_.audit_cases->contains(name)) audited_.insert(name);
+    } else {
+      std::vector<std::string> drawn = identical;
+      std::mt19937_64 draw(seed_ ^ 0x9e3779b97f4a7c15ULL);
+      std::shuffle(drawn.begin(), drawn.end(), draw);
+      const std::size_t audits = audit_count(identical.size(), fb_.audit_share);
+      audited_.insert(drawn.begin(),
+                      drawn.begin() + static_cast<std::ptrdiff_t>(std::min(audits, drawn.size())));
+    }
     for (const std::string& name : identical) {
       if (!audited_.contains(name)) skipped_.push_back(name);
     }
@@ -310,11 +315,17 @@ class Engine {
     }
   }
 
+  // Both sides' first processes, before the first pass: the base's import
+  // while the head's first pass runs.
+  void prepare_both_sides() {
+    if (ab_) adapter_.prepare_passes(context(Side::base));
+    adapter_.prepare_passes(context(Side::head));
+  }
+
   // The minimum replicates of every case.
   void first_pass() {
     if (all_.empty() && !discover_) return;  // nothing changed, nothing audited
-    if (ab_) adapter_.prepare_passes(context(Side::base));
-    adapter_.prepare_passes(context(Side::head));
+    prepare_both_sides();
     for (int r = 0; r < fb_.replicates && !stop_.load(); ++r) {
       replicate(discover_ && r == 0 ? std::vector<std::string>{} : all_);
       progress("replicate " + std::to_string(r + 1) + " of every case");
@@ -549,9 +560,11 @@ class Engine {
   const double budget_s_;
   const std::uint64_t seed_;
   // Python replicate processes started ahead of their turn; the idle ones
-  // end with the engine.
-  std::unique_ptr<PreparedPasses> prepared_ =
-      fb_.prepare_processes ? std::make_unique<PreparedPasses>(stop_) : nullptr;
+  // end with the engine (or with the pipeline that started them).
+  std::shared_ptr<PreparedPasses> prepared_ = options_.prepared ? options_.prepared
+                                              : fb_.prepare_processes
+                                                  ? std::make_shared<PreparedPasses>(stop_)
+                                                  : nullptr;
 
   BenchResult result_;
   std::vector<std::string> all_;             // every case measured
@@ -576,6 +589,12 @@ class Engine {
 };
 
 }  // namespace
+
+std::size_t audit_count(std::size_t identical, double share) {
+  if (identical == 0 || share <= 0) return 0;
+  return std::max<std::size_t>(1,
+                               static_cast<std::size_t>(std::ceil(share * static_cast<double>(identical))));
+}
 
 void merge_replicate(json& accumulated, const json& pass_case, std::int64_t replicate,
                      const char* measurements_key) {

@@ -17,7 +17,9 @@
 #include <atomic>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -26,6 +28,7 @@
 #include "pipeline/adapters.hpp"
 #include "pipeline/bench_result.hpp"
 #include "pipeline/fingerprint.hpp"
+#include "pipeline/prepared_passes.hpp"
 #include "project/repo_config.hpp"
 
 namespace kw::agent {
@@ -49,7 +52,21 @@ struct EngineOptions {
   // one (head_fingerprints).
   std::function<FingerprintSet(const std::filesystem::path& checkout)> fingerprint;
   std::optional<FingerprintSet> head_fingerprints;
+  // What the pipeline's comparison with the base took before full_bench
+  // (pipeline.cpp): the cases it listed, the base's fingerprints, and the
+  // identical cases of this bench the job's audit drew (empty: none). Unset,
+  // the engine takes each itself and draws its own audit.
+  std::optional<CaseListing> listing;
+  std::optional<FingerprintSet> base_fingerprints;
+  std::optional<std::set<std::string>> audit_cases;
+  // Python replicate processes the pipeline started (importing while the
+  // preflight's quick_bench ran); else the engine starts its own.
+  std::shared_ptr<PreparedPasses> prepared;
 };
+
+// How many of a job's `identical` cases its audit times: full_bench's
+// audit_share of them, at least one; none with a share of 0.
+std::size_t audit_count(std::size_t identical, double share);
 
 BenchResult run_full_bench(const BenchAdapter& adapter, const BenchConfig& bench, const RepoConfig& config,
                            const EngineOptions& options);

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <random>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -23,6 +24,7 @@
 #include "pipeline/launch_check.hpp"
 #include "pipeline/load_check.hpp"
 #include "pipeline/measurement_engine.hpp"
+#include "pipeline/prepared_passes.hpp"
 #include "pipeline/python_harness.hpp"
 #include "pipeline/stale_outputs.hpp"
 #include "project/built_commits.hpp"
@@ -354,10 +356,12 @@ constexpr StageName kPreflightStages[] = {StageName::load, StageName::launch_geo
 // bench predates --stage preflight (its harness is older), so each stage
 // runs on its own.
 // `on_started(stage)`: the bench began a per-case stage (its line
-// "[kwbench] stage NAME started").
+// "[kwbench] stage NAME started"). `without_quick_bench`: it stops after
+// correctness (a pull request times only the cases whose code changed, and
+// which those are is known from the launch pass's fingerprints).
 std::optional<std::map<StageName, BenchResult>> run_kwbench_preflight(
     const BenchConfig& bench, const RepoConfig& config, const PipelineOptions& options,
-    const std::function<void(StageName)>& on_started) {
+    const std::function<void(StageName)>& on_started, bool without_quick_bench) {
   // Each per-case stage's timeout the harness keeps; this bounds the rest.
   double timeout_s = 60;
   for (StageName stage : kPreflightStages) timeout_s += config.timeout_for(stage);
@@ -368,6 +372,8 @@ std::optional<std::map<StageName, BenchResult>> run_kwbench_preflight(
     stage_timeouts.push_back(std::string(common::to_string(stage)) + "=" +
                              std::to_string(config.timeout_for(stage)));
   }
+  // launch_geometry and correctness, of the three per-case stages.
+  if (without_quick_bench) stage_timeouts.insert(stage_timeouts.end(), {"--preflight-stages", "2"});
   json document;
   static const std::regex started_line(R"(\[kwbench\] stage (\w+) started)");
   const InjectRecords records(false);
@@ -476,11 +482,24 @@ FingerprintSet side_fingerprints(const BenchConfig& bench, const RepoConfig& con
   return taken;
 }
 
+// A pull request's bench compared with its base before quick_bench, by the
+// fingerprints of both sides' launch passes: the cases whose code is
+// identical are not timed in quick_bench, and the job's audit is drawn from
+// them all, whatever bench they are in.
+struct BaseComparison {
+  CaseListing listing;  // the head's, for full_bench
+  FingerprintSet base;
+  std::vector<std::string> identical;        // timed cases
+  std::vector<std::string> changed;          // timed cases, or without a fingerprint
+  std::set<std::string> audited;             // of `identical`, drawn for the audit
+  std::shared_ptr<PreparedPasses> prepared;  // python: full_bench's first processes, importing
+};
+
 // full_bench, for every format: replicates through the measurement engine.
 // `head_fingerprints`: the head's, from its preflight's launch pass.
 BenchResult run_full_bench_of(const BenchConfig& bench, const RepoConfig& config,
-                              const PipelineOptions& options,
-                              const FingerprintSet* head_fingerprints = nullptr) {
+                              const PipelineOptions& options, const FingerprintSet* head_fingerprints,
+                              const BaseComparison* compared) {
   EngineOptions engine;
   engine.checkout = options.checkout;
   if (config.full_bench.ab) engine.base_checkout = options.base_checkout;
@@ -490,6 +509,12 @@ BenchResult run_full_bench_of(const BenchConfig& bench, const RepoConfig& config
   engine.only_cases = options.only_cases;
   engine.shard = options.shard;
   if (head_fingerprints != nullptr) engine.head_fingerprints = *head_fingerprints;
+  if (compared != nullptr) {
+    engine.listing = compared->listing;
+    engine.base_fingerprints = compared->base;
+    engine.audit_cases = compared->audited;
+    engine.prepared = compared->prepared;
+  }
   // Without the injection library no module is seen, and without a GPU no
   // kernel is loaded (a CPU benchmark's): nothing is identical.
   if (options.gpu_available && find_inject_library())
@@ -523,15 +548,16 @@ std::optional<std::string> bench_file_problem(const BenchConfig& bench, const Re
 // speak kwbench's command line) stage by stage, another harness's through
 // the agent's own checks.
 BenchResult run_bench_stage(const BenchConfig& bench, StageName stage, const RepoConfig& config,
-                            const PipelineOptions& options,
-                            const FingerprintSet* head_fingerprints = nullptr) {
+                            const PipelineOptions& options, const FingerprintSet* head_fingerprints = nullptr,
+                            const BaseComparison* compared = nullptr) {
   if (auto problem = bench_file_problem(bench, config, options)) {
     BenchResult result;
     result.status = "failed";
     result.message = bench.name + ": " + *problem;
     return result;
   }
-  if (stage == StageName::full_bench) return run_full_bench_of(bench, config, options, head_fingerprints);
+  if (stage == StageName::full_bench)
+    return run_full_bench_of(bench, config, options, head_fingerprints, compared);
   const BenchAdapter& adapter = adapter_for(bench.format);
   if (!adapter.speaks_kwbench()) return run_adapted(adapter, bench, stage, config, options);
   if (bench.format == BenchFormat::python) return run_python(bench, stage, config, options);
@@ -646,6 +672,93 @@ struct BenchStages {
   json device;
   double gpu_seconds = 0;
   std::map<std::string, FingerprintSet> fingerprints;  // the head's, by bench, from launch_geometry
+  std::map<std::string, BaseComparison> against_base;  // by bench, from compare_with_base
+  bool compared_with_base = false;
+
+  // A pull request's bench whose cases may skip quick_bench and full_bench:
+  // both sides' fingerprints can be taken, and compared case by case.
+  bool skips_identical(const BenchConfig& bench) const {
+    return opts.base_checkout && config.full_bench.ab && config.full_bench.skip_identical &&
+           opts.gpu_available && opts.only_cases.empty() && adapter_for(bench.format).speaks_kwbench() &&
+           find_inject_library();
+  }
+
+  // Each such bench's head fingerprints (its launch_geometry's) against the
+  // base's, once, before the first timed stage; then the job's audit drawn
+  // over every bench's identical cases at once, so a job pays for the audit
+  // share once and not once a bench. Returns the GPU seconds of the base's
+  // launch passes.
+  double compare_with_base() {
+    if (compared_with_base) return 0;
+    compared_with_base = true;
+    double seconds = 0;
+    std::vector<std::pair<std::string, std::string>> identical;  // bench, case
+    for (const BenchConfig& bench : config.benches) {
+      auto head = fingerprints.find(bench.name);
+      if (head == fingerprints.end() || !skips_identical(bench) || opts.stop->load()) continue;
+      CaseListing listing = adapter_for(bench.format).list_cases({bench, config, opts.checkout, *opts.stop});
+      if (!listing.ok || listing.cases_from_first_pass) continue;  // full_bench says why, and times it whole
+      BaseComparison compared;
+      compared.listing = std::move(listing);
+      compared.base = side_fingerprints(bench, config, opts, *opts.base_checkout);
+      seconds += compared.base.seconds;
+      for (const ListedCase& c : compared.listing.cases) {
+        auto mine = head->second.cases.find(c.name);
+        if (!c.timed || mine == head->second.cases.end()) continue;  // untimed, or another shard's
+        if (identical_code(mine->second, compared.base.of(c.name))) {
+          compared.identical.push_back(c.name);
+          identical.emplace_back(bench.name, c.name);
+        } else {
+          compared.changed.push_back(c.name);
+        }
+      }
+      against_base.emplace(bench.name, std::move(compared));
+    }
+    std::shuffle(identical.begin(), identical.end(), std::mt19937_64(std::random_device{}()));
+    identical.resize(
+        std::min(identical.size(), audit_count(identical.size(), config.full_bench.audit_share)));
+    for (const auto& [bench, name] : identical) against_base[bench].audited.insert(name);
+    for (const BenchConfig& bench : config.benches) prepare_full_bench(bench);
+    return seconds;
+  }
+
+  // A python bench with cases to time: full_bench's first replicate
+  // processes start now and import while quick_bench times the changed cases.
+  void prepare_full_bench(const BenchConfig& bench) {
+    auto compared = against_base.find(bench.name);
+    if (compared == against_base.end() || bench.format != BenchFormat::python ||
+        !config.full_bench.prepare_processes ||
+        (compared->second.changed.empty() && compared->second.audited.empty()))
+      return;
+    auto prepared = std::make_shared<PreparedPasses>(*opts.stop);
+    const BenchAdapter& adapter = adapter_for(bench.format);
+    adapter.prepare_passes({bench, config, *opts.base_checkout, *opts.stop, prepared.get()});
+    adapter.prepare_passes({bench, config, opts.checkout, *opts.stop, prepared.get()});
+    compared->second.prepared = std::move(prepared);
+  }
+
+  // quick_bench of a bench compared with its base: its changed cases alone.
+  BenchResult quick_bench_of_changed(const BenchConfig& bench, const BaseComparison& compared) {
+    const std::string note =
+        std::to_string(compared.identical.size()) + " case(s) run code identical to the base's: not timed";
+    log("quick_bench " + bench.name + ": " + std::to_string(compared.changed.size()) + " case(s) changed, " +
+        note);
+    if (compared.changed.empty()) {
+      BenchResult result;
+      result.status = "passed";
+      result.message = bench.name + ": " + note;
+      result.details = {{"identical_to_base", compared.identical.size()}};
+      return result;
+    }
+    PipelineOptions changed_only = opts;
+    changed_only.shard_cases[bench.name] = compared.changed;
+    BenchResult result = run_bench_stage(bench, StageName::quick_bench, config, changed_only);
+    if (!compared.identical.empty()) {
+      result.message += "; " + note;
+      result.details["identical_to_base"] = compared.identical.size();
+    }
+    return result;
+  }
 
   void announce(StageName stage) {
     if (!announced.insert(stage).second) return;
@@ -659,7 +772,8 @@ struct BenchStages {
         bench_file_problem(bench, config, opts))
       return std::nullopt;
     if (stage == StageName::load) {
-      if (auto results = run_kwbench_preflight(bench, config, opts, [&](StageName s) { announce(s); }))
+      if (auto results = run_kwbench_preflight(
+              bench, config, opts, [&](StageName s) { announce(s); }, skips_identical(bench)))
         preflight[bench.name] = std::move(*results);
       else
         log(bench.name + ": its kwbench has no --stage preflight (an older harness): a process per stage");
@@ -667,6 +781,10 @@ struct BenchStages {
     auto it = preflight.find(bench.name);
     if (it == preflight.end()) return std::nullopt;
     if (auto found = it->second.find(stage); found != it->second.end()) return found->second;
+    // Left out by design: the changed cases run apart.
+    if (stage == StageName::quick_bench && skips_identical(bench) &&
+        it->second.rbegin()->second.status != "failed")
+      return std::nullopt;
     // The preflight stopped before this stage: its last stage says why.
     const auto& [last_stage, last] = *it->second.rbegin();
     BenchResult skipped;
@@ -687,6 +805,7 @@ struct BenchStages {
     json details = json::object();
     int failed = 0, passed = 0;
     bool all_from_preflight = true;  // then the stage's cost is its part of the preflight
+    if (stage == StageName::quick_bench || stage == StageName::full_bench) seconds += compare_with_base();
     for (const BenchConfig& bench : config.benches) {
       if (!opts.gpu_available && !runs_without_gpu(bench)) {
         message += (message.empty() ? "" : "; ") + bench.name + ": skipped, no CUDA device";
@@ -695,10 +814,14 @@ struct BenchStages {
       std::optional<BenchResult> preflight_result = from_preflight(bench, stage);
       all_from_preflight = all_from_preflight && preflight_result.has_value();
       auto head = fingerprints.find(bench.name);
-      BenchResult result = preflight_result
-                               ? std::move(*preflight_result)
-                               : run_bench_stage(bench, stage, config, opts,
-                                                 head == fingerprints.end() ? nullptr : &head->second);
+      auto compared = against_base.find(bench.name);
+      BenchResult result =
+          preflight_result ? std::move(*preflight_result)
+          : stage == StageName::quick_bench && compared != against_base.end()
+              ? quick_bench_of_changed(bench, compared->second)
+              : run_bench_stage(bench, stage, config, opts,
+                                head == fingerprints.end() ? nullptr : &head->second,
+                                compared == against_base.end() ? nullptr : &compared->second);
       if (stage == StageName::launch_geometry && result.status == "passed")
         fingerprints[bench.name] = fingerprints_of(result);
       if (stage == StageName::correctness && result.status != "failed" && !bench.sanitize_tools.empty() &&

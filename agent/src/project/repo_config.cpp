@@ -100,6 +100,7 @@ const std::vector<Field> kFullBenchFields = {{"replicates", Kind::integer},
                                              {"confirm_replicates", Kind::integer},
                                              {"resolve_replicates", Kind::integer},
                                              {"prepare_processes", Kind::boolean},
+                                             {"prepare_context", Kind::boolean},
                                              {"skip_identical", Kind::boolean},
                                              {"audit_share", Kind::number},
                                              {"min_samples", Kind::integer},
@@ -551,9 +552,10 @@ void read_full_bench(const json& section, FullBenchConfig& fb) {
   fb.audit_share = f.opt_number("audit_share", 0).value_or(fb.audit_share);
   if (fb.audit_share > 1)
     JsonReader::fail("full_bench.audit_share", "must be at most 1 (every identical case)");
-  for (auto [key, into] : {std::pair{"ab", &fb.ab}, std::pair{"context_pass", &fb.context_pass},
-                           std::pair{"prepare_processes", &fb.prepare_processes},
-                           std::pair{"skip_identical", &fb.skip_identical}}) {
+  for (auto [key, into] :
+       {std::pair{"ab", &fb.ab}, std::pair{"context_pass", &fb.context_pass},
+        std::pair{"prepare_processes", &fb.prepare_processes},
+        std::pair{"prepare_context", &fb.prepare_context}, std::pair{"skip_identical", &fb.skip_identical}}) {
     if (const json* flag = f.find(key)) {
       if (!flag->is_boolean()) JsonReader::fail(f.child(key), "must be true or false");
       *into = flag->get<bool>();

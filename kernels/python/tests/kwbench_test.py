@@ -195,30 +195,36 @@ class Stages(unittest.TestCase):
         self.assertGreater(details["warmup_seconds"], 0)
 
     def test_a_prepared_process_runs_the_pass_its_go_file_names_or_exits(self):
-        with tempfile.TemporaryDirectory() as tmp:
-            out, go = os.path.join(tmp, "out.json"), os.path.join(tmp, "go")
-            argv = [sys.executable, BENCH, "--backend", "cpu-stand-in", "--stage", "full_bench", "--go-file", go]
-            waiting = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            try:
-                with self.assertRaises(subprocess.TimeoutExpired):
-                    waiting.wait(timeout=0.5)  # nothing happens before the go
-                with open(go + ".partial", "w") as f:
-                    json.dump({"argv": ["--json", out, "--case", "saxpy/ok", "--impls", "candidate",
-                                        "--min-samples", "5", "--max-samples", "5"]}, f)
-                os.rename(go + ".partial", go)
-                self.assertEqual(waiting.wait(timeout=60), 0, waiting.stderr.read())
-            finally:
-                waiting.kill()
-            with open(out) as f:
-                document = json.load(f)
-            (part,) = document["cases"]
-            self.assertEqual([m["impl"] for m in part["measurements"]], ["candidate"])
-            self.assertFalse(os.path.exists(go), "the go file is consumed")
+        # With --context-before-go the backend is made before the wait: the
+        # pass after the go is the same.
+        for early in ([], ["--context-before-go"]):
+            with self.subTest(early=early), tempfile.TemporaryDirectory() as tmp:
+                self._prepared_process(tmp, early)
 
-            idle = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            with open(go, "w") as f:
-                json.dump({"exit": True}, f)
-            self.assertEqual(idle.wait(timeout=60), 0)
+    def _prepared_process(self, tmp, early):
+        out, go = os.path.join(tmp, "out.json"), os.path.join(tmp, "go")
+        argv = [sys.executable, BENCH, "--backend", "cpu-stand-in", "--stage", "full_bench", "--go-file", go] + early
+        waiting = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            with self.assertRaises(subprocess.TimeoutExpired):
+                waiting.wait(timeout=0.5)  # nothing happens before the go
+            with open(go + ".partial", "w") as f:
+                json.dump({"argv": ["--json", out, "--case", "saxpy/ok", "--impls", "candidate",
+                                    "--min-samples", "5", "--max-samples", "5"]}, f)
+            os.rename(go + ".partial", go)
+            self.assertEqual(waiting.wait(timeout=60), 0, waiting.stderr.read())
+        finally:
+            waiting.kill()
+        with open(out) as f:
+            document = json.load(f)
+        (part,) = document["cases"]
+        self.assertEqual([m["impl"] for m in part["measurements"]], ["candidate"])
+        self.assertFalse(os.path.exists(go), "the go file is consumed")
+
+        idle = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        with open(go, "w") as f:
+            json.dump({"exit": True}, f)
+        self.assertEqual(idle.wait(timeout=60), 0)
 
     def test_full_bench_times_only_the_implementations_asked_for(self):
         with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as listing:
