@@ -363,6 +363,7 @@ class KwbenchAdapter final : public BenchAdapter {
     pass.ok = true;
     pass.device = document.value("device", json());
     const json& stage = document["stage"];
+    pass.result_seconds = stage.value("duration_ms", 0.0) / 1000;
     for (const json& c : stage["details"].value("cases", json::array())) {
       const json& d = c.value("details", json::object());
       pass.setup_seconds += d.value("setup_seconds", 0.0);

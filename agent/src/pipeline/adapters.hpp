@@ -67,8 +67,9 @@ struct PassOutput {
   std::string failure;  // why it did not; or, with ok, what failed in it
   std::string log_tail;
   double seconds = 0;
-  // Where a kwbench pass's time went: per-case setup against timed rounds.
-  double setup_seconds = 0, measure_seconds = 0;
+  // Where a kwbench pass's time went: per-case setup against timed rounds,
+  // and its start to its result written (the rest is the process's exit).
+  double setup_seconds = 0, measure_seconds = 0, result_seconds = 0;
   nlohmann::json cases = nlohmann::json::array();  // report cases with "measurements"
   nlohmann::json device;                           // the bench's own word on its GPU, if any
   std::vector<std::string> notes;                  // what was left out, skipped, throttled or approximated

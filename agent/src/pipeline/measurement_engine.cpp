@@ -286,6 +286,7 @@ class Engine {
     passes_.push_back({{"side", side_name},
                        {"cases", names.empty() ? pass.cases.size() : names.size()},
                        {"seconds", pass.seconds}});
+    if (pass.result_seconds > 0) passes_.back()["result_seconds"] = pass.result_seconds;
     for (std::string& note : pass.notes) {
       if (notes_.insert(note).second) log(bench_.name + ": " + note);
     }

@@ -489,17 +489,16 @@ FingerprintSet side_fingerprints(const BenchConfig& bench, const RepoConfig& con
 struct BaseComparison {
   CaseListing listing;  // the head's, for full_bench
   FingerprintSet base;
-  std::vector<std::string> identical;        // timed cases
-  std::vector<std::string> changed;          // timed cases, or without a fingerprint
-  std::set<std::string> audited;             // of `identical`, drawn for the audit
-  std::shared_ptr<PreparedPasses> prepared;  // python: full_bench's first processes, importing
+  std::vector<std::string> identical;  // timed cases
+  std::vector<std::string> changed;    // timed cases, or without a fingerprint
+  std::set<std::string> audited;       // of `identical`, drawn for the audit
 };
 
 // full_bench, for every format: replicates through the measurement engine.
 // `head_fingerprints`: the head's, from its preflight's launch pass.
 BenchResult run_full_bench_of(const BenchConfig& bench, const RepoConfig& config,
                               const PipelineOptions& options, const FingerprintSet* head_fingerprints,
-                              const BaseComparison* compared) {
+                              const BaseComparison* compared, std::shared_ptr<PreparedPasses> prepared) {
   EngineOptions engine;
   engine.checkout = options.checkout;
   if (config.full_bench.ab) engine.base_checkout = options.base_checkout;
@@ -509,11 +508,11 @@ BenchResult run_full_bench_of(const BenchConfig& bench, const RepoConfig& config
   engine.only_cases = options.only_cases;
   engine.shard = options.shard;
   if (head_fingerprints != nullptr) engine.head_fingerprints = *head_fingerprints;
+  engine.prepared = std::move(prepared);
   if (compared != nullptr) {
     engine.listing = compared->listing;
     engine.base_fingerprints = compared->base;
     engine.audit_cases = compared->audited;
-    engine.prepared = compared->prepared;
   }
   // Without the injection library no module is seen, and without a GPU no
   // kernel is loaded (a CPU benchmark's): nothing is identical.
@@ -549,7 +548,8 @@ std::optional<std::string> bench_file_problem(const BenchConfig& bench, const Re
 // the agent's own checks.
 BenchResult run_bench_stage(const BenchConfig& bench, StageName stage, const RepoConfig& config,
                             const PipelineOptions& options, const FingerprintSet* head_fingerprints = nullptr,
-                            const BaseComparison* compared = nullptr) {
+                            const BaseComparison* compared = nullptr,
+                            std::shared_ptr<PreparedPasses> prepared = nullptr) {
   if (auto problem = bench_file_problem(bench, config, options)) {
     BenchResult result;
     result.status = "failed";
@@ -557,7 +557,7 @@ BenchResult run_bench_stage(const BenchConfig& bench, StageName stage, const Rep
     return result;
   }
   if (stage == StageName::full_bench)
-    return run_full_bench_of(bench, config, options, head_fingerprints, compared);
+    return run_full_bench_of(bench, config, options, head_fingerprints, compared, std::move(prepared));
   const BenchAdapter& adapter = adapter_for(bench.format);
   if (!adapter.speaks_kwbench()) return run_adapted(adapter, bench, stage, config, options);
   if (bench.format == BenchFormat::python) return run_python(bench, stage, config, options);
@@ -673,6 +673,8 @@ struct BenchStages {
   double gpu_seconds = 0;
   std::map<std::string, FingerprintSet> fingerprints;  // the head's, by bench, from launch_geometry
   std::map<std::string, BaseComparison> against_base;  // by bench, from compare_with_base
+  // python: full_bench's first processes, by bench, started by compare_with_base
+  std::map<std::string, std::shared_ptr<PreparedPasses>> prepared_processes;
   bool compared_with_base = false;
 
   // A pull request's bench whose cases may skip quick_bench and full_bench:
@@ -696,6 +698,9 @@ struct BenchStages {
     for (const BenchConfig& bench : config.benches) {
       auto head = fingerprints.find(bench.name);
       if (head == fingerprints.end() || !skips_identical(bench) || opts.stop->load()) continue;
+      // With an audit, every bench with a case times at least one, changed or
+      // not: its processes import while its cases are listed and compared.
+      if (config.full_bench.audit_share > 0) prepare_full_bench(bench);
       CaseListing listing = adapter_for(bench.format).list_cases({bench, config, opts.checkout, *opts.stop});
       if (!listing.ok || listing.cases_from_first_pass) continue;  // full_bench says why, and times it whole
       BaseComparison compared;
@@ -718,23 +723,24 @@ struct BenchStages {
     identical.resize(
         std::min(identical.size(), audit_count(identical.size(), config.full_bench.audit_share)));
     for (const auto& [bench, name] : identical) against_base[bench].audited.insert(name);
-    for (const BenchConfig& bench : config.benches) prepare_full_bench(bench);
+    for (const BenchConfig& bench : config.benches) {
+      auto compared = against_base.find(bench.name);
+      if (compared != against_base.end() &&
+          (!compared->second.changed.empty() || !compared->second.audited.empty()))
+        prepare_full_bench(bench);
+    }
     return seconds;
   }
 
   // A python bench with cases to time: full_bench's first replicate
-  // processes start now and import while quick_bench times the changed cases.
+  // processes start now and import while the preflight goes on.
   void prepare_full_bench(const BenchConfig& bench) {
-    auto compared = against_base.find(bench.name);
-    if (compared == against_base.end() || bench.format != BenchFormat::python ||
-        !config.full_bench.prepare_processes ||
-        (compared->second.changed.empty() && compared->second.audited.empty()))
-      return;
-    auto prepared = std::make_shared<PreparedPasses>(*opts.stop);
+    if (bench.format != BenchFormat::python || !config.full_bench.prepare_processes) return;
+    std::shared_ptr<PreparedPasses>& prepared = prepared_processes[bench.name];
+    if (!prepared) prepared = std::make_shared<PreparedPasses>(*opts.stop);
     const BenchAdapter& adapter = adapter_for(bench.format);
     adapter.prepare_passes({bench, config, *opts.base_checkout, *opts.stop, prepared.get()});
     adapter.prepare_passes({bench, config, opts.checkout, *opts.stop, prepared.get()});
-    compared->second.prepared = std::move(prepared);
   }
 
   // quick_bench of a bench compared with its base: its changed cases alone.
@@ -815,13 +821,13 @@ struct BenchStages {
       all_from_preflight = all_from_preflight && preflight_result.has_value();
       auto head = fingerprints.find(bench.name);
       auto compared = against_base.find(bench.name);
-      BenchResult result =
-          preflight_result ? std::move(*preflight_result)
-          : stage == StageName::quick_bench && compared != against_base.end()
-              ? quick_bench_of_changed(bench, compared->second)
-              : run_bench_stage(bench, stage, config, opts,
-                                head == fingerprints.end() ? nullptr : &head->second,
-                                compared == against_base.end() ? nullptr : &compared->second);
+      BenchResult result = preflight_result ? std::move(*preflight_result)
+                           : stage == StageName::quick_bench && compared != against_base.end()
+                               ? quick_bench_of_changed(bench, compared->second)
+                               : run_bench_stage(bench, stage, config, opts,
+                                                 head == fingerprints.end() ? nullptr : &head->second,
+                                                 compared == against_base.end() ? nullptr : &compared->second,
+                                                 prepared_processes[bench.name]);
       if (stage == StageName::launch_geometry && result.status == "passed")
         fingerprints[bench.name] = fingerprints_of(result);
       if (stage == StageName::correctness && result.status != "failed" && !bench.sanitize_tools.empty() &&

@@ -24,9 +24,11 @@ void PreparedPasses::prepare(const std::string& key, common::ChildSpec spec) {
   spec.argv.insert(spec.argv.end(), {"--go-file", go.string()});
   // A prepared process outliving kw would wait for a go that never comes.
   spec.parent_death_signal = SIGKILL;
-  auto outcome = std::async(std::launch::async,
-                            [spec = std::move(spec), this] { return common::run_child(spec, stop_); });
-  waiting_[key].push_back({go, std::move(outcome)});
+  auto dismissed = std::make_unique<std::atomic<bool>>(false);
+  auto outcome = std::async(std::launch::async, [spec = std::move(spec), flag = dismissed.get()] {
+    return common::run_child(spec, *flag);
+  });
+  waiting_[key].push_back({go, std::move(dismissed), std::move(outcome)});
 }
 
 void PreparedPasses::top_up(const std::string& key, const common::ChildSpec& spec) {
@@ -64,6 +66,10 @@ common::ChildOutcome PreparedPasses::run(const std::string& key, const common::C
   }
   const auto go_at = std::chrono::steady_clock::now();
   write_go(waiting->go, nlohmann::json{{"argv", arguments}}.dump());
+  // Its stop flag is its own (see the destructor): the job's stop reaches it here.
+  while (waiting->outcome.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready) {
+    if (stop_.load()) *waiting->dismissed = true;
+  }
   common::ChildOutcome outcome = waiting->outcome.get();
   // A process that died before its go (an import that failed) left the file.
   std::error_code ec;
@@ -75,15 +81,13 @@ common::ChildOutcome PreparedPasses::run(const std::string& key, const common::C
 }
 
 PreparedPasses::~PreparedPasses() {
+  // Ended, not told to exit: one still importing would see its go only once
+  // its import is done, seconds on.
   for (auto& [_, queue] : waiting_) {
-    for (Waiting& waiting : queue) {
-      try {
-        write_go(waiting.go, R"({"exit": true})");
-      } catch (const std::exception&) {
-        // The process is waited for regardless: its timeout or the stop flag ends it.
-      }
-      waiting.outcome.wait();
-    }
+    for (Waiting& waiting : queue) *waiting.dismissed = true;
+  }
+  for (auto& [_, queue] : waiting_) {
+    for (Waiting& waiting : queue) waiting.outcome.wait();
   }
   std::error_code ec;
   if (!dir_.empty()) fs::remove_all(dir_, ec);

@@ -6,10 +6,13 @@
 // statistics rest on stays in the data (docs/detection.md), and a pass's
 // seconds count from its go, not from its start.
 //
-// Two wait per side: A/B passes run ABBA, so a side's second pass follows
-// its first at once, and a single process started with the first would still
-// be importing when its turn came. Both sides are prepared before the first
-// pass (`top_up`), so the base imports while the head's first pass runs.
+// Five wait per side: a pass takes a few tenths of a second once its
+// process is ready (it leaves without the interpreter's teardown), while an
+// import takes seconds, so a side's next processes must have started
+// several passes before their turn (with two, every third pass of a side
+// waited seconds for its import). Both sides are prepared before the first
+// pass (`top_up`). The processes not used are ended (SIGTERM) when the
+// passes are done, importing or not: nobody waits for an import to finish.
 #pragma once
 
 #include <atomic>
@@ -17,6 +20,7 @@
 #include <filesystem>
 #include <future>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -43,13 +47,14 @@ class PreparedPasses {
   // Starts processes for `key` until kDepth wait.
   void top_up(const std::string& key, const common::ChildSpec& spec);
 
-  static constexpr std::size_t kDepth = 2;
+  static constexpr std::size_t kDepth = 5;
 
   int used() const { return used_; }
 
  private:
   struct Waiting {
     std::filesystem::path go;
+    std::unique_ptr<std::atomic<bool>> dismissed;  // its run_child's stop flag
     std::future<common::ChildOutcome> outcome;
   };
   void prepare(const std::string& key, common::ChildSpec spec);  // under mutex_

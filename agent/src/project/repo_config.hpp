@@ -84,7 +84,7 @@ struct FullBenchConfig {
   bool ab = true;                   // measure base_commit's build in the same job when there is one
   bool context_pass = true;         // one replicate of the baselines, for the speedup series (not in A/B)
   bool prepare_processes = true;    // python: a replicate's process imports while the GPU times another
-  bool prepare_context = true;      // ... and makes its CUDA context before its turn too
+  bool prepare_context = false;     // ... and makes its CUDA context before its turn too
   // A/B: a case whose fingerprint equals the base's is "unchanged: identical
   // code" without timing, but for an audited share of them (at least one).
   bool skip_identical = true;
