@@ -255,6 +255,55 @@ TEST(InitCommand, ATritonSkeletonUsesTheLauncherItsInputsItsWarpsAndItsReference
   fs::remove_all(repo);
 }
 
+// A test parametrized over shapes and dtypes with literal values: each of
+// its combinations becomes a case, named by its parameters, with the
+// parameters bound before the inputs are made. Parameters the inputs do not
+// use (`amp`) and values kw init cannot read (`default_shapes()`) are left
+// out.
+TEST(InitCommand, AParametrizedTestsShapesBecomeCases) {
+  const fs::path repo = kw::testing::make_temp_dir("kw-init-triton-parametrized");
+  write(repo / "softmax.py",
+        "import torch\nimport triton\nimport triton.language as tl\n\n\n"
+        "@triton.jit\ndef softmax_kernel(out_ptr, in_ptr, n_cols, BLOCK: tl.constexpr):\n    pass\n\n\n"
+        "def softmax(x):\n    n_rows, n_cols = x.shape\n    y = torch.empty_like(x)\n"
+        "    softmax_kernel[(n_rows,)](y, x, n_cols, BLOCK=triton.next_power_of_2(n_cols))\n"
+        "    return y\n");
+  write(repo / "tests/test_softmax.py",
+        "import pytest\nimport torch\n\nfrom softmax import softmax\n\n\n"
+        "@pytest.mark.parametrize(\"shape\", default_shapes())\n"
+        "def test_many(shape):\n    pass\n\n\n"
+        "@pytest.mark.parametrize(\n    \"M, N\",\n    [(128, 256), (4096, 1024)],\n)\n"
+        "@pytest.mark.parametrize('dtype', [torch.float32, torch.float16])\n"
+        "@pytest.mark.parametrize('amp', [False, True])\n"
+        "def test_softmax(M, N, dtype, amp):\n"
+        "    x = torch.randn(M, N, device='cuda', dtype=dtype)\n"
+        "    y = softmax(x)\n"
+        "    assert y.shape == x.shape\n");
+  const Inspection found = inspect_repository(repo, {});
+  ASSERT_EQ(found.benches.size(), 1u) << json(found.notes).dump();
+  const std::string& script = found.script_text;
+  EXPECT_NE(script.find("the shapes of test_softmax's @pytest.mark.parametrize (tests/test_softmax.py)"),
+            std::string::npos)
+      << script;
+  EXPECT_NE(script.find("        M = self.params[\"M\"]\n        N = self.params[\"N\"]\n"
+                        "        dtype = self.params[\"dtype\"]\n"
+                        "        self.x = torch.randn(M, N, device='cuda', dtype=dtype)\n"),
+            std::string::npos)
+      << script;
+  EXPECT_NE(script.find("kwbench.main([SoftmaxKernel(M=128, N=256, dtype=torch.float32), "
+                        "SoftmaxKernel(M=128, N=256, dtype=torch.float16), "
+                        "SoftmaxKernel(M=4096, N=1024, dtype=torch.float32), "
+                        "SoftmaxKernel(M=4096, N=1024, dtype=torch.float16)]"),
+            std::string::npos)
+      << script;
+  EXPECT_EQ(script.find("amp"), std::string::npos) << "the inputs do not use it\n" << script;
+  EXPECT_EQ(script.find("TODO: name the shape"), std::string::npos) << script;
+  EXPECT_EQ(script.find("TODO: make the inputs"), std::string::npos) << script;
+  expect_python_compiles(script);
+  parse_repo_config(repo_config_of(found));
+  fs::remove_all(repo);
+}
+
 // A project whose benchmarks are behind an option that is off by default
 // (spdlog's SPDLOG_BUILD_BENCH), configured with that option on.
 TEST(InitCommand, ABenchmarkOptionOffByDefaultIsTurnedOn) {

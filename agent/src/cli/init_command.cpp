@@ -393,10 +393,20 @@ std::string class_name(const std::string& function) {
 std::string case_text(const std::string& klass, const std::string& case_name, const CaseHints& hints,
                       const std::string& kernel_pattern, const std::string& what) {
   std::ostringstream out;
-  out << "class " << klass << "(kwbench.Case):\n"
-      << "    name = \"" << case_name << "\"  # TODO: name the shape, e.g. \"" << case_name << "/fp16/n1m\"\n"
-      << "    params = {}  # TODO: the shape and dtype, e.g. {\"n\": 1 << 20, \"dtype\": \"fp16\"}\n\n"
-      << "    def setup(self, state):\n";
+  out << "class " << klass << "(kwbench.Case):\n";
+  if (hints.param_names.empty()) {
+    out << "    name = \"" << case_name << "\"  # TODO: name the shape, e.g. \"" << case_name
+        << "/fp16/n1m\"\n"
+        << "    params = {}  # TODO: the shape and dtype, e.g. {\"n\": 1 << 20, \"dtype\": \"fp16\"}\n\n";
+  } else {
+    // A case a shape of the test: its parameters name it.
+    out << "    # A case a shape: " << hints.params_note << ".\n"
+        << "    def __init__(self, **params):\n"
+        << "        self.params = params\n"
+        << "        self.name = \"" << case_name
+        << "/\" + \"/\".join(\"%s=%s\" % (k, str(v).replace(\" \", \"\")) for k, v in params.items())\n\n";
+  }
+  out << "    def setup(self, state):\n";
   if (hints.setup.empty())
     out << "        # TODO: fresh random inputs on the GPU (never zeros), e.g.\n"
         << "        #   self.x = torch.randn(1 << 20, device=\"cuda\", dtype=torch.float16)\n";
@@ -447,6 +457,20 @@ std::string case_text(const std::string& klass, const std::string& case_name, co
       << "        #   reports the speedup with no bound.\n"
       << "        return kwbench.Sanity()\n\n\n";
   return out.str();
+}
+
+// The script's instances of a case class: one, or one a shape of the test
+// its inputs come from (Klass(M=128, N=256), ...).
+std::string case_instances(const std::string& klass, const CaseHints& hints) {
+  if (hints.param_rows.empty()) return klass + "()";
+  std::string listed;
+  for (const std::vector<std::string>& row : hints.param_rows) {
+    std::string arguments;
+    for (std::size_t i = 0; i < row.size(); ++i)
+      arguments += (i == 0 ? "" : ", ") + hints.param_names[i] + "=" + row[i];
+    listed += (listed.empty() ? "" : ", ") + klass + "(" + arguments + ")";
+  }
+  return listed;
 }
 
 // The extension's module as setup.py names it: a literal, or an f-string
@@ -798,7 +822,10 @@ bool triton_kernels(const fs::path& repo, const InitOptions& options, Inspection
       out.notes.push_back(kernel + ": reference " + hints.reference_note);
     case_classes +=
         case_text(class_name(kernel), identifier(kernel), hints, kernel + "*", file->module + "." + kernel);
-    cases += (cases.empty() ? "" : ", ") + class_name(kernel) + "()";
+    cases += (cases.empty() ? "" : ", ") + case_instances(class_name(kernel), hints);
+    if (!hints.param_rows.empty())
+      out.notes.push_back(kernel + ": " + std::to_string(hints.param_rows.size()) + " case(s), " +
+                          hints.params_note);
   }
   for (const PythonFile& file : files) {
     if (!modules.contains(file.module)) continue;

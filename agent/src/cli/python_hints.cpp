@@ -41,10 +41,88 @@ std::optional<std::string> launcher_of(const std::string& text, const std::strin
   return std::nullopt;
 }
 
-bool made_from_torch_alone(const std::string& expression) {
+// Made from torch, literals and `bound` (a test's parameters) alone.
+bool made_from_torch_alone(const std::string& expression, const std::vector<std::string>& bound = {}) {
   static const std::set<std::string> known = {"torch", "True", "False", "None", "int", "float"};
   const std::vector<std::string> names = free_identifiers(expression);
-  return std::all_of(names.begin(), names.end(), [](const std::string& n) { return known.contains(n); });
+  return std::all_of(names.begin(), names.end(), [&](const std::string& n) {
+    return known.contains(n) || std::find(bound.begin(), bound.end(), n) != bound.end();
+  });
+}
+
+bool mentions(const std::string& expression, const std::string& name) {
+  const std::vector<std::string> names = free_identifiers(expression);
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+// The text from `open` (a bracket) to its match, strings skipped; npos when
+// it does not close.
+std::size_t closing_bracket(const std::string& text, std::size_t open) {
+  int depth = 0;
+  for (std::size_t i = open; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '"' || c == '\'') {
+      const std::size_t end = text.find(c, i + 1);
+      if (end == std::string::npos) return end;
+      i = end;
+    } else if (c == '(' || c == '[' || c == '{') {
+      ++depth;
+    } else if ((c == ')' || c == ']' || c == '}') && --depth == 0) {
+      return i;
+    }
+  }
+  return std::string::npos;
+}
+
+// `text` split at its commas outside brackets and strings, each part trimmed.
+std::vector<std::string> top_level_parts(const std::string& text) {
+  std::vector<std::string> parts;
+  std::size_t start = 0;
+  for (std::size_t i = 0; i <= text.size(); ++i) {
+    if (i < text.size() &&
+        (text[i] == '(' || text[i] == '[' || text[i] == '{' || text[i] == '"' || text[i] == '\'')) {
+      const std::size_t end =
+          text[i] == '"' || text[i] == '\'' ? text.find(text[i], i + 1) : closing_bracket(text, i);
+      if (end == std::string::npos) break;
+      i = end;
+      continue;
+    }
+    if (i < text.size() && text[i] != ',') continue;
+    std::string part = text.substr(start, i - start);
+    part.erase(0, part.find_first_not_of(" \t\n"));
+    part.erase(part.find_last_not_of(" \t\n") + 1);
+    if (!part.empty()) parts.push_back(part);
+    start = i + 1;
+  }
+  return parts;
+}
+
+// One @pytest.mark.parametrize("a, b", [(1, 2), ...]) from its '(': the
+// names and a row of literal values a combination; nullopt where a value is
+// no literal.
+std::optional<Parametrized> one_parametrize(const std::string& text, std::size_t open) {
+  const std::size_t close = closing_bracket(text, open);
+  if (close == std::string::npos) return std::nullopt;
+  const std::vector<std::string> arguments = top_level_parts(text.substr(open + 1, close - open - 1));
+  if (arguments.size() < 2 || arguments[0].size() < 2 ||
+      (arguments[0][0] != '"' && arguments[0][0] != '\'') ||
+      (arguments[1][0] != '[' && arguments[1][0] != '('))
+    return std::nullopt;
+  Parametrized found;
+  found.names = top_level_parts(arguments[0].substr(1, arguments[0].size() - 2));
+  for (const std::string& item : top_level_parts(arguments[1].substr(1, arguments[1].size() - 2))) {
+    std::vector<std::string> row = {item};
+    if (found.names.size() > 1) {
+      if (item.front() != '(' && item.front() != '[') return std::nullopt;
+      row = top_level_parts(item.substr(1, item.size() - 2));
+    }
+    if (row.size() != found.names.size()) return std::nullopt;
+    for (const std::string& value : row)
+      if (!made_from_torch_alone(value)) return std::nullopt;
+    found.rows.push_back(row);
+  }
+  if (found.rows.empty()) return std::nullopt;
+  return found;
 }
 
 struct Caller {
@@ -97,11 +175,39 @@ std::vector<std::string> split_arguments(const std::string& arguments) {
   return parts;
 }
 
+// A test parametrized over more shapes than this gives its first ones.
+constexpr std::size_t kMaxShapeCases = 8;
+
+// The caller's parameters that `used` (its inputs) mention become the
+// cases' params: a case a distinct row, and setup() binds them first.
+void use_parameters(const Parametrized& shapes, const std::string& where, const std::string& used,
+                    CaseHints& hints) {
+  std::vector<std::size_t> columns;
+  for (std::size_t i = 0; i < shapes.names.size(); ++i)
+    if (mentions(used, shapes.names[i])) columns.push_back(i);
+  if (columns.empty()) return;
+  std::set<std::vector<std::string>> seen;
+  for (const auto& row : shapes.rows) {
+    std::vector<std::string> projected;
+    for (std::size_t i : columns) projected.push_back(row[i]);
+    if (seen.insert(projected).second) hints.param_rows.push_back(projected);
+  }
+  std::vector<std::string> binding;
+  for (std::size_t i : columns) {
+    hints.param_names.push_back(shapes.names[i]);
+    binding.push_back(shapes.names[i] + " = self.params[\"" + shapes.names[i] + "\"]");
+  }
+  hints.setup.insert(hints.setup.begin(), binding.begin(), binding.end());
+  hints.params_note = "the shapes of " + shapes.function + "'s @pytest.mark.parametrize (" + where + ")";
+}
+
 // The launcher's call with the caller's arguments: a name the caller built
-// from torch alone becomes an input of setup(); another stays for the user.
+// from torch alone (and the test's parameters) becomes an input of setup();
+// another stays for the user.
 void use_caller(const Caller& caller, const std::string& callee, CaseHints& hints) {
   static const std::regex identifier(R"(^[A-Za-z_]\w*$)");
-  std::string arguments;
+  const Parametrized shapes = parametrized_at(caller.file->text, caller.offset, kMaxShapeCases);
+  std::string arguments, inputs;
   bool complete = true;
   for (const std::string& argument : split_arguments(caller.arguments)) {
     std::string passed = argument;
@@ -110,8 +216,9 @@ void use_caller(const Caller& caller, const std::string& callee, CaseHints& hint
     const std::string key = equals == std::string::npos ? "" : argument.substr(0, equals + 1);
     if (std::regex_match(value, identifier) && value != "True" && value != "False" && value != "None") {
       const std::optional<std::string> made = assignment_before(caller.file->text, caller.offset, value);
-      if (made && made_from_torch_alone(*made)) {
+      if (made && made_from_torch_alone(*made, shapes.names)) {
         hints.setup.push_back("self." + value + " = " + *made);
+        inputs += *made + ";";
       } else {
         complete = false;
         hints.setup.push_back("# TODO: self." + value + " (" + caller.file->path + " passes " + value + ")");
@@ -126,6 +233,7 @@ void use_caller(const Caller& caller, const std::string& callee, CaseHints& hint
   hints.call_note = "as " + caller.file->path + ":" +
                     std::to_string(line_of(caller.file->text, caller.offset)) + " calls it";
   hints.setup_complete = complete;
+  use_parameters(shapes, caller.file->path, inputs, hints);
 }
 
 // Triton runs num_warps warps a program (4 unless the launch says): the
@@ -155,6 +263,50 @@ void block_of(const std::string& launch_text, const std::string& where, bool aut
 }
 
 }  // namespace
+
+Parametrized parametrized_at(const std::string& text, std::size_t offset, std::size_t limit) {
+  static const std::regex def(R"((^|\n)def\s+([A-Za-z_]\w*))");
+  static const std::regex decorator(R"(@pytest\.mark\.parametrize\s*\()");
+  Parametrized all;
+  std::size_t def_at = std::string::npos;
+  for (auto it = std::sregex_iterator(text.begin(), text.begin() + static_cast<long>(offset), def);
+       it != std::sregex_iterator(); ++it) {
+    def_at = static_cast<std::size_t>(it->position(2));
+    all.function = (*it)[2];
+  }
+  if (def_at == std::string::npos) return all;
+  // The decorators: the lines above the def that belong to it.
+  std::size_t top = text.rfind('\n', def_at);
+  while (top != std::string::npos && top > 0) {
+    const std::size_t previous = text.rfind('\n', top - 1);
+    const std::size_t line = previous == std::string::npos ? 0 : previous + 1;
+    const char first = text[line];
+    if (first != '@' && first != ' ' && first != '\t' && first != ')' && first != ']' && first != '\n') break;
+    top = previous;
+  }
+  const std::size_t from = top == std::string::npos ? 0 : top;
+  all.rows = {{}};
+  for (auto it = std::sregex_iterator(text.begin() + static_cast<long>(from),
+                                      text.begin() + static_cast<long>(def_at), decorator);
+       it != std::sregex_iterator(); ++it) {
+    const std::size_t open = from + static_cast<std::size_t>(it->position(0) + it->length(0)) - 1;
+    const std::optional<Parametrized> one = one_parametrize(text, open);
+    if (!one) continue;
+    std::vector<std::vector<std::string>> product;
+    for (const auto& row : all.rows) {
+      for (const auto& values : one->rows) {
+        if (product.size() == limit) break;
+        std::vector<std::string> combined = row;
+        combined.insert(combined.end(), values.begin(), values.end());
+        product.push_back(std::move(combined));
+      }
+    }
+    all.names.insert(all.names.end(), one->names.begin(), one->names.end());
+    all.rows = std::move(product);
+  }
+  if (all.names.empty()) all.rows.clear();
+  return all;
+}
 
 std::vector<std::string> free_identifiers(const std::string& expression) {
   static const std::regex strings(R"re("[^"\n]*"|'[^'\n]*')re");

@@ -3,7 +3,9 @@
 // and the arguments a test or benchmark of the repository passes it (their
 // values, where that file builds them from torch alone, become the case's
 // inputs), the block its num_warps makes, a reference function it already
-// has (naive_*, *_ref, torch_*), and module code that runs at import.
+// has (naive_*, *_ref, torch_*), and module code that runs at import. Where
+// the calling test is parametrized (@pytest.mark.parametrize with literal
+// values) over names its inputs use, each of its shapes is a case.
 // Regular expressions over the text, not a Python parser: each finding is a
 // suggestion the generated script states as such.
 #pragma once
@@ -32,7 +34,23 @@ struct CaseHints {
   std::string reference;  // an expression of the expected output, or empty
   std::string reference_note;
   std::vector<std::string> modules;  // what the script must import for these
+  // The caller's @pytest.mark.parametrize names its inputs use, and their
+  // values, a row a case (Python literals); none: one case.
+  std::vector<std::string> param_names;
+  std::vector<std::vector<std::string>> param_rows;
+  std::string params_note;  // where they come from
 };
+
+// What @pytest.mark.parametrize decorators give the top-level function of
+// `text` that contains `offset`: the names, and every combination of their
+// literal values (at most `limit`). A decorator whose values are not
+// literals (a function's result) is left out, its names with it.
+struct Parametrized {
+  std::vector<std::string> names;
+  std::vector<std::vector<std::string>> rows;
+  std::string function;  // the test's name
+};
+Parametrized parametrized_at(const std::string& text, std::size_t offset, std::size_t limit);
 
 // The hints for `kernel`, a @triton.jit function of `file`.
 CaseHints triton_case_hints(const PythonFile& file, const std::string& kernel,
