@@ -39,7 +39,10 @@ app.addEventListener("click", (e) => {
   if (row && !e.target.closest("a")) location.hash = row.dataset.href;
 });
 
-document.getElementById("sign-out").onclick = (e) => { e.preventDefault(); signOut(); };
+document.getElementById("sign-out").onclick = (e) => {
+  e.preventDefault();
+  signOut();
+};
 
 window.addEventListener("hashchange", route);
 

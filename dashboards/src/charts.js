@@ -4,9 +4,9 @@ import uPlot from "./vendor/uPlot.esm.js";
 
 const tooltip = document.getElementById("tooltip");
 
-const charts = [];  // live uPlot instances, destroyed on navigation
+const charts = []; // live uPlot instances, destroyed on navigation
 
-window.kwCharts = charts;  // the browser tests read what was drawn
+window.kwCharts = charts; // the browser tests read what was drawn
 
 export function clearCharts() {
   while (charts.length) charts.pop().destroy();
@@ -18,22 +18,32 @@ export function panZoomPlugin() {
     hooks: {
       ready: (u) => {
         const over = u.over;
-        let dragX = null, dragMin = 0, dragMax = 0;
-        over.addEventListener("wheel", (e) => {
-          e.preventDefault();
-          const { min, max } = u.scales.x;
-          const at = u.posToVal(e.offsetX, "x");
-          const factor = e.deltaY < 0 ? 0.8 : 1.25;
-          u.setScale("x", { min: at - (at - min) * factor, max: at + (max - at) * factor });
-        }, { passive: false });
+        let dragX = null,
+          dragMin = 0,
+          dragMax = 0;
+        over.addEventListener(
+          "wheel",
+          (e) => {
+            e.preventDefault();
+            const { min, max } = u.scales.x;
+            const at = u.posToVal(e.offsetX, "x");
+            const factor = e.deltaY < 0 ? 0.8 : 1.25;
+            u.setScale("x", { min: at - (at - min) * factor, max: at + (max - at) * factor });
+          },
+          { passive: false },
+        );
         over.addEventListener("mousedown", (e) => {
           if (e.button !== 0) return;
-          dragX = e.clientX; dragMin = u.scales.x.min; dragMax = u.scales.x.max;
+          dragX = e.clientX;
+          dragMin = u.scales.x.min;
+          dragMax = u.scales.x.max;
         });
-        window.addEventListener("mouseup", () => { dragX = null; });
+        window.addEventListener("mouseup", () => {
+          dragX = null;
+        });
         window.addEventListener("mousemove", (e) => {
           if (dragX == null) return;
-          const per = (dragMax - dragMin) / u.bbox.width * devicePixelRatio;
+          const per = ((dragMax - dragMin) / u.bbox.width) * devicePixelRatio;
           const dx = (e.clientX - dragX) * per;
           u.setScale("x", { min: dragMin - dx, max: dragMax - dx });
         });
@@ -77,6 +87,10 @@ export function unpinCard() {
   tooltip.hidden = true;
 }
 
-document.addEventListener("keydown", (e) => { if (e.key === "Escape") unpinCard(); });
+document.addEventListener("keydown", (e) => {
+  if (e.key === "Escape") unpinCard();
+});
 
-document.addEventListener("click", (e) => { if (pinnedCard && !e.target.closest("#tooltip, .u-over")) unpinCard(); });
+document.addEventListener("click", (e) => {
+  if (pinnedCard && !e.target.closest("#tooltip, .u-over")) unpinCard();
+});

@@ -3,17 +3,23 @@
 
 export const app = document.getElementById("app");
 
-export const esc = (s) => String(s ?? "").replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
+export const esc = (s) =>
+  String(s ?? "").replace(
+    /[&<>"']/g,
+    (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c],
+  );
 
 // Times, ratios and intervals with three significant digits everywhere: a
 // case flagged at 1.04x shows two different times, never "0.28 µs vs 0.28 µs".
-export const sig3 = (x) => x.toLocaleString(undefined, { minimumSignificantDigits: 3, maximumSignificantDigits: 3 });
+export const sig3 = (x) =>
+  x.toLocaleString(undefined, { minimumSignificantDigits: 3, maximumSignificantDigits: 3 });
 
 export const us = (ns) => (ns == null ? "–" : sig3(ns / 1000) + " µs");
 
 export const ratioText = (r) => (r == null ? "–" : sig3(r) + "x");
 
-export const intervalText = (lower, upper, separator = " – ") => (lower == null ? "–" : `${sig3(lower)}${separator}${sig3(upper)}`);
+export const intervalText = (lower, upper, separator = " – ") =>
+  lower == null ? "–" : `${sig3(lower)}${separator}${sig3(upper)}`;
 
 export const badge = (status, text) => `<span class="badge ${esc(status)}">${esc(text ?? status)}</span>`;
 
@@ -21,18 +27,27 @@ export const family = (name) => name.split("/")[0];
 
 export const short = (commit) => String(commit ?? "").slice(0, 8);
 
-export const when = (t) => (t == null ? "–" : new Date(typeof t === "number" ? t * 1000 : t).toISOString().slice(0, 16).replace("T", " "));
+export const when = (t) =>
+  t == null
+    ? "–"
+    : new Date(typeof t === "number" ? t * 1000 : t).toISOString().slice(0, 16).replace("T", " ");
 
 // A run's commit as a dashboard shows it: short SHA, subject, author.
-export const commitCell = (r) => `<code>${esc(short(r.commit))}</code> ${esc(r.subject ?? "")}${r.author ? ` <span class="muted">· ${esc(r.author)}</span>` : ""}`;
+export const commitCell = (r) =>
+  `<code>${esc(short(r.commit))}</code> ${esc(r.subject ?? "")}${r.author ? ` <span class="muted">· ${esc(r.author)}</span>` : ""}`;
 
 // A failed run names the stage that failed, so a list says why without a click.
 export const verdictBadge = (r) =>
-  r.acknowledged ? badge("acknowledged", "pass (acknowledged)") : r.verdict === "failed" && r.failed_stage ? badge("failed", `${r.failed_stage} failed`) : badge(r.verdict);
+  r.acknowledged
+    ? badge("acknowledged", "pass (acknowledged)")
+    : r.verdict === "failed" && r.failed_stage
+      ? badge("failed", `${r.failed_stage} failed`)
+      : badge(r.verdict);
 
 // Where a run measured: its GPU, its CPU on a host without one, or nothing
 // (a run that failed before measuring).
-export const deviceText = (r) => (r.gpu_model === "none" ? "–" : r.device_kind === "cpu" ? `CPU: ${r.gpu_model}` : r.gpu_model);
+export const deviceText = (r) =>
+  r.gpu_model === "none" ? "–" : r.device_kind === "cpu" ? `CPU: ${r.gpu_model}` : r.gpu_model;
 
 // The branches a project has runs on, the default branch first.
 export async function branchSelect(project, branch) {
@@ -51,7 +66,11 @@ export class NeedsToken extends Error {}
 export async function api(path, { method = "GET", payload, token = sessionStorage.getItem(TOKEN_KEY) } = {}) {
   const headers = token ? { authorization: `Bearer ${token}` } : {};
   if (payload !== undefined) headers["content-type"] = "application/json";
-  const response = await fetch(path, { method, headers, body: payload === undefined ? undefined : JSON.stringify(payload) });
+  const response = await fetch(path, {
+    method,
+    headers,
+    body: payload === undefined ? undefined : JSON.stringify(payload),
+  });
   const body = await response.json().catch(() => ({}));
   if (response.status === 401) throw new NeedsToken(body.message ?? "this server needs a token");
   if (!response.ok) throw new Error(`${path}: ${body.message ?? response.status}`);
@@ -91,8 +110,15 @@ export function pager(paging, query) {
 
 // A case's comparison statuses, as the overview and compare filter by them.
 export function statusOptions(selected) {
-  return `<option value="">any</option>${["regression", "improvement", "unchanged", "inconclusive", "no-baseline"]
-    .map((s) => `<option ${s === selected ? "selected" : ""}>${s}</option>`).join("")}`;
+  return `<option value="">any</option>${[
+    "regression",
+    "improvement",
+    "unchanged",
+    "inconclusive",
+    "no-baseline",
+  ]
+    .map((s) => `<option ${s === selected ? "selected" : ""}>${s}</option>`)
+    .join("")}`;
 }
 
 export function pageQuery(query) {
@@ -103,7 +129,10 @@ export function pageQuery(query) {
 
 export function parseHash() {
   const [path, query = ""] = location.hash.replace(/^#/, "").split("?");
-  return { parts: path.split("/").filter(Boolean).map(decodeURIComponent), query: new URLSearchParams(query) };
+  return {
+    parts: path.split("/").filter(Boolean).map(decodeURIComponent),
+    query: new URLSearchParams(query),
+  };
 }
 
 export function setQuery(params) {

@@ -3,36 +3,63 @@ import { cardPinned, hideCard, panZoomPlugin, pinCard, plot, showCard } from "..
 import { api, app, branchSelect, enc, esc, setQuery, short, us, when } from "../lib.js";
 
 export async function casePage(project, name, query) {
-  const gpu = query.get("gpu") ?? "", branch = query.get("branch") ?? "";
+  const gpu = query.get("gpu") ?? "",
+    branch = query.get("branch") ?? "";
   const [series, settings, branches] = await Promise.all([
-    api(`/api/v1/projects/${enc(project)}/series?case=${enc(name)}&gpu=${enc(gpu)}&branch=${enc(branch)}&limit=10000`),
+    api(
+      `/api/v1/projects/${enc(project)}/series?case=${enc(name)}&gpu=${enc(gpu)}&branch=${enc(branch)}&limit=10000`,
+    ),
     api(`/api/v1/projects/${enc(project)}`),
-    branchSelect(project, branch)]);
+    branchSelect(project, branch),
+  ]);
   const n = series.run_id.length;
   const gpus = [...new Set(series.gpu_model)];
   const where = branch || settings.default_branch;
   // A chart is drawn only where it has something to show; otherwise a line says why.
-  const impls = [...new Set(series.median_ns.flatMap((m) => Object.keys(m)).filter((i) => i !== "candidate"))];
-  const energy = series.energy_j ?? [], hasEnergy = energy.some((e) => e != null);
+  const impls = [
+    ...new Set(series.median_ns.flatMap((m) => Object.keys(m)).filter((i) => i !== "candidate")),
+  ];
+  const energy = series.energy_j ?? [],
+    hasEnergy = energy.some((e) => e != null);
   app.innerHTML = `<h1>${esc(name)} <span class="muted">· <a href="#/p/${enc(project)}">${esc(project)}</a></span></h1>
-    <div class="filters">${branches}<label>GPU model <select id="gpu"><option value="">all</option>${gpus.concat(gpu && !gpus.includes(gpu) ? [gpu] : []).map((g) => `<option ${g === gpu ? "selected" : ""}>${esc(g)}</option>`).join("")}</select></label>
+    <div class="filters">${branches}<label>GPU model <select id="gpu"><option value="">all</option>${gpus
+      .concat(gpu && !gpus.includes(gpu) ? [gpu] : [])
+      .map((g) => `<option ${g === gpu ? "selected" : ""}>${esc(g)}</option>`)
+      .join("")}</select></label>
     <span class="muted">${n} runs on ${esc(where)}, in commit order · drag to pan, wheel to zoom, click a point to pin its card</span></div>
-    ${n ? `<h2>Median time (µs) with 95% interval</h2><div class="chart" id="time-chart"></div>`
-        : `<p class="muted" id="no-runs">No run of this case on ${esc(where)}${gpu ? ` on ${esc(gpu)}` : ""} yet.</p>`}
-    ${n && impls.length ? `<h2>Speedup over the in-run baselines</h2><div class="chart" id="speedup-chart"></div>`
-        : n ? `<p class="muted" id="no-baselines">No speedup to chart: this case's bench measures no in-run baseline (a cuDNN or cuBLAS implementation run beside it).</p>` : ""}
-    ${hasEnergy ? `<h2>Energy per iteration (mJ)</h2><div class="chart" id="energy-chart"></div>`
-        : n ? `<p class="muted" id="no-energy">No energy to chart: no run measured it (kernelwatch.json <code>full_bench.energy_seconds</code>, on a GPU whose NVML reads energy).</p>` : ""}`;
+    ${
+      n
+        ? `<h2>Median time (µs) with 95% interval</h2><div class="chart" id="time-chart"></div>`
+        : `<p class="muted" id="no-runs">No run of this case on ${esc(where)}${gpu ? ` on ${esc(gpu)}` : ""} yet.</p>`
+    }
+    ${
+      n && impls.length
+        ? `<h2>Speedup over the in-run baselines</h2><div class="chart" id="speedup-chart"></div>`
+        : n
+          ? `<p class="muted" id="no-baselines">No speedup to chart: this case's bench measures no in-run baseline (a cuDNN or cuBLAS implementation run beside it).</p>`
+          : ""
+    }
+    ${
+      hasEnergy
+        ? `<h2>Energy per iteration (mJ)</h2><div class="chart" id="energy-chart"></div>`
+        : n
+          ? `<p class="muted" id="no-energy">No energy to chart: no run measured it (kernelwatch.json <code>full_bench.energy_seconds</code>, on a GPU whose NVML reads energy).</p>`
+          : ""
+    }`;
   document.getElementById("branch").onchange = (e) => setQuery({ branch: e.target.value, gpu });
   document.getElementById("gpu").onchange = (e) => setQuery({ branch, gpu: e.target.value });
   if (!n) return;
   // One point per run, in commit order: the axis is the commits, labelled by short SHA.
   const x = series.run_id.map((_, k) => k);
   const commitAxis = {
-    space: 80, incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000],
-    values: (u, splits) => splits.map((v) => (Number.isInteger(v) && v >= 0 && v < n ? short(series.commit[v]) : "")),
+    space: 80,
+    incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000],
+    values: (u, splits) =>
+      splits.map((v) => (Number.isInteger(v) && v >= 0 && v < n ? short(series.commit[v]) : "")),
   };
-  const timeSeries = [{ label: "commit", value: (u, v) => (v == null ? "–" : short(series.commit[v])) }], timeData = [x], bands = [];
+  const timeSeries = [{ label: "commit", value: (u, v) => (v == null ? "–" : short(series.commit[v])) }],
+    timeData = [x],
+    bands = [];
   for (const g of gpus) {
     const own = (k) => series.gpu_model[k] === g;
     const median = series.median_ns.map((m, k) => (own(k) ? m.candidate / 1000 : null));
@@ -40,25 +67,61 @@ export async function casePage(project, name, query) {
     const high = series.band_ns.map((b, k) => (own(k) && b.candidate ? b.candidate[1] / 1000 : null));
     const base = timeData.length;
     timeData.push(median, low, high);
-    timeSeries.push({ label: g, stroke: ["#2e90fa", "#7a5af8", "#12a150", "#f79009"][bands.length / 2 % 4], width: 1.5, spanGaps: true, points: { size: 4 } },
-                    { label: `${g} low`, stroke: "transparent", spanGaps: true, points: { show: false } },
-                    { label: `${g} high`, stroke: "transparent", spanGaps: true, points: { show: false } });
-    bands.push({ series: [base + 2, base + 1], fill: "rgba(46,144,250,0.15)" }, { series: [base, base + 1], fill: "rgba(0,0,0,0)" });
+    timeSeries.push(
+      {
+        label: g,
+        stroke: ["#2e90fa", "#7a5af8", "#12a150", "#f79009"][(bands.length / 2) % 4],
+        width: 1.5,
+        spanGaps: true,
+        points: { size: 4 },
+      },
+      { label: `${g} low`, stroke: "transparent", spanGaps: true, points: { show: false } },
+      { label: `${g} high`, stroke: "transparent", spanGaps: true, points: { show: false } },
+    );
+    bands.push(
+      { series: [base + 2, base + 1], fill: "rgba(46,144,250,0.15)" },
+      { series: [base, base + 1], fill: "rgba(0,0,0,0)" },
+    );
   }
   // A branch's runs against their base: the base commit's level, dashed.
   const baseLevel = (series.base_ns ?? []).map((b) => (b == null ? null : b / 1000));
   if (baseLevel.some((b) => b != null)) {
     timeData.push(baseLevel);
-    timeSeries.push({ label: "base", stroke: "#667085", dash: [6, 4], width: 1.5, spanGaps: true, points: { size: 3 } });
+    timeSeries.push({
+      label: "base",
+      stroke: "#667085",
+      dash: [6, 4],
+      width: 1.5,
+      spanGaps: true,
+      points: { size: 3 },
+    });
   }
-  const mark = (want) => series.median_ns.map((m, k) => (series.status[k] === "regression" && series.acknowledged[k] === want ? m.candidate / 1000 : null));
+  const mark = (want) =>
+    series.median_ns.map((m, k) =>
+      series.status[k] === "regression" && series.acknowledged[k] === want ? m.candidate / 1000 : null,
+    );
   timeData.push(mark(false), mark(true));
-  timeSeries.push({ label: "regression", stroke: "#d92d20", paths: () => null, points: { size: 11, fill: "#d92d20", stroke: "#d92d20" } },
-                  { label: "acknowledged", stroke: "#f79009", paths: () => null, points: { size: 11, fill: "#f79009", stroke: "#f79009" } });
+  timeSeries.push(
+    {
+      label: "regression",
+      stroke: "#d92d20",
+      paths: () => null,
+      points: { size: 11, fill: "#d92d20", stroke: "#d92d20" },
+    },
+    {
+      label: "acknowledged",
+      stroke: "#f79009",
+      paths: () => null,
+      points: { size: 11, fill: "#f79009", stroke: "#f79009" },
+    },
+  );
   const width = Math.min(1300, app.clientWidth - 20);
   const card = (k) => {
-    const commit = series.commit[k], m = series.median_ns[k];
-    const github = settings.github_repo ? ` · <a href="https://github.com/${esc(settings.github_repo)}/commit/${esc(commit)}" target="_blank" rel="noopener">commit on GitHub</a>` : "";
+    const commit = series.commit[k],
+      m = series.median_ns[k];
+    const github = settings.github_repo
+      ? ` · <a href="https://github.com/${esc(settings.github_repo)}/commit/${esc(commit)}" target="_blank" rel="noopener">commit on GitHub</a>`
+      : "";
     return `<div class="card-commit"><code>${esc(short(commit))}</code> ${esc(series.subject[k] ?? "")}</div>
       <div class="card-meta">${series.author[k] ? `${esc(series.author[k])} · ` : ""}${series.committed_at[k] != null ? `committed ${when(series.committed_at[k])}` : `measured ${when(series.finished_at[k])}`}</div>
       <div>${esc(series.gpu_model[k])} · median ${us(m.candidate)} · ${esc(series.status[k] ?? "no comparison")}${series.acknowledged[k] ? " (acknowledged)" : ""}</div>
@@ -68,38 +131,92 @@ export async function casePage(project, name, query) {
   const hover = (u) => {
     if (cardPinned()) return;
     const k = u.cursor.idx;
-    if (k == null || u.cursor.left < 0) { hideCard(); return; }
+    if (k == null || u.cursor.left < 0) {
+      hideCard();
+      return;
+    }
     const rect = u.over.getBoundingClientRect();
     showCard(card(k), rect.left + u.cursor.left, rect.top + u.cursor.top);
   };
   const common = (height) => ({
-    width, height, plugins: [panZoomPlugin()], cursor: { drag: { x: false, y: false } }, scales: { x: { time: false } },
-    hooks: { setCursor: [hover], ready: [(u) => {
-      u.over.addEventListener("click", () => {
-        const k = u.cursor.idx;
-        if (k == null) return;
-        pinCard(() => hover(u));
-      });
-      u.over.addEventListener("mouseleave", () => { if (!cardPinned()) hideCard(); });
-    }] },
+    width,
+    height,
+    plugins: [panZoomPlugin()],
+    cursor: { drag: { x: false, y: false } },
+    scales: { x: { time: false } },
+    hooks: {
+      setCursor: [hover],
+      ready: [
+        (u) => {
+          u.over.addEventListener("click", () => {
+            const k = u.cursor.idx;
+            if (k == null) return;
+            pinCard(() => hover(u));
+          });
+          u.over.addEventListener("mouseleave", () => {
+            if (!cardPinned()) hideCard();
+          });
+        },
+      ],
+    },
   });
-  const timeChart = plot(document.getElementById("time-chart"), { ...common(320), series: timeSeries, bands, axes: [commitAxis, { label: "µs" }] }, timeData);
+  const timeChart = plot(
+    document.getElementById("time-chart"),
+    { ...common(320), series: timeSeries, bands, axes: [commitAxis, { label: "µs" }] },
+    timeData,
+  );
   timeChart.root.dataset.points = String(n);
   if (hasEnergy) {
-    const energyData = [x], energySeries = [timeSeries[0]];
+    const energyData = [x],
+      energySeries = [timeSeries[0]];
     gpus.forEach((g, i) => {
       energyData.push(energy.map((e, k) => (series.gpu_model[k] === g && e != null ? 1000 * e : null)));
-      energySeries.push({ label: g, stroke: ["#2e90fa", "#7a5af8", "#12a150", "#f79009"][i % 4], width: 1.5, spanGaps: true, points: { size: 4 } });
+      energySeries.push({
+        label: g,
+        stroke: ["#2e90fa", "#7a5af8", "#12a150", "#f79009"][i % 4],
+        width: 1.5,
+        spanGaps: true,
+        points: { size: 4 },
+      });
     });
-    energyData.push(energy.map((e, k) => (series.energy_status[k] === "regression" && e != null ? 1000 * e : null)));
-    energySeries.push({ label: "more energy", stroke: "#d92d20", paths: () => null, points: { size: 11, fill: "#d92d20", stroke: "#d92d20" } });
-    const energyChart = plot(document.getElementById("energy-chart"), { ...common(240), series: energySeries, axes: [commitAxis, { label: "mJ" }] }, energyData);
+    energyData.push(
+      energy.map((e, k) => (series.energy_status[k] === "regression" && e != null ? 1000 * e : null)),
+    );
+    energySeries.push({
+      label: "more energy",
+      stroke: "#d92d20",
+      paths: () => null,
+      points: { size: 11, fill: "#d92d20", stroke: "#d92d20" },
+    });
+    const energyChart = plot(
+      document.getElementById("energy-chart"),
+      { ...common(240), series: energySeries, axes: [commitAxis, { label: "mJ" }] },
+      energyData,
+    );
     energyChart.root.dataset.points = String(energy.filter((e) => e != null).length);
   }
   if (!impls.length) return;
-  const speedupData = [x, ...impls.map((impl) => series.median_ns.map((m) => (m[impl] && m.candidate ? m[impl] / m.candidate : null)))];
-  plot(document.getElementById("speedup-chart"), {
-    ...common(240), axes: [commitAxis, { label: "x" }],
-    series: [timeSeries[0], ...impls.map((impl, i) => ({ label: impl.replace("baseline:", "vs "), stroke: ["#12a150", "#7a5af8", "#f79009"][i % 3], spanGaps: true, width: 1.5 }))],
-  }, speedupData);
+  const speedupData = [
+    x,
+    ...impls.map((impl) =>
+      series.median_ns.map((m) => (m[impl] && m.candidate ? m[impl] / m.candidate : null)),
+    ),
+  ];
+  plot(
+    document.getElementById("speedup-chart"),
+    {
+      ...common(240),
+      axes: [commitAxis, { label: "x" }],
+      series: [
+        timeSeries[0],
+        ...impls.map((impl, i) => ({
+          label: impl.replace("baseline:", "vs "),
+          stroke: ["#12a150", "#7a5af8", "#f79009"][i % 3],
+          spanGaps: true,
+          width: 1.5,
+        })),
+      ],
+    },
+    speedupData,
+  );
 }

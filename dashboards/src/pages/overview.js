@@ -1,14 +1,40 @@
 // A project's overview: recent runs, every case with its sparkline.
-import { api, app, badge, branchSelect, commitCell, deviceText, enc, esc, family, intervalText, pageQuery, pager, ratioText, setQuery, statusOptions, short, us, verdictBadge, when } from "../lib.js";
+import {
+  api,
+  app,
+  badge,
+  branchSelect,
+  commitCell,
+  deviceText,
+  enc,
+  esc,
+  family,
+  intervalText,
+  pageQuery,
+  pager,
+  ratioText,
+  setQuery,
+  statusOptions,
+  short,
+  us,
+  verdictBadge,
+  when,
+} from "../lib.js";
 
 // The newest runs of every branch, pull requests included: where a pull
 // request's regression shows on the overview.
 function recentRuns(project, runs) {
   if (!runs.length) return "";
   return `<h2>Recent runs</h2><table id="recent-runs"><thead><tr><th>run</th><th>verdict</th><th>branch</th><th>commit</th><th>device</th><th>finished</th></tr></thead><tbody>
-    ${runs.map((r) => `<tr class="clickable" data-href="#/run/${r.id}"><td><a href="#/run/${r.id}">${r.id}</a></td><td>${verdictBadge(r)}</td>
+    ${runs
+      .map(
+        (
+          r,
+        ) => `<tr class="clickable" data-href="#/run/${r.id}"><td><a href="#/run/${r.id}">${r.id}</a></td><td>${verdictBadge(r)}</td>
       <td>${esc(r.branch)}${r.base_commit ? ` <span class="muted">(vs ${esc(short(r.base_commit))})</span>` : ""}</td>
-      <td>${commitCell(r)}</td><td>${esc(deviceText(r))}</td><td>${when(r.finished_at)}</td></tr>`).join("")}</tbody></table>
+      <td>${commitCell(r)}</td><td>${esc(deviceText(r))}</td><td>${when(r.finished_at)}</td></tr>`,
+      )
+      .join("")}</tbody></table>
     <p><a id="all-regressions" href="#/p/${enc(project)}/regressions">every regression of ${esc(project)} →</a></p>`;
 }
 
@@ -17,9 +43,13 @@ function recentRuns(project, runs) {
 function notificationTargets(targets) {
   const unwell = targets.filter((t) => t.state !== "ok");
   if (!unwell.length) return "";
-  return `<div class="warning" id="notification-targets">${unwell.map((t) =>
-    `<p>Notifications to <code>${esc(t.target)}</code> are ${t.state === "paused" ? `paused until ${esc(t.paused_until)}` : "failing"}
-     after ${t.consecutive_failures} failed attempts in a row (${t.pending} waiting): ${esc(t.last_error ?? "")}</p>`).join("")}</div>`;
+  return `<div class="warning" id="notification-targets">${unwell
+    .map(
+      (t) =>
+        `<p>Notifications to <code>${esc(t.target)}</code> are ${t.state === "paused" ? `paused until ${esc(t.paused_until)}` : "failing"}
+     after ${t.consecutive_failures} failed attempts in a row (${t.pending} waiting): ${esc(t.last_error ?? "")}</p>`,
+    )
+    .join("")}</div>`;
 }
 
 // Every case row is this tall, so the table draws only the rows in view
@@ -31,17 +61,24 @@ const OVERSCAN = 20;
 // cases draws no chart objects.
 function sparkline(values, regression) {
   if (!values?.length) return "";
-  const width = 160, height = 28;
-  const lo = Math.min(...values), hi = Math.max(...values), span = hi - lo || 1;
-  const points = values.map((v, k) =>
-    `${(values.length === 1 ? width / 2 : (k * width) / (values.length - 1)).toFixed(1)},${(height - 2 - ((v - lo) / span) * (height - 4)).toFixed(1)}`);
+  const width = 160,
+    height = 28;
+  const lo = Math.min(...values),
+    hi = Math.max(...values),
+    span = hi - lo || 1;
+  const points = values.map(
+    (v, k) =>
+      `${(values.length === 1 ? width / 2 : (k * width) / (values.length - 1)).toFixed(1)},${(height - 2 - ((v - lo) / span) * (height - 4)).toFixed(1)}`,
+  );
   return `<svg class="spark" width="${width}" height="${height}" data-points="${values.length}"><polyline fill="none" stroke="${regression ? "#d92d20" : "#2e90fa"}" stroke-width="1.5" points="${points.join(" ")}"/></svg>`;
 }
 
 function caseRow(project, branch, c) {
   const status = c.comparison?.status ?? "no-baseline";
   const baselines = Object.entries(c.median_ns).filter(([impl]) => impl !== "candidate");
-  const speedups = baselines.map(([impl, m]) => `${ratioText(m / c.median_ns.candidate)} ${esc(impl.replace("baseline:", ""))}`).join(", ");
+  const speedups = baselines
+    .map(([impl, m]) => `${ratioText(m / c.median_ns.candidate)} ${esc(impl.replace("baseline:", ""))}`)
+    .join(", ");
   const href = `#/p/${enc(project)}/case/${enc(c.case)}?gpu=${enc(c.gpu_model)}${branch ? `&branch=${enc(branch)}` : ""}`;
   return `<tr class="clickable case-row" data-href="${href}"><td><span class="dot ${status}" title="${status}"></span></td>
     <td><a href="${href}">${esc(c.case)}</a></td><td>${esc(c.gpu_model)}</td><td class="num">${us(c.median_ns.candidate)}</td>
@@ -55,18 +92,27 @@ function caseRow(project, branch, c) {
 function virtualRows(box, rows, render) {
   const body = box.querySelector("tbody");
   const columns = box.querySelectorAll("thead th").length;
-  const spacer = (px) => (px > 0 ? `<tr class="spacer" style="height:${px}px"><td colspan="${columns}"></td></tr>` : "");
-  let drawn = "", pending = false;
+  const spacer = (px) =>
+    px > 0 ? `<tr class="spacer" style="height:${px}px"><td colspan="${columns}"></td></tr>` : "";
+  let drawn = "",
+    pending = false;
   const draw = () => {
     pending = false;
     const first = Math.max(0, Math.floor(box.scrollTop / ROW_HEIGHT) - OVERSCAN);
     const last = Math.min(rows.length, first + Math.ceil(box.clientHeight / ROW_HEIGHT) + 2 * OVERSCAN);
     if (drawn === `${first}:${last}:${rows.length}`) return;
     drawn = `${first}:${last}:${rows.length}`;
-    body.innerHTML = spacer(first * ROW_HEIGHT) + rows.slice(first, last).map(render).join("") +
+    body.innerHTML =
+      spacer(first * ROW_HEIGHT) +
+      rows.slice(first, last).map(render).join("") +
       spacer((rows.length - last) * ROW_HEIGHT);
   };
-  box.onscroll = () => { if (!pending) { pending = true; requestAnimationFrame(draw); } };
+  box.onscroll = () => {
+    if (!pending) {
+      pending = true;
+      requestAnimationFrame(draw);
+    }
+  };
   box.scrollTop = 0;
   draw();
 }
@@ -76,13 +122,18 @@ function virtualRows(box, rows, render) {
 export function auditSummary(audit) {
   if (!audit || (!audit.audited && !audit.identical_to_base)) return "";
   const rate = audit.miss_rate == null ? "no audit yet" : `${(100 * audit.miss_rate).toFixed(1)}%`;
-  const misses = (audit.recent_misses ?? []).slice(0, 5).map((m) => `<a href="#/run/${m.run_id}">${esc(m.case)}</a> (${esc(m.status)})`).join(", ");
+  const misses = (audit.recent_misses ?? [])
+    .slice(0, 5)
+    .map((m) => `<a href="#/run/${m.run_id}">${esc(m.case)}</a> (${esc(m.status)})`)
+    .join(", ");
   return `<p id="audit" class="muted">Identical code, not timed: ${audit.identical_to_base} case(s) in pull requests.
     Audit: ${audit.audited} identical case(s) timed anyway, ${audit.misses} flagged; <strong>miss rate ${rate}</strong>${misses ? `; newest: ${misses}` : ""}.</p>`;
 }
 
 export async function overviewPage(project, query) {
-  const gpu = query.get("gpu") ?? "", fam = query.get("family") ?? "", branch = query.get("branch") ?? "";
+  const gpu = query.get("gpu") ?? "",
+    fam = query.get("family") ?? "",
+    branch = query.get("branch") ?? "";
   const filters = { case: query.get("case") ?? "", status: query.get("status") ?? "" };
   const overviewQuery = (page) => {
     const q = pageQuery(query);
@@ -95,7 +146,8 @@ export async function overviewPage(project, query) {
     api(`/api/v1/projects/${enc(project)}/runs?limit=10${branch ? `&branch=${enc(branch)}` : ""}`),
     branchSelect(project, branch),
     api(`/api/v1/projects/${enc(project)}`),
-    api(`/api/v1/projects/${enc(project)}/audit`)]);
+    api(`/api/v1/projects/${enc(project)}/audit`),
+  ]);
   const families = [...new Set(overview.cases.map((c) => family(c.case)))].sort();
   app.innerHTML = `<h1>${esc(project)}</h1>${notificationTargets(settings.notification_targets ?? [])}
     <div class="filters">
@@ -112,12 +164,14 @@ export async function overviewPage(project, query) {
     <div id="case-pager"></div>
     <div class="virtual-table" id="overview-box"><table id="overview"><thead><tr><th></th><th>case</th><th>GPU</th><th class="num">median</th><th class="num">speedup vs in-run baseline</th>
       <th class="num">change vs previous baseline</th><th>last 30 runs</th></tr></thead><tbody></tbody></table></div>`;
-  const box = document.getElementById("overview-box"), table = document.getElementById("overview");
+  const box = document.getElementById("overview-box"),
+    table = document.getElementById("overview");
   const draw = (answer) => {
     const rows = answer.cases.filter((c) => !fam || family(c.case) === fam);
     const linked = overviewQuery(answer.paging.page);
     if (fam) linked.set("family", fam);
-    document.getElementById("case-pager").innerHTML = pager(answer.paging, linked) ||
+    document.getElementById("case-pager").innerHTML =
+      pager(answer.paging, linked) ||
       (rows.length ? "" : `<p class="muted" id="no-cases">no case matches</p>`);
     virtualRows(box, rows, (c) => caseRow(project, branch, c));
     table.dataset.rows = rows.length;
@@ -132,14 +186,27 @@ export async function overviewPage(project, query) {
   const refilter = async () => {
     const ticket = ++asked;
     const q = overviewQuery(1);
-    history.replaceState(null, "", `#/p/${enc(project)}?${new URLSearchParams([...q].filter(([k]) => k !== "page"))}${fam ? `&family=${enc(fam)}` : ""}`);
+    history.replaceState(
+      null,
+      "",
+      `#/p/${enc(project)}?${new URLSearchParams([...q].filter(([k]) => k !== "page"))}${fam ? `&family=${enc(fam)}` : ""}`,
+    );
     app.dataset.ready = location.hash;
     const answer = await api(`/api/v1/projects/${enc(project)}/overview?${q}`);
     if (ticket === asked) draw(answer);
   };
-  document.getElementById("case-search").oninput = (e) => { filters.case = e.target.value.trim(); refilter(); };
-  document.getElementById("status").onchange = (e) => { filters.status = e.target.value; refilter(); };
-  document.getElementById("branch").onchange = (e) => setQuery({ branch: e.target.value, gpu, family: fam, ...filters });
-  document.getElementById("gpu").onchange = (e) => setQuery({ branch, gpu: e.target.value, family: fam, ...filters });
-  document.getElementById("family").onchange = (e) => setQuery({ branch, gpu, family: e.target.value, ...filters });
+  document.getElementById("case-search").oninput = (e) => {
+    filters.case = e.target.value.trim();
+    refilter();
+  };
+  document.getElementById("status").onchange = (e) => {
+    filters.status = e.target.value;
+    refilter();
+  };
+  document.getElementById("branch").onchange = (e) =>
+    setQuery({ branch: e.target.value, gpu, family: fam, ...filters });
+  document.getElementById("gpu").onchange = (e) =>
+    setQuery({ branch, gpu: e.target.value, family: fam, ...filters });
+  document.getElementById("family").onchange = (e) =>
+    setQuery({ branch, gpu, family: e.target.value, ...filters });
 }
