@@ -55,8 +55,11 @@ kw starts a full_bench replicate's process ahead of its turn with
 `--go-file FILE`: the script's imports (and torch's) run while the GPU times
 another replicate, and the process waits until kw writes the replicate's
 arguments to FILE. With `--context-before-go` it makes its CUDA context
-before it waits too (a few hundred milliseconds of every pass otherwise);
-without, it waits with none.
+before it waits too (a few tenths of a second of every pass otherwise);
+without, it waits with none. A full_bench process run from the command line
+ends as soon as its result is written (os._exit, without the interpreter's
+teardown of torch and Triton): code a script puts after `main()` does not
+run in it.
 
 Backends: `torch` (CUDA events and tensors on the current stream) and
 `cpu-stand-in`, a TEST DOUBLE that times Python callables with the host clock
