@@ -44,8 +44,8 @@ What each stage does with a case:
 - quick_bench: a short interleaved timing, held to `sanity()`.
 - full_bench: one replicate: the implementations interleaved round by round
   (the first rotating), each sample after an L2 flush, timed with CUDA events
-  in batches the host queues whole, after a warm-up until two batches in a
-  row agree within 2%.
+  in batches the host queues whole behind a spin kernel, after a warm-up
+  until two batches in a row agree within 2%.
 
 A case that leaves the CUDA context broken (an illegal address) fails, and
 the process starts again for the cases after it (exec), as kwbench's fresh
@@ -54,8 +54,11 @@ child does.
 kw starts a full_bench replicate's process ahead of its turn with
 `--go-file FILE`: the script's imports (and torch's) run while the GPU times
 another replicate, and the process waits until kw writes the replicate's
-arguments to FILE. With `--context-before-go` it makes its CUDA context
-before it waits too (a few tenths of a second of every pass otherwise);
+arguments to FILE. Where the bench imported Triton, the process also does
+before the go what Triton's first compile in a process would do on the
+pass's clock: hashing Triton's own install for its cache key and importing
+the front ends it loads lazily. With `--context-before-go` it makes its
+CUDA context before it waits too (a few tenths of a second of every pass otherwise);
 without, it waits with none. A full_bench process run from the command line
 ends as soon as its result is written (os._exit, without the interpreter's
 teardown of torch and Triton): code a script puts after `main()` does not
@@ -70,6 +73,7 @@ Python benches are tested on machines without a GPU or torch.
 import argparse
 import ctypes
 import fnmatch
+import importlib
 import json
 import math
 import os
@@ -82,6 +86,14 @@ import traceback
 SETTLED_SPREAD = 0.02
 BATCH_SECONDS = 0.01
 MAX_BATCH_ROUNDS = 64
+# The GPU waits at the head of each timed batch for as long as the host took
+# to queue the previous batch, times this margin (_EventTimer).
+HEAD_START_MARGIN = 1.5
+HEAD_START_MAX_SECONDS = 0.05
+FIRST_SAMPLE_HOST_SECONDS = 50e-6
+# torch.cuda._sleep spins for clock cycles; at most this many a second on
+# current GPUs, so a head start lasts at least as long as asked.
+SPIN_CYCLES_PER_SECOND = 2.0e9
 
 
 class Error(Exception):
@@ -319,14 +331,33 @@ class TorchBackend:
 
 
 class _EventTimer:
-    """CUDA events around each sample; read after the batch's synchronize."""
+    """CUDA events around each sample; read after the batch's synchronize.
+
+    Python queues a sample in about the time the GPU runs a small one (tens
+    of microseconds with the L2 flush). Where the GPU caught up with the
+    host, a sample's events timed the host's launch latency, not the kernel:
+    on an H200 one attention case measured 5.5 us in some processes and
+    17 us in others, and an A/A pull request was flagged. So each batch
+    starts behind a spin kernel lasting the time the host took to queue the
+    previous batch, with a margin: the GPU finds the batch queued whole, as
+    in the C++ harness, whose host keeps ahead by itself."""
 
     def __init__(self, torch):
         self.torch = torch
         self.pairs = []
+        self.spin = getattr(torch.cuda, "_sleep", None)
+        self.host_seconds_per_sample = FIRST_SAMPLE_HOST_SECONDS
+        self.queue_started = self.queue_ended = 0.0
 
-    def begin_batch(self):
+    def begin_batch(self, samples=0):
+        if self.pairs:
+            self.host_seconds_per_sample = (self.queue_ended - self.queue_started) / len(self.pairs)
         self.pairs = []
+        if self.spin is not None and samples > 0:
+            head_start = min(HEAD_START_MAX_SECONDS,
+                             HEAD_START_MARGIN * self.host_seconds_per_sample * samples)
+            self.spin(int(head_start * SPIN_CYCLES_PER_SECOND))
+        self.queue_started = self.queue_ended = time.perf_counter()
 
     def time(self, fn):
         start = self.torch.cuda.Event(enable_timing=True)
@@ -335,6 +366,7 @@ class _EventTimer:
         fn()
         stop.record()
         self.pairs.append((start, stop))
+        self.queue_ended = time.perf_counter()
 
     def elapsed_ns(self):
         return [start.elapsed_time(stop) * 1e6 for start, stop in self.pairs]
@@ -411,7 +443,7 @@ class _HostTimer:
     def __init__(self):
         self.samples = []
 
-    def begin_batch(self):
+    def begin_batch(self, samples=0):
         self.samples = []
 
     def time(self, fn):
@@ -538,7 +570,7 @@ def _stage_quick_bench(case, state, options):
     backend.synchronize()
     samples = {impl[0]: [] for impl in impls}
     timer = backend.timer()
-    timer.begin_batch()
+    timer.begin_batch(options.quick_iterations * len(impls))
     for _ in range(options.quick_iterations):
         for impl in impls:
             timer.time(lambda impl=impl: _run_impl(case, impl, state))
@@ -582,7 +614,7 @@ def _stage_full_bench(case, state, options):
     offset = options.order_seed % len(impls)
 
     def run_batch(first_round, rounds):
-        timer.begin_batch()
+        timer.begin_batch(rounds * len(impls))
         order = []
         for r in range(first_round, first_round + rounds):
             # Interleaved: each round times every implementation once, rotating
@@ -901,6 +933,29 @@ def _wait_for_go(path):
     return None if document.get("exit") else document["argv"]
 
 
+def _warm_triton():
+    """Triton's first compile in a process, even one its cache answers,
+    hashes Triton's install (libtriton.so, hundreds of megabytes) for the
+    cache key and imports the gluon front end: 0.4-0.5 s of one core
+    (Triton 3.6), none of it on the GPU. Done before the go, it overlaps the
+    other side's pass. Nothing here may fail the pass: a Triton without
+    these names compiles as it would have."""
+    if "triton" not in sys.modules:
+        return
+    for module_name in ("triton.runtime.cache", "triton.compiler.compiler"):
+        try:
+            key = getattr(importlib.import_module(module_name), "triton_key", None)
+            if key is not None:
+                key()
+                break
+        except Exception:  # noqa: BLE001 (an optimisation only; the pass reports real errors)
+            continue
+    try:
+        importlib.import_module("triton.experimental.gluon")
+    except Exception:  # noqa: BLE001 (as above)
+        pass
+
+
 def _backend_with_context(name):
     """The backend with its CUDA context made (an allocation makes it), or
     None: what went wrong is said after the go, as a fresh process says it."""
@@ -933,6 +988,7 @@ def main(cases, modules=(), libraries=(), argv=None):
                 import torch  # noqa: F401, PLC0415 (seconds of the pass's start)
             except ImportError:
                 pass  # the pass says so after its go, as a fresh process would
+        _warm_triton()
         if options.context_before_go:
             ready = _backend_with_context(options.backend)
         go = _wait_for_go(options.go_file)

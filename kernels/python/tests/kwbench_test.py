@@ -1,11 +1,14 @@
 """kwbench.py's command line and stages over standin_bench.py, with the CPU
 stand-in backend (a TEST DOUBLE for CUDA): what the agent reads from a
 Python bench, checked without a GPU."""
+import importlib.util
 import json
 import os
 import subprocess
 import sys
 import tempfile
+import time
+import types
 import unittest
 
 HERE = os.path.dirname(os.path.realpath(__file__))
@@ -251,6 +254,123 @@ class Stages(unittest.TestCase):
             os.unlink(listing.name)
         self.assertNotEqual(code, 0)
         self.assertIn("no case named 'saxpy/none'", err)
+
+
+class HeadStart(unittest.TestCase):
+    """The spin kernel at the head of each timed batch, against a TEST
+    DOUBLE of torch.cuda (its _sleep and events record what they are
+    asked): the GPU must find a batch queued whole."""
+
+    class FakeTorch:
+        def __init__(self):
+            self.spins = []
+            self.cuda = types.SimpleNamespace(Event=self.Event, _sleep=self.spins.append)
+
+        class Event:
+            def __init__(self, enable_timing):
+                pass
+
+            def record(self):
+                pass
+
+            def elapsed_time(self, other):
+                return 0.001
+
+    def test_each_batch_waits_as_long_as_the_host_took_to_queue_the_last_one(self):
+        torch = self.FakeTorch()
+        timer = kwbench._EventTimer(torch)
+        for batch in range(3):
+            timer.begin_batch(4)
+            for _ in range(4):
+                timer.time(lambda: time.sleep(0.002))
+            self.assertEqual(len(timer.elapsed_ns()), 4)
+        first, second, third = torch.spins
+        cycles = kwbench.SPIN_CYCLES_PER_SECOND * kwbench.HEAD_START_MARGIN * 4
+        self.assertEqual(first, int(cycles * kwbench.FIRST_SAMPLE_HOST_SECONDS))
+        # 4 samples of at least 2 ms each: at least 12 ms of head start.
+        self.assertGreaterEqual(second, cycles * 0.002)
+        self.assertLessEqual(third, kwbench.HEAD_START_MAX_SECONDS * kwbench.SPIN_CYCLES_PER_SECOND)
+
+    def test_a_long_batch_waits_no_longer_than_the_cap(self):
+        torch = self.FakeTorch()
+        timer = kwbench._EventTimer(torch)
+        timer.begin_batch(1)
+        timer.time(lambda: time.sleep(0.05))
+        timer.begin_batch(100)
+        self.assertEqual(torch.spins[-1], int(kwbench.HEAD_START_MAX_SECONDS * kwbench.SPIN_CYCLES_PER_SECOND))
+
+    def test_a_torch_without_a_spin_kernel_times_as_before(self):
+        torch = self.FakeTorch()
+        del torch.cuda._sleep
+        timer = kwbench._EventTimer(torch)
+        timer.begin_batch(4)
+        timer.time(lambda: None)
+        self.assertEqual(timer.elapsed_ns(), [1000.0])
+
+
+class TritonBeforeTheGo(unittest.TestCase):
+    """What a prepared replicate does for Triton before its go, against a
+    TEST DOUBLE of the triton package (sys.modules entries: there is no
+    Triton on the CI machine)."""
+
+    def setUp(self):
+        self.keys = []
+        self.saved = {name: module for name, module in sys.modules.items() if name.split(".")[0] == "triton"}
+        for name in self.saved:
+            del sys.modules[name]
+
+    def tearDown(self):
+        for name in [n for n in sys.modules if n.split(".")[0] == "triton"]:
+            del sys.modules[name]
+        sys.modules.update(self.saved)
+
+    def install_triton(self, triton_key):
+        for name in ("triton", "triton.runtime", "triton.runtime.cache", "triton.experimental",
+                     "triton.experimental.gluon"):
+            sys.modules[name] = types.ModuleType(name)
+        sys.modules["triton.runtime.cache"].triton_key = triton_key
+        del sys.modules["triton.experimental.gluon"]  # imported only by the warm step
+        sys.modules["triton.experimental"].__path__ = []
+
+    def test_the_cache_key_of_triton_itself_is_computed_once_before_the_go(self):
+        self.install_triton(lambda: self.keys.append("hashed"))
+        gluon = types.ModuleType("triton.experimental.gluon")
+        finder = _OneModuleFinder(gluon)
+        sys.meta_path.insert(0, finder)
+        try:
+            kwbench._warm_triton()
+        finally:
+            sys.meta_path.remove(finder)
+        self.assertEqual(self.keys, ["hashed"])
+        self.assertIs(sys.modules.get("triton.experimental.gluon"), gluon)
+
+    def test_a_triton_whose_warm_step_fails_leaves_the_pass_to_compile_as_before(self):
+        def broken():
+            raise RuntimeError("no libtriton.so")
+        self.install_triton(broken)
+        kwbench._warm_triton()  # raises nothing; gluon is not there either
+
+    def test_a_bench_without_triton_imports_none(self):
+        kwbench._warm_triton()
+        self.assertNotIn("triton", sys.modules)
+
+
+class _OneModuleFinder:
+    """Imports one stand-in module by its name."""
+
+    def __init__(self, module):
+        self.module = module
+
+    def find_spec(self, name, path=None, target=None):
+        if name != self.module.__name__:
+            return None
+        return importlib.util.spec_from_loader(name, self)
+
+    def create_module(self, spec):
+        return self.module
+
+    def exec_module(self, module):
+        pass
 
 
 class StageJsonSchema(unittest.TestCase):
