@@ -6,11 +6,20 @@ target_compile_features(kw_options INTERFACE cxx_std_20)
 target_compile_options(kw_options INTERFACE
   $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wshadow -Wnon-virtual-dtor -Wold-style-cast -Wundef>
   $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<BOOL:${KW_WERROR}>>:-Werror>
-  # A unity build (the up preset) includes every .cpp into another file, and
+  # A unity build (the up and ci presets) includes every .cpp into another file, and
   # GCC then takes a class with a member of an anonymous namespace's type for
   # one in a header.
   $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<BOOL:${CMAKE_UNITY_BUILD}>>:-Wno-subobject-linkage>)
 set(CMAKE_CXX_EXTENSIONS OFF)
+
+# ccache, where installed, serves what was compiled before: a rebuild after a
+# branch switch, a second checkout, a CI machine that keeps its cache.
+option(KW_CCACHE "Compile through ccache where it is installed" ON)
+find_program(KW_CCACHE_PROGRAM ccache)
+if(KW_CCACHE AND KW_CCACHE_PROGRAM AND NOT CMAKE_CXX_COMPILER_LAUNCHER)
+  set(CMAKE_CXX_COMPILER_LAUNCHER ${KW_CCACHE_PROGRAM})
+  set(CMAKE_CUDA_COMPILER_LAUNCHER ${KW_CCACHE_PROGRAM})
+endif()
 
 # kw_add_test(NAME LABEL SOURCES... LIBS ...): one GoogleTest executable whose
 # tests carry LABEL for `ctest -L`.

@@ -12,7 +12,7 @@
 namespace kw::common {
 namespace {
 
-const DetectionSettings kSettings;
+const DetectionSettings kJudgeSettings;
 
 // `replicates` replicates of 10 samples at `level_ns`, each replicate's level
 // moved by 0.5%.
@@ -35,7 +35,7 @@ Measurement measured(double level_ns, int replicates, std::uint64_t seed,
 
 Comparison ab(const Case& head_case, const Measurement& head, const Measurement& base) {
   return judge_time(head_case.name, &head_case, head, {&base, nullptr, false, {}}, default_noise(), 0.01,
-                    kSettings);
+                    kJudgeSettings);
 }
 
 TEST(Judge, AComparisonWhoseSamplesMostlyRanWhileTheGpuBrakedIsNotJudged) {
@@ -73,16 +73,16 @@ TEST(Judge, AReMeasuredCaseCarriesItsFirstPassAndAPullRequestIsAb) {
 
 TEST(Judge, WithoutABaselineRunTheNoteSaysWhatIsMissing) {
   const Measurement head = measured(1e6, 4, 5);
-  Comparison none = judge_time("k", nullptr, head, {}, default_noise(), 0.01, kSettings);
+  Comparison none = judge_time("k", nullptr, head, {}, default_noise(), 0.01, kJudgeSettings);
   EXPECT_FALSE(none.measured());
   EXPECT_EQ(none.test.note, "no baseline run");
   Comparison lacking =
-      judge_time("k", nullptr, head, {nullptr, nullptr, true, {}}, default_noise(), 0.01, kSettings);
+      judge_time("k", nullptr, head, {nullptr, nullptr, true, {}}, default_noise(), 0.01, kJudgeSettings);
   EXPECT_EQ(lacking.test.note, "the baseline run has no candidate measurement for this case");
   // A stored baseline run and no history: judged against that run's location.
   const Measurement stored = measured(1e6, 4, 6);
   Comparison against_run =
-      judge_time("k", nullptr, head, {nullptr, &stored, true, {}}, default_noise(), 0.01, kSettings);
+      judge_time("k", nullptr, head, {nullptr, &stored, true, {}}, default_noise(), 0.01, kJudgeSettings);
   EXPECT_EQ(against_run.test.method, CaseTest::Method::baseline_run);
   EXPECT_FALSE(against_run.in_job);
 }
@@ -91,18 +91,18 @@ TEST(Judge, EnergyIsJudgedOnlyForKernelsOfAHundredMicrosecondsOrMore) {
   Measurement head = measured(50e3, 4, 7), base = measured(50e3, 4, 8);
   head.energy_j = {1.0, 1.01, 0.99, 1.0};
   base.energy_j = {1.0, 1.0, 1.01, 0.99};
-  EXPECT_FALSE(judge_energy("k", head, &base, nullptr, 0.05, kSettings));
+  EXPECT_FALSE(judge_energy("k", head, &base, nullptr, 0.05, kJudgeSettings));
   head = measured(200e3, 4, 9);
   base = measured(200e3, 4, 10);
   head.energy_j = {1.10, 1.11, 1.09, 1.10};  // 10% more joules in the same time
   base.energy_j = {1.0, 1.0, 1.01, 0.99};
-  std::optional<Comparison> energy = judge_energy("k", head, &base, nullptr, 0.05, kSettings);
+  std::optional<Comparison> energy = judge_energy("k", head, &base, nullptr, 0.05, kJudgeSettings);
   ASSERT_TRUE(energy);
   EXPECT_EQ(energy->kind, "energy");
   EXPECT_NEAR(energy->test.ratio, 1.10, 0.01);
   EXPECT_EQ(energy->test.note.rfind("joules per iteration: ", 0), 0u);
   base.energy_j.clear();
-  EXPECT_FALSE(judge_energy("k", head, &base, nullptr, 0.05, kSettings)) << "no energy on one side";
+  EXPECT_FALSE(judge_energy("k", head, &base, nullptr, 0.05, kJudgeSettings)) << "no energy on one side";
 }
 
 TEST(Judge, TheRunDecidesOnCandidatesAndBaselinesMovingTogetherAreTheMachine) {
@@ -118,7 +118,7 @@ TEST(Judge, TheRunDecidesOnCandidatesAndBaselinesMovingTogetherAreTheMachine) {
   }
   std::vector<Comparison*> all;
   for (Comparison& row : rows) all.push_back(&row);
-  const RunDecision run = decide_run(all, kSettings);
+  const RunDecision run = decide_run(all, kJudgeSettings);
   EXPECT_FALSE(run.regression);
   EXPECT_EQ(run.candidate_comparisons, 3u);
   ASSERT_TRUE(run.machine_drift);
@@ -135,7 +135,7 @@ TEST(Judge, ACaseSpreadIsShrunkTowardsItsGpuModels) {
   quiet.replicate_counts = {4, 4, 4};
   GpuNoise gpu;
   gpu.replicate = {0.01, 100};
-  const NoiseModel model = case_noise(quiet, gpu, kSettings);
+  const NoiseModel model = case_noise(quiet, gpu, kJudgeSettings);
   EXPECT_GT(model.replicate_sd, 0.002);
   EXPECT_LT(model.replicate_sd, 0.01);
   EXPECT_EQ(model.run_sd, default_noise().run_sd) << "no between-run spread learned";

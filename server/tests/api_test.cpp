@@ -496,10 +496,14 @@ TEST_F(ConnectionCapTest, AConnectionOverTheCapIs503WithRetryAfter) {
     held.back().connect({boost::asio::ip::make_address("127.0.0.1"), port});
     boost::asio::write(held.back(), boost::asio::buffer(std::string("GET /healthz HTTP/1.1\r\n")));
   }
-  // The server registers a connection when it accepts it: give it the moment.
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  std::string answer = raw_exchange(port, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
-  EXPECT_EQ(answer.rfind("HTTP/1.1 503", 0), 0u) << answer.substr(0, 300);
+  // The server registers a connection when it accepts it, a moment after the connect.
+  std::string answer;
+  wait_until(
+      [&] {
+        answer = raw_exchange(port, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+        return answer.rfind("HTTP/1.1 503", 0) == 0;
+      },
+      "a third connection refused");
   EXPECT_NE(answer.find("Retry-After: 1\r\n"), std::string::npos) << answer.substr(0, 300);
   EXPECT_NE(answer.find("\"error\":\"overloaded\""), std::string::npos) << answer;
   held.clear();

@@ -277,7 +277,6 @@ TEST_F(ServerProcessTest, RestartAfterPostgresWasKilledToo) {
   }
   server_->signal(SIGKILL);
   server_->wait_exit();
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
   ASSERT_TRUE(fs::exists(data_dir_ / "postgres" / "postmaster.pid"));
 
   std::string restarted = start_server();

@@ -348,9 +348,10 @@ class LeaseTest : public ServerTest {
 TEST_F(LeaseTest, ExpiredLeaseRequeuesThenFailsAfterMaxAttempts) {
   std::int64_t job_id = ci().post("/api/v1/jobs", job_request(11)).json()["id"];
   ASSERT_EQ(agent().post("/api/v1/agents/claim", claim_body("host-a")).json()["id"], job_id);
-  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
-  // The reaper returned it to the queue; a second agent takes it over.
-  EXPECT_EQ(client().get("/api/v1/jobs/" + std::to_string(job_id)).json()["state"], "queued");
+  const std::string job_url = "/api/v1/jobs/" + std::to_string(job_id);
+  // The reaper returns it to the queue once the lease expires; a second agent takes it over.
+  wait_until([&] { return client().get(job_url).json()["state"] == "queued"; },
+             "the expired lease's job queued");
   auto second = agent().post("/api/v1/agents/claim", claim_body("host-b"));
   ASSERT_EQ(second.status, 200);
   EXPECT_EQ(second.json()["id"], job_id);
@@ -362,8 +363,8 @@ TEST_F(LeaseTest, ExpiredLeaseRequeuesThenFailsAfterMaxAttempts) {
   EXPECT_EQ(agent().post("/api/v1/jobs/" + std::to_string(job_id) + "/report", make_report(spec)).status,
             409);
   // The second lease expires too: max_attempts = 2, so the job fails.
-  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
-  json job = client().get("/api/v1/jobs/" + std::to_string(job_id)).json();
+  wait_until([&] { return client().get(job_url).json()["state"] == "failed"; }, "the job failed");
+  json job = client().get(job_url).json();
   EXPECT_EQ(job["state"], "failed");
   EXPECT_EQ(job["error"], "lease expired 2 times; giving up");
 }

@@ -19,7 +19,7 @@ using nlohmann::json;
 
 constexpr const char* kH100 = "NVIDIA H100 80GB HBM3";
 
-json claim_body(const std::string& agent, const std::string& gpu = kH100) {
+json shard_claim_body(const std::string& agent, const std::string& gpu = kH100) {
   return {{"agent", agent}, {"host", agent + ".local"}, {"version", "0.1.0"}, {"gpus", {gpu}}};
 }
 
@@ -64,13 +64,13 @@ class ShardTest : public ServerTest {
 
 TEST_F(ShardTest, TwoAgentsMeasureOneJobInHalvesAndItIsJudgedOnce) {
   const std::int64_t job = submit(5, 2);
-  auto first = agent().post("/api/v1/agents/claim", claim_body("gpu-a"));
+  auto first = agent().post("/api/v1/agents/claim", shard_claim_body("gpu-a"));
   ASSERT_EQ(first.status, 200) << first.body;
   EXPECT_EQ(first.json()["kind"], "shard");
   EXPECT_EQ(first.json()["shard"], json({{"index", 1}, {"count", 2}, {"job_id", job}}));
   // The first claim picked the model of every shard: an L4 takes none.
-  EXPECT_EQ(agent().post("/api/v1/agents/claim", claim_body("gpu-l4", "NVIDIA L4")).status, 204);
-  auto second = agent().post("/api/v1/agents/claim", claim_body("gpu-b"));
+  EXPECT_EQ(agent().post("/api/v1/agents/claim", shard_claim_body("gpu-l4", "NVIDIA L4")).status, 204);
+  auto second = agent().post("/api/v1/agents/claim", shard_claim_body("gpu-b"));
   ASSERT_EQ(second.status, 200) << second.body;
   EXPECT_EQ(second.json()["shard"]["index"], 2);
   const std::int64_t shard1 = first.json()["id"], shard2 = second.json()["id"];
@@ -126,7 +126,7 @@ TEST_F(ShardTest, AShardsReportIsNoRunOfItsOwn) {
   std::int64_t job =
       ci().post("/api/v1/jobs", {{"project", "demo"}, {"commit", make_commit(6)}, {"branch", "main"}})
           .json()["id"];
-  ASSERT_EQ(agent().post("/api/v1/agents/claim", claim_body("gpu-a")).json()["id"], job);
+  ASSERT_EQ(agent().post("/api/v1/agents/claim", shard_claim_body("gpu-a")).json()["id"], job);
   report["job_id"] = job;
   response = agent().post(job_path(job, "/report"), report);
   EXPECT_EQ(response.status, 422) << response.body;
@@ -141,8 +141,8 @@ TEST_F(ShardTest, AShardsReportIsNoRunOfItsOwn) {
 // make no run: the job fails, saying why.
 TEST_F(ShardTest, ShardsOfTwoGpuModelsFailTheJob) {
   const std::int64_t job = submit(8, 2);
-  const std::int64_t shard1 = agent().post("/api/v1/agents/claim", claim_body("gpu-a")).json()["id"];
-  const std::int64_t shard2 = agent().post("/api/v1/agents/claim", claim_body("gpu-b")).json()["id"];
+  const std::int64_t shard1 = agent().post("/api/v1/agents/claim", shard_claim_body("gpu-a")).json()["id"];
+  const std::int64_t shard2 = agent().post("/api/v1/agents/claim", shard_claim_body("gpu-b")).json()["id"];
   ASSERT_EQ(agent().post(job_path(shard1, "/report"), shard_report(8, 1, 2, shard1, "gpu-a")).status, 202);
   json other = shard_report(8, 2, 2, shard2, "gpu-b");
   other["device"]["name"] = "NVIDIA H200";
@@ -174,8 +174,8 @@ class ShardLeaseTest : public ShardTest {
 // it, and the run is made from that attempt's report.
 TEST_F(ShardLeaseTest, ADeadShardIsRequeuedAndAnotherAgentFinishesIt) {
   const std::int64_t job = submit(9, 2);
-  const std::int64_t shard1 = agent().post("/api/v1/agents/claim", claim_body("gpu-a")).json()["id"];
-  const std::int64_t shard2 = agent().post("/api/v1/agents/claim", claim_body("gpu-b")).json()["id"];
+  const std::int64_t shard1 = agent().post("/api/v1/agents/claim", shard_claim_body("gpu-a")).json()["id"];
+  const std::int64_t shard2 = agent().post("/api/v1/agents/claim", shard_claim_body("gpu-b")).json()["id"];
   // gpu-b keeps its lease; gpu-a dies.
   json requeued = wait_for(job, [&](const json& j) {
     agent().post(job_path(shard2, "/heartbeat"), {{"agent", "gpu-b"}});
@@ -184,7 +184,7 @@ TEST_F(ShardLeaseTest, ADeadShardIsRequeuedAndAnotherAgentFinishesIt) {
   ASSERT_EQ(requeued["shard_jobs"][0]["state"], "queued") << requeued.dump();
   EXPECT_EQ(requeued["state"], "running");
   ASSERT_EQ(agent().post(job_path(shard2, "/report"), shard_report(9, 2, 2, shard2, "gpu-b")).status, 202);
-  auto retaken = agent().post("/api/v1/agents/claim", claim_body("gpu-c"));
+  auto retaken = agent().post("/api/v1/agents/claim", shard_claim_body("gpu-c"));
   ASSERT_EQ(retaken.json()["id"], shard1);
   EXPECT_EQ(retaken.json()["attempts"], 2);
   EXPECT_EQ(agent().post(job_path(shard1, "/report"), shard_report(9, 1, 2, shard1, "gpu-a")).status, 409)
@@ -198,10 +198,10 @@ TEST_F(ShardLeaseTest, ADeadShardIsRequeuedAndAnotherAgentFinishesIt) {
 // done: nothing is measured for a run that cannot be made.
 TEST_F(ShardLeaseTest, AShardOutOfAttemptsFailsTheJobAndItsOtherShards) {
   const std::int64_t job = submit(10, 3);
-  const std::int64_t shard1 = agent().post("/api/v1/agents/claim", claim_body("gpu-a")).json()["id"];
+  const std::int64_t shard1 = agent().post("/api/v1/agents/claim", shard_claim_body("gpu-a")).json()["id"];
   json failed = wait_for(job, [&](const json& j) {
     // Whoever claims shard 1 again dies too; the others are left queued.
-    auto claim = agent().post("/api/v1/agents/claim", claim_body("gpu-a"));
+    auto claim = agent().post("/api/v1/agents/claim", shard_claim_body("gpu-a"));
     if (claim.status == 200 && claim.json()["id"] != shard1)
       agent().post(job_path(claim.json()["id"], "/release"), {{"agent", "gpu-a"}});
     return j["state"] == "failed";
