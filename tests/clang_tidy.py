@@ -11,14 +11,15 @@ clang-tidy gives it (file:line:column: warning: ... [check]), with its notes;
 a header's finding reached from several sources is printed once.
 
 A source whose inputs are byte for byte those of a clean result is not
-checked again. Its digest covers clang-tidy's version, every .clang-tidy,
-the compile command (the source and build folders written as S and B), and
-the content of every file the compiler read for it (ninja's deps). Clean
-results are tests/clang_tidy_clean.txt (committed: what a fresh clone needs
-not check) and BUILD_DIR/clang-tidy-clean/ (this build's own). With --full,
-or where the build's deps are unknown (a generator other than Ninja), every
-source is checked. --export FILE writes the digests of the sources now
-known clean, for committing, and checks nothing.
+checked again. Its digest covers clang-tidy's version, the .clang-tidy files
+clang-tidy reads for it (in its folder and those above), the compile command
+(the source and build folders written as S and B), and the content of every
+file the compiler read for it (ninja's deps). Clean results are
+tests/clang_tidy_clean.txt (committed: what a fresh clone needs not check)
+and BUILD_DIR/clang-tidy-clean/ (this build's own). With --full, or where the
+build's deps are unknown (a generator other than Ninja), every source is
+checked (with deps, one found clean is stamped). --export FILE writes the
+digests of the sources now known clean, for committing, and checks nothing.
 """
 import argparse
 import hashlib
@@ -80,13 +81,7 @@ class Digests:
     def __init__(self, tidy, build, source):
         self.build, self.source = str(build.resolve()), str(source)
         self.contents = {}
-        common = hashlib.sha256(subprocess.run([tidy, "--version"], capture_output=True, check=True).stdout)
-        for folder, subfolders, names in sorted(os.walk(source)):
-            subfolders[:] = sorted(d for d in subfolders if d not in ("build", "node_modules", ".git"))
-            if ".clang-tidy" in names:
-                config = os.path.join(folder, ".clang-tidy")
-                common.update(self.portable(config).encode() + pathlib.Path(config).read_bytes())
-        self.common = common.digest()
+        self.version = hashlib.sha256(subprocess.run([tidy, "--version"], capture_output=True, check=True).stdout)
 
     def portable(self, text):
         return text.replace(self.build, "B").replace(self.source, "S")
@@ -101,8 +96,22 @@ class Digests:
             self.contents[path] = hashlib.sha256(data).digest()
         return self.contents[path]
 
+    def configs(self, file):
+        """The .clang-tidy files clang-tidy reads for `file`: in its folder and
+        each one above it, up to the source folder."""
+        folder, found = pathlib.Path(file).parent, []
+        while True:
+            config = folder / ".clang-tidy"
+            if config.exists():
+                found.append(self.portable(str(config)).encode() + self.content(str(config)))
+            if folder == pathlib.Path(self.source) or folder == folder.parent:
+                return found
+            folder = folder.parent
+
     def of(self, entry, inputs):
-        digest = hashlib.sha256(self.common)
+        digest = self.version.copy()
+        for config in self.configs(entry["file"]):
+            digest.update(config)
         digest.update(self.portable(entry["command"]).encode())
         for name in sorted(os.path.normpath(os.path.join(self.build, i)) for i in inputs):
             digest.update(self.portable(name).encode() + self.content(name))
@@ -131,7 +140,8 @@ def tidy_database(build, units):
 
 
 def run_tidy(tidy, database, file, source, seen, findings):
-    """Checks one source; False where clang-tidy itself failed."""
+    """Checks one source: True when clean, False with a finding, None where
+    clang-tidy itself failed."""
     # The GCC-only flags of a build (a unity build's -Wno-subobject-linkage)
     # are no finding of the source's.
     result = subprocess.run([tidy, "-p", str(database), "--quiet", "--extra-arg=-Wno-unknown-warning-option", file],
@@ -175,7 +185,7 @@ def main() -> int:
     if not units:
         print(f"no C++ source of the build under {', '.join(options.folders)}", file=sys.stderr)
         return 64
-    deps = {} if options.full and not options.export else ninja_deps(options.ninja, build)
+    deps = ninja_deps(options.ninja, build)
     digests = Digests(options.tidy, build, source) if deps else None
     digest_of = {name: digests.of(entry, deps[output_of(entry)])
                  for name, entry in units.items() if digests and output_of(entry) in deps}

@@ -86,7 +86,11 @@ class StoredCleanResults(unittest.TestCase):
     def test_another_configuration_or_compile_command_checks_everything(self):
         self.build(self.project)
         self.check(self.project)
-        (self.project / ".clang-tidy").write_text("Checks: 'fake-*,other-*'\n")
+        # Another project's configuration elsewhere in the tree is not read for these.
+        (self.project / "tests" / "vendored").mkdir()
+        (self.project / "tests" / "vendored" / ".clang-tidy").write_text("Checks: 'other-*'\n")
+        self.assertEqual(self.check(self.project), (0, []))
+        (self.project / "src" / ".clang-tidy").write_text("Checks: 'fake-*,other-*'\n")
         self.assertEqual(self.check(self.project), (0, ["a.cpp", "b.cpp"]))
         self.build(self.project, "-DCMAKE_CXX_FLAGS=-DSOMETHING")
         self.assertEqual(self.check(self.project), (0, ["a.cpp", "b.cpp"]))

@@ -485,6 +485,31 @@ TEST_F(PipelineTest, FullBenchMeasuresReplicatesAndTheBaseInTheSameJob) {
   EXPECT_EQ(c["measurements"].size(), 1u);
 }
 
+// The first pass screens a case by the threshold the server will judge it
+// with: where kernelwatch.json sets none, the project's setting on the
+// server, which a claimed job carries. A head 5% slower is screened at the
+// default 1% and left alone at a project's 20%.
+TEST_F(PipelineTest, TheFirstPassScreensByTheProjectsThresholdOnTheServer) {
+  json config = valid_config();
+  config.erase("thresholds");
+  config["full_bench"] = {{"replicates", 3}, {"max_replicates", 3}, {"confirm_replicates", 2}};
+  std::ofstream(checkout_ / "kwbench-fake.json") << json{{"slowdown", 1.05}}.dump();
+  char pattern[] = "/tmp/kw-base-XXXXXX";
+  ASSERT_NE(mkdtemp(pattern), nullptr);
+  const fs::path base = pattern;
+  std::ofstream(base / "kwbench-fake.json") << "{}";
+  for (const std::optional<double> project : {std::optional<double>(), std::optional<double>(0.2)}) {
+    PipelineOptions options = ab_options(base);
+    options.only_stages = {common::StageName::full_bench};
+    if (project) options.project_thresholds = common::Thresholds{project, {}};
+    const json report = run_pipeline(parse_repo_config(config), options);
+    const json& c = report["cases"][0];
+    EXPECT_EQ(c.contains("first_pass_replicates"), !project.has_value()) << c.dump().substr(0, 300);
+    EXPECT_EQ(c["measurements"][0]["replicates"].back(), project ? 2 : 4);
+  }
+  fs::remove_all(base);
+}
+
 // An A/B case the decision would leave inconclusive gets two more
 // replicates a side at a time, up to resolve_replicates; without them it is
 // named inconclusive in the stage's details. At three replicates a side the

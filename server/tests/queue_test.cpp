@@ -125,6 +125,18 @@ TEST_F(QueueTest, AgentNameBelongsToItsToken) {
   EXPECT_EQ(response.json()["error"], "job_not_held");
 }
 
+// A claimed job carries the project's thresholds: the agent screens its
+// first A/B pass by what the server will judge with.
+TEST_F(QueueTest, AClaimedJobCarriesTheProjectsThresholds) {
+  ci().post("/api/v1/jobs", job_request(4));
+  const auto settings = client(admin_token_)
+                            .request("PUT", "/api/v1/projects/demo/settings",
+                                     R"({"min_threshold": 0.03, "case_thresholds": {"k/n1": 0.05}})");
+  ASSERT_EQ(settings.status, 200) << settings.body;
+  const json job = agent().post("/api/v1/agents/claim", claim_body("host-a")).json();
+  EXPECT_EQ(job["project_thresholds"], json::parse(R"({"min_threshold": 0.03, "cases": {"k/n1": 0.05}})"));
+}
+
 TEST_F(QueueTest, ReleaseReturnsTheJobWithoutSpendingAnAttempt) {
   ci().post("/api/v1/jobs", job_request(9));
   std::int64_t job_id = agent().post("/api/v1/agents/claim", claim_body("host-a")).json()["id"];

@@ -17,6 +17,7 @@
 #include "host/gpu_health.hpp"
 #include "host/gpu_info.hpp"
 #include "kw/common/json_reader.hpp"
+#include "kw/common/run_report.hpp"
 #include "kw/common/subprocess.hpp"
 #include "kw/http/client.hpp"
 #include "pipeline/load_check.hpp"
@@ -515,6 +516,8 @@ class Worker {
     options.branch = job.value("branch", std::string("main"));
     if (job.contains("base_commit") && job["base_commit"].is_string())
       options.base_commit = job["base_commit"];
+    if (job.contains("project_thresholds"))
+      options.project_thresholds = common::parse_thresholds(job["project_thresholds"], "project_thresholds");
     // A bisect step judges the cases its regression flagged: it measures those alone.
     if (job.contains("cases") && job["cases"].is_array())
       options.only_cases = job["cases"].get<std::vector<std::string>>();

@@ -387,12 +387,17 @@ class Engine {
 
   AbTests ab_tests() {
     const common::DetectionSettings settings;
-    // The server judges a pull request by the stricter of its own and its
-    // base's thresholds (docs/detection.md): screen as it will judge.
+    // The server judges a case by its kernelwatch.json threshold, else the
+    // project's setting, and a pull request by the stricter of its own and
+    // its base's (docs/detection.md): screen as it will judge.
     auto threshold_of = [&](const std::string& name) {
-      double own = config_.thresholds.for_case(name).value_or(settings.min_threshold);
+      const double project =
+          options_.project_thresholds
+              ? options_.project_thresholds->for_case(name).value_or(settings.min_threshold)
+              : settings.min_threshold;
+      double own = config_.thresholds.for_case(name).value_or(project);
       if (!options_.base_thresholds) return own;
-      return std::min(own, options_.base_thresholds->for_case(name).value_or(settings.min_threshold));
+      return std::min(own, options_.base_thresholds->for_case(name).value_or(project));
     };
     AbTests out;
     for (const std::string& name : order_) {

@@ -37,6 +37,9 @@ struct EngineOptions {
   std::filesystem::path checkout;
   std::optional<std::filesystem::path> base_checkout;  // A/B when set
   std::optional<common::Thresholds> base_thresholds;
+  // The project's threshold settings on the server (a claimed job carries
+  // them): what a case without one in kernelwatch.json is judged with.
+  std::optional<common::Thresholds> project_thresholds;
   const std::atomic<bool>* stop = nullptr;
   std::function<void(const std::string&)> log;
   std::uint64_t seed = 0;  // of the case orders; 0: from the clock

@@ -503,6 +503,7 @@ BenchResult run_full_bench_of(const BenchConfig& bench, const RepoConfig& config
   engine.checkout = options.checkout;
   if (config.full_bench.ab) engine.base_checkout = options.base_checkout;
   engine.base_thresholds = options.base_thresholds;
+  engine.project_thresholds = options.project_thresholds;
   engine.stop = options.stop;
   engine.log = options.log;
   engine.only_cases = options.only_cases;

@@ -31,6 +31,9 @@ struct PipelineOptions {
   // base_commit's kernelwatch.json thresholds: run_pipeline reads them from
   // git; the screening for a second A/B pass uses the stricter side's.
   std::optional<common::Thresholds> base_thresholds;
+  // The project's threshold settings on the server, as a claimed job
+  // carries them; nullopt: the detection's default.
+  std::optional<common::Thresholds> project_thresholds;
   std::optional<std::int64_t> job_id;
   std::string agent_name;
   std::string agent_host;

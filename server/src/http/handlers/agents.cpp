@@ -5,12 +5,21 @@
 #include "http/handlers/request_fields.hpp"
 #include "notify/notifier.hpp"
 #include "store/job_repository.hpp"
+#include "store/run_repository.hpp"
+#include "store/settings_repository.hpp"
 
 namespace kw::server {
 
 using nlohmann::json;
 
 namespace {
+
+// What a claimed job's cases are judged with where kernelwatch.json sets no
+// threshold: the agent screens the first pass of an A/B by it.
+json project_thresholds(pqxx::work& tx, const std::string& project) {
+  const ProjectSettings settings = SettingsRepository::get(tx, RunRepository::require_project(tx, project));
+  return {{"min_threshold", settings.min_threshold}, {"cases", settings.case_thresholds}};
+}
 
 // A claim's `gpu`: the one GPU a worker is pinned to.
 json gpu_of(const json& body) {
@@ -108,7 +117,9 @@ void add_agent_routes(Router& router, const HandlerContext& context) {
       if (health && !(*health)["healthy"].get<bool>()) return std::nullopt;
       auto job_id = JobRepository::claim(tx, agent_id, gpus, context.lease_seconds, projects, can_profile);
       if (!job_id) return std::nullopt;
-      return JobRepository::get(tx, *job_id);
+      std::optional<json> claimed = JobRepository::get(tx, *job_id);
+      if (claimed) (*claimed)["project_thresholds"] = project_thresholds(tx, (*claimed)["project"]);
+      return claimed;
     });
     if (!job) {
       Response response;
