@@ -113,7 +113,9 @@ class Digests:
         for config in self.configs(entry["file"]):
             digest.update(config)
         digest.update(self.portable(entry["command"]).encode())
-        for name in sorted(os.path.normpath(os.path.join(self.build, i)) for i in inputs):
+        # In the order of their portable names: a checkout under /tmp sorts
+        # its own files before /usr's, one under /work after them.
+        for name in sorted((os.path.normpath(os.path.join(self.build, i)) for i in inputs), key=self.portable):
             digest.update(self.portable(name).encode() + self.content(name))
         return digest.hexdigest()
 

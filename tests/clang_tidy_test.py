@@ -49,7 +49,7 @@ class StoredCleanResults(unittest.TestCase):
             "cmake_minimum_required(VERSION 3.16)\nproject(p CXX)\n"
             "add_library(p src/a.cpp src/b.cpp)\ntarget_include_directories(p PRIVATE src)\n")
         (root / "src" / "shared.hpp").write_text("inline int shared() { return 1; }\n")
-        (root / "src" / "a.cpp").write_text('#include "shared.hpp"\nint a() { return shared(); }\n')
+        (root / "src" / "a.cpp").write_text('#include <cstddef>\n#include "shared.hpp"\nint a() { return shared(); }\n')
         (root / "src" / "b.cpp").write_text("int b() { return 2; }\n")
         return root
 
@@ -96,13 +96,17 @@ class StoredCleanResults(unittest.TestCase):
         self.assertEqual(self.check(self.project), (0, ["a.cpp", "b.cpp"]))
 
     def test_a_committed_export_spares_a_fresh_checkout_elsewhere(self):
-        # A unity build's files name the sources by their absolute paths.
+        # A unity build's files name the sources by their absolute paths; a
+        # checkout under /var sorts its own files after /usr's headers, one
+        # under /tmp before them.
+        elsewhere = pathlib.Path(tempfile.mkdtemp(dir="/var/tmp" if os.access("/var/tmp", os.W_OK) else None))
+        self.addCleanup(shutil.rmtree, elsewhere)
         for flags in ([], ["-DCMAKE_UNITY_BUILD=ON"]):
             with self.subTest(flags=flags):
                 first = self.make_project(self.tmp / ("a%d" % len(flags)))
                 self.build(first, *flags)
                 self.check(first)
-                other = self.make_project(self.tmp / ("b%d" % len(flags)))
+                other = self.make_project(elsewhere / ("b%d" % len(flags)))
                 self.build(other, *flags)
                 exported = other / "tests" / "clang_tidy_clean.txt"
                 code = subprocess.run([sys.executable, str(HERE / "clang_tidy.py"), "--ninja", shutil.which("ninja"),
