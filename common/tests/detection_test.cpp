@@ -22,6 +22,34 @@ Timing timing(const std::vector<double>& samples, const std::vector<std::int64_t
   return {samples, throttled, replicates, {}};
 }
 
+// A default changed under the same kRuleVersion would judge new runs against
+// a history another rule computed. Each version's defaults are listed here,
+// so a change fails until the version is bumped and its row added
+// (kw/common/detection.hpp says what else a new version takes).
+TEST(RuleVersionTest, TheDefaultsAreThoseOfTheCurrentVersion) {
+  struct Rule {
+    int version;
+    double min_threshold, energy_threshold, run_alpha, max_run_alpha, screen_alpha;
+    std::size_t min_history, min_samples;
+    double prior_df, outlier_sds, resolution;
+  };
+  constexpr Rule kRules[] = {{1, 0.01, 0.05, 0.01, 0.2, 0.05, 8, 5, 8, 6, 3}};
+  const Rule& rule = kRules[std::size(kRules) - 1];
+  ASSERT_EQ(rule.version, kRuleVersion) << "add this version's row to kRules";
+  const DetectionSettings now;
+  const std::string why = "a default changed: that is rule version " + std::to_string(kRuleVersion + 1);
+  EXPECT_EQ(now.min_threshold, rule.min_threshold) << why;
+  EXPECT_EQ(now.energy_threshold, rule.energy_threshold) << why;
+  EXPECT_EQ(now.run_alpha, rule.run_alpha) << why;
+  EXPECT_EQ(DetectionSettings::kMaxRunAlpha, rule.max_run_alpha) << why;
+  EXPECT_EQ(now.screen_alpha, rule.screen_alpha) << why;
+  EXPECT_EQ(now.min_history, rule.min_history) << why;
+  EXPECT_EQ(now.min_samples, rule.min_samples) << why;
+  EXPECT_EQ(now.prior_df, rule.prior_df) << why;
+  EXPECT_EQ(now.outlier_sds, rule.outlier_sds) << why;
+  EXPECT_EQ(now.resolution, rule.resolution) << why;
+}
+
 // k replicate locations of a case at `level`, each moved by the
 // between-replicate noise (log sd).
 std::vector<double> replicates_of(double level, double sd, int k, std::mt19937_64& rng) {

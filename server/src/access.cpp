@@ -37,4 +37,8 @@ void Caller::require_project(std::string_view project) const {
                   "token \"" + token_name + "\" is not scoped to project \"" + std::string(project) + "\"");
 }
 
+void require_access(const Caller* caller, std::string_view project) {
+  if (caller) caller->require_project(project);
+}
+
 }  // namespace kw::server

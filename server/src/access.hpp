@@ -28,4 +28,8 @@ struct Caller {
   void require_project(std::string_view project) const;
 };
 
+// `caller` null: a read where reads are open, which may read any project.
+// Otherwise as Caller::require_project.
+void require_access(const Caller* caller, std::string_view project);
+
 }  // namespace kw::server

@@ -80,11 +80,11 @@ App::App(ServerOptions options) : options_(std::move(options)) {
   if (options_.read_cache_bytes > 0 || replica_pool_)
     change_feed_ = std::make_unique<ChangeFeed>(options_.database_url, *read_routing_);
   add_metrics_sources();
-  ingest_ =
-      std::make_unique<IngestService>(*pool_, *read_routing_, options_.notifications, options_.max_attempts);
-  handler_context_ = std::make_unique<HandlerContext>(HandlerContext{
-      *pool_, *monitor_, metrics_, *ingest_, *read_routing_, options_.notifications, options_.lease_seconds,
-      options_.max_attempts, schema_version_, options_.http.decoded_body_limit, options_.uploads});
+  services_ = std::make_unique<Services>(*pool_, *read_routing_, options_.notifications,
+                                         QueueSettings{options_.lease_seconds, options_.max_attempts},
+                                         UploadLimits{options_.http.decoded_body_limit, options_.uploads});
+  handler_context_ =
+      std::make_unique<HandlerContext>(HandlerContext{*services_, *monitor_, metrics_, schema_version_});
   add_health_routes(*router_, *handler_context_);
   add_run_routes(*router_, *handler_context_);
   add_job_routes(*router_, *handler_context_);
@@ -125,80 +125,92 @@ void App::open_read_replica(std::size_t connections) {
 }
 
 void App::add_metrics_sources() {
-  metrics_.add_source([this](std::string& text) {
-    text +=
-        "# HELP kw_ingest_phase_seconds_total Time run reports spent in each phase of ingest.\n"
-        "# TYPE kw_ingest_phase_seconds_total counter\n";
-    for (std::size_t i = 0; i < IngestService::kPhaseNames.size(); ++i) {
-      text += "kw_ingest_phase_seconds_total{phase=\"" + std::string(IngestService::kPhaseNames[i]) + "\"} " +
-              std::to_string(ingest_->seconds(static_cast<IngestService::Phase>(i))) + "\n";
-    }
-  });
-  metrics_.add_source([this](std::string& text) {
-    const ReadRouting::Counters reads = read_routing_->counters();
-    text +=
-        "# HELP kw_history_reads_total History reads (projects, overview, cases, runs, series) by the "
-        "database that served them.\n# TYPE kw_history_reads_total counter\n"
-        "kw_history_reads_total{database=\"primary\"} " +
-        std::to_string(reads.primary_reads) + "\nkw_history_reads_total{database=\"replica\"} " +
-        std::to_string(reads.replica_reads) + "\n";
-    if (!read_routing_->has_replica()) return;
-    text +=
-        "# HELP kw_replica_fallbacks_total Reads the replica failed, served by the primary instead.\n"
-        "# TYPE kw_replica_fallbacks_total counter\nkw_replica_fallbacks_total " +
-        std::to_string(reads.fallbacks) +
-        "\n# HELP kw_replica_up Whether the read replica answered its last ping.\n"
-        "# TYPE kw_replica_up gauge\nkw_replica_up " +
-        std::string(reads.replica_up ? "1" : "0") + "\n";
-  });
-  metrics_.add_source([this](std::string& text) {
-    text +=
-        "# HELP kw_db_pool_connections Database connections by state.\n# TYPE kw_db_pool_connections gauge\n";
-    std::size_t in_use = pool_->in_use();
-    text += "kw_db_pool_connections{state=\"in_use\"} " + std::to_string(in_use) + "\n";
-    text += "kw_db_pool_connections{state=\"idle\"} " + std::to_string(pool_->size() - in_use) + "\n";
-    text +=
-        "# HELP kw_db_pool_waits_total Times a request waited for a free connection.\n"
-        "# TYPE kw_db_pool_waits_total counter\nkw_db_pool_waits_total " +
-        std::to_string(pool_->waits()) + "\n";
-  });
-  metrics_.add_source([this](std::string& text) {
-    const ReadCache::Counters cache = read_cache_->counters();
-    text +=
-        "# HELP kw_read_cache_requests_total Cached reads (series, overview) by outcome.\n"
-        "# TYPE kw_read_cache_requests_total counter\n"
-        "kw_read_cache_requests_total{outcome=\"hit\"} " +
-        std::to_string(cache.hits) +
-        "\n"
-        "kw_read_cache_requests_total{outcome=\"miss\"} " +
-        std::to_string(cache.misses) +
-        "\n"
-        "# HELP kw_read_cache_bytes Bytes of cached answers.\n# TYPE kw_read_cache_bytes gauge\n"
-        "kw_read_cache_bytes " +
-        std::to_string(cache.bytes) +
-        "\n"
-        "# HELP kw_read_cache_listening Whether changes are heard (the cache serves only then).\n"
-        "# TYPE kw_read_cache_listening gauge\nkw_read_cache_listening " +
-        std::string(change_feed_ && change_feed_->listening() ? "1" : "0") + "\n" +
-        "# HELP kw_change_feed_connects_total Times the change feed started listening.\n"
-        "# TYPE kw_change_feed_connects_total counter\nkw_change_feed_connects_total " +
-        std::to_string(change_feed_ ? change_feed_->connects() : 0) + "\n";
-  });
-  metrics_.add_source([this](std::string& text) {
-    text +=
-        "# HELP kw_body_memory_bytes Memory request bodies hold while inflated and parsed (an estimate), "
-        "and its limit.\n# TYPE kw_body_memory_bytes gauge\nkw_body_memory_bytes{state=\"used\"} " +
-        std::to_string(body_memory_->used()) + "\nkw_body_memory_bytes{state=\"limit\"} " +
-        std::to_string(body_memory_->capacity()) + "\n";
-  });
-  metrics_.add_source([this](std::string& text) {
-    text += "# HELP kw_db_up Whether the database answered its last ping.\n# TYPE kw_db_up gauge\nkw_db_up " +
-            std::string(monitor_->available() ? "1" : "0") + "\n";
-    // What needs the database is read by the background loop, never here:
-    // /metrics answers at once whatever the database does.
-    std::lock_guard lock(stored_metrics_mutex_);
-    text += stored_metrics_;
-  });
+  metrics_.add_source([this](std::string& text) { ingest_metrics(text); });
+  metrics_.add_source([this](std::string& text) { history_read_metrics(text); });
+  metrics_.add_source([this](std::string& text) { pool_metrics(text); });
+  metrics_.add_source([this](std::string& text) { read_cache_metrics(text); });
+  metrics_.add_source([this](std::string& text) { body_memory_metrics(text); });
+  metrics_.add_source([this](std::string& text) { database_metrics(text); });
+}
+
+void App::ingest_metrics(std::string& text) {
+  text +=
+      "# HELP kw_ingest_phase_seconds_total Time run reports spent in each phase of ingest.\n"
+      "# TYPE kw_ingest_phase_seconds_total counter\n";
+  for (std::size_t i = 0; i < IngestService::kPhaseNames.size(); ++i) {
+    text += "kw_ingest_phase_seconds_total{phase=\"" + std::string(IngestService::kPhaseNames[i]) + "\"} " +
+            std::to_string(services_->ingest.seconds(static_cast<IngestService::Phase>(i))) + "\n";
+  }
+}
+
+void App::history_read_metrics(std::string& text) {
+  const ReadRouting::Counters reads = read_routing_->counters();
+  text +=
+      "# HELP kw_history_reads_total History reads (projects, overview, cases, runs, series) by the "
+      "database that served them.\n# TYPE kw_history_reads_total counter\n"
+      "kw_history_reads_total{database=\"primary\"} " +
+      std::to_string(reads.primary_reads) + "\nkw_history_reads_total{database=\"replica\"} " +
+      std::to_string(reads.replica_reads) + "\n";
+  if (!read_routing_->has_replica()) return;
+  text +=
+      "# HELP kw_replica_fallbacks_total Reads the replica failed, served by the primary instead.\n"
+      "# TYPE kw_replica_fallbacks_total counter\nkw_replica_fallbacks_total " +
+      std::to_string(reads.fallbacks) +
+      "\n# HELP kw_replica_up Whether the read replica answered its last ping.\n"
+      "# TYPE kw_replica_up gauge\nkw_replica_up " +
+      std::string(reads.replica_up ? "1" : "0") + "\n";
+}
+
+void App::pool_metrics(std::string& text) {
+  text +=
+      "# HELP kw_db_pool_connections Database connections by state.\n# TYPE kw_db_pool_connections gauge\n";
+  std::size_t in_use = pool_->in_use();
+  text += "kw_db_pool_connections{state=\"in_use\"} " + std::to_string(in_use) + "\n";
+  text += "kw_db_pool_connections{state=\"idle\"} " + std::to_string(pool_->size() - in_use) + "\n";
+  text +=
+      "# HELP kw_db_pool_waits_total Times a request waited for a free connection.\n"
+      "# TYPE kw_db_pool_waits_total counter\nkw_db_pool_waits_total " +
+      std::to_string(pool_->waits()) + "\n";
+}
+
+void App::read_cache_metrics(std::string& text) {
+  const ReadCache::Counters cache = read_cache_->counters();
+  text +=
+      "# HELP kw_read_cache_requests_total Cached reads (series, overview) by outcome.\n"
+      "# TYPE kw_read_cache_requests_total counter\n"
+      "kw_read_cache_requests_total{outcome=\"hit\"} " +
+      std::to_string(cache.hits) +
+      "\n"
+      "kw_read_cache_requests_total{outcome=\"miss\"} " +
+      std::to_string(cache.misses) +
+      "\n"
+      "# HELP kw_read_cache_bytes Bytes of cached answers.\n# TYPE kw_read_cache_bytes gauge\n"
+      "kw_read_cache_bytes " +
+      std::to_string(cache.bytes) +
+      "\n"
+      "# HELP kw_read_cache_listening Whether changes are heard (the cache serves only then).\n"
+      "# TYPE kw_read_cache_listening gauge\nkw_read_cache_listening " +
+      std::string(change_feed_ && change_feed_->listening() ? "1" : "0") + "\n" +
+      "# HELP kw_change_feed_connects_total Times the change feed started listening.\n"
+      "# TYPE kw_change_feed_connects_total counter\nkw_change_feed_connects_total " +
+      std::to_string(change_feed_ ? change_feed_->connects() : 0) + "\n";
+}
+
+void App::body_memory_metrics(std::string& text) {
+  text +=
+      "# HELP kw_body_memory_bytes Memory request bodies hold while inflated and parsed (an estimate), "
+      "and its limit.\n# TYPE kw_body_memory_bytes gauge\nkw_body_memory_bytes{state=\"used\"} " +
+      std::to_string(body_memory_->used()) + "\nkw_body_memory_bytes{state=\"limit\"} " +
+      std::to_string(body_memory_->capacity()) + "\n";
+}
+
+void App::database_metrics(std::string& text) {
+  text += "# HELP kw_db_up Whether the database answered its last ping.\n# TYPE kw_db_up gauge\nkw_db_up " +
+          std::string(monitor_->available() ? "1" : "0") + "\n";
+  // What needs the database is read by the background loop, never here:
+  // /metrics answers at once whatever the database does.
+  std::lock_guard lock(stored_metrics_mutex_);
+  text += stored_metrics_;
 }
 
 App::~App() {
@@ -298,12 +310,7 @@ void App::reap_leases() {
       uploads_expired = std::chrono::steady_clock::now();
     }
     try {
-      ExpiredLeases expired = with_transaction(*pool_, [this](pqxx::work& tx) {
-        ExpiredLeases leases = JobRepository::requeue_expired(tx);
-        for (std::int64_t failed : leases.failed)
-          NotificationRepository::job_failed(tx, options_.notifications, failed);
-        return leases;
-      });
+      const ExpiredLeases expired = services_->jobs.reap();
       if (expired.requeued > 0)
         LogLine() << "kw-server: " << expired.requeued << " expired lease(s) returned to the queue\n";
       if (!expired.failed.empty())
@@ -311,9 +318,8 @@ void App::reap_leases() {
                   << " job(s) failed: their lease ran out on every attempt\n";
       // A sharded job whose last shard's report was taken but whose run was
       // not made (the server stopped in between).
-      for (std::int64_t job :
-           with_transaction(*pool_, [](pqxx::work& tx) { return JobRepository::merge_pending(tx); })) {
-        const IngestResult merged = ingest_->merge_shards(job);
+      for (std::int64_t job : services_->jobs.unmerged_shard_jobs()) {
+        const IngestResult merged = services_->ingest.merge_shards(job);
         LogLine() << "kw-server: job " << job << ": its shards merged into run " << merged.run_id << "\n";
       }
       refresh_stored_metrics();

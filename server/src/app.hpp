@@ -14,8 +14,8 @@
 #include "http/http_server.hpp"
 #include "http/metrics.hpp"
 #include "http/router.hpp"
-#include "ingest/ingest_service.hpp"
 #include "notify/notifier.hpp"
+#include "service/services.hpp"
 #include "store/change_feed.hpp"
 #include "store/database.hpp"
 #include "store/history_reads.hpp"
@@ -66,14 +66,21 @@ class App {
 
   ConnectionPool& pool() { return *pool_; }
   ReadCache& read_cache() { return *read_cache_; }
-  const IngestService& ingest() const { return *ingest_; }
+  const IngestService& ingest() const { return services_->ingest; }
   const ReadRouting& read_routing() const { return *read_routing_; }
   Response handle(Request& request) { return router_->handle(request); }
 
  private:
   // The replica's pool and monitor, if one is named, and the routing of reads.
   void open_read_replica(std::size_t connections);
+  // What /metrics shows, a source each.
   void add_metrics_sources();
+  void ingest_metrics(std::string& text);
+  void history_read_metrics(std::string& text);
+  void pool_metrics(std::string& text);
+  void read_cache_metrics(std::string& text);
+  void body_memory_metrics(std::string& text);
+  void database_metrics(std::string& text);
   // The lease reaper's loop, which also reads what /metrics shows from the
   // database (job counts, notification targets).
   void reap_leases();
@@ -94,7 +101,7 @@ class App {
   std::unique_ptr<ReadRouting> read_routing_;
   std::unique_ptr<HistoryReads> history_reads_;
   std::unique_ptr<ChangeFeed> change_feed_;
-  std::unique_ptr<IngestService> ingest_;
+  std::unique_ptr<Services> services_;
   std::unique_ptr<HandlerContext> handler_context_;
   std::unique_ptr<Router> router_;
   std::unique_ptr<HttpServer> http_;

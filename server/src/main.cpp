@@ -159,6 +159,10 @@ void add_http_options(CLI::App& cli, ServeFlags& flags) {
                  "memory for series and overview answers, kept until their project is written (0: none)")
       ->capture_default_str()
       ->check(CLI::Range(0, 65536));
+}
+
+// What one connection and one request may take.
+void add_limit_options(CLI::App& cli, ServeFlags& flags) {
   cli.add_option("--max-connections", flags.options.http.max_connections,
                  "connections served at once; past them a connection gets 503 and Retry-After")
       ->capture_default_str()
@@ -186,6 +190,10 @@ void add_http_options(CLI::App& cli, ServeFlags& flags) {
                  "bytes that the request bodies being inflated and parsed may hold in all; past it, 503")
       ->capture_default_str()
       ->check(CLI::Range(std::size_t{16} << 20, std::size_t{1} << 40));
+}
+
+// What report uploads not completed may hold (store/upload_repository.hpp).
+void add_upload_options(CLI::App& cli, ServeFlags& flags) {
   UploadQuota& uploads = flags.options.uploads;
   cli.add_option("--uploads-per-token", uploads.uploads_per_token,
                  "report uploads one token may have begun and not completed; past it, 429")
@@ -385,6 +393,8 @@ int main(int argc, char** argv) {
   ServeFlags flags;
   add_database_options(cli, database);
   add_http_options(cli, flags);
+  add_limit_options(cli, flags);
+  add_upload_options(cli, flags);
   add_service_options(cli, flags);
   AdminCommands admin;
   add_admin_commands(cli, admin);

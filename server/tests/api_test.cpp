@@ -958,6 +958,8 @@ TEST_F(PerAddressCapTest, OneClientCannotTakeEverySlot) {
     flood.back().bind({boost::asio::ip::make_address("127.0.0.2"), 0});
     flood.back().connect({boost::asio::ip::make_address("127.0.0.1"), port});
   }
+  // A deliberate wait: the server takes the flood's connections first, so
+  // the probe below comes after them.
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   std::string answer = raw_exchange(port, "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
   EXPECT_EQ(answer.rfind("HTTP/1.1 200", 0), 0u) << answer.substr(0, 300);
@@ -1023,6 +1025,7 @@ TEST_F(DownloadTest, ClientsThatDoNotReadCostNoCopyEach) {
     boost::asio::write(stalled.back(),
                        boost::asio::buffer(std::string("GET /download/kw HTTP/1.1\r\nHost: x\r\n\r\n")));
   }
+  // A deliberate wait: the downloads fill their sockets and stall.
   std::this_thread::sleep_for(std::chrono::seconds(1));
   const long grown_mib = (rss_kib() - before) / 1024;
   std::cout << "48 stalled downloads of 16 MiB: RSS grew " << grown_mib << " MiB\n";

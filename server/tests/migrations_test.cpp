@@ -1,10 +1,12 @@
 #include <atomic>
+#include <cmath>
 #include <memory>
 #include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "kw/common/detection.hpp"
 #include "kw/schema/migrations.hpp"
 #include "server_fixture.hpp"
 
@@ -12,7 +14,7 @@ namespace kw::server::testing {
 namespace {
 
 // One completed main run of the (only) project, as older schemas stored it.
-void insert_one_run(pqxx::work& tx) {
+void insert_one_run(pqxx::transaction_base& tx) {
   tx.exec(
       "INSERT INTO runs (project_id, commit_sha, branch, agent_name, agent_version, gpu_model, started_at, "
       "finished_at, gpu_seconds, report_sha256, verdict) "
@@ -185,6 +187,52 @@ TEST(Migrations, AFailingMigrationLeavesNothingBehind) {
   EXPECT_THROW(apply_migrations(connection), pqxx::sql_error);
   pqxx::work tx(connection);
   EXPECT_EQ(tx.exec("SELECT count(*) FROM schema_migrations")[0][0].as<int>(), 0);
+}
+
+// A project's detection settings start at the rule's defaults, which
+// kw/common/detection.hpp alone defines: the schema's column defaults and
+// run_alpha's bound must say the same.
+TEST(Migrations, TheSchemasDetectionDefaultsAreTheRulesDefaults) {
+  TestDatabase database;
+  pqxx::connection connection(database.url());
+  pqxx::work tx(connection);
+  auto column_default = [&](const char* column) {
+    return tx
+        .exec_params1(
+            "SELECT column_default::float8 FROM information_schema.columns "
+            "WHERE table_name = 'projects' AND column_name = $1",
+            column)[0]
+        .as<double>();
+  };
+  const common::DetectionSettings rule;
+  EXPECT_EQ(column_default("min_threshold"), rule.min_threshold);
+  EXPECT_EQ(column_default("run_alpha"), rule.run_alpha);
+  EXPECT_EQ(column_default("energy_threshold"), rule.energy_threshold);
+  // The largest run_alpha the table takes is the largest the settings route takes.
+  tx.exec("INSERT INTO projects (name) VALUES ('bounds')");
+  tx.exec_params0("UPDATE projects SET run_alpha = $1 WHERE name = 'bounds'", rule.kMaxRunAlpha);
+  pqxx::subtransaction over(tx, "over");
+  EXPECT_THROW(over.exec_params0("UPDATE projects SET run_alpha = $1 WHERE name = 'bounds'",
+                                 std::nextafter(rule.kMaxRunAlpha, 1.0)),
+               pqxx::check_violation);
+}
+
+// Runs stored before 035 were computed with the first rule; a run stored
+// after names its version (the column has no default to fall back on).
+TEST(Migrations, RunsStoredBeforeTheRuleVersionAreVersionOne) {
+  TestDatabase database(34);
+  pqxx::connection connection(database.url());
+  {
+    pqxx::work tx(connection);
+    tx.exec("INSERT INTO projects (name) VALUES ('demo')");
+    insert_one_run(tx);
+    tx.commit();
+  }
+  EXPECT_EQ(apply_migrations(connection), schema::kLatestVersion);
+  pqxx::work tx(connection);
+  EXPECT_EQ(tx.exec1("SELECT rule_version FROM runs")[0].as<int>(), 1);
+  pqxx::subtransaction unnamed(tx, "unnamed");
+  EXPECT_THROW(insert_one_run(unnamed), pqxx::not_null_violation);
 }
 
 TEST(Migrations, RefusesANewerDatabase) {

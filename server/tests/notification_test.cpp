@@ -234,7 +234,14 @@ TEST_F(NotificationTest, AProfileEndsInAWebhookAndNeverInACommitStatus) {
   EXPECT_EQ(event["run_id"], answer["run_id"]);
   EXPECT_NE(event["error"].get<std::string>().find("ERR_NVGPUCTRPERM"), std::string::npos);
   EXPECT_EQ(events[0].headers.at("x-kernelwatch-event"), "profile");
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // Every notification queued so far has been sent: the statuses are all there.
+  wait_until(
+      [&] {
+        return sql("SELECT count(*) FROM notifications WHERE delivered_at IS NULL AND failed_at IS NULL")
+                   [0][0]
+                       .as<int>() == 0;
+      },
+      "the outbox to be sent");
   const std::vector<Request> statuses = github_.wait_for(
       0, [&](const Request& r) { return r.path == "/repos/acme/kernels/statuses/" + make_commit(2); });
   ASSERT_FALSE(statuses.empty());
@@ -260,10 +267,8 @@ TEST_F(WebhookRetryTest, WebhookIsSignedAndRetriedUntilAccepted) {
   EXPECT_EQ(body["run_id"], run["run_id"]);
   EXPECT_EQ(body["project"], "demo");
   // The outbox row shows the attempts and the delivery.
-  for (int i = 0;
-       i < 50 && sql("SELECT delivered_at IS NOT NULL FROM notifications")[0][0].as<bool>() == false; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  wait_until([&] { return sql("SELECT delivered_at IS NOT NULL FROM notifications")[0][0].as<bool>(); },
+             "the delivery to be recorded");
   pqxx::row row = sql("SELECT attempts, delivered_at IS NOT NULL, last_error IS NULL FROM notifications")[0];
   EXPECT_EQ(row[0].as<int>(), 3);
   EXPECT_TRUE(row[1].as<bool>());

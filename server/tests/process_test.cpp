@@ -299,6 +299,8 @@ TEST_F(ServerProcessTest, OutOfDescriptorsBacksOffAndServesAgain) {
     held.back().connect({boost::asio::ip::make_address("127.0.0.1"), port});
   }
   server_->wait_for("kw-server: accept: ");
+  // A deliberate wait, not one for a condition: the log must stay quiet for
+  // these 3 s while the descriptors stay exhausted.
   std::this_thread::sleep_for(std::chrono::seconds(3));
   const std::string output = server_->output();
   std::size_t logged = 0;

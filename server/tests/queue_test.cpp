@@ -384,6 +384,7 @@ TEST_F(LeaseTest, ExpiredLeaseRequeuesThenFailsAfterMaxAttempts) {
 TEST_F(LeaseTest, HeartbeatsKeepTheLease) {
   std::int64_t job_id = ci().post("/api/v1/jobs", job_request(12)).json()["id"];
   agent().post("/api/v1/agents/claim", claim_body("host-a"));
+  // A deliberate wait: heartbeats 200 ms apart, 1.2 s in all, past the 0.5 s lease.
   for (int i = 0; i < 6; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     ASSERT_EQ(

@@ -261,6 +261,85 @@ CandidateRows candidate_rows(const json& run) {
   return rows;
 }
 
+namespace {
+
+std::string failed_markdown(const json& run) {
+  std::string text;
+  for (const json& stage : run["stages"]) {
+    if (stage["status"] != "failed") continue;
+    text += "\nStage **" + stage["name"].get<std::string>() +
+            "** failed: " + cell(stage.value("message", std::string())) + "\n" + log_end(stage);
+  }
+  for (const json& c : run["cases"]) {
+    if (c.contains("correctness") && c["correctness"].is_object() && !c["correctness"].value("passed", true))
+      text += "\nCorrectness of `" + cell(c["name"].get<std::string>()) + "`: relative L2 error " +
+              scientific(c["correctness"]["rel_l2_err"]) + " > tolerance " +
+              scientific(c["correctness"]["tolerance"]) + "\n";
+  }
+  return text;
+}
+
+std::string no_data_markdown(const json& run) {
+  const int braked = run.contains("detection") && run["detection"].is_object()
+                         ? run["detection"].value("throttled_out", 0)
+                         : 0;
+  std::string text = braked > 0
+                         ? "\nThe GPU throttled through most samples of all " + std::to_string(braked) +
+                               " case(s), so nothing can be judged: the GPU needs attention.\n"
+                         : "\nNo case was measured, so nothing can be judged.\n";
+  for (const json& stage : run["stages"]) {
+    if (stage["status"] == "skipped")
+      text += "\nStage " + stage["name"].get<std::string>() +
+              " skipped: " + cell(stage.value("message", std::string())) + "\n";
+  }
+  return text;
+}
+
+// What changed in the launches and build of each flagged case.
+std::string changes_markdown(const json& run, const CandidateRows& candidates) {
+  std::string changed;
+  for (const auto* rows : {&candidates.regressed, &candidates.improved}) {
+    for (const json* c : *rows) {
+      std::vector<std::string> lines = changes_of(run, (*c)["case"].get<std::string>());
+      if (lines.empty()) continue;
+      changed += "- `" + cell((*c)["case"].get<std::string>()) + "`:";
+      for (std::size_t i = 0; i < lines.size(); ++i) changed += (i ? "; " : " ") + cell(lines[i]);
+      changed += "\n";
+    }
+  }
+  return changed.empty() ? changed
+                         : "\n**What changed** (launches and build, against the baseline run)\n\n" + changed;
+}
+
+std::string judged_markdown(const json& run, const CandidateRows& candidates, const std::string& link) {
+  const auto& [regressed, improved, inconclusive, energy_regressed, energy_improved, compared] = candidates;
+  std::string text;
+  if (run["acknowledgement"].is_object())
+    text += "\nAcknowledged " + cell(acknowledgement_text(run["acknowledgement"])) + "\n";
+  std::set<std::string> baselines;
+  for (const auto* rows : {&regressed, &improved})
+    for (const json* c : *rows) baselines.insert(c->value("baseline_reason", std::string()));
+  text +=
+      "\n" + std::to_string(run["cases"].size()) + " cases, " + std::to_string(compared) +
+      " compared with a baseline: " + std::to_string(regressed.size()) + " slower, " +
+      std::to_string(improved.size()) + " faster" +
+      (inconclusive.empty() ? std::string()
+                            : ", " + std::to_string(inconclusive.size()) +
+                                  " inconclusive (moved past the threshold; the interval holds no change)") +
+      ".";
+  if (baselines.size() == 1) text += " Baseline: " + cell(*baselines.begin()) + ".";
+  text += identical_code_text(run);
+  text += "\n" + comparison_table(regressed, "Regressed", baselines.size() == 1) +
+          comparison_table(improved, "Improved", baselines.size() == 1) +
+          comparison_table(inconclusive, "Inconclusive: a re-run with more replicates decides", false) +
+          comparison_table(energy_regressed, "More energy (joules per iteration)", false, "energy") +
+          comparison_table(energy_improved, "Less energy (joules per iteration)", false, "energy");
+  text += changes_markdown(run, candidates);
+  return text + profiles_markdown(run, link.substr(0, link.find("/#/")));
+}
+
+}  // namespace
+
 std::string verdict_markdown(const json& run, const std::string& link) {
   const std::string project = run.value("project", std::string());
   const std::string verdict = run.value("verdict", std::string());
@@ -268,80 +347,22 @@ std::string verdict_markdown(const json& run, const std::string& link) {
   const std::string where = "`" + run["commit"].get<std::string>().substr(0, 12) + "`" +
                             (gpu == "none" ? std::string() : " on " + gpu);
   const bool acknowledged = run["acknowledgement"].is_object();
-
   const CandidateRows candidates = candidate_rows(run);
-  const auto& [regressed, improved, inconclusive, energy_regressed, energy_improved, compared] = candidates;
-  std::string headline = verdict == "regression"    ? ":x: regression"
-                         : verdict == "failed"      ? ":x: preflight failed"
-                         : verdict == "no-data"     ? ":warning: no data"
-                         : acknowledged             ? ":white_check_mark: pass (regression acknowledged)"
-                         : verdict == "improvement" ? ":rocket: improvement"
-                         : compared == 0            ? ":white_check_mark: pass (no baseline yet)"
-                         : !inconclusive.empty()    ? ":white_check_mark: pass, " +
-                                                       std::to_string(inconclusive.size()) + " inconclusive"
-                                                 : ":white_check_mark: pass";
+  const std::string headline =
+      verdict == "regression"    ? ":x: regression"
+      : verdict == "failed"      ? ":x: preflight failed"
+      : verdict == "no-data"     ? ":warning: no data"
+      : acknowledged             ? ":white_check_mark: pass (regression acknowledged)"
+      : verdict == "improvement" ? ":rocket: improvement"
+      : candidates.compared == 0 ? ":white_check_mark: pass (no baseline yet)"
+      : !candidates.inconclusive.empty()
+          ? ":white_check_mark: pass, " + std::to_string(candidates.inconclusive.size()) + " inconclusive"
+          : ":white_check_mark: pass";
   std::string text =
       marker(project) + "\n### kernelwatch " + project + ": " + headline + " for " + where + "\n";
-
-  if (verdict == "failed") {
-    for (const json& stage : run["stages"]) {
-      if (stage["status"] != "failed") continue;
-      text += "\nStage **" + stage["name"].get<std::string>() +
-              "** failed: " + cell(stage.value("message", std::string())) + "\n" + log_end(stage);
-    }
-    for (const json& c : run["cases"]) {
-      if (c.contains("correctness") && c["correctness"].is_object() &&
-          !c["correctness"].value("passed", true))
-        text += "\nCorrectness of `" + cell(c["name"].get<std::string>()) + "`: relative L2 error " +
-                scientific(c["correctness"]["rel_l2_err"]) + " > tolerance " +
-                scientific(c["correctness"]["tolerance"]) + "\n";
-    }
-  } else if (verdict == "no-data") {
-    const int braked = run.contains("detection") && run["detection"].is_object()
-                           ? run["detection"].value("throttled_out", 0)
-                           : 0;
-    text += braked > 0 ? "\nThe GPU throttled through most samples of all " + std::to_string(braked) +
-                             " case(s), so nothing can be judged: the GPU needs attention.\n"
-                       : "\nNo case was measured, so nothing can be judged.\n";
-    for (const json& stage : run["stages"]) {
-      if (stage["status"] == "skipped")
-        text += "\nStage " + stage["name"].get<std::string>() +
-                " skipped: " + cell(stage.value("message", std::string())) + "\n";
-    }
-  } else {
-    if (acknowledged) text += "\nAcknowledged " + cell(acknowledgement_text(run["acknowledgement"])) + "\n";
-    std::set<std::string> baselines;
-    for (const auto* rows : {&regressed, &improved})
-      for (const json* c : *rows) baselines.insert(c->value("baseline_reason", std::string()));
-    text += "\n" + std::to_string(run["cases"].size()) + " cases, " + std::to_string(compared) +
-            " compared with a baseline: " + std::to_string(regressed.size()) + " slower, " +
-            std::to_string(improved.size()) + " faster" +
-            (inconclusive.empty()
-                 ? std::string()
-                 : ", " + std::to_string(inconclusive.size()) +
-                       " inconclusive (moved past the threshold; the interval holds no change)") +
-            ".";
-    if (baselines.size() == 1) text += " Baseline: " + cell(*baselines.begin()) + ".";
-    text += identical_code_text(run);
-    text += "\n" + comparison_table(regressed, "Regressed", baselines.size() == 1) +
-            comparison_table(improved, "Improved", baselines.size() == 1) +
-            comparison_table(inconclusive, "Inconclusive: a re-run with more replicates decides", false) +
-            comparison_table(energy_regressed, "More energy (joules per iteration)", false, "energy") +
-            comparison_table(energy_improved, "Less energy (joules per iteration)", false, "energy");
-    std::string changed;
-    for (const auto* rows : {&regressed, &improved}) {
-      for (const json* c : *rows) {
-        std::vector<std::string> lines = changes_of(run, (*c)["case"].get<std::string>());
-        if (lines.empty()) continue;
-        changed += "- `" + cell((*c)["case"].get<std::string>()) + "`:";
-        for (std::size_t i = 0; i < lines.size(); ++i) changed += (i ? "; " : " ") + cell(lines[i]);
-        changed += "\n";
-      }
-    }
-    if (!changed.empty())
-      text += "\n**What changed** (launches and build, against the baseline run)\n\n" + changed;
-    text += profiles_markdown(run, link.substr(0, link.find("/#/")));
-  }
+  text += verdict == "failed"    ? failed_markdown(run)
+          : verdict == "no-data" ? no_data_markdown(run)
+                                 : judged_markdown(run, candidates, link);
   text += "\n[Run " + std::to_string(run["id"].get<std::int64_t>()) + "](" + link + ")";
   if (verdict == "regression" && !acknowledged)
     text +=

@@ -183,6 +183,44 @@ json profile_job_result(const AgentArguments& args, const json& job, const fs::p
   return body;
 }
 
+// The command line and environment of the worker of one GPU.
+common::ChildSpec worker_spec(const AgentArguments& args, const WorkerGpu& gpu, const fs::path& self,
+                              const fs::path& work, const std::string& name) {
+  common::ChildSpec spec;
+  spec.argv = {self.string(),
+               "agent",
+               "--work-dir",
+               (work / ("gpu-" + std::to_string(gpu.index))).string(),
+               "--shared-dir",
+               args.shared_dir.empty() ? work.string() : args.shared_dir,
+               "--name",
+               name,
+               "--poll-seconds",
+               std::to_string(args.poll_seconds),
+               "--gpu",
+               gpu.uuid,
+               "--health-seconds",
+               std::to_string(args.health_seconds)};
+  for (const std::string& repo : args.repos) spec.argv.insert(spec.argv.end(), {"--repo", repo});
+  for (const std::string& model : args.gpu_test_doubles)
+    spec.argv.insert(spec.argv.end(), {"--gpu-test-double", model});
+  if (!args.gpu_check.empty()) spec.argv.insert(spec.argv.end(), {"--gpu-check", args.gpu_check});
+  if (!args.ncu.empty()) spec.argv.insert(spec.argv.end(), {"--ncu", args.ncu});
+  if (args.once) spec.argv.emplace_back("--once");
+  // The token goes through the environment, never the command line.
+  spec.env = {{"KW_SERVER", args.server.url}, {"KW_TOKEN", args.server.token}};
+  if (!gpu.test_double) spec.env["CUDA_VISIBLE_DEVICES"] = gpu.uuid;
+  spec.timeout_s = 1e9;
+  spec.stop_grace_s = 120;  // it ends its stage and gives its job back first
+  spec.on_line = [name](const std::string& line) {
+    // One write per line: the workers' lines never interleave.
+    std::string text;
+    text.append("[").append(name).append("] ").append(line).append("\n");
+    std::cerr << text << std::flush;
+  };
+  return spec;
+}
+
 // One `kw agent` process per GPU, pinned to it by UUID through
 // CUDA_VISIBLE_DEVICES (so every process of its jobs sees only that GPU),
 // each with its own name, mirrors, build trees and spool under
@@ -200,38 +238,7 @@ int supervise_workers(const AgentArguments& args, const std::vector<WorkerGpu>& 
   for (const WorkerGpu& gpu : gpus) {
     const std::string name = args.name + "-gpu" + std::to_string(gpu.index);
     say("  " + name + ": GPU " + std::to_string(gpu.index) + " " + gpu.uuid + " (" + gpu.model + ")");
-    common::ChildSpec spec;
-    spec.argv = {self.string(),
-                 "agent",
-                 "--work-dir",
-                 (work / ("gpu-" + std::to_string(gpu.index))).string(),
-                 "--shared-dir",
-                 args.shared_dir.empty() ? work.string() : args.shared_dir,
-                 "--name",
-                 name,
-                 "--poll-seconds",
-                 std::to_string(args.poll_seconds),
-                 "--gpu",
-                 gpu.uuid,
-                 "--health-seconds",
-                 std::to_string(args.health_seconds)};
-    for (const std::string& repo : args.repos) spec.argv.insert(spec.argv.end(), {"--repo", repo});
-    for (const std::string& model : args.gpu_test_doubles)
-      spec.argv.insert(spec.argv.end(), {"--gpu-test-double", model});
-    if (!args.gpu_check.empty()) spec.argv.insert(spec.argv.end(), {"--gpu-check", args.gpu_check});
-    if (!args.ncu.empty()) spec.argv.insert(spec.argv.end(), {"--ncu", args.ncu});
-    if (args.once) spec.argv.emplace_back("--once");
-    // The token goes through the environment, never the command line.
-    spec.env = {{"KW_SERVER", args.server.url}, {"KW_TOKEN", args.server.token}};
-    if (!gpu.test_double) spec.env["CUDA_VISIBLE_DEVICES"] = gpu.uuid;
-    spec.timeout_s = 1e9;
-    spec.stop_grace_s = 120;  // it ends its stage and gives its job back first
-    spec.on_line = [name](const std::string& line) {
-      // One write per line: the workers' lines never interleave.
-      std::string text;
-      text.append("[").append(name).append("] ").append(line).append("\n");
-      std::cerr << text << std::flush;
-    };
+    const common::ChildSpec spec = worker_spec(args, gpu, self, work, name);
     workers.emplace_back([spec, name, &args, &exit_code] {
       while (!stop_requested()) {
         common::ChildOutcome outcome = common::run_child(spec, stop_requested());

@@ -121,76 +121,73 @@ void print_inconclusive(const std::vector<const json*>& inconclusive) {
   }
 }
 
-// Prints the verdict's summary; returns the exit code. `shown`: the stages'
-// states already printed as the job ran (a failed stage's log is printed
-// here when it was not).
-int summarize(const json& run, const std::string& link, const std::map<std::string, std::string>& shown) {
-  const std::int64_t run_id = run["id"];
-  std::string verdict = run["verdict"];
-  // A run that measured nothing (a failed build) has no device: "none".
-  const std::string gpu = run.value("gpu_model", std::string("none"));
-  std::string where = run["commit"].get<std::string>().substr(0, 12) + (gpu == "none" ? "" : " on " + gpu);
-  if (verdict == "no-data") {
-    const int braked = run.contains("detection") && run["detection"].is_object()
-                           ? run["detection"].value("throttled_out", 0)
-                           : 0;
-    if (braked > 0) {
-      std::cout << "kernelwatch: NO DATA for " << where << ": the GPU throttled through most samples of all "
-                << braked << " case(s), so nothing can be judged; the GPU needs attention\n";
-    } else {
-      std::cout << "kernelwatch: NO DATA for " << where
-                << ": no case was measured, so nothing can be judged\n";
-    }
-    for (const json& stage : run["stages"]) {
-      if (stage["status"] == "skipped")
-        std::cout << "  stage " << stage["name"].get<std::string>()
-                  << " skipped: " << stage["message"].get<std::string>() << "\n";
-    }
-    std::cout << "  " << link << "\n";
-    return kExitInfrastructure;
+int print_no_data(const json& run, const std::string& where, const std::string& link) {
+  const int braked = run.contains("detection") && run["detection"].is_object()
+                         ? run["detection"].value("throttled_out", 0)
+                         : 0;
+  if (braked > 0) {
+    std::cout << "kernelwatch: NO DATA for " << where << ": the GPU throttled through most samples of all "
+              << braked << " case(s), so nothing can be judged; the GPU needs attention\n";
+  } else {
+    std::cout << "kernelwatch: NO DATA for " << where << ": no case was measured, so nothing can be judged\n";
   }
-  if (verdict == "failed") {
-    std::cout << "kernelwatch: PREFLIGHT FAILED for " << where << "\n";
-    for (const json& stage : run["stages"]) {
-      if (stage["status"] != "failed") continue;
-      const std::string name = stage["name"];
-      std::cout << "  stage " << name << ": " << stage["message"].get<std::string>() << "\n";
-      if (auto seen = shown.find(name); seen == shown.end() || seen->second != "failed") print_log_end(stage);
-    }
-    for (const json& c : run["cases"]) {
-      if (c.contains("correctness") && c["correctness"].is_object() &&
-          !c["correctness"].value("passed", true)) {
-        std::cout << "  correctness " << c["name"].get<std::string>() << ": rel L2 error "
-                  << scientific(c["correctness"]["rel_l2_err"]) << " > tolerance "
-                  << scientific(c["correctness"]["tolerance"]) << "\n";
-      }
-    }
-    std::cout << "  " << link << "\n";
-    return kExitPreflight;
+  for (const json& stage : run["stages"]) {
+    if (stage["status"] == "skipped")
+      std::cout << "  stage " << stage["name"].get<std::string>()
+                << " skipped: " << stage["message"].get<std::string>() << "\n";
   }
-  if (verdict == "regression") {
-    std::cout << "kernelwatch: REGRESSION in " << where << "\n";
-    for (const json& c : run["comparisons"]) {
-      if (c["status"] != "regression" || c["kind"] != "time" || c["impl"] != "candidate") continue;
-      std::cout << "  " << c["case"].get<std::string>() << ": " << sig3(c["ratio"]) << "x the time of "
-                << c["baseline_reason"].get<std::string>() << " (99% interval " << sig3(c["lower"]) << "-"
-                << sig3(c["upper"]) << ", p = " << scientific(c["p_value"]) << ", threshold "
-                << fixed(100 * c["threshold"].get<double>(), 1) << "%)\n";
-      for (const std::string& line : changes_of(run, c["case"])) std::cout << "    changed: " << line << "\n";
-    }
-    for (const json& p : run.value("profiles", json::array())) {
-      if (p.value("state", std::string()) == "done" && p.contains("summary"))
-        std::cout << "  profiled " << p["case"].get<std::string>()
-                  << " under Nsight Compute: " << profile_headline(p["summary"]) << "\n";
-    }
-    print_inconclusive(candidate_rows(run).inconclusive);
-    std::cout << "  " << link << "\n"
-              << "  intended? acknowledge it: kw ack --run " << run_id << " --reason \"...\"\n";
-    if (run.contains("bisect") && run["bisect"].is_object())
-      std::cout << "  bisecting the " << run["bisect"]["commits"].get<int>() << " pushed commits for the one "
-                << "that brought it: bisect " << run["bisect"]["id"].get<std::int64_t>() << "\n";
-    return kExitRegression;
+  std::cout << "  " << link << "\n";
+  return kExitInfrastructure;
+}
+
+int print_preflight_failure(const json& run, const std::string& where, const std::string& link,
+                            const std::map<std::string, std::string>& shown) {
+  std::cout << "kernelwatch: PREFLIGHT FAILED for " << where << "\n";
+  for (const json& stage : run["stages"]) {
+    if (stage["status"] != "failed") continue;
+    const std::string name = stage["name"];
+    std::cout << "  stage " << name << ": " << stage["message"].get<std::string>() << "\n";
+    if (auto seen = shown.find(name); seen == shown.end() || seen->second != "failed") print_log_end(stage);
   }
+  for (const json& c : run["cases"]) {
+    if (c.contains("correctness") && c["correctness"].is_object() &&
+        !c["correctness"].value("passed", true)) {
+      std::cout << "  correctness " << c["name"].get<std::string>() << ": rel L2 error "
+                << scientific(c["correctness"]["rel_l2_err"]) << " > tolerance "
+                << scientific(c["correctness"]["tolerance"]) << "\n";
+    }
+  }
+  std::cout << "  " << link << "\n";
+  return kExitPreflight;
+}
+
+int print_regression(const json& run, const std::string& where, const std::string& link) {
+  std::cout << "kernelwatch: REGRESSION in " << where << "\n";
+  for (const json& c : run["comparisons"]) {
+    if (c["status"] != "regression" || c["kind"] != "time" || c["impl"] != "candidate") continue;
+    std::cout << "  " << c["case"].get<std::string>() << ": " << sig3(c["ratio"]) << "x the time of "
+              << c["baseline_reason"].get<std::string>() << " (99% interval " << sig3(c["lower"]) << "-"
+              << sig3(c["upper"]) << ", p = " << scientific(c["p_value"]) << ", threshold "
+              << fixed(100 * c["threshold"].get<double>(), 1) << "%)\n";
+    for (const std::string& line : changes_of(run, c["case"])) std::cout << "    changed: " << line << "\n";
+  }
+  for (const json& p : run.value("profiles", json::array())) {
+    if (p.value("state", std::string()) == "done" && p.contains("summary"))
+      std::cout << "  profiled " << p["case"].get<std::string>()
+                << " under Nsight Compute: " << profile_headline(p["summary"]) << "\n";
+  }
+  print_inconclusive(candidate_rows(run).inconclusive);
+  std::cout << "  " << link << "\n"
+            << "  intended? acknowledge it: kw ack --run " << run["id"].get<std::int64_t>()
+            << " --reason \"...\"\n";
+  if (run.contains("bisect") && run["bisect"].is_object())
+    std::cout << "  bisecting the " << run["bisect"]["commits"].get<int>() << " pushed commits for the one "
+              << "that brought it: bisect " << run["bisect"]["id"].get<std::int64_t>() << "\n";
+  return kExitRegression;
+}
+
+int print_pass(const json& run, const std::string& where, const std::string& link) {
+  const std::string verdict = run["verdict"];
   if (run["acknowledgement"].is_object()) {
     std::cout << "kernelwatch: pass for " << where << " (regression acknowledged "
               << acknowledgement_text(run["acknowledgement"]) << ")\n";
@@ -214,6 +211,21 @@ int summarize(const json& run, const std::string& link, const std::map<std::stri
   }
   std::cout << "  " << link << "\n";
   return kExitOk;
+}
+
+// Prints the verdict's summary; returns the exit code. `shown`: the stages'
+// states already printed as the job ran (a failed stage's log is printed
+// here when it was not).
+int summarize(const json& run, const std::string& link, const std::map<std::string, std::string>& shown) {
+  const std::string verdict = run["verdict"];
+  // A run that measured nothing (a failed build) has no device: "none".
+  const std::string gpu = run.value("gpu_model", std::string("none"));
+  const std::string where =
+      run["commit"].get<std::string>().substr(0, 12) + (gpu == "none" ? "" : " on " + gpu);
+  if (verdict == "no-data") return print_no_data(run, where, link);
+  if (verdict == "failed") return print_preflight_failure(run, where, link, shown);
+  if (verdict == "regression") return print_regression(run, where, link);
+  return print_pass(run, where, link);
 }
 
 // The stages the agent streamed since the last poll, as they start and end;

@@ -388,11 +388,9 @@ std::string class_name(const std::string& function) {
   return out.empty() ? "Case" : out;
 }
 
-// One case of the bench script: everything kwbench needs, its gaps as TODOs
-// that stop the case with a clear error until they are written.
-std::string case_text(const std::string& klass, const std::string& case_name, const CaseHints& hints,
-                      const std::string& kernel_pattern, const std::string& what) {
-  std::ostringstream out;
+// The case's class, name and params, and the setup that makes its inputs.
+void write_case_setup(std::ostringstream& out, const std::string& klass, const std::string& case_name,
+                      const CaseHints& hints, const std::string& what) {
   out << "class " << klass << "(kwbench.Case):\n";
   if (hints.param_names.empty()) {
     out << "    name = \"" << case_name << "\"  # TODO: name the shape, e.g. \"" << case_name
@@ -416,6 +414,10 @@ std::string case_text(const std::string& klass, const std::string& case_name, co
   for (const std::string& line : hints.setup) out << "        " << line << "\n";
   if (!hints.setup_complete)
     out << "        raise NotImplementedError(\"TODO: make the inputs of " << what << "\")\n";
+}
+
+// How the case calls the code under test, and its baselines.
+void write_case_calls(std::ostringstream& out, const CaseHints& hints) {
   out << "\n    def run_candidate(self, state):\n"
       << "        # What the call returns is compared with reference(); a call that\n"
       << "        # writes into a buffer instead defines output(state) returning it.\n"
@@ -433,8 +435,13 @@ std::string case_text(const std::string& klass, const std::string& case_name, co
       << "        return []\n\n"
       << "    def run_baseline(self, name, state):\n"
       << "        # TODO: baseline `name` on the same inputs, e.g. for \"torch\" the PyTorch ops\n"
-      << "        raise NotImplementedError(\"TODO: baseline \" + name)\n\n"
-      << "    def reference(self, state):\n";
+      << "        raise NotImplementedError(\"TODO: baseline \" + name)\n\n";
+}
+
+// The case's reference, the launch it must make and its sanity range.
+void write_case_checks(std::ostringstream& out, const CaseHints& hints, const std::string& kernel_pattern,
+                       const std::string& what) {
+  out << "    def reference(self, state):\n";
   if (!hints.reference.empty()) {
     out << "        # " << hints.reference_note << ".\n"
         << "        # TODO: compute it in float64 if it works in the inputs' dtype\n"
@@ -456,6 +463,16 @@ std::string case_text(const std::string& klass, const std::string& case_name, co
       << "        #   kwbench.Sanity(\"torch\", min_speedup=0.5); Sanity.report_only(\"torch\")\n"
       << "        #   reports the speedup with no bound.\n"
       << "        return kwbench.Sanity()\n\n\n";
+}
+
+// One case of the bench script: everything kwbench needs, its gaps as TODOs
+// that stop the case with a clear error until they are written.
+std::string case_text(const std::string& klass, const std::string& case_name, const CaseHints& hints,
+                      const std::string& kernel_pattern, const std::string& what) {
+  std::ostringstream out;
+  write_case_setup(out, klass, case_name, hints, what);
+  write_case_calls(out, hints);
+  write_case_checks(out, hints, kernel_pattern, what);
   return out.str();
 }
 
@@ -685,68 +702,54 @@ std::vector<PythonFile> python_files_of(const fs::path& repo) {
   return files;
 }
 
-// A PyTorch CUDA extension: CUDAExtension in setup.py / pyproject.toml, or
-// torch.utils.cpp_extension.load(...) in a script.
-bool pytorch_extension(const fs::path& repo, const InitOptions& options, Inspection& out) {
-  static const std::regex global_kernel(
-      R"(__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?([A-Za-z_][A-Za-z0-9_]*))");
-  std::string module, declared_in;
+// Where a PyTorch CUDA extension is declared: CUDAExtension in setup.py /
+// pyproject.toml, or torch.utils.cpp_extension.load(...) in a script.
+struct ExtensionSource {
+  std::string module;
+  std::string declared_in;
   bool built_by_setup = false;
+  std::optional<LoadCall> load;
+};
+
+std::optional<ExtensionSource> find_extension(const fs::path& repo, Inspection& out) {
+  ExtensionSource found;
   for (const char* file : {"setup.py", "pyproject.toml"}) {
     if (!fs::exists(repo / file)) continue;
     const std::string text = read_text(repo / file);
     if (text.find("CUDAExtension") == std::string::npos) continue;
-    module = extension_module(text);
-    if (module.empty()) {
+    found.module = extension_module(text);
+    if (found.module.empty()) {
       out.todos.push_back(std::string(file) + ": the CUDAExtension's module name could not be read; " +
                           "kernelwatch_bench.py imports TODO_module");
-      module = "TODO_module";
+      found.module = "TODO_module";
     }
-    declared_in = file;
-    built_by_setup = true;
-    break;
+    found.declared_in = file;
+    found.built_by_setup = true;
+    return found;
   }
-  std::optional<LoadCall> load;
-  if (module.empty() && (load = find_load_call(repo))) {
-    module = load->name;
-    declared_in = load->file;
+  if ((found.load = find_load_call(repo))) {
+    found.module = found.load->name;
+    found.declared_in = found.load->file;
+    return found;
   }
-  if (module.empty()) return false;
-  // A module load() built is no importable name: the script holds it in a variable.
-  const std::string reached_as = load ? identifier(module) : module;
-  std::vector<BoundFunction> functions = bound_functions(repo, reached_as);
-  const std::vector<PythonFile> python_files = python_files_of(repo);
+  return std::nullopt;
+}
+
+std::vector<std::string> global_kernels(const fs::path& repo) {
+  static const std::regex global_kernel(
+      R"(__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?([A-Za-z_][A-Za-z0-9_]*))");
   std::vector<std::string> kernels;
   for (const fs::path& file : files_of(repo, {".cu", ".cuh"})) {
     for (const std::string& k : matches(read_text(file), global_kernel)) kernels.push_back(k);
   }
-  if (functions.empty()) functions.push_back({"forward", reached_as + ".forward"});
-  const std::size_t bound = functions.size();
-  std::erase_if(functions, [&](const BoundFunction& f) { return !selected(options.only, {f.name}); });
-  out.notes.push_back(
-      "PyTorch CUDA extension \"" + module + "\" (" + (load ? load->function + "() in " : "") + declared_in +
-      "), " + std::to_string(bound) + " bound function(s), " + std::to_string(kernels.size()) +
-      " __global__ kernel(s)" +
-      (functions.size() < bound ? ", " + std::to_string(functions.size()) + " selected" : ""));
-  if (functions.empty()) return false;
-  out.build_commands = {built_by_setup ? "python3 setup.py build_ext --inplace"
-                        : load         ? "python3 kernelwatch_bench.py --build-extension"
-                                       : "true"};
-  std::ostringstream script;
-  script << "#!/usr/bin/env python3\n"
-         << "\"\"\"kernelwatch's cases for the " << module
-         << " extension, written by kw init: fill in each TODO.\n"
-         << "kw puts kwbench on PYTHONPATH; by hand: PYTHONPATH=$(kw harness-path) python3 "
-         << "kernelwatch_bench.py --list\"\"\"\n";
-  if (load) {
-    script << load_script_head(*load, reached_as);
-    for (const std::string& name : free_names(load->arguments))
-      out.todos.push_back("kernelwatch_bench.py: build_extension() uses " + name + ", which " + load->file +
-                          " defines beside its " + load->function + "() call: copy it");
-  } else {
-    script << "import sys\n\nimport kwbench\nimport torch\n\nimport " << module
-           << "  # built by kernelwatch.json's build commands\n\n\n";
-  }
+  return kernels;
+}
+
+// A case a bound function, written to `script`; returns the cases' list for kwbench.main.
+std::string extension_cases(std::ostringstream& script, const std::vector<BoundFunction>& functions,
+                            const std::string& module, const fs::path& repo,
+                            const std::vector<std::string>& kernels, Inspection& out) {
+  const std::vector<PythonFile> python_files = python_files_of(repo);
   // Cases are named by the package, not its private binary ("pkg._C").
   std::string display = module;
   if (const std::size_t dot = display.rfind('.'); dot != std::string::npos && display[dot + 1] == '_')
@@ -768,6 +771,46 @@ bool pytorch_extension(const fs::path& repo, const InitOptions& options, Inspect
                         "*" + kernel_for(function.name, i, kernels) + "*", function.call);
     cases += (cases.empty() ? "" : ", ") + class_name(function.name) + "()";
   }
+  return cases;
+}
+
+bool pytorch_extension(const fs::path& repo, const InitOptions& options, Inspection& out) {
+  const std::optional<ExtensionSource> source = find_extension(repo, out);
+  if (!source) return false;
+  const std::string& module = source->module;
+  const std::optional<LoadCall>& load = source->load;
+  // A module load() built is no importable name: the script holds it in a variable.
+  const std::string reached_as = load ? identifier(module) : module;
+  std::vector<BoundFunction> functions = bound_functions(repo, reached_as);
+  const std::vector<std::string> kernels = global_kernels(repo);
+  if (functions.empty()) functions.push_back({"forward", reached_as + ".forward"});
+  const std::size_t bound = functions.size();
+  std::erase_if(functions, [&](const BoundFunction& f) { return !selected(options.only, {f.name}); });
+  out.notes.push_back(
+      "PyTorch CUDA extension \"" + module + "\" (" + (load ? load->function + "() in " : "") +
+      source->declared_in + "), " + std::to_string(bound) + " bound function(s), " +
+      std::to_string(kernels.size()) + " __global__ kernel(s)" +
+      (functions.size() < bound ? ", " + std::to_string(functions.size()) + " selected" : ""));
+  if (functions.empty()) return false;
+  out.build_commands = {source->built_by_setup ? "python3 setup.py build_ext --inplace"
+                        : load                 ? "python3 kernelwatch_bench.py --build-extension"
+                                               : "true"};
+  std::ostringstream script;
+  script << "#!/usr/bin/env python3\n"
+         << "\"\"\"kernelwatch's cases for the " << module
+         << " extension, written by kw init: fill in each TODO.\n"
+         << "kw puts kwbench on PYTHONPATH; by hand: PYTHONPATH=$(kw harness-path) python3 "
+         << "kernelwatch_bench.py --list\"\"\"\n";
+  if (load) {
+    script << load_script_head(*load, reached_as);
+    for (const std::string& name : free_names(load->arguments))
+      out.todos.push_back("kernelwatch_bench.py: build_extension() uses " + name + ", which " + load->file +
+                          " defines beside its " + load->function + "() call: copy it");
+  } else {
+    script << "import sys\n\nimport kwbench\nimport torch\n\nimport " << module
+           << "  # built by kernelwatch.json's build commands\n\n\n";
+  }
+  const std::string cases = extension_cases(script, functions, module, repo, kernels, out);
   script << "if __name__ == \"__main__\":\n    sys.exit(kwbench.main([" << cases << "]"
          << (load ? std::string() : ", modules=[\"" + module + "\"]") << "))\n";
   out.script_path = "kernelwatch_bench.py";
@@ -779,32 +822,10 @@ bool pytorch_extension(const fs::path& repo, const InitOptions& options, Inspect
   return true;
 }
 
-// Triton kernels: functions under @triton.jit that the repository launches
-// (name[grid](...)); a @triton.jit helper that kernels call is no case.
-bool triton_kernels(const fs::path& repo, const InitOptions& options, Inspection& out) {
-  static const std::regex jit(
-      R"(@triton\.(?:jit|autotune)[^\n]*\n(?:@[^\n]*\n|[ \t)][^\n]*\n)*def\s+([A-Za-z_][A-Za-z0-9_]*))");
-  static const std::regex launch(R"(\b([A-Za-z_][A-Za-z0-9_]*)\s*\[[^\]\n]*\]\s*\()");
-  const std::vector<PythonFile> files = python_files_of(repo);
-  std::vector<std::pair<const PythonFile*, std::string>> kernels;  // its file, the kernel
-  std::set<std::string> launched;
-  for (const PythonFile& file : files) {
-    for (const std::string& name : matches(file.text, launch)) launched.insert(name);
-    if (file.text.find("import triton") == std::string::npos) continue;
-    for (const std::string& kernel : matches(file.text, jit)) kernels.emplace_back(&file, kernel);
-  }
-  if (kernels.empty()) return false;
-  const std::size_t jitted = kernels.size();
-  if (std::any_of(kernels.begin(), kernels.end(), [&](const auto& k) { return launched.contains(k.second); }))
-    std::erase_if(kernels, [&](const auto& k) { return !launched.contains(k.second); });
-  const std::size_t launchable = kernels.size();
-  std::erase_if(kernels, [&](const auto& k) { return !selected(options.only, {k.second}); });
-  out.notes.push_back(
-      "Triton: " + std::to_string(jitted) + " @triton.jit function(s), " + std::to_string(launchable) +
-      " launched as kernels" +
-      (kernels.size() < launchable ? ", " + std::to_string(kernels.size()) + " selected" : ""));
-  if (kernels.empty()) return false;
-  out.build_commands = {"true"};  // Triton compiles on first launch
+// kernelwatch_bench.py for the Triton kernels found, a case (or a case a
+// shape) each, importing the modules that hold them.
+void write_triton_script(const std::vector<std::pair<const PythonFile*, std::string>>& kernels,
+                         const std::vector<PythonFile>& files, Inspection& out) {
   std::set<std::string> modules;
   std::string cases, case_classes;
   for (const auto& [file, kernel] : kernels) {
@@ -854,6 +875,35 @@ bool triton_kernels(const fs::path& repo, const InitOptions& options, Inspection
   out.todos.push_back(
       "kernelwatch_bench.py: what each case still marks TODO (its name and params, the inputs and arguments "
       "where no test showed them, baselines, the reference, the sanity range)");
+}
+
+// Triton kernels: functions under @triton.jit that the repository launches
+// (name[grid](...)); a @triton.jit helper that kernels call is no case.
+bool triton_kernels(const fs::path& repo, const InitOptions& options, Inspection& out) {
+  static const std::regex jit(
+      R"(@triton\.(?:jit|autotune)[^\n]*\n(?:@[^\n]*\n|[ \t)][^\n]*\n)*def\s+([A-Za-z_][A-Za-z0-9_]*))");
+  static const std::regex launch(R"(\b([A-Za-z_][A-Za-z0-9_]*)\s*\[[^\]\n]*\]\s*\()");
+  const std::vector<PythonFile> files = python_files_of(repo);
+  std::vector<std::pair<const PythonFile*, std::string>> kernels;  // its file, the kernel
+  std::set<std::string> launched;
+  for (const PythonFile& file : files) {
+    for (const std::string& name : matches(file.text, launch)) launched.insert(name);
+    if (file.text.find("import triton") == std::string::npos) continue;
+    for (const std::string& kernel : matches(file.text, jit)) kernels.emplace_back(&file, kernel);
+  }
+  if (kernels.empty()) return false;
+  const std::size_t jitted = kernels.size();
+  if (std::any_of(kernels.begin(), kernels.end(), [&](const auto& k) { return launched.contains(k.second); }))
+    std::erase_if(kernels, [&](const auto& k) { return !launched.contains(k.second); });
+  const std::size_t launchable = kernels.size();
+  std::erase_if(kernels, [&](const auto& k) { return !selected(options.only, {k.second}); });
+  out.notes.push_back(
+      "Triton: " + std::to_string(jitted) + " @triton.jit function(s), " + std::to_string(launchable) +
+      " launched as kernels" +
+      (kernels.size() < launchable ? ", " + std::to_string(kernels.size()) + " selected" : ""));
+  if (kernels.empty()) return false;
+  out.build_commands = {"true"};  // Triton compiles on first launch
+  write_triton_script(kernels, files, out);
   return true;
 }
 
@@ -914,14 +964,59 @@ json repo_config_of(const Inspection& inspection) {
           {"benches", benches}};
 }
 
+struct InitArgs {
+  std::string dir = ".";
+  InitOptions options;
+  bool force = false, no_configure = false;
+  std::string only;
+};
+
+// kernelwatch.json and the bench script written, then what was found and what is left.
+int write_init(InitArgs& args) {
+  const fs::path repo = args.dir;
+  const fs::path config_file = repo / "kernelwatch.json";
+  if (fs::exists(config_file) && !args.force) {
+    std::cerr << "kw init: " << config_file.string() << " exists (--force replaces it)\n";
+    return kExitInvalid;
+  }
+  args.options.configure = !args.no_configure;
+  std::istringstream globs(args.only);
+  for (std::string glob; std::getline(globs, glob, ',');) {
+    if (!glob.empty()) args.options.only.push_back(glob);
+  }
+  const Inspection inspection = inspect_repository(repo, args.options);
+  if (inspection.benches.empty()) {
+    for (const std::string& note : inspection.notes) std::cout << "  " << note << "\n";
+    std::cerr << "kw init: " << inspection.todos.front() << "; nothing written\n";
+    return kExitInvalid;
+  }
+  const json config = repo_config_of(inspection);
+  parse_repo_config(config);  // what is written is what kw run reads
+  std::ofstream(config_file) << config.dump(2) << "\n";
+  std::cout << "wrote " << config_file.string() << "\n";
+  if (!inspection.script_path.empty()) {
+    const fs::path script = repo / inspection.script_path;
+    if (fs::exists(script) && !args.force) {
+      std::cout << "kept " << script.string() << " (it exists; --force replaces it)\n";
+    } else {
+      std::ofstream(script) << inspection.script_text;
+      std::cout << "wrote " << script.string() << "\n";
+    }
+  }
+  std::cout << "\nfound:\n";
+  for (const std::string& note : inspection.notes) std::cout << "  " << note << "\n";
+  for (const FoundBench& bench : inspection.benches)
+    std::cout << "  bench \"" << bench.name << "\" (" << bench.format << "): " << bench.path << " - "
+              << bench.how << "\n";
+  std::cout << "\nstill to write:\n";
+  for (const std::string& todo : inspection.todos) std::cout << "  - " << todo << "\n";
+  std::cout << "\nthen, on a GPU host, before the first push: kw run --repo " << repo.string()
+            << " --stages preflight --allow-dirty --out first-run.json\n";
+  return kExitOk;
+}
+
 void add_init_command(CLI::App& app, int& exit_code) {
-  struct Args {
-    std::string dir = ".";
-    InitOptions options;
-    bool force = false, no_configure = false;
-    std::string only;
-  };
-  auto args = std::make_shared<Args>();
+  auto args = std::make_shared<InitArgs>();
   auto* command = app.add_subcommand(
       "init", "Look at a repository, write a kernelwatch.json for the benches it has, and say what is left");
   command->add_option("DIR", args->dir, "the repository")->capture_default_str();
@@ -934,50 +1029,7 @@ void add_init_command(CLI::App& app, int& exit_code) {
   command->add_flag("--force", args->force, "replace an existing kernelwatch.json (and bench script)");
   command->add_flag("--no-configure", args->no_configure,
                     "read CMake files instead of configuring the project");
-  command->callback([args, &exit_code] {
-    const fs::path repo = args->dir;
-    const fs::path config_file = repo / "kernelwatch.json";
-    if (fs::exists(config_file) && !args->force) {
-      std::cerr << "kw init: " << config_file.string() << " exists (--force replaces it)\n";
-      exit_code = kExitInvalid;
-      return;
-    }
-    args->options.configure = !args->no_configure;
-    std::istringstream globs(args->only);
-    for (std::string glob; std::getline(globs, glob, ',');) {
-      if (!glob.empty()) args->options.only.push_back(glob);
-    }
-    const Inspection inspection = inspect_repository(repo, args->options);
-    if (inspection.benches.empty()) {
-      for (const std::string& note : inspection.notes) std::cout << "  " << note << "\n";
-      std::cerr << "kw init: " << inspection.todos.front() << "; nothing written\n";
-      exit_code = kExitInvalid;
-      return;
-    }
-    const json config = repo_config_of(inspection);
-    parse_repo_config(config);  // what is written is what kw run reads
-    std::ofstream(config_file) << config.dump(2) << "\n";
-    std::cout << "wrote " << config_file.string() << "\n";
-    if (!inspection.script_path.empty()) {
-      const fs::path script = repo / inspection.script_path;
-      if (fs::exists(script) && !args->force) {
-        std::cout << "kept " << script.string() << " (it exists; --force replaces it)\n";
-      } else {
-        std::ofstream(script) << inspection.script_text;
-        std::cout << "wrote " << script.string() << "\n";
-      }
-    }
-    std::cout << "\nfound:\n";
-    for (const std::string& note : inspection.notes) std::cout << "  " << note << "\n";
-    for (const FoundBench& bench : inspection.benches)
-      std::cout << "  bench \"" << bench.name << "\" (" << bench.format << "): " << bench.path << " - "
-                << bench.how << "\n";
-    std::cout << "\nstill to write:\n";
-    for (const std::string& todo : inspection.todos) std::cout << "  - " << todo << "\n";
-    std::cout << "\nthen, on a GPU host, before the first push: kw run --repo " << repo.string()
-              << " --stages preflight --allow-dirty --out first-run.json\n";
-    exit_code = kExitOk;
-  });
+  command->callback([args, &exit_code] { exit_code = write_init(*args); });
 }
 
 }  // namespace kw::agent

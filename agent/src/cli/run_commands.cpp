@@ -185,53 +185,49 @@ int deliver(const json& report, const RunArguments& args, const std::string& com
   }
 }
 
-int run_once(const RunArguments& args) {
-  fs::path repo = fs::absolute(args.repo);
-  fs::path checkout = repo;
-  fs::path worktree;
+// The commit measured and where: the checkout itself, or a throwaway
+// worktree of another commit (removed when this goes).
+struct MeasuredCheckout {
+  fs::path repo, checkout, worktree;
   std::string commit;
-  if (is_git_checkout(repo)) {
-    commit = resolve_commit(repo, args.commit);
-    // Another commit than the checkout's: measure it in a throwaway worktree.
-    if (commit == resolve_commit(repo, "HEAD")) {
-      refuse_uncommitted_changes(repo, commit, args);
-    } else {
+
+  MeasuredCheckout(const MeasuredCheckout&) = delete;
+  MeasuredCheckout& operator=(const MeasuredCheckout&) = delete;
+  explicit MeasuredCheckout(const RunArguments& args) : repo(fs::absolute(args.repo)), checkout(repo) {
+    if (is_git_checkout(repo)) {
+      commit = resolve_commit(repo, args.commit);
+      if (commit == resolve_commit(repo, "HEAD")) {
+        refuse_uncommitted_changes(repo, commit, args);
+        return;
+      }
       worktree =
           fs::temp_directory_path() / ("kw-run-" + commit.substr(0, 12) + "-" + std::to_string(getpid()));
       say("checking out " + commit.substr(0, 12) + " in " + worktree.string());
       add_worktree(repo, worktree, commit);
       checkout = worktree;
+    } else if (common::is_commit_sha(args.commit)) {
+      // A copy of a tree without its .git (e.g. shipped to a GPU host): the
+      // caller names the commit it is.
+      say(repo.string() + " is not a git checkout; measuring it as commit " + args.commit);
+      commit = args.commit;
+    } else {
+      throw std::runtime_error(repo.string() +
+                               " is not a git checkout: pass --commit with the 40-hex SHA it holds");
     }
-  } else if (common::is_commit_sha(args.commit)) {
-    // A copy of a tree without its .git (e.g. shipped to a GPU host): the
-    // caller names the commit it is.
-    say(repo.string() + " is not a git checkout; measuring it as commit " + args.commit);
-    commit = args.commit;
-  } else {
-    throw std::runtime_error(repo.string() +
-                             " is not a git checkout: pass --commit with the 40-hex SHA it holds");
   }
-  struct Cleanup {
-    fs::path repo, worktree;
-    ~Cleanup() {
-      if (!worktree.empty()) remove_worktree(repo, worktree);
-    }
-  } cleanup{repo, worktree};
+  ~MeasuredCheckout() {
+    if (!worktree.empty()) remove_worktree(repo, worktree);
+  }
+};
 
-  const fs::path config_file = args.config.empty() ? checkout / "kernelwatch.json" : fs::path(args.config);
-  std::optional<RepoConfig> config;
-  std::optional<ConfigError> config_error;
-  try {
-    config = load_repo_config(config_file);
-  } catch (const ConfigError& error) {
-    config_error = error;
-  }
+PipelineOptions run_options(const RunArguments& args, const MeasuredCheckout& measured) {
+  const fs::path& repo = measured.repo;
   PipelineOptions options;
-  options.checkout = checkout;
-  options.commit = commit;
-  options.branch = !args.branch.empty()                         ? args.branch
-                   : worktree.empty() && !is_git_checkout(repo) ? "main"
-                                                                : current_branch(repo);
+  options.checkout = measured.checkout;
+  options.commit = measured.commit;
+  options.branch = !args.branch.empty()                                  ? args.branch
+                   : measured.worktree.empty() && !is_git_checkout(repo) ? "main"
+                                                                         : current_branch(repo);
   if (!args.base.empty())
     options.base_commit = common::is_commit_sha(args.base) ? args.base : resolve_commit(repo, args.base);
   options.agent_name = args.name.empty() ? host_name() : args.name;
@@ -249,28 +245,47 @@ int run_once(const RunArguments& args) {
   options.log = say;
   options.only_stages = selected_stages(args.stages);
   if (!args.shard.empty()) options.shard = common::parse_shard_spec(args.shard);
-  if (config && options.base_commit && config->full_bench.ab &&
-      full_bench_runs_here(*config, options.gpu_available) && is_git_checkout(repo)) {
-    const fs::path cache = user_built_cache(args.cache_dir);
-    // The base builds in the cache go through ccache beside it; the
-    // checkout's own build is the user's and left as it is configured.
-    BuiltCommits built(cache, args.cache_size, cache.parent_path() / "ccache");
-    options.fingerprint_cache_dir = cache.parent_path() / "fingerprints";
-    std::string why;
-    options.base_checkout = built.get(repo, *options.base_commit, stop_requested(), say, why);
-    if (!options.base_checkout)
-      say("base: " + why + "; the server will compare with the stored history instead");
+  return options;
+}
+
+// An A/B run measures the base too: its build from the cache, or built there now.
+void build_base(const RunArguments& args, const fs::path& repo, PipelineOptions& options) {
+  const fs::path cache = user_built_cache(args.cache_dir);
+  // The base builds in the cache go through ccache beside it; the
+  // checkout's own build is the user's and left as it is configured.
+  BuiltCommits built(cache, args.cache_size, cache.parent_path() / "ccache");
+  options.fingerprint_cache_dir = cache.parent_path() / "fingerprints";
+  std::string why;
+  options.base_checkout = built.get(repo, *options.base_commit, stop_requested(), say, why);
+  if (!options.base_checkout)
+    say("base: " + why + "; the server will compare with the stored history instead");
+}
+
+int run_once(const RunArguments& args) {
+  const MeasuredCheckout measured(args);
+  const fs::path config_file =
+      args.config.empty() ? measured.checkout / "kernelwatch.json" : fs::path(args.config);
+  std::optional<RepoConfig> config;
+  std::optional<ConfigError> config_error;
+  try {
+    config = load_repo_config(config_file);
+  } catch (const ConfigError& error) {
+    config_error = error;
   }
-  json report = config ? run_pipeline(*config, options)
-                       : config_failure_report(project_named_in(config_file, repo), *config_error, options);
+  PipelineOptions options = run_options(args, measured);
+  if (config && options.base_commit && config->full_bench.ab &&
+      full_bench_runs_here(*config, options.gpu_available) && is_git_checkout(measured.repo))
+    build_base(args, measured.repo, options);
+  json report =
+      config ? run_pipeline(*config, options)
+             : config_failure_report(project_named_in(config_file, measured.repo), *config_error, options);
   // A configuration mistake fails here, at once, as it fails a job.
   const int done = config ? kExitOk : kExitPreflight;
   if (config_error) {
     std::cerr << "kw run: " << config_file.string() << ":\n";
     for (const std::string& problem : config_error->problems()) std::cerr << "  " << problem << "\n";
   }
-
-  return deliver(report, args, commit, done);
+  return deliver(report, args, measured.commit, done);
 }
 
 // The exit code of several verdicts: the gravest (no verdict, then a failed

@@ -187,6 +187,96 @@ std::string uuid_text(const unsigned char* bytes) {
   return text;
 }
 
+// The spin kernel loaded in a context on the one GPU CUDA sees, which must be `uuid`.
+struct SpinKernel {
+  void* function = nullptr;
+  int sms = 0;
+};
+
+SpinKernel load_spin(const CudaDriver& cuda, const std::string& uuid) {
+  if (cuda.library == nullptr) throw std::runtime_error("no CUDA driver (libcuda.so.1)");
+  if (!cuda.loaded()) throw std::runtime_error("the CUDA driver lacks the calls this check needs");
+  cuda.check(cuda.init(0), "cuInit");
+  int devices = 0;
+  cuda.check(cuda.count(&devices), "cuDeviceGetCount");
+  if (devices == 0) throw std::runtime_error("CUDA sees no device (CUDA_VISIBLE_DEVICES=" + uuid + ")");
+  int device = 0;
+  cuda.check(cuda.get(&device, 0), "cuDeviceGet");
+  unsigned char id[16] = {};
+  cuda.check(cuda.uuid(id, device), "cuDeviceGetUuid");
+  if (uuid_text(id) != uuid)
+    throw std::runtime_error("CUDA's device 0 is " + uuid_text(id) + ", not " + uuid +
+                             " (CUDA_VISIBLE_DEVICES)");
+  void* ctx = nullptr;
+  cuda.check(cuda.retain(&ctx, device), "cuDevicePrimaryCtxRetain");
+  cuda.check(cuda.set_current(ctx), "cuCtxSetCurrent");
+  void* module = nullptr;
+  cuda.check(cuda.load(&module, kSpinPtx), "cuModuleLoadData");
+  SpinKernel spin;
+  cuda.check(cuda.function(&spin.function, module, "kw_spin"), "cuModuleGetFunction");
+  cuda.check(cuda.attribute(&spin.sms, 16 /* multiprocessor count */, device), "cuDeviceGetAttribute");
+  return spin;
+}
+
+// What NVML saw of the SM clock while the spin kernels ran.
+struct ClockUnderLoad {
+  int app_status = common::Nvml::kNotSupported;  // of reading the application clock
+  unsigned app_mhz = 0;
+  unsigned peak = 0;
+  unsigned long long reasons = 0;  // the clock event reasons while it was below 95% of app_mhz
+  int launches = 0;
+};
+
+// Launches of ~20 ms each (at the application clock, or 2 GHz), queued at
+// once; the clock is read while they run.
+ClockUnderLoad run_spin(const CudaDriver& cuda, const NvmlDevice& nvml, const SpinKernel& spin,
+                        double load_seconds) {
+  ClockUnderLoad seen;
+  if (nvml.available())
+    seen.app_status = nvml.call("nvmlDeviceGetApplicationsClock", 1 /* SM */, &seen.app_mhz);
+  const double mhz = seen.app_status == 0 && seen.app_mhz > 0 ? seen.app_mhz : 2000.0;
+  unsigned long long cycles = static_cast<unsigned long long>(0.02 * mhz * 1e6);
+  void* params[] = {&cycles};
+  seen.launches = std::max(1, static_cast<int>(load_seconds / 0.02));
+  for (int i = 0; i < seen.launches; ++i)
+    cuda.check(cuda.launch(spin.function, static_cast<unsigned>(spin.sms) * 4, 1, 1, 128, 1, 1, 0, nullptr,
+                           params, nullptr),
+               "cuLaunchKernel");
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::duration<double>(10 + 4 * load_seconds);
+  int status = 0;
+  while ((status = cuda.query(nullptr)) == 600 /* CUDA_ERROR_NOT_READY */) {
+    if (std::chrono::steady_clock::now() > deadline)
+      throw std::runtime_error("a " + std::to_string(load_seconds) + " s kernel had not finished after " +
+                               std::to_string(static_cast<int>(10 + 4 * load_seconds)) + " s");
+    if (nvml.available()) {
+      if (auto now = nvml.sm_clock()) {
+        if (*now > seen.peak) seen.peak = *now;
+        if (seen.app_status == 0 && *now < 0.95 * seen.app_mhz) seen.reasons |= nvml.event_reasons();
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  cuda.check(status, "cuStreamQuery");
+  cuda.check(cuda.synchronize(), "cuCtxSynchronize");
+  return seen;
+}
+
+GpuCheck clock_check(const NvmlDevice& nvml, const ClockUnderLoad& seen) {
+  if (!nvml.available()) return {"clocks", true, "not checked: " + nvml.unavailable()};
+  if (seen.app_status != 0)
+    return {"clocks", true,
+            "not checked: NVML reads no application clock (" + nvml.error(seen.app_status) +
+                "); peak SM clock " + std::to_string(seen.peak) + " MHz"};
+  if (seen.peak >= 0.95 * seen.app_mhz)
+    return {"clocks", true,
+            "SM clock reached " + std::to_string(seen.peak) + " MHz under load, application clock " +
+                std::to_string(seen.app_mhz) + " MHz"};
+  return {"clocks", false,
+          "SM clock reached only " + std::to_string(seen.peak) + " MHz under load, application clock " +
+              std::to_string(seen.app_mhz) + " MHz; clock event reasons: " + reasons_text(seen.reasons)};
+}
+
 // The context check and, while its kernel runs, the clock check.
 std::pair<GpuCheck, GpuCheck> context_and_clock_checks(const std::string& uuid, const NvmlDevice& nvml,
                                                        double load_seconds) {
@@ -194,79 +284,12 @@ std::pair<GpuCheck, GpuCheck> context_and_clock_checks(const std::string& uuid, 
   // Never unloaded: after cuInit the driver is not safe to unload.
   static const CudaDriver cuda;
   try {
-    if (cuda.library == nullptr) throw std::runtime_error("no CUDA driver (libcuda.so.1)");
-    if (!cuda.loaded()) throw std::runtime_error("the CUDA driver lacks the calls this check needs");
-    cuda.check(cuda.init(0), "cuInit");
-    int devices = 0;
-    cuda.check(cuda.count(&devices), "cuDeviceGetCount");
-    if (devices == 0) throw std::runtime_error("CUDA sees no device (CUDA_VISIBLE_DEVICES=" + uuid + ")");
-    int device = 0;
-    cuda.check(cuda.get(&device, 0), "cuDeviceGet");
-    unsigned char id[16] = {};
-    cuda.check(cuda.uuid(id, device), "cuDeviceGetUuid");
-    if (uuid_text(id) != uuid)
-      throw std::runtime_error("CUDA's device 0 is " + uuid_text(id) + ", not " + uuid +
-                               " (CUDA_VISIBLE_DEVICES)");
-    void* ctx = nullptr;
-    cuda.check(cuda.retain(&ctx, device), "cuDevicePrimaryCtxRetain");
-    cuda.check(cuda.set_current(ctx), "cuCtxSetCurrent");
-    void* module = nullptr;
-    cuda.check(cuda.load(&module, kSpinPtx), "cuModuleLoadData");
-    void* spin = nullptr;
-    cuda.check(cuda.function(&spin, module, "kw_spin"), "cuModuleGetFunction");
-    int sms = 0;
-    cuda.check(cuda.attribute(&sms, 16 /* multiprocessor count */, device), "cuDeviceGetAttribute");
-
-    unsigned app_mhz = 0;
-    const int app = nvml.available() ? nvml.call("nvmlDeviceGetApplicationsClock", 1 /* SM */, &app_mhz)
-                                     : common::Nvml::kNotSupported;
-    // Launches of ~20 ms each (at the application clock, or 2 GHz), queued
-    // at once; the clock is read while they run.
-    const double mhz = app == 0 && app_mhz > 0 ? app_mhz : 2000.0;
-    unsigned long long cycles = static_cast<unsigned long long>(0.02 * mhz * 1e6);
-    void* params[] = {&cycles};
-    const int launches = std::max(1, static_cast<int>(load_seconds / 0.02));
-    for (int i = 0; i < launches; ++i)
-      cuda.check(
-          cuda.launch(spin, static_cast<unsigned>(sms) * 4, 1, 1, 128, 1, 1, 0, nullptr, params, nullptr),
-          "cuLaunchKernel");
-    unsigned peak = 0;
-    unsigned long long reasons = 0;
-    const auto deadline =
-        std::chrono::steady_clock::now() + std::chrono::duration<double>(10 + 4 * load_seconds);
-    int status = 0;
-    while ((status = cuda.query(nullptr)) == 600 /* CUDA_ERROR_NOT_READY */) {
-      if (std::chrono::steady_clock::now() > deadline)
-        throw std::runtime_error("a " + std::to_string(load_seconds) + " s kernel had not finished after " +
-                                 std::to_string(static_cast<int>(10 + 4 * load_seconds)) + " s");
-      if (nvml.available()) {
-        if (auto now = nvml.sm_clock()) {
-          if (*now > peak) peak = *now;
-          if (app == 0 && *now < 0.95 * app_mhz) reasons |= nvml.event_reasons();
-        }
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    cuda.check(status, "cuStreamQuery");
-    cuda.check(cuda.synchronize(), "cuCtxSynchronize");
+    const SpinKernel spin = load_spin(cuda, uuid);
+    const ClockUnderLoad seen = run_spin(cuda, nvml, spin, load_seconds);
     context = {"cuda_context", true,
-               "a context on " + uuid + " ran " + std::to_string(launches) + " kernel launches on " +
-                   std::to_string(sms) + " SMs"};
-    if (!nvml.available()) {
-      clocks = {"clocks", true, "not checked: " + nvml.unavailable()};
-    } else if (app != 0) {
-      clocks = {"clocks", true,
-                "not checked: NVML reads no application clock (" + nvml.error(app) + "); peak SM clock " +
-                    std::to_string(peak) + " MHz"};
-    } else if (peak >= 0.95 * app_mhz) {
-      clocks = {"clocks", true,
-                "SM clock reached " + std::to_string(peak) + " MHz under load, application clock " +
-                    std::to_string(app_mhz) + " MHz"};
-    } else {
-      clocks = {"clocks", false,
-                "SM clock reached only " + std::to_string(peak) + " MHz under load, application clock " +
-                    std::to_string(app_mhz) + " MHz; clock event reasons: " + reasons_text(reasons)};
-    }
+               "a context on " + uuid + " ran " + std::to_string(seen.launches) + " kernel launches on " +
+                   std::to_string(spin.sms) + " SMs"};
+    clocks = clock_check(nvml, seen);
   } catch (const std::exception& error) {
     context.message = error.what();
   }

@@ -170,92 +170,120 @@ StateTimes state_times(const json& state, const std::filesystem::path& json_file
 
 }  // namespace
 
-json adapt_nvbench(const json& output, const std::filesystem::path& json_file, const std::string& prefix) {
-  if (!output.is_object() || !output.contains("benchmarks") || !output["benchmarks"].is_array()) {
-    throw std::runtime_error("NVBench output has no \"benchmarks\" array");
-  }
-  std::map<int, json> devices;
-  for (const json& device : output.value("devices", json::array()))
-    devices[device.at("id").get<int>()] = device;
+namespace {
 
+// NVBench's output as a report's cases, a state at a time.
+struct NvbenchCases {
+  NvbenchCases(const std::filesystem::path& file, const std::string& name_prefix)
+      : json_file(file), prefix(name_prefix) {}
+
+  const std::filesystem::path& json_file;
+  const std::string& prefix;
+  std::map<int, json> devices;
   json cases = json::array();
   json notes = json::array();
   json report_device;
   std::set<int> used_devices;
   int skipped = 0;
   std::vector<std::string> skipped_names;  // the first few, as NVBench names them
+
+  void skip(const std::string& bench_name, const json& state) {
+    if (++skipped > 5) return;
+    std::string what = bench_name + " [" + state.value("name", std::string()) + "]";
+    if (const std::string why = state.value("skip_reason", std::string()); !why.empty())
+      what += " (" + why + ")";
+    skipped_names.push_back(std::move(what));
+  }
+
+  // The state's samples in ns: each one where the output has them, else NVBench's mean alone.
+  std::vector<double> samples_of(const StateTimes& times, const std::string& name) {
+    std::vector<double> samples;
+    if (times.seconds && !times.seconds->empty()) {
+      for (double s : *times.seconds) samples.push_back(s * 1e9);
+    } else if (!times.mean_text.empty()) {
+      samples.push_back(std::stod(times.mean_text) * 1e9);
+      notes.push_back(name + ": " +
+                      (times.sidecar_tag.empty() ? std::string("no per-sample times in the output")
+                                                 : "its sample file could not be read") +
+                      "; one sample, NVBench's mean");
+    }
+    return samples;
+  }
+
+  void add(const std::string& bench_name, const json& state) {
+    // Clean names: the benchmark, then each axis as /Name=Value (the
+    // state's own name starts with "Device=N " and holds spaces).
+    std::string name = prefix + bench_name;
+    json params = {{"harness", "nvbench"}};
+    for (const json& axis : state.value("axis_values", json::array())) {
+      const std::string axis_name = axis.value("name", "?");
+      name += "/" + axis_name + "=" + axis.value("value", "");
+      params[axis_name] = axis_value(axis);
+    }
+    const StateTimes times = state_times(state, json_file);
+    if (times.cpu_only) params["cpu_only"] = true;
+    const std::vector<double> samples = samples_of(times, name);
+    if (samples.empty()) {
+      notes.push_back(name + ": no time in the output; left out");
+      return;
+    }
+    json measured = measurement(samples);
+    // Each sample's SM clock, for the clock-aware comparison.
+    if (times.hertz && times.hertz->size() == samples.size() && times.seconds) {
+      json mhz = json::array();
+      for (double hz : *times.hertz) mhz.push_back(hz / 1e6);
+      measured["sm_mhz"] = mhz;
+    }
+    // A cpu_only state's "device" is left uninitialised by NVBench
+    // (1766531128 on the H100): only a GPU of the devices section counts.
+    if (!times.cpu_only && state.contains("device") && state["device"].is_number_integer() &&
+        devices.contains(state["device"].get<int>())) {
+      const int id = state["device"].get<int>();
+      used_devices.insert(id);
+      if (report_device.is_null()) report_device = nvbench_device(devices[id]);
+      if (devices.size() > 1) params["device"] = id;
+    }
+    cases.push_back({{"name", name}, {"params", params}, {"measurements", json::array({measured})}});
+  }
+
+  json adapted() {
+    // A CPU-only benchmark names no device; the host's GPU is still the run's.
+    if (report_device.is_null() && !devices.empty()) report_device = nvbench_device(devices.begin()->second);
+    if (used_devices.size() > 1) {
+      notes.push_back("states ran on " + std::to_string(used_devices.size()) +
+                      " GPUs; the report names the first, each case its own in params.device");
+    }
+    if (skipped > 0) {
+      std::string note = std::to_string(skipped) + " state(s) skipped by the benchmark itself: ";
+      for (std::size_t i = 0; i < skipped_names.size(); ++i) note += (i == 0 ? "" : ", ") + skipped_names[i];
+      if (skipped > static_cast<int>(skipped_names.size())) note += ", ...";
+      notes.push_back(note);
+    }
+    json result = {{"cases", cases}, {"notes", notes}};
+    if (!report_device.is_null()) result["device"] = report_device;
+    return result;
+  }
+};
+
+}  // namespace
+
+json adapt_nvbench(const json& output, const std::filesystem::path& json_file, const std::string& prefix) {
+  if (!output.is_object() || !output.contains("benchmarks") || !output["benchmarks"].is_array()) {
+    throw std::runtime_error("NVBench output has no \"benchmarks\" array");
+  }
+  NvbenchCases adapting{json_file, prefix};
+  for (const json& device : output.value("devices", json::array()))
+    adapting.devices[device.at("id").get<int>()] = device;
   for (const json& bench : output["benchmarks"]) {
     const std::string bench_name = bench.value("name", "");
     for (const json& state : bench.value("states", json::array())) {
-      if (state.value("is_skipped", false)) {
-        if (++skipped <= 5) {
-          std::string what = bench_name + " [" + state.value("name", std::string()) + "]";
-          if (const std::string why = state.value("skip_reason", std::string()); !why.empty())
-            what += " (" + why + ")";
-          skipped_names.push_back(std::move(what));
-        }
-        continue;
-      }
-      // Clean names: the benchmark, then each axis as /Name=Value (the
-      // state's own name starts with "Device=N " and holds spaces).
-      std::string name = prefix + bench_name;
-      json params = {{"harness", "nvbench"}};
-      for (const json& axis : state.value("axis_values", json::array())) {
-        const std::string axis_name = axis.value("name", "?");
-        name += "/" + axis_name + "=" + axis.value("value", "");
-        params[axis_name] = axis_value(axis);
-      }
-      const StateTimes times = state_times(state, json_file);
-      const auto& [seconds, hertz, mean_text, sidecar_tag, cpu_only] = times;
-      if (cpu_only) params["cpu_only"] = true;
-      std::vector<double> samples;
-      if (seconds && !seconds->empty()) {
-        for (double s : *seconds) samples.push_back(s * 1e9);
-      } else if (!mean_text.empty()) {
-        samples.push_back(std::stod(mean_text) * 1e9);
-        notes.push_back(name + ": " +
-                        (sidecar_tag.empty() ? std::string("no per-sample times in the output")
-                                             : "its sample file could not be read") +
-                        "; one sample, NVBench's mean");
-      }
-      if (samples.empty()) {
-        notes.push_back(name + ": no time in the output; left out");
-        continue;
-      }
-      json measured = measurement(samples);
-      // Each sample's SM clock, for the clock-aware comparison.
-      if (hertz && hertz->size() == samples.size() && seconds) {
-        json mhz = json::array();
-        for (double hz : *hertz) mhz.push_back(hz / 1e6);
-        measured["sm_mhz"] = mhz;
-      }
-      // A cpu_only state's "device" is left uninitialised by NVBench
-      // (1766531128 on the H100): only a GPU of the devices section counts.
-      if (!cpu_only && state.contains("device") && state["device"].is_number_integer() &&
-          devices.contains(state["device"].get<int>())) {
-        const int id = state["device"].get<int>();
-        used_devices.insert(id);
-        if (report_device.is_null()) report_device = nvbench_device(devices[id]);
-        if (devices.size() > 1) params["device"] = id;
-      }
-      cases.push_back({{"name", name}, {"params", params}, {"measurements", json::array({measured})}});
+      if (state.value("is_skipped", false))
+        adapting.skip(bench_name, state);
+      else
+        adapting.add(bench_name, state);
     }
   }
-  // A CPU-only benchmark names no device; the host's GPU is still the run's.
-  if (report_device.is_null() && !devices.empty()) report_device = nvbench_device(devices.begin()->second);
-  if (used_devices.size() > 1) {
-    notes.push_back("states ran on " + std::to_string(used_devices.size()) +
-                    " GPUs; the report names the first, each case its own in params.device");
-  }
-  if (skipped > 0) {
-    std::string note = std::to_string(skipped) + " state(s) skipped by the benchmark itself: ";
-    for (std::size_t i = 0; i < skipped_names.size(); ++i) note += (i == 0 ? "" : ", ") + skipped_names[i];
-    if (skipped > static_cast<int>(skipped_names.size())) note += ", ...";
-    notes.push_back(note);
-  }
-  json adapted = {{"cases", cases}, {"notes", notes}};
-  if (!report_device.is_null()) adapted["device"] = report_device;
-  return adapted;
+  return adapting.adapted();
 }
 
 namespace {

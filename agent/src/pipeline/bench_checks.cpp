@@ -31,6 +31,30 @@ fs::path temp_json(const std::string& tag) {
   return path;
 }
 
+// One short pass of the bench with libkw_inject.so in its processes; what
+// they launched goes to `observed`.
+ChildOutcome run_launch_pass(const BenchAdapter& adapter, const BenchConfig& bench, const RepoConfig& config,
+                             const PipelineOptions& options, const fs::path& library,
+                             InjectedLaunches& observed) {
+  const fs::path records = temp_json("launches");
+  fs::remove(records);
+  fs::create_directories(records);
+  ChildSpec spec;
+  spec.argv = {(options.checkout / bench.path).string()};
+  const std::vector<std::string> pass =
+      bench.launch_args.empty() ? adapter.one_pass_args() : bench.launch_args;
+  spec.argv.insert(spec.argv.end(), pass.begin(), pass.end());
+  spec.argv.insert(spec.argv.end(), bench.args.begin(), bench.args.end());
+  spec.cwd = options.checkout;
+  spec.env = {{"CUDA_INJECTION64_PATH", library.string()}, {"KW_INJECT_OUT", records.string()}};
+  spec.timeout_s = config.timeout_for(StageName::launch_geometry);
+  ChildOutcome outcome = run_child(spec, *options.stop);
+  observed = read_injected_launches(records);
+  std::error_code ec;
+  fs::remove_all(records, ec);
+  return outcome;
+}
+
 // launch_geometry of a bench of another harness: one short pass with
 // libkw_inject.so in its processes, held against kernelwatch.json's
 // `launches`.
@@ -51,23 +75,9 @@ BenchResult run_injected_launches(const BenchAdapter& adapter, const BenchConfig
                      "launch expectations cannot be checked";
     return result;
   }
-  const fs::path records = temp_json("launches");
-  fs::remove(records);
-  fs::create_directories(records);
-  ChildSpec spec;
-  spec.argv = {(options.checkout / bench.path).string()};
-  const std::vector<std::string> pass =
-      bench.launch_args.empty() ? adapter.one_pass_args() : bench.launch_args;
-  spec.argv.insert(spec.argv.end(), pass.begin(), pass.end());
-  spec.argv.insert(spec.argv.end(), bench.args.begin(), bench.args.end());
-  spec.cwd = options.checkout;
-  spec.env = {{"CUDA_INJECTION64_PATH", library->string()}, {"KW_INJECT_OUT", records.string()}};
-  spec.timeout_s = config.timeout_for(StageName::launch_geometry);
-  ChildOutcome outcome = run_child(spec, *options.stop);
+  InjectedLaunches observed;
+  const ChildOutcome outcome = run_launch_pass(adapter, bench, config, options, *library, observed);
   result.seconds = outcome.seconds;
-  InjectedLaunches observed = read_injected_launches(records);
-  std::error_code ec;
-  fs::remove_all(records, ec);
   if (!observed.refused.empty()) {
     // The bench's own error names no limit; the record does.
     result.status = "failed";

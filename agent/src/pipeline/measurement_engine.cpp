@@ -492,9 +492,10 @@ class Engine {
     progress("baseline implementations of the head, one replicate");
   }
 
-  BenchResult finish() {
-    // In the bench's own order (a harness that interleaves its cases reports
-    // them in any order), then any it did not list.
+  // The measured cases in the bench's own order (a harness that interleaves
+  // its cases reports them in any order), then any it did not list; then
+  // the cases identical to the base, not timed.
+  void collect_cases() {
     std::vector<std::string> in_order = all_;
     for (const std::string& name : order_) {
       if (std::find(all_.begin(), all_.end(), name) == all_.end()) in_order.push_back(name);
@@ -521,12 +522,30 @@ class Engine {
       result_.cases.push_back(
           {{"name", name}, {"identical_to_base", true}, {"fingerprint", head_fingerprints_[name]}});
     }
-    result_.seconds += fingerprint_seconds_;
+  }
+
+  std::string summary() const {
     std::int64_t fewest = INT64_MAX, most = 0;
     for (const auto& [_, n] : head_counts_) {
       fewest = std::min(fewest, n);
       most = std::max(most, n);
     }
+    std::string message =
+        bench_.name + ": " + std::to_string(result_.cases.size() - skipped_.size()) + " cases, " +
+        (head_counts_.empty() ? "0" : std::to_string(fewest)) + "-" + std::to_string(most) + " replicates" +
+        (ab_ ? " of base and head alternating" : "") + " in " + fixed(result_.seconds, 1) + " s";
+    if (!skipped_.empty())
+      message += "; " + std::to_string(skipped_.size()) + " identical to the base, not timed";
+    if (!audited_.empty()) message += "; " + std::to_string(audited_.size()) + " identical, audited";
+    for (const std::string& note : notes_) message += "; " + note;
+    if (const std::string unseen = adapter_.unobserved(); !unseen.empty())
+      message += "; not observed: " + unseen;
+    return message;
+  }
+
+  BenchResult finish() {
+    collect_cases();
+    result_.seconds += fingerprint_seconds_;
     result_.details["passes"] = passes_;
     // Where the candidate passes' time went: per-case setup (allocations,
     // inputs, warm-up) against timed rounds; the rest is process start-up.
@@ -538,17 +557,7 @@ class Engine {
     if (prepared_ && prepared_->used() > 0) result_.details["prepared_passes"] = prepared_->used();
     if (!notes_.empty()) result_.details["notes"] = std::vector<std::string>(notes_.begin(), notes_.end());
     if (failures_.empty() && !stop_.load()) {
-      result_.message = bench_.name + ": " + std::to_string(result_.cases.size() - skipped_.size()) +
-                        " cases, " + (head_counts_.empty() ? "0" : std::to_string(fewest)) + "-" +
-                        std::to_string(most) + " replicates" + (ab_ ? " of base and head alternating" : "") +
-                        " in " + fixed(result_.seconds, 1) + " s";
-      if (!skipped_.empty())
-        result_.message += "; " + std::to_string(skipped_.size()) + " identical to the base, not timed";
-      if (!audited_.empty())
-        result_.message += "; " + std::to_string(audited_.size()) + " identical, audited";
-      for (const std::string& note : notes_) result_.message += "; " + note;
-      if (const std::string unseen = adapter_.unobserved(); !unseen.empty())
-        result_.message += "; not observed: " + unseen;
+      result_.message = summary();
     } else {
       result_.status = "failed";
       result_.message = bench_.name + ": " + (stop_.load() ? std::string("stopped") : failures_);

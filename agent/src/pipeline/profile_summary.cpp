@@ -97,6 +97,40 @@ std::string ncu_csv_of(const std::string& output) {
   return csv;
 }
 
+namespace {
+
+// The warp-stall columns: (column, reason).
+std::vector<std::pair<std::size_t, std::string>> stall_columns(const std::vector<std::string>& header) {
+  const std::size_t prefix = std::string(kStallPrefix).size(), suffix = std::string(kStallSuffix).size();
+  std::vector<std::pair<std::size_t, std::string>> stalls;
+  for (std::size_t i = 0; i < header.size(); ++i) {
+    const std::string& name = header[i];
+    if (name.rfind(kStallPrefix, 0) != 0 || name.size() <= prefix + suffix ||
+        name.compare(name.size() - suffix, std::string::npos, kStallSuffix) != 0)
+      continue;
+    stalls.emplace_back(i, name.substr(prefix, name.size() - prefix - suffix));
+  }
+  return stalls;
+}
+
+// One kernel's medians over its launches, and its three largest stalls.
+json kernel_summary(const std::map<std::string, std::vector<double>>& metrics) {
+  json k{{"launches", metrics.count("time_us") ? metrics.at("time_us").size() : 0}};
+  for (const char* key : {"time_us", "sm_pct", "memory_pct", "occupancy_pct"})
+    k[key] = metrics.count(key) ? json(median(metrics.at(key))) : json(nullptr);
+  std::vector<std::pair<double, std::string>> ranked;
+  for (const auto& [key, values] : metrics) {
+    if (key.rfind("stall:", 0) == 0) ranked.emplace_back(median(values), key.substr(6));
+  }
+  std::sort(ranked.rbegin(), ranked.rend());
+  k["stalls"] = json::array();
+  for (std::size_t i = 0; i < ranked.size() && i < 3; ++i)
+    k["stalls"].push_back({{"reason", ranked[i].second}, {"cycles_per_issue", ranked[i].first}});
+  return k;
+}
+
+}  // namespace
+
 json summarize_ncu_csv(const std::string& csv) {
   std::istringstream lines(csv);
   std::string line;
@@ -111,17 +145,7 @@ json summarize_ncu_csv(const std::string& csv) {
                     sm = column("sm__throughput.avg.pct_of_peak_sustained_elapsed"),
                     memory = column("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"),
                     occupancy = column("sm__warps_active.avg.pct_of_peak_sustained_active");
-  std::vector<std::pair<std::size_t, std::string>> stalls;
-  for (std::size_t i = 0; i < header.size(); ++i) {
-    const std::string& name = header[i];
-    if (name.rfind(kStallPrefix, 0) != 0 ||
-        name.size() <= std::string(kStallPrefix).size() + std::string(kStallSuffix).size() ||
-        name.compare(name.size() - std::string(kStallSuffix).size(), std::string::npos, kStallSuffix) != 0)
-      continue;
-    stalls.emplace_back(
-        i, name.substr(std::string(kStallPrefix).size(),
-                       name.size() - std::string(kStallPrefix).size() - std::string(kStallSuffix).size()));
-  }
+  const auto stalls = stall_columns(header);
   // The units row: ns (as recorded on the H100), or a scaled unit.
   double time_to_us = 1e-3;
   std::map<std::string, std::map<std::string, std::vector<double>>> by_kernel;
@@ -147,20 +171,7 @@ json summarize_ncu_csv(const std::string& csv) {
     for (const auto& [at, reason] : stalls) add("stall:" + reason, at);
   }
   json out = json::object();
-  for (const auto& [name, metrics] : by_kernel) {
-    json k{{"launches", metrics.count("time_us") ? metrics.at("time_us").size() : 0}};
-    for (const char* key : {"time_us", "sm_pct", "memory_pct", "occupancy_pct"})
-      k[key] = metrics.count(key) ? json(median(metrics.at(key))) : json(nullptr);
-    std::vector<std::pair<double, std::string>> ranked;
-    for (const auto& [key, values] : metrics) {
-      if (key.rfind("stall:", 0) == 0) ranked.emplace_back(median(values), key.substr(6));
-    }
-    std::sort(ranked.rbegin(), ranked.rend());
-    k["stalls"] = json::array();
-    for (std::size_t i = 0; i < ranked.size() && i < 3; ++i)
-      k["stalls"].push_back({{"reason", ranked[i].second}, {"cycles_per_issue", ranked[i].first}});
-    out[name] = k;
-  }
+  for (const auto& [name, metrics] : by_kernel) out[name] = kernel_summary(metrics);
   return out;
 }
 

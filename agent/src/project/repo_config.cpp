@@ -437,28 +437,18 @@ void read_build(const json& section, RepoConfig& config) {
   build.reject_unknown_keys();
 }
 
-BenchConfig read_bench(const json& value, const std::string& path) {
-  JsonReader b(value, path);
-  BenchConfig bench;
-  bench.name = b.string("name");
-  bench.path = b.string("path");
-  std::string format = b.opt_string("format").value_or("kwbench");
-  if (format == "kwbench") {
-    bench.format = BenchFormat::kwbench;
-  } else if (format == "gbench") {
-    bench.format = BenchFormat::gbench;
-  } else if (format == "nvbench") {
-    bench.format = BenchFormat::nvbench;
-  } else if (format == "python") {
-    bench.format = BenchFormat::python;
-  } else {
-    JsonReader::fail(b.child("format"),
-                     "unknown format \"" + format + "\" (expected kwbench, gbench, nvbench or python)");
-  }
-  // kwbench and python benches speak the kwbench command line.
-  const bool kwbench_cli = bench.format == BenchFormat::kwbench || bench.format == BenchFormat::python;
-  bench.args = string_list(b, "args", false);
-  bench.cases = b.opt_string("cases").value_or("*");
+BenchFormat format_of(JsonReader& b) {
+  const std::string format = b.opt_string("format").value_or("kwbench");
+  if (format == "kwbench") return BenchFormat::kwbench;
+  if (format == "gbench") return BenchFormat::gbench;
+  if (format == "nvbench") return BenchFormat::nvbench;
+  if (format == "python") return BenchFormat::python;
+  JsonReader::fail(b.child("format"),
+                   "unknown format \"" + format + "\" (expected kwbench, gbench, nvbench or python)");
+}
+
+// `libraries` (a kwbench bench's) and `launches` (what another harness's cases launch).
+void read_libraries_and_launches(JsonReader& b, BenchConfig& bench) {
   if (const json* libraries = b.opt_array("libraries")) {
     if (bench.format != BenchFormat::kwbench) {
       JsonReader::fail(b.child("libraries"),
@@ -481,10 +471,11 @@ BenchConfig read_bench(const json& value, const std::string& path) {
       l.reject_unknown_keys();
     }
   }
-  bench.launch_args = string_list(b, "launch_args", false);
-  if (!bench.launch_args.empty() && kwbench_cli)
-    JsonReader::fail(b.child("launch_args"),
-                     "only gbench and nvbench benches have a launch pass of their own");
+}
+
+// `check` and `sanitize`: the correctness command of a harness that has no
+// reference of its own, and the compute-sanitizer tools run in preflight.
+void read_checks(JsonReader& b, BenchConfig& bench, bool kwbench_cli) {
   if (const json* check = b.find("check")) {
     if (kwbench_cli) {
       JsonReader::fail(b.child("check"),
@@ -511,6 +502,24 @@ BenchConfig read_bench(const json& value, const std::string& path) {
       JsonReader::fail(z.child("cases"), "only a kwbench or python bench selects cases");
     z.reject_unknown_keys();
   }
+}
+
+BenchConfig read_bench(const json& value, const std::string& path) {
+  JsonReader b(value, path);
+  BenchConfig bench;
+  bench.name = b.string("name");
+  bench.path = b.string("path");
+  bench.format = format_of(b);
+  // kwbench and python benches speak the kwbench command line.
+  const bool kwbench_cli = bench.format == BenchFormat::kwbench || bench.format == BenchFormat::python;
+  bench.args = string_list(b, "args", false);
+  bench.cases = b.opt_string("cases").value_or("*");
+  read_libraries_and_launches(b, bench);
+  bench.launch_args = string_list(b, "launch_args", false);
+  if (!bench.launch_args.empty() && kwbench_cli)
+    JsonReader::fail(b.child("launch_args"),
+                     "only gbench and nvbench benches have a launch pass of their own");
+  read_checks(b, bench, kwbench_cli);
   if (const std::optional<std::string> interpreter = b.opt_string("python")) {
     if (bench.format != BenchFormat::python)
       JsonReader::fail(b.child("python"), "only a python bench has an interpreter");

@@ -28,12 +28,30 @@ namespace kw::common {
 enum class ChangeStatus { regression, improvement, unchanged, inconclusive, no_baseline };
 std::string_view to_string(ChangeStatus status);
 
+// The detection rule's version: what every stored run's locations and
+// comparisons were computed with (runs.rule_version). A new default below,
+// or a change to how detection.cpp and judge.cpp compute a location or a
+// comparison, is a new rule, never a silent one:
+// - bump kRuleVersion (RuleVersionTest fails on defaults it does not know);
+// - give schema/ a migration that moves to the new version the stored runs
+//   the change leaves valid, or re-judge them (tools/rejudge-series.sh);
+// - say what changed under "Rule versions" in docs/detection.md.
+// A case's history holds only runs of the current version, so one series
+// is never judged by two rules. The defaults are defined here alone: the
+// schema's column defaults are checked against them (MigrationsTest) and a
+// test greps the sources for copies (tests/rule_defaults.py).
+inline constexpr int kRuleVersion = 1;
+
 struct DetectionSettings {
   // Smallest relative change ever flagged (per project, per-case override).
   double min_threshold = 0.01;
+  // The smallest relative change in a case's energy flagged (per project).
+  double energy_threshold = 0.05;
   // Family-wise false-alarm rate of one run: the chance that a run of an
-  // unchanged build flags any case (Holm over the run's comparisons).
+  // unchanged build flags any case (Holm over the run's comparisons). A
+  // project may set it up to kMaxRunAlpha.
   double run_alpha = 0.01;
+  static constexpr double kMaxRunAlpha = 0.2;
   // The agent's first pass measures a case again when its unadjusted
   // p-value is under this (and the change is past half the threshold).
   double screen_alpha = 0.05;

@@ -2,79 +2,50 @@
 import { cardPinned, hideCard, panZoomPlugin, pinCard, plot, showCard } from "../charts.js";
 import { api, app, branchSelect, enc, esc, setQuery, short, us, when } from "../lib.js";
 
-export async function casePage(project, name, query) {
-  const gpu = query.get("gpu") ?? "",
-    branch = query.get("branch") ?? "";
-  const [series, settings, branches] = await Promise.all([
-    api(
-      `/api/v1/projects/${enc(project)}/series?case=${enc(name)}&gpu=${enc(gpu)}&branch=${enc(branch)}&limit=10000`,
-    ),
-    api(`/api/v1/projects/${enc(project)}`),
-    branchSelect(project, branch),
-  ]);
-  const n = series.run_id.length;
-  const gpus = [...new Set(series.gpu_model)];
-  const where = branch || settings.default_branch;
-  // A chart is drawn only where it has something to show; otherwise a line says why.
-  const impls = [
-    ...new Set(series.median_ns.flatMap((m) => Object.keys(m)).filter((i) => i !== "candidate")),
-  ];
-  const energy = series.energy_j ?? [],
-    hasEnergy = energy.some((e) => e != null);
-  app.innerHTML = `<h1>${esc(name)} <span class="muted">· <a href="#/p/${enc(project)}">${esc(project)}</a></span></h1>
-    <div class="filters">${branches}<label>GPU model <select id="gpu"><option value="">all</option>${gpus
-      .concat(gpu && !gpus.includes(gpu) ? [gpu] : [])
-      .map((g) => `<option ${g === gpu ? "selected" : ""}>${esc(g)}</option>`)
-      .join("")}</select></label>
+const COLORS = ["#2e90fa", "#7a5af8", "#12a150", "#f79009"];
+
+// The page around the charts: filters, then each chart or the line that says why it is not drawn.
+function caseHeader({ project, name, gpu, where, gpus, branches, n, impls, hasEnergy }) {
+  const gpuOptions = gpus
+    .concat(gpu && !gpus.includes(gpu) ? [gpu] : [])
+    .map((g) => `<option ${g === gpu ? "selected" : ""}>${esc(g)}</option>`)
+    .join("");
+  const time = n
+    ? `<h2>Median time (µs) with 95% interval</h2><div class="chart" id="time-chart"></div>`
+    : `<p class="muted" id="no-runs">No run of this case on ${esc(where)}${gpu ? ` on ${esc(gpu)}` : ""} yet.</p>`;
+  const speedup =
+    n && impls.length
+      ? `<h2>Speedup over the in-run baselines</h2><div class="chart" id="speedup-chart"></div>`
+      : n
+        ? `<p class="muted" id="no-baselines">No speedup to chart: this case's bench measures no in-run baseline (a cuDNN or cuBLAS implementation run beside it).</p>`
+        : "";
+  const energy = hasEnergy
+    ? `<h2>Energy per iteration (mJ)</h2><div class="chart" id="energy-chart"></div>`
+    : n
+      ? `<p class="muted" id="no-energy">No energy to chart: no run measured it (kernelwatch.json <code>full_bench.energy_seconds</code>, on a GPU whose NVML reads energy).</p>`
+      : "";
+  return `<h1>${esc(name)} <span class="muted">· <a href="#/p/${enc(project)}">${esc(project)}</a></span></h1>
+    <div class="filters">${branches}<label>GPU model <select id="gpu"><option value="">all</option>${gpuOptions}</select></label>
     <span class="muted">${n} runs on ${esc(where)}, in commit order · drag to pan, wheel to zoom, click a point to pin its card</span></div>
-    ${
-      n
-        ? `<h2>Median time (µs) with 95% interval</h2><div class="chart" id="time-chart"></div>`
-        : `<p class="muted" id="no-runs">No run of this case on ${esc(where)}${gpu ? ` on ${esc(gpu)}` : ""} yet.</p>`
-    }
-    ${
-      n && impls.length
-        ? `<h2>Speedup over the in-run baselines</h2><div class="chart" id="speedup-chart"></div>`
-        : n
-          ? `<p class="muted" id="no-baselines">No speedup to chart: this case's bench measures no in-run baseline (a cuDNN or cuBLAS implementation run beside it).</p>`
-          : ""
-    }
-    ${
-      hasEnergy
-        ? `<h2>Energy per iteration (mJ)</h2><div class="chart" id="energy-chart"></div>`
-        : n
-          ? `<p class="muted" id="no-energy">No energy to chart: no run measured it (kernelwatch.json <code>full_bench.energy_seconds</code>, on a GPU whose NVML reads energy).</p>`
-          : ""
-    }`;
-  document.getElementById("branch").onchange = (e) => setQuery({ branch: e.target.value, gpu });
-  document.getElementById("gpu").onchange = (e) => setQuery({ branch, gpu: e.target.value });
-  if (!n) return;
-  // One point per run, in commit order: the axis is the commits, labelled by short SHA.
-  const x = series.run_id.map((_, k) => k);
-  const commitAxis = {
-    space: 80,
-    incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000],
-    values: (u, splits) =>
-      splits.map((v) => (Number.isInteger(v) && v >= 0 && v < n ? short(series.commit[v]) : "")),
-  };
+    ${time}${speedup}${energy}`;
+}
+
+// Each GPU model's median with its interval as a band, the base's level
+// where a branch has one, and the regressions marked.
+function timeChartData(series, gpus, x) {
   const timeSeries = [{ label: "commit", value: (u, v) => (v == null ? "–" : short(series.commit[v])) }],
     timeData = [x],
     bands = [];
   for (const g of gpus) {
     const own = (k) => series.gpu_model[k] === g;
-    const median = series.median_ns.map((m, k) => (own(k) ? m.candidate / 1000 : null));
-    const low = series.band_ns.map((b, k) => (own(k) && b.candidate ? b.candidate[0] / 1000 : null));
-    const high = series.band_ns.map((b, k) => (own(k) && b.candidate ? b.candidate[1] / 1000 : null));
     const base = timeData.length;
-    timeData.push(median, low, high);
+    timeData.push(
+      series.median_ns.map((m, k) => (own(k) ? m.candidate / 1000 : null)),
+      series.band_ns.map((b, k) => (own(k) && b.candidate ? b.candidate[0] / 1000 : null)),
+      series.band_ns.map((b, k) => (own(k) && b.candidate ? b.candidate[1] / 1000 : null)),
+    );
     timeSeries.push(
-      {
-        label: g,
-        stroke: ["#2e90fa", "#7a5af8", "#12a150", "#f79009"][(bands.length / 2) % 4],
-        width: 1.5,
-        spanGaps: true,
-        points: { size: 4 },
-      },
+      { label: g, stroke: COLORS[(bands.length / 2) % 4], width: 1.5, spanGaps: true, points: { size: 4 } },
       { label: `${g} low`, stroke: "transparent", spanGaps: true, points: { show: false } },
       { label: `${g} high`, stroke: "transparent", spanGaps: true, points: { show: false } },
     );
@@ -101,33 +72,34 @@ export async function casePage(project, name, query) {
       series.status[k] === "regression" && series.acknowledged[k] === want ? m.candidate / 1000 : null,
     );
   timeData.push(mark(false), mark(true));
-  timeSeries.push(
-    {
-      label: "regression",
-      stroke: "#d92d20",
-      paths: () => null,
-      points: { size: 11, fill: "#d92d20", stroke: "#d92d20" },
-    },
-    {
-      label: "acknowledged",
-      stroke: "#f79009",
-      paths: () => null,
-      points: { size: 11, fill: "#f79009", stroke: "#f79009" },
-    },
-  );
-  const width = Math.min(1300, app.clientWidth - 20);
-  const card = (k) => {
-    const commit = series.commit[k],
-      m = series.median_ns[k];
-    const github = settings.github_repo
-      ? ` · <a href="https://github.com/${esc(settings.github_repo)}/commit/${esc(commit)}" target="_blank" rel="noopener">commit on GitHub</a>`
-      : "";
-    return `<div class="card-commit"><code>${esc(short(commit))}</code> ${esc(series.subject[k] ?? "")}</div>
+  timeSeries.push(markers("regression", "#d92d20"), markers("acknowledged", "#f79009"));
+  return { timeSeries, timeData, bands };
+}
+
+// Points only, no line: the runs a status marks.
+function markers(label, color) {
+  return { label, stroke: color, paths: () => null, points: { size: 11, fill: color, stroke: color } };
+}
+
+// The card of run k: its commit, what it measured and where it links.
+function pointCard(series, settings, k) {
+  const commit = series.commit[k],
+    m = series.median_ns[k],
+    energy = series.energy_j ?? [];
+  const github = settings.github_repo
+    ? ` · <a href="https://github.com/${esc(settings.github_repo)}/commit/${esc(commit)}" target="_blank" rel="noopener">commit on GitHub</a>`
+    : "";
+  return `<div class="card-commit"><code>${esc(short(commit))}</code> ${esc(series.subject[k] ?? "")}</div>
       <div class="card-meta">${series.author[k] ? `${esc(series.author[k])} · ` : ""}${series.committed_at[k] != null ? `committed ${when(series.committed_at[k])}` : `measured ${when(series.finished_at[k])}`}</div>
       <div>${esc(series.gpu_model[k])} · median ${us(m.candidate)} · ${esc(series.status[k] ?? "no comparison")}${series.acknowledged[k] ? " (acknowledged)" : ""}</div>
       ${energy[k] != null ? `<div class="card-energy">${(1000 * energy[k]).toPrecision(4)} mJ per iteration at ${Math.round(series.power_w[k])} W · energy ${esc(series.energy_status[k] ?? "not compared")}</div>` : ""}
       <div class="card-links"><a class="card-run" href="#/run/${series.run_id[k]}">run ${series.run_id[k]} →</a>${github}</div>`;
-  };
+}
+
+// What every chart of the page shares: its width, pan and zoom, and the
+// card of the point under the cursor (pinned by a click).
+function chartOptions(series, settings) {
+  const width = Math.min(1300, app.clientWidth - 20);
   const hover = (u) => {
     if (cardPinned()) return;
     const k = u.cursor.idx;
@@ -136,87 +108,104 @@ export async function casePage(project, name, query) {
       return;
     }
     const rect = u.over.getBoundingClientRect();
-    showCard(card(k), rect.left + u.cursor.left, rect.top + u.cursor.top);
+    showCard(pointCard(series, settings, k), rect.left + u.cursor.left, rect.top + u.cursor.top);
   };
-  const common = (height) => ({
+  const ready = (u) => {
+    u.over.addEventListener("click", () => {
+      if (u.cursor.idx != null) pinCard(() => hover(u));
+    });
+    u.over.addEventListener("mouseleave", () => {
+      if (!cardPinned()) hideCard();
+    });
+  };
+  return (height) => ({
     width,
     height,
     plugins: [panZoomPlugin()],
     cursor: { drag: { x: false, y: false } },
     scales: { x: { time: false } },
-    hooks: {
-      setCursor: [hover],
-      ready: [
-        (u) => {
-          u.over.addEventListener("click", () => {
-            const k = u.cursor.idx;
-            if (k == null) return;
-            pinCard(() => hover(u));
-          });
-          u.over.addEventListener("mouseleave", () => {
-            if (!cardPinned()) hideCard();
-          });
-        },
-      ],
-    },
+    hooks: { setCursor: [hover], ready: [ready] },
   });
-  const timeChart = plot(
-    document.getElementById("time-chart"),
-    { ...common(320), series: timeSeries, bands, axes: [commitAxis, { label: "µs" }] },
-    timeData,
+}
+
+function energyChart(series, gpus, x, options, commitAxis, commitSeries) {
+  const energy = series.energy_j ?? [];
+  const energyData = [x],
+    energySeries = [commitSeries];
+  gpus.forEach((g, i) => {
+    energyData.push(energy.map((e, k) => (series.gpu_model[k] === g && e != null ? 1000 * e : null)));
+    energySeries.push({ label: g, stroke: COLORS[i % 4], width: 1.5, spanGaps: true, points: { size: 4 } });
+  });
+  energyData.push(
+    energy.map((e, k) => (series.energy_status[k] === "regression" && e != null ? 1000 * e : null)),
   );
-  timeChart.root.dataset.points = String(n);
-  if (hasEnergy) {
-    const energyData = [x],
-      energySeries = [timeSeries[0]];
-    gpus.forEach((g, i) => {
-      energyData.push(energy.map((e, k) => (series.gpu_model[k] === g && e != null ? 1000 * e : null)));
-      energySeries.push({
-        label: g,
-        stroke: ["#2e90fa", "#7a5af8", "#12a150", "#f79009"][i % 4],
-        width: 1.5,
-        spanGaps: true,
-        points: { size: 4 },
-      });
-    });
-    energyData.push(
-      energy.map((e, k) => (series.energy_status[k] === "regression" && e != null ? 1000 * e : null)),
-    );
-    energySeries.push({
-      label: "more energy",
-      stroke: "#d92d20",
-      paths: () => null,
-      points: { size: 11, fill: "#d92d20", stroke: "#d92d20" },
-    });
-    const energyChart = plot(
-      document.getElementById("energy-chart"),
-      { ...common(240), series: energySeries, axes: [commitAxis, { label: "mJ" }] },
-      energyData,
-    );
-    energyChart.root.dataset.points = String(energy.filter((e) => e != null).length);
-  }
-  if (!impls.length) return;
+  energySeries.push(markers("more energy", "#d92d20"));
+  const chart = plot(
+    document.getElementById("energy-chart"),
+    { ...options(240), series: energySeries, axes: [commitAxis, { label: "mJ" }] },
+    energyData,
+  );
+  chart.root.dataset.points = String(energy.filter((e) => e != null).length);
+}
+
+function speedupChart(series, impls, x, options, commitAxis, commitSeries) {
   const speedupData = [
     x,
     ...impls.map((impl) =>
       series.median_ns.map((m) => (m[impl] && m.candidate ? m[impl] / m.candidate : null)),
     ),
   ];
+  const speedupSeries = impls.map((impl, i) => ({
+    label: impl.replace("baseline:", "vs "),
+    stroke: ["#12a150", "#7a5af8", "#f79009"][i % 3],
+    spanGaps: true,
+    width: 1.5,
+  }));
   plot(
     document.getElementById("speedup-chart"),
-    {
-      ...common(240),
-      axes: [commitAxis, { label: "x" }],
-      series: [
-        timeSeries[0],
-        ...impls.map((impl, i) => ({
-          label: impl.replace("baseline:", "vs "),
-          stroke: ["#12a150", "#7a5af8", "#f79009"][i % 3],
-          spanGaps: true,
-          width: 1.5,
-        })),
-      ],
-    },
+    { ...options(240), axes: [commitAxis, { label: "x" }], series: [commitSeries, ...speedupSeries] },
     speedupData,
   );
+}
+
+export async function casePage(project, name, query) {
+  const gpu = query.get("gpu") ?? "",
+    branch = query.get("branch") ?? "";
+  const [series, settings, branches] = await Promise.all([
+    api(
+      `/api/v1/projects/${enc(project)}/series?case=${enc(name)}&gpu=${enc(gpu)}&branch=${enc(branch)}&limit=10000`,
+    ),
+    api(`/api/v1/projects/${enc(project)}`),
+    branchSelect(project, branch),
+  ]);
+  const n = series.run_id.length;
+  const gpus = [...new Set(series.gpu_model)];
+  const where = branch || settings.default_branch;
+  // A chart is drawn only where it has something to show; otherwise a line says why.
+  const impls = [
+    ...new Set(series.median_ns.flatMap((m) => Object.keys(m)).filter((i) => i !== "candidate")),
+  ];
+  const hasEnergy = (series.energy_j ?? []).some((e) => e != null);
+  app.innerHTML = caseHeader({ project, name, gpu, where, gpus, branches, n, impls, hasEnergy });
+  document.getElementById("branch").onchange = (e) => setQuery({ branch: e.target.value, gpu });
+  document.getElementById("gpu").onchange = (e) => setQuery({ branch, gpu: e.target.value });
+  if (!n) return;
+  // One point per run, in commit order: the axis is the commits, labelled by short SHA.
+  const x = series.run_id.map((_, k) => k);
+  const commitAxis = {
+    space: 80,
+    incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000],
+    values: (u, splits) =>
+      splits.map((v) => (Number.isInteger(v) && v >= 0 && v < n ? short(series.commit[v]) : "")),
+  };
+  const options = chartOptions(series, settings);
+  const { timeSeries, timeData, bands } = timeChartData(series, gpus, x);
+  const timeChart = plot(
+    document.getElementById("time-chart"),
+    { ...options(320), series: timeSeries, bands, axes: [commitAxis, { label: "µs" }] },
+    timeData,
+  );
+  timeChart.root.dataset.points = String(n);
+  if (hasEnergy) energyChart(series, gpus, x, options, commitAxis, timeSeries[0]);
+  if (impls.length) speedupChart(series, impls, x, options, commitAxis, timeSeries[0]);
 }

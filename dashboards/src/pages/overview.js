@@ -148,22 +148,18 @@ export async function overviewPage(project, query) {
     api(`/api/v1/projects/${enc(project)}`),
     api(`/api/v1/projects/${enc(project)}/audit`),
   ]);
-  const families = [...new Set(overview.cases.map((c) => family(c.case)))].sort();
-  app.innerHTML = `<h1>${esc(project)}</h1>${notificationTargets(settings.notification_targets ?? [])}
-    <div class="filters">
-      ${branches}
-      <label>GPU model <select id="gpu"><option value="">all</option>${overview.gpu_models.map((g) => `<option ${g === gpu ? "selected" : ""}>${esc(g)}</option>`).join("")}</select></label>
-      <label>kernel family <select id="family"><option value="">all</option>${families.map((f) => `<option ${f === fam ? "selected" : ""}>${esc(f)}</option>`).join("")}</select></label>
-      <a href="#/compare?project=${enc(project)}">compare two commits</a>
-    </div>${auditSummary(audit)}${recentRuns(project, runs)}
-    <h2>Cases${branch ? ` on ${esc(branch)}` : ""}</h2>
-    <div class="filters">
-      <label>search <input id="case-search" type="search" size="36" placeholder="text, or a glob: attention.fwd/*/s4096*" value="${esc(filters.case)}"></label>
-      <label>status <select id="status">${statusOptions(filters.status)}</select></label>
-    </div>
-    <div id="case-pager"></div>
-    <div class="virtual-table" id="overview-box"><table id="overview"><thead><tr><th></th><th>case</th><th>GPU</th><th class="num">median</th><th class="num">speedup vs in-run baseline</th>
-      <th class="num">change vs previous baseline</th><th>last 30 runs</th></tr></thead><tbody></tbody></table></div>`;
+  app.innerHTML = overviewHeader({
+    project,
+    branch,
+    gpu,
+    fam,
+    filters,
+    overview,
+    runs,
+    branches,
+    settings,
+    audit,
+  });
   const box = document.getElementById("overview-box"),
     table = document.getElementById("overview");
   const draw = (answer) => {
@@ -178,7 +174,30 @@ export async function overviewPage(project, query) {
     table.dataset.filter = `${filters.case}|${filters.status}`;
   };
   draw(overview);
+  listenToFilters({ project, branch, gpu, fam, filters, overviewQuery, draw });
+}
 
+// The page around the cases' table: filters, the audit, the newest runs.
+function overviewHeader({ project, branch, gpu, fam, filters, overview, runs, branches, settings, audit }) {
+  const families = [...new Set(overview.cases.map((c) => family(c.case)))].sort();
+  return `<h1>${esc(project)}</h1>${notificationTargets(settings.notification_targets ?? [])}
+    <div class="filters">
+      ${branches}
+      <label>GPU model <select id="gpu"><option value="">all</option>${overview.gpu_models.map((g) => `<option ${g === gpu ? "selected" : ""}>${esc(g)}</option>`).join("")}</select></label>
+      <label>kernel family <select id="family"><option value="">all</option>${families.map((f) => `<option ${f === fam ? "selected" : ""}>${esc(f)}</option>`).join("")}</select></label>
+      <a href="#/compare?project=${enc(project)}">compare two commits</a>
+    </div>${auditSummary(audit)}${recentRuns(project, runs)}
+    <h2>Cases${branch ? ` on ${esc(branch)}` : ""}</h2>
+    <div class="filters">
+      <label>search <input id="case-search" type="search" size="36" placeholder="text, or a glob: attention.fwd/*/s4096*" value="${esc(filters.case)}"></label>
+      <label>status <select id="status">${statusOptions(filters.status)}</select></label>
+    </div>
+    <div id="case-pager"></div>
+    <div class="virtual-table" id="overview-box"><table id="overview"><thead><tr><th></th><th>case</th><th>GPU</th><th class="num">median</th><th class="num">speedup vs in-run baseline</th>
+      <th class="num">change vs previous baseline</th><th>last 30 runs</th></tr></thead><tbody></tbody></table></div>`;
+}
+
+function listenToFilters({ project, branch, gpu, fam, filters, overviewQuery, draw }) {
   // Search and status ask the server again and redraw the table alone; the
   // URL keeps them (replaced, not pushed: no history entry per keystroke).
   // An answer that a newer request overtook is dropped.

@@ -80,44 +80,160 @@ function stageTimeline(stages, onGpu = true) {
     <p class="muted">${(total / 1000).toFixed(1)} s from the start of the build to the report${onGpu ? "; darker: on the GPU" : ""}</p>`;
 }
 
-export async function runPage(id, query) {
-  const run = await api(`/api/v1/runs/${enc(id)}?${pageQuery(query)}`);
-  const verdict = run.acknowledgement ? badge("acknowledged", "pass (acknowledged)") : badge(run.verdict);
-  const icon = { passed: "✔", failed: "✘", skipped: "–" };
-  // A CPU run (Google Benchmark on a host without a GPU) has no GPU to name,
-  // time on, launch or profile.
-  const cpu = run.device?.kind === "cpu";
-  const allPassed = run.stages.every((s) => s.status !== "failed");
-  app.innerHTML = `<h1>Run ${run.id} ${verdict}</h1>
-    ${decisionSummary(run)}${flaggedCases(run)}
-    <div class="card"><dl class="meta">
+// The run's facts: project, commit, GPU, agent, time, acknowledgement, bisect.
+function runFacts(run, cpu) {
+  const git = run.git
+    ? `<br><span id="commit-subject">${esc(run.git.subject ?? "")}</span> <span class="muted">· ${esc(run.git.author ?? "")}${run.git.committed_at ? ` · ${when(run.git.committed_at)}` : ""}</span>`
+    : "";
+  const device = cpu
+    ? `<dt>CPU</dt><dd>${esc(run.gpu_model)}${run.device.sm_count ? ` · ${run.device.sm_count} cores` : ""} (no GPU: a CPU benchmark)</dd>`
+    : `<dt>GPU</dt><dd>${esc(run.gpu_model)}${run.device ? ` · CC ${esc(run.device.compute_capability)} · driver ${esc(run.device.driver)} · ${run.device.sm_count} SMs` : ""}</dd>`;
+  return `<div class="card"><dl class="meta">
       <dt>project</dt><dd><a href="#/p/${enc(run.project)}">${esc(run.project)}</a></dd>
       <dt>commit</dt><dd><code>${esc(run.commit)}</code> on ${esc(run.branch)}${run.base_commit ? ` (base <code>${esc(run.base_commit.slice(0, 12))}</code>)` : ""}
-        ${run.git ? `<br><span id="commit-subject">${esc(run.git.subject ?? "")}</span> <span class="muted">· ${esc(run.git.author ?? "")}${run.git.committed_at ? ` · ${when(run.git.committed_at)}` : ""}</span>` : ""}</dd>
-      ${
-        cpu
-          ? `<dt>CPU</dt><dd>${esc(run.gpu_model)}${run.device.sm_count ? ` · ${run.device.sm_count} cores` : ""} (no GPU: a CPU benchmark)</dd>`
-          : `<dt>GPU</dt><dd>${esc(run.gpu_model)}${run.device ? ` · CC ${esc(run.device.compute_capability)} · driver ${esc(run.device.driver)} · ${run.device.sm_count} SMs` : ""}</dd>`
-      }
+        ${git}</dd>
+      ${device}
       <dt>agent</dt><dd>${esc(run.agent.name)} ${esc(run.agent.version)}</dd>
       <dt>${cpu ? "bench seconds" : "GPU-seconds"}</dt><dd>${run.gpu_seconds.toFixed(1)}</dd>
       <dt>started</dt><dd>${esc(run.started_at)}</dd>
       ${run.acknowledgement ? `<dt>acknowledged</dt><dd id="acknowledgement">${acknowledgementText(run.acknowledgement)}</dd>` : ""}
       ${run.bisect ? `<dt>bisect</dt><dd id="bisect">${bisectText(run.bisect)}</dd>` : ""}
-    </dl></div>${run.verdict === "regression" && !run.acknowledgement ? ackForm() : ""}
-    <details id="preflight"${allPassed ? "" : " open"}><summary><h2>Preflight checklist</h2> <span class="muted">${allPassed ? `no stage failed (${run.stages.length} stages)` : "a stage failed"}</span></summary>
-    ${stageTimeline(run.stages, !cpu)}
-    <table id="stages"><thead><tr><th></th><th>stage</th><th>status</th><th class="num">duration</th>${cpu ? "" : '<th class="num">on the GPU</th>'}<th>message</th></tr></thead><tbody>
-    ${run.stages
-      .map(
-        (
-          s,
-        ) => `<tr><td>${icon[s.status]}</td><td>${esc(s.name)}</td><td>${badge(s.status)}</td><td class="num">${(s.duration_ms / 1000).toFixed(1)} s</td>
+    </dl></div>`;
+}
+
+// The stages as a timeline and a table, open when one failed.
+function preflightChecklist(run, cpu) {
+  const icon = { passed: "✔", failed: "✘", skipped: "–" };
+  const allPassed = run.stages.every((s) => s.status !== "failed");
+  const rows = run.stages
+    .map(
+      (
+        s,
+      ) => `<tr><td>${icon[s.status]}</td><td>${esc(s.name)}</td><td>${badge(s.status)}</td><td class="num">${(s.duration_ms / 1000).toFixed(1)} s</td>
       ${cpu ? "" : `<td class="num">${s.gpu_seconds == null ? "" : `${s.gpu_seconds.toFixed(1)} s`}</td>`}
       <td>${esc(s.message)}${s.log_tail ? `<details><summary>log tail</summary><pre class="log">${esc(s.log_tail)}</pre></details>` : ""}</td></tr>`,
-      )
-      .join("")}
-    </tbody></table></details>
+    )
+    .join("");
+  return `<details id="preflight"${allPassed ? "" : " open"}><summary><h2>Preflight checklist</h2> <span class="muted">${allPassed ? `no stage failed (${run.stages.length} stages)` : "a stage failed"}</span></summary>
+    ${stageTimeline(run.stages, !cpu)}
+    <table id="stages"><thead><tr><th></th><th>stage</th><th>status</th><th class="num">duration</th>${cpu ? "" : '<th class="num">on the GPU</th>'}<th>message</th></tr></thead><tbody>
+    ${rows}
+    </tbody></table></details>`;
+}
+
+// What changed in the flagged cases' launches and build, each case's first change beside its numbers.
+async function showExplanation(run, id, cpu) {
+  const flagged = run.comparisons.some(
+    (c) => c.impl === "candidate" && (c.status === "regression" || c.status === "improvement"),
+  );
+  if (!run.flagged?.length && !flagged) return;
+  const explained = await api(`/api/v1/runs/${enc(id)}/explanation`);
+  document.getElementById("explanation").innerHTML = explanation(explained, cpu);
+  for (const c of explained.cases) {
+    const why = [...document.querySelectorAll("#flagged-table tr[data-case]")]
+      .find((row) => row.dataset.case === c.case)
+      ?.querySelector(".why");
+    if (why && c.changes.length) why.insertAdjacentHTML("afterbegin", `${esc(c.changes[0])}<br>`);
+  }
+}
+
+async function showProfiles(run, id) {
+  if (run.device?.kind === "cpu" || run.gpu_model === "none") return;
+  document.getElementById("profiles").innerHTML = profiles(
+    await api(`/api/v1/runs/${enc(id)}/profiles`),
+    run,
+  );
+  document.getElementById("profile-form").onsubmit = (e) =>
+    postWithCiToken(
+      e,
+      `/api/v1/runs/${run.id}/profiles`,
+      (f) => ({ case: String(f.get("case")), launch_count: Number(f.get("launch_count")) }),
+      "profile-error",
+      "not queued",
+    );
+}
+
+async function showCompareLink(run) {
+  const baselineRun = run.comparisons.find((c) => c.baseline_run_id)?.baseline_run_id;
+  if (!baselineRun) return;
+  const baseline = await api(`/api/v1/runs/${baselineRun}?per_page=1`);
+  document.getElementById("compare-link").innerHTML =
+    `<a id="compare-baseline" href="#/compare?project=${enc(run.project)}&base=${baseline.commit}&head=${run.commit}">compare every case with the baseline run ${baselineRun} (${esc(baseline.commit.slice(0, 12))})</a>`;
+}
+
+// A case's card: the launch it must make and those it made, its correctness,
+// the GPU's state, and its measurements.
+function caseCard(c, i) {
+  const e = c.expected_launch;
+  const launches = c.launches
+    .map((l) => {
+      const blockBad = e && e.block && JSON.stringify(e.block) !== JSON.stringify(l.block);
+      const gridBad = e && e.grid && JSON.stringify(e.grid) !== JSON.stringify(l.grid);
+      return `<tr><td><code>${esc(l.kernel)}</code></td><td class="${gridBad ? "mismatch" : ""}">${esc(l.grid.join("×"))}</td>
+        <td class="${blockBad ? "mismatch" : ""}">${esc(l.block.join("×"))}</td><td class="num">${l.registers}</td><td class="num">${l.static_smem + l.dynamic_smem}</td></tr>`;
+    })
+    .join("");
+  const g = c.gpu_state;
+  const measurements = c.measurements
+    .map(
+      (m) =>
+        `<tr><td>${esc(m.impl)}</td><td class="num">${us(m.median_ns)}</td><td class="num">${m.samples_ns.length}</td><td class="num">${m.throttled_samples.length}</td><td class="num">${m.peak_mem_bytes != null ? (m.peak_mem_bytes / 2 ** 20).toFixed(1) + " MiB" : "–"}</td></tr>`,
+    )
+    .join("");
+  return `<h3>${esc(c.name)}</h3>
+      ${e ? `<p>expected: <code>${esc(e.kernel_pattern)}</code> ${e.block ? `block ${esc(e.block.join("×"))}` : "block as its autotuner picks"}${e.grid ? ` grid ${esc(e.grid.join("×"))}` : ""}</p>` : ""}
+      ${launches ? `<table><thead><tr><th>observed kernel</th><th>grid</th><th>block</th><th class="num">registers</th><th class="num">shared bytes</th></tr></thead><tbody>${launches}</tbody></table>` : ""}
+      ${c.correctness ? `<p>correctness ${badge(c.correctness.passed ? "passed" : "failed")} rel L2 ${c.correctness.rel_l2_err.toExponential(2)} · max abs ${c.correctness.max_abs_err.toExponential(2)} · tolerance ${c.correctness.tolerance} · non-finite ${c.correctness.nonfinite}</p>` : ""}
+      ${g ? `<p class="muted">SM ${esc(g.sm_mhz.join(" → "))} MHz · memory ${esc(g.mem_mhz.join(" → "))} MHz · throttle reasons 0x${Number(g.throttle_reasons).toString(16)}${g.temp_c_max != null ? ` · ${g.temp_c_max} °C max` : ""}${g.power_w_max != null ? ` · ${g.power_w_max} W max` : ""}</p>` : ""}
+      ${
+        c.measurements.length
+          ? `<table><thead><tr><th>implementation</th><th class="num">median</th><th class="num">samples</th><th class="num">throttled</th><th class="num">peak memory</th></tr></thead><tbody>
+        ${measurements}
+        </tbody></table><div class="chart samples" id="samples-${i}"></div>`
+          : ""
+      }`;
+}
+
+// Every sample of each implementation, in the order taken.
+function samplesChart(c, i) {
+  const colors = ["#2e90fa", "#12a150", "#7a5af8", "#f79009"];
+  const longest = Math.max(...c.measurements.map((m) => m.samples_ns.length));
+  plot(
+    document.getElementById(`samples-${i}`),
+    {
+      width: Math.min(900, app.clientWidth - 40),
+      height: 200,
+      scales: { x: { time: false } },
+      axes: [{ label: "sample (in the order taken)" }, { label: "µs" }],
+      series: [
+        {},
+        ...c.measurements.map((m, k) => ({
+          label: m.impl,
+          stroke: colors[k % 4],
+          paths: () => null,
+          points: { size: 4, fill: colors[k % 4] },
+        })),
+      ],
+    },
+    [
+      Array.from({ length: longest }, (_, k) => k),
+      ...c.measurements.map((m) =>
+        Array.from({ length: longest }, (_, k) => (k < m.samples_ns.length ? m.samples_ns[k] / 1000 : null)),
+      ),
+    ],
+  );
+}
+
+export async function runPage(id, query) {
+  const run = await api(`/api/v1/runs/${enc(id)}?${pageQuery(query)}`);
+  const verdict = run.acknowledgement ? badge("acknowledged", "pass (acknowledged)") : badge(run.verdict);
+  // A CPU run (Google Benchmark on a host without a GPU) has no GPU to name,
+  // time on, launch or profile.
+  const cpu = run.device?.kind === "cpu";
+  app.innerHTML = `<h1>Run ${run.id} ${verdict}</h1>
+    ${decisionSummary(run)}${flaggedCases(run)}
+    ${runFacts(run, cpu)}${run.verdict === "regression" && !run.acknowledgement ? ackForm() : ""}
+    ${preflightChecklist(run, cpu)}
     <h2>Comparisons</h2><p id="compare-link"></p>${pager(run.paging, query)}${comparisonTable(run.comparisons)}
     <div id="explanation"></div><div id="profiles"></div>
     <h2>Cases</h2><div id="cases"></div>${pager(run.paging, query)}`;
@@ -137,95 +253,16 @@ export async function runPage(id, query) {
       document.getElementById(link.dataset.scroll)?.scrollIntoView();
     };
   }
-  if (
-    run.flagged?.length ||
-    run.comparisons.some(
-      (c) => c.impl === "candidate" && (c.status === "regression" || c.status === "improvement"),
-    )
-  ) {
-    const explained = await api(`/api/v1/runs/${enc(id)}/explanation`);
-    document.getElementById("explanation").innerHTML = explanation(explained, cpu);
-    // The first thing that changed, beside the case's numbers.
-    for (const c of explained.cases) {
-      const why = [...document.querySelectorAll("#flagged-table tr[data-case]")]
-        .find((row) => row.dataset.case === c.case)
-        ?.querySelector(".why");
-      if (why && c.changes.length) why.insertAdjacentHTML("afterbegin", `${esc(c.changes[0])}<br>`);
-    }
-  }
-  if (run.device?.kind !== "cpu" && run.gpu_model !== "none") {
-    const section = document.getElementById("profiles");
-    section.innerHTML = profiles(await api(`/api/v1/runs/${enc(id)}/profiles`), run);
-    document.getElementById("profile-form").onsubmit = (e) =>
-      postWithCiToken(
-        e,
-        `/api/v1/runs/${run.id}/profiles`,
-        (f) => ({ case: String(f.get("case")), launch_count: Number(f.get("launch_count")) }),
-        "profile-error",
-        "not queued",
-      );
-  }
-  const baselineRun = run.comparisons.find((c) => c.baseline_run_id)?.baseline_run_id;
-  if (baselineRun) {
-    const baseline = await api(`/api/v1/runs/${baselineRun}?per_page=1`);
-    document.getElementById("compare-link").innerHTML =
-      `<a id="compare-baseline" href="#/compare?project=${enc(run.project)}&base=${baseline.commit}&head=${run.commit}">compare every case with the baseline run ${baselineRun} (${esc(baseline.commit.slice(0, 12))})</a>`;
-  }
+  await showExplanation(run, id, cpu);
+  await showProfiles(run, id);
+  await showCompareLink(run);
   const container = document.getElementById("cases");
   run.cases.forEach((c, i) => {
     const div = document.createElement("div");
     div.className = "card";
-    const e = c.expected_launch;
-    const launches = c.launches
-      .map((l) => {
-        const blockBad = e && e.block && JSON.stringify(e.block) !== JSON.stringify(l.block);
-        const gridBad = e && e.grid && JSON.stringify(e.grid) !== JSON.stringify(l.grid);
-        return `<tr><td><code>${esc(l.kernel)}</code></td><td class="${gridBad ? "mismatch" : ""}">${esc(l.grid.join("×"))}</td>
-        <td class="${blockBad ? "mismatch" : ""}">${esc(l.block.join("×"))}</td><td class="num">${l.registers}</td><td class="num">${l.static_smem + l.dynamic_smem}</td></tr>`;
-      })
-      .join("");
-    const g = c.gpu_state;
-    div.innerHTML = `<h3>${esc(c.name)}</h3>
-      ${e ? `<p>expected: <code>${esc(e.kernel_pattern)}</code> ${e.block ? `block ${esc(e.block.join("×"))}` : "block as its autotuner picks"}${e.grid ? ` grid ${esc(e.grid.join("×"))}` : ""}</p>` : ""}
-      ${launches ? `<table><thead><tr><th>observed kernel</th><th>grid</th><th>block</th><th class="num">registers</th><th class="num">shared bytes</th></tr></thead><tbody>${launches}</tbody></table>` : ""}
-      ${c.correctness ? `<p>correctness ${badge(c.correctness.passed ? "passed" : "failed")} rel L2 ${c.correctness.rel_l2_err.toExponential(2)} · max abs ${c.correctness.max_abs_err.toExponential(2)} · tolerance ${c.correctness.tolerance} · non-finite ${c.correctness.nonfinite}</p>` : ""}
-      ${g ? `<p class="muted">SM ${esc(g.sm_mhz.join(" → "))} MHz · memory ${esc(g.mem_mhz.join(" → "))} MHz · throttle reasons 0x${Number(g.throttle_reasons).toString(16)}${g.temp_c_max != null ? ` · ${g.temp_c_max} °C max` : ""}${g.power_w_max != null ? ` · ${g.power_w_max} W max` : ""}</p>` : ""}
-      ${
-        c.measurements.length
-          ? `<table><thead><tr><th>implementation</th><th class="num">median</th><th class="num">samples</th><th class="num">throttled</th><th class="num">peak memory</th></tr></thead><tbody>
-        ${c.measurements.map((m) => `<tr><td>${esc(m.impl)}</td><td class="num">${us(m.median_ns)}</td><td class="num">${m.samples_ns.length}</td><td class="num">${m.throttled_samples.length}</td><td class="num">${m.peak_mem_bytes != null ? (m.peak_mem_bytes / 2 ** 20).toFixed(1) + " MiB" : "–"}</td></tr>`).join("")}
-        </tbody></table><div class="chart samples" id="samples-${i}"></div>`
-          : ""
-      }`;
+    div.innerHTML = caseCard(c, i);
     container.appendChild(div);
-    if (!c.measurements.length) return;
-    const longest = Math.max(...c.measurements.map((m) => m.samples_ns.length));
-    plot(
-      document.getElementById(`samples-${i}`),
-      {
-        width: Math.min(900, app.clientWidth - 40),
-        height: 200,
-        scales: { x: { time: false } },
-        axes: [{ label: "sample (in the order taken)" }, { label: "µs" }],
-        series: [
-          {},
-          ...c.measurements.map((m, k) => ({
-            label: m.impl,
-            stroke: ["#2e90fa", "#12a150", "#7a5af8", "#f79009"][k % 4],
-            paths: () => null,
-            points: { size: 4, fill: ["#2e90fa", "#12a150", "#7a5af8", "#f79009"][k % 4] },
-          })),
-        ],
-      },
-      [
-        Array.from({ length: longest }, (_, k) => k),
-        ...c.measurements.map((m) =>
-          Array.from({ length: longest }, (_, k) =>
-            k < m.samples_ns.length ? m.samples_ns[k] / 1000 : null,
-          ),
-        ),
-      ],
-    );
+    if (c.measurements.length) samplesChart(c, i);
   });
 }
 

@@ -40,6 +40,8 @@ struct Request {
   std::string authorization;
   std::map<std::string, std::string> headers;  // names lower-cased
   std::optional<Caller> caller;                // set by the router once authenticated
+  // null: a read where reads are open (no token was needed).
+  const Caller* reader() const { return caller ? &*caller : nullptr; }
   // The request's share of the memory that bodies take (inflated and
   // parsed); set by the router for routes that take a body.
   std::shared_ptr<common::MemoryLease> memory;

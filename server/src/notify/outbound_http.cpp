@@ -196,95 +196,141 @@ std::string private_host_problem(const std::string& url) {
   return {};
 }
 
-OutboundResponse post_json(const std::string& url_text, const std::string& body,
-                           const std::map<std::string, std::string>& headers, OutboundTimeouts timeouts,
-                           Reach reach) {
-  Url url = parse_url(url_text);
-  net::io_context io;
-  tcp::resolver resolver(io);
-  const auto started = std::chrono::steady_clock::now();
-  const auto deadline = started + timeouts.total;
-  auto request = make_request(url, body, headers);
-  beast::flat_buffer buffer;
-  http::response_parser<http::string_body> response;
-  response.body_limit(std::size_t{64} * 1024);
-  beast::error_code failure;
-  std::string step = "resolve";
-  bool refused_private = false;
-  // Configured before the stream: its SSL object copies the verify mode when made.
-  ssl::context context(ssl::context::tls_client);
-  if (url.tls) {
-    context.set_default_verify_paths();
-    context.set_verify_mode(ssl::verify_peer);
+namespace {
+
+// One POST on its own io_context, in the steps of a Beast client: resolve
+// (public addresses only, unless `reach` allows private ones), connect, TLS
+// handshake where https, send, read the answer; `step` names the one under
+// way when it fails or the deadline passes.
+class Exchange {
+ public:
+  Exchange(const Url& url, const std::string& body, const std::map<std::string, std::string>& headers,
+           OutboundTimeouts timeouts, Reach reach)
+      : url_(url),
+        timeouts_(timeouts),
+        reach_(reach),
+        deadline_(std::chrono::steady_clock::now() + timeouts.total),
+        request_(make_request(url, body, headers)),
+        context_(make_context(url)),
+        tls_stream_(io_, context_),
+        plain_(beast::get_lowest_layer(tls_stream_)) {
+    response_.body_limit(std::size_t{64} * 1024);
+    if (url.tls) {
+      // SSL_set_tlsext_host_name, spelled out (the macro casts C-style).
+      if (SSL_ctrl(tls_stream_.native_handle(), SSL_CTRL_SET_TLSEXT_HOSTNAME, TLSEXT_NAMETYPE_host_name,
+                   const_cast<char*>(url.host.c_str())) != 1) {
+        throw std::runtime_error("cannot set TLS server name " + url.host);
+      }
+      tls_stream_.set_verify_callback(ssl::host_name_verification(url.host));
+    }
   }
-  beast::ssl_stream<beast::tcp_stream> tls_stream(io, context);
-  beast::tcp_stream& plain = beast::get_lowest_layer(tls_stream);
-  auto finish = [&](beast::error_code ec) {
-    failure = ec;
-    io.stop();
-  };
-  auto on_read = [&](beast::error_code ec, std::size_t) { finish(ec); };
-  auto on_written = [&](beast::error_code ec, std::size_t) {
+
+  OutboundResponse run() {
+    resolver_.async_resolve(url_.host, url_.port,
+                            [this](beast::error_code ec, const tcp::resolver::results_type& endpoints) {
+                              on_resolved(ec, endpoints);
+                            });
+    try {
+      run_until(io_, deadline_, [this] {
+        resolver_.cancel();
+        plain_.close();
+      });
+    } catch (const std::runtime_error&) {
+      throw std::runtime_error("timed out after " + std::to_string(timeouts_.total.count()) + " s (" + step_ +
+                               ")");
+    }
+    if (refused_private_ || failure_) throw_failure(refused_private_, failure_, step_, timeouts_);
+    beast::error_code ignored;
+    plain_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    return {static_cast<int>(response_.get().result_int()), response_.get().body()};
+  }
+
+ private:
+  // Configured before the stream: its SSL object copies the verify mode when made.
+  static ssl::context make_context(const Url& url) {
+    ssl::context context(ssl::context::tls_client);
+    if (url.tls) {
+      context.set_default_verify_paths();
+      context.set_verify_mode(ssl::verify_peer);
+    }
+    return context;
+  }
+
+  void finish(beast::error_code ec) {
+    failure_ = ec;
+    io_.stop();
+  }
+
+  void on_resolved(beast::error_code ec, const tcp::resolver::results_type& endpoints) {
     if (ec) return finish(ec);
-    step = "read the answer";
-    plain.expires_at(deadline);
-    if (url.tls)
-      http::async_read(tls_stream, buffer, response, on_read);
-    else
-      http::async_read(plain, buffer, response, on_read);
-  };
-  auto send = [&] {
-    step = "send";
-    plain.expires_at(deadline);
-    if (url.tls)
-      http::async_write(tls_stream, request, on_written);
-    else
-      http::async_write(plain, request, on_written);
-  };
-  auto on_connected = [&](beast::error_code ec, const tcp::endpoint&) {
+    std::vector<tcp::endpoint> allowed = reachable(endpoints, reach_);
+    if (allowed.empty()) {
+      step_ = "refused";
+      refused_private_ = true;
+      return finish(net::error::host_unreachable);
+    }
+    step_ = "connect";
+    plain_.expires_at(std::min(deadline_, std::chrono::steady_clock::now() + timeouts_.connect));
+    plain_.async_connect(
+        allowed, [this](beast::error_code connected, const tcp::endpoint&) { on_connected(connected); });
+  }
+
+  void on_connected(beast::error_code ec) {
     if (ec) return finish(ec);
-    if (!url.tls) return send();
-    step = "TLS handshake";
-    plain.expires_at(deadline);
-    tls_stream.async_handshake(ssl::stream_base::client, [&](beast::error_code handshake) {
+    if (!url_.tls) return send();
+    step_ = "TLS handshake";
+    plain_.expires_at(deadline_);
+    tls_stream_.async_handshake(ssl::stream_base::client, [this](beast::error_code handshake) {
       if (handshake) return finish(handshake);
       send();
     });
-  };
-  if (url.tls) {
-    // SSL_set_tlsext_host_name, spelled out (the macro casts C-style).
-    if (SSL_ctrl(tls_stream.native_handle(), SSL_CTRL_SET_TLSEXT_HOSTNAME, TLSEXT_NAMETYPE_host_name,
-                 const_cast<char*>(url.host.c_str())) != 1) {
-      throw std::runtime_error("cannot set TLS server name " + url.host);
-    }
-    tls_stream.set_verify_callback(ssl::host_name_verification(url.host));
   }
-  resolver.async_resolve(
-      url.host, url.port, [&](beast::error_code ec, const tcp::resolver::results_type& endpoints) {
-        if (ec) return finish(ec);
-        std::vector<tcp::endpoint> allowed = reachable(endpoints, reach);
-        if (allowed.empty()) {
-          step = "refused";
-          refused_private = true;
-          return finish(net::error::host_unreachable);
-        }
-        step = "connect";
-        plain.expires_at(std::min(deadline, std::chrono::steady_clock::now() + timeouts.connect));
-        plain.async_connect(allowed, on_connected);
-      });
-  try {
-    run_until(io, deadline, [&] {
-      resolver.cancel();
-      plain.close();
-    });
-  } catch (const std::runtime_error&) {
-    throw std::runtime_error("timed out after " + std::to_string(timeouts.total.count()) + " s (" + step +
-                             ")");
+
+  void send() {
+    step_ = "send";
+    plain_.expires_at(deadline_);
+    auto written = [this](beast::error_code ec, std::size_t) { on_written(ec); };
+    if (url_.tls)
+      http::async_write(tls_stream_, request_, written);
+    else
+      http::async_write(plain_, request_, written);
   }
-  if (refused_private || failure) throw_failure(refused_private, failure, step, timeouts);
-  beast::error_code ignored;
-  plain.socket().shutdown(tcp::socket::shutdown_both, ignored);
-  return {static_cast<int>(response.get().result_int()), response.get().body()};
+
+  void on_written(beast::error_code ec) {
+    if (ec) return finish(ec);
+    step_ = "read the answer";
+    plain_.expires_at(deadline_);
+    auto read = [this](beast::error_code done, std::size_t) { finish(done); };
+    if (url_.tls)
+      http::async_read(tls_stream_, buffer_, response_, read);
+    else
+      http::async_read(plain_, buffer_, response_, read);
+  }
+
+  const Url& url_;
+  OutboundTimeouts timeouts_;
+  Reach reach_;
+  std::chrono::steady_clock::time_point deadline_;
+  http::request<http::string_body> request_;
+  net::io_context io_;
+  tcp::resolver resolver_{io_};
+  ssl::context context_;
+  beast::ssl_stream<beast::tcp_stream> tls_stream_;
+  beast::tcp_stream& plain_;
+  beast::flat_buffer buffer_;
+  http::response_parser<http::string_body> response_;
+  beast::error_code failure_;
+  std::string step_ = "resolve";
+  bool refused_private_ = false;
+};
+
+}  // namespace
+
+OutboundResponse post_json(const std::string& url_text, const std::string& body,
+                           const std::map<std::string, std::string>& headers, OutboundTimeouts timeouts,
+                           Reach reach) {
+  const Url url = parse_url(url_text);
+  return Exchange(url, body, headers, timeouts, reach).run();
 }
 
 std::string hmac_sha256_hex(const std::string& key, const std::string& data) {

@@ -46,7 +46,8 @@ CROSS JOIN LATERAL (
 )sql";
 
 // A case's history: its candidate's per-run location over its newest
-// completed runs on the default branch on this GPU model, oldest first.
+// completed runs on the default branch on this GPU model, oldest first, of
+// runs stored under the current rule (kw/common/detection.hpp, kRuleVersion).
 // Nearly every run measures the same cases, so the history is first read from
 // the newest runs as a whole (one index scan on runs, then their one row each
 // in run_locations); only a case missing from some of them is looked up on its
@@ -54,7 +55,7 @@ CROSS JOIN LATERAL (
 constexpr const char* kRecentRuns = R"sql(
 SELECT id FROM runs
 WHERE project_id = $1 AND gpu_model = $2 AND branch = $3 AND id <> $4
-  AND verdict IN ('pass', 'improvement', 'regression')
+  AND verdict IN ('pass', 'improvement', 'regression') AND rule_version = $6
 ORDER BY id DESC
 LIMIT $5
 )sql";
@@ -79,6 +80,7 @@ CROSS JOIN LATERAL (
   FROM cases c JOIN runs r ON r.id = c.run_id
   WHERE c.project_id = $2 AND c.name = w.name AND r.gpu_model = $3 AND r.branch = $4 AND r.id <> $5
     AND r.verdict IN ('pass', 'improvement', 'regression') AND c.candidate_location_ns IS NOT NULL
+    AND r.rule_version = $7
   ORDER BY c.run_id DESC
   LIMIT $6) AS h
 ORDER BY w.name, h.run_id
@@ -251,30 +253,19 @@ struct ComparisonRow : common::Comparison {
   }
 };
 
-void insert_comparisons(pqxx::work& tx, std::int64_t run_id, const std::vector<ComparisonRow>& rows,
-                        const common::DetectionSettings& settings) {
-  if (rows.empty()) return;
-  // The reason and threshold source most rows share go with the run, once.
-  auto most_common = [&](auto text_of) {
-    std::map<std::string, std::size_t> counts;
-    for (const ComparisonRow& row : rows) ++counts[text_of(row)];
-    return std::max_element(counts.begin(), counts.end(),
-                            [](const auto& a, const auto& b) { return a.second < b.second; })
-        ->first;
-  };
-  const std::string common_reason = most_common([](const ComparisonRow& row) { return row.reason_text(); });
-  const std::string common_source =
-      most_common([](const ComparisonRow& row) { return row.threshold_source; });
-  tx.exec_params0(
-      "UPDATE runs SET comparison_baseline_reason = $2, comparison_threshold_source = $3 WHERE id = $1",
-      run_id, common_reason, common_source);
+// The comparisons' columns, an element a row (kInsertComparisons); the
+// reason and threshold source most rows share go with the run instead.
+struct ComparisonColumns {
+  std::string common_reason, common_source;
+  double confidence_level = 0;
   PgBinaryArray<PgType::text> case_name, kind, impl, reason, status, note, method, threshold_source;
   PgBinaryArray<PgType::int8> baseline_run;
   PgBinaryArray<PgType::float8> ratio, ratio_of_medians, lower, upper, confidence, p_value, threshold,
       head_noise, base_noise, se, df;
   PgBinaryArray<PgType::int4> head_samples, base_samples, excluded;
   PgBinaryArray<PgType::jsonb> first_pass;
-  for (const ComparisonRow& row : rows) {
+
+  void add(const ComparisonRow& row) {
     const common::CaseTest& t = row.test;
     case_name.add(row.case_name);
     kind.add(row.kind);
@@ -288,7 +279,7 @@ void insert_comparisons(pqxx::work& tx, std::int64_t run_id, const std::vector<C
                                 {&ratio_of_medians, row.ratio_of_medians},
                                 {&lower, t.lower},
                                 {&upper, t.upper},
-                                {&confidence, 1 - settings.run_alpha},
+                                {&confidence, confidence_level},
                                 {&p_value, t.p_value},
                                 {&threshold, row.min_threshold},
                                 {&head_noise, t.head_replicate_sd},
@@ -312,12 +303,36 @@ void insert_comparisons(pqxx::work& tx, std::int64_t run_id, const std::vector<C
                                           : threshold_source.add(row.threshold_source);
     row.first_pass ? first_pass.add(row.first_pass_json().dump()) : first_pass.null();
   }
-  tx.exec_prepared0("detection_insert", run_id, case_name.param(), kind.param(), impl.param(),
-                    baseline_run.param(), reason.param(), status.param(), ratio.param(),
-                    ratio_of_medians.param(), lower.param(), upper.param(), confidence.param(),
-                    p_value.param(), threshold.param(), head_noise.param(), base_noise.param(),
-                    head_samples.param(), base_samples.param(), excluded.param(), note.param(),
-                    method.param(), se.param(), df.param(), first_pass.param(), threshold_source.param());
+
+  void insert(pqxx::work& tx, std::int64_t run_id) const {
+    tx.exec_prepared0("detection_insert", run_id, case_name.param(), kind.param(), impl.param(),
+                      baseline_run.param(), reason.param(), status.param(), ratio.param(),
+                      ratio_of_medians.param(), lower.param(), upper.param(), confidence.param(),
+                      p_value.param(), threshold.param(), head_noise.param(), base_noise.param(),
+                      head_samples.param(), base_samples.param(), excluded.param(), note.param(),
+                      method.param(), se.param(), df.param(), first_pass.param(), threshold_source.param());
+  }
+};
+
+void insert_comparisons(pqxx::work& tx, std::int64_t run_id, const std::vector<ComparisonRow>& rows,
+                        const common::DetectionSettings& settings) {
+  if (rows.empty()) return;
+  auto most_common = [&](auto text_of) {
+    std::map<std::string, std::size_t> counts;
+    for (const ComparisonRow& row : rows) ++counts[text_of(row)];
+    return std::max_element(counts.begin(), counts.end(),
+                            [](const auto& a, const auto& b) { return a.second < b.second; })
+        ->first;
+  };
+  ComparisonColumns columns;
+  columns.common_reason = most_common([](const ComparisonRow& row) { return row.reason_text(); });
+  columns.common_source = most_common([](const ComparisonRow& row) { return row.threshold_source; });
+  columns.confidence_level = 1 - settings.run_alpha;
+  tx.exec_params0(
+      "UPDATE runs SET comparison_baseline_reason = $2, comparison_threshold_source = $3 WHERE id = $1",
+      run_id, columns.common_reason, columns.common_source);
+  for (const ComparisonRow& row : rows) columns.add(row);
+  columns.insert(tx, run_id);
 }
 
 // How one implementation of a case was compared: its base measured in this
@@ -382,8 +397,8 @@ std::map<std::string, common::CaseHistory> load_history(pqxx::work& tx, const st
   };
   const int limit = static_cast<int>(kHistoryRuns);
   PgArray run_ids;
-  pqxx::result recent =
-      tx.exec_prepared("detection_recent_runs", project_id, gpu, branch, exclude_run, limit);
+  pqxx::result recent = tx.exec_prepared("detection_recent_runs", project_id, gpu, branch, exclude_run, limit,
+                                         common::kRuleVersion);
   for (const auto& row : recent) run_ids.number(row[0].as<std::int64_t>());
   append(tx.exec_prepared("detection_locations_in_runs", run_ids.str()));
   // Fewer runs than the limit: every run was read, so the histories are whole.
@@ -398,7 +413,7 @@ std::map<std::string, common::CaseHistory> load_history(pqxx::work& tx, const st
   }
   if (any) {
     append(tx.exec_prepared("detection_locations_of_case", short_of_runs.str(), project_id, gpu, branch,
-                            exclude_run, limit));
+                            exclude_run, limit, common::kRuleVersion));
   }
   return history;
 }
@@ -547,6 +562,39 @@ void explain_fingerprints(const PlanInputs& in, std::vector<ComparisonRow>& rows
   }
 }
 
+// A pull request compares with its base commit when that commit has a run
+// on this GPU model; everything else with the newest run on the default
+// branch. Cases whose base was measured in this job need neither.
+std::map<std::string, Baseline> baselines_of(pqxx::work& tx, const std::vector<std::string>& names,
+                                             const ProjectSettings& project, std::int64_t project_id,
+                                             const std::string& gpu, const common::RunReport& report) {
+  std::string default_reason = "newest run on " + project.default_branch + " on " + gpu;
+  if (!report.base_commit)
+    return find_baselines(tx, names, project_id, gpu, "branch", project.default_branch, default_reason);
+  const std::string base = report.base_commit->substr(0, 12);
+  std::map<std::string, Baseline> baselines = find_baselines(
+      tx, names, project_id, gpu, "commit", *report.base_commit, "base_commit " + base + " on " + gpu);
+  std::vector<std::string> missing;
+  for (const std::string& name : names) {
+    if (!baselines.contains(name)) missing.push_back(name);
+  }
+  // The base commit's runs whose samples expired: said, then the default
+  // branch's newest run that has them stands in.
+  const auto expired = find_baselines(tx, missing, project_id, gpu, "commit", *report.base_commit, "", true);
+  const std::string fallback_to = "newest run on " + project.default_branch + " with samples";
+  default_reason = "base_commit " + base + " has no run of this case on " + gpu + "; " + fallback_to;
+  auto fallback =
+      find_baselines(tx, missing, project_id, gpu, "branch", project.default_branch, default_reason);
+  for (auto& [name, b] : fallback) {
+    if (auto gone = expired.find(name); gone != expired.end())
+      b.reason = "base_commit " + base + "'s run " + std::to_string(gone->second.run_id) + " on " + gpu +
+                 " has no samples left (expired: kw-server --keep-samples-days); " + fallback_to + " (run " +
+                 std::to_string(b.run_id) + ", commit " + b.commit.substr(0, 12) + ")";
+  }
+  baselines.merge(fallback);
+  return baselines;
+}
+
 // The GPU model's learned noise, as the run's detection record shows it.
 json noise_prior_json(const std::string& gpu, const common::GpuNoise& gpu_noise) {
   return {{"gpu_model", gpu},
@@ -576,37 +624,8 @@ std::shared_ptr<const DetectionRepository::Plan> DetectionRepository::plan(pqxx:
   for (const common::Case& c : report.cases) {
     if (c.candidate()) names.push_back(c.name);
   }
-  // A pull request compares with its base commit when that commit has a run
-  // on this GPU model; everything else with the newest run on the default
-  // branch. Cases whose base was measured in this job need neither.
   std::map<std::string, Baseline>& baselines = result->baselines;
-  std::string default_reason = "newest run on " + project.default_branch + " on " + gpu;
-  if (report.base_commit) {
-    const std::string base = report.base_commit->substr(0, 12);
-    baselines = find_baselines(tx, names, project_id, gpu, "commit", *report.base_commit,
-                               "base_commit " + base + " on " + gpu);
-    std::vector<std::string> missing;
-    for (const std::string& name : names) {
-      if (!baselines.contains(name)) missing.push_back(name);
-    }
-    // The base commit's runs whose samples expired: said, then the default
-    // branch's newest run that has them stands in.
-    const auto expired =
-        find_baselines(tx, missing, project_id, gpu, "commit", *report.base_commit, "", true);
-    const std::string fallback_to = "newest run on " + project.default_branch + " with samples";
-    default_reason = "base_commit " + base + " has no run of this case on " + gpu + "; " + fallback_to;
-    auto fallback =
-        find_baselines(tx, missing, project_id, gpu, "branch", project.default_branch, default_reason);
-    for (auto& [name, b] : fallback) {
-      if (auto gone = expired.find(name); gone != expired.end())
-        b.reason = "base_commit " + base + "'s run " + std::to_string(gone->second.run_id) + " on " + gpu +
-                   " has no samples left (expired: kw-server --keep-samples-days); " + fallback_to +
-                   " (run " + std::to_string(b.run_id) + ", commit " + b.commit.substr(0, 12) + ")";
-    }
-    baselines.merge(fallback);
-  } else {
-    baselines = find_baselines(tx, names, project_id, gpu, "branch", project.default_branch, default_reason);
-  }
+  baselines = baselines_of(tx, names, project, project_id, gpu, report);
   std::vector<std::int64_t> case_ids;
   case_ids.reserve(baselines.size());
   for (const auto& [_, b] : baselines) case_ids.push_back(b.case_id);
@@ -746,12 +765,105 @@ json in_job_comparison(pqxx::work& tx, std::int64_t head_run, std::optional<std:
 
 }  // namespace
 
+namespace {
+
+// Each case by the threshold its head run was judged by, so compare and the
+// run page agree.
+std::map<std::string, CaseThreshold> judged_thresholds(pqxx::work& tx, std::int64_t head_run) {
+  std::map<std::string, CaseThreshold> judged_by;
+  for (const auto& row : tx.exec_params(
+           "SELECT x.case_name, x.threshold, COALESCE(x.threshold_source, r.comparison_threshold_source, "
+           "'') "
+           "FROM comparisons x JOIN runs r ON r.id = x.run_id "
+           "WHERE x.run_id = $1 AND x.impl = 'candidate' AND x.kind = 'time' AND x.threshold IS NOT NULL",
+           head_run)) {
+    std::string source = row[2].as<std::string>();
+    judged_by[row[0].as<std::string>()] = {
+        row[1].as<double>(), source.empty() ? "as run " + std::to_string(head_run) + " was judged" : source};
+  }
+  return judged_by;
+}
+
+// Two runs of the two commits on one GPU model, measured in different jobs.
+struct CrossRun {
+  const ProjectSettings& project;
+  const common::DetectionSettings& detection;
+  std::string gpu;
+  std::int64_t head_run = 0;
+  std::int64_t base_run = 0;
+  std::string base;
+};
+
+// Every case of the head run against the base run's, judged as detection
+// would judge them, the between-run noise in the interval.
+// The rows point at `baseline`, which must outlive them.
+std::vector<ComparisonRow> cross_run_rows(pqxx::work& tx, const CrossRun& pair, const Baseline& baseline,
+                                          const CaseFilter& filter) {
+  pqxx::result cases = tx.exec_params(
+      "SELECT hc.name, hc.id, bc.id FROM cases hc JOIN cases bc ON bc.run_id = $2 AND bc.name = hc.name "
+      "WHERE hc.run_id = $1 AND ($3 = '' OR hc.name ILIKE $3) ORDER BY hc.ordinal",
+      pair.head_run, pair.base_run, filter.name_like);
+  std::vector<std::int64_t> ids;
+  std::vector<std::string> names;
+  for (const auto& c : cases) {
+    names.push_back(c[0].as<std::string>());
+    ids.push_back(c[1].as<std::int64_t>());
+    ids.push_back(c[2].as<std::int64_t>());
+  }
+  auto measurements = load_measurements(tx, ids);
+  auto history =
+      load_history(tx, names, pair.project.id, pair.gpu, pair.project.default_branch, pair.head_run);
+  const common::GpuNoise gpu_noise = common::learn_gpu_noise(history, pair.detection);
+  const std::map<std::string, CaseThreshold> judged_by = judged_thresholds(tx, pair.head_run);
+  std::vector<ComparisonRow> rows;
+  for (const auto& c : cases) {
+    std::string name = c[0].as<std::string>();
+    auto judged = judged_by.find(name);
+    // The project's setting for a case the head run did not judge.
+    CaseThreshold threshold = judged != judged_by.end()
+                                  ? judged->second
+                                  : CaseThreshold{pair.project.min_threshold_for(name), "project setting"};
+    const std::vector<Measurement>& base_measurements = measurements[c[2].as<std::int64_t>()];
+    const common::CaseHistory& case_history = history[name];
+    const common::NoiseModel noise = common::case_noise(case_history, gpu_noise, pair.detection);
+    for (const Measurement& m : measurements[c[1].as<std::int64_t>()]) {
+      common::ComparedWith with{nullptr, find_impl(base_measurements, m.impl), true, {}};
+      if (m.is_candidate()) with.history = case_history.through(pair.base_run);
+      rows.push_back(as_row(
+          common::judge_time(name, nullptr, m, std::move(with), noise, threshold.value, pair.detection),
+          &baseline, threshold.source, std::nullopt));
+    }
+  }
+  return rows;
+}
+
+json cross_run_comparison(pqxx::work& tx, const CrossRun& pair, const CaseFilter& filter, const Page& page) {
+  const Baseline baseline{pair.base_run, pair.base, 0,
+                          "commit " + pair.base.substr(0, 12) + " on " + pair.gpu + " (run " +
+                              std::to_string(pair.base_run) + ")"};
+  std::vector<ComparisonRow> rows = cross_run_rows(tx, pair, baseline, filter);
+  json decision;
+  add_decision(decision, decide_rows(rows, pair.detection));
+  auto [paging, shown] = compared_cases(rows, pair.detection, filter, page);
+  return {{"gpu_model", pair.gpu},
+          {"head_run_id", pair.head_run},
+          {"base_run_id", pair.base_run},
+          {"source", "cross_run"},
+          {"source_note", "run " + std::to_string(pair.head_run) + " against run " +
+                              std::to_string(pair.base_run) +
+                              ", measured in different jobs: the between-run noise is in the interval"},
+          {"detection", decision},
+          {"paging", std::move(paging)},
+          {"cases", std::move(shown)}};
+}
+
+}  // namespace
+
 json DetectionRepository::compare_commits(pqxx::work& tx, std::int64_t project_id, const std::string& base,
                                           const std::string& head, const CaseFilter& filter,
                                           const Page& page) {
-  const std::string& gpu_model = filter.gpu_model;
   ProjectSettings project = SettingsRepository::get(tx, project_id);
-  common::DetectionSettings detection = project.detection();
+  const common::DetectionSettings detection = project.detection();
   // The newest run of the head commit per GPU model, and of the base where
   // it has one; whether the head run measured the base in its own job.
   pqxx::result pairs = tx.exec_params(
@@ -766,7 +878,7 @@ json DetectionRepository::compare_commits(pqxx::work& tx, std::int64_t project_i
       "b "
       "  ON b.gpu_model = h.gpu_model "
       "WHERE $4 = '' OR h.gpu_model = $4 ORDER BY h.gpu_model",
-      project_id, head, base, gpu_model);
+      project_id, head, base, filter.gpu_model);
   json gpus = json::array();
   for (const auto& pair : pairs) {
     std::string gpu = pair[0].as<std::string>();
@@ -775,73 +887,10 @@ json DetectionRepository::compare_commits(pqxx::work& tx, std::int64_t project_i
     if (!pair[2].is_null()) base_of_own = pair[2].as<std::int64_t>();
     if (pair[3].as<bool>()) {
       gpus.push_back(in_job_comparison(tx, head_run, base_of_own, gpu, filter, page));
-      continue;
+    } else if (base_of_own) {  // else nothing of the base measured on this GPU
+      gpus.push_back(cross_run_comparison(tx, CrossRun{project, detection, gpu, head_run, *base_of_own, base},
+                                          filter, page));
     }
-    if (!base_of_own) continue;  // nothing of the base measured on this GPU
-    const std::int64_t base_run = *base_of_own;
-    pqxx::result cases = tx.exec_params(
-        "SELECT hc.name, hc.id, bc.id FROM cases hc JOIN cases bc ON bc.run_id = $2 AND bc.name = hc.name "
-        "WHERE hc.run_id = $1 AND ($3 = '' OR hc.name ILIKE $3) ORDER BY hc.ordinal",
-        head_run, base_run, filter.name_like);
-    std::vector<std::int64_t> ids;
-    std::vector<std::string> names;
-    for (const auto& c : cases) {
-      names.push_back(c[0].as<std::string>());
-      ids.push_back(c[1].as<std::int64_t>());
-      ids.push_back(c[2].as<std::int64_t>());
-    }
-    auto measurements = load_measurements(tx, ids);
-    auto history = load_history(tx, names, project_id, gpu, project.default_branch, head_run);
-    const common::GpuNoise gpu_noise = common::learn_gpu_noise(history, detection);
-    Baseline baseline{
-        base_run, base, 0,
-        "commit " + base.substr(0, 12) + " on " + gpu + " (run " + std::to_string(base_run) + ")"};
-    // Each case by the threshold its head run was judged by, so compare and
-    // the run page agree; the project's setting for a case it did not judge.
-    std::map<std::string, CaseThreshold> judged_by;
-    for (const auto& row : tx.exec_params(
-             "SELECT x.case_name, x.threshold, COALESCE(x.threshold_source, r.comparison_threshold_source, "
-             "'') "
-             "FROM comparisons x JOIN runs r ON r.id = x.run_id "
-             "WHERE x.run_id = $1 AND x.impl = 'candidate' AND x.kind = 'time' AND x.threshold IS NOT NULL",
-             head_run)) {
-      std::string source = row[2].as<std::string>();
-      judged_by[row[0].as<std::string>()] = {
-          row[1].as<double>(),
-          source.empty() ? "as run " + std::to_string(head_run) + " was judged" : source};
-    }
-    std::vector<ComparisonRow> rows;
-    for (const auto& c : cases) {
-      std::string name = c[0].as<std::string>();
-      auto judged = judged_by.find(name);
-      CaseThreshold threshold = judged != judged_by.end()
-                                    ? judged->second
-                                    : CaseThreshold{project.min_threshold_for(name), "project setting"};
-      const std::vector<Measurement>& head_measurements = measurements[c[1].as<std::int64_t>()];
-      const std::vector<Measurement>& base_measurements = measurements[c[2].as<std::int64_t>()];
-      const common::CaseHistory& case_history = history[name];
-      const common::NoiseModel noise = common::case_noise(case_history, gpu_noise, detection);
-      for (const Measurement& m : head_measurements) {
-        common::ComparedWith with{nullptr, find_impl(base_measurements, m.impl), true, {}};
-        if (m.is_candidate()) with.history = case_history.through(base_run);
-        rows.push_back(
-            as_row(common::judge_time(name, nullptr, m, std::move(with), noise, threshold.value, detection),
-                   &baseline, threshold.source, std::nullopt));
-      }
-    }
-    json decision;
-    add_decision(decision, decide_rows(rows, detection));
-    auto [paging, shown] = compared_cases(rows, detection, filter, page);
-    gpus.push_back(
-        {{"gpu_model", gpu},
-         {"head_run_id", head_run},
-         {"base_run_id", base_run},
-         {"source", "cross_run"},
-         {"source_note", "run " + std::to_string(head_run) + " against run " + std::to_string(base_run) +
-                             ", measured in different jobs: the between-run noise is in the interval"},
-         {"detection", decision},
-         {"paging", std::move(paging)},
-         {"cases", std::move(shown)}});
   }
   return {{"project", project.name}, {"base", base}, {"head", head}, {"gpus", gpus}};
 }

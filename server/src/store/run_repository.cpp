@@ -18,10 +18,10 @@ namespace {
 constexpr const char* kInsertRun = R"sql(
 INSERT INTO runs (project_id, job_id, commit_sha, branch, base_commit, agent_name, agent_version, agent_host,
                   gpu_model, device, started_at, finished_at, gpu_seconds, report_sha256, tree_sha, parent_shas,
-                  commit_author, commit_subject, committed_at)
+                  commit_author, commit_subject, committed_at, rule_version)
 SELECT $1, $2::bigint, $3, $4, $5, $6, $7, $8, $9, $10::jsonb, $11::timestamptz, $12::timestamptz, $13, $14,
        g->>'tree', ARRAY(SELECT jsonb_array_elements_text(COALESCE(g->'parents', '[]'))), g->>'author',
-       g->>'subject', (g->>'committed_at')::timestamptz
+       g->>'subject', (g->>'committed_at')::timestamptz, $16
 FROM (SELECT $15::jsonb AS g) AS git
 ON CONFLICT (project_id, report_sha256) DO NOTHING
 RETURNING id
@@ -121,6 +121,7 @@ SELECT json_build_object(
   'agent', json_build_object('name', r.agent_name, 'version', r.agent_version, 'host', r.agent_host),
   'gpu_model', r.gpu_model, 'device', r.device, 'started_at', r.started_at, 'finished_at', r.finished_at,
   'gpu_seconds', r.gpu_seconds, 'verdict', r.verdict, 'created_at', r.created_at, 'detection', r.detection,
+  'rule_version', r.rule_version,
   'git', CASE WHEN r.tree_sha IS NULL THEN NULL ELSE json_build_object(
       'tree', r.tree_sha, 'parents', r.parent_shas, 'author', r.commit_author, 'subject', r.commit_subject,
       'committed_at', r.committed_at) END,
@@ -488,6 +489,10 @@ std::optional<std::string> RunRepository::project_of_run(pqxx::work& tx, std::in
   return rows[0][0].as<std::string>();
 }
 
+std::string RunRepository::verdict_of(pqxx::work& tx, std::int64_t run_id) {
+  return tx.exec_params1("SELECT verdict FROM runs WHERE id = $1", run_id)[0].as<std::string>();
+}
+
 std::vector<std::string> RunRepository::measured_commits_with_prefix(pqxx::work& tx, std::int64_t project_id,
                                                                      const std::string& prefix, int limit) {
   std::vector<std::string> commits;
@@ -713,11 +718,12 @@ StoredRun RunRepository::store(pqxx::work& tx, std::int64_t project_id, const co
   std::optional<std::string> job_text;
   if (job_id) job_text = std::to_string(*job_id);
   std::string device = report.device ? document.at("device").dump() : "null";
-  pqxx::result inserted = tx.exec_prepared(
-      "run_insert", project_id, nullable(job_text), report.commit, report.branch,
-      nullable(report.base_commit), report.agent.name, report.agent.version, report.agent.host,
-      report.device ? report.device->name : "none", device, report.started_at, report.finished_at,
-      report.gpu_seconds, sha, document.contains("git") ? document.at("git").dump() : "null");
+  pqxx::result inserted =
+      tx.exec_prepared("run_insert", project_id, nullable(job_text), report.commit, report.branch,
+                       nullable(report.base_commit), report.agent.name, report.agent.version,
+                       report.agent.host, report.device ? report.device->name : "none", device,
+                       report.started_at, report.finished_at, report.gpu_seconds, sha,
+                       document.contains("git") ? document.at("git").dump() : "null", common::kRuleVersion);
   if (inserted.empty()) return *find_stored(tx, project_id, canonical);
   std::int64_t run_id = inserted[0][0].as<std::int64_t>();
 

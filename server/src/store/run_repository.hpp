@@ -66,6 +66,7 @@ class RunRepository {
   static std::optional<std::int64_t> create_project(pqxx::work& tx, const std::string& name,
                                                     const std::string& default_branch);
   static std::optional<std::string> project_of_run(pqxx::work& tx, std::int64_t run_id);
+  static std::string verdict_of(pqxx::work& tx, std::int64_t run_id);
 
   // Stores run, stages, launches, measurements and raw samples; the case rows
   // wait for store_cases. `document` is the

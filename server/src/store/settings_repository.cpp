@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <sstream>
 
 #include "errors.hpp"
 #include "kw/common/json_reader.hpp"
@@ -96,10 +97,14 @@ SettingsChange parse_change(const json& changes) {
     } else if (key == "energy_threshold") {
       change.energy_threshold = threshold_of(value, key);
     } else if (key == "run_alpha") {
-      if (!value.is_number() || !(value.get<double>() > 0 && value.get<double>() <= 0.2))
-        throw Unprocessable("out_of_range", key,
-                            "must be a number above 0 and at most 0.2 (the chance that a run of an unchanged "
-                            "build flags any case; default 0.01)");
+      constexpr double kMax = common::DetectionSettings::kMaxRunAlpha;
+      if (!value.is_number() || !(value.get<double>() > 0 && value.get<double>() <= kMax)) {
+        std::ostringstream rule;
+        rule << "must be a number above 0 and at most " << kMax
+             << " (the chance that a run of an unchanged build flags any case; default "
+             << common::DetectionSettings{}.run_alpha << ")";
+        throw Unprocessable("out_of_range", key, rule.str());
+      }
       change.run_alpha = value.get<double>();
     } else if (key == "case_thresholds") {
       if (!value.is_object())
@@ -226,6 +231,7 @@ common::DetectionSettings ProjectSettings::detection() const {
   common::DetectionSettings settings;
   settings.run_alpha = run_alpha;
   settings.min_threshold = min_threshold;
+  settings.energy_threshold = energy_threshold;
   return settings;
 }
 

@@ -19,14 +19,14 @@ struct ProjectSettings {
   std::int64_t id = 0;
   std::string name;
   std::string default_branch = "main";
-  double min_threshold = 0.01;
+  double min_threshold = common::DetectionSettings{}.min_threshold;
   std::map<std::string, double> case_thresholds;
   double run_alpha = common::DetectionSettings{}.run_alpha;
   std::string github_repo;  // "owner/name": commit statuses go there
   std::string webhook_url;
   std::string gitlab_project;  // id or "group/name": commit statuses go there
   // The smallest change of the candidate's joules per iteration flagged.
-  double energy_threshold = 0.05;
+  double energy_threshold = common::DetectionSettings{}.energy_threshold;
 
   double min_threshold_for(const std::string& case_name) const;
   common::DetectionSettings detection() const;

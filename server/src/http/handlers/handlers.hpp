@@ -1,6 +1,7 @@
-// The routes of kw-server, one file per resource. Handlers read the request,
-// call the ingest service or the store, and build the response; they run on
-// the HTTP server's worker pools, never on its I/O threads.
+// The routes of kw-server, one file per resource. A handler parses the
+// request, makes one service call and builds the response (it opens no
+// transaction: the services do); handlers run on the HTTP server's worker
+// pools, never on its I/O threads.
 #pragma once
 
 #include <optional>
@@ -8,29 +9,19 @@
 
 #include "http/metrics.hpp"
 #include "http/router.hpp"
-#include "ingest/ingest_service.hpp"
-#include "notify/notifier.hpp"
+#include "service/services.hpp"
 #include "store/database.hpp"
 #include "store/history_reads.hpp"
-#include "store/read_routing.hpp"
-#include "store/upload_repository.hpp"
+#include "store/read_cache.hpp"
 
 namespace kw::server {
 
 // What the handlers use, owned by App.
 struct HandlerContext {
-  ConnectionPool& pool;
-  DatabaseMonitor& monitor;
+  Services& services;
+  DatabaseMonitor& monitor;  // /healthz answers from its last ping
   Metrics& metrics;
-  IngestService& ingest;
-  ReadRouting& reads;  // told of every commit that changes what a history read shows
-  const NotifierOptions& notifications;
-  double lease_seconds = 120;
-  int max_attempts = 3;
   int schema_version = 0;
-  // What one run report may decompress to, whole or its parts together.
-  std::size_t report_limit = std::size_t{64} * 1024 * 1024;
-  UploadQuota upload_quota;
 };
 
 void add_health_routes(Router& router, const HandlerContext& context);  // /healthz, /metrics

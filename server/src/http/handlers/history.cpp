@@ -36,7 +36,7 @@ std::string found(std::optional<std::string> answer, const std::string& project)
 // The project the path names, once the caller may read it.
 const std::string& readable(const Request& request) {
   const std::string& project = request.param("project");
-  check_project(request, project);
+  require_access(request.reader(), project);
   return project;
 }
 

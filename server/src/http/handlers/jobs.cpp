@@ -1,12 +1,7 @@
-#include <functional>
-
 #include "errors.hpp"
 #include "http/handlers/handlers.hpp"
 #include "http/handlers/request_fields.hpp"
 #include "kw/common/run_report.hpp"
-#include "store/bisect_repository.hpp"
-#include "store/job_repository.hpp"
-#include "store/run_repository.hpp"
 
 namespace kw::server {
 
@@ -48,49 +43,40 @@ StageProgress stage_progress(const json& body) {
   return progress;
 }
 
-using HolderAction = std::function<bool(pqxx::work&, std::int64_t job_id, std::int64_t agent_id)>;
-
-// What the holder of a running job does to it: `action` returns false when
-// this agent does not hold the job, answered 404 or 409.
-Response as_holder(const HandlerContext& context, Request& request, const json& body, const char* verb,
-                   const HolderAction& action) {
-  std::int64_t id = request.id_param("id", "job");
-  std::string name = body_string(body, "agent");
-  auto job = with_transaction(context.pool, [&](pqxx::work& tx) {
-    auto hold = JobRepository::lock(tx, id);
-    if (!hold) throw NotFound("no_such_job", "no job " + std::to_string(id));
-    request.caller->require_project(RunRepository::project_name(tx, hold->project_id));
-    std::int64_t agent_id = JobRepository::registered_agent(tx, name, *request.caller);
-    if (!action(tx, id, agent_id)) {
-      auto current = JobRepository::get(tx, id);
-      throw Conflict("job_not_held", "agent \"" + name + "\" does not hold job " + std::to_string(id) +
-                                         " (state " + current->value("state", "") + "); cannot " + verb);
-    }
-    return *JobRepository::get(tx, id);
-  });
-  return Response::json(200, job);
-}
-
 // A push's range: the bisect searches at most this many commits.
 constexpr std::size_t kMaxRange = 1001;
 
-// A job as POST /api/v1/jobs asks for it, checked field by field; the
-// project's name goes to `project`.
-NewJob new_job_from(const json& body, const Request& request, std::string& project) {
-  NewJob job;
-  project = body_string(body, "project");
-  common::check_project_name(project, "project");
-  request.caller->require_project(project);
-  job.commit = body_string(body, "commit");
-  if (!common::is_commit_sha(job.commit))
-    throw Unprocessable("invalid_value", "commit", "must be a 40-character lowercase hex SHA");
-  job.branch = body_string(body, "branch");
-  std::string base = body_string(body, "base_commit", false);
-  if (!base.empty()) {
-    if (!common::is_commit_sha(base))
-      throw Unprocessable("invalid_value", "base_commit", "must be a 40-character lowercase hex SHA");
-    job.base_commit = base;
+std::string commit_field(const json& body, const std::string& field, bool required) {
+  std::string commit = body_string(body, field, required);
+  if ((required || !commit.empty()) && !common::is_commit_sha(commit))
+    throw Unprocessable("invalid_value", field, "must be a 40-character lowercase hex SHA");
+  return commit;
+}
+
+// `range`: the last commit measured before a push, then the pushed ones.
+std::vector<std::string> range_field(const json& range, const std::string& commit) {
+  if (!range.is_array() || range.size() < 2 || range.size() > kMaxRange)
+    throw Unprocessable("invalid_value", "range",
+                        "must be an array of 2 to " + std::to_string(kMaxRange) +
+                            " commits: the last measured before the push, then the pushed ones");
+  std::vector<std::string> commits;
+  for (std::size_t i = 0; i < range.size(); ++i) {
+    if (!range[i].is_string() || !common::is_commit_sha(range[i].get<std::string>()))
+      throw Unprocessable("invalid_value", "range[" + std::to_string(i) + "]",
+                          "must be a 40-character lowercase hex SHA");
+    commits.push_back(range[i].get<std::string>());
   }
+  if (commits.back() != commit)
+    throw Unprocessable("inconsistent", "range", "must end with the job's commit");
+  return commits;
+}
+
+// A job as POST /api/v1/jobs asks for it, checked field by field.
+NewJob new_job_from(const json& body) {
+  NewJob job;
+  job.commit = commit_field(body, "commit", true);
+  job.branch = body_string(body, "branch");
+  if (std::string base = commit_field(body, "base_commit", false); !base.empty()) job.base_commit = base;
   job.pr = body_integer(body, "pr", 1, common::kMaxInt32);
   std::string gpu_class = body_string(body, "gpu_class", false);
   if (!gpu_class.empty()) job.gpu_class = gpu_class;
@@ -101,114 +87,66 @@ NewJob new_job_from(const json& body, const Request& request, std::string& proje
   // Split over this many GPUs of the job's model, each measuring its part.
   if (auto shards = body_integer(body, "shards", 1, common::kMaxShards))
     job.shards = static_cast<int>(*shards);
-  if (body.contains("range")) {
-    const json& range = body["range"];
-    if (!range.is_array() || range.size() < 2 || range.size() > kMaxRange)
-      throw Unprocessable("invalid_value", "range",
-                          "must be an array of 2 to " + std::to_string(kMaxRange) +
-                              " commits: the last measured before the push, then the pushed ones");
-    for (std::size_t i = 0; i < range.size(); ++i) {
-      if (!range[i].is_string() || !common::is_commit_sha(range[i].get<std::string>()))
-        throw Unprocessable("invalid_value", "range[" + std::to_string(i) + "]",
-                            "must be a 40-character lowercase hex SHA");
-      job.range.push_back(range[i].get<std::string>());
-    }
-    if (job.range.back() != job.commit)
-      throw Unprocessable("inconsistent", "range", "must end with the job's commit");
-  }
+  if (body.contains("range")) job.range = range_field(body["range"], job.commit);
   return job;
 }
 
-void add_bisect_routes(Router& router, const HandlerContext& context) {
-  const Access ci = Access::of({Scope::ci});
-  router.add("GET", "/api/v1/bisects/{id}", Access::read(), [&context](Request& request) {
-    std::int64_t id = request.id_param("id", "bisect");
-    return Response::json(200, with_transaction(context.pool, [&](pqxx::work& tx) {
-                            auto project = BisectRepository::project_of(tx, id);
-                            if (!project) throw NotFound("no_such_bisect", "no bisect " + std::to_string(id));
-                            check_project(request, *project);
-                            return *BisectRepository::get(tx, id);
-                          }));
-  });
+Response create_job(JobService& jobs, const Request& request) {
+  const json body = require_object(request);
+  const std::string project = body_string(body, "project");
+  common::check_project_name(project, "project");
+  auto [created, job] = jobs.create(*request.caller, project, new_job_from(body));
+  return Response::json(created ? 201 : 200, job);
+}
 
-  router.add("POST", "/api/v1/bisects/{id}/cancel", ci, [&context](Request& request) {
-    std::int64_t id = request.id_param("id", "bisect");
-    return Response::json(
-        200, with_transaction(context.pool, [&](pqxx::work& tx) {
-          auto project = BisectRepository::project_of(tx, id);
-          if (!project) throw NotFound("no_such_bisect", "no bisect " + std::to_string(id));
-          request.caller->require_project(*project);
-          auto previous = BisectRepository::cancel(tx, id);
-          if (*previous != "running")
-            throw Conflict("bisect_ended", "bisect " + std::to_string(id) + " has ended (" + *previous + ")");
-          return *BisectRepository::get(tx, id);
-        }));
+void add_bisect_routes(Router& router, BisectService& bisects) {
+  router.add("GET", "/api/v1/bisects/{id}", Access::read(), [&bisects](Request& request) {
+    return Response::json(200, bisects.get(request.reader(), request.id_param("id", "bisect")));
+  });
+  router.add("POST", "/api/v1/bisects/{id}/cancel", Access::of({Scope::ci}), [&bisects](Request& request) {
+    return Response::json(200, bisects.cancel(*request.caller, request.id_param("id", "bisect")));
+  });
+}
+
+// What the holder of a running job does to it, each answered with the job.
+void add_holder_routes(Router& router, JobService& jobs) {
+  const Access agent = Access::of({Scope::agent});
+  router.add("POST", "/api/v1/jobs/{id}/heartbeat", agent, [&jobs](Request& request) {
+    const json body = require_object(request);
+    const std::int64_t id = request.id_param("id", "job");
+    return Response::json(200, jobs.heartbeat(*request.caller, id, body_string(body, "agent")));
+  });
+  router.add("POST", "/api/v1/jobs/{id}/release", agent, [&jobs](Request& request) {
+    const json body = require_object(request);
+    const std::int64_t id = request.id_param("id", "job");
+    return Response::json(200, jobs.release(*request.caller, id, body_string(body, "agent")));
+  });
+  router.add("POST", "/api/v1/jobs/{id}/stages", agent, [&jobs](Request& request) {
+    const json body = require_object(request);
+    const StageProgress progress = stage_progress(body);
+    const std::int64_t id = request.id_param("id", "job");
+    return Response::json(200, jobs.record_stage(*request.caller, id, body_string(body, "agent"), progress));
+  });
+  router.add("POST", "/api/v1/jobs/{id}/fail", agent, [&jobs](Request& request) {
+    const json body = require_object(request);
+    const std::string reason = body_string(body, "reason", true, 4096);
+    const std::string name = body_string(body, "agent");
+    return Response::json(200, jobs.fail(*request.caller, request.id_param("id", "job"), name, reason));
   });
 }
 
 }  // namespace
 
 void add_job_routes(Router& router, const HandlerContext& context) {
-  add_bisect_routes(router, context);
-  const Access agent = Access::of({Scope::agent});
-  const Access ci = Access::of({Scope::ci});
+  JobService& jobs = context.services.jobs;
+  add_bisect_routes(router, context.services.bisects);
+  add_holder_routes(router, jobs);
 
-  router.add("POST", "/api/v1/jobs", ci, [&context](Request& request) {
-    std::string project;
-    NewJob job = new_job_from(require_object(request), request, project);
-    job.max_attempts = context.max_attempts;
-    auto [created, document] = with_transaction(context.pool, [&](pqxx::work& tx) {
-      job.project_id = RunRepository::require_project(tx, project);
-      auto [job_id, was_created] = JobRepository::create(tx, job);
-      json job_json = *JobRepository::get(tx, job_id);
-      if (was_created)
-        NotificationRepository::job_queued(tx, context.notifications, job.project_id, job_json);
-      return std::make_pair(was_created, job_json);
-    });
-    return Response::json(created ? 201 : 200, document);
-  });
+  router.add("POST", "/api/v1/jobs", Access::of({Scope::ci}),
+             [&jobs](Request& request) { return create_job(jobs, request); });
 
-  router.add("GET", "/api/v1/jobs/{id}", Access::read(), [&context](Request& request) {
-    std::int64_t id = request.id_param("id", "job");
-    auto job = with_transaction(context.pool, [&](pqxx::work& tx) { return JobRepository::get(tx, id); });
-    if (!job) throw NotFound("no_such_job", "no job " + std::to_string(id));
-    check_project(request, job->value("project", ""));
-    return Response::json(200, *job);
-  });
-
-  router.add("POST", "/api/v1/jobs/{id}/heartbeat", agent, [&context](Request& request) {
-    return as_holder(context, request, require_object(request), "heartbeat",
-                     [&](pqxx::work& tx, std::int64_t id, std::int64_t agent_id) {
-                       return JobRepository::heartbeat(tx, id, agent_id, context.lease_seconds);
-                     });
-  });
-
-  router.add("POST", "/api/v1/jobs/{id}/release", agent, [&context](Request& request) {
-    return as_holder(context, request, require_object(request), "release",
-                     [](pqxx::work& tx, std::int64_t id, std::int64_t agent_id) {
-                       return JobRepository::release(tx, id, agent_id);
-                     });
-  });
-
-  router.add("POST", "/api/v1/jobs/{id}/stages", agent, [&context](Request& request) {
-    json body = require_object(request);
-    StageProgress progress = stage_progress(body);
-    return as_holder(context, request, body, "record a stage",
-                     [&](pqxx::work& tx, std::int64_t id, std::int64_t agent_id) {
-                       return JobRepository::record_stage(tx, id, agent_id, context.lease_seconds, progress);
-                     });
-  });
-
-  router.add("POST", "/api/v1/jobs/{id}/fail", agent, [&context](Request& request) {
-    json body = require_object(request);
-    std::string reason = body_string(body, "reason", true, 4096);
-    std::string error = "agent \"" + body_string(body, "agent") + "\" could not run it: " + reason;
-    return as_holder(context, request, body, "fail it",
-                     [&](pqxx::work& tx, std::int64_t id, std::int64_t agent_id) {
-                       if (!JobRepository::fail(tx, id, agent_id, error)) return false;
-                       NotificationRepository::job_failed(tx, context.notifications, id);
-                       return true;
-                     });
+  router.add("GET", "/api/v1/jobs/{id}", Access::read(), [&jobs](Request& request) {
+    return Response::json(200, jobs.get(request.reader(), request.id_param("id", "job")));
   });
 
   router.add("POST", "/api/v1/jobs/{id}/report", Access::agent_reports(), [&context](Request& request) {

@@ -102,15 +102,4 @@ CaseFilter case_filter(const Request& request, bool with_status) {
   return filter;
 }
 
-void check_project(const Request& request, const std::string& project) {
-  if (request.caller) request.caller->require_project(project);
-}
-
-std::int64_t readable_project(pqxx::work& tx, const Request& request, const std::string& name) {
-  check_project(request, name);
-  auto id = RunRepository::find_project(tx, name);
-  if (!id) throw NotFound("no_such_project", "no project \"" + name + "\"");
-  return *id;
-}
-
 }  // namespace kw::server

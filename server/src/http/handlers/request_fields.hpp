@@ -7,7 +7,6 @@
 #include <string>
 
 #include <nlohmann/json.hpp>
-#include <pqxx/pqxx>
 
 #include "http/http_types.hpp"
 #include "kw/common/json_reader.hpp"
@@ -36,12 +35,5 @@ Page page_params(const Request& request, int default_per_page);
 CaseFilter case_filter(const Request& request, bool with_status = true);
 // The case-name part of a filter as an ILIKE pattern ("" for an empty glob).
 std::string glob_to_like(const std::string& glob);
-
-// The project named in a read: 404 when there is none, 403 when the caller's
-// token does not name it.
-std::int64_t readable_project(pqxx::work& tx, const Request& request, const std::string& name);
-// The caller's token must name `project` (a read with no token, where reads
-// are open, may read any).
-void check_project(const Request& request, const std::string& project);
 
 }  // namespace kw::server

@@ -1,7 +1,5 @@
 // A run report too large for one request, sent in parts and stored as one run
-// (docs/api.md, "Reports in parts"). The parts are kept in the database, so
-// they may reach different servers; completing the upload ingests the whole
-// report in one transaction, as POST /api/v1/runs would.
+// (docs/api.md, "Reports in parts"; service/upload_service.hpp).
 #include <algorithm>
 
 #include "errors.hpp"
@@ -9,8 +7,6 @@
 #include "kw/common/json_in_parts.hpp"
 #include "kw/common/sha256.hpp"
 #include "kw/http/gzip.hpp"
-#include "store/run_repository.hpp"
-#include "store/upload_repository.hpp"
 
 namespace kw::server {
 
@@ -19,13 +15,6 @@ using nlohmann::json;
 namespace {
 
 constexpr int kMaxParts = 1000;
-
-// An upload names its project in the path; the caller's token must reach it.
-std::int64_t upload_project(pqxx::work& tx, const Request& request) {
-  const std::string& project = request.param("project");
-  request.caller->require_project(project);
-  return RunRepository::require_project(tx, project);
-}
 
 // The client's name for its upload: what it can derive again from the report
 // alone, so that a resend finds the parts sent before.
@@ -112,113 +101,60 @@ json assemble(const std::vector<StoredPartBody>& bodies, const Request& request,
   return report;
 }
 
-[[noreturn]] void throw_incomplete(const std::string& id, const UploadState& state) {
-  std::string missing;
-  int shown = 0;
-  for (int part = 0, k = 0; part < state.parts && shown < 20; ++part) {
-    const auto size = static_cast<int>(state.received.size());
-    while (k < size && state.received[static_cast<std::size_t>(k)].part < part) ++k;
-    if (k < size && state.received[static_cast<std::size_t>(k)].part == part) continue;
-    missing += (missing.empty() ? "" : ", ") + std::to_string(part);
-    ++shown;
-  }
-  throw Conflict("upload_incomplete",
-                 "upload " + id + ": " +
-                     std::to_string(state.parts - static_cast<int>(state.received.size())) + " of " +
-                     std::to_string(state.parts) + " parts have not arrived (" + missing + ")");
+// PUT .../parts/{part}?of=N: one part, kept as sent.
+Response put_part(UploadService& uploads, const Request& request) {
+  const std::string& id = upload_id(request);
+  const int parts = part_number(request.query_value("of").value_or(""), kMaxParts);
+  if (parts < 1)
+    throw BadRequest("bad_query",
+                     "of: the upload's number of parts, 1 to " + std::to_string(kMaxParts) + ", is required");
+  const std::string& part_text = request.param("part");
+  const int part = part_number(part_text, parts - 1);
+  if (part < 0)
+    throw BadRequest("bad_query", "part: \"" + part_text + "\" is not a part number from 0 to " +
+                                      std::to_string(parts - 1));
+  check_part(request.json_body(), part, request.param("project"));
+  const bool gzip = !request.sent_body.empty();
+  const PartBody body{gzip ? request.sent_body : request.body, gzip,
+                      static_cast<std::int64_t>(request.body.size()), common::sha256_hex(request.body)};
+  return Response::json(200, state_json(id, uploads.put_part(*request.caller, request.param("project"), id,
+                                                             part, parts, body)));
 }
 
-// The claimed upload's report ingested, and the upload marked with its run.
-Response complete(const HandlerContext& context, const Request& request, const std::string& id,
-                  std::int64_t project_id, const std::vector<StoredPartBody>& bodies,
-                  std::chrono::steady_clock::time_point started) {
-  json report = assemble(bodies, request, context.report_limit);
-  context.ingest.observe(IngestService::Phase::parse, std::chrono::steady_clock::now() - started);
-  std::optional<std::int64_t> job_id;
-  if (auto job = report.find("job_id"); job != report.end() && job->is_number_integer())
-    job_id = job->get<std::int64_t>();
-  const IngestResult stored = context.ingest.ingest(std::move(report), *request.caller, job_id);
-  // A shard's report makes no run of its own: its upload stays until it
-  // expires, and a resend is answered as the shard's was.
-  if (stored.run_id != 0)
-    with_transaction(context.pool,
-                     [&](pqxx::work& tx) { UploadRepository::completed(tx, project_id, id, stored.run_id); });
-  return stored_run(stored, job_id);
+// Completes the upload: its report ingested whole, answered as POST
+// /api/v1/runs answers (a job's report completes its job). Again after that,
+// the same answer, marked duplicate.
+Response complete(UploadService& uploads, IngestService& ingest, const Request& request) {
+  const std::string& id = upload_id(request);
+  const auto started = std::chrono::steady_clock::now();
+  const CompletedUpload completed = uploads.complete(
+      *request.caller, request.param("project"), id, [&](const std::vector<StoredPartBody>& bodies) {
+        json report = assemble(bodies, request, uploads.limits().report_bytes);
+        ingest.observe(IngestService::Phase::parse, std::chrono::steady_clock::now() - started);
+        return report;
+      });
+  return stored_run(completed.stored, completed.job_id);
 }
 
 }  // namespace
 
 void add_upload_routes(Router& router, const HandlerContext& context) {
   const Access agent = Access::agent_reports();
+  UploadService& uploads = context.services.uploads_in_parts;
+  IngestService& ingest = context.services.ingest;
 
-  router.add(
-      "PUT", "/api/v1/projects/{project}/uploads/{upload}/parts/{part}", agent, [&context](Request& request) {
-        const std::string& id = upload_id(request);
-        const int parts = part_number(request.query_value("of").value_or(""), kMaxParts);
-        if (parts < 1)
-          throw BadRequest("bad_query", "of: the upload's number of parts, 1 to " +
-                                            std::to_string(kMaxParts) + ", is required");
-        const std::string& part_text = request.param("part");
-        const int part = part_number(part_text, parts - 1);
-        if (part < 0)
-          throw BadRequest("bad_query", "part: \"" + part_text + "\" is not a part number from 0 to " +
-                                            std::to_string(parts - 1));
-        check_part(request.json_body(), part, request.param("project"));
-        const bool gzip = !request.sent_body.empty();
-        const PartBody body{gzip ? request.sent_body : request.body, gzip,
-                            static_cast<std::int64_t>(request.body.size()), common::sha256_hex(request.body)};
-        UploadState state = with_transaction(context.pool, [&](pqxx::work& tx) {
-          return UploadRepository::put_part(tx, upload_project(tx, request), request.caller->token_id, id,
-                                            part, parts, body, context.report_limit, context.upload_quota);
-        });
-        return Response::json(200, state_json(id, state));
-      });
+  router.add("PUT", "/api/v1/projects/{project}/uploads/{upload}/parts/{part}", agent,
+             [&uploads](Request& request) { return put_part(uploads, request); });
 
-  router.add("GET", "/api/v1/projects/{project}/uploads/{upload}", agent, [&context](Request& request) {
+  router.add("GET", "/api/v1/projects/{project}/uploads/{upload}", agent, [&uploads](Request& request) {
     const std::string& id = upload_id(request);
-    auto state = with_transaction(context.pool, [&](pqxx::work& tx) {
-      return UploadRepository::state(tx, upload_project(tx, request), request.caller->token_id, id);
-    });
+    auto state = uploads.state(*request.caller, request.param("project"), id);
     if (!state) throw NotFound("no_such_upload", "no upload " + id + " (none begun, or expired)");
     return Response::json(200, state_json(id, *state));
   });
 
-  // Completes the upload: its report ingested whole, answered as POST
-  // /api/v1/runs answers (a job's report completes its job). Again after
-  // that, the same answer, marked duplicate.
-  router.add("POST", "/api/v1/projects/{project}/uploads/{upload}", agent, [&context](Request& request) {
-    const std::string& id = upload_id(request);
-    const auto started = std::chrono::steady_clock::now();
-    struct Read {
-      std::int64_t project_id = 0;
-      std::optional<UploadState> state;
-      std::optional<std::vector<StoredPartBody>> bodies;
-    };
-    // Claimed in its own transaction: a second completion, or a part sent
-    // meanwhile, is refused until this one has stored its run or failed.
-    Read read = with_transaction(context.pool, [&](pqxx::work& tx) {
-      Read result{upload_project(tx, request), {}, {}};
-      result.bodies =
-          UploadRepository::claim(tx, result.project_id, request.caller->token_id, id, result.state);
-      return result;
-    });
-    if (!read.state) throw NotFound("no_such_upload", "no upload " + id + " (none begun, or expired)");
-    if (read.state->run_id) {
-      std::int64_t run = *read.state->run_id;
-      std::string verdict = with_transaction(context.pool, [&](pqxx::work& tx) {
-        return tx.exec_params1("SELECT verdict FROM runs WHERE id = $1", run)[0].as<std::string>();
-      });
-      return stored_run({run, verdict, true, std::nullopt}, std::nullopt);
-    }
-    if (!read.bodies) throw_incomplete(id, *read.state);
-    try {
-      return complete(context, request, id, read.project_id, *read.bodies, started);
-    } catch (...) {
-      with_transaction(context.pool,
-                       [&](pqxx::work& tx) { UploadRepository::release(tx, read.project_id, id); });
-      throw;
-    }
-  });
+  router.add("POST", "/api/v1/projects/{project}/uploads/{upload}", agent,
+             [&uploads, &ingest](Request& request) { return complete(uploads, ingest, request); });
 }
 
 }  // namespace kw::server

@@ -18,6 +18,7 @@
 #include "notify/notifier.hpp"
 #include "store/database.hpp"
 #include "store/read_routing.hpp"
+#include "store/run_repository.hpp"
 
 namespace kw::server {
 
@@ -74,6 +75,15 @@ class IngestService {
   enum class JobCheck { held_by_agent, shards_done };
   IngestResult store_and_judge(nlohmann::json document, common::RunReport report, const Caller* caller,
                                std::optional<std::int64_t> job_id, JobCheck check);
+  // The job a report answers must be a measurement of its project and commit
+  // that the sender (or, merged, its shards) holds; a retry of a report
+  // already stored is answered with that run.
+  std::optional<StoredRun> check_job(pqxx::work& tx, std::int64_t project_id, const common::RunReport& report,
+                                     const std::string& canonical, const Caller* caller, std::int64_t job_id,
+                                     JobCheck check);
+  // What a judged run sets off: its job completed, a bisect's next step, the
+  // verdict announced, a regression profiled, the cases' heads advanced.
+  void after_judged(pqxx::work& tx, const StoredRun& run, std::optional<std::int64_t> job_id);
   // A shard's report: kept with its shard, and the run made when it was the
   // last. nullopt: the job is no shard.
   std::optional<IngestResult> take_shard(const nlohmann::json& document, const common::RunReport& report,

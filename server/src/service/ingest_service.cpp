@@ -1,4 +1,4 @@
-#include "ingest/ingest_service.hpp"
+#include "service/ingest_service.hpp"
 
 #include <cmath>
 #include <future>
@@ -8,6 +8,7 @@
 #include "errors.hpp"
 #include "kw/common/run_report.hpp"
 #include "kw/common/shards.hpp"
+#include "service/job_service.hpp"
 #include "store/bisect_repository.hpp"
 #include "store/detection_repository.hpp"
 #include "store/job_repository.hpp"
@@ -151,10 +152,7 @@ IngestResult IngestService::merge_shards(std::int64_t job_id) {
     merged = common::merge_shard_reports(progress.reports);
   } catch (const common::ValidationError& error) {
     const std::string reason = std::string("its shards' reports do not make one run: ") + error.what();
-    with_transaction(pool_, [&](pqxx::work& tx) {
-      if (JobRepository::fail_unmerged(tx, job_id, reason))
-        NotificationRepository::job_failed(tx, notifications_, job_id);
-    });
+    with_transaction(pool_, [&](pqxx::work& tx) { fail_unmerged_job(tx, notifications_, job_id, reason); });
     result.shard->state = "failed";
     result.shard->error = reason;
     return result;
@@ -166,6 +164,54 @@ IngestResult IngestService::merge_shards(std::int64_t job_id) {
   stored.shard = result.shard;
   stored.shard->state = "done";
   return stored;
+}
+
+std::optional<StoredRun> IngestService::check_job(pqxx::work& tx, std::int64_t project_id,
+                                                  const common::RunReport& report,
+                                                  const std::string& canonical, const Caller* caller,
+                                                  std::int64_t job_id, JobCheck check) {
+  auto hold = JobRepository::lock(tx, job_id);
+  if (!hold) throw NotFound("no_such_job", "no job " + std::to_string(job_id));
+  if (hold->kind != "measure")
+    throw Conflict("not_a_measurement_job", "job " + std::to_string(job_id) + " is a " + hold->kind +
+                                                " job: its result goes to POST /api/v1/jobs/" +
+                                                std::to_string(job_id) + "/profile");
+  if (hold->project_id != project_id)
+    throw Unprocessable("inconsistent", "project", "does not match job " + std::to_string(job_id));
+  if (hold->commit != report.commit) {
+    throw Unprocessable(
+        "inconsistent", "commit",
+        "is " + report.commit + " but job " + std::to_string(job_id) + " is for " + hold->commit);
+  }
+  bool holds = hold->state == "running";
+  std::string holder = "its shards";
+  if (check == JobCheck::held_by_agent) {
+    std::int64_t agent_id = JobRepository::registered_agent(tx, report.agent.name, *caller);
+    holds = holds && hold->agent_id == agent_id;
+    holder = "agent \"" + report.agent.name + "\"";
+  }
+  if (holds) return std::nullopt;
+  // A retry of a report that was already accepted is answered as before.
+  if (auto previous = RunRepository::find_stored(tx, project_id, canonical)) return previous;
+  throw Conflict("job_not_held", holder + " do" + (check == JobCheck::held_by_agent ? "es" : "") +
+                                     " not hold job " + std::to_string(job_id) + " (state " + hold->state +
+                                     ")");
+}
+
+void IngestService::after_judged(pqxx::work& tx, const StoredRun& run, std::optional<std::int64_t> job_id) {
+  BisectRepository::AfterRun bisect;
+  if (job_id) {
+    JobRepository::complete(tx, *job_id);
+    bisect = BisectRepository::after_run(tx, *job_id, run.run_id);
+  }
+  // A bisect's step is measured against the range's good end: its verdict is
+  // the bisect's to use, not a status for that commit.
+  if (!bisect.step) NotificationRepository::verdict(tx, notifications_, run.run_id);
+  // Why its worst case got slower, from the hardware's counters.
+  if (!bisect.step && run.verdict == "regression")
+    ProfileRepository::after_regression(tx, run.run_id, max_attempts_);
+  if (bisect.finished) NotificationRepository::bisect_ended(tx, notifications_, *bisect.finished);
+  RunRepository::advance_case_heads(tx, run.run_id);
 }
 
 IngestResult IngestService::store_and_judge(nlohmann::json document, common::RunReport report,
@@ -196,33 +242,8 @@ IngestResult IngestService::store_and_judge(nlohmann::json document, common::Run
   StoredRun stored = with_transaction(pool_, [&](pqxx::work& tx) {
     std::int64_t project_id = RunRepository::require_project(tx, report.project);
     if (job_id) {
-      auto hold = JobRepository::lock(tx, *job_id);
-      if (!hold) throw NotFound("no_such_job", "no job " + std::to_string(*job_id));
-      if (hold->kind != "measure")
-        throw Conflict("not_a_measurement_job", "job " + std::to_string(*job_id) + " is a " + hold->kind +
-                                                    " job: its result goes to POST /api/v1/jobs/" +
-                                                    std::to_string(*job_id) + "/profile");
-      if (hold->project_id != project_id)
-        throw Unprocessable("inconsistent", "project", "does not match job " + std::to_string(*job_id));
-      if (hold->commit != report.commit) {
-        throw Unprocessable(
-            "inconsistent", "commit",
-            "is " + report.commit + " but job " + std::to_string(*job_id) + " is for " + hold->commit);
-      }
-      bool holds = hold->state == "running";
-      std::string holder = "its shards";
-      if (check == JobCheck::held_by_agent) {
-        std::int64_t agent_id = JobRepository::registered_agent(tx, report.agent.name, *caller);
-        holds = holds && hold->agent_id == agent_id;
-        holder = "agent \"" + report.agent.name + "\"";
-      }
-      if (!holds) {
-        // A retry of a report that was already accepted is answered as before.
-        if (auto previous = RunRepository::find_stored(tx, project_id, canonical)) return *previous;
-        throw Conflict("job_not_held", holder + " do" + (check == JobCheck::held_by_agent ? "es" : "") +
-                                           " not hold job " + std::to_string(*job_id) + " (state " +
-                                           hold->state + ")");
-      }
+      if (auto previous = check_job(tx, project_id, report, canonical, caller, *job_id, check))
+        return *previous;
     } else {
       // A run outside the queue still comes from an agent bound to this token.
       JobRepository::bind_agent(tx, report.agent.name, *caller, report.agent.host, report.agent.version,
@@ -236,19 +257,7 @@ IngestResult IngestService::store_and_judge(nlohmann::json document, common::Run
       RunRepository::store_cases(tx, result, DetectionRepository::case_statuses(*plan));
       result.verdict = DetectionRepository::finish(tx, result.run_id, *plan, report);
       spent(Phase::finish);
-      BisectRepository::AfterRun bisect;
-      if (job_id) {
-        JobRepository::complete(tx, *job_id);
-        bisect = BisectRepository::after_run(tx, *job_id, result.run_id);
-      }
-      // A bisect's step is measured against the range's good end: its
-      // verdict is the bisect's to use, not a status for that commit.
-      if (!bisect.step) NotificationRepository::verdict(tx, notifications_, result.run_id);
-      // Why its worst case got slower, from the hardware's counters.
-      if (!bisect.step && result.verdict == "regression")
-        ProfileRepository::after_regression(tx, result.run_id, max_attempts_);
-      if (bisect.finished) NotificationRepository::bisect_ended(tx, notifications_, *bisect.finished);
-      RunRepository::advance_case_heads(tx, result.run_id);
+      after_judged(tx, result, job_id);
       spent(Phase::after);
     }
     return result;

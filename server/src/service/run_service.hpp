@@ -1,0 +1,56 @@
+// A stored run as clients read it, acknowledge it and compare commits; the
+// transactions and access checks of the run routes (storing a run is
+// IngestService's).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "access.hpp"
+#include "notify/notifier.hpp"
+#include "store/database.hpp"
+#include "store/read_routing.hpp"
+#include "store/run_repository.hpp"
+
+namespace kw::server {
+
+struct Acknowledgement {
+  std::string head;                      // the run's head as GET /api/v1/runs/{id} starts it
+  std::vector<std::int64_t> carried_to;  // regressions of the same change it covers too
+};
+
+class RunService {
+ public:
+  RunService(ConnectionPool& pool, ReadRouting& reads, const NotifierOptions& notifications)
+      : pool_(pool), reads_(reads), notifications_(notifications) {}
+
+  // The run's head (verdict, stages, counts) for `page`.
+  RunHead head(const Caller* caller, std::int64_t run_id, const Page& page);
+  // Cases [first, end) of the run: their comparisons or themselves, as a JSON array.
+  std::string comparisons(std::int64_t run_id, std::int64_t first, std::int64_t end);
+  std::string cases(std::int64_t run_id, std::int64_t first, std::int64_t end);
+  // What changed in a flagged case's launches and build ("" case: the run's worst).
+  nlohmann::json explanation(const Caller* caller, std::int64_t run_id, const std::string& case_name);
+  // A regression accepted as intended, carried to the runs of the same change
+  // it covers, each announced again. Conflict ("not_a_regression") for
+  // another verdict.
+  Acknowledgement acknowledge(const Caller& caller, std::int64_t run_id, const std::string& reason);
+
+  // `project` nullopt: the one the caller's token reaches, or every project
+  // for a caller who may read them all. `base_text` and `head_text`: a commit,
+  // 7 or more of its first hex digits, or a branch (its newest measured commit).
+  nlohmann::json compare(const Caller* caller, const std::optional<std::string>& project,
+                         const std::string& base_text, const std::string& head_text, const CaseFilter& filter,
+                         const Page& page);
+
+ private:
+  ConnectionPool& pool_;
+  ReadRouting& reads_;
+  const NotifierOptions& notifications_;
+};
+
+}  // namespace kw::server

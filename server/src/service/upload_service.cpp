@@ -1,0 +1,90 @@
+#include "service/upload_service.hpp"
+
+#include "errors.hpp"
+#include "store/run_repository.hpp"
+
+namespace kw::server {
+
+using nlohmann::json;
+
+namespace {
+
+[[noreturn]] void throw_incomplete(const std::string& id, const UploadState& state) {
+  std::string missing;
+  int shown = 0;
+  for (int part = 0, k = 0; part < state.parts && shown < 20; ++part) {
+    const auto size = static_cast<int>(state.received.size());
+    while (k < size && state.received[static_cast<std::size_t>(k)].part < part) ++k;
+    if (k < size && state.received[static_cast<std::size_t>(k)].part == part) continue;
+    missing += (missing.empty() ? "" : ", ") + std::to_string(part);
+    ++shown;
+  }
+  throw Conflict("upload_incomplete",
+                 "upload " + id + ": " +
+                     std::to_string(state.parts - static_cast<int>(state.received.size())) + " of " +
+                     std::to_string(state.parts) + " parts have not arrived (" + missing + ")");
+}
+
+[[noreturn]] void throw_no_upload(const std::string& id) {
+  throw NotFound("no_such_upload", "no upload " + id + " (none begun, or expired)");
+}
+
+}  // namespace
+
+// An upload names its project in the path; the caller's token must reach it.
+std::int64_t UploadService::project_id(pqxx::work& tx, const Caller& caller, const std::string& project) {
+  caller.require_project(project);
+  return RunRepository::require_project(tx, project);
+}
+
+UploadState UploadService::put_part(const Caller& caller, const std::string& project,
+                                    const std::string& upload, int part, int parts, const PartBody& body) {
+  return with_transaction(pool_, [&](pqxx::work& tx) {
+    return UploadRepository::put_part(tx, project_id(tx, caller, project), caller.token_id, upload, part,
+                                      parts, body, limits_.report_bytes, limits_.quota);
+  });
+}
+
+std::optional<UploadState> UploadService::state(const Caller& caller, const std::string& project,
+                                                const std::string& upload) {
+  return with_transaction(pool_, [&](pqxx::work& tx) {
+    return UploadRepository::state(tx, project_id(tx, caller, project), caller.token_id, upload);
+  });
+}
+
+CompletedUpload UploadService::complete(
+    const Caller& caller, const std::string& project, const std::string& upload,
+    const std::function<json(const std::vector<StoredPartBody>&)>& assemble) {
+  std::int64_t id = 0;
+  std::optional<UploadState> state;
+  auto bodies = with_transaction(pool_, [&](pqxx::work& tx) {
+    id = project_id(tx, caller, project);
+    return UploadRepository::claim(tx, id, caller.token_id, upload, state);
+  });
+  if (!state) throw_no_upload(upload);
+  if (state->run_id) {
+    const std::int64_t run = *state->run_id;
+    const std::string verdict =
+        with_transaction(pool_, [&](pqxx::work& tx) { return RunRepository::verdict_of(tx, run); });
+    return {{run, verdict, true, std::nullopt}, std::nullopt};
+  }
+  if (!bodies) throw_incomplete(upload, *state);
+  try {
+    json report = assemble(*bodies);
+    std::optional<std::int64_t> job_id;
+    if (auto job = report.find("job_id"); job != report.end() && job->is_number_integer())
+      job_id = job->get<std::int64_t>();
+    IngestResult stored = ingest_.ingest(std::move(report), caller, job_id);
+    // A shard's report makes no run of its own: its upload stays until it
+    // expires, and a resend is answered as the shard's was.
+    if (stored.run_id != 0)
+      with_transaction(pool_,
+                       [&](pqxx::work& tx) { UploadRepository::completed(tx, id, upload, stored.run_id); });
+    return {std::move(stored), job_id};
+  } catch (...) {
+    with_transaction(pool_, [&](pqxx::work& tx) { UploadRepository::release(tx, id, upload); });
+    throw;
+  }
+}
+
+}  // namespace kw::server

@@ -1,0 +1,60 @@
+// A run report sent in parts (docs/api.md, "Reports in parts"). The parts
+// are kept in the database, so they may reach different servers; completing
+// the upload ingests the whole report in one transaction, as POST
+// /api/v1/runs would.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "access.hpp"
+#include "service/ingest_service.hpp"
+#include "store/database.hpp"
+#include "store/upload_repository.hpp"
+
+namespace kw::server {
+
+struct UploadLimits {
+  std::size_t report_bytes = std::size_t{64} * 1024 * 1024;  // what the parts together decompress to
+  UploadQuota quota;
+};
+
+// A completion's outcome: the stored run (or a shard's receipt), and the job it answered.
+struct CompletedUpload {
+  IngestResult stored;
+  std::optional<std::int64_t> job_id;
+};
+
+class UploadService {
+ public:
+  UploadService(ConnectionPool& pool, IngestService& ingest, UploadLimits limits)
+      : pool_(pool), ingest_(ingest), limits_(limits) {}
+
+  const UploadLimits& limits() const { return limits_; }
+  UploadState put_part(const Caller& caller, const std::string& project, const std::string& upload, int part,
+                       int parts, const PartBody& body);
+  std::optional<UploadState> state(const Caller& caller, const std::string& project,
+                                   const std::string& upload);
+  // Ingests the report `assemble` makes of the stored parts and marks the
+  // upload with its run. Claimed in a transaction of its own: a second
+  // completion, or a part sent meanwhile, is refused until this one has
+  // stored its run or failed (then the claim is released). NotFound: no such
+  // upload; Conflict ("upload_incomplete"): parts missing. A completed
+  // upload is answered with its run, marked duplicate.
+  CompletedUpload complete(const Caller& caller, const std::string& project, const std::string& upload,
+                           const std::function<nlohmann::json(const std::vector<StoredPartBody>&)>& assemble);
+
+ private:
+  std::int64_t project_id(pqxx::work& tx, const Caller& caller, const std::string& project);
+
+  ConnectionPool& pool_;
+  IngestService& ingest_;
+  UploadLimits limits_;
+};
+
+}  // namespace kw::server
