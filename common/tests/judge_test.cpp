@@ -141,5 +141,38 @@ TEST(Judge, ACaseSpreadIsShrunkTowardsItsGpuModels) {
   EXPECT_EQ(model.run_sd, default_noise().run_sd) << "no between-run spread learned";
 }
 
+// What a run stores of a case is the rule's own summary: the candidate's
+// location is detection's location of its replicates, its energy the
+// geometric mean of its replicates' joules; a case with no candidate stores
+// no location.
+TEST(Judge, ACaseIsSummarizedByTheRuleBeforeItIsStored) {
+  Case c;
+  c.name = "scale/fp32/n1m";
+  c.measurements = {measured(1000, 4, 7), measured(2000, 4, 8, "baseline:cublas")};
+  Measurement& candidate = c.measurements[0];
+  candidate.sm_mhz.assign(candidate.samples_ns.size(), 1980);
+  candidate.energy_j = {0.002, 0.008};
+  candidate.energy_replicates = {0, 1};
+  candidate.power_w = {300, 320, 310};
+  const CaseSummary summary = summarize_case(c, kJudgeSettings);
+  ASSERT_EQ(summary.medians.size(), 2u);
+  EXPECT_EQ(summary.medians[1],
+            (std::pair<std::string, double>{"baseline:cublas", c.measurements[1].median_ns}));
+  EXPECT_EQ(summary.bands[0].second, median_interval(candidate.samples_ns, 0.95));
+  ASSERT_TRUE(summary.candidate);
+  const std::vector<double> per_replicate = replicate_locations(timing_of(candidate), kJudgeSettings);
+  EXPECT_EQ(summary.candidate->location, location(per_replicate));
+  EXPECT_EQ(summary.candidate->replicates, 4);
+  EXPECT_EQ(summary.candidate->replicate_sd, replicate_log_sd(per_replicate));
+  EXPECT_DOUBLE_EQ(summary.candidate->clock.mhz, 1980);
+  EXPECT_DOUBLE_EQ(*summary.candidate->energy_j, 0.004);
+  EXPECT_DOUBLE_EQ(*summary.candidate->power_w, 310);
+
+  c.measurements.erase(c.measurements.begin());
+  const CaseSummary baselines_only = summarize_case(c, kJudgeSettings);
+  EXPECT_FALSE(baselines_only.candidate);
+  EXPECT_EQ(baselines_only.medians.size(), 1u);
+}
+
 }  // namespace
 }  // namespace kw::common

@@ -250,4 +250,39 @@ RunDecision decide_run(const std::vector<Comparison*>& comparisons, const Detect
   return run;
 }
 
+namespace {
+
+CandidateSummary summarize_candidate(const Measurement& candidate, const DetectionSettings& settings) {
+  const Timing timing = timing_of(candidate);
+  const std::vector<double> per_replicate = replicate_locations(timing, settings);
+  CandidateSummary summary;
+  summary.location = location(per_replicate);
+  summary.replicates = static_cast<std::int64_t>(per_replicate.size());
+  summary.replicate_sd = replicate_log_sd(per_replicate);
+  summary.clock = run_clock(per_replicate, replicate_clocks(timing));
+  double log_sum = 0;
+  int measured = 0;
+  for (double joules : candidate.energy_j) {
+    if (joules <= 0) continue;
+    log_sum += std::log(joules);
+    ++measured;
+  }
+  if (measured > 0) summary.energy_j = std::exp(log_sum / measured);
+  if (!candidate.power_w.empty()) summary.power_w = median(candidate.power_w);
+  return summary;
+}
+
+}  // namespace
+
+CaseSummary summarize_case(const Case& c, const DetectionSettings& settings) {
+  CaseSummary summary;
+  for (const Measurement& m : c.measurements) {
+    summary.medians.emplace_back(m.impl, m.median_ns);
+    summary.bands.emplace_back(m.impl, median_interval(m.samples_ns, 0.95));
+  }
+  if (const Measurement* candidate = c.candidate())
+    summary.candidate = summarize_candidate(*candidate, settings);
+  return summary;
+}
+
 }  // namespace kw::common

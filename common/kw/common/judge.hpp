@@ -146,4 +146,26 @@ struct RunDecision {
 };
 RunDecision decide_run(const std::vector<Comparison*>& comparisons, const DetectionSettings& settings);
 
+// What a run keeps of one case, computed by the rule before the run is
+// stored (the store writes it as it is): each implementation's median and
+// the 95% interval of its median, for the dashboard; and the candidate's
+// location over its replicates, their count and spread, and the clock fit,
+// which later runs' histories are made of, with its energy per iteration
+// (the geometric mean of its replicates') and median board power.
+struct CandidateSummary {
+  double location = 0;
+  std::int64_t replicates = 0;
+  std::optional<double> replicate_sd;
+  RunClock clock;  // mhz 0: no clock measured
+  std::optional<double> energy_j, power_w;
+};
+
+struct CaseSummary {
+  std::vector<std::pair<std::string, double>> medians;                   // implementation -> ns
+  std::vector<std::pair<std::string, std::pair<double, double>>> bands;  // implementation -> 95% interval
+  std::optional<CandidateSummary> candidate;                             // none without a candidate measured
+};
+
+CaseSummary summarize_case(const Case& c, const DetectionSettings& settings);
+
 }  // namespace kw::common

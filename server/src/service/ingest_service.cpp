@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "errors.hpp"
+#include "kw/common/in_parts.hpp"
 #include "kw/common/run_report.hpp"
 #include "kw/common/shards.hpp"
 #include "service/job_service.hpp"
@@ -49,6 +50,23 @@ template <typename... Parts>
 void free_after_answer(std::size_t cases, Parts&&... parts) {
   constexpr std::size_t kLargeReportCases = 1000;
   if (cases >= kLargeReportCases) std::thread([](auto&&...) {}, std::forward<Parts>(parts)...).detach();
+}
+
+// What the rule makes of each case, before anything is stored (the store
+// writes it as it is), the cases summarized on every core.
+std::vector<common::CaseSummary> summarize(const common::RunReport& report) {
+  const common::DetectionSettings rule;
+  std::vector<common::CaseSummary> summaries;
+  summaries.reserve(report.cases.size());
+  for (auto& part : common::in_parts(report.cases.size(), 256, [&](std::size_t begin, std::size_t end) {
+         std::vector<common::CaseSummary> summarized;
+         for (std::size_t i = begin; i < end; ++i)
+           summarized.push_back(common::summarize_case(report.cases[i], rule));
+         return summarized;
+       })) {
+    for (common::CaseSummary& summary : part) summaries.push_back(std::move(summary));
+  }
+  return summaries;
 }
 
 }  // namespace
@@ -236,8 +254,12 @@ IngestResult IngestService::store_and_judge(nlohmann::json document, common::Run
   });
   std::shared_ptr<const DetectionRepository::Plan> plan;  // taken once, even if the transaction is retried
   if (job_id) document["job_id"] = *job_id;
+  // The summaries are made while the identity is: neither reads the other.
+  auto summarized = std::async(std::launch::async, [&report] { return summarize(report); });
   const std::string canonical = identity_of(document);
   spent(Phase::identity);
+  const std::vector<common::CaseSummary> summaries = summarized.get();
+  spent(Phase::summarize);
 
   StoredRun stored = with_transaction(pool_, [&](pqxx::work& tx) {
     std::int64_t project_id = RunRepository::require_project(tx, report.project);
@@ -249,7 +271,7 @@ IngestResult IngestService::store_and_judge(nlohmann::json document, common::Run
       JobRepository::bind_agent(tx, report.agent.name, *caller, report.agent.host, report.agent.version,
                                 nlohmann::json::array());
     }
-    StoredRun result = RunRepository::store(tx, project_id, report, document, canonical, job_id);
+    StoredRun result = RunRepository::store(tx, project_id, report, summaries, document, canonical, job_id);
     spent(Phase::store);
     if (!result.duplicate) {
       if (!plan) plan = planned.get();

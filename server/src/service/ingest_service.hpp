@@ -60,12 +60,15 @@ class IngestService {
 
   // Where an ingest's time goes, summed over every report since start
   // (/metrics: kw_ingest_phase_seconds_total): `parse` the JSON, `validate`
-  // the report, `identity` its canonical form (a re-post's match). `plan`
-  // (history read and cases judged) runs beside `store` on a second
-  // connection; `wait` is what the transaction then still waits for it.
-  enum class Phase { parse, validate, identity, plan, store, wait, finish, after, commit };
-  static constexpr std::array<const char*, 9> kPhaseNames = {
-      "parse", "validate", "identity", "plan", "store", "wait", "finish", "after", "commit"};
+  // the report, `identity` its canonical form (a re-post's match),
+  // `summarize` what the rule makes of each case before it is stored
+  // (common::summarize_case), as much of it as the identity did not
+  // overlap. `plan` (history read and cases judged) runs
+  // beside `store` on a second connection; `wait` is what the transaction
+  // then still waits for it.
+  enum class Phase { parse, validate, identity, summarize, plan, store, wait, finish, after, commit };
+  static constexpr std::array<const char*, 10> kPhaseNames = {
+      "parse", "validate", "identity", "summarize", "plan", "store", "wait", "finish", "after", "commit"};
   void observe(Phase phase, std::chrono::steady_clock::duration spent) {
     seconds_[static_cast<std::size_t>(phase)] += std::chrono::duration<double>(spent).count();
   }

@@ -648,36 +648,32 @@ struct CaseRowColumns {
 
 namespace {
 
-// Each case's candidate location, replicate spread and clock: what its
-// history and the GPU model's noise prior are made of, and what a later run
-// is judged against at equal clock; in the case's row and in the run's
-// run_locations row.
+// Each case's candidate location, replicate spread and clock, as the rule
+// computed them (common::summarize_case): what its history and the GPU
+// model's noise prior are made of, and what a later run is judged against
+// at equal clock; in the case's row and in the run's run_locations row.
 struct LocationColumns {
   PgBinaryArray<PgType::text> names;
   PgBinaryArray<PgType::float8> locations, replicate_sds, clocks, clock_sxx, clock_sxy;
   PgBinaryArray<PgType::int4> replicate_counts;
-  common::DetectionSettings detection;  // the defaults: what every stored location is computed with
 
-  void add(const std::string& name, const common::Measurement* candidate, CaseRowColumns& row) {
-    if (candidate == nullptr) {
+  void add(const std::string& name, const std::optional<common::CandidateSummary>& candidate,
+           CaseRowColumns& row) {
+    if (!candidate) {
       for (auto* column : {&row.locations, &row.replicate_sds, &row.clock_mhz, &row.clock_sxx, &row.clock_sxy,
                            &row.energy_j, &row.power_w})
         column->null();
       row.replicates.null();
       return;
     }
-    const common::Timing timing = common::timing_of(*candidate);
-    std::vector<double> per_replicate = common::replicate_locations(timing, detection);
-    double location = common::location(per_replicate);
-    std::optional<double> sd = common::replicate_log_sd(per_replicate);
-    row.locations.add(location);
-    row.replicates.add(per_replicate.size());
-    add_or_null(row.replicate_sds, sd);
+    row.locations.add(candidate->location);
+    row.replicates.add(candidate->replicates);
+    add_or_null(row.replicate_sds, candidate->replicate_sd);
     names.add(name);
-    locations.add(location);
-    replicate_counts.add(per_replicate.size());
-    add_or_null(replicate_sds, sd);
-    common::RunClock clock = common::run_clock(per_replicate, common::replicate_clocks(timing));
+    locations.add(candidate->location);
+    replicate_counts.add(candidate->replicates);
+    add_or_null(replicate_sds, candidate->replicate_sd);
+    const common::RunClock& clock = candidate->clock;
     for (auto [stored, in_row, value] : {std::tuple{&clocks, &row.clock_mhz, clock.mhz},
                                          {&clock_sxx, &row.clock_sxx, clock.sxx},
                                          {&clock_sxy, &row.clock_sxy, clock.sxy}}) {
@@ -689,28 +685,15 @@ struct LocationColumns {
         in_row->null();
       }
     }
-    add_energy(*candidate, row);
-  }
-
-  // The candidate's joules per iteration, the geometric mean of its
-  // replicates (no outlier left out), and their median board power: what
-  // the series plots for each run.
-  static void add_energy(const common::Measurement& candidate, CaseRowColumns& row) {
-    double log_sum = 0;
-    int measured = 0;
-    for (double joules : candidate.energy_j) {
-      if (joules <= 0) continue;
-      log_sum += std::log(joules);
-      ++measured;
-    }
-    measured > 0 ? row.energy_j.add(std::exp(log_sum / measured)) : row.energy_j.null();
-    !candidate.power_w.empty() ? row.power_w.add(common::median(candidate.power_w)) : row.power_w.null();
+    add_or_null(row.energy_j, candidate->energy_j);
+    add_or_null(row.power_w, candidate->power_w);
   }
 };
 
 }  // namespace
 
 StoredRun RunRepository::store(pqxx::work& tx, std::int64_t project_id, const common::RunReport& report,
+                               const std::vector<common::CaseSummary>& summaries,
                                const nlohmann::json& document, const std::string& canonical,
                                std::optional<std::int64_t> job_id) {
   using nlohmann::json;
@@ -743,19 +726,17 @@ StoredRun RunRepository::store(pqxx::work& tx, std::int64_t project_id, const co
   const json& posted_cases = document.at("cases");
   for (std::size_t i = 0; i < report.cases.size(); ++i) {
     const common::Case& c = report.cases[i];
+    const common::CaseSummary& summary = summaries.at(i);
     rows->add(c, posted_cases[i]);
     for (std::size_t k = 0; k < c.launches.size(); ++k) launches.add(i, k, c.launches[k]);
-    json median_by_impl = json::object(), bands = json::object();
-    for (const common::Measurement& m : c.measurements) {
-      median_by_impl[m.impl] = m.median_ns;
-      auto [low, high] = common::median_interval(m.samples_ns, 0.95);
-      bands[m.impl] = {low, high};
-      measurements.add(i, m, "head");
-    }
+    for (const common::Measurement& m : c.measurements) measurements.add(i, m, "head");
     for (const common::Measurement& m : c.base_measurements) measurements.add(i, m, "base");
+    json median_by_impl = json::object(), bands = json::object();
+    for (const auto& [impl, median] : summary.medians) median_by_impl[impl] = median;
+    for (const auto& [impl, band] : summary.bands) bands[impl] = {band.first, band.second};
     rows->medians.add(median_by_impl.dump());
     rows->bands.add(bands.dump());
-    locations.add(c.name, c.candidate(), *rows);
+    locations.add(c.name, summary.candidate, *rows);
   }
   const MeasurementColumns& m = measurements;
   const LaunchColumns& l = launches;

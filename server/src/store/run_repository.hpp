@@ -9,6 +9,7 @@
 
 #include <pqxx/pqxx>
 
+#include "kw/common/judge.hpp"
 #include "kw/common/run_report.hpp"
 #include "store/database.hpp"
 
@@ -68,13 +69,14 @@ class RunRepository {
   static std::optional<std::string> project_of_run(pqxx::work& tx, std::int64_t run_id);
   static std::string verdict_of(pqxx::work& tx, std::int64_t run_id);
 
-  // Stores run, stages, launches, measurements and raw samples; the case rows
-  // wait for store_cases. `document` is the
-  // report as validated into `report`; `canonical` its canonical form (CBOR,
-  // keys sorted), whose SHA-256 makes a re-post a no-op.
+  // Stores run, stages, launches, measurements and raw samples, with what
+  // the rule made of each case (`summaries`, one a case of `report`, from
+  // common::summarize_case); the case rows wait for store_cases. `document`
+  // is the report as validated into `report`; `canonical` its canonical form
+  // (CBOR, keys sorted), whose SHA-256 makes a re-post a no-op.
   static StoredRun store(pqxx::work& tx, std::int64_t project_id, const common::RunReport& report,
-                         const nlohmann::json& document, const std::string& canonical,
-                         std::optional<std::int64_t> job_id);
+                         const std::vector<common::CaseSummary>& summaries, const nlohmann::json& document,
+                         const std::string& canonical, std::optional<std::int64_t> job_id);
   // The run's case rows, each with its status (case name, status: its
   // candidate's time comparison; a case not named has none, no-baseline).
   // Written once the run is judged, so a case row is never written twice.
