@@ -45,11 +45,13 @@ UploadState UploadService::put_part(const Caller& caller, const std::string& pro
   });
 }
 
-std::optional<UploadState> UploadService::state(const Caller& caller, const std::string& project,
-                                                const std::string& upload) {
-  return with_transaction(pool_, [&](pqxx::work& tx) {
+UploadState UploadService::state(const Caller& caller, const std::string& project,
+                                 const std::string& upload) {
+  auto state = with_transaction(pool_, [&](pqxx::work& tx) {
     return UploadRepository::state(tx, project_id(tx, caller, project), caller.token_id, upload);
   });
+  if (!state) throw_no_upload(upload);
+  return *state;
 }
 
 CompletedUpload UploadService::complete(

@@ -38,8 +38,8 @@ class UploadService {
   const UploadLimits& limits() const { return limits_; }
   UploadState put_part(const Caller& caller, const std::string& project, const std::string& upload, int part,
                        int parts, const PartBody& body);
-  std::optional<UploadState> state(const Caller& caller, const std::string& project,
-                                   const std::string& upload);
+  // NotFound ("no_such_upload"): none begun, or expired.
+  UploadState state(const Caller& caller, const std::string& project, const std::string& upload);
   // Ingests the report `assemble` makes of the stored parts and marks the
   // upload with its run. Claimed in a transaction of its own: a second
   // completion, or a part sent meanwhile, is refused until this one has

@@ -148,9 +148,7 @@ void add_upload_routes(Router& router, const HandlerContext& context) {
 
   router.add("GET", "/api/v1/projects/{project}/uploads/{upload}", agent, [&uploads](Request& request) {
     const std::string& id = upload_id(request);
-    auto state = uploads.state(*request.caller, request.param("project"), id);
-    if (!state) throw NotFound("no_such_upload", "no upload " + id + " (none begun, or expired)");
-    return Response::json(200, state_json(id, *state));
+    return Response::json(200, state_json(id, uploads.state(*request.caller, request.param("project"), id)));
   });
 
   router.add("POST", "/api/v1/projects/{project}/uploads/{upload}", agent,
