@@ -45,6 +45,10 @@ class HistoryReadsStandIn final : public HistoryReads {
     note({{"read", "cases"}, {"project", project}});
     return answer(project);
   }
+  std::optional<std::string> audit(const std::string& project) override {
+    note({{"read", "audit"}, {"project", project}});
+    return answer(project);
+  }
   std::optional<std::string> runs(const std::string& project, const std::string& branch,
                                   const CaseFilter& filter, const Page& page,
                                   bool regressions_only) override {
@@ -131,9 +135,10 @@ class HistoryRoutesTest : public ::testing::Test {
 };
 
 TEST_F(HistoryRoutesTest, AProjectOutsideTheTokensScopeIsRefusedBeforeAnyRead) {
-  for (const char* target : {"/api/v1/projects/beta/overview", "/api/v1/projects/beta/cases",
-                             "/api/v1/projects/beta/runs", "/api/v1/projects/beta/regressions",
-                             "/api/v1/projects/beta/branches", "/api/v1/projects/beta/series?case=x"}) {
+  for (const char* target :
+       {"/api/v1/projects/beta/overview", "/api/v1/projects/beta/cases", "/api/v1/projects/beta/audit",
+        "/api/v1/projects/beta/runs", "/api/v1/projects/beta/regressions", "/api/v1/projects/beta/branches",
+        "/api/v1/projects/beta/series?case=x"}) {
     auto [status, body] = get(target, "alpha-only");
     EXPECT_EQ(status, 403) << target;
     EXPECT_EQ(body["error"], "project_denied") << target;
@@ -158,9 +163,9 @@ TEST_F(HistoryRoutesTest, AScopedTokenListsOnlyItsProjects) {
 }
 
 TEST_F(HistoryRoutesTest, AnUnknownProjectIs404ByName) {
-  for (const char* target :
-       {"/api/v1/projects/gamma/overview", "/api/v1/projects/gamma/cases", "/api/v1/projects/gamma/runs",
-        "/api/v1/projects/gamma/branches", "/api/v1/projects/gamma/series?case=x"}) {
+  for (const char* target : {"/api/v1/projects/gamma/overview", "/api/v1/projects/gamma/cases",
+                             "/api/v1/projects/gamma/audit", "/api/v1/projects/gamma/runs",
+                             "/api/v1/projects/gamma/branches", "/api/v1/projects/gamma/series?case=x"}) {
     auto [status, body] = get(target);
     EXPECT_EQ(status, 404) << target;
     EXPECT_EQ(body["error"], "no_such_project") << target;

@@ -10,6 +10,7 @@
 #include "kw/common/run_report.hpp"
 #include "kw/common/shards.hpp"
 #include "service/job_service.hpp"
+#include "service/judging.hpp"
 #include "store/bisect_repository.hpp"
 #include "store/detection_repository.hpp"
 #include "store/job_repository.hpp"
@@ -247,12 +248,14 @@ IngestResult IngestService::store_and_judge(nlohmann::json document, common::Run
   // while this one stores the report.
   auto planned = std::async(std::launch::async, [&] {
     const auto started = Clock::now();
-    auto result = with_transaction(
-        pool_, [&](pqxx::work& tx) { return DetectionRepository::plan(tx, report.project, report); });
+    auto reads = with_transaction(pool_, [&](pqxx::work& tx) {
+      return DetectionRepository::run_judging_reads(tx, report.project, report);
+    });
+    auto judgement = judge_run(std::move(reads), report);
     observe(Phase::plan, Clock::now() - started);
-    return result;
+    return judgement;
   });
-  std::shared_ptr<const DetectionRepository::Plan> plan;  // taken once, even if the transaction is retried
+  std::shared_ptr<const RunJudgement> judgement;  // taken once, even if the transaction is retried
   if (job_id) document["job_id"] = *job_id;
   // The summaries are made while the identity is: neither reads the other.
   auto summarized = std::async(std::launch::async, [&report] { return summarize(report); });
@@ -274,10 +277,11 @@ IngestResult IngestService::store_and_judge(nlohmann::json document, common::Run
     StoredRun result = RunRepository::store(tx, project_id, report, summaries, document, canonical, job_id);
     spent(Phase::store);
     if (!result.duplicate) {
-      if (!plan) plan = planned.get();
+      if (!judgement) judgement = planned.get();
       spent(Phase::wait);
-      RunRepository::store_cases(tx, result, DetectionRepository::case_statuses(*plan));
-      result.verdict = DetectionRepository::finish(tx, result.run_id, *plan, report);
+      RunRepository::store_cases(tx, result, judgement->case_statuses());
+      result.verdict = DetectionRepository::store_judgement(
+          tx, result.run_id, judgement->rows, judgement->settings, judgement->detection, judgement->verdict);
       spent(Phase::finish);
       after_judged(tx, result, job_id);
       spent(Phase::after);
@@ -288,7 +292,7 @@ IngestResult IngestService::store_and_judge(nlohmann::json document, common::Run
   // This server's next read of the project sees the run without waiting for
   // the change feed to hear the commit.
   if (!stored.duplicate) reads_.committed(report.project);
-  free_after_answer(report.cases.size(), std::move(document), std::move(report), std::move(plan));
+  free_after_answer(report.cases.size(), std::move(document), std::move(report), std::move(judgement));
   return {stored.run_id, stored.verdict, stored.duplicate, std::nullopt};
 }
 

@@ -4,6 +4,7 @@
 
 #include "errors.hpp"
 #include "kw/common/run_report.hpp"
+#include "service/judging.hpp"
 #include "service/ownership.hpp"
 #include "store/detection_repository.hpp"
 #include "store/explanation_repository.hpp"
@@ -128,7 +129,20 @@ json RunService::compare(const Caller* caller, const std::optional<std::string>&
     const std::string head = resolve_revision(tx, project_id, "head", head_text);
     if (project_id == 0) project_id = project_with_commit(tx, head);
     const std::string base = resolve_revision(tx, project_id, "base", base_text);
-    return DetectionRepository::compare_commits(tx, project_id, base, head, filter, page);
+    const ProjectSettings settings = SettingsRepository::get(tx, project_id);
+    json gpus = json::array();
+    for (const CommitRuns& runs :
+         DetectionRepository::commit_runs(tx, project_id, base, head, filter.gpu_model)) {
+      if (runs.base_in_job) {
+        auto [judged, detection] = DetectionRepository::judged_times(tx, runs.head_run, filter.name_like);
+        gpus.push_back(in_job_comparison(runs, std::move(judged), std::move(detection), filter, page));
+      } else if (runs.base_run) {  // else nothing of the base measured on this GPU
+        const CrossRunReads reads =
+            DetectionRepository::cross_run_reads(tx, settings, runs, filter.name_like);
+        gpus.push_back(cross_run_comparison(settings, runs, base, reads, filter, page));
+      }
+    }
+    return json{{"project", settings.name}, {"base", base}, {"head", head}, {"gpus", gpus}};
   });
 }
 

@@ -7,6 +7,7 @@
 #include "service/ingest_service.hpp"
 #include "service/job_service.hpp"
 #include "service/profile_service.hpp"
+#include "service/project_store.hpp"
 #include "service/run_service.hpp"
 #include "service/settings_service.hpp"
 #include "service/token_service.hpp"
@@ -25,8 +26,9 @@ struct Services {
         bisects(pool),
         profiles(pool, notifications, queue.max_attempts),
         uploads_in_parts(pool, ingest, uploads),
-        settings(pool, reads, notifications),
-        tokens(pool) {}
+        projects(pool, reads, notifications),
+        settings(projects, notifications),
+        tokens(projects) {}
 
   IngestService ingest;
   RunService runs;
@@ -34,6 +36,7 @@ struct Services {
   BisectService bisects;
   ProfileService profiles;
   UploadService uploads_in_parts;
+  PgProjectStore projects;  // before the services on it
   SettingsService settings;
   TokenService tokens;
 };

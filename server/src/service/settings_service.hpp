@@ -1,35 +1,33 @@
-// Projects: made, read, audited and configured.
+// Projects: made, read and configured.
 #pragma once
 
-#include <cstdint>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "access.hpp"
 #include "notify/notifier.hpp"
-#include "store/database.hpp"
-#include "store/read_routing.hpp"
+#include "service/project_store.hpp"
 
 namespace kw::server {
 
 class SettingsService {
  public:
-  SettingsService(ConnectionPool& pool, ReadRouting& reads, const NotifierOptions& notifications)
-      : pool_(pool), reads_(reads), notifications_(notifications) {}
+  SettingsService(ProjectStore& store, const NotifierOptions& notifications)
+      : store_(store), notifications_(notifications) {}
 
   // Only an unscoped admin makes projects. Conflict ("project_exists").
   nlohmann::json create_project(const Caller& caller, const std::string& name,
                                 const std::string& default_branch);
   // Its settings; for an admin, how delivery to each notification target fares.
   nlohmann::json project(const Caller* caller, const std::string& name);
-  std::string audit(const Caller* caller, const std::string& name);
-  // A webhook must reach a public address unless the server allows private ones.
+  // Unprocessable (422) naming the first field that is wrong; nothing is
+  // written then. A webhook must reach a public address unless the server
+  // allows private ones.
   nlohmann::json update(const Caller& caller, const std::string& name, const nlohmann::json& changes);
 
  private:
-  ConnectionPool& pool_;
-  ReadRouting& reads_;
+  ProjectStore& store_;
   const NotifierOptions& notifications_;
 };
 

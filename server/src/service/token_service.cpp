@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "errors.hpp"
-#include "store/token_repository.hpp"
 
 namespace kw::server {
 
@@ -38,34 +37,28 @@ json TokenService::create(const Caller& admin, const std::string& name, Scope sc
   if (!manages(admin, projects))
     throw Forbidden("project_denied",
                     "token \"" + admin.token_name + "\" makes tokens only for the projects it is scoped to");
-  return with_transaction(pool_, [&](pqxx::work& tx) {
-    std::string secret = TokenRepository::create(tx, name, scope, projects);
-    json created = token_json(TokenRepository::info(tx, secret));
-    created["token"] = secret;
-    return created;
-  });
+  auto [secret, info] = store_.create_token(name, scope, projects);
+  json created = token_json(info);
+  created["token"] = secret;
+  return created;
 }
 
 json TokenService::list(const Caller& admin) {
-  return with_transaction(pool_, [&](pqxx::work& tx) {
-    json list = json::array();
-    for (const TokenInfo& info : TokenRepository::list(tx)) {
-      if (manages(admin, info.projects)) list.push_back(token_json(info));
-    }
-    return list;
-  });
+  json list = json::array();
+  for (const TokenInfo& info : store_.tokens()) {
+    if (manages(admin, info.projects)) list.push_back(token_json(info));
+  }
+  return list;
 }
 
 void TokenService::revoke(const Caller& admin, std::int64_t token_id) {
-  int revoked = with_transaction(pool_, [&](pqxx::work& tx) {
-    const std::vector<TokenInfo> tokens = TokenRepository::list(tx);
-    auto token = std::find_if(tokens.begin(), tokens.end(),
-                              [token_id](const TokenInfo& info) { return info.id == token_id; });
-    // Another project's token is answered as if there were none.
-    if (token == tokens.end() || !manages(admin, token->projects)) return 0;
-    return TokenRepository::revoke(tx, std::to_string(token_id));
-  });
-  if (revoked == 0) throw NotFound("no_such_token", "no active token " + std::to_string(token_id));
+  // A token's projects never change, so what is checked here is what is revoked.
+  const std::vector<TokenInfo> tokens = store_.tokens();
+  auto token = std::find_if(tokens.begin(), tokens.end(),
+                            [token_id](const TokenInfo& info) { return info.id == token_id; });
+  // Another project's token is answered as if there were none.
+  if (token == tokens.end() || !manages(admin, token->projects) || !store_.revoke_token(token_id))
+    throw NotFound("no_such_token", "no active token " + std::to_string(token_id));
 }
 
 }  // namespace kw::server

@@ -9,13 +9,13 @@
 #include <nlohmann/json.hpp>
 
 #include "access.hpp"
-#include "store/database.hpp"
+#include "service/project_store.hpp"
 
 namespace kw::server {
 
 class TokenService {
  public:
-  explicit TokenService(ConnectionPool& pool) : pool_(pool) {}
+  explicit TokenService(ProjectStore& store) : store_(store) {}
 
   // The token made, its secret in `token` (shown once). Forbidden when a
   // project-scoped admin asks for projects beyond its own; none asked: its own.
@@ -27,7 +27,7 @@ class TokenService {
   void revoke(const Caller& admin, std::int64_t token_id);
 
  private:
-  ConnectionPool& pool_;
+  ProjectStore& store_;
 };
 
 }  // namespace kw::server

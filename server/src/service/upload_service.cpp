@@ -29,7 +29,47 @@ namespace {
   throw NotFound("no_such_upload", "no upload " + id + " (none begun, or expired)");
 }
 
+// Another upload may hold no more than the quota's count and bytes allow.
+void check_quota(const OpenTotals& open, bool created, std::int64_t stored_after, int max_uploads,
+                 std::int64_t max_bytes, const std::string& whose) {
+  if (created && open.count >= max_uploads) {
+    throw TooManyRequests("too_many_uploads", whose + " has " + std::to_string(open.count) +
+                                                  " uploads not completed, the most it may have open; "
+                                                  "complete them, or wait for them to expire");
+  }
+  if (open.stored_bytes + stored_after > max_bytes) {
+    throw InsufficientStorage("upload_quota", whose + "'s uploads not completed would hold " +
+                                                  std::to_string(open.stored_bytes + stored_after) +
+                                                  " bytes, more than its quota of " +
+                                                  std::to_string(max_bytes));
+  }
+}
+
 }  // namespace
+
+void check_part(const PartFacts& facts, std::int64_t token_id, const std::string& upload, int parts,
+                std::size_t report_bytes, const UploadQuota& quota) {
+  if (facts.token_id != token_id) throw NotFound("no_such_upload", "no upload " + upload + " of this token");
+  if (facts.parts != parts) {
+    throw Conflict("upload_mismatch", "upload " + upload + " was begun with " + std::to_string(facts.parts) +
+                                          " parts, not " + std::to_string(parts));
+  }
+  if (facts.run_id)
+    throw Conflict("upload_completed",
+                   "upload " + upload + " is already stored as run " + std::to_string(*facts.run_id));
+  if (facts.completing)
+    throw Conflict("upload_completing", "upload " + upload + " is being completed; its parts are fixed");
+  if (static_cast<std::size_t>(facts.decoded_bytes) > report_bytes) {
+    throw PayloadTooLarge("payload_too_large", "upload " + upload + ": its parts come to " +
+                                                   std::to_string(facts.decoded_bytes) +
+                                                   " bytes decoded, more than the limit of " +
+                                                   std::to_string(report_bytes) + " for one report");
+  }
+  check_quota(facts.of_token, facts.created, facts.stored_bytes, quota.uploads_per_token,
+              quota.bytes_per_token, "this token");
+  check_quota(facts.of_project, facts.created, facts.stored_bytes, quota.uploads_per_project,
+              quota.bytes_per_project, "this project");
+}
 
 // An upload names its project in the path; the caller's token must reach it.
 std::int64_t UploadService::project_id(pqxx::work& tx, const Caller& caller, const std::string& project) {
@@ -41,7 +81,10 @@ UploadState UploadService::put_part(const Caller& caller, const std::string& pro
                                     const std::string& upload, int part, int parts, const PartBody& body) {
   return with_transaction(pool_, [&](pqxx::work& tx) {
     return UploadRepository::put_part(tx, project_id(tx, caller, project), caller.token_id, upload, part,
-                                      parts, body, limits_.report_bytes, limits_.quota);
+                                      parts, body, [&](const PartFacts& facts) {
+                                        check_part(facts, caller.token_id, upload, parts,
+                                                   limits_.report_bytes, limits_.quota);
+                                      });
   });
 }
 

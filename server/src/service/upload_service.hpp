@@ -30,6 +30,14 @@ struct CompletedUpload {
   std::optional<std::int64_t> job_id;
 };
 
+// The rules a part is held to, by the facts its store read under the
+// upload's lock: NotFound for another token's upload, Conflict for another
+// number of parts or an upload completed or being completed, 413 past
+// `report_bytes` decoded, 429 for a new upload past a quota's count, 507 past
+// a quota's bytes.
+void check_part(const PartFacts& facts, std::int64_t token_id, const std::string& upload, int parts,
+                std::size_t report_bytes, const UploadQuota& quota);
+
 class UploadService {
  public:
   UploadService(ConnectionPool& pool, IngestService& ingest, UploadLimits limits)

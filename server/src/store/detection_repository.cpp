@@ -116,13 +116,6 @@ FROM unnest($2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[], $7::te
        method, se, df, first_pass, threshold_source)
 )sql";
 
-struct Baseline {
-  std::int64_t run_id = 0;
-  std::string commit;
-  std::int64_t case_id = 0;
-  std::string reason;
-};
-
 // `match`: "commit" or "branch", `key` the commit or branch name.
 std::map<std::string, Baseline> find_baselines(pqxx::work& tx, const std::vector<std::string>& names,
                                                std::int64_t project_id, const std::string& gpu,
@@ -173,13 +166,6 @@ T number_of(const pqxx::field& field) {
   return parse_pg_number<T>(std::string_view(field.c_str(), field.size()));
 }
 
-const Measurement* find_impl(const std::vector<Measurement>& measurements, const std::string& impl) {
-  for (const Measurement& m : measurements) {
-    if (m.impl == impl) return &m;
-  }
-  return nullptr;
-}
-
 json test_json(const common::CaseTest& test, ChangeStatus status) {
   return {{"method", common::to_string(test.method)},
           {"status", common::to_string(status)},
@@ -194,64 +180,46 @@ json test_json(const common::CaseTest& test, ChangeStatus status) {
           {"note", test.note}};
 }
 
-// The smallest change a case's comparison flags, and who set it.
-struct CaseThreshold {
-  double value = 0;
-  std::string source;
-};
+}  // namespace
 
-// A comparison as it is stored: the judge's, with what it was compared with.
-struct ComparisonRow : common::Comparison {
-  ComparisonRow() = default;
-  ComparisonRow(common::Comparison judged, const Baseline* against, std::string source, std::string why)
-      : common::Comparison(std::move(judged)),
-        baseline(against),
-        threshold_source(std::move(source)),
-        reason(std::move(why)) {}
+json ComparisonRow::first_pass_json() const {
+  if (!first_pass) return nullptr;
+  json out = test_json(*first_pass, ChangeStatus::unchanged);
+  out.erase("status");
+  return out;
+}
 
-  const Baseline* baseline = nullptr;
-  std::string threshold_source;
-  std::string reason;  // what it was compared with (the baseline run's reason by default)
-
-  std::string reason_text() const { return !reason.empty() ? reason : baseline ? baseline->reason : ""; }
-  // The first pass's test, without a status: only the run's decision has one.
-  json first_pass_json() const {
-    if (!first_pass) return nullptr;
-    json out = test_json(*first_pass, ChangeStatus::unchanged);
-    out.erase("status");
-    return out;
+json ComparisonRow::to_json(const common::DetectionSettings& settings) const {
+  json row{{"case", case_name},
+           {"kind", kind},
+           {"impl", impl},
+           {"baseline_run_id", baseline ? json(baseline->run_id) : json(nullptr)},
+           {"baseline_reason", reason_text()},
+           {"status", common::to_string(status)},
+           {"excluded_throttled", excluded_throttled},
+           {"note", test.note},
+           {"method", measured() ? json(common::to_string(test.method)) : json(nullptr)},
+           {"first_pass", first_pass_json()}};
+  if (measured()) {
+    row.update({{"ratio", test.ratio},
+                {"ratio_of_medians", ratio_of_medians},
+                {"lower", test.lower},
+                {"upper", test.upper},
+                {"confidence", 1 - settings.run_alpha},
+                {"p_value", test.p_value},
+                {"threshold", min_threshold},
+                {"threshold_source", threshold_source},
+                {"head_noise", test.head_replicate_sd},
+                {"base_noise", test.base_replicate_sd},
+                {"head_samples", test.head_replicates},
+                {"base_samples", test.base_replicates},
+                {"se", test.se},
+                {"df", test.df}});
   }
+  return row;
+}
 
-  json to_json(const common::DetectionSettings& settings) const {
-    json row{{"case", case_name},
-             {"kind", kind},
-             {"impl", impl},
-             {"baseline_run_id", baseline ? json(baseline->run_id) : json(nullptr)},
-             {"baseline_reason", reason_text()},
-             {"status", common::to_string(status)},
-             {"excluded_throttled", excluded_throttled},
-             {"note", test.note},
-             {"method", measured() ? json(common::to_string(test.method)) : json(nullptr)},
-             {"first_pass", first_pass_json()}};
-    if (measured()) {
-      row.update({{"ratio", test.ratio},
-                  {"ratio_of_medians", ratio_of_medians},
-                  {"lower", test.lower},
-                  {"upper", test.upper},
-                  {"confidence", 1 - settings.run_alpha},
-                  {"p_value", test.p_value},
-                  {"threshold", min_threshold},
-                  {"threshold_source", threshold_source},
-                  {"head_noise", test.head_replicate_sd},
-                  {"base_noise", test.base_replicate_sd},
-                  {"head_samples", test.head_replicates},
-                  {"base_samples", test.base_replicates},
-                  {"se", test.se},
-                  {"df", test.df}});
-    }
-    return row;
-  }
-};
+namespace {
 
 // The comparisons' columns, an element a row (kInsertComparisons); the
 // reason and threshold source most rows share go with the run instead.
@@ -335,38 +303,6 @@ void insert_comparisons(pqxx::work& tx, std::int64_t run_id, const std::vector<C
   columns.insert(tx, run_id);
 }
 
-// How one implementation of a case was compared: its base measured in this
-// job, else the baseline run.
-std::string in_job_reason(const std::optional<std::string>& base_commit) {
-  return base_commit ? "base_commit " + base_commit->substr(0, 12) +
-                           " measured in this job, its replicates alternating with the head's"
-                     : "base measured in this job";
-}
-
-ComparisonRow as_row(common::Comparison judged, const Baseline* baseline, std::string threshold_source,
-                     const std::optional<std::string>& base_commit) {
-  const bool in_job = judged.in_job;
-  return {std::move(judged), in_job ? nullptr : baseline, std::move(threshold_source),
-          in_job ? in_job_reason(base_commit) : ""};
-}
-
-// The run's decision as stored with it.
-void add_decision(json& detection, const common::RunDecision& decision) {
-  detection["comparisons"] = decision.candidate_comparisons;
-  if (const auto& drift = decision.machine_drift) {
-    detection["machine_drift"] = {{"median_change", drift->median_change},
-                                  {"comparisons", drift->comparisons},
-                                  {"same_direction", drift->same_direction},
-                                  {"flagged", drift->flagged}};
-  }
-}
-
-common::RunDecision decide_rows(std::vector<ComparisonRow>& rows, const common::DetectionSettings& settings) {
-  std::vector<common::Comparison*> comparisons;
-  for (ComparisonRow& row : rows) comparisons.push_back(&row);
-  return common::decide_run(comparisons, settings);
-}
-
 // `exclude_run`: a run left out of the history (the head, when it is stored).
 std::map<std::string, common::CaseHistory> load_history(pqxx::work& tx, const std::vector<std::string>& names,
                                                         std::int64_t project_id, const std::string& gpu,
@@ -418,26 +354,6 @@ std::map<std::string, common::CaseHistory> load_history(pqxx::work& tx, const st
   return history;
 }
 
-// A case's threshold: the commit's kernelwatch.json where it sets one, else
-// the project's setting; for a pull request the stricter of that and its
-// base's, so a pull request cannot loosen its own gate.
-CaseThreshold threshold_for(const ProjectSettings& project, const common::RunReport& report,
-                            const std::string& name) {
-  auto of = [&](const std::optional<common::Thresholds>& thresholds, const std::string& commit) {
-    if (thresholds) {
-      if (auto value = thresholds->for_case(name))
-        return CaseThreshold{*value, "kernelwatch.json at " + commit.substr(0, 12)};
-    }
-    return CaseThreshold{project.min_threshold_for(name), "project setting"};
-  };
-  CaseThreshold own = of(report.thresholds, report.commit);
-  if (!report.base_commit) return own;
-  CaseThreshold base = of(report.base_thresholds, *report.base_commit);
-  if (base.value >= own.value) return own;
-  base.source += " (the base's, stricter than " + own.source + ")";
-  return base;
-}
-
 }  // namespace
 
 std::vector<Statement> DetectionRepository::statements() {
@@ -449,118 +365,7 @@ std::vector<Statement> DetectionRepository::statements() {
           {"detection_insert", kInsertComparisons}};
 }
 
-struct DetectionRepository::Plan {
-  std::map<std::string, Baseline> baselines;  // the rows point into it
-  common::DetectionSettings settings;
-  std::vector<ComparisonRow> rows;
-  bool regression = false;
-  bool improvement = false;
-  std::size_t judged = 0;         // candidate comparisons made
-  std::size_t throttled_out = 0;  // candidate comparisons refused: the GPU throttled
-  json detection;                 // the run's decision, stored with it
-};
-
 namespace {
-
-// What judging a run's cases reads, fetched once per run.
-struct PlanInputs {
-  const ProjectSettings& project;
-  const common::RunReport& report;
-  const common::DetectionSettings& detection;
-  const std::map<std::string, Baseline>& baselines;
-  const std::map<std::int64_t, std::vector<Measurement>>& base_measurements;
-  const std::map<std::string, common::CaseHistory>& history;
-  const common::GpuNoise& gpu_noise;
-};
-
-// One case's comparisons: each implementation's time, and the candidate's
-// energy where both sides measured it.
-void judge_case(const PlanInputs& in, const common::Case& c, std::vector<ComparisonRow>& rows) {
-  static const std::vector<Measurement> kNone;
-  static const common::CaseHistory kNoHistory;
-  auto b = in.baselines.find(c.name);
-  const Baseline* baseline = b == in.baselines.end() ? nullptr : &b->second;
-  auto stored = baseline ? in.base_measurements.find(baseline->case_id) : in.base_measurements.end();
-  const std::vector<Measurement>& base = stored == in.base_measurements.end() ? kNone : stored->second;
-  auto h = in.history.find(c.name);
-  const common::CaseHistory& case_history = h == in.history.end() ? kNoHistory : h->second;
-  const common::NoiseModel noise = common::case_noise(case_history, in.gpu_noise, in.detection);
-  CaseThreshold threshold = threshold_for(in.project, in.report, c.name);
-  for (const Measurement& m : c.measurements) {
-    const Measurement* in_job = nullptr;
-    for (const Measurement& bm : c.base_measurements) {
-      if (bm.impl == m.impl) in_job = &bm;
-    }
-    // Only the candidate has a stored history; a baseline implementation
-    // is judged against the baseline run alone.
-    common::ComparedWith with{in_job, find_impl(base, m.impl), baseline != nullptr, {}};
-    if (m.is_candidate() && baseline) with.history = case_history.through(baseline->run_id);
-    rows.push_back(
-        as_row(common::judge_time(c.name, &c, m, std::move(with), noise, threshold.value, in.detection),
-               baseline, threshold.source, in.report.base_commit));
-    if (!m.is_candidate()) continue;
-    if (auto energy = common::judge_energy(c.name, m, in_job, find_impl(base, m.impl),
-                                           in.project.energy_threshold, in.detection)) {
-      // Not judged when its time was not: the GPU braked.
-      if (!rows.back().throttled_out)
-        rows.push_back(as_row(std::move(*energy), baseline, "project setting (energy_threshold)",
-                              in.report.base_commit));
-    }
-  }
-}
-
-// Cases are independent: they are judged on every core, in the order the
-// report lists them.
-std::vector<ComparisonRow> judge_cases(const PlanInputs& in) {
-  std::vector<const common::Case*> measured;
-  for (const common::Case& c : in.report.cases) {
-    if (c.candidate()) measured.push_back(&c);
-  }
-  std::vector<ComparisonRow> rows;
-  for (auto& part : common::in_parts(measured.size(), 16, [&](std::size_t begin, std::size_t end) {
-         std::vector<ComparisonRow> judged;
-         for (std::size_t i = begin; i < end; ++i) judge_case(in, *measured[i], judged);
-         return judged;
-       })) {
-    for (ComparisonRow& row : part) rows.push_back(std::move(row));
-  }
-  return rows;
-}
-
-// After the run's decision: a case identical to its base is unchanged, with
-// the evidence instead of a test (it takes no part in the decision: nothing
-// was measured), and an audited case the decision flagged says that its own
-// code did not change.
-void explain_fingerprints(const PlanInputs& in, std::vector<ComparisonRow>& rows) {
-  std::set<std::string> audited;
-  for (const common::Case& c : in.report.cases) {
-    if (c.audit) audited.insert(c.name);
-  }
-  for (ComparisonRow& row : rows) {
-    if (row.impl != "candidate" || row.status == ChangeStatus::unchanged ||
-        row.status == ChangeStatus::no_baseline || !audited.contains(row.case_name))
-      continue;
-    row.test.note += std::string(row.test.note.empty() ? "" : "; ") +
-                     "its code is identical to the base's (audited): the change is elsewhere (layout, "
-                     "alignment, shared state)";
-  }
-  const std::string base = in.report.base_commit ? in.report.base_commit->substr(0, 12) : "the base";
-  for (const common::Case& c : in.report.cases) {
-    if (!c.identical_to_base) continue;
-    common::Comparison identical;
-    identical.case_name = c.name;
-    identical.impl = "candidate";
-    identical.status = ChangeStatus::unchanged;
-    identical.in_job = true;
-    const std::string digest = c.fingerprint->value("digest", "");
-    identical.test.note =
-        "unchanged: identical code (fingerprint " + digest.substr(0, 12) + " in both), not timed";
-    CaseThreshold threshold = threshold_for(in.project, in.report, c.name);
-    identical.min_threshold = threshold.value;
-    rows.emplace_back(std::move(identical), nullptr, threshold.source,
-                      "base_commit " + base + " runs the same code (its fingerprint)");
-  }
-}
 
 // A pull request compares with its base commit when that commit has a run
 // on this GPU model; everything else with the newest run on the default
@@ -595,182 +400,11 @@ std::map<std::string, Baseline> baselines_of(pqxx::work& tx, const std::vector<s
   return baselines;
 }
 
-// The GPU model's learned noise, as the run's detection record shows it.
-json noise_prior_json(const std::string& gpu, const common::GpuNoise& gpu_noise) {
-  return {{"gpu_model", gpu},
-          {"replicate_sd",
-           gpu_noise.replicate.df > 0 ? gpu_noise.replicate.sd : common::default_noise().replicate_sd},
-          {"replicate_df", gpu_noise.replicate.df},
-          {"run_sd", gpu_noise.run.df > 0 ? gpu_noise.run.sd : common::default_noise().run_sd},
-          {"run_df", gpu_noise.run.df}};
-}
-
-}  // namespace
-
-std::shared_ptr<const DetectionRepository::Plan> DetectionRepository::plan(pqxx::work& tx,
-                                                                           const std::string& project_name,
-                                                                           const common::RunReport& report) {
-  auto result = std::make_shared<Plan>();
-  auto found = RunRepository::find_project(tx, project_name);
-  // Planned before the run is stored: every run this transaction sees is earlier.
-  constexpr std::int64_t kAfterEveryRun = INT64_MAX;
-  ProjectSettings project = found ? SettingsRepository::get(tx, *found) : ProjectSettings{};
-  std::int64_t project_id = found.value_or(0);
-  common::DetectionSettings detection = project.detection();
-  result->settings = detection;
-  std::string gpu = report.device ? report.device->name : "none";
-
-  std::vector<std::string> names;
-  for (const common::Case& c : report.cases) {
-    if (c.candidate()) names.push_back(c.name);
-  }
-  std::map<std::string, Baseline>& baselines = result->baselines;
-  baselines = baselines_of(tx, names, project, project_id, gpu, report);
-  std::vector<std::int64_t> case_ids;
-  case_ids.reserve(baselines.size());
-  for (const auto& [_, b] : baselines) case_ids.push_back(b.case_id);
-  auto base_measurements = load_measurements(tx, case_ids);
-  auto history = load_history(tx, names, project_id, gpu, project.default_branch, kAfterEveryRun);
-  const common::GpuNoise gpu_noise = common::learn_gpu_noise(history, detection);
-
-  const PlanInputs inputs{project,           report,  detection, result->baselines,
-                          base_measurements, history, gpu_noise};
-  result->rows = judge_cases(inputs);
-  result->detection = {{"run_alpha", detection.run_alpha}, {"noise_prior", noise_prior_json(gpu, gpu_noise)}};
-  const common::RunDecision decision = decide_rows(result->rows, detection);
-  add_decision(result->detection, decision);
-  explain_fingerprints(inputs, result->rows);
-  result->regression = decision.regression;
-  result->improvement = decision.improvement;
-  for (const ComparisonRow& row : result->rows) {
-    if (row.impl != "candidate" || row.kind != "time") continue;
-    result->throttled_out += row.throttled_out;
-    result->judged += row.measured();
-  }
-  if (result->throttled_out > 0) result->detection["throttled_out"] = result->throttled_out;
-  return result;
-}
-
-std::vector<std::pair<std::string, std::string>> DetectionRepository::case_statuses(const Plan& plan) {
-  std::vector<std::pair<std::string, std::string>> statuses;
-  for (const ComparisonRow& row : plan.rows) {
-    if (row.impl == "candidate" && row.kind == "time")
-      statuses.emplace_back(row.case_name, std::string(common::to_string(row.status)));
-  }
-  return statuses;
-}
-
-std::string DetectionRepository::finish(pqxx::work& tx, std::int64_t run_id, const Plan& plan,
-                                        const common::RunReport& report) {
-  insert_comparisons(tx, run_id, plan.rows, plan.settings);
-  bool failed = false;
-  for (const common::Stage& stage : report.stages)
-    failed = failed || stage.status == common::StageStatus::failed;
-  bool measured = false;
-  for (const common::Case& c : report.cases) {
-    failed = failed || (c.correctness && !c.correctness->passed);
-    // A case identical to its base is decided by its code, not its time.
-    measured = measured || c.candidate() != nullptr || c.identical_to_base;
-  }
-  // Nothing measured is no evidence of no regression, and neither is a run
-  // measured only while the GPU throttled.
-  const bool braked = plan.judged == 0 && plan.throttled_out > 0;
-  std::string verdict = failed                ? "failed"
-                        : !measured || braked ? "no-data"
-                        : plan.regression     ? "regression"
-                        : plan.improvement    ? "improvement"
-                                              : "pass";
-  RunRepository::set_verdict(tx, run_id, verdict);
-  tx.exec_params0("UPDATE runs SET detection = $2::jsonb WHERE id = $1", run_id, plan.detection.dump());
-  if (verdict == "regression" && carry_acknowledgement(tx, run_id)) return "pass";
-  return verdict;
-}
-
-namespace {
-
-// Each case's candidate comparison with every implementation's beside it,
-// of the statuses asked for. `rows`: comparisons as JSON, in case order.
-std::vector<json> candidate_entries(std::vector<json> rows, const CaseFilter& filter) {
-  std::map<std::string, json> by_case;
-  for (const json& row : rows) by_case[row["case"].get<std::string>()].push_back(row);
-  const std::string statuses = "," + filter.statuses + ",";
-  std::vector<json> kept;
-  for (json& entry : rows) {
-    if (entry["impl"] != "candidate") continue;
-    if (!filter.statuses.empty() &&
-        statuses.find("," + entry["status"].get<std::string>() + ",") == std::string::npos)
-      continue;
-    entry["comparisons"] = by_case[entry["case"].get<std::string>()];
-    for (const char* drop : {"kind", "impl", "baseline_run_id", "baseline_reason"}) entry.erase(drop);
-    kept.push_back(std::move(entry));
-  }
-  return kept;
-}
-
-// The page asked for, largest effect first: the "paging" object and the
-// page's cases.
-std::pair<json, json> page_by_effect(std::vector<json> kept, const Page& page) {
-  auto effect = [](const json& row) {
-    return row.contains("ratio") && row["ratio"].is_number() ? std::abs(std::log(row["ratio"].get<double>()))
-                                                             : 0.0;
-  };
-  std::stable_sort(kept.begin(), kept.end(),
-                   [&](const json& a, const json& b) { return effect(a) > effect(b); });
-  const auto total = static_cast<std::int64_t>(kept.size());
-  const std::int64_t first = std::min(page.offset(), total);
-  const std::int64_t last = std::min(first + page.per_page, total);
-  json paging = {{"page", page.number},
-                 {"per_page", page.per_page},
-                 {"cases_total", total},
-                 {"pages", std::max<std::int64_t>(1, (total + page.per_page - 1) / page.per_page)}};
-  return {std::move(paging), json(std::vector<json>(std::make_move_iterator(kept.begin() + first),
-                                                    std::make_move_iterator(kept.begin() + last)))};
-}
-
-std::pair<json, json> compared_cases(const std::vector<ComparisonRow>& rows,
-                                     const common::DetectionSettings& detection, const CaseFilter& filter,
-                                     const Page& page) {
-  std::vector<json> as_json;
-  as_json.reserve(rows.size());
-  for (const ComparisonRow& row : rows) as_json.push_back(row.to_json(detection));
-  return page_by_effect(candidate_entries(std::move(as_json), filter), page);
-}
-
-// A head run measured against its base in its own job: its comparisons as
-// that run judged them (so compare, the run page, the pull request's
-// comment and kw gate say the same of every case), paged like a cross-run
-// compare.
-json in_job_comparison(pqxx::work& tx, std::int64_t head_run, std::optional<std::int64_t> base_run,
-                       const std::string& gpu, const CaseFilter& filter, const Page& page) {
-  std::vector<json> rows;
-  for (json& row :
-       json::parse(RunRepository::run_comparisons_json(tx, head_run, 0, INT64_MAX, filter.name_like))) {
-    if (row["kind"] == "time") rows.push_back(std::move(row));
-  }
-  auto [paging, shown] = page_by_effect(candidate_entries(std::move(rows), filter), page);
-  json detection = json::parse(
-      tx.exec_params1("SELECT COALESCE(detection, '{}'::jsonb)::text FROM runs WHERE id = $1", head_run)[0]
-          .as<std::string>());
-  return {{"gpu_model", gpu},
-          {"head_run_id", head_run},
-          {"base_run_id", base_run ? json(*base_run) : json(nullptr)},
-          {"source", "in_job"},
-          {"source_note", "as run " + std::to_string(head_run) +
-                              " judged it: base and head measured in the same job, their replicates "
-                              "alternating on one GPU"},
-          {"detection", std::move(detection)},
-          {"paging", std::move(paging)},
-          {"cases", std::move(shown)}};
-}
-
-}  // namespace
-
-namespace {
-
 // Each case by the threshold its head run was judged by, so compare and the
 // run page agree.
-std::map<std::string, CaseThreshold> judged_thresholds(pqxx::work& tx, std::int64_t head_run) {
-  std::map<std::string, CaseThreshold> judged_by;
+std::map<std::string, std::pair<double, std::string>> judged_thresholds(pqxx::work& tx,
+                                                                        std::int64_t head_run) {
+  std::map<std::string, std::pair<double, std::string>> judged_by;
   for (const auto& row : tx.exec_params(
            "SELECT x.case_name, x.threshold, COALESCE(x.threshold_source, r.comparison_threshold_source, "
            "'') "
@@ -784,25 +418,87 @@ std::map<std::string, CaseThreshold> judged_thresholds(pqxx::work& tx, std::int6
   return judged_by;
 }
 
-// Two runs of the two commits on one GPU model, measured in different jobs.
-struct CrossRun {
-  const ProjectSettings& project;
-  const common::DetectionSettings& detection;
-  std::string gpu;
-  std::int64_t head_run = 0;
-  std::int64_t base_run = 0;
-  std::string base;
-};
+}  // namespace
 
-// Every case of the head run against the base run's, judged as detection
-// would judge them, the between-run noise in the interval.
-// The rows point at `baseline`, which must outlive them.
-std::vector<ComparisonRow> cross_run_rows(pqxx::work& tx, const CrossRun& pair, const Baseline& baseline,
-                                          const CaseFilter& filter) {
+RunJudgingReads DetectionRepository::run_judging_reads(pqxx::work& tx, const std::string& project_name,
+                                                       const common::RunReport& report) {
+  RunJudgingReads reads;
+  auto found = RunRepository::find_project(tx, project_name);
+  if (found) reads.project = SettingsRepository::get(tx, *found);
+  // Read before the run is stored: every run this transaction sees is earlier.
+  constexpr std::int64_t kAfterEveryRun = INT64_MAX;
+  const std::string gpu = report.device ? report.device->name : "none";
+  std::vector<std::string> names;
+  for (const common::Case& c : report.cases) {
+    if (c.candidate()) names.push_back(c.name);
+  }
+  reads.baselines = baselines_of(tx, names, reads.project, reads.project.id, gpu, report);
+  std::vector<std::int64_t> case_ids;
+  case_ids.reserve(reads.baselines.size());
+  for (const auto& [_, b] : reads.baselines) case_ids.push_back(b.case_id);
+  reads.base_measurements = load_measurements(tx, case_ids);
+  reads.history =
+      load_history(tx, names, reads.project.id, gpu, reads.project.default_branch, kAfterEveryRun);
+  return reads;
+}
+
+std::string DetectionRepository::store_judgement(pqxx::work& tx, std::int64_t run_id,
+                                                 const std::vector<ComparisonRow>& rows,
+                                                 const common::DetectionSettings& settings,
+                                                 const json& detection, const std::string& verdict) {
+  insert_comparisons(tx, run_id, rows, settings);
+  RunRepository::set_verdict(tx, run_id, verdict);
+  tx.exec_params0("UPDATE runs SET detection = $2::jsonb WHERE id = $1", run_id, detection.dump());
+  if (verdict == "regression" && carry_acknowledgement(tx, run_id)) return "pass";
+  return verdict;
+}
+
+std::vector<CommitRuns> DetectionRepository::commit_runs(pqxx::work& tx, std::int64_t project_id,
+                                                         const std::string& base, const std::string& head,
+                                                         const std::string& gpu_model) {
+  // The newest run of the head commit per GPU model, and of the base where
+  // it has one; whether the head run measured the base in its own job.
+  pqxx::result pairs = tx.exec_params(
+      "SELECT h.gpu_model, h.id, b.id, h.base_commit IS NOT DISTINCT FROM $3 AND EXISTS ("
+      "  SELECT 1 FROM measurements m JOIN cases c ON c.id = m.case_id WHERE c.run_id = h.id AND m.side = "
+      "'base'), h.rule_version "
+      "FROM (SELECT DISTINCT ON (gpu_model) gpu_model, id, base_commit, rule_version FROM runs "
+      "      WHERE project_id = $1 AND commit_sha = $2 AND verdict <> 'pending' ORDER BY gpu_model, id DESC) "
+      "h "
+      "LEFT JOIN (SELECT DISTINCT ON (gpu_model) gpu_model, id FROM runs "
+      "      WHERE project_id = $1 AND commit_sha = $3 AND verdict <> 'pending' ORDER BY gpu_model, id DESC) "
+      "b "
+      "  ON b.gpu_model = h.gpu_model "
+      "WHERE $4 = '' OR h.gpu_model = $4 ORDER BY h.gpu_model",
+      project_id, head, base, gpu_model);
+  std::vector<CommitRuns> runs;
+  for (const auto& pair : pairs) {
+    CommitRuns r{pair[0].as<std::string>(), pair[1].as<std::int64_t>(), std::nullopt, pair[3].as<bool>(),
+                 pair[4].as<int>()};
+    if (!pair[2].is_null()) r.base_run = pair[2].as<std::int64_t>();
+    runs.push_back(std::move(r));
+  }
+  return runs;
+}
+
+std::pair<std::vector<json>, json> DetectionRepository::judged_times(pqxx::work& tx, std::int64_t run_id,
+                                                                     const std::string& name_like) {
+  std::vector<json> rows;
+  for (json& row : json::parse(RunRepository::run_comparisons_json(tx, run_id, 0, INT64_MAX, name_like))) {
+    if (row["kind"] == "time") rows.push_back(std::move(row));
+  }
+  json detection = json::parse(
+      tx.exec_params1("SELECT COALESCE(detection, '{}'::jsonb)::text FROM runs WHERE id = $1", run_id)[0]
+          .as<std::string>());
+  return {std::move(rows), std::move(detection)};
+}
+
+CrossRunReads DetectionRepository::cross_run_reads(pqxx::work& tx, const ProjectSettings& project,
+                                                   const CommitRuns& runs, const std::string& name_like) {
   pqxx::result cases = tx.exec_params(
       "SELECT hc.name, hc.id, bc.id FROM cases hc JOIN cases bc ON bc.run_id = $2 AND bc.name = hc.name "
       "WHERE hc.run_id = $1 AND ($3 = '' OR hc.name ILIKE $3) ORDER BY hc.ordinal",
-      pair.head_run, pair.base_run, filter.name_like);
+      runs.head_run, runs.base_run.value_or(0), name_like);
   std::vector<std::int64_t> ids;
   std::vector<std::string> names;
   for (const auto& c : cases) {
@@ -811,88 +507,14 @@ std::vector<ComparisonRow> cross_run_rows(pqxx::work& tx, const CrossRun& pair, 
     ids.push_back(c[2].as<std::int64_t>());
   }
   auto measurements = load_measurements(tx, ids);
-  auto history =
-      load_history(tx, names, pair.project.id, pair.gpu, pair.project.default_branch, pair.head_run);
-  const common::GpuNoise gpu_noise = common::learn_gpu_noise(history, pair.detection);
-  const std::map<std::string, CaseThreshold> judged_by = judged_thresholds(tx, pair.head_run);
-  std::vector<ComparisonRow> rows;
+  CrossRunReads reads;
   for (const auto& c : cases) {
-    std::string name = c[0].as<std::string>();
-    auto judged = judged_by.find(name);
-    // The project's setting for a case the head run did not judge.
-    CaseThreshold threshold = judged != judged_by.end()
-                                  ? judged->second
-                                  : CaseThreshold{pair.project.min_threshold_for(name), "project setting"};
-    const std::vector<Measurement>& base_measurements = measurements[c[2].as<std::int64_t>()];
-    const common::CaseHistory& case_history = history[name];
-    const common::NoiseModel noise = common::case_noise(case_history, gpu_noise, pair.detection);
-    for (const Measurement& m : measurements[c[1].as<std::int64_t>()]) {
-      common::ComparedWith with{nullptr, find_impl(base_measurements, m.impl), true, {}};
-      if (m.is_candidate()) with.history = case_history.through(pair.base_run);
-      rows.push_back(as_row(
-          common::judge_time(name, nullptr, m, std::move(with), noise, threshold.value, pair.detection),
-          &baseline, threshold.source, std::nullopt));
-    }
+    reads.cases.push_back({c[0].as<std::string>(), std::move(measurements[c[1].as<std::int64_t>()]),
+                           std::move(measurements[c[2].as<std::int64_t>()])});
   }
-  return rows;
-}
-
-json cross_run_comparison(pqxx::work& tx, const CrossRun& pair, const CaseFilter& filter, const Page& page) {
-  const Baseline baseline{pair.base_run, pair.base, 0,
-                          "commit " + pair.base.substr(0, 12) + " on " + pair.gpu + " (run " +
-                              std::to_string(pair.base_run) + ")"};
-  std::vector<ComparisonRow> rows = cross_run_rows(tx, pair, baseline, filter);
-  json decision;
-  add_decision(decision, decide_rows(rows, pair.detection));
-  auto [paging, shown] = compared_cases(rows, pair.detection, filter, page);
-  return {{"gpu_model", pair.gpu},
-          {"head_run_id", pair.head_run},
-          {"base_run_id", pair.base_run},
-          {"source", "cross_run"},
-          {"source_note", "run " + std::to_string(pair.head_run) + " against run " +
-                              std::to_string(pair.base_run) +
-                              ", measured in different jobs: the between-run noise is in the interval"},
-          {"detection", decision},
-          {"paging", std::move(paging)},
-          {"cases", std::move(shown)}};
-}
-
-}  // namespace
-
-json DetectionRepository::compare_commits(pqxx::work& tx, std::int64_t project_id, const std::string& base,
-                                          const std::string& head, const CaseFilter& filter,
-                                          const Page& page) {
-  ProjectSettings project = SettingsRepository::get(tx, project_id);
-  const common::DetectionSettings detection = project.detection();
-  // The newest run of the head commit per GPU model, and of the base where
-  // it has one; whether the head run measured the base in its own job.
-  pqxx::result pairs = tx.exec_params(
-      "SELECT h.gpu_model, h.id, b.id, h.base_commit IS NOT DISTINCT FROM $3 AND EXISTS ("
-      "  SELECT 1 FROM measurements m JOIN cases c ON c.id = m.case_id WHERE c.run_id = h.id AND m.side = "
-      "'base') "
-      "FROM (SELECT DISTINCT ON (gpu_model) gpu_model, id, base_commit FROM runs "
-      "      WHERE project_id = $1 AND commit_sha = $2 AND verdict <> 'pending' ORDER BY gpu_model, id DESC) "
-      "h "
-      "LEFT JOIN (SELECT DISTINCT ON (gpu_model) gpu_model, id FROM runs "
-      "      WHERE project_id = $1 AND commit_sha = $3 AND verdict <> 'pending' ORDER BY gpu_model, id DESC) "
-      "b "
-      "  ON b.gpu_model = h.gpu_model "
-      "WHERE $4 = '' OR h.gpu_model = $4 ORDER BY h.gpu_model",
-      project_id, head, base, filter.gpu_model);
-  json gpus = json::array();
-  for (const auto& pair : pairs) {
-    std::string gpu = pair[0].as<std::string>();
-    std::int64_t head_run = pair[1].as<std::int64_t>();
-    std::optional<std::int64_t> base_of_own;
-    if (!pair[2].is_null()) base_of_own = pair[2].as<std::int64_t>();
-    if (pair[3].as<bool>()) {
-      gpus.push_back(in_job_comparison(tx, head_run, base_of_own, gpu, filter, page));
-    } else if (base_of_own) {  // else nothing of the base measured on this GPU
-      gpus.push_back(cross_run_comparison(tx, CrossRun{project, detection, gpu, head_run, *base_of_own, base},
-                                          filter, page));
-    }
-  }
-  return {{"project", project.name}, {"base", base}, {"head", head}, {"gpus", gpus}};
+  reads.history = load_history(tx, names, project.id, runs.gpu, project.default_branch, runs.head_run);
+  reads.judged_thresholds = judged_thresholds(tx, runs.head_run);
+  return reads;
 }
 
 namespace {

@@ -1,12 +1,11 @@
-// Regression detection's store: it reads what kw/common/judge.hpp judges by
-// (each case's baseline run per GPU model, its history, the stored
-// measurements) and stores what it returns (the comparisons, the run's
-// verdict); commit-to-commit comparison, and acknowledgement of intended
-// slowdowns. The rules themselves are in common.
+// Regression detection's store: it reads what judging needs (each case's
+// baseline run per GPU model, its history, the stored measurements) and
+// stores what judging decided (the comparisons, the run's verdict), with the
+// acknowledgement of intended slowdowns. It judges nothing: the rules are in
+// kw/common/judge.hpp, applied to a run by service/judging.hpp.
 #pragma once
 
 #include <map>
-#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -14,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
 
+#include "kw/common/judge.hpp"
 #include "kw/common/run_report.hpp"
 #include "store/database.hpp"
 #include "store/run_repository.hpp"
@@ -21,28 +21,89 @@
 
 namespace kw::server {
 
+// The run a case is compared with, and why that one.
+struct Baseline {
+  std::int64_t run_id = 0;
+  std::string commit;
+  std::int64_t case_id = 0;
+  std::string reason;
+};
+
+// A comparison as it is stored: the judge's, with what it was compared with.
+struct ComparisonRow : common::Comparison {
+  ComparisonRow() = default;
+  ComparisonRow(common::Comparison judged, const Baseline* against, std::string source, std::string why)
+      : common::Comparison(std::move(judged)),
+        baseline(against),
+        threshold_source(std::move(source)),
+        reason(std::move(why)) {}
+
+  const Baseline* baseline = nullptr;  // outlived by what holds the row
+  std::string threshold_source;
+  std::string reason;  // what it was compared with (the baseline run's reason by default)
+
+  std::string reason_text() const { return !reason.empty() ? reason : baseline ? baseline->reason : ""; }
+  // The first pass's test, without a status: only the run's decision has one.
+  nlohmann::json first_pass_json() const;
+  nlohmann::json to_json(const common::DetectionSettings& settings) const;
+};
+
+// What judging a run reads, each read once: earlier runs only.
+struct RunJudgingReads {
+  ProjectSettings project;  // defaults, with id 0, for a project not stored
+  // Each candidate case's baseline: a pull request's base commit's run on
+  // this GPU model where it has one, else the default branch's newest.
+  std::map<std::string, Baseline> baselines;
+  std::map<std::int64_t, std::vector<common::Measurement>> base_measurements;  // by baseline case id
+  std::map<std::string, common::CaseHistory> history;                          // on the default branch
+};
+
+// A commit's newest run on one GPU model, with the newest of the base commit's.
+struct CommitRuns {
+  std::string gpu;
+  std::int64_t head_run = 0;
+  std::optional<std::int64_t> base_run;
+  bool base_in_job = false;   // the head run measured the base in its own job
+  int head_rule_version = 0;  // the rule the head run was judged by
+};
+
+// What judging two runs of different jobs against each other reads: the
+// cases both measured, in the head run's order.
+struct CrossRunReads {
+  struct Case {
+    std::string name;
+    std::vector<common::Measurement> head, base;
+  };
+  std::vector<Case> cases;
+  std::map<std::string, common::CaseHistory> history;  // before the head run
+  // The threshold the head run judged each case by, and its source.
+  std::map<std::string, std::pair<double, std::string>> judged_thresholds;
+};
+
 class DetectionRepository {
  public:
   static std::vector<Statement> statements();
 
-  // Detection in two halves, so the first can run on its own connection while
-  // the run is being stored: `plan` reads the baselines and history (earlier
-  // runs only) and computes every comparison; `finish` stores them with the
-  // run's verdict and returns the verdict.
-  struct Plan;
-  static std::shared_ptr<const Plan> plan(pqxx::work& tx, const std::string& project,
-                                          const common::RunReport& report);
-  // Each case's status in the plan: its candidate's time comparison.
-  static std::vector<std::pair<std::string, std::string>> case_statuses(const Plan& plan);
-  static std::string finish(pqxx::work& tx, std::int64_t run_id, const Plan& plan,
-                            const common::RunReport& report);
+  static RunJudgingReads run_judging_reads(pqxx::work& tx, const std::string& project,
+                                           const common::RunReport& report);
+  // Stores the run's comparisons, its decision (`detection`) and verdict;
+  // returns the verdict, "pass" where a regression takes the
+  // acknowledgement of a run of the same change that covers it.
+  static std::string store_judgement(pqxx::work& tx, std::int64_t run_id,
+                                     const std::vector<ComparisonRow>& rows,
+                                     const common::DetectionSettings& settings,
+                                     const nlohmann::json& detection, const std::string& verdict);
 
-  // The cases of the newest run of `head` against the newest run of `base`,
-  // per GPU model that has both, sorted by effect size: those the filter
-  // keeps, one page of them. The decision covers every case the name
-  // pattern keeps, whatever the statuses and page show.
-  static nlohmann::json compare_commits(pqxx::work& tx, std::int64_t project_id, const std::string& base,
-                                        const std::string& head, const CaseFilter& filter, const Page& page);
+  // Per GPU model (only `gpu_model` where not empty), the newest run of `head`.
+  static std::vector<CommitRuns> commit_runs(pqxx::work& tx, std::int64_t project_id, const std::string& base,
+                                             const std::string& head, const std::string& gpu_model);
+  // A run's stored time comparisons as JSON (of the cases `name_like`
+  // keeps, case order), and its stored decision.
+  static std::pair<std::vector<nlohmann::json>, nlohmann::json> judged_times(pqxx::work& tx,
+                                                                             std::int64_t run_id,
+                                                                             const std::string& name_like);
+  static CrossRunReads cross_run_reads(pqxx::work& tx, const ProjectSettings& project, const CommitRuns& runs,
+                                       const std::string& name_like);
 
   // A regression run becomes `pass`, with who and why recorded, and so do
   // the unacknowledged regressions of the same change (same tree, or the

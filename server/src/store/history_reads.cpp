@@ -34,6 +34,11 @@ std::optional<std::string> PgHistoryReads::cases(const std::string& project) {
                     [](pqxx::work& tx, std::int64_t id) { return RunRepository::cases_json(tx, id); });
 }
 
+std::optional<std::string> PgHistoryReads::audit(const std::string& project) {
+  return of_project(project,
+                    [](pqxx::work& tx, std::int64_t id) { return RunRepository::audit_json(tx, id); });
+}
+
 std::optional<std::string> PgHistoryReads::runs(const std::string& project, const std::string& branch,
                                                 const CaseFilter& filter, const Page& page,
                                                 bool regressions_only) {

@@ -1,5 +1,5 @@
 // The reads behind a project's history pages (projects, overview, cases,
-// runs, regressions, branches, series), as an interface in the manner of
+// audit, runs, regressions, branches, series), as an interface in the manner of
 // openstreetmap-cgimap's data_selection: kw-server reads PostgreSQL through
 // PgHistoryReads; the handler tests give the routes a stand-in where a
 // database adds nothing (access, parameters, the read cache).
@@ -25,6 +25,8 @@ class HistoryReads {
   virtual std::optional<std::string> overview(const std::string& project, const std::string& branch,
                                               const CaseFilter& filter, const Page& page) = 0;
   virtual std::optional<std::string> cases(const std::string& project) = 0;
+  // How often skipping identical cases missed a change, by the audited cases.
+  virtual std::optional<std::string> audit(const std::string& project) = 0;
   virtual std::optional<std::string> runs(const std::string& project, const std::string& branch,
                                           const CaseFilter& filter, const Page& page,
                                           bool regressions_only) = 0;
@@ -43,6 +45,7 @@ class PgHistoryReads final : public HistoryReads {
   std::optional<std::string> overview(const std::string& project, const std::string& branch,
                                       const CaseFilter& filter, const Page& page) override;
   std::optional<std::string> cases(const std::string& project) override;
+  std::optional<std::string> audit(const std::string& project) override;
   std::optional<std::string> runs(const std::string& project, const std::string& branch,
                                   const CaseFilter& filter, const Page& page, bool regressions_only) override;
   std::optional<std::string> branches(const std::string& project) override;

@@ -74,15 +74,9 @@ std::optional<std::string> nullable_text(const json& value, const std::string& f
   return text;
 }
 
-// The settings request, checked as a whole before anything is written.
-struct SettingsChange {
-  std::optional<std::string> default_branch;
-  std::optional<double> min_threshold, energy_threshold, run_alpha;
-  std::map<std::string, std::optional<double>> case_thresholds;  // nullopt: back to min_threshold
-  std::optional<std::optional<std::string>> github_repo, webhook_url, gitlab_project;
-};
+}  // namespace
 
-SettingsChange parse_change(const json& changes) {
+SettingsChange parse_settings_change(const json& changes) {
   if (!changes.is_object()) throw Unprocessable("wrong_type", "settings", "must be a JSON object");
   SettingsChange change;
   for (const auto& [key, value] : changes.items()) {
@@ -132,6 +126,8 @@ SettingsChange parse_change(const json& changes) {
   }
   return change;
 }
+
+namespace {
 
 const char* nullable_c_str(const std::optional<std::string>& text) {
   return text ? text->c_str() : nullptr;
@@ -269,8 +265,25 @@ ProjectSettings SettingsRepository::get(pqxx::work& tx, std::int64_t project_id)
   return settings;
 }
 
-ProjectSettings SettingsRepository::update(pqxx::work& tx, std::int64_t project_id, const json& changes) {
-  const SettingsChange change = parse_change(changes);
+void ProjectSettings::apply(const SettingsChange& change) {
+  if (change.default_branch) default_branch = *change.default_branch;
+  if (change.min_threshold) min_threshold = *change.min_threshold;
+  if (change.energy_threshold) energy_threshold = *change.energy_threshold;
+  if (change.run_alpha) run_alpha = *change.run_alpha;
+  for (const auto& [case_name, threshold] : change.case_thresholds) {
+    if (threshold) {
+      case_thresholds[case_name] = *threshold;
+    } else {
+      case_thresholds.erase(case_name);
+    }
+  }
+  if (change.github_repo) github_repo = change.github_repo->value_or("");
+  if (change.webhook_url) webhook_url = change.webhook_url->value_or("");
+  if (change.gitlab_project) gitlab_project = change.gitlab_project->value_or("");
+}
+
+ProjectSettings SettingsRepository::update(pqxx::work& tx, std::int64_t project_id,
+                                           const SettingsChange& change) {
   if (change.default_branch)
     tx.exec_params0("UPDATE projects SET default_branch = $2 WHERE id = $1", project_id,
                     *change.default_branch);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -14,6 +15,21 @@
 #include "kw/common/detection.hpp"
 
 namespace kw::server {
+
+// A settings request, checked as a whole before anything is written.
+struct SettingsChange {
+  std::optional<std::string> default_branch;
+  std::optional<double> min_threshold, energy_threshold, run_alpha;
+  std::map<std::string, std::optional<double>> case_thresholds;  // nullopt: back to min_threshold
+  std::optional<std::optional<std::string>> github_repo, webhook_url,
+      gitlab_project;  // nullopt inside: cleared
+};
+
+// {"default_branch"?, "min_threshold"?, "case_thresholds"?: {case: number|null}, "run_alpha"?,
+//  "energy_threshold"?, "github_repo"?: "owner/name"|null, "webhook_url"?: url|null,
+//  "gitlab_project"?: id|"group/name"|null}, every value checked: Unprocessable (422) naming the
+// first field that is wrong.
+SettingsChange parse_settings_change(const nlohmann::json& changes);
 
 struct ProjectSettings {
   std::int64_t id = 0;
@@ -29,6 +45,7 @@ struct ProjectSettings {
   double energy_threshold = common::DetectionSettings{}.energy_threshold;
 
   double min_threshold_for(const std::string& case_name) const;
+  void apply(const SettingsChange& change);
   common::DetectionSettings detection() const;
   nlohmann::json to_json() const;
 };
@@ -44,10 +61,8 @@ std::string name_problem(std::string_view text);  // branch and case names
 class SettingsRepository {
  public:
   static ProjectSettings get(pqxx::work& tx, std::int64_t project_id);
-  // Applies {"default_branch"?, "min_threshold"?, "case_thresholds"?: {case: number|null}, "run_alpha"?,
-  //          "energy_threshold"?, "github_repo"?: "owner/name"|null, "webhook_url"?: url|null,
-  //          "gitlab_project"?: id|"group/name"|null}: all of it, or nothing (422 naming the field).
-  static ProjectSettings update(pqxx::work& tx, std::int64_t project_id, const nlohmann::json& changes);
+  // Writes the change; returns the settings it leaves.
+  static ProjectSettings update(pqxx::work& tx, std::int64_t project_id, const SettingsChange& change);
 };
 
 }  // namespace kw::server

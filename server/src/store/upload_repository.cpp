@@ -7,7 +7,7 @@ namespace kw::server {
 namespace {
 
 // The upload row locked, so parts arriving at once on several servers count
-// each other's bytes; `created` tells a new upload (which quotas count).
+// each other's bytes; `created` tells a new upload (which quota counts count).
 constexpr const char* kLockUpload = R"sql(
 INSERT INTO uploads (project_id, id, parts, token_id) VALUES ($1, $2, $3, $4)
 ON CONFLICT (project_id, id) DO UPDATE SET touched_at = now()
@@ -32,27 +32,8 @@ WHERE project_id = $1 AND id = $2 AND token_id = $3 AND run_id IS NULL
 RETURNING id
 )sql";
 
-void check_quota(pqxx::work& tx, std::int64_t project_id, std::int64_t token_id, const std::string& upload,
-                 bool created, std::int64_t stored_after, const UploadQuota& quota) {
-  auto check = [&](const pqxx::row& open, int max_uploads, std::int64_t max_bytes, const std::string& whose) {
-    const auto count = open[0].as<std::int64_t>();
-    const auto bytes = open[1].as<std::int64_t>();
-    if (created && count >= max_uploads) {
-      throw TooManyRequests("too_many_uploads", whose + " has " + std::to_string(count) +
-                                                    " uploads not completed, the most it may have open; "
-                                                    "complete them, or wait for them to expire");
-    }
-    if (bytes + stored_after > max_bytes) {
-      throw InsufficientStorage("upload_quota", whose + "'s uploads not completed would hold " +
-                                                    std::to_string(bytes + stored_after) +
-                                                    " bytes, more than its quota of " +
-                                                    std::to_string(max_bytes));
-    }
-  };
-  check(tx.exec_params1(kOpenOfToken, token_id, project_id, upload), quota.uploads_per_token,
-        quota.bytes_per_token, "this token");
-  check(tx.exec_params1(kOpenOfProject, project_id, upload), quota.uploads_per_project,
-        quota.bytes_per_project, "this project");
+OpenTotals totals(const pqxx::row& row) {
+  return {row[0].as<std::int64_t>(), row[1].as<std::int64_t>()};
 }
 
 }  // namespace
@@ -79,34 +60,23 @@ std::optional<UploadState> UploadRepository::state(pqxx::work& tx, std::int64_t 
 
 UploadState UploadRepository::put_part(pqxx::work& tx, std::int64_t project_id, std::int64_t token_id,
                                        const std::string& upload, int part, int parts, const PartBody& body,
-                                       std::size_t decoded_limit, const UploadQuota& quota) {
+                                       const PartCheck& check) {
   pqxx::row locked = tx.exec_params1(kLockUpload, project_id, upload, parts, token_id);
-  if (locked[2].is_null() || locked[2].as<std::int64_t>() != token_id)
-    throw NotFound("no_such_upload", "no upload " + upload + " of this token");
-  const int begun_with = locked[0].as<int>();
-  if (begun_with != parts) {
-    throw Conflict("upload_mismatch", "upload " + upload + " was begun with " + std::to_string(begun_with) +
-                                          " parts, not " + std::to_string(parts));
-  }
-  if (!locked[1].is_null()) {
-    throw Conflict("upload_completed",
-                   "upload " + upload + " is already stored as run " + locked[1].as<std::string>());
-  }
-  if (locked[3].as<bool>())
-    throw Conflict("upload_completing", "upload " + upload + " is being completed; its parts are fixed");
+  PartFacts facts;
+  if (!locked[2].is_null()) facts.token_id = locked[2].as<std::int64_t>();
+  facts.parts = locked[0].as<int>();
+  if (!locked[1].is_null()) facts.run_id = locked[1].as<std::int64_t>();
+  facts.completing = locked[3].as<bool>();
+  facts.created = locked[4].as<bool>();
   const pqxx::row others = tx.exec_params1(
       "SELECT COALESCE(sum(decoded_bytes), 0)::bigint, COALESCE(sum(octet_length(data)), 0)::bigint "
       "FROM upload_parts WHERE project_id = $1 AND upload_id = $2 AND part <> $3",
       project_id, upload, part);
-  const std::int64_t decoded = others[0].as<std::int64_t>() + body.decoded_bytes;
-  if (static_cast<std::size_t>(decoded) > decoded_limit) {
-    throw PayloadTooLarge("payload_too_large", "upload " + upload + ": its parts come to " +
-                                                   std::to_string(decoded) +
-                                                   " bytes decoded, more than the limit of " +
-                                                   std::to_string(decoded_limit) + " for one report");
-  }
-  const std::int64_t stored = others[1].as<std::int64_t>() + static_cast<std::int64_t>(body.data.size());
-  check_quota(tx, project_id, token_id, upload, locked[4].as<bool>(), stored, quota);
+  facts.decoded_bytes = others[0].as<std::int64_t>() + body.decoded_bytes;
+  facts.stored_bytes = others[1].as<std::int64_t>() + static_cast<std::int64_t>(body.data.size());
+  facts.of_token = totals(tx.exec_params1(kOpenOfToken, token_id, project_id, upload));
+  facts.of_project = totals(tx.exec_params1(kOpenOfProject, project_id, upload));
+  check(facts);
   tx.exec_params0(
       "INSERT INTO upload_parts (project_id, upload_id, part, data, gzip, decoded_bytes, sha256) "
       "VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (project_id, upload_id, part) DO UPDATE SET "
@@ -116,7 +86,7 @@ UploadState UploadRepository::put_part(pqxx::work& tx, std::int64_t project_id, 
       body.decoded_bytes, body.sha256);
   tx.exec_params0(
       "UPDATE uploads SET stored_bytes = $3, decoded_bytes = $4 WHERE project_id = $1 AND id = $2",
-      project_id, upload, stored, decoded);
+      project_id, upload, facts.stored_bytes, facts.decoded_bytes);
   return *state(tx, project_id, token_id, upload);
 }
 

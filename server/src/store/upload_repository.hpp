@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -52,6 +53,26 @@ struct StoredPartBody {
   bool gzip = false;
 };
 
+// Uploads not completed: how many, and the bytes they hold as stored.
+struct OpenTotals {
+  std::int64_t count = 0, stored_bytes = 0;
+};
+
+// What a part is judged by (UploadService's check_part), read under the
+// upload's lock, so parts arriving at once on several servers count each
+// other's bytes.
+struct PartFacts {
+  std::optional<std::int64_t> token_id;  // the token that began the upload
+  int parts = 0;                         // as it was begun
+  std::optional<std::int64_t> run_id;    // once completed
+  bool completing = false;               // a completion holds its parts
+  bool created = false;                  // this part begins it
+  // Of its parts with this one (replacing an earlier copy of it).
+  std::int64_t decoded_bytes = 0, stored_bytes = 0;
+  OpenTotals of_token, of_project;  // the other uploads not completed
+};
+using PartCheck = std::function<void(const PartFacts&)>;
+
 // Totals of the uploads not completed, for /metrics.
 struct OpenUploads {
   std::int64_t count = 0, stored_bytes = 0, decoded_bytes = 0;
@@ -60,14 +81,11 @@ struct OpenUploads {
 class UploadRepository {
  public:
   // Stores part `part` (from 0) of `parts` for `token_id`, replacing an
-  // earlier copy of it; the first part to arrive creates the upload. Throws
-  // NotFound when another token began the upload, Conflict when it was begun
-  // with another number of parts, is completed or being completed, 413 when
-  // its parts would decode past `decoded_limit` bytes, 429 past the quota's
-  // count of uploads and 507 past its bytes.
+  // earlier copy of it, once `check` (which throws to refuse it) has taken
+  // its facts; the first part to arrive creates the upload.
   static UploadState put_part(pqxx::work& tx, std::int64_t project_id, std::int64_t token_id,
                               const std::string& upload, int part, int parts, const PartBody& body,
-                              std::size_t decoded_limit, const UploadQuota& quota);
+                              const PartCheck& check);
   // nullopt when there is no such upload of this token.
   static std::optional<UploadState> state(pqxx::work& tx, std::int64_t project_id, std::int64_t token_id,
                                           const std::string& upload);

@@ -40,6 +40,24 @@ const std::string& readable(const Request& request) {
   return project;
 }
 
+// The project's pages that are read whole: not cached, not paged.
+void add_whole_project_reads(Router& router, HistoryReads& reads) {
+  router.add("GET", "/api/v1/projects/{project}/cases", Access::read(), [&reads](Request& request) {
+    const std::string& project = readable(request);
+    return Response::json_text(200, found(reads.cases(project), project));
+  });
+
+  router.add("GET", "/api/v1/projects/{project}/audit", Access::read(), [&reads](Request& request) {
+    const std::string& project = readable(request);
+    return Response::json_text(200, found(reads.audit(project), project));
+  });
+
+  router.add("GET", "/api/v1/projects/{project}/branches", Access::read(), [&reads](Request& request) {
+    const std::string& project = readable(request);
+    return Response::json_text(200, found(reads.branches(project), project));
+  });
+}
+
 }  // namespace
 
 void add_history_routes(Router& router, HistoryReads& reads, ReadCache& cache) {
@@ -50,6 +68,7 @@ void add_history_routes(Router& router, HistoryReads& reads, ReadCache& cache) {
     if (request.caller) only = request.caller->projects;
     return Response::json_text(200, reads.projects(only));
   });
+  add_whole_project_reads(router, reads);
 
   // One page of cases (default 500): the newest run of each case and GPU
   // model, those the filter keeps.
@@ -62,11 +81,6 @@ void add_history_routes(Router& router, HistoryReads& reads, ReadCache& cache) {
                   cache_key({"overview", filter.gpu_model, filter.name_like, filter.statuses, branch,
                              std::to_string(page.number), std::to_string(page.per_page)}),
                   [&] { return found(reads.overview(project, branch, filter, page), project); });
-  });
-
-  router.add("GET", "/api/v1/projects/{project}/cases", Access::read(), [&reads](Request& request) {
-    const std::string& project = readable(request);
-    return Response::json_text(200, found(reads.cases(project), project));
   });
 
   for (bool regressions : {false, true}) {
@@ -82,11 +96,6 @@ void add_history_routes(Router& router, HistoryReads& reads, ReadCache& cache) {
       return Response::json_text(200, found(reads.runs(project, branch, filter, page, regressions), project));
     });
   }
-
-  router.add("GET", "/api/v1/projects/{project}/branches", Access::read(), [&reads](Request& request) {
-    const std::string& project = readable(request);
-    return Response::json_text(200, found(reads.branches(project), project));
-  });
 
   router.add("GET", "/api/v1/projects/{project}/series", Access::read(), [&](Request& request) {
     auto case_name = request.query_value("case");

@@ -25,10 +25,6 @@ void add_project_routes(Router& router, const HandlerContext& context) {
     return Response::json(200, settings.project(request.reader(), request.param("project")));
   });
 
-  router.add("GET", "/api/v1/projects/{project}/audit", Access::read(), [&settings](Request& request) {
-    return Response::json_text(200, settings.audit(request.reader(), request.param("project")));
-  });
-
   router.add("PUT", "/api/v1/projects/{project}/settings", admin, [&settings](Request& request) {
     const json changes = require_object(request);
     return Response::json(200, settings.update(*request.caller, request.param("project"), changes));
