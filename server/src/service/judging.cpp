@@ -190,9 +190,24 @@ json noise_prior_json(const std::string& gpu, const common::GpuNoise& gpu_noise)
           {"run_df", gpu_noise.run.df}};
 }
 
+// The candidates' time comparisons: how many were judged, and how many were
+// refused because the GPU braked.
+struct CandidateCounts {
+  std::size_t judged = 0, throttled_out = 0;
+};
+CandidateCounts candidate_counts(const std::vector<ComparisonRow>& rows) {
+  CandidateCounts counts;
+  for (const ComparisonRow& row : rows) {
+    if (row.impl != "candidate" || row.kind != "time") continue;
+    counts.throttled_out += row.throttled_out;
+    counts.judged += row.measured();
+  }
+  return counts;
+}
+
 // failed, no-data, regression, improvement or pass.
 std::string verdict_of(const common::RunReport& report, const common::RunDecision& decision,
-                       const std::vector<ComparisonRow>& rows) {
+                       const CandidateCounts& counts) {
   bool failed = false;
   for (const common::Stage& stage : report.stages)
     failed = failed || stage.status == common::StageStatus::failed;
@@ -202,28 +217,14 @@ std::string verdict_of(const common::RunReport& report, const common::RunDecisio
     // A case identical to its base is decided by its code, not its time.
     measured = measured || c.candidate() != nullptr || c.identical_to_base;
   }
-  std::size_t judged = 0, throttled_out = 0;
-  for (const ComparisonRow& row : rows) {
-    if (row.impl != "candidate" || row.kind != "time") continue;
-    throttled_out += row.throttled_out;
-    judged += row.measured();
-  }
   // Nothing measured is no evidence of no regression, and neither is a run
   // measured only while the GPU throttled.
-  const bool braked = judged == 0 && throttled_out > 0;
+  const bool braked = counts.judged == 0 && counts.throttled_out > 0;
   return failed                 ? "failed"
          : !measured || braked  ? "no-data"
          : decision.regression  ? "regression"
          : decision.improvement ? "improvement"
                                 : "pass";
-}
-
-std::size_t throttled_out_of(const std::vector<ComparisonRow>& rows) {
-  std::size_t throttled_out = 0;
-  for (const ComparisonRow& row : rows) {
-    if (row.impl == "candidate" && row.kind == "time") throttled_out += row.throttled_out;
-  }
-  return throttled_out;
 }
 
 }  // namespace
@@ -241,11 +242,11 @@ std::shared_ptr<const RunJudgement> judge_run(RunJudgingReads reads, const commo
   result->detection = {{"run_alpha", detection.run_alpha}, {"noise_prior", noise_prior_json(gpu, gpu_noise)}};
   const common::RunDecision decision = decide_rows(result->rows, detection);
   add_decision(result->detection, decision);
-  // The verdict is the decision's, before the unchanged cases join the rows.
-  result->verdict = verdict_of(report, decision, result->rows);
+  // Counted before the unchanged cases join the rows: they were not timed.
+  const CandidateCounts counts = candidate_counts(result->rows);
+  result->verdict = verdict_of(report, decision, counts);
+  if (counts.throttled_out > 0) result->detection["throttled_out"] = counts.throttled_out;
   explain_fingerprints(inputs, result->rows);
-  if (std::size_t throttled_out = throttled_out_of(result->rows); throttled_out > 0)
-    result->detection["throttled_out"] = throttled_out;
   return result;
 }
 
