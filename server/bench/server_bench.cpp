@@ -39,6 +39,7 @@
 #include "kw/http/client.hpp"
 #include "kw/http/gzip.hpp"
 #include "store/embedded_postgres.hpp"
+#include "store/history_reads.hpp"
 #include "store/run_repository.hpp"
 #include "store/token_repository.hpp"
 
@@ -665,7 +666,7 @@ void ServerBench::run_history() {
         {"cases_json", project_id},    {"runs_json", project_id + ", 'main', 100, 0, false, '', ''"},
         {"branches_json", project_id}, {"overview_json", project_id + ", 'main', '', 0, 500, '', ''"},
         {"projects_json", "NULL"},     {"series_json", "'history', 'attention.fwd/case0', 'main', '', 1000"}};
-    for (const Statement& statement : RunRepository::statements()) {
+    for (const Statement& statement : PgHistoryReads::statements()) {
       auto it = arguments.find(statement.name);
       if (!explain || it == arguments.end()) continue;
       tx.exec(std::string("PREPARE ") + statement.name + " AS " + statement.sql);

@@ -24,8 +24,9 @@ using nlohmann::json;
 
 std::vector<Statement> all_statements() {
   std::vector<Statement> statements;
-  for (auto part : {TokenRepository::statements(), RunRepository::statements(), JobRepository::statements(),
-                    DetectionRepository::statements(), ProfileRepository::statements()}) {
+  for (auto part :
+       {TokenRepository::statements(), RunRepository::statements(), JobRepository::statements(),
+        DetectionRepository::statements(), ProfileRepository::statements(), PgHistoryReads::statements()}) {
     statements.insert(statements.end(), part.begin(), part.end());
   }
   return statements;

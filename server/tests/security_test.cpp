@@ -259,7 +259,7 @@ TEST_F(SecurityTest, CasesAreCountedOncePerCaseNotOncePerRow) {
   // The statement as the server prepares it: each case's runs are counted in
   // one grouped pass, with no subquery run per row.
   std::string text;
-  for (const Statement& statement : RunRepository::statements()) {
+  for (const Statement& statement : PgHistoryReads::statements()) {
     if (std::string(statement.name) == "cases_json") text = statement.sql;
   }
   ASSERT_FALSE(text.empty());

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <stdexcept>
@@ -44,7 +45,9 @@ class ServerUnderTest {
       : binary_(std::move(binary)),
         data_dir_(make_temp_dir("kw-e2e-server")),
         port_(free_port()),
-        extra_(std::move(extra_args)) {}
+        extra_(std::move(extra_args)) {
+    copy_seed();
+  }
   ~ServerUnderTest() {
     process_.reset();
     // Stops the cluster a killed server may have left running.
@@ -83,6 +86,19 @@ class ServerUnderTest {
   http::Client client(const std::string& token = {}) const { return http::Client(url(), token); }
 
  private:
+  // The cluster ctest's kw_server_seed fixture made with this build's
+  // kw-server (KW_TEST_SERVER_SEED), copied with its owner and modes, so that
+  // the server starts on a migrated cluster instead of running initdb. A
+  // server other than the build's (a package's) makes its own.
+  void copy_seed() {
+    const char* seed = std::getenv("KW_TEST_SERVER_SEED");
+    if (seed == nullptr || *seed == '\0' || binary_ != KW_SERVER_BINARY) return;
+    if (!fs::exists(fs::path(seed) / "postgres" / "PG_VERSION")) return;
+    const auto copied = run_command({"cp", "-a", std::string(seed) + "/.", data_dir_.string()});
+    if (copied.exit_code != 0)
+      throw std::runtime_error("copying the seed cluster " + std::string(seed) + ": " + copied.output);
+  }
+
   std::string binary_;
   fs::path data_dir_;
   int port_;

@@ -31,9 +31,12 @@ class ChangeFeed {
  private:
   void run();
   bool listen(std::string& problem);
-  // Waits up to `wait` for notifications and hands them to the cache; false
+  // Waits up to `limit` for notifications and hands them to the cache; false
   // when the connection broke.
-  bool receive(std::chrono::milliseconds wait, std::string& problem);
+  bool receive(std::chrono::milliseconds limit, std::string& problem);
+  // Up to `limit` for `fd` (none: -1) to be readable; false at the limit or
+  // once the destructor woke the thread.
+  bool wait(int fd, std::chrono::milliseconds limit) const;
   // The primary's WAL position, asked on the feed's connection (0 without a
   // replica, which is the only use of it); false when that failed.
   bool position(std::uint64_t& lsn, std::string& problem);
@@ -45,6 +48,7 @@ class ChangeFeed {
   std::atomic<bool> listening_{false};
   std::atomic<std::uint64_t> connects_{0};
   std::atomic<bool> stop_{false};
+  int wake_[2] = {-1, -1};  // a pipe: the destructor's byte ends a wait
   std::thread thread_;
 };
 

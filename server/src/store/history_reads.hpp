@@ -1,5 +1,5 @@
 // The reads behind a project's history pages (projects, overview, cases,
-// audit, runs, regressions, branches, series), as an interface in the manner of
+// audit, runs, regressions, branches, series) and their SQL, as an interface in the manner of
 // openstreetmap-cgimap's data_selection: kw-server reads PostgreSQL through
 // PgHistoryReads; the handler tests give the routes a stand-in where a
 // database adds nothing (access, parameters, the read cache).
@@ -40,6 +40,10 @@ class HistoryReads {
 class PgHistoryReads final : public HistoryReads {
  public:
   explicit PgHistoryReads(ReadRouting& routing) : routing_(routing) {}
+
+  // The statements behind the reads (beside them in history_reads.cpp),
+  // prepared on every connection of the pools.
+  static std::vector<Statement> statements();
 
   std::string projects(const std::optional<std::vector<std::string>>& only) override;
   std::optional<std::string> overview(const std::string& project, const std::string& branch,

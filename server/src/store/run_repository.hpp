@@ -102,25 +102,6 @@ class RunRepository {
                                           std::int64_t end, const std::string& name_like = "");
   static std::string run_cases_json(pqxx::work& tx, std::int64_t run_id, std::int64_t first,
                                     std::int64_t end);
-  // An overview holds one page of cases and a "paging" object.
-  // Every project, or those named in `only`.
-  static std::string projects_json(pqxx::work& tx, const std::optional<std::vector<std::string>>& only);
-  static std::string cases_json(pqxx::work& tx, std::int64_t project_id);
-  // The audit of skipping identical code: counts, miss rate, newest misses.
-  static std::string audit_json(pqxx::work& tx, std::int64_t project_id);
-  // Newest first, a page of `page.per_page`; a run is kept when it has a case
-  // the filter's name matches (a flagged one for `regressions_only`).
-  static std::string runs_json(pqxx::work& tx, std::int64_t project_id, const std::string& branch,
-                               const CaseFilter& filter, const Page& page, bool regressions_only = false);
-  static std::string branches_json(pqxx::work& tx, std::int64_t project_id);
-  static std::string overview_json(pqxx::work& tx, std::int64_t project_id, const std::string& branch,
-                                   const CaseFilter& filter, const Page& page);
-  // One statement, so it runs outside a transaction in one round trip (the
-  // dashboard's most frequent read); `branch` empty: the project's default.
-  // nullopt when there is no such project.
-  static std::optional<std::string> series_json(pqxx::transaction_base& tx, const std::string& project,
-                                                const std::string& case_name, const std::string& gpu_model,
-                                                const std::string& branch, int limit);
 };
 
 // A nullable parameter for libpqxx 6 (which has no std::optional support):

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <set>
 
-#include "case_run.cuh"
+#include "case_run.hpp"
 #include "nvml.hpp"
 
 namespace kwbench {

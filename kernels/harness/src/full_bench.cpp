@@ -7,7 +7,7 @@
 #include <optional>
 #include <sstream>
 
-#include "case_run.cuh"
+#include "case_run.hpp"
 #include "clock_probe.hpp"
 #include "kw/common/stats.hpp"
 #include "nvml.hpp"

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "case_run.cuh"
+#include "case_run.hpp"
 #include "kernel_trace.hpp"
 #include "kw/common/stats.hpp"
 

@@ -1,4 +1,4 @@
-// What the stages of one case share (kwbench's harness, compiled by nvcc):
+// What the stages of one case share (kwbench's harness, host code):
 // the case set up on its own stream, its implementations, the timers, and
 // the text of numbers in stage messages. stages.hpp is the stages' API.
 #pragma once
