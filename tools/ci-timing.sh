@@ -10,6 +10,9 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 commit=${1:-HEAD}
 log=${2:-/tmp/kw-ci-timing-$(git -C "$root" rev-parse --short "$commit").log}
 clone=$(mktemp -d /tmp/kw-ci-clone.XXXXXX)
+# mktemp makes it 0700: as root, the test clusters' user (postgres) must reach
+# the build folder below it, as in any checkout.
+chmod 755 "$clone"
 cache="${CCACHE_DIR:-$HOME/.cache/ccache}"
 aside="$cache.ci-timing-aside"
 [ -e "$cache" ] && mv "$cache" "$aside"
