@@ -16,7 +16,7 @@ import re
 import sys
 
 PARAMETERS = ("min_threshold", "energy_threshold", "run_alpha", "screen_alpha", "min_history", "min_samples",
-              "prior_df", "outlier_sds", "resolution", "kMaxRunAlpha")
+              "prior_df", "prior_conflict_alpha", "outlier_sds", "resolution", "kMaxRunAlpha")
 RULE = pathlib.PurePosixPath("common/kw/common/detection.hpp")
 COPY = re.compile(r"\b(" + "|".join(PARAMETERS) + r")\b['\"]?\s*(?:=|\{|:)\s*-?\d")
 SUFFIXES = {".cpp", ".hpp", ".h", ".cu", ".cuh", ".py"}

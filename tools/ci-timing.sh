@@ -17,6 +17,8 @@ cache="${CCACHE_DIR:-$HOME/.cache/ccache}"
 aside="$cache.ci-timing-aside"
 [ -e "$cache" ] && mv "$cache" "$aside"
 restore() {
+  # What the phases are made of: ninja's steps and ctest's per-test times.
+  cp "$clone/build/ci/.ninja_log" "$log.ninja_log" 2>/dev/null || true
   rm -rf "$cache" "$clone"
   [ -e "$aside" ] && mv "$aside" "$cache"
   return 0

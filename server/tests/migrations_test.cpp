@@ -14,12 +14,13 @@ namespace kw::server::testing {
 namespace {
 
 // One completed main run of the (only) project, as older schemas stored it.
-void insert_one_run(pqxx::transaction_base& tx) {
-  tx.exec(
+void insert_one_run(pqxx::transaction_base& tx, const std::string& report_sha256 = "x") {
+  tx.exec_params(
       "INSERT INTO runs (project_id, commit_sha, branch, agent_name, agent_version, gpu_model, started_at, "
       "finished_at, gpu_seconds, report_sha256, verdict) "
-      "SELECT id, repeat('a', 40), 'main', 'host', '1', 'NVIDIA H100', now(), now(), 1, 'x', 'pass' FROM "
-      "projects");
+      "SELECT id, repeat('a', 40), 'main', 'host', '1', 'NVIDIA H100', now(), now(), 1, $1, 'pass' FROM "
+      "projects",
+      report_sha256);
 }
 
 TEST(Migrations, FromEmptyThenReappliedIsANoOp) {
@@ -217,20 +218,30 @@ TEST(Migrations, TheSchemasDetectionDefaultsAreTheRulesDefaults) {
                pqxx::check_violation);
 }
 
-// Runs stored before 035 were computed with the first rule; a run stored
-// after names its version (the column has no default to fall back on).
-TEST(Migrations, RunsStoredBeforeTheRuleVersionAreVersionOne) {
+// Runs stored before 035 were computed with the first rule. Rule 2 changed
+// only A/B comparisons: a run without one moves to it (036), a run judged
+// A/B stays at 1. A run stored after names its version (the column has no
+// default to fall back on).
+TEST(Migrations, RunsStoredBeforeTheRuleVersionKeepTheRuleTheirComparisonsWereComputedWith) {
   TestDatabase database(34);
   pqxx::connection connection(database.url());
   {
     pqxx::work tx(connection);
     tx.exec("INSERT INTO projects (name) VALUES ('demo')");
     insert_one_run(tx);
+    insert_one_run(tx, "y");
+    tx.exec(
+        "INSERT INTO comparisons (run_id, case_name, kind, impl, baseline_reason, status, method) "
+        "SELECT max(id), 'a', 'time', 'candidate', 'base measured in the same job', 'unchanged', 'ab' FROM "
+        "runs");
     tx.commit();
   }
   EXPECT_EQ(apply_migrations(connection), schema::kLatestVersion);
   pqxx::work tx(connection);
-  EXPECT_EQ(tx.exec1("SELECT rule_version FROM runs")[0].as<int>(), 1);
+  pqxx::result versions = tx.exec("SELECT rule_version FROM runs ORDER BY id");
+  ASSERT_EQ(versions.size(), 2u);
+  EXPECT_EQ(versions[0][0].as<int>(), 2);
+  EXPECT_EQ(versions[1][0].as<int>(), 1);
   pqxx::subtransaction unnamed(tx, "unnamed");
   EXPECT_THROW(insert_one_run(unnamed), pqxx::not_null_violation);
 }

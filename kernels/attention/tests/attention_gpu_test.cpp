@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -261,7 +262,7 @@ TEST_F(AttentionGpuTest, TheDeviceComparisonSumsWhatTheHostDoes) {
     std::vector<std::int64_t> checked;
     for (std::int64_t r = 1; r < static_cast<std::int64_t>(rows); r += 3) checked.push_back(r);
     CUDA_OK(cudaMemset(static_cast<char*>(o.data) + (checked[5] * head_dim + 7) * 2, 0xFF, 2));
-    CUDA_OK(cudaMemset(static_cast<char*>(o.data) + (3 * head_dim + 1) * 2, 0xFF, 2));
+    CUDA_OK(cudaMemset(static_cast<char*>(o.data) + (std::ptrdiff_t{3} * head_dim + 1) * 2, 0xFF, 2));
     CUDA_OK(cudaMemset(static_cast<float*>(lse.data) + checked[9], 0xFF, 4));
 
     const std::size_t n = checked.size();
@@ -338,7 +339,9 @@ TEST_F(AttentionGpuTest, RepeatedRunsAreBitwiseIdentical) {
       CUDA_OK(cudaDeviceSynchronize());
       CUDA_OK(
           cudaMemcpy(run == 0 ? first.data() : second.data(), params.o, elems * 2, cudaMemcpyDeviceToHost));
-      if (run > 0) ASSERT_EQ(first, second) << "run " << run << (causal ? " causal" : "");
+      if (run > 0) {
+        ASSERT_EQ(first, second) << "run " << run << (causal ? " causal" : "");
+      }
     }
   }
 }
