@@ -125,8 +125,9 @@ struct FakeBench {
     return 0;
   }
 
-  // Sleeps where kwbench-fake.json says (and KW_FAKE_SLEEP_FILE exists),
-  // at most the stage's timeout; true when that ran out.
+  // Sleeps where kwbench-fake.json says, while KW_FAKE_SLEEP_FILE exists
+  // (a test ends the sleep by removing it) and at most the stage's timeout;
+  // true when that ran out.
   bool sleep_in(const std::string& stage_name) {
     if (behaviour.value("sleep_stage", "") != stage_name) return false;
     const char* marker = std::getenv("KW_FAKE_SLEEP_FILE");
@@ -139,8 +140,10 @@ struct FakeBench {
       seconds = limit->second;
       timed_out = true;
     }
-    std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
-    return timed_out;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    while (std::filesystem::exists(marker) && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    return timed_out && std::filesystem::exists(marker);
   }
 
   json measurements_of(const std::string& name, double base) {

@@ -16,6 +16,7 @@
 #include "../../tests/support/child_process.hpp"
 #include "../../tests/support/report_factory.hpp"
 #include "../../tests/support/subprocess.hpp"
+#include "../../tests/support/temp_dir.hpp"
 #include "kw/http/client.hpp"
 
 namespace {
@@ -43,11 +44,7 @@ ReportSpec seeded(std::uint64_t seed) {
 
 class ServerProcessTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char pattern[] = "/tmp/kw-server-test-XXXXXX";
-    ASSERT_NE(mkdtemp(pattern), nullptr);
-    data_dir_ = pattern;
-  }
+  void SetUp() override { data_dir_ = kw::testing::make_cluster_dir("kw-server-test"); }
   void TearDown() override {
     server_.reset();
     // Stop any postmaster a killed server left behind.

@@ -15,6 +15,11 @@ int main(int argc, char** argv) {
     if (std::string(argv[1]) == "start") {
       std::filesystem::remove_all(dir);
       std::filesystem::create_directories(dir);
+      // As root, the cluster's user (postgres) passes through the folder of
+      // the tests' clusters too, whatever the umask made it.
+      std::filesystem::permissions(dir.parent_path(),
+                                   std::filesystem::perms::group_exec | std::filesystem::perms::others_exec,
+                                   std::filesystem::perm_options::add);
       kw::server::EmbeddedPostgres postgres(dir);
       postgres.start();
       postgres.keep_running();

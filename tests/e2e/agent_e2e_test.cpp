@@ -380,7 +380,7 @@ TEST_F(AgentE2eTest, AHostWithTwoGpusRunsTwoJobsAtOnceAndAnUnhealthyGpuClaimsNon
 // its half of the cases, and the server merges the halves into one run.
 TEST_F(AgentE2eTest, AJobSplitInTwoIsMeasuredByBothGpusOfAHostAndJudgedOnce) {
   start_server();
-  // Each shard's full_bench starting while the marker exists waits 5 s: a
+  // Each shard's full_bench waits while the marker exists (at most 5 s): a
   // worker that finished its shard would otherwise take the other one too.
   repo_.write("kwbench-fake.json", R"({"sleep_stage": "full_bench", "sleep_seconds": 5})");
   const fs::path marker = work_dir_ / "sleep";

@@ -43,7 +43,7 @@ class ServerUnderTest {
   // `binary`: the kw-server to run (the build's, or one a package installed).
   explicit ServerUnderTest(std::vector<std::string> extra_args = {}, std::string binary = KW_SERVER_BINARY)
       : binary_(std::move(binary)),
-        data_dir_(make_temp_dir("kw-e2e-server")),
+        data_dir_(make_cluster_dir("kw-e2e-server")),
         port_(free_port()),
         extra_(std::move(extra_args)) {
     copy_seed();
