@@ -9,13 +9,7 @@ target_compile_options(kw_options INTERFACE
   # A unity build (the up and ci presets) includes every .cpp into another file, and
   # GCC then takes a class with a member of an anonymous namespace's type for
   # one in a header.
-  $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<BOOL:${CMAKE_UNITY_BUILD}>>:-Wno-subobject-linkage>
-  # A test executable (KW_TEST set on it) compiles its own sources with
-  # KW_TEST_OPTIMIZATION after the build type's flags: the ci preset's -Og
-  # halves what the tests cost to compile, while what they test (kw-server,
-  # kw, the libraries, the benches) keeps the build type's optimisation.
-  $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<BOOL:$<TARGET_PROPERTY:KW_TEST>>>:${KW_TEST_OPTIMIZATION}>)
-set(KW_TEST_OPTIMIZATION "" CACHE STRING "Optimisation flags of the test executables' own sources (e.g. -Og)")
+  $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<BOOL:${CMAKE_UNITY_BUILD}>>:-Wno-subobject-linkage>)
 set(CMAKE_CXX_EXTENSIONS OFF)
 
 # ccache, where installed, serves what was compiled before: a rebuild after a
@@ -33,7 +27,6 @@ function(kw_add_test name label)
   cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;LIBS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE kw::options GTest::gtest GTest::gtest_main ${ARG_LIBS})
-  set_target_properties(${name} PROPERTIES KW_TEST ON)
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 300)
   endif()
