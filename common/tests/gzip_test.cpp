@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -96,6 +98,27 @@ TEST(Gzip, TheOutputGrowsOnlyWhenFullAndMembersAreCapped) {
                                  if (size > 1'000'000) throw std::length_error("over budget");
                                }),
                std::length_error);
+}
+
+// The trailer's size is a hint for the first buffer; a lying one was taken
+// up to the limit, and a 30-byte body cost a 64 MiB zero-filled buffer.
+TEST(Gzip, ALyingTrailerSizesNoBufferBeyondWhatTheInputCanInflateTo) {
+  const std::string small = gzip_compress(std::string(100, 'x'));
+  for (const std::uint32_t lie : {0xFFFFFFFFu, 64u << 20, 5000u}) {
+    std::string body = small;
+    for (int i = 0; i < 4; ++i) body[body.size() - 4 + i] = static_cast<char>((lie >> (8 * i)) & 0xFF);
+    std::size_t largest = 0;
+    EXPECT_THROW(gzip_decompress(body, std::size_t{64} << 20,
+                                 [&](std::size_t size) { largest = std::max(largest, size); }),
+                 GzipError)
+        << "the length no longer matches";
+    EXPECT_LE(largest, std::max<std::size_t>(body.size() * 1032 + 1, std::size_t{64} * 1024)) << lie;
+  }
+  // An honest hint still sizes the one buffer of a large body.
+  const std::string zeros(std::size_t{10'000'000}, '0');
+  std::vector<std::size_t> sizes;
+  gzip_decompress(gzip_compress(zeros), zeros.size() + 1, [&](std::size_t size) { sizes.push_back(size); });
+  EXPECT_EQ(sizes, std::vector<std::size_t>{zeros.size() + 1});
 }
 
 TEST(Gzip, CorruptOrCutInputIsRefusedNamingWhy) {

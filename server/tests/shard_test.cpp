@@ -17,9 +17,9 @@ using kw::testing::make_report;
 using kw::testing::ReportSpec;
 using nlohmann::json;
 
-constexpr const char* kH100 = "NVIDIA H100 80GB HBM3";
+constexpr const char* kShardGpuModel = "NVIDIA H100 80GB HBM3";
 
-json shard_claim_body(const std::string& agent, const std::string& gpu = kH100) {
+json shard_claim_body(const std::string& agent, const std::string& gpu = kShardGpuModel) {
   return {{"agent", agent}, {"host", agent + ".local"}, {"version", "0.1.0"}, {"gpus", {gpu}}};
 }
 

@@ -16,6 +16,9 @@ namespace {
 constexpr unsigned char kId1 = 0x1f, kId2 = 0x8b, kDeflate = 8;
 constexpr unsigned char kFlagHeaderCrc = 2, kFlagExtra = 4, kFlagName = 8, kFlagComment = 16;
 constexpr int kWindowBits = 15;
+// Deflate writes at most 1032 bytes for each byte it reads (a 258-byte match
+// in 2 bits, RFC 1951): no honest trailer says more.
+constexpr std::size_t kMaxDeflateRatio = 1032;
 
 void put_le32(std::string& out, std::uint32_t value) {
   for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((value >> (8 * i)) & 0xff));
@@ -134,9 +137,11 @@ std::string gzip_decompress(std::string_view in, std::size_t max_size,
   // One byte of room past the limit tells "exactly the limit" from "more".
   const std::size_t room = max_size + 1;
   // The last member's trailer says what it inflates to (a hint: it may
-  // lie, and is held to the limit): a report is inflated into one buffer
-  // of its size, not doubled into it with a copy at each step.
-  const std::size_t hinted = in.size() >= 18 ? get_le32(in, in.size() - 4) : 0;
+  // lie): a report is inflated into one buffer of its size, not doubled into
+  // it with a copy at each step. A lie is held to what the input can inflate
+  // to, so a few bytes sent never make the server zero-fill up to its limit.
+  const std::size_t hinted =
+      in.size() >= 18 ? std::min<std::size_t>(get_le32(in, in.size() - 4), in.size() * kMaxDeflateRatio) : 0;
   auto grow = [&] {
     std::size_t size = std::max<std::size_t>(out.size() * 2, std::size_t{64} * 1024);
     if (out.empty() && hinted > size) size = hinted + 1;
