@@ -101,7 +101,7 @@ TEST(Gzip, TheOutputGrowsOnlyWhenFullAndMembersAreCapped) {
 }
 
 // The trailer's size is a hint for the first buffer; a lying one was taken
-// up to the limit, and a 30-byte body cost a 64 MiB zero-filled buffer.
+// up to the limit, and a body of two dozen bytes cost a 64 MiB zero-filled buffer.
 TEST(Gzip, ALyingTrailerSizesNoBufferBeyondWhatTheInputCanInflateTo) {
   const std::string small = gzip_compress(std::string(100, 'x'));
   for (const std::uint32_t lie : {0xFFFFFFFFu, 64u << 20, 5000u}) {
