@@ -35,6 +35,25 @@ function(kw_add_test name label)
     DISCOVERY_TIMEOUT 60)
 endfunction()
 
+# kw_discover_tests(TARGET FILTER LABEL [TIMEOUT s] [COST c] [FIXTURE f ENV VAR=VALUE]):
+# the tests of a binary that holds several groups, the group's by GoogleTest's
+# FILTER, carrying its LABEL, timeout and cost (ctest starts costlier tests
+# first), and needing ctest's FIXTURE with ENV set.
+function(kw_discover_tests target filter label)
+  cmake_parse_arguments(ARG "" "TIMEOUT;COST;FIXTURE;ENV" "" ${ARGN})
+  if(NOT ARG_TIMEOUT)
+    set(ARG_TIMEOUT 300)
+  endif()
+  if(NOT ARG_COST)
+    set(ARG_COST 0)
+  endif()
+  set(properties LABELS ${label} TIMEOUT ${ARG_TIMEOUT} COST ${ARG_COST})
+  if(ARG_FIXTURE)
+    list(APPEND properties FIXTURES_REQUIRED ${ARG_FIXTURE} ENVIRONMENT "${ARG_ENV}")
+  endif()
+  gtest_discover_tests(${target} TEST_FILTER ${filter} PROPERTIES ${properties} DISCOVERY_TIMEOUT 60)
+endfunction()
+
 # kw_embed_text(TARGET FILE NAME NAMESPACE HEADER): TARGET's sources may
 # include HEADER (in the build tree), which holds FILE's text as NAME.
 function(kw_embed_text target file name namespace header)
