@@ -33,9 +33,11 @@ TEST(RuleVersionTest, TheDefaultsAreThoseOfTheCurrentVersion) {
     std::size_t min_history, min_samples;
     double prior_df, prior_conflict_alpha, outlier_sds, resolution;
   };
-  // Version 1 had no prior_conflict_alpha (its prior was never set aside).
+  // Version 1 had no prior_conflict_alpha (its prior was never set aside);
+  // version 3 changed how an A/B job's outliers are found, no default.
   constexpr Rule kRules[] = {{1, 0.01, 0.05, 0.01, 0.2, 0.05, 8, 5, 8, 0, 6, 3},
-                             {2, 0.01, 0.05, 0.01, 0.2, 0.05, 8, 5, 8, 0.01, 6, 3}};
+                             {2, 0.01, 0.05, 0.01, 0.2, 0.05, 8, 5, 8, 0.01, 6, 3},
+                             {3, 0.01, 0.05, 0.01, 0.2, 0.05, 8, 5, 8, 0.01, 6, 3}};
   const Rule& rule = kRules[std::size(kRules) - 1];
   ASSERT_EQ(rule.version, kRuleVersion) << "add this version's row to kRules";
   const DetectionSettings now;

@@ -1,6 +1,7 @@
 #include <atomic>
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -14,12 +15,16 @@ namespace kw::server::testing {
 namespace {
 
 // One completed main run of the (only) project, as older schemas stored it.
-void insert_one_run(pqxx::transaction_base& tx, const std::string& report_sha256 = "x") {
+// rule_version: nullopt leaves the column out (before 035 it had none).
+void insert_one_run(pqxx::transaction_base& tx, const std::string& report_sha256 = "x",
+                    std::optional<int> rule_version = std::nullopt) {
   tx.exec_params(
       "INSERT INTO runs (project_id, commit_sha, branch, agent_name, agent_version, gpu_model, started_at, "
-      "finished_at, gpu_seconds, report_sha256, verdict) "
-      "SELECT id, repeat('a', 40), 'main', 'host', '1', 'NVIDIA H100', now(), now(), 1, $1, 'pass' FROM "
-      "projects",
+      "finished_at, gpu_seconds, report_sha256, verdict" +
+          std::string(rule_version ? ", rule_version" : "") +
+          ") "
+          "SELECT id, repeat('a', 40), 'main', 'host', '1', 'NVIDIA H100', now(), now(), 1, $1, 'pass'" +
+          (rule_version ? ", " + std::to_string(*rule_version) : std::string()) + " FROM projects",
       report_sha256);
 }
 
@@ -218,30 +223,42 @@ TEST(Migrations, TheSchemasDetectionDefaultsAreTheRulesDefaults) {
                pqxx::check_violation);
 }
 
-// Runs stored before 035 were computed with the first rule. Rule 2 changed
-// only A/B comparisons: a run without one moves to it (036), a run judged
-// A/B stays at 1. A run stored after names its version (the column has no
+// Runs stored before 035 were computed with the first rule. Rules 2 and 3
+// changed only A/B comparisons: a run without one moves to the newest
+// (036, 037), a run judged A/B keeps the rule it was judged by (1 before
+// 035, 2 after). A run stored after names its version (the column has no
 // default to fall back on).
 TEST(Migrations, RunsStoredBeforeTheRuleVersionKeepTheRuleTheirComparisonsWereComputedWith) {
   TestDatabase database(34);
   pqxx::connection connection(database.url());
+  auto judge_the_newest_run_ab = [](pqxx::work& tx) {
+    tx.exec(
+        "INSERT INTO comparisons (run_id, case_name, kind, impl, baseline_reason, status, method) "
+        "SELECT max(id), 'a', 'time', 'candidate', 'base measured in the same job', 'unchanged', 'ab' FROM "
+        "runs");
+  };
   {
     pqxx::work tx(connection);
     tx.exec("INSERT INTO projects (name) VALUES ('demo')");
     insert_one_run(tx);
     insert_one_run(tx, "y");
-    tx.exec(
-        "INSERT INTO comparisons (run_id, case_name, kind, impl, baseline_reason, status, method) "
-        "SELECT max(id), 'a', 'time', 'candidate', 'base measured in the same job', 'unchanged', 'ab' FROM "
-        "runs");
+    judge_the_newest_run_ab(tx);
+    tx.commit();
+  }
+  ASSERT_EQ(apply_migrations(connection, 36), 36);
+  {
+    pqxx::work tx(connection);
+    insert_one_run(tx, "z", 2);
+    judge_the_newest_run_ab(tx);
     tx.commit();
   }
   EXPECT_EQ(apply_migrations(connection), schema::kLatestVersion);
   pqxx::work tx(connection);
   pqxx::result versions = tx.exec("SELECT rule_version FROM runs ORDER BY id");
-  ASSERT_EQ(versions.size(), 2u);
-  EXPECT_EQ(versions[0][0].as<int>(), 2);
+  ASSERT_EQ(versions.size(), 3u);
+  EXPECT_EQ(versions[0][0].as<int>(), 3);
   EXPECT_EQ(versions[1][0].as<int>(), 1);
+  EXPECT_EQ(versions[2][0].as<int>(), 2);
   pqxx::subtransaction unnamed(tx, "unnamed");
   EXPECT_THROW(insert_one_run(unnamed), pqxx::not_null_violation);
 }

@@ -40,7 +40,7 @@ std::string_view to_string(ChangeStatus status);
 // is never judged by two rules. The defaults are defined here alone: the
 // schema's column defaults are checked against them (MigrationsTest) and a
 // test greps the sources for copies (tests/rule_defaults.py).
-inline constexpr int kRuleVersion = 2;
+inline constexpr int kRuleVersion = 3;
 
 struct DetectionSettings {
   // Smallest relative change ever flagged (per project, per-case override).
@@ -65,15 +65,15 @@ struct DetectionSettings {
   // the prior (an F test) is judged by its own spread alone.
   double prior_conflict_alpha = 0.01;
   // A replicate this many between-replicate sds (and at least 3%) from its
-  // side's median, with few others near it, is an outlier and left out
-  // (fewer than half of a side).
+  // side's median, with few others near it (none in an A/B job), is an
+  // outlier and left out (fewer than half of a side).
   double outlier_sds = 6;
   // An A/B comparison is unchanged only if its interval rules out a change
   // of this many thresholds; wider, it is inconclusive and the agent buys
   // replicates. So a change of c thresholds is called unchanged only by an
   // estimate (c - 1) q / (resolution - 1) standard errors short of it (q the
   // interval's quantile, about 2.8), whatever the noise: 4.2 for a change of
-  // four thresholds (tests/e2e/gbench_ab_e2e_test.cpp).
+  // four thresholds.
   double resolution = 3;
 };
 
