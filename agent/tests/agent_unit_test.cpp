@@ -1331,6 +1331,40 @@ TEST(BuiltCommits, TwoProcessesAskingForOneBaseBuildItOnce) {
   EXPECT_NE(said.find("built commit from the cache"), std::string::npos) << said;
 }
 
+// A cache shared by two processes, one base tree each, room for one: the
+// second's eviction passes over the tree the first still measures, and
+// takes it once the first lets it go. Without the use lock the second
+// removed the first's base from under its bench.
+TEST(BuiltCommits, AnotherProcessNeverEvictsATreeInUse) {
+  ScratchRepo scratch;
+  const std::string config =
+      R"({"project": "shared", "build": {"commands": ["true"]}, "benches": [{"name": "b", "path": "b"}]})";
+  const std::string first = scratch.commit({{"kernelwatch.json", config}}, "first");
+  const std::string second = scratch.commit({{"README", "second\n"}}, "second");
+  std::atomic<bool> stop{false};
+  const auto quiet = [](const std::string&) {};
+  const fs::path cache = scratch.root() / "built";
+  std::string why;
+  // Each its own BuiltCommits, as each process has: its own descriptors.
+  auto measuring = std::make_unique<BuiltCommits>(cache, 1);
+  const std::optional<fs::path> in_use = measuring->get(scratch.repo(), first, stop, quiet, why);
+  ASSERT_TRUE(in_use) << why;
+
+  BuiltCommits other(cache, 1);
+  const std::optional<fs::path> its_own = other.get(scratch.repo(), second, stop, quiet, why);
+  ASSERT_TRUE(its_own) << why;
+  EXPECT_TRUE(fs::exists(*in_use / "kernelwatch.json")) << "evicted while in use";
+  BuildTree branch = other.checkout_for(scratch.repo(), "shared", "main", second, quiet);
+  other.finish(scratch.repo(), branch, second, true);
+  EXPECT_TRUE(fs::exists(*in_use / "kernelwatch.json")) << "evicted while in use";
+
+  measuring.reset();  // the first process is done with its base
+  BuildTree again = other.checkout_for(scratch.repo(), "shared", "main", second, quiet);
+  other.finish(scratch.repo(), again, second, true);
+  EXPECT_FALSE(fs::exists(*in_use)) << "kept past the capacity once let go";
+  EXPECT_TRUE(fs::exists(again.path / "kernelwatch.json"));
+}
+
 // What an earlier commit left in a branch's tree must not fail the next
 // commit's build: an incremental build that fails is retried from scratch,
 // and kernelwatch.json's build.clean builds from scratch every time.

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <sstream>
 
 #include "cli/commands.hpp"
@@ -248,17 +249,21 @@ PipelineOptions run_options(const RunArguments& args, const MeasuredCheckout& me
   return options;
 }
 
-// An A/B run measures the base too: its build from the cache, or built there now.
-void build_base(const RunArguments& args, const fs::path& repo, PipelineOptions& options) {
+// An A/B run measures the base too: its build from the cache, or built
+// there now. The cache holds the base's tree for this process while the
+// returned object lives: another process's eviction passes over it.
+std::unique_ptr<BuiltCommits> build_base(const RunArguments& args, const fs::path& repo,
+                                         PipelineOptions& options) {
   const fs::path cache = user_built_cache(args.cache_dir);
   // The base builds in the cache go through ccache beside it; the
   // checkout's own build is the user's and left as it is configured.
-  BuiltCommits built(cache, args.cache_size, cache.parent_path() / "ccache");
+  auto built = std::make_unique<BuiltCommits>(cache, args.cache_size, cache.parent_path() / "ccache");
   options.fingerprint_cache_dir = cache.parent_path() / "fingerprints";
   std::string why;
-  options.base_checkout = built.get(repo, *options.base_commit, stop_requested(), say, why);
+  options.base_checkout = built->get(repo, *options.base_commit, stop_requested(), say, why);
   if (!options.base_checkout)
     say("base: " + why + "; the server will compare with the stored history instead");
+  return built;
 }
 
 int run_once(const RunArguments& args) {
@@ -273,9 +278,10 @@ int run_once(const RunArguments& args) {
     config_error = error;
   }
   PipelineOptions options = run_options(args, measured);
+  std::unique_ptr<BuiltCommits> base_cache;
   if (config && options.base_commit && config->full_bench.ab &&
       full_bench_runs_here(*config, options.gpu_available) && is_git_checkout(measured.repo))
-    build_base(args, measured.repo, options);
+    base_cache = build_base(args, measured.repo, options);
   json report =
       config ? run_pipeline(*config, options)
              : config_failure_report(project_named_in(config_file, measured.repo), *config_error, options);

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -52,6 +53,36 @@ void write_state(const fs::path& tree, const std::string& commit, bool built) {
   std::ofstream(state_file(tree), std::ios::trunc) << commit << (built ? " built\n" : " unbuilt\n");
 }
 
+fs::path use_file(const fs::path& tree) {
+  return tree.parent_path() / (tree.filename().string() + ".use");
+}
+
+// The descriptor of `tree`'s use lock, locked `how` (LOCK_SH: using it;
+// LOCK_EX | LOCK_NB: evicting it); -1 when LOCK_NB finds it held. The file
+// goes with the tree it guards: one found unlinked once locked was
+// removed while this process waited, and the lock is taken again on the
+// tree's next file.
+int lock_use(const fs::path& tree, int how) {
+  const fs::path file = use_file(tree);
+  for (;;) {
+    const int fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) throw std::runtime_error("cannot open " + file.string() + ": " + std::strerror(errno));
+    if (::flock(fd, how) != 0) {
+      const int error = errno;
+      ::close(fd);
+      if (error == EINTR) continue;
+      if (error == EWOULDBLOCK) return -1;
+      throw std::runtime_error("cannot lock " + file.string() + ": " + std::strerror(error));
+    }
+    struct stat locked {};
+    struct stat named {};
+    if (::fstat(fd, &locked) == 0 && ::stat(file.c_str(), &named) == 0 && locked.st_ino == named.st_ino &&
+        locked.st_dev == named.st_dev)
+      return fd;
+    ::close(fd);
+  }
+}
+
 // A directory name for a project's branch: readable, and distinct for
 // branches that read the same once cleaned ("a/b", "a_b").
 std::string branch_tree_name(const std::string& project, const std::string& branch) {
@@ -72,6 +103,7 @@ std::string branch_tree_name(const std::string& project, const std::string& bran
 // process dies.
 class CacheLock {
  public:
+  // Waits for the lock.
   CacheLock(const fs::path& file, const std::atomic<bool>& stop,
             const std::function<void(const std::string&)>& log, const std::string& what) {
     fd_ = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
@@ -93,9 +125,21 @@ class CacheLock {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
   }
+  // Only if no other process holds it: held() says.
+  explicit CacheLock(const fs::path& file) {
+    fd_ = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) throw std::runtime_error("cannot open " + file.string() + ": " + std::strerror(errno));
+    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      ::close(fd_);
+      fd_ = -1;
+    }
+  }
   CacheLock(const CacheLock&) = delete;
   CacheLock& operator=(const CacheLock&) = delete;
-  ~CacheLock() { ::close(fd_); }
+  ~CacheLock() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  bool held() const { return fd_ >= 0; }
 
  private:
   int fd_ = -1;
@@ -165,6 +209,19 @@ BuiltCommits::BuiltCommits(fs::path dir, std::size_t capacity, fs::path ccache_d
   fs::create_directories(dir_);
 }
 
+BuiltCommits::~BuiltCommits() {
+  let_go();
+}
+
+void BuiltCommits::use(const fs::path& tree) {
+  if (!in_use_.contains(tree)) in_use_[tree] = lock_use(tree, LOCK_SH);
+}
+
+void BuiltCommits::let_go() {
+  for (const auto& [_, fd] : in_use_) ::close(fd);
+  in_use_.clear();
+}
+
 std::optional<fs::path> BuiltCommits::find_built(const std::string& commit) const {
   for (const auto& entry : fs::directory_iterator(dir_)) {
     if (!entry.is_directory()) continue;
@@ -185,14 +242,21 @@ void BuiltCommits::evict(const fs::path& repo) {
   // short) is the first to go.
   std::vector<std::pair<fs::file_time_type, fs::path>> trees;
   for (const auto& entry : fs::directory_iterator(dir_)) {
-    if (!entry.is_directory() || in_use_.count(entry.path())) continue;
+    if (!entry.is_directory() || in_use_.contains(entry.path())) continue;
     std::error_code ec;
     auto when = fs::last_write_time(state_file(entry.path()), ec);
     trees.emplace_back(ec ? fs::file_time_type::min() : when, entry.path());
   }
   std::sort(trees.begin(), trees.end());
   std::size_t kept = trees.size() + in_use_.size();
-  for (std::size_t i = 0; i < trees.size() && kept > capacity_; ++i, --kept) remove(repo, trees[i].second);
+  for (std::size_t i = 0; i < trees.size() && kept > capacity_; ++i) {
+    const int fd = lock_use(trees[i].second, LOCK_EX | LOCK_NB);
+    if (fd < 0) continue;  // another process's job uses it
+    remove(repo, trees[i].second);
+    ::unlink(use_file(trees[i].second).c_str());
+    ::close(fd);
+    --kept;
+  }
 }
 
 std::optional<fs::path> BuiltCommits::get(const fs::path& repo, const std::string& commit,
@@ -208,7 +272,7 @@ std::optional<fs::path> BuiltCommits::get(const fs::path& repo, const std::strin
   }
   if (std::optional<fs::path> tree = find_built(commit)) {
     write_state(*tree, commit, true);
-    in_use_.insert(*tree);
+    use(*tree);
     log("commit " + commit.substr(0, 12) + ": built commit from the cache (" + tree->string() + ")");
     return tree;
   }
@@ -237,7 +301,7 @@ std::optional<fs::path> BuiltCommits::get(const fs::path& repo, const std::strin
   }
   log("commit " + commit.substr(0, 12) + ": built in " + std::to_string(static_cast<int>(seconds)) + " s");
   write_state(tree, commit, true);
-  in_use_.insert(tree);
+  use(tree);
   evict(repo);
   return tree;
 }
@@ -246,12 +310,24 @@ BuildTree BuiltCommits::checkout_for(const fs::path& repo, const std::string& pr
                                      const std::string& branch, const std::string& commit,
                                      const std::function<void(const std::string&)>& log) {
   BuildTree tree;
-  if (std::optional<fs::path> built = find_built(commit)) {
+  std::optional<fs::path> built = find_built(commit);
+  if (built) {
+    // Held, then read again: another process may have evicted it meanwhile.
+    use(*built);
+    std::optional<TreeState> state = read_state(*built);
+    if (!state || !state->built || state->commit != commit) {
+      ::close(in_use_.at(*built));
+      in_use_.erase(*built);
+      built.reset();
+    }
+  }
+  if (built) {
     tree = {*built, commit};
     log("building in the tree that built " + commit.substr(0, 12) + " before, " + tree.path.string() +
         " (incremental)");
   } else {
     tree.path = dir_ / branch_tree_name(project, branch);
+    use(tree.path);
     std::optional<TreeState> state = read_state(tree.path);
     if (state && fs::exists(tree.path / ".git")) {
       git(tree.path, {"checkout", "-q", "--force", "--detach", commit});
@@ -264,7 +340,6 @@ BuildTree BuiltCommits::checkout_for(const fs::path& repo, const std::string& pr
     }
   }
   write_state(tree.path, commit, false);  // a build cut short leaves no usable entry
-  in_use_.insert(tree.path);
   return tree;
 }
 
@@ -274,12 +349,15 @@ void BuiltCommits::clean(const BuildTree& tree) {
 
 void BuiltCommits::finish(const fs::path& repo, const BuildTree& tree, const std::string& commit,
                           bool built) {
-  if (built)
+  if (built) {
     write_state(tree.path, commit, true);
-  else if (tree.path.filename() == commit)
+  } else if (tree.path.filename() == commit) {
     remove(repo, tree.path);
-  in_use_.clear();
-  evict(repo);
+    ::unlink(use_file(tree.path).c_str());
+  }
+  let_go();
+  const CacheLock lock(dir_ / ".lock");
+  if (lock.held()) evict(repo);
 }
 
 std::filesystem::path user_built_cache(const std::string& cache_dir) {

@@ -10,6 +10,10 @@
 // to the project's own shared libraries) that a move would break. Each
 // tree's state (the commit it holds, whether that built) is a file beside
 // it, outside the worktree, so that a clean build cannot remove it.
+// Several processes share one cache (a job's shards, one `kw run --base` on
+// each GPU): a process holds a shared lock on each tree it uses (a
+// `<tree>.use` file beside it) until finish(), and eviction, under the
+// cache's lock, passes over a tree another process holds.
 #pragma once
 
 #include <atomic>
@@ -17,7 +21,6 @@
 #include <functional>
 #include <map>
 #include <optional>
-#include <set>
 #include <string>
 
 namespace kw::agent {
@@ -38,6 +41,9 @@ class BuiltCommits {
   // Builds go through the compiler cache in `ccache_dir` where ccache is
   // installed (see build_checkout).
   BuiltCommits(std::filesystem::path dir, std::size_t capacity, std::filesystem::path ccache_dir = {});
+  ~BuiltCommits();
+  BuiltCommits(const BuiltCommits&) = delete;
+  BuiltCommits& operator=(const BuiltCommits&) = delete;
 
   // A built checkout of `commit` (40 hex): a tree that holds its build, or a
   // commit tree checked out of `repo` and built with that commit's own
@@ -61,7 +67,9 @@ class BuiltCommits {
   static void clean(const BuildTree& tree);
   // After the job: a commit that built is kept; a commit tree whose build
   // failed is removed, a branch tree stays for the branch's next commit.
-  // Then the least recently used trees beyond the capacity are evicted.
+  // The job's trees are let go, then the least recently used trees beyond
+  // the capacity are evicted; not now when another process holds the
+  // cache's lock (the next get() or finish() does it).
   void finish(const std::filesystem::path& repo, const BuildTree& tree, const std::string& commit,
               bool built);
 
@@ -69,13 +77,19 @@ class BuiltCommits {
 
  private:
   std::optional<std::filesystem::path> find_built(const std::string& commit) const;
+  // Holds `tree` for this process (its use lock, shared) until finish().
+  void use(const std::filesystem::path& tree);
+  void let_go();
+  // Under the cache's lock.
   void evict(const std::filesystem::path& repo);
   void remove(const std::filesystem::path& repo, const std::filesystem::path& tree);
 
   std::filesystem::path dir_;
   std::size_t capacity_;
   std::filesystem::path ccache_dir_;
-  std::set<std::filesystem::path> in_use_;  // the current job's trees: never evicted under it
+  // The current job's trees, each with its use lock's descriptor: never
+  // evicted under it, by this process or another.
+  std::map<std::filesystem::path, int> in_use_;
 };
 
 struct RepoConfig;
