@@ -56,13 +56,6 @@ inline EmbeddedPostgres& test_postgres() {
   return *instance;
 }
 
-// `sql` outside a transaction (CREATE and ALTER DATABASE), on the cluster.
-inline void exec_on_postgres(const std::string& sql) {
-  pqxx::connection connection(test_postgres().url("postgres"));
-  pqxx::nontransaction tx(connection);
-  tx.exec(sql);
-}
-
 // The whole schema, migrated once per cluster and named by the migrations'
 // text: a test's database is a copy of it (CREATE DATABASE ... TEMPLATE)
 // rather than an empty one migrated again, half a second less a test.
@@ -90,7 +83,7 @@ inline const std::string& migrated_template() {
       apply_migrations(connection);
     }
     try {
-      exec_on_postgres("ALTER DATABASE " + scratch + " RENAME TO " + made);
+      postgres.psql("postgres", "ALTER DATABASE " + scratch + " RENAME TO " + made);
     } catch (const pqxx::sql_error&) {
       postgres.drop_database(scratch);
     }
@@ -107,7 +100,7 @@ class TestDatabase {
     static std::atomic<int> counter{0};
     name_ = "kwtest_" + std::to_string(getpid()) + "_" + std::to_string(counter++);
     if (schema_version == INT_MAX) {
-      exec_on_postgres("CREATE DATABASE " + name_ + " TEMPLATE " + migrated_template());
+      test_postgres().psql("postgres", "CREATE DATABASE " + name_ + " TEMPLATE " + migrated_template());
       return;
     }
     test_postgres().ensure_database(name_);

@@ -55,6 +55,8 @@ class EmbeddedPostgres {
   // Creates the database if missing.
   void ensure_database(const std::string& name) const;
   void drop_database(const std::string& name);
+  // `sql` on `database` outside a transaction (CREATE, ALTER and DROP DATABASE).
+  void psql(const std::string& database, const std::string& sql) const;
   std::string url(const std::string& database = "kernelwatch") const;
   int port() const { return port_; }
 
@@ -72,7 +74,6 @@ class EmbeddedPostgres {
   bool postmaster_running();
   int read_running_port() const;
   std::string run_tool(const std::string& tool, const std::vector<std::string>& args, bool check = true);
-  void psql(const std::string& database, const std::string& sql) const;
 
   std::filesystem::path data_dir_;
   std::filesystem::path cluster_dir_;
