@@ -343,7 +343,9 @@ class Worker {
       if (spool_.pending() > 0) spool_.deliver(client_, say);
       check_health();
       json job;
-      switch (claim(job)) {
+      const Claim claimed = claim(job);
+      if ((claimed == Claim::job || claimed == Claim::none) && spool_.pending() > 0) deliver_now();
+      switch (claimed) {
         case Claim::refused:
           return kExitInfrastructure;
         case Claim::none:
@@ -371,7 +373,11 @@ class Worker {
       if (args_.once) {
         while (spool_.pending() > 0 && !stop_requested()) {
           pause(1);
-          spool_.deliver(client_, say);
+          if (server_answers()) {
+            deliver_now();
+          } else {
+            spool_.deliver(client_, say);
+          }
         }
         return kExitOk;
       }
@@ -432,6 +438,21 @@ class Worker {
     } catch (const http::ConnectionError& error) {
       say(std::string("server unreachable: ") + error.what());
       return Claim::retry;
+    }
+  }
+
+  // The server answers again: what its outage left in the spool goes now.
+  void deliver_now() {
+    if (const std::size_t waiting = spool_.retry_now(); waiting > 0)
+      say("the server answers: " + std::to_string(waiting) + " spooled report(s) go now");
+    spool_.deliver(client_, say);
+  }
+
+  bool server_answers() {
+    try {
+      return ServerApi(client_).health().status == 200;
+    } catch (const http::ConnectionError&) {
+      return false;
     }
   }
 

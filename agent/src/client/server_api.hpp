@@ -41,6 +41,7 @@ class ServerApi {
 
   // The agent's side of a job.
   http::Response claim(const nlohmann::json& body) { return client_.post("/api/v1/agents/claim", body); }
+  http::Response health() { return client_.get("/healthz"); }
   http::Response heartbeat(std::int64_t job, const std::string& agent) {
     return client_.post(api_target::job(job) + "/heartbeat", {{"agent", agent}});
   }

@@ -85,8 +85,10 @@ std::size_t Spool::deliver(http::Client& client, const std::function<void(const 
         continue;
       }
       log("server answered HTTP " + std::to_string(response.status) + " for " + key + "; will retry");
+      backoff.unreachable = false;
     } catch (const http::ConnectionError& error) {
       log(std::string("server unreachable (") + error.what() + "); " + key + " stays spooled");
+      backoff.unreachable = true;
     }
     ++backoff.attempts;
     backoff.next = now + std::chrono::seconds(std::min(300, 1 << std::min(backoff.attempts, 9)));

@@ -28,11 +28,19 @@ class Spool {
   // still pending.
   std::size_t deliver(http::Client& client, const std::function<void(const std::string&)>& log);
   std::size_t pending() const;
+  // The server answers again: the next deliver() tries at once each report
+  // that waits because the server could not be reached, not after its
+  // backoff (up to 5 minutes after an outage). One the server answered with
+  // an error keeps its backoff. Returns how many it cut short.
+  std::size_t retry_now() {
+    return std::erase_if(backoff_, [](const auto& entry) { return entry.second.unreachable; });
+  }
 
  private:
   struct Backoff {
     int attempts = 0;
     std::chrono::steady_clock::time_point next{};
+    bool unreachable = false;  // the last attempt reached no server
   };
   std::filesystem::path dir_;
   std::map<std::string, Backoff> backoff_;
