@@ -32,6 +32,26 @@ std::size_t Spool::pending() const {
   return count;
 }
 
+namespace {
+
+// A report's answer names its run and verdict; a shard's, what its job
+// still waits for; a profile's, its state.
+std::string what_was_delivered(const json& answer) {
+  if (answer.contains("verdict"))
+    return "run " + answer["run_id"].dump() + ", verdict " + answer.value("verdict", std::string("?"));
+  if (answer.contains("shard")) {
+    const json& shard = answer["shard"];
+    return "shard " + shard.value("index", json()).dump() + "/" + shard.value("count", json()).dump() +
+           " of job " + shard.value("job_id", json()).dump() + " taken; " +
+           (shard.value("state", std::string()) == "failed"
+                ? "the job failed: " + shard.value("error", std::string())
+                : "waiting for shard(s) " + shard.value("waiting_for", json::array()).dump());
+  }
+  return "profile " + answer.value("state", std::string("stored"));
+}
+
+}  // namespace
+
 std::size_t Spool::deliver(http::Client& client, const std::function<void(const std::string&)>& log) {
   auto now = std::chrono::steady_clock::now();
   for (const auto& entry : fs::directory_iterator(dir_)) {
@@ -53,23 +73,9 @@ std::size_t Spool::deliver(http::Client& client, const std::function<void(const 
           send_report(client, spooled.at("target").get<std::string>(), spooled.at("report"),
                       [&](const std::string& line) { log(key + ": " + line); });
       if (response.status / 100 == 2) {
-        json answer = response.json();
-        // A report's answer names its run and verdict; a shard's, what its
-        // job still waits for; a profile's, its state.
-        std::string what;
-        if (answer.contains("verdict")) {
-          what = "run " + answer["run_id"].dump() + ", verdict " + answer.value("verdict", std::string("?"));
-        } else if (answer.contains("shard")) {
-          const json& shard = answer["shard"];
-          what = "shard " + shard.value("index", json()).dump() + "/" + shard.value("count", json()).dump() +
-                 " of job " + shard.value("job_id", json()).dump() + " taken; " +
-                 (shard.value("state", std::string()) == "failed"
-                      ? "the job failed: " + shard.value("error", std::string())
-                      : "waiting for shard(s) " + shard.value("waiting_for", json::array()).dump());
-        } else {
-          what = "profile " + answer.value("state", std::string("stored"));
-        }
-        log("delivered " + key + ": " + what + (answer.value("duplicate", false) ? " (already stored)" : ""));
+        const json answer = response.json();
+        log("delivered " + key + ": " + what_was_delivered(answer) +
+            (answer.value("duplicate", false) ? " (already stored)" : ""));
         fs::remove(entry.path());
         backoff_.erase(key);
         continue;

@@ -422,7 +422,7 @@ void EmbeddedPostgres::ensure_database(const std::string& name) const {
   }
 }
 
-void EmbeddedPostgres::drop_database(const std::string& name) {
+void EmbeddedPostgres::drop_database(const std::string& name) const {
   psql("postgres",
        "DROP DATABASE IF EXISTS " + pqxx::connection(url("postgres")).quote_name(name) + " WITH (FORCE)");
 }

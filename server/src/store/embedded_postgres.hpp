@@ -54,7 +54,7 @@ class EmbeddedPostgres {
 
   // Creates the database if missing.
   void ensure_database(const std::string& name) const;
-  void drop_database(const std::string& name);
+  void drop_database(const std::string& name) const;
   // `sql` on `database` outside a transaction (CREATE, ALTER and DROP DATABASE).
   void psql(const std::string& database, const std::string& sql) const;
   std::string url(const std::string& database = "kernelwatch") const;
