@@ -159,6 +159,8 @@ std::vector<bool> outlier_mask(const std::vector<double>& logs, std::span<const 
 std::size_t rare_level(std::size_t replicates) {
   return std::max<std::size_t>(2, replicates / 5);
 }
+// An A/B job's: a replicate alone.
+constexpr std::size_t kAlone = 1;
 
 std::vector<double> without_outliers(const std::vector<double>& logs, std::span<const double> job,
                                      double replicate_sd, const DetectionSettings& settings,
@@ -567,8 +569,8 @@ CaseTest test_ab(std::span<const double> head_locations, std::span<const double>
   std::size_t dropped = 0;
   std::vector<double> job = head_logs;
   job.insert(job.end(), base_logs.begin(), base_logs.end());
-  std::vector<double> head = without_outliers(head_logs, job, prior_sd, settings, 1, dropped);
-  std::vector<double> base = without_outliers(base_logs, job, prior_sd, settings, 1, dropped);
+  std::vector<double> head = without_outliers(head_logs, job, prior_sd, settings, kAlone, dropped);
+  std::vector<double> base = without_outliers(base_logs, job, prior_sd, settings, kAlone, dropped);
   test.head_replicate_sd = replicate_log_sd(head_locations).value_or(0);
   test.base_replicate_sd = replicate_log_sd(base_locations).value_or(0);
   test.effect = mean(head) - mean(base);
