@@ -1358,11 +1358,16 @@ TEST(BuiltCommits, AnotherProcessNeverEvictsATreeInUse) {
   other.finish(scratch.repo(), branch, second, true);
   EXPECT_TRUE(fs::exists(*in_use / "kernelwatch.json")) << "evicted while in use";
 
-  measuring.reset();  // the first process is done with its base
+  measuring.reset();                        // the first process is done with its base
+  std::ofstream(cache / "gone.use") << "";  // a use file whose tree was evicted
   BuildTree again = other.checkout_for(scratch.repo(), "shared", "main", second, quiet);
   other.finish(scratch.repo(), again, second, true);
   EXPECT_FALSE(fs::exists(*in_use)) << "kept past the capacity once let go";
   EXPECT_TRUE(fs::exists(again.path / "kernelwatch.json"));
+  std::vector<std::string> use_files;
+  for (const auto& entry : fs::directory_iterator(cache))
+    if (entry.path().extension() == ".use") use_files.push_back(entry.path().filename().string());
+  EXPECT_EQ(use_files, std::vector<std::string>{again.path.filename().string() + ".use"});
 }
 
 // What an earlier commit left in a branch's tree must not fail the next

@@ -257,6 +257,16 @@ void BuiltCommits::evict(const fs::path& repo) {
     ::close(fd);
     --kept;
   }
+  // A use file whose tree is gone: left when a tree was evicted in the
+  // instant another process found it.
+  for (const auto& entry : fs::directory_iterator(dir_)) {
+    const fs::path tree = entry.path().parent_path() / entry.path().stem();
+    if (entry.path().extension() != ".use" || fs::exists(tree)) continue;
+    const int fd = lock_use(tree, LOCK_EX | LOCK_NB);
+    if (fd < 0) continue;
+    ::unlink(entry.path().c_str());
+    ::close(fd);
+  }
 }
 
 std::optional<fs::path> BuiltCommits::get(const fs::path& repo, const std::string& commit,
