@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <random>
 #include <span>
@@ -201,19 +202,29 @@ struct SortJobs {
   double others_share() const { return static_cast<double>(flagging_others) / jobs; }
 };
 
-// Each job judged as kw-server judges it: test_ab per benchmark, then the
-// run's decision at GbenchAbE2eTest's 3% threshold.
-void judge_sort_job(const std::vector<std::pair<std::string, CaseTest>>& tests, SortJobs& out) {
+// A recorded job judged as kw-server judges it: test_ab per benchmark, each
+// benchmark's sides first given to `change`, then the run's decision at
+// GbenchAbE2eTest's 3% threshold.
+using SidesChange = std::function<void(const std::string&, std::vector<double>&, std::vector<double>&)>;
+void judge_sort_job(const json& job, const SidesChange& change, SortJobs& out) {
+  const NoiseModel noise = noise_for(default_noise(), ReplicateLocation::minimum);
   const DetectionSettings settings;
-  std::vector<CaseTest> all;
-  for (const auto& [_, test] : tests) all.push_back(test);
-  const Decision decision = decide(all, std::vector<double>(all.size(), 0.03), settings);
+  std::vector<std::string> names;
+  std::vector<CaseTest> tests;
+  for (const auto& [name, sides] : job.items()) {
+    if (name == "kind") continue;
+    auto head = sides["head"].get<std::vector<double>>(), base = sides["base"].get<std::vector<double>>();
+    change(name, head, base);
+    names.push_back(name);
+    tests.push_back(test_ab(head, base, noise, settings));
+  }
+  const Decision decision = decide(tests, std::vector<double>(tests.size(), 0.03), settings);
   ++out.jobs;
   out.flagged += decision.regression || decision.improvement;
   bool others = false;
-  for (std::size_t i = 0; i < tests.size(); ++i) {
+  for (std::size_t i = 0; i < names.size(); ++i) {
     const ChangeStatus status = decision.statuses[i];
-    if (tests[i].first == "BM_Sort") {
+    if (names[i] == "BM_Sort") {
       ++out.sort[status];
     } else {
       others = others || status == ChangeStatus::regression || status == ChangeStatus::improvement;
@@ -237,25 +248,22 @@ constexpr double kRecordedSlowdown = 1.111;  // 22000 log 22000 / (20000 log 200
 // swapped at random, so the host's speed over time stays as it came; a
 // slower job's head first brought back to its base's code.
 SortJobs resampled_sort_jobs(double slower, int per_job) {
-  const NoiseModel noise = noise_for(default_noise(), ReplicateLocation::minimum);
-  const DetectionSettings settings;
   std::mt19937_64 rng(31);
   SortJobs out;
   for (const json& job : sort_jobs()) {
+    const bool slowed = job["kind"] == "slower";
     for (int draw = 0; draw < per_job; ++draw) {
-      std::vector<std::pair<std::string, CaseTest>> tests;
-      for (const auto& [name, sides] : job.items()) {
-        if (name == "kind") continue;
-        auto head = sides["head"].get<std::vector<double>>(), base = sides["base"].get<std::vector<double>>();
-        if (name == "BM_Sort" && job["kind"] == "slower")
-          for (double& ns : head) ns /= kRecordedSlowdown;
-        for (std::size_t k = 0; k < std::min(head.size(), base.size()); ++k)
-          if (rng() & 1) std::swap(head[k], base[k]);
-        if (name == "BM_Sort")
-          for (double& ns : head) ns *= slower;
-        tests.emplace_back(name, test_ab(head, base, noise, settings));
-      }
-      judge_sort_job(tests, out);
+      judge_sort_job(
+          job,
+          [&](const std::string& name, std::vector<double>& head, std::vector<double>& base) {
+            if (name == "BM_Sort" && slowed)
+              for (double& ns : head) ns /= kRecordedSlowdown;
+            for (std::size_t k = 0; k < std::min(head.size(), base.size()); ++k)
+              if (rng() & 1) std::swap(head[k], base[k]);
+            if (name == "BM_Sort")
+              for (double& ns : head) ns *= slower;
+          },
+          out);
     }
   }
   return out;
@@ -279,17 +287,10 @@ std::string describe(const SortJobs& t) {
 TEST(GbenchOnABusyHost, ATenPercentSlowerSortIsAlmostNeverJudgedUnchangedOnATwoSpeedHost) {
   ASSERT_GE(sort_jobs().size(), 80u);
   SortJobs recorded;
-  const NoiseModel noise = noise_for(default_noise(), ReplicateLocation::minimum);
   for (const json& job : sort_jobs()) {
-    if (job["kind"] != "slower") continue;
-    std::vector<std::pair<std::string, CaseTest>> tests;
-    for (const auto& [name, sides] : job.items()) {
-      if (name == "kind") continue;
-      const auto head = sides["head"].get<std::vector<double>>(),
-                 base = sides["base"].get<std::vector<double>>();
-      tests.emplace_back(name, test_ab(head, base, noise, DetectionSettings{}));
-    }
-    judge_sort_job(tests, recorded);
+    if (job["kind"] == "slower")
+      judge_sort_job(
+          job, [](const std::string&, std::vector<double>&, std::vector<double>&) {}, recorded);
   }
   std::printf("recorded 11%% slower jobs: %s\n", describe(recorded).c_str());
   EXPECT_EQ(recorded.share(ChangeStatus::unchanged), 0) << describe(recorded);

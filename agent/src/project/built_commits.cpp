@@ -53,6 +53,13 @@ void write_state(const fs::path& tree, const std::string& commit, bool built) {
   std::ofstream(state_file(tree), std::ios::trunc) << commit << (built ? " built\n" : " unbuilt\n");
 }
 
+// A lock file's descriptor, the file made if missing.
+int open_lock_file(const fs::path& file) {
+  const int fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) throw std::runtime_error("cannot open " + file.string() + ": " + std::strerror(errno));
+  return fd;
+}
+
 fs::path use_file(const fs::path& tree) {
   return tree.parent_path() / (tree.filename().string() + ".use");
 }
@@ -65,8 +72,7 @@ fs::path use_file(const fs::path& tree) {
 int lock_use(const fs::path& tree, int how) {
   const fs::path file = use_file(tree);
   for (;;) {
-    const int fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) throw std::runtime_error("cannot open " + file.string() + ": " + std::strerror(errno));
+    const int fd = open_lock_file(file);
     if (::flock(fd, how) != 0) {
       const int error = errno;
       ::close(fd);
@@ -106,8 +112,7 @@ class CacheLock {
   // Waits for the lock.
   CacheLock(const fs::path& file, const std::atomic<bool>& stop,
             const std::function<void(const std::string&)>& log, const std::string& what) {
-    fd_ = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ < 0) throw std::runtime_error("cannot open " + file.string() + ": " + std::strerror(errno));
+    fd_ = open_lock_file(file);
     bool said = false;
     while (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
       const int error = errno;
@@ -127,8 +132,7 @@ class CacheLock {
   }
   // Only if no other process holds it: held() says.
   explicit CacheLock(const fs::path& file) {
-    fd_ = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ < 0) throw std::runtime_error("cannot open " + file.string() + ": " + std::strerror(errno));
+    fd_ = open_lock_file(file);
     if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
       ::close(fd_);
       fd_ = -1;
@@ -220,6 +224,11 @@ void BuiltCommits::use(const fs::path& tree) {
 void BuiltCommits::let_go() {
   for (const auto& [_, fd] : in_use_) ::close(fd);
   in_use_.clear();
+}
+
+void BuiltCommits::let_go(const fs::path& tree) {
+  ::close(in_use_.at(tree));
+  in_use_.erase(tree);
 }
 
 std::optional<fs::path> BuiltCommits::find_built(const std::string& commit) const {
@@ -326,8 +335,7 @@ BuildTree BuiltCommits::checkout_for(const fs::path& repo, const std::string& pr
     use(*built);
     std::optional<TreeState> state = read_state(*built);
     if (!state || !state->built || state->commit != commit) {
-      ::close(in_use_.at(*built));
-      in_use_.erase(*built);
+      let_go(*built);
       built.reset();
     }
   }

@@ -80,6 +80,7 @@ class BuiltCommits {
   // Holds `tree` for this process (its use lock, shared) until finish().
   void use(const std::filesystem::path& tree);
   void let_go();
+  void let_go(const std::filesystem::path& tree);
   // Under the cache's lock.
   void evict(const std::filesystem::path& repo);
   void remove(const std::filesystem::path& repo, const std::filesystem::path& tree);
