@@ -8,7 +8,8 @@ set -euo pipefail
 kw_script=$1 server=$2
 work=$(mktemp -d /tmp/kw-up-detach.XXXXXX)
 chmod 755 "$work"  # the embedded PostgreSQL runs as its own user
-port=$((20000 + RANDOM % 20000))
+# A port free now (the kernel picks it), not one picked at random that another test may hold.
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 export KW_SERVER="$server" KW_DATA_DIR="$work/data" KW_LISTEN="127.0.0.1:$port" \
   KW_SERVER_LOG="$work/kw-server.log" KW_PID_FILE="$work/kw-server.pid"
 cleanup() {

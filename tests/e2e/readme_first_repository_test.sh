@@ -51,10 +51,24 @@ git -C "$HOME/my-kernels" -c user.name=dev -c user.email=dev@example.invalid com
 git config --global user.name dev
 git config --global user.email dev@example.invalid
 
-port=$((20000 + RANDOM % 20000))
-"$server" --data-dir "$work/data" --listen "127.0.0.1:$port" > "$work/server.log" 2>&1 &
-server_pid=$!
-for _ in $(seq 120); do grep -q "listening" "$work/server.log" && break; sleep 0.5; done
+# A port free now (the kernel picks it); should another test take it before
+# kw-server binds it, kw-server exits and is started again on another.
+listening=
+for _ in 1 2 3 4 5; do
+  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  "$server" --data-dir "$work/data" --listen "127.0.0.1:$port" > "$work/server.log" 2>&1 &
+  server_pid=$!
+  # Its first start makes the cluster (initdb): up to 4 minutes on a loaded 2-core machine.
+  for _ in $(seq 480); do
+    grep -q "listening" "$work/server.log" && { listening=1; break; }
+    kill -0 "$server_pid" 2>/dev/null || break
+    sleep 0.5
+  done
+  [ -n "$listening" ] && break
+  kill "$server_pid" 2>/dev/null; wait "$server_pid" 2>/dev/null || true
+  grep -qi "address already in use" "$work/server.log" || break
+done
+[ -n "$listening" ] || { echo "kw-server did not start:" >&2; tail -20 "$work/server.log" >&2; exit 1; }
 
 first="kw=$kw server=$server data=$work/data url=http://127.0.0.1:$port"
 script=$(printf '%s\n%s\n' "$first" "$(echo "$block" | tail -n +2)")
