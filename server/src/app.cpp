@@ -88,13 +88,14 @@ App::App(ServerOptions options) : options_(std::move(options)) {
       std::make_unique<HandlerContext>(HandlerContext{*services_, *monitor_, metrics_, schema_version_});
   add_health_routes(*router_, *handler_context_);
   add_run_routes(*router_, *handler_context_);
-  add_job_routes(*router_, *handler_context_);
+  add_job_routes(*router_, services_->jobs);
+  add_bisect_routes(*router_, services_->bisects);
   add_profile_routes(*router_, *handler_context_);
-  add_agent_routes(*router_, *handler_context_);
-  add_project_routes(*router_, *handler_context_);
+  add_agent_routes(*router_, services_->jobs);
+  add_project_routes(*router_, services_->settings);
   history_reads_ = std::make_unique<PgHistoryReads>(*read_routing_);
   add_history_routes(*router_, *history_reads_, *read_cache_);
-  add_token_routes(*router_, *handler_context_);
+  add_token_routes(*router_, services_->tokens);
   add_upload_routes(*router_, *handler_context_);
   add_download_routes(*router_, options_.kw_binary);
   add_static_files(*router_, options_.dashboard_dir);

@@ -20,13 +20,6 @@ class AccessTest : public ServerTest {
     ServerTest::SetUp();
     create_project("other");
   }
-  void queue_a_job_of_other_then_demo() {
-    for (auto [project, commit] : {std::pair{"other", 1}, std::pair{"demo", 2}}) {
-      auto job = ci().post("/api/v1/jobs",
-                           {{"project", project}, {"commit", make_commit(commit)}, {"branch", "main"}});
-      ASSERT_EQ(job.status, 201) << job.body;
-    }
-  }
   std::string token(const std::string& name, Scope scope, std::vector<std::string> projects) {
     return create_token(database_->url(), name, scope, std::move(projects));
   }
@@ -48,37 +41,6 @@ TEST_F(AccessTest, AnAgentTokenWritesOnlyTheProjectsItNames) {
   EXPECT_EQ(denied.json()["error"], "project_denied");
   EXPECT_EQ(denied.json()["message"], "token \"demo-host\" is not scoped to project \"other\"");
   EXPECT_EQ(count("runs"), 1);
-}
-
-TEST_F(AccessTest, AnAgentClaimsOnlyJobsOfItsProjects) {
-  queue_a_job_of_other_then_demo();
-  http::Client demo_agent = client(token("demo-host", Scope::agent, {"demo"}));
-  json claim{{"agent", "demo-gpu"}, {"gpus", {"NVIDIA H100 80GB HBM3"}}};
-  auto first = demo_agent.post("/api/v1/agents/claim", claim);
-  ASSERT_EQ(first.status, 200) << first.body;
-  EXPECT_EQ(first.json()["project"], "demo");  // the older job is another project's
-  EXPECT_EQ(demo_agent.post("/api/v1/agents/claim", claim).status, 204);
-}
-
-// An agent that can fetch only some projects says so and is handed no
-// other's job, even where its token would allow it.
-TEST_F(AccessTest, AnAgentClaimsOnlyJobsOfTheProjectsItServes) {
-  queue_a_job_of_other_then_demo();
-  http::Client any_agent = client(create_token(database_->url(), "any-host", Scope::agent));
-  json claim{{"agent", "gpu-1"}, {"gpus", {"NVIDIA H100 80GB HBM3"}}, {"projects", {"demo"}}};
-  auto first = any_agent.post("/api/v1/agents/claim", claim);
-  ASSERT_EQ(first.status, 200) << first.body;
-  EXPECT_EQ(first.json()["project"], "demo");
-  EXPECT_EQ(any_agent.post("/api/v1/agents/claim", claim).status, 204) << "the other project's job waits";
-  claim["projects"] = json::array();
-  EXPECT_EQ(any_agent.post("/api/v1/agents/claim", claim).status, 204);
-  // A token scoped to demo cannot widen itself by naming another project.
-  http::Client demo_agent = client(token("demo-host", Scope::agent, {"demo"}));
-  EXPECT_EQ(demo_agent.post("/api/v1/agents/claim", {{"agent", "demo-gpu"}, {"projects", {"other"}}}).status,
-            204);
-  auto bad = any_agent.post("/api/v1/agents/claim", {{"agent", "gpu-1"}, {"projects", "demo"}});
-  EXPECT_EQ(bad.status, 422) << bad.body;
-  EXPECT_EQ(bad.json()["field"], "projects");
 }
 
 TEST_F(AccessTest, ACiTokenSubmitsAndAcknowledgesOnlyItsProjects) {

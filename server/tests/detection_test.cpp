@@ -17,19 +17,6 @@
 namespace kw::server::testing {
 namespace {
 
-TEST(PgArrayTest, ParsesNumbersAndArraysAndNamesWhatItCannot) {
-  EXPECT_EQ(parse_pg_array<double>("{1.5,2,3e+06}"), (std::vector<double>{1.5, 2, 3e6}));
-  EXPECT_EQ(parse_pg_array<std::int64_t>("{}"), std::vector<std::int64_t>{});
-  EXPECT_EQ(parse_pg_number<double>("-0.25"), -0.25);
-  EXPECT_THROW(parse_pg_array<double>("1,2"), std::runtime_error);
-  EXPECT_THROW(parse_pg_array<double>("{1,x}"), std::runtime_error);
-  EXPECT_THROW(parse_pg_number<std::int64_t>("12abc"), std::runtime_error);
-  PgArray built;
-  built.number(4);
-  built.number(2.5);
-  EXPECT_EQ(parse_pg_array<double>(built.str()), (std::vector<double>{4, 2.5}));
-}
-
 // Binary arrays through a real PostgreSQL: each element type as the server
 // reads it (its text form back), NULLs and empty arrays, text it must not
 // unescape, and array_send's output read back.

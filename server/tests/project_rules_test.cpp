@@ -1,12 +1,16 @@
 // The rules of projects, their settings and API tokens (SettingsService,
 // TokenService) over an in-memory stand-in of their store: who may make,
-// read and change what, and that a refused change writes nothing.
+// read and change what, and that a refused change writes nothing; and their
+// routes over the same (ProjectRoutesTest).
 #include <gtest/gtest.h>
 
 #include <functional>
 
 #include "errors.hpp"
+#include "http/handlers/handlers.hpp"
+#include "http/router.hpp"
 #include "in_memory_project_store.hpp"
+#include "routed_request.hpp"
 #include "service/settings_service.hpp"
 #include "service/token_service.hpp"
 
@@ -170,6 +174,119 @@ TEST_F(ProjectRulesTest, AProjectScopedAdminManagesOnlyItsProjectsTokens) {
   EXPECT_FALSE(tokens_.list(admin_)[0]["revoked_at"].is_null());
   EXPECT_EQ(error_of([&] { tokens_.revoke(alpha_admin_, own["id"].get<std::int64_t>()); }), "no_such_token");
   EXPECT_EQ(error_of([&] { tokens_.revoke(admin_, 99); }), "no_such_token");
+}
+
+// The project and token routes through the router over the same services:
+// what the handlers check of a request before the service sees it, with a
+// TEST DOUBLE for token lookup.
+class ProjectRoutesTest : public ProjectRulesTest {
+ protected:
+  ProjectRoutesTest() {
+    add_project_routes(router_, settings_);
+    add_token_routes(router_, tokens_);
+  }
+
+  using Answer = RoutedAnswer;
+  Answer call(const std::string& method, const std::string& path, const std::string& body = {},
+              const std::string& token = "root") {
+    return routed(router_, method, path, token, body);
+  }
+  Answer put_settings(const json& changes) {
+    return call("PUT", "/api/v1/projects/alpha/settings", changes.dump());
+  }
+
+  Metrics metrics_;
+  Router router_{[this](const std::string& token) -> std::optional<Caller> {
+                   if (token == "root") return admin_;
+                   if (token == "alpha-admin") return alpha_admin_;
+                   if (token == "ci") return caller("ci", Scope::ci, std::nullopt);
+                   return std::nullopt;
+                 },
+                 metrics_, false};
+};
+
+TEST_F(ProjectRoutesTest, AProjectIsMadeByAnAdminWithAGoodName) {
+  EXPECT_EQ(call("POST", "/api/v1/projects", R"({"name": "beta"})", "ci").body["error"], "scope_denied");
+  EXPECT_EQ(call("POST", "/api/v1/projects", R"({"name": "a b"})").body["field"], "name");
+  EXPECT_EQ(call("POST", "/api/v1/projects", R"({"default_branch": "trunk"})").body["message"],
+            "name: is required");
+  const Answer made = call("POST", "/api/v1/projects", R"({"name": "beta", "default_branch": "trunk"})");
+  ASSERT_EQ(made.status, 201) << made.body;
+  EXPECT_EQ(made.body["default_branch"], "trunk");
+  EXPECT_EQ(call("POST", "/api/v1/projects", R"({"name": "beta"})").status, 409);
+  EXPECT_EQ(call("GET", "/api/v1/projects/beta", "", "").body["name"], "beta") << "reads are open here";
+}
+
+TEST_F(ProjectRoutesTest, ATokenRequestIsCheckedBeforeATokenIsMade) {
+  EXPECT_EQ(call("POST", "/api/v1/tokens", R"({"name": "x", "scope": "admin"})", "ci").status, 403);
+  EXPECT_EQ(call("POST", "/api/v1/tokens", R"({"name": "x", "scope": "root"})").body["field"], "scope");
+  EXPECT_EQ(call("POST", "/api/v1/tokens", R"({"name": "x", "scope": "read", "projects": []})").status, 422);
+  EXPECT_TRUE(store_.tokens().empty());
+  const Answer made =
+      call("POST", "/api/v1/tokens", R"({"name": "host", "scope": "agent", "projects": ["alpha"]})");
+  ASSERT_EQ(made.status, 201) << made.body;
+  EXPECT_TRUE(made.body.contains("token"));
+  const Answer listed = call("GET", "/api/v1/tokens");
+  ASSERT_EQ(listed.body.size(), 1u);
+  EXPECT_FALSE(listed.body[0].contains("token")) << "a secret is shown once";
+  const std::string revoke = "/api/v1/tokens/" + made.body["id"].dump();
+  EXPECT_EQ(call("DELETE", revoke).status, 200);
+  EXPECT_EQ(call("DELETE", revoke).body["error"], "no_such_token");
+  EXPECT_EQ(call("DELETE", "/api/v1/tokens/x").status, 404);
+}
+
+TEST_F(ProjectRoutesTest, HugeSettingsValuesAre422NamingTheField) {
+  for (const char* field : {"gitlab_project", "github_repo", "webhook_url", "default_branch"}) {
+    for (std::size_t length : {40000u, 60000u}) {
+      std::string value(length, 'x');
+      if (std::string(field) == "webhook_url") value = "http://" + value;
+      if (std::string(field) == "gitlab_project") value = std::string(length / 2, 'g') + "/" + value;
+      const Answer answer = put_settings(json{{field, value}});
+      EXPECT_EQ(answer.status, 422) << field << " of " << length << ": " << answer.body.dump().substr(0, 200);
+      EXPECT_EQ(answer.body["field"], field);
+    }
+  }
+  EXPECT_EQ(put_settings(json{{"case_thresholds", {{std::string(300, 'c'), 0.02}}}}).status, 422);
+  EXPECT_EQ(call("GET", "/api/v1/projects/alpha").body["gitlab_project"], nullptr) << "nothing was stored";
+  EXPECT_TRUE(store_.committed.empty());
+}
+
+TEST_F(ProjectRoutesTest, SettingsAreValidatedAsWhatTheyBecome) {
+  struct Case {
+    json settings;
+    int status;
+  };
+  const std::vector<Case> cases = {
+      {{{"webhook_url", "http://127.0.0.1:9/hook\r\nX-Injected: yes"}}, 422},
+      {{{"webhook_url", "http://127.0.0.1:9/a b"}}, 422},
+      {{{"webhook_url", "ftp://example.com/"}}, 422},
+      {{{"webhook_url", "http:///no-host"}}, 422},
+      {{{"webhook_url", "http://user:pw@example.com/"}}, 422},
+      {{{"webhook_url", "http://example.com:99999/"}}, 422},
+      {{{"webhook_url", "https://hooks.example.com:8443/kernelwatch?team=gpu"}}, 200},
+      {{{"webhook_url", "http://[::1]:8080/hook"}}, 422},  // private: see AWebhookMustReachAPublicAddress...
+      {{{"github_repo", "../.."}}, 422},
+      {{{"github_repo", "owner/name/extra"}}, 422},
+      {{{"github_repo", "-owner/name"}}, 422},
+      {{{"github_repo", "owner/.."}}, 422},
+      {{{"github_repo", "NVIDIA/cutlass"}}, 200},
+      {{{"gitlab_project", "group/../name"}}, 422},
+      {{{"gitlab_project", "name"}}, 422},
+      {{{"gitlab_project", "group/name.git"}}, 422},
+      {{{"gitlab_project", "group/sub-group/my.project"}}, 200},
+      {{{"gitlab_project", "12345"}}, 200},
+      {{{"default_branch", std::string(201, 'b')}}, 422},
+      {{{"default_branch", "trunk\n"}}, 422},
+      {{{"default_branch", "release/2.0"}}, 200},
+      {{{"webhook_url", "http://example.com/" + std::string(3000, 'p')}}, 422},
+  };
+  for (const Case& c : cases) {
+    const Answer answer = put_settings(c.settings);
+    EXPECT_EQ(answer.status, c.status) << c.settings.dump().substr(0, 120) << ": " << answer.body;
+  }
+  // A request with one bad value changes nothing, not even its good values.
+  EXPECT_EQ(put_settings({{"min_threshold", 0.07}, {"github_repo", "../.."}}).status, 422);
+  EXPECT_NE(call("GET", "/api/v1/projects/alpha").body["min_threshold"], 0.07);
 }
 
 }  // namespace

@@ -17,52 +17,6 @@ using kw::testing::make_report;
 using kw::testing::ReportSpec;
 using nlohmann::json;
 
-TEST(ReadCacheUnitTest, AnAnswerReadBeforeAChangeIsNotKept) {
-  ReadCache cache;
-  cache.set_enabled(true);
-  ReadCache::Ticket before = cache.ticket("demo");
-  cache.changed("demo");  // a commit lands while the read runs
-  cache.put(before, "demo", "series", "old");
-  EXPECT_FALSE(cache.get("demo", "series"));
-  cache.put(cache.ticket("demo"), "demo", "series", "new");
-  EXPECT_EQ(cache.get("demo", "series"), "new");
-
-  ReadCache::Ticket other = cache.ticket("other");
-  cache.changed_all();  // the feed reconnected: changes may have been missed
-  cache.put(other, "other", "series", "old");
-  EXPECT_FALSE(cache.get("other", "series"));
-  EXPECT_FALSE(cache.get("demo", "series"));
-}
-
-TEST(ReadCacheUnitTest, ADisabledCacheServesAndKeepsNothing) {
-  ReadCache cache;
-  cache.put(cache.ticket("demo"), "demo", "k", "answer");
-  EXPECT_FALSE(cache.get("demo", "k"));
-  cache.set_enabled(true);
-  cache.put(cache.ticket("demo"), "demo", "k", "answer");
-  ReadCache::Ticket held = cache.ticket("demo");
-  cache.set_enabled(false);
-  EXPECT_FALSE(cache.get("demo", "k"));
-  cache.set_enabled(true);
-  EXPECT_FALSE(cache.get("demo", "k")) << "answers kept before the feed went down are gone";
-  cache.put(held, "demo", "k", "answer");
-  EXPECT_FALSE(cache.get("demo", "k")) << "a ticket taken before the outage is void";
-}
-
-TEST(ReadCacheUnitTest, TheLeastRecentlyUsedAnswersGoFirstWhenFull) {
-  ReadCache cache(4000);  // an answer may take a quarter: 1000 bytes
-  cache.set_enabled(true);
-  const std::string answer(900, 'x');
-  for (const char* key : {"a", "b", "c", "d"}) cache.put(cache.ticket("p"), "p", key, answer);
-  EXPECT_TRUE(cache.get("p", "a"));  // now the most recent
-  cache.put(cache.ticket("p"), "p", "e", answer);
-  EXPECT_TRUE(cache.get("p", "a"));
-  EXPECT_FALSE(cache.get("p", "b"));
-  EXPECT_LE(cache.counters().bytes, 4000u);
-  cache.put(cache.ticket("p"), "p", "huge", std::string(1001, 'x'));
-  EXPECT_FALSE(cache.get("p", "huge"));
-}
-
 class ReadCacheTest : public ServerTest {
  protected:
   void SetUp() override {

@@ -6,14 +6,12 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <string>
 #include <string_view>
-#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -24,6 +22,7 @@
 #include "store/migrations.hpp"
 #include "store/run_repository.hpp"
 #include "store/token_repository.hpp"
+#include "wait_until.hpp"
 
 namespace kw::server::testing {
 
@@ -143,23 +142,6 @@ inline double metric_value(const std::string& metrics_text, const std::string& n
   const auto at = metrics_text.find("\n" + name + " ");
   if (at == std::string::npos) return -1;
   return std::stod(metrics_text.substr(at + name.size() + 2));
-}
-
-// Polls `condition` every 25 ms for up to `limit`: changes other threads or
-// servers make (notifications, replication) arrive within milliseconds. The
-// condition is asked once a poll and its last answer is the verdict: asking
-// again would make a read that changes what it reads (a cache hit counted)
-// fail after it succeeded.
-template <typename Condition>
-void wait_until(Condition condition, const std::string& what,
-                std::chrono::milliseconds limit = std::chrono::seconds(5)) {
-  bool met = condition();
-  for (auto waited = std::chrono::milliseconds(0); waited < limit && !met;
-       waited += std::chrono::milliseconds(25)) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(25));
-    met = condition();
-  }
-  ASSERT_TRUE(met) << "waited " << limit.count() << " ms for " << what;
 }
 
 class ServerTest : public ::testing::Test {

@@ -171,7 +171,10 @@ IngestResult IngestService::merge_shards(std::int64_t job_id) {
     merged = common::merge_shard_reports(progress.reports);
   } catch (const common::ValidationError& error) {
     const std::string reason = std::string("its shards' reports do not make one run: ") + error.what();
-    with_transaction(pool_, [&](pqxx::work& tx) { fail_unmerged_job(tx, notifications_, job_id, reason); });
+    with_transaction(pool_, [&](pqxx::work& tx) {
+      PgJobTransaction jobs(tx, notifications_);
+      fail_unmerged_job(jobs, job_id, reason);
+    });
     result.shard->state = "failed";
     result.shard->error = reason;
     return result;

@@ -13,19 +13,16 @@
 
 #include "access.hpp"
 #include "notify/notifier.hpp"
+#include "service/job_store.hpp"
 #include "store/database.hpp"
 #include "store/job_repository.hpp"
 
 namespace kw::server {
 
-// Failing a job and announcing it meet only here, whoever fails it: its
-// agent, an expired lease (the reaper's pass or a claim's), or shards whose
-// reports do not make one run.
-bool fail_job(pqxx::work& tx, const NotifierOptions& notifications, std::int64_t job_id,
-              std::int64_t agent_id, const std::string& reason);
-ExpiredLeases requeue_expired(pqxx::work& tx, const NotifierOptions& notifications);
-bool fail_unmerged_job(pqxx::work& tx, const NotifierOptions& notifications, std::int64_t job_id,
-                       const std::string& reason);
+// Failing a job and announcing it meet only in job_service.cpp, whoever
+// fails it: its agent, an expired lease (the reaper's pass or a claim's), or
+// shards whose reports do not make one run (this, for IngestService).
+bool fail_unmerged_job(JobTransaction& tx, std::int64_t job_id, const std::string& reason);
 
 // What an agent says of itself when it asks for work.
 struct ClaimRequest {
@@ -48,8 +45,7 @@ struct QueueSettings {
 
 class JobService {
  public:
-  JobService(ConnectionPool& pool, const NotifierOptions& notifications, QueueSettings settings)
-      : pool_(pool), notifications_(notifications), settings_(settings) {}
+  JobService(JobStore& store, QueueSettings settings) : store_(store), settings_(settings) {}
 
   const QueueSettings& settings() const { return settings_; }
 
@@ -82,8 +78,7 @@ class JobService {
   nlohmann::json as_holder(const Caller& caller, std::int64_t job_id, const std::string& agent,
                            const char* verb, Action&& action);
 
-  ConnectionPool& pool_;
-  const NotifierOptions& notifications_;
+  JobStore& store_;
   QueueSettings settings_;
 };
 

@@ -2,7 +2,6 @@
 
 #include "errors.hpp"
 #include "store/bisect_repository.hpp"
-#include "store/job_repository.hpp"
 #include "store/profile_repository.hpp"
 #include "store/run_repository.hpp"
 
@@ -30,8 +29,8 @@ std::string owned_bisect(pqxx::work& tx, const Caller* caller, std::int64_t bise
   return *project;
 }
 
-nlohmann::json owned_job(pqxx::work& tx, const Caller* caller, std::int64_t job_id) {
-  auto job = JobRepository::get(tx, job_id);
+nlohmann::json owned_job(JobTransaction& tx, const Caller* caller, std::int64_t job_id) {
+  auto job = tx.get(job_id);
   if (!job) throw NotFound("no_such_job", "no job " + std::to_string(job_id));
   require_access(caller, job->value("project", ""));
   return *job;

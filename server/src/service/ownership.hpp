@@ -12,6 +12,7 @@
 #include <pqxx/pqxx>
 
 #include "access.hpp"
+#include "service/job_store.hpp"
 
 namespace kw::server {
 
@@ -21,7 +22,7 @@ std::int64_t owned_project(pqxx::work& tx, const Caller* caller, const std::stri
 std::string owned_run(pqxx::work& tx, const Caller* caller, std::int64_t run_id);
 std::string owned_bisect(pqxx::work& tx, const Caller* caller, std::int64_t bisect_id);
 // The job as GET /api/v1/jobs/{id} shows it.
-nlohmann::json owned_job(pqxx::work& tx, const Caller* caller, std::int64_t job_id);
+nlohmann::json owned_job(JobTransaction& tx, const Caller* caller, std::int64_t job_id);
 // The profile as GET /api/v1/profiles/{id} shows it.
 nlohmann::json owned_profile(pqxx::work& tx, const Caller* caller, std::int64_t profile_id);
 

@@ -47,7 +47,8 @@ json ProfileService::store_result(const Caller& caller, std::int64_t job_id, con
   return with_transaction(pool_, [&](pqxx::work& tx) {
     auto hold = JobRepository::lock(tx, job_id);
     if (!hold) throw NotFound("no_such_job", "no job " + std::to_string(job_id));
-    const json job = owned_job(tx, &caller, job_id);
+    PgJobTransaction jobs(tx, notifications_);
+    const json job = owned_job(jobs, &caller, job_id);
     std::int64_t agent_id = JobRepository::registered_agent(tx, agent, caller);
     if (hold->kind != "profile")
       throw Conflict("not_a_profile_job", "job " + std::to_string(job_id) +

@@ -22,7 +22,8 @@ struct Services {
            QueueSettings queue, UploadLimits uploads)
       : ingest(pool, reads, notifications, queue.max_attempts),
         runs(pool, reads, notifications),
-        jobs(pool, notifications, queue),
+        job_store(pool, notifications),
+        jobs(job_store, queue),
         bisects(pool),
         profiles(pool, notifications, queue.max_attempts),
         uploads_in_parts(pool, ingest, uploads),
@@ -32,6 +33,7 @@ struct Services {
 
   IngestService ingest;
   RunService runs;
+  PgJobStore job_store;  // before the service on it
   JobService jobs;
   BisectService bisects;
   ProfileService profiles;

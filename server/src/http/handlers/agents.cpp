@@ -75,8 +75,7 @@ ClaimRequest claim_request_from(const json& body) {
 
 }  // namespace
 
-void add_agent_routes(Router& router, const HandlerContext& context) {
-  JobService& jobs = context.services.jobs;
+void add_agent_routes(Router& router, JobService& jobs) {
   router.add("GET", "/api/v1/agents", Access::read(),
              [&jobs](Request& request) { return Response::json_text(200, jobs.agents(request.reader())); });
 

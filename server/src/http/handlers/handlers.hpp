@@ -25,17 +25,21 @@ struct HandlerContext {
 };
 
 void add_health_routes(Router& router, const HandlerContext& context);  // /healthz, /metrics
-void add_run_routes(Router& router, const HandlerContext& context);     // /api/v1/runs, /api/v1/compare
-void add_job_routes(Router& router, const HandlerContext& context);     // /api/v1/jobs, /api/v1/bisects
+// /api/v1/runs, /api/v1/compare, and a job's report (/api/v1/jobs/{id}/report)
+void add_run_routes(Router& router, const HandlerContext& context);
+// Routes over one service each, so tests can serve them from a stand-in of
+// its store. The queue's: /api/v1/jobs and /api/v1/agents.
+void add_job_routes(Router& router, JobService& jobs);
+void add_agent_routes(Router& router, JobService& jobs);
+void add_bisect_routes(Router& router, BisectService& bisects);  // /api/v1/bisects
 // /api/v1/runs/{id}/profiles, /api/v1/profiles, /api/v1/jobs/{id}/profile
 void add_profile_routes(Router& router, const HandlerContext& context);
-void add_agent_routes(Router& router, const HandlerContext& context);    // /api/v1/agents
-void add_project_routes(Router& router, const HandlerContext& context);  // /api/v1/projects
+void add_project_routes(Router& router, SettingsService& settings);  // /api/v1/projects
 // GET /api/v1/projects and a project's overview, cases, runs, regressions,
 // branches and series: only the reads and the cache, so tests can serve them
 // from a stand-in.
 void add_history_routes(Router& router, HistoryReads& reads, ReadCache& cache);
-void add_token_routes(Router& router, const HandlerContext& context);  // /api/v1/tokens
+void add_token_routes(Router& router, TokenService& tokens);  // /api/v1/tokens
 // /api/v1/projects/{p}/uploads: a run report sent in parts.
 void add_upload_routes(Router& router, const HandlerContext& context);
 // The request's run report ingested: 201 with the new run, or 200 for a

@@ -99,15 +99,6 @@ Response create_job(JobService& jobs, const Request& request) {
   return Response::json(created ? 201 : 200, job);
 }
 
-void add_bisect_routes(Router& router, BisectService& bisects) {
-  router.add("GET", "/api/v1/bisects/{id}", Access::read(), [&bisects](Request& request) {
-    return Response::json(200, bisects.get(request.reader(), request.id_param("id", "bisect")));
-  });
-  router.add("POST", "/api/v1/bisects/{id}/cancel", Access::of({Scope::ci}), [&bisects](Request& request) {
-    return Response::json(200, bisects.cancel(*request.caller, request.id_param("id", "bisect")));
-  });
-}
-
 // What the holder of a running job does to it, each answered with the job.
 void add_holder_routes(Router& router, JobService& jobs) {
   const Access agent = Access::of({Scope::agent});
@@ -137,9 +128,16 @@ void add_holder_routes(Router& router, JobService& jobs) {
 
 }  // namespace
 
-void add_job_routes(Router& router, const HandlerContext& context) {
-  JobService& jobs = context.services.jobs;
-  add_bisect_routes(router, context.services.bisects);
+void add_bisect_routes(Router& router, BisectService& bisects) {
+  router.add("GET", "/api/v1/bisects/{id}", Access::read(), [&bisects](Request& request) {
+    return Response::json(200, bisects.get(request.reader(), request.id_param("id", "bisect")));
+  });
+  router.add("POST", "/api/v1/bisects/{id}/cancel", Access::of({Scope::ci}), [&bisects](Request& request) {
+    return Response::json(200, bisects.cancel(*request.caller, request.id_param("id", "bisect")));
+  });
+}
+
+void add_job_routes(Router& router, JobService& jobs) {
   add_holder_routes(router, jobs);
 
   router.add("POST", "/api/v1/jobs", Access::of({Scope::ci}),
@@ -147,11 +145,6 @@ void add_job_routes(Router& router, const HandlerContext& context) {
 
   router.add("GET", "/api/v1/jobs/{id}", Access::read(), [&jobs](Request& request) {
     return Response::json(200, jobs.get(request.reader(), request.id_param("id", "job")));
-  });
-
-  router.add("POST", "/api/v1/jobs/{id}/report", Access::agent_reports(), [&context](Request& request) {
-    std::int64_t job_id = request.id_param("id", "job");
-    return ingest_report(context, request, job_id);
   });
 }
 

@@ -8,9 +8,8 @@ namespace kw::server {
 
 using nlohmann::json;
 
-void add_project_routes(Router& router, const HandlerContext& context) {
+void add_project_routes(Router& router, SettingsService& settings) {
   const Access admin = Access::of({});
-  SettingsService& settings = context.services.settings;
 
   router.add("POST", "/api/v1/projects", admin, [&settings](Request& request) {
     json body = require_object(request);

@@ -110,6 +110,9 @@ void add_run_routes(Router& router, const HandlerContext& context) {
 
   router.add("POST", "/api/v1/runs", Access::agent_reports(),
              [&context](Request& request) { return ingest_report(context, request, std::nullopt); });
+  router.add("POST", "/api/v1/jobs/{id}/report", Access::agent_reports(), [&context](Request& request) {
+    return ingest_report(context, request, request.id_param("id", "job"));
+  });
 
   router.add("GET", "/api/v1/runs/{id}", Access::read(),
              [&runs](Request& request) { return run_page(runs, request); });

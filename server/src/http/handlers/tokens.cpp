@@ -35,9 +35,8 @@ Response create_token(TokenService& tokens, const Request& request) {
 }  // namespace
 
 // Admin only: tokens are made, listed and revoked as `kw-server token` does.
-void add_token_routes(Router& router, const HandlerContext& context) {
+void add_token_routes(Router& router, TokenService& tokens) {
   const Access admin = Access::of({});
-  TokenService& tokens = context.services.tokens;
 
   router.add("POST", "/api/v1/tokens", admin,
              [&tokens](Request& request) { return create_token(tokens, request); });

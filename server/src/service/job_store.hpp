@@ -1,0 +1,140 @@
+// What JobService reads and writes: the job queue, its agents, and the
+// notices a job's queueing or failure leaves, one transaction at a time.
+// kw-server keeps them in PostgreSQL (PgJobStore, over JobRepository); the
+// queue's rules are tested on an in-memory stand-in
+// (server/tests/in_memory_job_store.hpp), and both pass one contract
+// (server/tests/job_store_contract.hpp).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "access.hpp"
+#include "notify/notifier.hpp"
+#include "store/database.hpp"
+#include "store/job_repository.hpp"
+#include "store/settings_repository.hpp"
+
+namespace kw::server {
+
+// One transaction: what it wrote is kept when the work given to
+// JobStore::transact returns, and none of it when the work throws.
+class JobTransaction {
+ public:
+  virtual ~JobTransaction() = default;
+
+  // The project's id; NotFound ("no_such_project") when there is none.
+  virtual std::int64_t require_project(const std::string& name) = 0;
+  virtual std::string project_name(std::int64_t project_id) = 0;
+  virtual ProjectSettings project_settings(std::int64_t project_id) = 0;
+
+  // As JobRepository's functions of the same names.
+  virtual std::pair<std::int64_t, bool> create(const NewJob& job) = 0;
+  virtual std::optional<nlohmann::json> get(std::int64_t job_id) = 0;
+  virtual std::optional<JobHold> lock(std::int64_t job_id) = 0;
+  virtual std::int64_t bind_agent(const std::string& name, const Caller& caller, const std::string& host,
+                                  const std::string& version, const nlohmann::json& gpus) = 0;
+  virtual void record_worker(std::int64_t agent_id, const std::optional<nlohmann::json>& gpu,
+                             const std::optional<nlohmann::json>& health, bool can_profile) = 0;
+  virtual std::string agents_json(const std::optional<std::vector<std::string>>& projects) = 0;
+  virtual std::int64_t registered_agent(const std::string& name, const Caller& caller) = 0;
+  virtual std::optional<std::int64_t> claim(std::int64_t agent_id, const nlohmann::json& gpu_models,
+                                            double lease_seconds,
+                                            const std::optional<std::vector<std::string>>& projects,
+                                            bool can_profile) = 0;
+  virtual ExpiredLeases requeue_expired() = 0;
+  virtual bool heartbeat(std::int64_t job_id, std::int64_t agent_id, double lease_seconds) = 0;
+  virtual bool release(std::int64_t job_id, std::int64_t agent_id) = 0;
+  virtual bool fail(std::int64_t job_id, std::int64_t agent_id, const std::string& reason) = 0;
+  virtual bool record_stage(std::int64_t job_id, std::int64_t agent_id, double lease_seconds,
+                            const StageProgress& stage) = 0;
+  virtual bool fail_unmerged(std::int64_t job_id, const std::string& reason) = 0;
+  virtual std::vector<std::int64_t> merge_pending() = 0;
+
+  // The notices, kept with the transaction (the notification outbox):
+  // a job queued, and a job that failed, for whoever watches its project.
+  virtual void job_queued(std::int64_t project_id, const nlohmann::json& job) = 0;
+  virtual void job_failed(std::int64_t job_id) = 0;
+};
+
+class JobStore {
+ public:
+  virtual ~JobStore() = default;
+  virtual void transact(const std::function<void(JobTransaction&)>& work) = 0;
+};
+
+// `work(JobTransaction&)` in one transaction of `store`, and what it returned.
+template <typename Work>
+auto in_transaction(JobStore& store, Work&& work) {
+  using Result = std::invoke_result_t<Work&, JobTransaction&>;
+  if constexpr (std::is_void_v<Result>) {
+    store.transact(work);
+  } else {
+    std::optional<Result> result;
+    store.transact([&](JobTransaction& tx) { result.emplace(work(tx)); });
+    return std::move(*result);
+  }
+}
+
+// A transaction of kw-server's database seen as the job queue's: the
+// services that hold a pqxx::work of their own (ingest, profiles) reach the
+// queue's rules through it.
+class PgJobTransaction final : public JobTransaction {
+ public:
+  PgJobTransaction(pqxx::work& tx, const NotifierOptions& notifications)
+      : tx_(tx), notifications_(notifications) {}
+
+  std::int64_t require_project(const std::string& name) override;
+  std::string project_name(std::int64_t project_id) override;
+  ProjectSettings project_settings(std::int64_t project_id) override;
+  std::pair<std::int64_t, bool> create(const NewJob& job) override;
+  std::optional<nlohmann::json> get(std::int64_t job_id) override;
+  std::optional<JobHold> lock(std::int64_t job_id) override;
+  std::int64_t bind_agent(const std::string& name, const Caller& caller, const std::string& host,
+                          const std::string& version, const nlohmann::json& gpus) override;
+  void record_worker(std::int64_t agent_id, const std::optional<nlohmann::json>& gpu,
+                     const std::optional<nlohmann::json>& health, bool can_profile) override;
+  std::string agents_json(const std::optional<std::vector<std::string>>& projects) override;
+  std::int64_t registered_agent(const std::string& name, const Caller& caller) override;
+  std::optional<std::int64_t> claim(std::int64_t agent_id, const nlohmann::json& gpu_models,
+                                    double lease_seconds,
+                                    const std::optional<std::vector<std::string>>& projects,
+                                    bool can_profile) override;
+  ExpiredLeases requeue_expired() override;
+  bool heartbeat(std::int64_t job_id, std::int64_t agent_id, double lease_seconds) override;
+  bool release(std::int64_t job_id, std::int64_t agent_id) override;
+  bool fail(std::int64_t job_id, std::int64_t agent_id, const std::string& reason) override;
+  bool record_stage(std::int64_t job_id, std::int64_t agent_id, double lease_seconds,
+                    const StageProgress& stage) override;
+  bool fail_unmerged(std::int64_t job_id, const std::string& reason) override;
+  std::vector<std::int64_t> merge_pending() override;
+  void job_queued(std::int64_t project_id, const nlohmann::json& job) override;
+  void job_failed(std::int64_t job_id) override;
+
+ private:
+  pqxx::work& tx_;
+  const NotifierOptions& notifications_;
+};
+
+class PgJobStore final : public JobStore {
+ public:
+  PgJobStore(ConnectionPool& pool, const NotifierOptions& notifications)
+      : pool_(pool), notifications_(notifications) {}
+
+  // Retried whole on a serialization failure or a lost connection, as every
+  // transaction of kw-server is (with_transaction).
+  void transact(const std::function<void(JobTransaction&)>& work) override;
+
+ private:
+  ConnectionPool& pool_;
+  const NotifierOptions& notifications_;
+};
+
+}  // namespace kw::server
