@@ -4,6 +4,7 @@
 // and the HTTP path end to end in queue_test.cpp.
 #include <gtest/gtest.h>
 
+#include "error_of.hpp"
 #include "errors.hpp"
 #include "in_memory_job_store.hpp"
 #include "service/job_service.hpp"
@@ -14,17 +15,6 @@ namespace {
 using nlohmann::json;
 
 constexpr const char* kH100 = "NVIDIA H100 80GB HBM3";
-
-// The HttpError's code `call` throws, or "" when it throws none.
-template <typename Call>
-std::string error_code(Call&& call) {
-  try {
-    call();
-  } catch (const HttpError& error) {
-    return error.code();
-  }
-  return "";
-}
 
 class JobServiceTest : public ::testing::Test {
  protected:
@@ -90,10 +80,10 @@ TEST_F(JobServiceTest, AJobIsQueuedOnlyOnceAndAnnouncedOnlyWhenMade) {
 
 TEST_F(JobServiceTest, TheTokenIsAskedBeforeTheProjectIsLookedFor) {
   const Caller demo_only = token(4, Scope::ci, std::vector<std::string>{"demo"});
-  EXPECT_EQ(error_code([&] { jobs_.create(demo_only, "other", job('1')); }), "project_denied");
-  EXPECT_EQ(error_code([&] { jobs_.create(demo_only, "nowhere", job('1')); }), "project_denied")
+  EXPECT_EQ(error_of([&] { jobs_.create(demo_only, "other", job('1')); }), "project_denied");
+  EXPECT_EQ(error_of([&] { jobs_.create(demo_only, "nowhere", job('1')); }), "project_denied")
       << "a project the token does not name is not even said to exist";
-  EXPECT_EQ(error_code([&] { jobs_.create(ci_, "nowhere", job('1')); }), "no_such_project");
+  EXPECT_EQ(error_of([&] { jobs_.create(ci_, "nowhere", job('1')); }), "no_such_project");
   EXPECT_TRUE(store_.notices().empty());
 }
 
@@ -101,8 +91,8 @@ TEST_F(JobServiceTest, AJobIsShownToWhoeverMayReadItsProject) {
   const std::int64_t job_id = queue('1');
   EXPECT_EQ(jobs_.get(nullptr, job_id)["commit"], std::string(40, '1')) << "open reads";
   EXPECT_EQ(jobs_.get(&ci_, job_id)["id"], job_id);
-  EXPECT_EQ(error_code([&] { jobs_.get(&reader_of_other_, job_id); }), "project_denied");
-  EXPECT_EQ(error_code([&] { jobs_.get(nullptr, 4242); }), "no_such_job");
+  EXPECT_EQ(error_of([&] { jobs_.get(&reader_of_other_, job_id); }), "project_denied");
+  EXPECT_EQ(error_of([&] { jobs_.get(nullptr, 4242); }), "no_such_job");
 }
 
 TEST_F(JobServiceTest, AClaimedJobCarriesTheProjectsThresholdsAndTheLease) {
@@ -161,10 +151,10 @@ TEST_F(JobServiceTest, TheAgentsListShowsAScopedReaderNoJobOfAnotherProject) {
 TEST_F(JobServiceTest, OnlyTheHolderOfAJobActsOnIt) {
   const std::int64_t job_id = queue('1');
   ASSERT_EQ(claim("host-a", agent_), job_id);
-  EXPECT_EQ(error_code([&] { jobs_.heartbeat(agent_, 4242, "host-a"); }), "no_such_job");
-  EXPECT_EQ(error_code([&] { jobs_.heartbeat(agent_, job_id, "host-z"); }), "agent_not_registered");
+  EXPECT_EQ(error_of([&] { jobs_.heartbeat(agent_, 4242, "host-a"); }), "no_such_job");
+  EXPECT_EQ(error_of([&] { jobs_.heartbeat(agent_, job_id, "host-z"); }), "agent_not_registered");
   const Caller other_project = token(6, Scope::agent, std::vector<std::string>{"other"});
-  EXPECT_EQ(error_code([&] { jobs_.release(other_project, job_id, "host-a"); }), "project_denied");
+  EXPECT_EQ(error_of([&] { jobs_.release(other_project, job_id, "host-a"); }), "project_denied");
 
   // Another token's agent of the same name is an agent of its own.
   const Caller second_token = token(7, Scope::agent);
@@ -187,7 +177,7 @@ TEST_F(JobServiceTest, AReleaseReturnsTheJobWithoutSpendingAnAttempt) {
   const json released = jobs_.release(agent_, job_id, "host-a");
   EXPECT_EQ(released["state"], "queued");
   EXPECT_EQ(released["attempts"], 0);
-  EXPECT_EQ(error_code([&] { jobs_.release(agent_, job_id, "host-a"); }), "job_not_held");
+  EXPECT_EQ(error_of([&] { jobs_.release(agent_, job_id, "host-a"); }), "job_not_held");
 }
 
 TEST_F(JobServiceTest, TheHolderFailsAJobItCannotRunWithTheReasonAndItIsAnnounced) {
@@ -198,7 +188,7 @@ TEST_F(JobServiceTest, TheHolderFailsAJobItCannotRunWithTheReasonAndItIsAnnounce
   EXPECT_EQ(failed["error"], "agent \"host-a\" could not run it: kernelwatch.json: benches: is required");
   EXPECT_EQ(notices_of(job_id), (std::vector<std::string>{"job_queued", "job_failed"}));
   EXPECT_FALSE(claim("host-a", agent_).has_value()) << "not claimed again";
-  EXPECT_EQ(error_code([&] { jobs_.fail(agent_, job_id, "host-a", "again"); }), "job_not_held");
+  EXPECT_EQ(error_of([&] { jobs_.fail(agent_, job_id, "host-a", "again"); }), "job_not_held");
   EXPECT_EQ(notices_of(job_id).size(), 2u) << "announced once";
 }
 
@@ -229,7 +219,7 @@ TEST_F(JobServiceTest, AnExpiredLeaseIsRequeuedByAnyClaimAndFailedAndAnnouncedOn
   ASSERT_TRUE(second.has_value()) << "a claim returns expired leases first";
   EXPECT_EQ((*second)["id"], job_id);
   EXPECT_EQ((*second)["attempts"], 2);
-  EXPECT_EQ(error_code([&] { jobs_.heartbeat(agent_, job_id, "host-a"); }), "job_not_held")
+  EXPECT_EQ(error_of([&] { jobs_.heartbeat(agent_, job_id, "host-a"); }), "job_not_held")
       << "its first holder's lease is gone";
 
   store_.advance(1);

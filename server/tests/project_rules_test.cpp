@@ -4,8 +4,7 @@
 // routes over the same (ProjectRoutesTest).
 #include <gtest/gtest.h>
 
-#include <functional>
-
+#include "error_of.hpp"
 #include "errors.hpp"
 #include "http/handlers/handlers.hpp"
 #include "http/router.hpp"
@@ -21,17 +20,6 @@ using nlohmann::json;
 
 Caller caller(const std::string& name, Scope scope, std::optional<std::vector<std::string>> projects) {
   return Caller{7, name, scope, std::move(projects)};
-}
-
-// The code of the HttpError `action` throws ("" when it throws none).
-std::string error_of(const std::function<void()>& action, std::string* message = nullptr) {
-  try {
-    action();
-  } catch (const HttpError& error) {
-    if (message) *message = error.what();
-    return error.code();
-  }
-  return "";
 }
 
 class ProjectRulesTest : public ::testing::Test {
