@@ -10,8 +10,10 @@ printed as file:line with what it includes.
 
 --forbid FOLDER REGEX: no line of a file under FOLDER (relative to SRC_DIR;
 comments aside) matches REGEX, e.g. code that must leave the database to the
-layer below it.
+layer below it. A FOLDER with a * is a pattern of the files' paths instead
+(service/*_service.*).
 """
+import fnmatch
 import pathlib
 import re
 import sys
@@ -34,7 +36,8 @@ def main() -> int:
             return 64
         forbidden = [(rules[i + 1], re.compile(rules[i + 2])) for i in range(0, len(rules), 3)]
     rank = {name: i for i, name in enumerate(layers)}
-    missing = [name for name in layers + [layer for layer, _ in forbidden] if not (root / name).is_dir()]
+    missing = [name for name in layers + [layer for layer, _ in forbidden if "*" not in layer]
+               if not (root / name).is_dir()]
     if missing:
         print(f"{root}: no folder {', '.join(missing)}", file=sys.stderr)
         return 64
@@ -52,8 +55,11 @@ def main() -> int:
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             code = line.split("//", 1)[0]
             for layer, pattern in forbidden:
-                if relative.as_posix().startswith(layer + "/") and pattern.search(code):
-                    problems.append(f"{relative}:{number}: {layer}/ may not use {pattern.pattern}: {line.strip()}")
+                under = (fnmatch.fnmatch(relative.as_posix(), layer) if "*" in layer
+                         else relative.as_posix().startswith(layer + "/"))
+                if under and pattern.search(code):
+                    where = layer if "*" in layer else layer + "/"
+                    problems.append(f"{relative}:{number}: {where} may not use {pattern.pattern}: {line.strip()}")
             match = INCLUDE.match(line)
             if not match:
                 continue

@@ -84,19 +84,18 @@ App::App(ServerOptions options) : options_(std::move(options)) {
   services_ = std::make_unique<Services>(*pool_, *read_routing_, options_.notifications,
                                          QueueSettings{options_.lease_seconds, options_.max_attempts},
                                          UploadLimits{options_.http.decoded_body_limit, options_.uploads});
-  handler_context_ =
-      std::make_unique<HandlerContext>(HandlerContext{*services_, *monitor_, metrics_, schema_version_});
-  add_health_routes(*router_, *handler_context_);
-  add_run_routes(*router_, *handler_context_);
+  health_context_ = std::make_unique<HealthContext>(HealthContext{*monitor_, metrics_, schema_version_});
+  add_health_routes(*router_, *health_context_);
+  add_run_routes(*router_, services_->ingest, services_->runs);
   add_job_routes(*router_, services_->jobs);
   add_bisect_routes(*router_, services_->bisects);
-  add_profile_routes(*router_, *handler_context_);
+  add_profile_routes(*router_, services_->profiles);
   add_agent_routes(*router_, services_->jobs);
   add_project_routes(*router_, services_->settings);
   history_reads_ = std::make_unique<PgHistoryReads>(*read_routing_);
   add_history_routes(*router_, *history_reads_, *read_cache_);
   add_token_routes(*router_, services_->tokens);
-  add_upload_routes(*router_, *handler_context_);
+  add_upload_routes(*router_, services_->uploads_in_parts, services_->ingest);
   add_download_routes(*router_, options_.kw_binary);
   add_static_files(*router_, options_.dashboard_dir);
   http_ = std::make_unique<HttpServer>(
@@ -312,18 +311,14 @@ void App::reap_leases() {
       uploads_expired = std::chrono::steady_clock::now();
     }
     try {
-      const ExpiredLeases expired = services_->jobs.reap();
-      if (expired.requeued > 0)
-        LogLine() << "kw-server: " << expired.requeued << " expired lease(s) returned to the queue\n";
-      if (!expired.failed.empty())
-        LogLine() << "kw-server: " << expired.failed.size()
+      const ReaperPass pass = reaper_pass(services_->jobs, services_->ingest);
+      if (pass.leases.requeued > 0)
+        LogLine() << "kw-server: " << pass.leases.requeued << " expired lease(s) returned to the queue\n";
+      if (!pass.leases.failed.empty())
+        LogLine() << "kw-server: " << pass.leases.failed.size()
                   << " job(s) failed: their lease ran out on every attempt\n";
-      // A sharded job whose last shard's report was taken but whose run was
-      // not made (the server stopped in between).
-      for (std::int64_t job : services_->jobs.unmerged_shard_jobs()) {
-        const IngestResult merged = services_->ingest.merge_shards(job);
+      for (const auto& [job, merged] : pass.merged)
         LogLine() << "kw-server: job " << job << ": its shards merged into run " << merged.run_id << "\n";
-      }
       refresh_stored_metrics();
     } catch (const ServiceUnavailable&) {  // the database monitor logs that once
     } catch (const std::exception& error) {

@@ -102,7 +102,7 @@ class App {
   std::unique_ptr<HistoryReads> history_reads_;
   std::unique_ptr<ChangeFeed> change_feed_;
   std::unique_ptr<Services> services_;
-  std::unique_ptr<HandlerContext> handler_context_;
+  std::unique_ptr<HealthContext> health_context_;
   std::unique_ptr<Router> router_;
   std::unique_ptr<HttpServer> http_;
   std::unique_ptr<Notifier> notifier_;

@@ -25,7 +25,7 @@
 #include "http/handlers/handlers.hpp"
 #include "http/http_server.hpp"
 #include "http/router.hpp"
-#include "in_memory_job_store.hpp"
+#include "in_memory_store.hpp"
 #include "kw/common/memory_budget.hpp"
 #include "kw/common/sha256.hpp"
 #include "kw/http/client.hpp"
@@ -78,7 +78,7 @@ class HttpServerTest : public ::testing::Test {
   http::Client ci() { return client("ci"); }
 
   Metrics metrics_;
-  InMemoryJobStore store_;
+  InMemoryStore store_;
   JobService jobs_{store_, QueueSettings{}};
   Router router_{[](const std::string& token) -> std::optional<Caller> {
                    if (token == "ci") return Caller{1, "ci", Scope::ci, std::nullopt};

@@ -6,7 +6,7 @@
 
 #include "error_of.hpp"
 #include "errors.hpp"
-#include "in_memory_job_store.hpp"
+#include "in_memory_store.hpp"
 #include "service/job_service.hpp"
 
 namespace kw::server::testing {
@@ -60,7 +60,7 @@ class JobServiceTest : public ::testing::Test {
     return kinds;
   }
 
-  InMemoryJobStore store_;
+  InMemoryStore store_;
   JobService jobs_{store_, QueueSettings{0.5, 2}};
   Caller ci_ = token(1, Scope::ci);
   Caller agent_ = token(2, Scope::agent);
@@ -249,7 +249,7 @@ TEST_F(JobServiceTest, AnUnmergedShardedJobIsFailedAndAnnouncedOnce) {
   sharded.shards = 2;
   const std::int64_t job_id = jobs_.create(ci_, "demo", sharded).second["id"];
   auto fail = [&] {
-    return in_transaction(store_,
+    return in_transaction(static_cast<JobStore&>(store_),
                           [&](JobTransaction& tx) { return fail_unmerged_job(tx, job_id, "cases differ"); });
   };
   EXPECT_TRUE(fail());

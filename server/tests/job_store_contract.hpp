@@ -271,6 +271,39 @@ TYPED_TEST_P(JobStoreContract, ARunningShardedJobFailsWhenItsReportsDoNotMerge) 
   EXPECT_EQ(failed["error"], "cases differ");
 }
 
+TYPED_TEST_P(JobStoreContract, AShardsReportIsKeptAndItsJobWaitsForTheOthers) {
+  NewJob sharded = this->job(std::string(40, 'd'));
+  sharded.shards = 2;
+  const std::int64_t job_id = this->queue(sharded);
+  const nlohmann::json shards = this->get(job_id)["shard_jobs"];
+  ASSERT_EQ(shards.size(), 2U);
+  const std::int64_t first = shards[0]["id"], second = shards[1]["id"];
+  const ShardProgress waiting = this->tx([&](JobTransaction& t) { return t.shard_progress(job_id); });
+  EXPECT_EQ(waiting.state, "running");
+  EXPECT_EQ(waiting.waiting_for, (std::vector<std::int64_t>{1, 2}));
+  EXPECT_TRUE(waiting.reports.empty());
+  EXPECT_FALSE(this->tx([&](JobTransaction& t) { return t.shard_report(first).has_value(); }));
+
+  const nlohmann::json report{{"shard", 1}, {"cases", nlohmann::json::array()}};
+  this->tx([&](JobTransaction& t) { t.store_shard_report(first, report); });
+  EXPECT_EQ(this->get(first)["state"], "done");
+  EXPECT_EQ(this->tx([&](JobTransaction& t) { return *t.shard_report(first); }), report);
+  const ShardProgress half = this->tx([&](JobTransaction& t) { return t.shard_progress(job_id); });
+  EXPECT_EQ(half.waiting_for, std::vector<std::int64_t>{2});
+  EXPECT_TRUE(half.reports.empty()) << "reports are given once none is waited for";
+  EXPECT_TRUE(this->tx([](JobTransaction& t) { return t.merge_pending().empty(); }));
+
+  this->tx([&](JobTransaction& t) { t.store_shard_report(second, report); });
+  const ShardProgress all = this->tx([&](JobTransaction& t) { return t.shard_progress(job_id); });
+  EXPECT_TRUE(all.waiting_for.empty());
+  EXPECT_EQ(all.reports.size(), 2U);
+  EXPECT_EQ(this->tx([](JobTransaction& t) { return t.merge_pending(); }), std::vector<std::int64_t>{job_id})
+      << "every shard done, no run yet";
+  this->tx([&](JobTransaction& t) { t.complete(job_id); });
+  EXPECT_EQ(this->get(job_id)["state"], "done");
+  EXPECT_TRUE(this->tx([](JobTransaction& t) { return t.merge_pending().empty(); }));
+}
+
 TYPED_TEST_P(JobStoreContract, AnAgentNameIsItsTokensAndTheListShowsWhatEachRuns) {
   this->harness_.add_project("other", {});
   const Caller other_token = this->harness_.agent_token("agent-2", std::vector<std::string>{"other"});
@@ -365,6 +398,7 @@ REGISTER_TYPED_TEST_SUITE_P(JobStoreContract, AnEqualJobIsAnsweredAndARerunOrThe
                             ShardsAreMadeWithTheirJobTakeTheFirstClaimsGpuAndFailWithIt,
                             AShardWhoseLeaseRanOutOnEveryAttemptFailsItsJob,
                             ARunningShardedJobFailsWhenItsReportsDoNotMerge,
+                            AShardsReportIsKeptAndItsJobWaitsForTheOthers,
                             AnAgentNameIsItsTokensAndTheListShowsWhatEachRuns,
                             ATransactionThatThrowsLeavesNothing, AProjectIsFoundByNameWithItsSettings);
 

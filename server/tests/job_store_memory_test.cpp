@@ -1,6 +1,6 @@
 // The job store's contract on the in-memory stand-in the queue's rules are
 // tested on (job_service_test.cpp).
-#include "in_memory_job_store.hpp"
+#include "in_memory_store.hpp"
 #include "job_store_contract.hpp"
 
 namespace kw::server::testing {
@@ -21,7 +21,7 @@ class InMemoryHarness {
   }
 
  private:
-  InMemoryJobStore store_;
+  InMemoryStore store_;
   std::int64_t tokens_ = 0;
 };
 

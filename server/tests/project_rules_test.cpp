@@ -8,7 +8,7 @@
 #include "errors.hpp"
 #include "http/handlers/handlers.hpp"
 #include "http/router.hpp"
-#include "in_memory_project_store.hpp"
+#include "in_memory_store.hpp"
 #include "routed_request.hpp"
 #include "service/settings_service.hpp"
 #include "service/token_service.hpp"
@@ -26,7 +26,7 @@ class ProjectRulesTest : public ::testing::Test {
  protected:
   ProjectRulesTest() { settings_.create_project(admin_, "alpha", "main"); }
 
-  InMemoryProjectStore store_;
+  InMemoryStore store_;
   NotifierOptions notifications_;
   SettingsService settings_{store_, notifications_};
   TokenService tokens_{store_};
@@ -78,7 +78,7 @@ TEST_F(ProjectRulesTest, SettingsAreCheckedWholeAndARefusedChangeWritesNothing) 
   EXPECT_EQ(error_of([&] { settings_.update(admin_, "alpha", changes); }, &message), "out_of_range");
   EXPECT_NE(message.find("run_alpha: must be a number above 0 and at most"), std::string::npos) << message;
   EXPECT_EQ(store_.settings("alpha")->min_threshold, common::DetectionSettings{}.min_threshold);
-  EXPECT_TRUE(store_.committed.empty());
+  EXPECT_TRUE(store_.committed_projects().empty());
 
   EXPECT_EQ(error_of([&] { settings_.update(admin_, "alpha", {{"thresholds", 0.1}}); }), "unknown_field");
   EXPECT_EQ(error_of([&] {
@@ -96,7 +96,7 @@ TEST_F(ProjectRulesTest, SettingsAreCheckedWholeAndARefusedChangeWritesNothing) 
   EXPECT_EQ(updated["min_threshold"], 0.02);
   EXPECT_EQ(updated["case_thresholds"]["gemm/f16"], 0.05);
   EXPECT_EQ(store_.settings("alpha")->min_threshold_for("gemm/f16"), 0.05);
-  EXPECT_EQ(store_.committed, std::vector<std::string>{"alpha"}) << "the project's reads are told";
+  EXPECT_EQ(store_.committed_projects(), std::vector<std::string>{"alpha"}) << "the project's reads are told";
   // null puts a case back on the project's threshold, and clears a target.
   updated = settings_.update(admin_, "alpha",
                              {{"case_thresholds", {{"gemm/f16", nullptr}}}, {"github_repo", nullptr}});
@@ -236,7 +236,7 @@ TEST_F(ProjectRoutesTest, HugeSettingsValuesAre422NamingTheField) {
   }
   EXPECT_EQ(put_settings(json{{"case_thresholds", {{std::string(300, 'c'), 0.02}}}}).status, 422);
   EXPECT_EQ(call("GET", "/api/v1/projects/alpha").body["gitlab_project"], nullptr) << "nothing was stored";
-  EXPECT_TRUE(store_.committed.empty());
+  EXPECT_TRUE(store_.committed_projects().empty());
 }
 
 TEST_F(ProjectRoutesTest, SettingsAreValidatedAsWhatTheyBecome) {

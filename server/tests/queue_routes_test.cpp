@@ -7,7 +7,7 @@
 
 #include "http/handlers/handlers.hpp"
 #include "http/router.hpp"
-#include "in_memory_job_store.hpp"
+#include "in_memory_store.hpp"
 #include "kw/common/memory_budget.hpp"
 #include "routed_request.hpp"
 
@@ -84,7 +84,7 @@ class QueueRoutesTest : public ::testing::Test {
       {"namesake", Caller{6, "agent-1", Scope::agent, std::vector<std::string>{"demo"}}}};
   Metrics metrics_;
   common::MemoryBudget memory_{std::size_t{64} << 20};
-  InMemoryJobStore store_;
+  InMemoryStore store_;
   JobService jobs_{store_, QueueSettings{}};
   Router router_;
 };

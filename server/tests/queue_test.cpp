@@ -1,13 +1,14 @@
-// The job queue over HTTP, end to end on PostgreSQL: a job claimed, measured
-// and reported, claims under concurrency, leases that run out under the
-// reaper, a bisect step given up. Its rules and routes alone are tested on an
-// in-memory store (job_service_test.cpp, queue_routes_test.cpp).
+// The job queue over HTTP, end to end on PostgreSQL: claims under
+// concurrency, leases that run out under kw-server's reaper, a bisect step
+// given up. Its rules and routes alone are tested on an in-memory store
+// (job_service_test.cpp, queue_routes_test.cpp, job_report_test.cpp).
 #include <set>
 #include <thread>
 
 #include <gtest/gtest.h>
 
 #include "../../tests/support/report_factory.hpp"
+#include "job_bodies.hpp"
 #include "server_fixture.hpp"
 
 namespace kw::server::testing {
@@ -18,72 +19,7 @@ using kw::testing::make_report;
 using kw::testing::ReportSpec;
 using nlohmann::json;
 
-json job_request(std::uint64_t n, const std::string& gpu_class = "") {
-  json body{{"project", "demo"}, {"commit", make_commit(n)}, {"branch", "main"}};
-  if (!gpu_class.empty()) body["gpu_class"] = gpu_class;
-  return body;
-}
-
-json claim_body(const std::string& agent, const std::vector<std::string>& gpus = {"NVIDIA H100 80GB HBM3"}) {
-  return {{"agent", agent}, {"host", agent + ".local"}, {"version", "0.1.0"}, {"gpus", gpus}};
-}
-
 class QueueTest : public ServerTest {};
-
-TEST_F(QueueTest, ClaimHeartbeatReportCompletesTheJob) {
-  std::int64_t job_id = ci().post("/api/v1/jobs", job_request(7)).json()["id"];
-  auto empty_claim = agent().post("/api/v1/agents/claim", claim_body("host-a", {"NVIDIA L4"}));
-  ASSERT_EQ(ci().post("/api/v1/jobs", job_request(8, "NVIDIA H100 80GB HBM3")).status, 201);
-  // gpu_class 'any' goes to any agent; the H100 job only to H100 hosts.
-  EXPECT_EQ(empty_claim.status, 200);
-  EXPECT_EQ(empty_claim.json()["id"], job_id);
-  EXPECT_EQ(agent().post("/api/v1/agents/claim", claim_body("host-a", {"NVIDIA L4"})).status, 204);
-
-  auto claim = agent().post("/api/v1/agents/claim", claim_body("host-b"));
-  ASSERT_EQ(claim.status, 200) << claim.body;
-  std::int64_t h100_job = claim.json()["id"];
-  EXPECT_EQ(claim.json()["state"], "running");
-  EXPECT_EQ(claim.json()["agent"], "host-b");
-  EXPECT_EQ(claim.json()["attempts"], 1);
-
-  auto beat = agent().post("/api/v1/jobs/" + std::to_string(h100_job) + "/heartbeat", {{"agent", "host-b"}});
-  ASSERT_EQ(beat.status, 200) << beat.body;
-  auto wrong_beat =
-      agent().post("/api/v1/jobs/" + std::to_string(h100_job) + "/heartbeat", {{"agent", "host-a"}});
-  EXPECT_EQ(wrong_beat.status, 409) << wrong_beat.body;
-
-  ReportSpec spec;
-  spec.commit = make_commit(8);
-  spec.agent = "host-a";
-  json report = make_report(spec);
-  auto stolen = agent().post("/api/v1/jobs/" + std::to_string(h100_job) + "/report", report);
-  EXPECT_EQ(stolen.status, 409) << stolen.body;
-  EXPECT_EQ(sql("SELECT count(*) FROM runs")[0][0].as<int>(), 0);
-
-  report["agent"]["name"] = "host-b";
-  auto delivered = agent().post("/api/v1/jobs/" + std::to_string(h100_job) + "/report", report);
-  ASSERT_EQ(delivered.status, 201) << delivered.body;
-  EXPECT_EQ(delivered.json()["job_id"], h100_job);
-  auto redelivered = agent().post("/api/v1/jobs/" + std::to_string(h100_job) + "/report", report);
-  EXPECT_EQ(redelivered.status, 200) << redelivered.body;
-  EXPECT_EQ(redelivered.json()["run_id"], delivered.json()["run_id"]);
-
-  json job = client().get("/api/v1/jobs/" + std::to_string(h100_job)).json();
-  EXPECT_EQ(job["state"], "done");
-  EXPECT_EQ(job["run_id"], delivered.json()["run_id"]);
-  EXPECT_EQ(job["verdict"], "pass");
-}
-
-TEST_F(QueueTest, ReportForTheWrongCommitIsRejected) {
-  ci().post("/api/v1/jobs", job_request(3));
-  std::int64_t job_id = agent().post("/api/v1/agents/claim", claim_body("host-a")).json()["id"];
-  ReportSpec spec;
-  spec.commit = make_commit(4);
-  spec.agent = "host-a";
-  auto response = agent().post("/api/v1/jobs/" + std::to_string(job_id) + "/report", make_report(spec));
-  EXPECT_EQ(response.status, 422) << response.body;
-  EXPECT_EQ(client().get("/api/v1/jobs/" + std::to_string(job_id)).json()["state"], "running");
-}
 
 // A bisect step whose lease ran out on every attempt (its agent died each
 // time) fails, and the bisect skips that commit and measures another, as it

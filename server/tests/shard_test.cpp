@@ -1,13 +1,13 @@
-// One job split over several GPUs: each shard is claimed, leased and
-// requeued as a job, its report kept until every shard's is in, and the
-// shards' reports merge into one run, judged once.
-#include <thread>
-
+// One job split over several GPUs, through the routes over the in-memory
+// store: each shard is claimed, leased and requeued as a job, its report
+// kept until every shard's is in, and the shards' reports merge into one
+// run, judged once. The leases run out on the store's clock, moved by the
+// test, and the reaper's pass is the one kw-server runs (reaper_pass).
 #include <gtest/gtest.h>
 
 #include "../../tests/support/report_factory.hpp"
 #include "kw/common/shards.hpp"
-#include "server_fixture.hpp"
+#include "routed_server.hpp"
 
 namespace kw::server::testing {
 namespace {
@@ -49,8 +49,10 @@ json shard_report(std::uint64_t commit, std::int64_t index, std::int64_t count, 
   return report;
 }
 
-class ShardTest : public ServerTest {
+class ShardTest : public RoutedServerTest {
  protected:
+  explicit ShardTest(QueueSettings queue = {}) : RoutedServerTest(queue) {}
+
   std::int64_t submit(std::uint64_t commit, int shards) {
     auto created = ci().post(
         "/api/v1/jobs",
@@ -81,7 +83,7 @@ TEST_F(ShardTest, TwoAgentsMeasureOneJobInHalvesAndItIsJudgedOnce) {
   EXPECT_EQ(taken.json()["shard"]["waiting_for"], json::array({2}));
   EXPECT_EQ(taken.json()["shard"]["job_id"], job);
   EXPECT_EQ(agent().post(job_path(shard1, "/report"), report1).status, 202) << "a resend is taken as before";
-  EXPECT_EQ(sql("SELECT count(*) FROM runs")[0][0].as<int>(), 0);
+  EXPECT_EQ(store_.runs_stored(), 0);
   json progress = client().get(job_path(job)).json();
   EXPECT_EQ(progress["state"], "running");
   EXPECT_EQ(progress["shard_jobs"][0]["state"], "done");
@@ -106,9 +108,10 @@ TEST_F(ShardTest, TwoAgentsMeasureOneJobInHalvesAndItIsJudgedOnce) {
   auto again = agent().post(job_path(shard2, "/report"), report2);
   EXPECT_EQ(again.status, 200) << again.body;
   EXPECT_EQ(again.json()["run_id"], run_id) << "judged once";
-  EXPECT_EQ(sql("SELECT count(*) FROM runs")[0][0].as<int>(), 1);
-  EXPECT_EQ(sql("SELECT job_id FROM runs")[0][0].as<std::int64_t>(), job);
-  EXPECT_EQ(sql("SELECT count(*) FROM cases WHERE run_id = " + std::to_string(run_id))[0][0].as<int>(), 8);
+  EXPECT_EQ(store_.runs_stored(), 1);
+  const json merged = client().get("/api/v1/runs/" + std::to_string(run_id)).json();
+  EXPECT_EQ(merged["job_id"], job);
+  EXPECT_EQ(merged["cases"].size(), 8U);
 
   json done = client().get(job_path(job)).json();
   EXPECT_EQ(done["state"], "done");
@@ -130,7 +133,7 @@ TEST_F(ShardTest, AShardsReportIsNoRunOfItsOwn) {
   report["job_id"] = job;
   response = agent().post(job_path(job, "/report"), report);
   EXPECT_EQ(response.status, 422) << response.body;
-  EXPECT_EQ(sql("SELECT count(*) FROM runs")[0][0].as<int>(), 0);
+  EXPECT_EQ(store_.runs_stored(), 0);
   EXPECT_EQ(ci().post("/api/v1/jobs",
                       {{"project", "demo"}, {"commit", make_commit(7)}, {"branch", "main"}, {"shards", 65}})
                 .status,
@@ -152,21 +155,18 @@ TEST_F(ShardTest, ShardsOfTwoGpuModelsFailTheJob) {
   json failed = client().get(job_path(job)).json();
   EXPECT_EQ(failed["state"], "failed");
   EXPECT_NE(failed["error"].get<std::string>().find("one GPU model"), std::string::npos) << failed["error"];
-  EXPECT_EQ(sql("SELECT count(*) FROM runs")[0][0].as<int>(), 0);
+  EXPECT_EQ(store_.runs_stored(), 0);
 }
 
+// Half-second leases and two attempts, as kw-server's lease tests run.
 class ShardLeaseTest : public ShardTest {
  protected:
-  ServerOptions server_options() override { return with_short_leases(ServerTest::server_options()); }
-  // Polls the job until `done` says so (the reaper runs about every lease).
-  json wait_for(std::int64_t job, const std::function<bool(const json&)>& done) {
-    json current;
-    for (int i = 0; i < 100; ++i) {
-      current = client().get(job_path(job)).json();
-      if (done(current)) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    return current;
+  ShardLeaseTest() : ShardTest(QueueSettings{0.5, 2}) {}
+  // The leases not renewed since run out, and the reaper's pass.
+  json after_a_lease(std::int64_t job) {
+    store_.advance(1);
+    reaper_pass(jobs_, ingest_);
+    return client().get(job_path(job)).json();
   }
 };
 
@@ -177,11 +177,13 @@ TEST_F(ShardLeaseTest, ADeadShardIsRequeuedAndAnotherAgentFinishesIt) {
   const std::int64_t shard1 = agent().post("/api/v1/agents/claim", shard_claim_body("gpu-a")).json()["id"];
   const std::int64_t shard2 = agent().post("/api/v1/agents/claim", shard_claim_body("gpu-b")).json()["id"];
   // gpu-b keeps its lease; gpu-a dies.
-  json requeued = wait_for(job, [&](const json& j) {
-    agent().post(job_path(shard2, "/heartbeat"), {{"agent", "gpu-b"}});
-    return j["shard_jobs"][0]["state"] == "queued";
-  });
+  store_.advance(0.4);
+  ASSERT_EQ(agent().post(job_path(shard2, "/heartbeat"), {{"agent", "gpu-b"}}).status, 200);
+  store_.advance(0.4);
+  reaper_pass(jobs_, ingest_);
+  const json requeued = client().get(job_path(job)).json();
   ASSERT_EQ(requeued["shard_jobs"][0]["state"], "queued") << requeued.dump();
+  EXPECT_EQ(requeued["shard_jobs"][1]["state"], "running") << "its lease renewed";
   EXPECT_EQ(requeued["state"], "running");
   ASSERT_EQ(agent().post(job_path(shard2, "/report"), shard_report(9, 2, 2, shard2, "gpu-b")).status, 202);
   auto retaken = agent().post("/api/v1/agents/claim", shard_claim_body("gpu-c"));
@@ -191,7 +193,7 @@ TEST_F(ShardLeaseTest, ADeadShardIsRequeuedAndAnotherAgentFinishesIt) {
       << "the dead agent's late report";
   auto run = agent().post(job_path(shard1, "/report"), shard_report(9, 1, 2, shard1, "gpu-c"));
   ASSERT_EQ(run.status, 201) << run.body;
-  EXPECT_EQ(sql("SELECT count(*) FROM runs")[0][0].as<int>(), 1);
+  EXPECT_EQ(store_.runs_stored(), 1);
 }
 
 // A shard that dies on every attempt fails its job and the shards not
@@ -199,13 +201,17 @@ TEST_F(ShardLeaseTest, ADeadShardIsRequeuedAndAnotherAgentFinishesIt) {
 TEST_F(ShardLeaseTest, AShardOutOfAttemptsFailsTheJobAndItsOtherShards) {
   const std::int64_t job = submit(10, 3);
   const std::int64_t shard1 = agent().post("/api/v1/agents/claim", shard_claim_body("gpu-a")).json()["id"];
-  json failed = wait_for(job, [&](const json& j) {
-    // Whoever claims shard 1 again dies too; the others are left queued.
-    auto claim = agent().post("/api/v1/agents/claim", shard_claim_body("gpu-a"));
-    if (claim.status == 200 && claim.json()["id"] != shard1)
+  // Whoever claims shard 1 again dies too; the others are left queued.
+  json failed = after_a_lease(job);
+  EXPECT_EQ(failed["state"], "running") << "a second attempt is left";
+  for (auto claim = agent().post("/api/v1/agents/claim", shard_claim_body("gpu-a")); claim.status == 200;
+       claim = agent().post("/api/v1/agents/claim", shard_claim_body("gpu-a"))) {
+    if (claim.json()["id"] != shard1) {
       agent().post(job_path(claim.json()["id"], "/release"), {{"agent", "gpu-a"}});
-    return j["state"] == "failed";
-  });
+      break;
+    }
+  }
+  failed = after_a_lease(job);
   ASSERT_EQ(failed["state"], "failed") << failed.dump();
   EXPECT_EQ(failed["error"], "shard 1 of 3 failed: its lease expired on every attempt");
   for (const json& shard : failed["shard_jobs"]) EXPECT_EQ(shard["state"], "failed") << shard.dump();
@@ -215,18 +221,18 @@ TEST_F(ShardLeaseTest, AShardOutOfAttemptsFailsTheJobAndItsOtherShards) {
 // reaper makes the run.
 TEST_F(ShardLeaseTest, TheReaperMergesShardsWhoseRunWasNotMade) {
   const std::int64_t job = submit(11, 2);
-  for (std::int64_t index : {1, 2}) {
-    const std::int64_t shard = sql("SELECT id FROM jobs WHERE parent_job_id = " + std::to_string(job) +
-                                   " AND shard_index = " + std::to_string(index))[0][0]
-                                   .as<std::int64_t>();
-    sql("UPDATE jobs SET state = 'done', shard_report = '" +
-        shard_report(11, index, 2, shard, "gpu-" + std::to_string(index)).dump() +
-        "'::jsonb WHERE id = " + std::to_string(shard));
-  }
-  json done = wait_for(job, [](const json& j) { return j["state"] == "done"; });
+  // Both reports stored, as the last report's transaction left them.
+  const json shards = client().get(job_path(job)).json()["shard_jobs"];
+  in_transaction(static_cast<JobStore&>(store_), [&](JobTransaction& tx) {
+    for (std::int64_t index : {1, 2}) {
+      const std::int64_t shard = shards[index - 1]["id"];
+      tx.store_shard_report(shard, shard_report(11, index, 2, shard, "gpu-" + std::to_string(index)));
+    }
+  });
+  const json done = after_a_lease(job);
   EXPECT_EQ(done["state"], "done") << done.dump();
   EXPECT_EQ(done["verdict"], "pass");
-  EXPECT_EQ(sql("SELECT count(*) FROM runs")[0][0].as<int>(), 1);
+  EXPECT_EQ(store_.runs_stored(), 1);
 }
 
 }  // namespace

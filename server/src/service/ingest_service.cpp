@@ -11,11 +11,6 @@
 #include "kw/common/shards.hpp"
 #include "service/job_service.hpp"
 #include "service/judging.hpp"
-#include "store/bisect_repository.hpp"
-#include "store/detection_repository.hpp"
-#include "store/job_repository.hpp"
-#include "store/profile_repository.hpp"
-#include "store/run_repository.hpp"
 
 namespace kw::server {
 
@@ -104,8 +99,9 @@ IngestResult IngestService::ingest(nlohmann::json document, const Caller& caller
 std::optional<IngestResult> IngestService::take_shard(const nlohmann::json& document,
                                                       const common::RunReport& report, const Caller& caller,
                                                       std::int64_t job_id) {
-  auto taken = with_transaction(pool_, [&](pqxx::work& tx) -> std::optional<ShardReceipt> {
-    auto hold = JobRepository::lock(tx, job_id);
+  auto taken = in_transaction(store_, [&](RunTransaction& tx) -> std::optional<ShardReceipt> {
+    JobTransaction& queue = tx.queue();
+    auto hold = queue.lock(job_id);
     if (!hold) throw NotFound("no_such_job", "no job " + std::to_string(job_id));
     if (hold->kind != "shard") {
       if (report.shard)
@@ -120,25 +116,25 @@ std::optional<IngestResult> IngestService::take_shard(const nlohmann::json& docu
                           "job " + std::to_string(job_id) + " is " + shard_name + " of job " +
                               std::to_string(*hold->parent_job_id) + "; the report is " +
                               (report.shard ? "shard " + common::to_string(*report.shard) : "no shard's"));
-    if (hold->project_id != RunRepository::require_project(tx, report.project))
+    if (hold->project_id != queue.require_project(report.project))
       throw Unprocessable("inconsistent", "project", "does not match job " + std::to_string(job_id));
     if (hold->commit != report.commit)
       throw Unprocessable(
           "inconsistent", "commit",
           "is " + report.commit + " but job " + std::to_string(job_id) + " is for " + hold->commit);
-    const std::int64_t agent_id = JobRepository::registered_agent(tx, report.agent.name, caller);
+    const std::int64_t agent_id = queue.registered_agent(report.agent.name, caller);
     if (hold->state != "running" || hold->agent_id != agent_id) {
       // A retry of a report already taken is answered as before.
-      auto stored = JobRepository::shard_report(tx, job_id);
+      auto stored = queue.shard_report(job_id);
       nlohmann::json posted = document;
       if (!stored || identity_of(*stored) != identity_of(posted))
         throw Conflict("job_not_held", "agent \"" + report.agent.name + "\" does not hold job " +
                                            std::to_string(job_id) + " (" + shard_name + ", state " +
                                            hold->state + ")");
     } else {
-      JobRepository::store_shard_report(tx, job_id, document);
+      queue.store_shard_report(job_id, document);
     }
-    const ShardProgress progress = JobRepository::shard_progress(tx, *hold->parent_job_id);
+    const ShardProgress progress = queue.shard_progress(*hold->parent_job_id);
     return ShardReceipt{*hold->parent_job_id, hold->shard_index, hold->shards,
                         progress.waiting_for, progress.state,    progress.error};
   });
@@ -156,7 +152,7 @@ std::optional<IngestResult> IngestService::take_shard(const nlohmann::json& docu
 
 IngestResult IngestService::merge_shards(std::int64_t job_id) {
   const ShardProgress progress =
-      with_transaction(pool_, [&](pqxx::work& tx) { return JobRepository::shard_progress(tx, job_id); });
+      in_transaction(store_, [&](RunTransaction& tx) { return tx.queue().shard_progress(job_id); });
   IngestResult result;
   result.shard =
       ShardReceipt{job_id,
@@ -171,10 +167,7 @@ IngestResult IngestService::merge_shards(std::int64_t job_id) {
     merged = common::merge_shard_reports(progress.reports);
   } catch (const common::ValidationError& error) {
     const std::string reason = std::string("its shards' reports do not make one run: ") + error.what();
-    with_transaction(pool_, [&](pqxx::work& tx) {
-      PgJobTransaction jobs(tx, notifications_);
-      fail_unmerged_job(jobs, job_id, reason);
-    });
+    in_transaction(store_, [&](RunTransaction& tx) { fail_unmerged_job(tx.queue(), job_id, reason); });
     result.shard->state = "failed";
     result.shard->error = reason;
     return result;
@@ -188,11 +181,11 @@ IngestResult IngestService::merge_shards(std::int64_t job_id) {
   return stored;
 }
 
-std::optional<StoredRun> IngestService::check_job(pqxx::work& tx, std::int64_t project_id,
+std::optional<StoredRun> IngestService::check_job(RunTransaction& tx, std::int64_t project_id,
                                                   const common::RunReport& report,
                                                   const std::string& canonical, const Caller* caller,
                                                   std::int64_t job_id, JobCheck check) {
-  auto hold = JobRepository::lock(tx, job_id);
+  auto hold = tx.queue().lock(job_id);
   if (!hold) throw NotFound("no_such_job", "no job " + std::to_string(job_id));
   if (hold->kind != "measure")
     throw Conflict("not_a_measurement_job", "job " + std::to_string(job_id) + " is a " + hold->kind +
@@ -208,32 +201,32 @@ std::optional<StoredRun> IngestService::check_job(pqxx::work& tx, std::int64_t p
   bool holds = hold->state == "running";
   std::string holder = "its shards";
   if (check == JobCheck::held_by_agent) {
-    std::int64_t agent_id = JobRepository::registered_agent(tx, report.agent.name, *caller);
+    std::int64_t agent_id = tx.queue().registered_agent(report.agent.name, *caller);
     holds = holds && hold->agent_id == agent_id;
     holder = "agent \"" + report.agent.name + "\"";
   }
   if (holds) return std::nullopt;
   // A retry of a report that was already accepted is answered as before.
-  if (auto previous = RunRepository::find_stored(tx, project_id, canonical)) return previous;
+  if (auto previous = tx.find_stored(project_id, canonical)) return previous;
   throw Conflict("job_not_held", holder + " do" + (check == JobCheck::held_by_agent ? "es" : "") +
                                      " not hold job " + std::to_string(job_id) + " (state " + hold->state +
                                      ")");
 }
 
-void IngestService::after_judged(pqxx::work& tx, const StoredRun& run, std::optional<std::int64_t> job_id) {
+void IngestService::after_judged(RunTransaction& tx, const StoredRun& run,
+                                 std::optional<std::int64_t> job_id) const {
   BisectRepository::AfterRun bisect;
   if (job_id) {
-    JobRepository::complete(tx, *job_id);
-    bisect = BisectRepository::after_run(tx, *job_id, run.run_id);
+    tx.queue().complete(*job_id);
+    bisect = tx.bisect_after_run(*job_id, run.run_id);
   }
   // A bisect's step is measured against the range's good end: its verdict is
   // the bisect's to use, not a status for that commit.
-  if (!bisect.step) NotificationRepository::verdict(tx, notifications_, run.run_id);
+  if (!bisect.step) tx.verdict_announced(run.run_id);
   // Why its worst case got slower, from the hardware's counters.
-  if (!bisect.step && run.verdict == "regression")
-    ProfileRepository::after_regression(tx, run.run_id, max_attempts_);
-  if (bisect.finished) NotificationRepository::bisect_ended(tx, notifications_, *bisect.finished);
-  RunRepository::advance_case_heads(tx, run.run_id);
+  if (!bisect.step && run.verdict == "regression") tx.profile_regression(run.run_id, max_attempts_);
+  if (bisect.finished) tx.bisect_ended(*bisect.finished);
+  tx.advance_case_heads(run.run_id);
 }
 
 IngestResult IngestService::store_and_judge(nlohmann::json document, common::RunReport report,
@@ -251,9 +244,8 @@ IngestResult IngestService::store_and_judge(nlohmann::json document, common::Run
   // while this one stores the report.
   auto planned = std::async(std::launch::async, [&] {
     const auto started = Clock::now();
-    auto reads = with_transaction(pool_, [&](pqxx::work& tx) {
-      return DetectionRepository::run_judging_reads(tx, report.project, report);
-    });
+    auto reads =
+        in_transaction(store_, [&](RunTransaction& tx) { return tx.judging_reads(report.project, report); });
     auto judgement = judge_run(std::move(reads), report);
     observe(Phase::plan, Clock::now() - started);
     return judgement;
@@ -267,24 +259,22 @@ IngestResult IngestService::store_and_judge(nlohmann::json document, common::Run
   const std::vector<common::CaseSummary> summaries = summarized.get();
   spent(Phase::summarize);
 
-  StoredRun stored = with_transaction(pool_, [&](pqxx::work& tx) {
-    std::int64_t project_id = RunRepository::require_project(tx, report.project);
+  StoredRun stored = in_transaction(store_, [&](RunTransaction& tx) {
+    std::int64_t project_id = tx.queue().require_project(report.project);
     if (job_id) {
       if (auto previous = check_job(tx, project_id, report, canonical, caller, *job_id, check))
         return *previous;
     } else {
       // A run outside the queue still comes from an agent bound to this token.
-      JobRepository::bind_agent(tx, report.agent.name, *caller, report.agent.host, report.agent.version,
-                                nlohmann::json::array());
+      tx.queue().bind_agent(report.agent.name, *caller, report.agent.host, report.agent.version,
+                            nlohmann::json::array());
     }
-    StoredRun result = RunRepository::store(tx, project_id, report, summaries, document, canonical, job_id);
+    StoredRun result = tx.store(project_id, report, summaries, document, canonical, job_id);
     spent(Phase::store);
     if (!result.duplicate) {
       if (!judgement) judgement = planned.get();
       spent(Phase::wait);
-      RunRepository::store_cases(tx, result, judgement->case_statuses());
-      result.verdict = DetectionRepository::store_judgement(
-          tx, result.run_id, judgement->rows, judgement->settings, judgement->detection, judgement->verdict);
+      result.verdict = tx.store_judgement(result, *judgement);
       spent(Phase::finish);
       after_judged(tx, result, job_id);
       spent(Phase::after);
@@ -294,9 +284,15 @@ IngestResult IngestService::store_and_judge(nlohmann::json document, common::Run
   spent(Phase::commit);
   // This server's next read of the project sees the run without waiting for
   // the change feed to hear the commit.
-  if (!stored.duplicate) reads_.committed(report.project);
+  if (!stored.duplicate) store_.committed(report.project);
   free_after_answer(report.cases.size(), std::move(document), std::move(report), std::move(judgement));
   return {stored.run_id, stored.verdict, stored.duplicate, std::nullopt};
+}
+
+ReaperPass reaper_pass(JobService& jobs, IngestService& ingest) {
+  ReaperPass pass{jobs.reap(), {}};
+  for (std::int64_t job : jobs.unmerged_shard_jobs()) pass.merged.emplace_back(job, ingest.merge_shards(job));
+  return pass;
 }
 
 }  // namespace kw::server

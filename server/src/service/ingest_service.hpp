@@ -1,6 +1,7 @@
-// Ingest of one run report: validate, store, judge, notify, in one
-// transaction. What the HTTP layer calls for POST /runs and a job's report;
-// it never sees a socket or a request.
+// Ingest of one run report: validate, summarize and judge it (pure), then
+// store what was judged and what it sets off, in one transaction of its
+// RunStore. What the HTTP layer calls for POST /runs and a job's report; it
+// never sees a socket, a request or SQL.
 #pragma once
 
 #include <array>
@@ -15,10 +16,8 @@
 
 #include "access.hpp"
 #include "kw/common/run_report.hpp"
-#include "notify/notifier.hpp"
-#include "store/database.hpp"
-#include "store/read_routing.hpp"
-#include "store/run_repository.hpp"
+#include "service/job_service.hpp"
+#include "service/run_store.hpp"
 
 namespace kw::server {
 
@@ -42,9 +41,7 @@ struct IngestResult {
 class IngestService {
  public:
   // `max_attempts`: of the profile jobs a regression queues.
-  IngestService(ConnectionPool& pool, ReadRouting& reads, const NotifierOptions& notifications,
-                int max_attempts)
-      : pool_(pool), reads_(reads), notifications_(notifications), max_attempts_(max_attempts) {}
+  IngestService(RunStore& store, int max_attempts) : store_(store), max_attempts_(max_attempts) {}
 
   // `document` is the posted report; `job_id` the job it answers, if any.
   // Throws Unprocessable (the contract), NotFound (no project or job),
@@ -81,22 +78,30 @@ class IngestService {
   // The job a report answers must be a measurement of its project and commit
   // that the sender (or, merged, its shards) holds; a retry of a report
   // already stored is answered with that run.
-  std::optional<StoredRun> check_job(pqxx::work& tx, std::int64_t project_id, const common::RunReport& report,
-                                     const std::string& canonical, const Caller* caller, std::int64_t job_id,
-                                     JobCheck check);
+  std::optional<StoredRun> check_job(RunTransaction& tx, std::int64_t project_id,
+                                     const common::RunReport& report, const std::string& canonical,
+                                     const Caller* caller, std::int64_t job_id, JobCheck check);
   // What a judged run sets off: its job completed, a bisect's next step, the
   // verdict announced, a regression profiled, the cases' heads advanced.
-  void after_judged(pqxx::work& tx, const StoredRun& run, std::optional<std::int64_t> job_id);
+  void after_judged(RunTransaction& tx, const StoredRun& run, std::optional<std::int64_t> job_id) const;
   // A shard's report: kept with its shard, and the run made when it was the
   // last. nullopt: the job is no shard.
   std::optional<IngestResult> take_shard(const nlohmann::json& document, const common::RunReport& report,
                                          const Caller& caller, std::int64_t job_id);
 
-  ConnectionPool& pool_;
-  ReadRouting& reads_;
-  const NotifierOptions& notifications_;
+  RunStore& store_;
   int max_attempts_;
   std::array<std::atomic<double>, kPhaseNames.size()> seconds_{};
 };
+
+// The lease reaper's pass (kw-server's runs about every quarter lease):
+// expired leases back in the queue or their jobs failed, then the sharded
+// jobs whose every shard's report is in but whose run was not made (the
+// server stopped between the last report and the merge) merged into it.
+struct ReaperPass {
+  ExpiredLeases leases;
+  std::vector<std::pair<std::int64_t, IngestResult>> merged;  // by job
+};
+ReaperPass reaper_pass(JobService& jobs, IngestService& ingest);
 
 }  // namespace kw::server

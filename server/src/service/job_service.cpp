@@ -4,7 +4,6 @@
 
 #include "errors.hpp"
 #include "service/ownership.hpp"
-#include "store/bisect_repository.hpp"
 
 namespace kw::server {
 
@@ -143,20 +142,20 @@ std::vector<std::int64_t> JobService::unmerged_shard_jobs() {
 }
 
 json BisectService::get(const Caller* caller, std::int64_t bisect_id) {
-  return with_transaction(pool_, [&](pqxx::work& tx) {
+  return in_transaction(store_, [&](BisectTransaction& tx) {
     owned_bisect(tx, caller, bisect_id);
-    return *BisectRepository::get(tx, bisect_id);
+    return *tx.get(bisect_id);
   });
 }
 
 json BisectService::cancel(const Caller& caller, std::int64_t bisect_id) {
-  return with_transaction(pool_, [&](pqxx::work& tx) {
+  return in_transaction(store_, [&](BisectTransaction& tx) {
     owned_bisect(tx, &caller, bisect_id);
-    auto previous = BisectRepository::cancel(tx, bisect_id);
+    auto previous = tx.cancel(bisect_id);
     if (*previous != "running")
       throw Conflict("bisect_ended",
                      "bisect " + std::to_string(bisect_id) + " has ended (" + *previous + ")");
-    return *BisectRepository::get(tx, bisect_id);
+    return *tx.get(bisect_id);
   });
 }
 

@@ -13,9 +13,8 @@
 
 #include "access.hpp"
 #include "notify/notifier.hpp"
+#include "service/bisect_store.hpp"
 #include "service/job_store.hpp"
-#include "store/database.hpp"
-#include "store/job_repository.hpp"
 
 namespace kw::server {
 
@@ -85,13 +84,13 @@ class JobService {
 // A push's regression searched commit by commit (its steps are jobs).
 class BisectService {
  public:
-  explicit BisectService(ConnectionPool& pool) : pool_(pool) {}
+  explicit BisectService(BisectStore& store) : store_(store) {}
   nlohmann::json get(const Caller* caller, std::int64_t bisect_id);
   // Conflict ("bisect_ended") when it is no longer running.
   nlohmann::json cancel(const Caller& caller, std::int64_t bisect_id);
 
  private:
-  ConnectionPool& pool_;
+  BisectStore& store_;
 };
 
 }  // namespace kw::server

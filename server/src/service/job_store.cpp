@@ -83,6 +83,22 @@ std::vector<std::int64_t> PgJobTransaction::merge_pending() {
   return JobRepository::merge_pending(tx_);
 }
 
+void PgJobTransaction::complete(std::int64_t job_id) {
+  JobRepository::complete(tx_, job_id);
+}
+
+void PgJobTransaction::store_shard_report(std::int64_t shard_job_id, const nlohmann::json& report) {
+  JobRepository::store_shard_report(tx_, shard_job_id, report);
+}
+
+std::optional<nlohmann::json> PgJobTransaction::shard_report(std::int64_t shard_job_id) {
+  return JobRepository::shard_report(tx_, shard_job_id);
+}
+
+ShardProgress PgJobTransaction::shard_progress(std::int64_t job_id) {
+  return JobRepository::shard_progress(tx_, job_id);
+}
+
 void PgJobTransaction::job_queued(std::int64_t project_id, const nlohmann::json& job) {
   NotificationRepository::job_queued(tx_, notifications_, project_id, job);
 }

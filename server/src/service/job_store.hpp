@@ -2,7 +2,7 @@
 // notices a job's queueing or failure leaves, one transaction at a time.
 // kw-server keeps them in PostgreSQL (PgJobStore, over JobRepository); the
 // queue's rules are tested on an in-memory stand-in
-// (server/tests/in_memory_job_store.hpp), and both pass one contract
+// (server/tests/in_memory_store.hpp), and both pass one contract
 // (server/tests/job_store_contract.hpp).
 #pragma once
 
@@ -57,6 +57,13 @@ class JobTransaction {
                             const StageProgress& stage) = 0;
   virtual bool fail_unmerged(std::int64_t job_id, const std::string& reason) = 0;
   virtual std::vector<std::int64_t> merge_pending() = 0;
+  // A job's report is in: its job is done.
+  virtual void complete(std::int64_t job_id) = 0;
+  // A shard's report, kept (and the shard done) until its job's run is
+  // made; as stored (nullopt: none yet); and where its job stands.
+  virtual void store_shard_report(std::int64_t shard_job_id, const nlohmann::json& report) = 0;
+  virtual std::optional<nlohmann::json> shard_report(std::int64_t shard_job_id) = 0;
+  virtual ShardProgress shard_progress(std::int64_t job_id) = 0;
 
   // The notices, kept with the transaction (the notification outbox):
   // a job queued, and a job that failed, for whoever watches its project.
@@ -66,25 +73,28 @@ class JobTransaction {
 
 class JobStore {
  public:
+  using Transaction = JobTransaction;
   virtual ~JobStore() = default;
   virtual void transact(const std::function<void(JobTransaction&)>& work) = 0;
 };
 
-// `work(JobTransaction&)` in one transaction of `store`, and what it returned.
-template <typename Work>
-auto in_transaction(JobStore& store, Work&& work) {
-  using Result = std::invoke_result_t<Work&, JobTransaction&>;
+// `work(Store::Transaction&)` in one transaction of `store` (a JobStore or
+// a RunStore), and what it returned.
+template <typename Store, typename Work>
+auto in_transaction(Store& store, Work&& work) {
+  using Transaction = typename Store::Transaction;
+  using Result = std::invoke_result_t<Work&, Transaction&>;
   if constexpr (std::is_void_v<Result>) {
     store.transact(work);
   } else {
     std::optional<Result> result;
-    store.transact([&](JobTransaction& tx) { result.emplace(work(tx)); });
+    store.transact([&](Transaction& tx) { result.emplace(work(tx)); });
     return std::move(*result);
   }
 }
 
-// A transaction of kw-server's database seen as the job queue's: the
-// services that hold a pqxx::work of their own (ingest, profiles) reach the
+// A transaction of kw-server's database seen as the job queue's: a run
+// store's transaction (PgRunTransaction::queue) and the profiles' reach the
 // queue's rules through it.
 class PgJobTransaction final : public JobTransaction {
  public:
@@ -115,6 +125,10 @@ class PgJobTransaction final : public JobTransaction {
                     const StageProgress& stage) override;
   bool fail_unmerged(std::int64_t job_id, const std::string& reason) override;
   std::vector<std::int64_t> merge_pending() override;
+  void complete(std::int64_t job_id) override;
+  void store_shard_report(std::int64_t shard_job_id, const nlohmann::json& report) override;
+  std::optional<nlohmann::json> shard_report(std::int64_t shard_job_id) override;
+  ShardProgress shard_progress(std::int64_t job_id) override;
   void job_queued(std::int64_t project_id, const nlohmann::json& job) override;
   void job_failed(std::int64_t job_id) override;
 

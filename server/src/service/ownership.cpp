@@ -1,32 +1,39 @@
 #include "service/ownership.hpp"
 
 #include "errors.hpp"
-#include "store/bisect_repository.hpp"
-#include "store/profile_repository.hpp"
-#include "store/run_repository.hpp"
 
 namespace kw::server {
 
-std::int64_t owned_project(pqxx::work& tx, const Caller* caller, const std::string& name) {
+namespace {
+
+// `project`: the resource's, nullopt where there is no such resource.
+std::string owner(const std::optional<std::string>& project, const Caller* caller,
+                  const std::string& resource, std::int64_t id) {
+  if (!project) throw NotFound("no_such_" + resource, "no " + resource + " " + std::to_string(id));
+  require_access(caller, *project);
+  return *project;
+}
+
+}  // namespace
+
+std::int64_t owned_project(RunTransaction& tx, const Caller* caller, const std::string& name) {
   // The token is asked first: a project it does not name is not even said to exist.
   require_access(caller, name);
-  auto id = RunRepository::find_project(tx, name);
+  std::optional<std::int64_t> id = tx.find_project(name);
   if (!id) throw NotFound("no_such_project", "no project \"" + name + "\"");
   return *id;
 }
 
-std::string owned_run(pqxx::work& tx, const Caller* caller, std::int64_t run_id) {
-  auto project = RunRepository::project_of_run(tx, run_id);
-  if (!project) throw NotFound("no_such_run", "no run " + std::to_string(run_id));
-  require_access(caller, *project);
-  return *project;
+std::string owned_run(RunTransaction& tx, const Caller* caller, std::int64_t run_id) {
+  return owner(tx.project_of_run(run_id), caller, "run", run_id);
 }
 
-std::string owned_bisect(pqxx::work& tx, const Caller* caller, std::int64_t bisect_id) {
-  auto project = BisectRepository::project_of(tx, bisect_id);
-  if (!project) throw NotFound("no_such_bisect", "no bisect " + std::to_string(bisect_id));
-  require_access(caller, *project);
-  return *project;
+std::string owned_run(ProfileTransaction& tx, const Caller* caller, std::int64_t run_id) {
+  return owner(tx.project_of_run(run_id), caller, "run", run_id);
+}
+
+std::string owned_bisect(BisectTransaction& tx, const Caller* caller, std::int64_t bisect_id) {
+  return owner(tx.project_of(bisect_id), caller, "bisect", bisect_id);
 }
 
 nlohmann::json owned_job(JobTransaction& tx, const Caller* caller, std::int64_t job_id) {
@@ -36,8 +43,8 @@ nlohmann::json owned_job(JobTransaction& tx, const Caller* caller, std::int64_t 
   return *job;
 }
 
-nlohmann::json owned_profile(pqxx::work& tx, const Caller* caller, std::int64_t profile_id) {
-  auto profile = ProfileRepository::get(tx, profile_id);
+nlohmann::json owned_profile(ProfileTransaction& tx, const Caller* caller, std::int64_t profile_id) {
+  auto profile = tx.get(profile_id);
   if (!profile) throw NotFound("no_such_profile", "no profile " + std::to_string(profile_id));
   require_access(caller, (*profile)["project"].get<std::string>());
   return *profile;

@@ -9,21 +9,24 @@
 #include <string>
 
 #include <nlohmann/json.hpp>
-#include <pqxx/pqxx>
 
 #include "access.hpp"
+#include "service/bisect_store.hpp"
 #include "service/job_store.hpp"
+#include "service/profile_store.hpp"
+#include "service/run_store.hpp"
 
 namespace kw::server {
 
 // The project's id.
-std::int64_t owned_project(pqxx::work& tx, const Caller* caller, const std::string& name);
+std::int64_t owned_project(RunTransaction& tx, const Caller* caller, const std::string& name);
 // The run's project.
-std::string owned_run(pqxx::work& tx, const Caller* caller, std::int64_t run_id);
-std::string owned_bisect(pqxx::work& tx, const Caller* caller, std::int64_t bisect_id);
+std::string owned_run(RunTransaction& tx, const Caller* caller, std::int64_t run_id);
+std::string owned_run(ProfileTransaction& tx, const Caller* caller, std::int64_t run_id);
+std::string owned_bisect(BisectTransaction& tx, const Caller* caller, std::int64_t bisect_id);
 // The job as GET /api/v1/jobs/{id} shows it.
 nlohmann::json owned_job(JobTransaction& tx, const Caller* caller, std::int64_t job_id);
 // The profile as GET /api/v1/profiles/{id} shows it.
-nlohmann::json owned_profile(pqxx::work& tx, const Caller* caller, std::int64_t profile_id);
+nlohmann::json owned_profile(ProfileTransaction& tx, const Caller* caller, std::int64_t profile_id);
 
 }  // namespace kw::server

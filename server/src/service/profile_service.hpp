@@ -10,16 +10,13 @@
 #include <nlohmann/json.hpp>
 
 #include "access.hpp"
-#include "notify/notifier.hpp"
-#include "store/database.hpp"
-#include "store/profile_repository.hpp"
+#include "service/profile_store.hpp"
 
 namespace kw::server {
 
 class ProfileService {
  public:
-  ProfileService(ConnectionPool& pool, const NotifierOptions& notifications, int max_attempts)
-      : pool_(pool), notifications_(notifications), max_attempts_(max_attempts) {}
+  ProfileService(ProfileStore& store, int max_attempts) : store_(store), max_attempts_(max_attempts) {}
 
   // {created, profile}; a profile waiting with no agent able to take it says so in `note`.
   std::pair<bool, nlohmann::json> queue(const Caller& caller, ProfileRequest ask);
@@ -33,8 +30,7 @@ class ProfileService {
                               const ProfileResult& result);
 
  private:
-  ConnectionPool& pool_;
-  const NotifierOptions& notifications_;
+  ProfileStore& store_;
   int max_attempts_;
 };
 

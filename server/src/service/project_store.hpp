@@ -1,7 +1,7 @@
 // What SettingsService and TokenService read and write: projects, their
 // settings and the API tokens, each call one transaction. kw-server keeps
 // them in PostgreSQL (PgProjectStore); the services' rules are tested on an
-// in-memory stand-in (server/tests/in_memory_project_store.hpp), as the
+// in-memory stand-in (server/tests/in_memory_store.hpp), as the
 // history routes are on one of HistoryReads.
 #pragma once
 

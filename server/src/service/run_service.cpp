@@ -6,8 +6,6 @@
 #include "kw/common/run_report.hpp"
 #include "service/judging.hpp"
 #include "service/ownership.hpp"
-#include "store/detection_repository.hpp"
-#include "store/explanation_repository.hpp"
 
 namespace kw::server {
 
@@ -23,14 +21,14 @@ bool is_hex_prefix(const std::string& text) {
 
 // The commit a client names in `field` (project_id 0: any project; only
 // for a caller who may read every project).
-std::string resolve_revision(pqxx::work& tx, std::int64_t project_id, const std::string& field,
+std::string resolve_revision(RunTransaction& tx, std::int64_t project_id, const std::string& field,
                              const std::string& text) {
   if (text.empty())
     throw BadRequest("bad_query",
                      field + ": is required (a commit SHA, 7 or more of its first hex digits, or a branch)");
   if (common::is_commit_sha(text)) return text;
   if (is_hex_prefix(text)) {
-    std::vector<std::string> commits = RunRepository::measured_commits_with_prefix(tx, project_id, text, 4);
+    std::vector<std::string> commits = tx.measured_commits_with_prefix(project_id, text, 4);
     if (commits.size() == 1) return commits[0];
     if (commits.size() > 1) {
       std::string some;
@@ -39,7 +37,7 @@ std::string resolve_revision(pqxx::work& tx, std::int64_t project_id, const std:
                                                  some + "); give more digits");
     }
   }
-  auto commit = RunRepository::newest_commit_on_branch(tx, project_id, text);
+  auto commit = tx.newest_commit_on_branch(project_id, text);
   if (!commit) throw NotFound("no_such_commit", field + ": no run of a commit or branch \"" + text + "\"");
   return *commit;
 }
@@ -47,7 +45,7 @@ std::string resolve_revision(pqxx::work& tx, std::int64_t project_id, const std:
 // The project a compare looks in: the one named, else the one a scoped
 // token reaches; 0 (every project) only for a caller who may read them all,
 // so no answer names a commit, branch or project the caller cannot read.
-std::int64_t compare_project(pqxx::work& tx, const Caller* caller,
+std::int64_t compare_project(RunTransaction& tx, const Caller* caller,
                              const std::optional<std::string>& project) {
   if (project) return owned_project(tx, caller, *project);
   if (!caller || !caller->projects) return 0;
@@ -59,8 +57,8 @@ std::int64_t compare_project(pqxx::work& tx, const Caller* caller,
 }
 
 // The one project whose runs measured `head`, where the compare names none.
-std::int64_t project_with_commit(pqxx::work& tx, const std::string& head) {
-  std::vector<std::int64_t> projects = RunRepository::projects_with_commit(tx, head);
+std::int64_t project_with_commit(RunTransaction& tx, const std::string& head) {
+  std::vector<std::int64_t> projects = tx.projects_with_commit(head);
   if (projects.empty()) throw NotFound("no_such_commit", "no run of commit " + head);
   if (projects.size() > 1)
     throw BadRequest("bad_query", "commit " + head + " has runs in several projects; add project=");
@@ -70,75 +68,69 @@ std::int64_t project_with_commit(pqxx::work& tx, const std::string& head) {
 }  // namespace
 
 RunHead RunService::head(const Caller* caller, std::int64_t run_id, const Page& page) {
-  return with_transaction(pool_, [&](pqxx::work& tx) {
+  return in_transaction(store_, [&](RunTransaction& tx) {
     owned_run(tx, caller, run_id);
-    auto head = RunRepository::run_head(tx, run_id, page);
+    auto head = tx.run_head(run_id, page);
     if (!head) throw NotFound("no_such_run", "no run " + std::to_string(run_id));
     return *head;
   });
 }
 
 std::string RunService::comparisons(std::int64_t run_id, std::int64_t first, std::int64_t end) {
-  return with_transaction(
-      pool_, [&](pqxx::work& tx) { return RunRepository::run_comparisons_json(tx, run_id, first, end); });
+  return in_transaction(store_,
+                        [&](RunTransaction& tx) { return tx.run_comparisons_json(run_id, first, end); });
 }
 
 std::string RunService::cases(std::int64_t run_id, std::int64_t first, std::int64_t end) {
-  return with_transaction(
-      pool_, [&](pqxx::work& tx) { return RunRepository::run_cases_json(tx, run_id, first, end); });
+  return in_transaction(store_, [&](RunTransaction& tx) { return tx.run_cases_json(run_id, first, end); });
 }
 
 json RunService::explanation(const Caller* caller, std::int64_t run_id, const std::string& case_name) {
-  return with_transaction(pool_, [&](pqxx::work& tx) {
+  return in_transaction(store_, [&](RunTransaction& tx) {
     owned_run(tx, caller, run_id);
-    return *ExplanationRepository::explain(tx, run_id, case_name);
+    return tx.explanation(run_id, case_name);
   });
 }
 
 Acknowledgement RunService::acknowledge(const Caller& caller, std::int64_t run_id,
                                         const std::string& reason) {
   Acknowledgement answer;
-  const std::string project = with_transaction(pool_, [&](pqxx::work& tx) {
+  const std::string project = in_transaction(store_, [&](RunTransaction& tx) {
     std::string owner = owned_run(tx, &caller, run_id);
-    auto acknowledged = DetectionRepository::acknowledge(tx, run_id, caller.token_name, reason);
+    auto acknowledged = tx.acknowledge(run_id, caller.token_name, reason);
     if (!acknowledged) throw NotFound("no_such_run", "no run " + std::to_string(run_id));
     if (acknowledged->previous_verdict != "regression") {
       throw Conflict("not_a_regression", "run " + std::to_string(run_id) + " has verdict " +
                                              acknowledged->previous_verdict +
                                              "; only a regression can be acknowledged");
     }
-    NotificationRepository::verdict(tx, notifications_, run_id);
-    for (std::int64_t carried : acknowledged->carried_to)
-      NotificationRepository::verdict(tx, notifications_, carried);
+    tx.verdict_announced(run_id);
+    for (std::int64_t carried : acknowledged->carried_to) tx.verdict_announced(carried);
     answer.carried_to = acknowledged->carried_to;
     return owner;
   });
-  reads_.committed(project);
+  store_.committed(project);
   // The run's head (verdict, acknowledgement, stages), not its cases with every raw sample.
-  answer.head = with_transaction(pool_, [&](pqxx::work& tx) {
-                  return RunRepository::run_head(tx, run_id, Page{});
-                })->json;
+  answer.head = in_transaction(store_, [&](RunTransaction& tx) { return tx.run_head(run_id, Page{}); })->json;
   return answer;
 }
 
 json RunService::compare(const Caller* caller, const std::optional<std::string>& project,
                          const std::string& base_text, const std::string& head_text, const CaseFilter& filter,
                          const Page& page) {
-  return with_transaction(pool_, [&](pqxx::work& tx) {
+  return in_transaction(store_, [&](RunTransaction& tx) {
     std::int64_t project_id = compare_project(tx, caller, project);
     const std::string head = resolve_revision(tx, project_id, "head", head_text);
     if (project_id == 0) project_id = project_with_commit(tx, head);
     const std::string base = resolve_revision(tx, project_id, "base", base_text);
-    const ProjectSettings settings = SettingsRepository::get(tx, project_id);
+    const ProjectSettings settings = tx.queue().project_settings(project_id);
     json gpus = json::array();
-    for (const CommitRuns& runs :
-         DetectionRepository::commit_runs(tx, project_id, base, head, filter.gpu_model)) {
+    for (const CommitRuns& runs : tx.commit_runs(project_id, base, head, filter.gpu_model)) {
       if (runs.base_in_job) {
-        auto [judged, detection] = DetectionRepository::judged_times(tx, runs.head_run, filter.name_like);
+        auto [judged, detection] = tx.judged_times(runs.head_run, filter.name_like);
         gpus.push_back(in_job_comparison(runs, std::move(judged), std::move(detection), filter, page));
       } else if (runs.base_run) {  // else nothing of the base measured on this GPU
-        const CrossRunReads reads =
-            DetectionRepository::cross_run_reads(tx, settings, runs, filter.name_like);
+        const CrossRunReads reads = tx.cross_run_reads(settings, runs, filter.name_like);
         gpus.push_back(cross_run_comparison(settings, runs, base, reads, filter, page));
       }
     }

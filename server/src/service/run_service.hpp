@@ -1,6 +1,6 @@
-// A stored run as clients read it, acknowledge it and compare commits; the
-// transactions and access checks of the run routes (storing a run is
-// IngestService's).
+// A stored run as clients read it, acknowledge it and compare commits, over
+// a RunStore: the transactions and access checks of the run routes (storing
+// a run is IngestService's).
 #pragma once
 
 #include <cstdint>
@@ -11,10 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "access.hpp"
-#include "notify/notifier.hpp"
-#include "store/database.hpp"
-#include "store/read_routing.hpp"
-#include "store/run_repository.hpp"
+#include "service/run_store.hpp"
 
 namespace kw::server {
 
@@ -25,8 +22,7 @@ struct Acknowledgement {
 
 class RunService {
  public:
-  RunService(ConnectionPool& pool, ReadRouting& reads, const NotifierOptions& notifications)
-      : pool_(pool), reads_(reads), notifications_(notifications) {}
+  explicit RunService(RunStore& store) : store_(store) {}
 
   // The run's head (verdict, stages, counts) for `page`.
   RunHead head(const Caller* caller, std::int64_t run_id, const Page& page);
@@ -48,9 +44,7 @@ class RunService {
                          const Page& page);
 
  private:
-  ConnectionPool& pool_;
-  ReadRouting& reads_;
-  const NotifierOptions& notifications_;
+  RunStore& store_;
 };
 
 }  // namespace kw::server

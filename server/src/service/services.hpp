@@ -4,14 +4,18 @@
 #pragma once
 
 #include "notify/notifier.hpp"
+#include "service/bisect_store.hpp"
 #include "service/ingest_service.hpp"
 #include "service/job_service.hpp"
 #include "service/profile_service.hpp"
+#include "service/profile_store.hpp"
 #include "service/project_store.hpp"
 #include "service/run_service.hpp"
+#include "service/run_store.hpp"
 #include "service/settings_service.hpp"
 #include "service/token_service.hpp"
 #include "service/upload_service.hpp"
+#include "service/upload_store.hpp"
 #include "store/database.hpp"
 #include "store/read_routing.hpp"
 
@@ -20,23 +24,31 @@ namespace kw::server {
 struct Services {
   Services(ConnectionPool& pool, ReadRouting& reads, const NotifierOptions& notifications,
            QueueSettings queue, UploadLimits uploads)
-      : ingest(pool, reads, notifications, queue.max_attempts),
-        runs(pool, reads, notifications),
+      : run_store(pool, reads, notifications),
+        ingest(run_store, queue.max_attempts),
+        runs(run_store),
         job_store(pool, notifications),
         jobs(job_store, queue),
-        bisects(pool),
-        profiles(pool, notifications, queue.max_attempts),
-        uploads_in_parts(pool, ingest, uploads),
+        bisect_store(pool),
+        bisects(bisect_store),
+        profile_store(pool, notifications),
+        profiles(profile_store, queue.max_attempts),
+        upload_store(pool),
+        uploads_in_parts(upload_store, ingest, uploads),
         projects(pool, reads, notifications),
         settings(projects, notifications),
         tokens(projects) {}
 
+  PgRunStore run_store;  // before the services on it
   IngestService ingest;
   RunService runs;
   PgJobStore job_store;  // before the service on it
   JobService jobs;
+  PgBisectStore bisect_store;  // before the service on it
   BisectService bisects;
+  PgProfileStore profile_store;  // before the service on it
   ProfileService profiles;
+  PgUploadStore upload_store;  // before the service on it
   UploadService uploads_in_parts;
   PgProjectStore projects;  // before the services on it
   SettingsService settings;

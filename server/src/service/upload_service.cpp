@@ -1,7 +1,6 @@
 #include "service/upload_service.hpp"
 
 #include "errors.hpp"
-#include "store/run_repository.hpp"
 
 namespace kw::server {
 
@@ -72,26 +71,27 @@ void check_part(const PartFacts& facts, std::int64_t token_id, const std::string
 }
 
 // An upload names its project in the path; the caller's token must reach it.
-std::int64_t UploadService::project_id(pqxx::work& tx, const Caller& caller, const std::string& project) {
+std::int64_t UploadService::project_id(UploadTransaction& tx, const Caller& caller,
+                                       const std::string& project) {
   caller.require_project(project);
-  return RunRepository::require_project(tx, project);
+  return tx.require_project(project);
 }
 
 UploadState UploadService::put_part(const Caller& caller, const std::string& project,
                                     const std::string& upload, int part, int parts, const PartBody& body) {
-  return with_transaction(pool_, [&](pqxx::work& tx) {
-    return UploadRepository::put_part(tx, project_id(tx, caller, project), caller.token_id, upload, part,
-                                      parts, body, [&](const PartFacts& facts) {
-                                        check_part(facts, caller.token_id, upload, parts,
-                                                   limits_.report_bytes, limits_.quota);
-                                      });
+  return in_transaction(store_, [&](UploadTransaction& tx) {
+    return tx.put_part(project_id(tx, caller, project), caller.token_id, upload, part, parts, body,
+                       [&](const PartFacts& facts) {
+                         check_part(facts, caller.token_id, upload, parts, limits_.report_bytes,
+                                    limits_.quota);
+                       });
   });
 }
 
 UploadState UploadService::state(const Caller& caller, const std::string& project,
                                  const std::string& upload) {
-  auto state = with_transaction(pool_, [&](pqxx::work& tx) {
-    return UploadRepository::state(tx, project_id(tx, caller, project), caller.token_id, upload);
+  auto state = in_transaction(store_, [&](UploadTransaction& tx) {
+    return tx.state(project_id(tx, caller, project), caller.token_id, upload);
   });
   if (!state) throw_no_upload(upload);
   return *state;
@@ -102,15 +102,15 @@ CompletedUpload UploadService::complete(
     const std::function<json(const std::vector<StoredPartBody>&)>& assemble) {
   std::int64_t id = 0;
   std::optional<UploadState> state;
-  auto bodies = with_transaction(pool_, [&](pqxx::work& tx) {
+  auto bodies = in_transaction(store_, [&](UploadTransaction& tx) {
     id = project_id(tx, caller, project);
-    return UploadRepository::claim(tx, id, caller.token_id, upload, state);
+    return tx.claim(id, caller.token_id, upload, state);
   });
   if (!state) throw_no_upload(upload);
   if (state->run_id) {
     const std::int64_t run = *state->run_id;
     const std::string verdict =
-        with_transaction(pool_, [&](pqxx::work& tx) { return RunRepository::verdict_of(tx, run); });
+        in_transaction(store_, [&](UploadTransaction& tx) { return tx.verdict_of(run); });
     return {{run, verdict, true, std::nullopt}, std::nullopt};
   }
   if (!bodies) throw_incomplete(upload, *state);
@@ -123,11 +123,10 @@ CompletedUpload UploadService::complete(
     // A shard's report makes no run of its own: its upload stays until it
     // expires, and a resend is answered as the shard's was.
     if (stored.run_id != 0)
-      with_transaction(pool_,
-                       [&](pqxx::work& tx) { UploadRepository::completed(tx, id, upload, stored.run_id); });
+      in_transaction(store_, [&](UploadTransaction& tx) { tx.completed(id, upload, stored.run_id); });
     return {std::move(stored), job_id};
   } catch (...) {
-    with_transaction(pool_, [&](pqxx::work& tx) { UploadRepository::release(tx, id, upload); });
+    in_transaction(store_, [&](UploadTransaction& tx) { tx.release(id, upload); });
     throw;
   }
 }

@@ -1,6 +1,6 @@
 // A run report sent in parts (docs/api.md, "Reports in parts"). The parts
-// are kept in the database, so they may reach different servers; completing
-// the upload ingests the whole report in one transaction, as POST
+// are kept in the store (UploadStore), so they may reach different servers;
+// completing the upload ingests the whole report in one transaction, as POST
 // /api/v1/runs would.
 #pragma once
 
@@ -14,8 +14,7 @@
 
 #include "access.hpp"
 #include "service/ingest_service.hpp"
-#include "store/database.hpp"
-#include "store/upload_repository.hpp"
+#include "service/upload_store.hpp"
 
 namespace kw::server {
 
@@ -40,8 +39,8 @@ void check_part(const PartFacts& facts, std::int64_t token_id, const std::string
 
 class UploadService {
  public:
-  UploadService(ConnectionPool& pool, IngestService& ingest, UploadLimits limits)
-      : pool_(pool), ingest_(ingest), limits_(limits) {}
+  UploadService(UploadStore& store, IngestService& ingest, UploadLimits limits)
+      : store_(store), ingest_(ingest), limits_(limits) {}
 
   const UploadLimits& limits() const { return limits_; }
   UploadState put_part(const Caller& caller, const std::string& project, const std::string& upload, int part,
@@ -58,9 +57,9 @@ class UploadService {
                            const std::function<nlohmann::json(const std::vector<StoredPartBody>&)>& assemble);
 
  private:
-  std::int64_t project_id(pqxx::work& tx, const Caller& caller, const std::string& project);
+  static std::int64_t project_id(UploadTransaction& tx, const Caller& caller, const std::string& project);
 
-  ConnectionPool& pool_;
+  UploadStore& store_;
   IngestService& ingest_;
   UploadLimits limits_;
 };

@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "errors.hpp"
+#include "kw/common/acknowledgement.hpp"
 #include "kw/common/in_parts.hpp"
 #include "kw/common/judge.hpp"
 #include "kw/common/stats.hpp"
@@ -88,11 +89,12 @@ ORDER BY w.name, h.run_id
 
 // A measurement whose samples retention dropped is not read: a baseline
 // without samples is judged as none (store/sample_retention.hpp). Samples
-// and clocks in binary (array_send), nothing to format or parse.
+// and clocks in binary (array_send), nothing to format or parse; the median
+// for the comparison's ratio of medians.
 constexpr const char* kMeasurementsOf = R"sql(
 SELECT m.case_id, m.impl, array_send(s.samples_ns), COALESCE(s.throttled_samples, '{}')::text,
        COALESCE(s.replicates, '{}')::text, COALESCE(s.replicate_sizes, '{}')::text,
-       array_send(COALESCE(s.sm_mhz, '{}')), COALESCE(s.energy_j, '{}')::text, m.replicate_location
+       array_send(COALESCE(s.sm_mhz, '{}')), COALESCE(s.energy_j, '{}')::text, m.replicate_location, m.median_ns
 FROM measurements m
 JOIN samples s ON s.case_id = m.case_id AND s.side = m.side AND s.impl = m.impl
 WHERE m.case_id = ANY($1::bigint[]) AND m.side = 'head'
@@ -149,6 +151,7 @@ std::map<std::int64_t, std::vector<Measurement>> load_measurements(
     if (m.replicates.empty()) m.replicates = replicate_tags(parse_pg_array<std::int64_t>(row[5].c_str()));
     m.sm_mhz = parse_pg_binary_array<double>(std::string_view(row[6].c_str(), row[6].size()));
     m.energy_j = parse_pg_array<double>(row[7].c_str());
+    m.median_ns = row[9].as<double>();
     if (!row[8].is_null()) {
       std::optional<common::ReplicateLocation> rule = common::replicate_location_from(row[8].c_str());
       if (!rule)
@@ -519,13 +522,11 @@ CrossRunReads DetectionRepository::cross_run_reads(pqxx::work& tx, const Project
 
 namespace {
 
-// The candidate cases a run flagged as regressions: ratio, upper bound and threshold.
-struct Flag {
-  double ratio, upper, threshold;
-};
-std::map<std::string, Flag> regressions_of(pqxx::work& tx, std::int64_t run_id) {
-  std::map<std::string, Flag> flags;
-  // Keyed "kind case": an energy regression is covered by an acknowledged energy regression.
+using Flags = std::map<std::string, common::FlaggedRegression>;
+
+// The candidate cases a run flagged as regressions, keyed "kind case".
+Flags regressions_of(pqxx::work& tx, std::int64_t run_id) {
+  Flags flags;
   for (const auto& row :
        tx.exec_params("SELECT kind || ' ' || case_name, ratio, upper, threshold FROM comparisons "
                       "WHERE run_id = $1 AND impl = 'candidate' AND status = 'regression'",
@@ -533,19 +534,6 @@ std::map<std::string, Flag> regressions_of(pqxx::work& tx, std::int64_t run_id) 
     flags[row[0].as<std::string>()] = {row[1].as<double>(), row[2].as<double>(), row[3].as<double>()};
   }
   return flags;
-}
-
-// An acknowledgement covers a regression of the same change: every case the
-// run flags was flagged in the acknowledged run, and by no more than that
-// run's interval allowed, give or take one threshold (what a further change
-// must exceed to be flagged on its own).
-bool covers(const std::map<std::string, Flag>& acknowledged, const std::map<std::string, Flag>& flagged) {
-  if (flagged.empty()) return false;
-  for (const auto& [name, flag] : flagged) {
-    auto it = acknowledged.find(name);
-    if (it == acknowledged.end() || flag.ratio > it->second.upper * (1 + flag.threshold)) return false;
-  }
-  return true;
 }
 
 // Runs of the same change as run $1 on its GPU model, the other way round
@@ -577,10 +565,10 @@ void carry(pqxx::work& tx, std::int64_t from, std::int64_t to) {
 }  // namespace
 
 std::optional<std::int64_t> DetectionRepository::carry_acknowledgement(pqxx::work& tx, std::int64_t run_id) {
-  std::map<std::string, Flag> flagged = regressions_of(tx, run_id);
+  const Flags flagged = regressions_of(tx, run_id);
   for (const auto& source : tx.exec_params(kSameChange, run_id, "from")) {
     std::int64_t from = source[0].as<std::int64_t>();
-    if (!covers(regressions_of(tx, from), flagged)) continue;
+    if (!common::acknowledgement_covers(regressions_of(tx, from), flagged)) continue;
     carry(tx, from, run_id);
     return from;
   }
@@ -599,10 +587,10 @@ std::optional<DetectionRepository::Acknowledged> DetectionRepository::acknowledg
       "UPDATE runs SET verdict = 'pass', acknowledged_by = $2, acknowledged_reason = $3, acknowledged_at = "
       "now() WHERE id = $1",
       run_id, who, reason);
-  std::map<std::string, Flag> acknowledged = regressions_of(tx, run_id);
+  const Flags acknowledged = regressions_of(tx, run_id);
   for (const auto& target : tx.exec_params(kSameChange, run_id, "to")) {
     std::int64_t to = target[0].as<std::int64_t>();
-    if (!covers(acknowledged, regressions_of(tx, to))) continue;
+    if (!common::acknowledgement_covers(acknowledged, regressions_of(tx, to))) continue;
     carry(tx, run_id, to);
     result.carried_to.push_back(to);
   }

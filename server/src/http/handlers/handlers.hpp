@@ -16,24 +16,24 @@
 
 namespace kw::server {
 
-// What the handlers use, owned by App.
-struct HandlerContext {
-  Services& services;
+// What the health routes read, owned by App.
+struct HealthContext {
   DatabaseMonitor& monitor;  // /healthz answers from its last ping
   Metrics& metrics;
   int schema_version = 0;
 };
 
-void add_health_routes(Router& router, const HandlerContext& context);  // /healthz, /metrics
-// /api/v1/runs, /api/v1/compare, and a job's report (/api/v1/jobs/{id}/report)
-void add_run_routes(Router& router, const HandlerContext& context);
-// Routes over one service each, so tests can serve them from a stand-in of
-// its store. The queue's: /api/v1/jobs and /api/v1/agents.
+void add_health_routes(Router& router, const HealthContext& context);  // /healthz, /metrics
+// The other routes are over their services alone, so tests serve them from
+// a stand-in of the services' store. /api/v1/runs, /api/v1/compare, and a
+// job's report (/api/v1/jobs/{id}/report):
+void add_run_routes(Router& router, IngestService& ingest, RunService& runs);
+// The queue's: /api/v1/jobs and /api/v1/agents.
 void add_job_routes(Router& router, JobService& jobs);
 void add_agent_routes(Router& router, JobService& jobs);
 void add_bisect_routes(Router& router, BisectService& bisects);  // /api/v1/bisects
 // /api/v1/runs/{id}/profiles, /api/v1/profiles, /api/v1/jobs/{id}/profile
-void add_profile_routes(Router& router, const HandlerContext& context);
+void add_profile_routes(Router& router, ProfileService& profiles);
 void add_project_routes(Router& router, SettingsService& settings);  // /api/v1/projects
 // GET /api/v1/projects and a project's overview, cases, runs, regressions,
 // branches and series: only the reads and the cache, so tests can serve them
@@ -41,10 +41,10 @@ void add_project_routes(Router& router, SettingsService& settings);  // /api/v1/
 void add_history_routes(Router& router, HistoryReads& reads, ReadCache& cache);
 void add_token_routes(Router& router, TokenService& tokens);  // /api/v1/tokens
 // /api/v1/projects/{p}/uploads: a run report sent in parts.
-void add_upload_routes(Router& router, const HandlerContext& context);
+void add_upload_routes(Router& router, UploadService& uploads, IngestService& ingest);
 // The request's run report ingested: 201 with the new run, or 200 for a
 // report stored before (runs.cpp).
-Response ingest_report(const HandlerContext& context, Request& request, std::optional<std::int64_t> job_id);
+Response ingest_report(IngestService& ingest, Request& request, std::optional<std::int64_t> job_id);
 // What a report's route answers once it is stored (or was before).
 Response stored_run(const IngestResult& stored, std::optional<std::int64_t> job_id);
 

@@ -3,7 +3,7 @@
 
 namespace kw::server {
 
-void add_health_routes(Router& router, const HandlerContext& context) {
+void add_health_routes(Router& router, const HealthContext& context) {
   // From the monitor's last ping: never waits on the database.
   router.add("GET", "/healthz", Access::open_probe(), [&context](Request&) {
     if (!context.monitor.available())

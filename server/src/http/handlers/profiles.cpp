@@ -66,9 +66,7 @@ Response profile_result(ProfileService& profiles, const Request& request) {
 
 }  // namespace
 
-void add_profile_routes(Router& router, const HandlerContext& context) {
-  ProfileService& profiles = context.services.profiles;
-
+void add_profile_routes(Router& router, ProfileService& profiles) {
   // Queues one case of a run under Nsight Compute, in the run's commit and
   // (by default) the commit it was compared with.
   router.add("POST", "/api/v1/runs/{id}/profiles", Access::of({Scope::ci}), [&profiles](Request& request) {

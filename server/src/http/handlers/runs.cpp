@@ -8,8 +8,7 @@ namespace kw::server {
 
 using nlohmann::json;
 
-Response ingest_report(const HandlerContext& context, Request& request, std::optional<std::int64_t> job_id) {
-  IngestService& ingest = context.services.ingest;
+Response ingest_report(IngestService& ingest, Request& request, std::optional<std::int64_t> job_id) {
   const auto started = std::chrono::steady_clock::now();
   json document = request.json_body();
   ingest.observe(IngestService::Phase::parse, std::chrono::steady_clock::now() - started);
@@ -105,13 +104,11 @@ Response acknowledge(RunService& runs, const Request& request) {
 
 }  // namespace
 
-void add_run_routes(Router& router, const HandlerContext& context) {
-  RunService& runs = context.services.runs;
-
+void add_run_routes(Router& router, IngestService& ingest, RunService& runs) {
   router.add("POST", "/api/v1/runs", Access::agent_reports(),
-             [&context](Request& request) { return ingest_report(context, request, std::nullopt); });
-  router.add("POST", "/api/v1/jobs/{id}/report", Access::agent_reports(), [&context](Request& request) {
-    return ingest_report(context, request, request.id_param("id", "job"));
+             [&ingest](Request& request) { return ingest_report(ingest, request, std::nullopt); });
+  router.add("POST", "/api/v1/jobs/{id}/report", Access::agent_reports(), [&ingest](Request& request) {
+    return ingest_report(ingest, request, request.id_param("id", "job"));
   });
 
   router.add("GET", "/api/v1/runs/{id}", Access::read(),

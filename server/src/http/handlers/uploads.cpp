@@ -138,10 +138,8 @@ Response complete(UploadService& uploads, IngestService& ingest, const Request& 
 
 }  // namespace
 
-void add_upload_routes(Router& router, const HandlerContext& context) {
+void add_upload_routes(Router& router, UploadService& uploads, IngestService& ingest) {
   const Access agent = Access::agent_reports();
-  UploadService& uploads = context.services.uploads_in_parts;
-  IngestService& ingest = context.services.ingest;
 
   router.add("PUT", "/api/v1/projects/{project}/uploads/{upload}/parts/{part}", agent,
              [&uploads](Request& request) { return put_part(uploads, request); });
