@@ -116,6 +116,34 @@ TEST(RunReport, SyntaxErrorNamesTheByte) {
   }
 }
 
+// A fingerprint holds a digest with its parts, or says why it is unknown:
+// other keys, both at once, or parts by the ten thousand are refused,
+// naming the field.
+TEST(RunReport, AFingerprintsShapeAndSizeAreChecked) {
+  auto refusal = [](const json& fingerprint) -> std::string {
+    json report = example();
+    report["cases"][0]["fingerprint"] = fingerprint;
+    try {
+      parse_run_report(report);
+      return "accepted";
+    } catch (const ValidationError& error) {
+      return error.path() + " " + error.code();
+    }
+  };
+  const std::string digest(64, 'a');
+  EXPECT_EQ(refusal({{"digest", digest}, {"parts", {{"kernels", {{"k", "x"}}}}}}), "accepted");
+  EXPECT_EQ(refusal({{"unknown", "no injection library"}}), "accepted");
+  EXPECT_EQ(refusal({{"digest", digest}, {"parts", json::object()}, {"colour", "red"}}),
+            "cases[0].fingerprint.colour unknown_field");
+  EXPECT_EQ(refusal({{"digest", digest}, {"parts", json::object()}, {"unknown", "why"}}),
+            "cases[0].fingerprint inconsistent");
+  EXPECT_EQ(refusal({{"unknown", "why"}, {"parts", json::object()}}),
+            "cases[0].fingerprint.parts inconsistent");
+  json many = json::object();
+  for (int i = 0; i < 40000; ++i) many["p" + std::to_string(i)] = "x";
+  EXPECT_EQ(refusal({{"digest", digest}, {"parts", many}}), "cases[0].fingerprint.parts too_large");
+}
+
 TEST(RunReport, CommitShaRules) {
   EXPECT_TRUE(is_commit_sha("3f2a9c1e5b7d4a6f8e0c2b4d6f8a0c2e4b6d8f0a"));
   EXPECT_FALSE(is_commit_sha("3F2A9C1E5B7D4A6F8E0C2B4D6F8A0C2E4B6D8F0A"));

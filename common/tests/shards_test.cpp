@@ -160,6 +160,31 @@ TEST(MergeShardReports, ACaseCheckedByEveryShardButMeasuredByOneIsKeptOnce) {
   EXPECT_EQ(merge_shard_reports(shards)["cases"][0]["params"]["from"], "shard 1's preflight");
 }
 
+// One shard's failed correctness check fails the case in the merged run, as
+// the same data unsharded does, whichever shard measured it.
+TEST(MergeShardReports, ACaseFailedByOneShardsCheckFailsInTheMergedRun) {
+  std::vector<json> shards = two_shards();
+  json failed_check = example()["cases"][0];
+  failed_check.erase("measurements");
+  failed_check["correctness"]["passed"] = false;
+  failed_check["correctness"]["rel_l2_err"] = 0.5;
+  shards[0]["cases"].push_back(failed_check);  // shard 2 checked shard 1's case, and it failed
+  ASSERT_TRUE(shards[1]["cases"][0]["correctness"]["passed"].get<bool>());
+  const json merged = merge_shard_reports(shards);
+  const json& kept = merged["cases"][0];
+  EXPECT_FALSE(kept["correctness"]["passed"].get<bool>()) << kept["correctness"].dump();
+  EXPECT_EQ(kept["correctness"]["rel_l2_err"], 0.5);
+  EXPECT_EQ(kept["measurements"], example()["cases"][0]["measurements"]) << "still the measured entry";
+}
+
+// A shard whose stage says nothing adds no empty "shard N: " to the message.
+TEST(MergeShardReports, AMergedStageMessageNamesOnlyShardsThatSaidSomething) {
+  std::vector<json> shards = two_shards();
+  shards[1]["stages"][5]["message"] = "";
+  const json merged = merge_shard_reports(shards);
+  EXPECT_EQ(merged["stages"][5]["message"], "shard 2: attention: 2 cases failed");
+}
+
 TEST(RunReport, ShardFieldsAreValidated) {
   json report = example();
   report["shard"] = {{"index", 3}, {"count", 2}};

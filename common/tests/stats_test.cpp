@@ -59,5 +59,17 @@ TEST(Stats, MedianInterval) {
   EXPECT_DOUBLE_EQ(one_high, 7);
 }
 
+// The audit's bound: 0 of n is about 3/n (the "rule of three"), exact values
+// from the beta quantile (the binomial CDF solved for p in exact arithmetic).
+TEST(BinomialUpperBound, MatchesClopperPearson) {
+  EXPECT_NEAR(binomial_upper_bound(0, 3), 0.6316, 1e-4);
+  EXPECT_NEAR(binomial_upper_bound(0, 100), 0.0295, 1e-4);
+  EXPECT_NEAR(binomial_upper_bound(1, 2000), 0.002370, 1e-5);
+  EXPECT_NEAR(binomial_upper_bound(5, 50), 0.1988, 1e-4);
+  EXPECT_EQ(binomial_upper_bound(0, 0), 1.0);
+  EXPECT_EQ(binomial_upper_bound(4, 4), 1.0);
+  EXPECT_THROW(binomial_upper_bound(5, 4), std::invalid_argument);
+}
+
 }  // namespace
 }  // namespace kw::common

@@ -84,6 +84,7 @@ App::App(ServerOptions options) : options_(std::move(options)) {
   services_ = std::make_unique<Services>(*pool_, *read_routing_, options_.notifications,
                                          QueueSettings{options_.lease_seconds, options_.max_attempts},
                                          UploadLimits{options_.http.decoded_body_limit, options_.uploads});
+  services_->ingest.set_body_memory(body_memory_.get());
   health_context_ = std::make_unique<HealthContext>(HealthContext{*monitor_, metrics_, schema_version_});
   add_health_routes(*router_, *health_context_);
   add_run_routes(*router_, services_->ingest, services_->runs);
@@ -103,7 +104,8 @@ App::App(ServerOptions options) : options_(std::move(options)) {
       [this]() -> std::optional<Response> {
         if (monitor_->available()) return std::nullopt;
         return Response::error(503, "database_unavailable", monitor_->problem());
-      });
+      },
+      [this](Request& head, std::size_t body_bytes) { return router_->admit(head, body_bytes); });
   notifier_ = std::make_unique<Notifier>(*pool_, options_.notifications);
 }
 

@@ -14,6 +14,7 @@
 
 #include "../../tests/support/report_factory.hpp"
 #include "detection_fixture.hpp"
+#include "kw/common/judge.hpp"
 #include "kw/common/stats.hpp"
 #include "routed_server.hpp"
 
@@ -289,9 +290,7 @@ TEST_F(DetectionApiTest, PerCaseThresholdOverride) {
                 .request("PUT", "/api/v1/projects/demo/settings", R"({"treshold": 0.1})")
                 .json()["message"],
             "treshold: unknown setting (default_branch, min_threshold, case_thresholds, energy_threshold, "
-            "run_alpha, "
-            "github_repo, gitlab_project, "
-            "webhook_url)");
+            "run_alpha, inconclusive_gate, inconclusive_factor, github_repo, gitlab_project, webhook_url)");
   EXPECT_EQ(ci().request("PUT", "/api/v1/projects/demo/settings", R"({"min_threshold": 0.05})").status, 403);
   EXPECT_EQ(client().get("/api/v1/projects/demo").json()["min_threshold"], 0.02);
 }
@@ -309,6 +308,47 @@ TEST_F(DetectionApiTest, NoisyHistoryWidensTheTest) {
   EXPECT_EQ(c["method"], "history");
   EXPECT_GT(c["se"].get<double>(), 0.025) << c.dump();
   EXPECT_EQ(c["status"], "inconclusive") << "not flagged, nor called unchanged";
+}
+
+// A slowdown estimated far past its threshold that the noise leaves
+// unproven never merges silently: by default the gate gets no verdict
+// ("measure again"); the project may make it fail, or pass as before.
+TEST_F(DetectionApiTest, AnInconclusiveSlowdownFarPastItsThresholdIsNoVerdictUnlessTheProjectSaysOtherwise) {
+  // A pull request 1.88x slower, measured A/B with two noisy replicates a side.
+  auto slower = [&](std::uint64_t seed) {
+    ReportSpec spec;
+    spec.cases = 1;
+    spec.branch = "feature";
+    spec.base_commit = kw::testing::make_commit(7);
+    spec.ab = true;
+    spec.replicates = 2;
+    spec.replicate_noise = 0.3;
+    spec.slowdown = 1.88;
+    spec.seed = seed;
+    return post(spec);
+  };
+  json answer = slower(101);
+  ASSERT_EQ(candidate_comparison(answer)["status"], "inconclusive");
+  EXPECT_EQ(answer["verdict"], "no-data");
+  json gate = run(answer)["detection"]["inconclusive_gate"];
+  EXPECT_EQ(gate["applied"], "no-verdict") << gate.dump();
+  EXPECT_EQ(gate["cases"].size(), 1u);
+  const std::string text = kw::common::inconclusive_gate_text(run(answer)["detection"]);
+  EXPECT_EQ(text.rfind("no verdict: 1 case(s) slower by 3 times their threshold or more", 0), 0u) << text;
+
+  auto set = [&](const json& change) {
+    return client(admin_token_).request("PUT", "/api/v1/projects/demo/settings", change.dump()).status;
+  };
+  EXPECT_EQ(set({{"inconclusive_gate", "maybe"}}), 422);
+  EXPECT_EQ(set({{"inconclusive_factor", 0.5}}), 422);
+  ASSERT_EQ(set({{"inconclusive_gate", "fail"}}), 200);
+  EXPECT_EQ(slower(102)["verdict"], "regression");
+  ASSERT_EQ(set({{"inconclusive_gate", "pass"}}), 200);
+  EXPECT_EQ(slower(103)["verdict"], "pass");
+  ASSERT_EQ(set({{"inconclusive_gate", "no-verdict"}, {"inconclusive_factor", 1000}}), 200);
+  json far_enough = slower(104);
+  EXPECT_EQ(far_enough["verdict"], "pass") << "88% is not a thousand thresholds";
+  EXPECT_FALSE(run(far_enough)["detection"].contains("inconclusive_gate"));
 }
 
 TEST_F(DetectionApiTest, AcknowledgeTurnsARegressionIntoPass) {

@@ -61,8 +61,10 @@ class HttpServerTest : public ::testing::Test {
     add_agent_routes(router_, jobs_);
     add_download_routes(router_, kw_binary());
     add_static_files(router_, dashboard_dir());
-    server_ =
-        std::make_unique<HttpServer>(http, [this](Request& request) { return router_.handle(request); });
+    // As kw-server wires it: a request with a body is admitted on its header.
+    server_ = std::make_unique<HttpServer>(
+        http, [this](Request& request) { return router_.handle(request); }, HttpServer::OverdueCheck{},
+        [this](Request& head, std::size_t body_bytes) { return router_.admit(head, body_bytes); });
     server_->start();
   }
 
@@ -219,7 +221,8 @@ struct TwoConnections {
 using ConnectionCapTest = ServerWithHttp<TwoConnections>;
 
 // Past the cap, with no connection idle to give up its slot (these two are
-// in the middle of their requests), a connection is answered 503 with
+// in the middle of requests begun under a second ago: not yet evictable), a
+// connection is answered 503 with
 // Retry-After and closed; once connections end, the server serves again.
 TEST_F(ConnectionCapTest, AConnectionOverTheCapIs503WithRetryAfter) {
   const unsigned short port = bound_port();
@@ -352,6 +355,74 @@ TEST_F(AnonymousSlotsTest, ConnectionsWithoutATokenTakeAtMostThreeQuarters) {
   EXPECT_EQ(refused, 3) << "12 slots: 9 for connections without a token";
 }
 
+// A body from a caller without a valid token is never read: 401 comes on
+// the header, and no body memory was taken for it.
+TEST_F(HostileClientTest, ABodyIsRefusedOnItsHeaderBeforeAByteOfItIsRead) {
+  const unsigned short port = bound_port();
+  const auto started = std::chrono::steady_clock::now();
+  for (const char* token : {"", "Authorization: Bearer nobody\r\n", "Authorization: Bearer agent\r\n"}) {
+    const std::string answer =
+        raw_exchange(port, std::string("POST /api/v1/jobs HTTP/1.1\r\nHost: x\r\n") + token +
+                               "Content-Length: 15000000\r\n\r\n{\"project\":");
+    EXPECT_EQ(answer.rfind(
+                  std::string(token).find("agent") != std::string::npos ? "HTTP/1.1 403" : "HTTP/1.1 401", 0),
+              0u)
+        << token << answer.substr(0, 300);
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(5)) << "no body was waited for";
+  EXPECT_EQ(memory_->used(), 0u);
+  // With a token its Content-Length is taken from the body memory while it
+  // is read, and given back after.
+  EXPECT_EQ(ci().post("/api/v1/jobs",
+                      json{{"project", "demo"}, {"commit", std::string(40, 'a')}, {"branch", "main"}})
+                .status,
+            201);
+  EXPECT_EQ(memory_->used(), 0u);
+}
+
+// A request sent a byte at a time, slower than the minimum rate, is closed
+// with 408 after the grace, well before the read timeout.
+TEST_F(HostileClientTest, ARequestSlowerThanTheMinimumRateIs408) {
+  const unsigned short port = bound_port();
+  boost::asio::io_context io;
+  boost::asio::ip::tcp::socket socket(io);
+  socket.connect({boost::asio::ip::make_address("127.0.0.1"), port});
+  const auto started = std::chrono::steady_clock::now();
+  boost::asio::write(socket, boost::asio::buffer(std::string(
+                                 "POST /api/v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ci\r\n"
+                                 "Content-Length: 1000\r\n\r\n")));
+  boost::system::error_code ec;
+  for (int i = 0; i < 40 && !ec; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    boost::asio::write(socket, boost::asio::buffer(std::string("x")), ec);
+  }
+  std::string answer;
+  char buffer[4096];
+  for (boost::system::error_code read_ec; !read_ec;)
+    answer.append(buffer, socket.read_some(boost::asio::buffer(buffer), read_ec));
+  EXPECT_EQ(answer.rfind("HTTP/1.1 408", 0), 0u) << answer.substr(0, 300);
+  EXPECT_NE(answer.find("slower than 1024 bytes a second"), std::string::npos) << answer;
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(8))
+      << "not the 30 s read timeout";
+}
+
+// Every slot held by connections without a token, each in the middle of a
+// request it sends slowly: a newcomer with a token, and /healthz, take the
+// slot of one of them begun a second or more ago.
+TEST_F(AnonymousSlotsTest, SlowRequestsWithoutATokenGiveTheirSlotsToNewcomers) {
+  const unsigned short port = bound_port();
+  boost::asio::io_context io;
+  std::vector<boost::asio::ip::tcp::socket> held;
+  for (int i = 0; i < 12; ++i) {
+    held.emplace_back(io);
+    held.back().connect({boost::asio::ip::make_address("127.0.0.1"), port});
+    boost::asio::write(held.back(), boost::asio::buffer(std::string("POST /api/v1/jobs HTTP/1.1\r\n")));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+  EXPECT_EQ(ci().get("/api/v1/agents").status, 200);
+  EXPECT_EQ(client().get("/healthz").status, 200);
+}
+
 struct OneSecondReads {
   void operator()(HttpOptions& http) const { http.read_timeout = std::chrono::seconds(1); }
 };
@@ -361,8 +432,9 @@ using ShortReadTimeoutTest = ServerWithHttp<OneSecondReads>;
 // timeout passes, then closed (it was closed unanswered).
 TEST_F(ShortReadTimeoutTest, ARequestNotFinishedInTimeIs408) {
   const unsigned short port = bound_port();
-  std::string answer =
-      raw_exchange(port, "POST /api/v1/runs HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"schema\":");
+  std::string answer = raw_exchange(port,
+                                    "POST /api/v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+                                    "ci\r\nContent-Length: 100\r\n\r\n{\"pro");
   EXPECT_EQ(answer.rfind("HTTP/1.1 408", 0), 0u) << answer.substr(0, 300);
   EXPECT_NE(answer.find("\"error\":\"request_timeout\""), std::string::npos) << answer;
   EXPECT_EQ(client().get("/healthz").status, 200);

@@ -48,6 +48,16 @@ class InMemoryQueue final : public JobTransaction {
     return {job.id, true};
   }
 
+  std::int64_t queued_shards_of_token(std::int64_t token_id) override {
+    std::int64_t queued = 0;
+    for (const MemoryJob& shard : s_.jobs) {
+      if (shard.kind != "shard" || shard.state != "queued" || !shard.parent) continue;
+      const MemoryJob* parent = find(*shard.parent);
+      queued += parent && parent->asked.token_id == token_id && parent->state == "running";
+    }
+    return queued;
+  }
+
   std::optional<nlohmann::json> get(std::int64_t job_id) override {
     const MemoryJob* job = find(job_id);
     if (!job) return std::nullopt;
@@ -157,11 +167,13 @@ class InMemoryQueue final : public JobTransaction {
     ++chosen->attempts;
     chosen->lease_expires = s_.now + lease_seconds;
     chosen->stages.clear();
-    if (chosen->kind == "shard" && gpu_models.is_array() && gpu_models.size() == 1 &&
+    if (chosen->kind == "shard" && gpu_models.is_array() && !gpu_models.empty() &&
         gpu_models[0].is_string()) {
-      for (MemoryJob& sibling : s_.jobs)
-        if (sibling.parent == chosen->parent && sibling.asked.gpu_class == "any")
-          sibling.asked.gpu_class = gpu_models[0].get<std::string>();
+      for (MemoryJob& sibling : s_.jobs) {
+        if (sibling.parent != chosen->parent || sibling.asked.gpu_class != "any") continue;
+        sibling.asked.gpu_class = gpu_models[0].get<std::string>();
+        sibling.pinned_at = s_.now;
+      }
     }
     return chosen->id;
   }
@@ -185,6 +197,19 @@ class InMemoryQueue final : public JobTransaction {
         failed = *find(job.id)->parent;
       }
       if (!contains(expired.failed, failed)) expired.failed.push_back(failed);
+    }
+    for (MemoryJob& shard : s_.jobs) {
+      if (shard.kind != "shard" || shard.state != "queued" || !shard.pinned_at ||
+          *shard.pinned_at >= s_.now - kPinnedShardWaitMinutes * 60.0 ||
+          contains(expired.failed, *shard.parent))
+        continue;
+      const std::string reason = "it waited " + std::to_string(kPinnedShardWaitMinutes) +
+                                 " minutes for an agent with a " + shard.asked.gpu_class +
+                                 " GPU, the model the job's first shard was measured on; none claimed it";
+      shard.state = "failed";
+      shard.error = "shard " + std::to_string(shard.shard_index) + ": " + reason;
+      fail_shard_group(shard.id, reason);
+      expired.failed.push_back(*shard.parent);
     }
     return expired;
   }
@@ -284,7 +309,7 @@ class InMemoryQueue final : public JobTransaction {
       if (shard.state != "done" || !shard.shard_report)
         progress.waiting_for.push_back(shard.shard_index);
       else
-        progress.reports.push_back(*shard.shard_report);
+        progress.reports.push_back(shard.shard_report->dump());
     }
     if (!progress.waiting_for.empty()) progress.reports.clear();
     return progress;

@@ -59,6 +59,21 @@ class InMemoryRuns final : public RunTransaction {
     for (const auto& [name, baseline] : reads.baselines)
       reads.base_measurements[baseline.case_id] = stored_measurements(baseline.case_id);
     reads.history = history_of(names, reads.project, gpu, 0);
+    const MemoryRun* base = nullptr;
+    for (const MemoryRun& run : s_.runs) {
+      if (report.base_commit && run.project_id == reads.project.id && run.verdict != "pending" &&
+          run.gpu_model == gpu && run.report().commit == *report.base_commit)
+        base = &run;  // the newest: ids grow
+    }
+    const bool claims = std::any_of(report.cases.begin(), report.cases.end(),
+                                    [](const common::Case& c) { return c.identical_to_base; });
+    if (base && claims) {
+      reads.base_fingerprints = RunJudgingReads::BaseFingerprints{base->id, {}};
+      for (const MemoryCase& c : *base->cases) {
+        if (c.measured->fingerprint && c.measured->fingerprint->contains("digest"))
+          reads.base_fingerprints->digests[c.measured->name] = (*c.measured->fingerprint)["digest"];
+      }
+    }
     return reads;
   }
 

@@ -42,6 +42,7 @@ struct MemoryJob {
   std::int64_t shards = 1;
   std::vector<StageProgress> stages;  // of the current attempt, by ordinal
   std::optional<nlohmann::json> shard_report;
+  std::optional<double> pinned_at;  // a shard's GPU model pinned, on the state's clock
 };
 
 struct MemoryAgent {
@@ -111,7 +112,8 @@ struct MemoryUpload {
   std::int64_t token_id = 0;
   int parts = 0;
   std::optional<std::int64_t> run_id;
-  std::optional<double> completing_since;  // on the state's clock
+  std::optional<double> completing_since;    // on the state's clock
+  std::optional<std::int64_t> shard_job_id;  // a shard's report its job took
   struct Part {
     std::string data;  // as sent
     bool gzip = false;

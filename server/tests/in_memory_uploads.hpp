@@ -3,7 +3,7 @@
 // of a project and name, the token's that began it; each part kept as sent;
 // what a part is judged by (PartFacts) counted over the other uploads not
 // completed; a completion's claim, which a completion that died gives up
-// after 15 minutes of the state's clock. Expiry is tested on PostgreSQL
+// after kCompletionClaimSeconds of the state's clock. Expiry is tested on PostgreSQL
 // only. Both it and PgUploadStore pass upload_store_contract.hpp.
 #pragma once
 
@@ -28,9 +28,11 @@ class InMemoryUploads final : public UploadTransaction {
     MemoryUpload* found = find(project_id, upload);
     facts.created = !found;
     if (!found) {
-      s_.uploads.push_back({project_id, upload, token_id, parts, std::nullopt, std::nullopt, {}});
+      s_.uploads.push_back(
+          {project_id, upload, token_id, parts, std::nullopt, std::nullopt, std::nullopt, {}});
       found = &s_.uploads.back();
     }
+    found->shard_job_id.reset();
     facts.token_id = found->token_id;
     facts.parts = found->parts;
     facts.run_id = found->run_id;
@@ -43,7 +45,8 @@ class InMemoryUploads final : public UploadTransaction {
     facts.decoded_bytes += body.decoded_bytes;
     facts.stored_bytes += static_cast<std::int64_t>(body.data.size());
     for (const MemoryUpload& other : s_.uploads) {
-      if (other.run_id || (other.project_id == project_id && other.id == upload)) continue;
+      if (other.run_id || other.shard_job_id || (other.project_id == project_id && other.id == upload))
+        continue;
       if (other.token_id == token_id) add(facts.of_token, other);
       if (other.project_id == project_id) add(facts.of_project, other);
     }
@@ -74,8 +77,7 @@ class InMemoryUploads final : public UploadTransaction {
     if (!state || state->run_id || static_cast<int>(state->received.size()) != state->parts)
       return std::nullopt;
     MemoryUpload& found = *find(project_id, upload);
-    constexpr double kClaimGivenUp = 15 * 60;
-    if (found.completing_since && *found.completing_since >= s_.now - kClaimGivenUp)
+    if (found.completing_since && *found.completing_since >= s_.now - kCompletionClaimSeconds)
       throw Conflict("upload_completing",
                      "upload " + upload + " is being completed by another request; retry");
     found.completing_since = s_.now;
@@ -93,6 +95,12 @@ class InMemoryUploads final : public UploadTransaction {
     found.run_id = run_id;
     found.completing_since.reset();
     found.received.clear();
+  }
+
+  void taken_as_shard(std::int64_t project_id, const std::string& upload, std::int64_t job_id) override {
+    MemoryUpload& found = *find(project_id, upload);
+    found.shard_job_id = job_id;
+    found.completing_since.reset();
   }
 
   std::string verdict_of(std::int64_t run_id) override { return s_.run(run_id)->verdict; }

@@ -390,16 +390,66 @@ TYPED_TEST_P(JobStoreContract, AProjectIsFoundByNameWithItsSettings) {
   }
 }
 
-REGISTER_TYPED_TEST_SUITE_P(JobStoreContract, AnEqualJobIsAnsweredAndARerunOrTheOtherSideMakesAnother,
-                            AClaimTakesTheOldestJobItsGpusRunOfTheProjectsItMay,
-                            OnlyTheHolderHeartbeatsReleasesOrFailsAndAReleaseSpendsNoAttempt,
-                            ALeaseThatRanOutRequeuesTheJobUntilItsAttemptsAreSpent,
-                            StagesAreTheCurrentAttemptsInTheirOrder,
-                            ShardsAreMadeWithTheirJobTakeTheFirstClaimsGpuAndFailWithIt,
-                            AShardWhoseLeaseRanOutOnEveryAttemptFailsItsJob,
-                            ARunningShardedJobFailsWhenItsReportsDoNotMerge,
-                            AShardsReportIsKeptAndItsJobWaitsForTheOthers,
-                            AnAgentNameIsItsTokensAndTheListShowsWhatEachRuns,
-                            ATransactionThatThrowsLeavesNothing, AProjectIsFoundByNameWithItsSettings);
+// An agent whose claim lists GPUs of two models pins the job's shards to
+// one of them: the run is measured on one model.
+TYPED_TEST_P(JobStoreContract, AFirstClaimListingTwoModelsPinsExactlyOne) {
+  NewJob sharded = this->job(std::string(40, 'd'));
+  sharded.shards = 2;
+  const std::int64_t job_id = this->queue(sharded);
+  const nlohmann::json models = nlohmann::json::array({"NVIDIA L4", "NVIDIA H100 80GB HBM3"});
+  const std::int64_t agent = this->agent("host-mixed", this->token_, models);
+  ASSERT_TRUE(
+      this->tx([&](JobTransaction& t) { return t.claim(agent, models, this->kLease, std::nullopt, false); }));
+  const std::int64_t second = this->get(job_id)["shard_jobs"][1]["id"];
+  EXPECT_EQ(this->get(second)["gpu_class"], "NVIDIA L4") << "the model the claim named first";
+}
+
+// The agent that pinned a job's shards leaves: the shards no other model may
+// take wait kPinnedShardWaitMinutes, then the job fails naming the model it
+// waited for (kw submit --wait ends on it).
+TYPED_TEST_P(JobStoreContract, ShardsPinnedToAModelNoAgentServesFailTheirJobNamingIt) {
+  NewJob sharded = this->job(std::string(40, 'e'));
+  sharded.shards = 3;
+  const std::int64_t job_id = this->queue(sharded);
+  const std::int64_t agent = this->agent("host-a", this->token_);
+  ASSERT_TRUE(this->claim(agent).has_value());
+  this->harness_.age_jobs((kPinnedShardWaitMinutes - 1) * 60.0);
+  EXPECT_TRUE(this->tx([](JobTransaction& t) { return t.requeue_expired(); }).failed.empty())
+      << "still waiting";
+  this->harness_.age_jobs(2 * 60.0);
+  const ExpiredLeases expired = this->tx([](JobTransaction& t) { return t.requeue_expired(); });
+  EXPECT_EQ(expired.failed, std::vector<std::int64_t>{job_id});
+  const nlohmann::json parent = this->get(job_id);
+  EXPECT_EQ(parent["state"], "failed");
+  const std::string error = parent["error"];
+  EXPECT_NE(error.find("NVIDIA H100 80GB HBM3 GPU"), std::string::npos) << error;
+  EXPECT_NE(error.find("none claimed it"), std::string::npos) << error;
+  EXPECT_EQ(this->get(parent["shard_jobs"][2]["id"].template get<std::int64_t>())["state"], "failed");
+}
+
+// What a token has queued in shards, for its limit.
+TYPED_TEST_P(JobStoreContract, AJobKnowsItsTokenAndItsQueuedShardsCountAgainstIt) {
+  NewJob sharded = this->job(std::string(40, 'f'));
+  sharded.shards = 3;
+  sharded.token_id = this->token_.token_id;
+  this->queue(sharded);
+  auto queued = [&] {
+    return this->tx([&](JobTransaction& t) { return t.queued_shards_of_token(this->token_.token_id); });
+  };
+  EXPECT_EQ(queued(), 3);
+  ASSERT_TRUE(this->claim(this->agent("host-a", this->token_)).has_value());
+  EXPECT_EQ(queued(), 2) << "a claimed shard is no longer queued";
+}
+
+REGISTER_TYPED_TEST_SUITE_P(
+    JobStoreContract, AnEqualJobIsAnsweredAndARerunOrTheOtherSideMakesAnother,
+    AFirstClaimListingTwoModelsPinsExactlyOne, ShardsPinnedToAModelNoAgentServesFailTheirJobNamingIt,
+    AJobKnowsItsTokenAndItsQueuedShardsCountAgainstIt, AClaimTakesTheOldestJobItsGpusRunOfTheProjectsItMay,
+    OnlyTheHolderHeartbeatsReleasesOrFailsAndAReleaseSpendsNoAttempt,
+    ALeaseThatRanOutRequeuesTheJobUntilItsAttemptsAreSpent, StagesAreTheCurrentAttemptsInTheirOrder,
+    ShardsAreMadeWithTheirJobTakeTheFirstClaimsGpuAndFailWithIt,
+    AShardWhoseLeaseRanOutOnEveryAttemptFailsItsJob, ARunningShardedJobFailsWhenItsReportsDoNotMerge,
+    AShardsReportIsKeptAndItsJobWaitsForTheOthers, AnAgentNameIsItsTokensAndTheListShowsWhatEachRuns,
+    ATransactionThatThrowsLeavesNothing, AProjectIsFoundByNameWithItsSettings);
 
 }  // namespace kw::server::testing

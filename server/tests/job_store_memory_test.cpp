@@ -16,6 +16,8 @@ class InMemoryHarness {
     return store_.add_project(name, settings);
   }
 
+  void age_jobs(double seconds) { store_.advance(seconds); }
+
   Caller agent_token(const std::string& name, std::optional<std::vector<std::string>> projects) {
     return Caller{++tokens_, name, Scope::agent, std::move(projects)};
   }

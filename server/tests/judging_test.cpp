@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "../../tests/support/report_factory.hpp"
+#include "errors.hpp"
 #include "kw/common/judge.hpp"
 #include "kw/common/run_report.hpp"
 #include "service/judging.hpp"
@@ -61,6 +62,17 @@ class InMemoryDetectionReads {
                                    "newest run (run " + std::to_string(run_id(*baseline)) + ")"};
         reads.base_measurements[case_id] = stored.measurements;
       }
+    }
+    // The base commit's newest run's fingerprints, where the report claims
+    // cases identical to it.
+    for (std::size_t i = runs_.size(); report.base_commit && i-- > 0;) {
+      if (runs_[i].commit != *report.base_commit) continue;
+      reads.base_fingerprints = RunJudgingReads::BaseFingerprints{run_id(i), {}};
+      for (const common::Case& c : runs_[i].cases) {
+        if (c.fingerprint && c.fingerprint->contains("digest"))
+          reads.base_fingerprints->digests[c.name] = (*c.fingerprint)["digest"];
+      }
+      break;
     }
     return reads;
   }
@@ -205,9 +217,11 @@ TEST_F(JudgingTest, ThresholdsComeFromTheCommitThenTheStricterBase) {
 }
 
 // A case whose code is identical to its base's is unchanged by its
-// fingerprint, not timed, and takes no part in the decision.
+// fingerprint, held against the base's stored run, not timed, and takes no
+// part in the decision.
 TEST_F(JudgingTest, ACaseIdenticalToItsBaseIsUnchangedWithItsEvidence) {
   common::RunReport base = report(ReportSpec{});
+  base.cases[1].fingerprint = json{{"digest", "0123456789abcdef0123"}};
   judge(base);
   ReportSpec pr;
   pr.branch = "pr-2";
@@ -221,12 +235,58 @@ TEST_F(JudgingTest, ACaseIdenticalToItsBaseIsUnchangedWithItsEvidence) {
   const ComparisonRow& row = candidate_time(*judged, same.name);
   EXPECT_EQ(row.status, common::ChangeStatus::unchanged);
   EXPECT_FALSE(row.measured());
-  EXPECT_NE(row.test.note.find("identical code (fingerprint 0123456789ab in both), not timed"),
+  EXPECT_NE(row.test.note.find("identical code (fingerprint 0123456789ab in both; base run 1), not timed"),
             std::string::npos)
       << row.test.note;
   EXPECT_NE(row.reason.find("runs the same code"), std::string::npos);
   EXPECT_EQ(judged->detection["comparisons"], 2) << "only the two timed cases are decided";
   EXPECT_EQ(judged->verdict, "pass");
+}
+
+// The claim is the report's: where the base's stored run recorded another
+// fingerprint the case is judged as changed and not measured (never a
+// pass); where no base run is stored the note says the claim is unchecked;
+// a run of the default branch may not skip at all.
+TEST_F(JudgingTest, AnIdenticalCodeClaimIsHeldAgainstTheBasesStoredFingerprint) {
+  common::RunReport base = report(ReportSpec{});
+  base.cases[1].fingerprint = json{{"digest", std::string(64, 'a')}};
+  judge(base);
+  ReportSpec pr;
+  pr.branch = "pr-3";
+  pr.base_commit = base.commit;
+  common::RunReport head = report(pr);
+  common::Case& claimed = head.cases[1];
+  claimed.measurements.clear();
+  claimed.identical_to_base = true;
+  claimed.fingerprint = json{{"digest", std::string(64, 'b')}};
+  auto disputed = judge(head);
+  const ComparisonRow& row = candidate_time(*disputed, claimed.name);
+  EXPECT_EQ(row.status, common::ChangeStatus::no_baseline);
+  EXPECT_NE(
+      row.test.note.find("not measured: claimed identical to the base (fingerprint bbbbbbbbbbbb), but base "
+                         "run 1 recorded aaaaaaaaaaaa: judged as changed, and not timed"),
+      std::string::npos)
+      << row.test.note;
+  EXPECT_EQ(disputed->verdict, "no-data") << "never a pass";
+
+  common::RunReport unknown_base = head;
+  unknown_base.base_commit = kw::testing::make_commit(4242);
+  unknown_base.commit = kw::testing::make_commit(4243);
+  auto unchecked = judge(unknown_base);
+  const ComparisonRow& unchecked_row = candidate_time(*unchecked, claimed.name);
+  EXPECT_EQ(unchecked_row.status, common::ChangeStatus::unchanged);
+  EXPECT_NE(unchecked_row.test.note.find("has no stored run on this GPU model to check it against"),
+            std::string::npos)
+      << unchecked_row.test.note;
+  EXPECT_EQ(unchecked_row.test.note.find("in both"), std::string::npos);
+
+  common::RunReport on_main = head;
+  on_main.branch = "main";
+  EXPECT_THROW(judge(on_main), Unprocessable) << "skipping on the default branch";
+  common::RunReport no_base = head;
+  no_base.branch = "pr-4";
+  no_base.base_commit.reset();
+  EXPECT_THROW(judge(no_base), Unprocessable) << "skipping without a base";
 }
 
 // Two stored runs of different jobs: every case judged as detection would,

@@ -481,4 +481,87 @@ TEST_F(ServerProcessTest, RefusesADatabaseNewerThanItKnows) {
       << second.output();
 }
 
+// kill -9 of kw-server, or of its PostgreSQL, while a report sent in parts
+// is being completed: the completion's claim lapses in seconds, and resending
+// the completion (as kw upload and the spool do, retrying 409
+// upload_completing) stores exactly one run. KW_COMPLETION_KILL_ROUNDS sets
+// the rounds (tools/completion-kills.sh runs 10 for docs/PERFORMANCE.md).
+TEST_F(ServerProcessTest, AKillDuringAnUploadsCompletionLosesNoReport) {
+  int rounds = 2;
+  if (const char* env = std::getenv("KW_COMPLETION_KILL_ROUNDS")) rounds = std::atoi(env);
+  constexpr int kCases = 3000, kParts = 6;
+  int stored_runs = 0;
+  for (int round = 0; round < rounds; ++round) {
+    std::string url = start_server();
+    const std::string token = create_token("agent");
+    ReportSpec spec;
+    spec.cases = kCases;
+    spec.samples = 10;
+    spec.seed = 1000 + static_cast<std::uint64_t>(round);
+    json report = make_report(spec);
+    const std::string upload = "/api/v1/projects/demo/uploads/kill-round-" + std::to_string(round);
+    {
+      kw::http::Client client(url, token);
+      json cases = std::move(report["cases"]);
+      for (int k = 0; k < kParts; ++k) {
+        json part = k == 0 ? report : json::object();
+        part["cases"] = json::array();
+        for (int i = k * kCases / kParts; i < (k + 1) * kCases / kParts; ++i)
+          part["cases"].push_back(cases[i]);
+        auto put = client.request(
+            "PUT", upload + "/parts/" + std::to_string(k) + "?of=" + std::to_string(kParts), part.dump());
+        ASSERT_EQ(put.status, 200) << put.body;
+      }
+    }
+    // The completion, killed at a moment that moves each round: before,
+    // during and after its claim, its ingest and its commit.
+    std::thread completion([&] {
+      try {
+        kw::http::Client(url, token).request("POST", upload, "{}");
+      } catch (const kw::http::ConnectionError&) {
+      }
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(100 + 150 * (round % 6)));
+    const long postmaster = postmaster_pid();
+    const bool database_too = round % 2 == 1;
+    if (database_too) {
+      server_->signal(SIGSTOP);  // so that its supervisor does not start PostgreSQL again
+      kill(static_cast<pid_t>(postmaster), SIGKILL);
+    }
+    server_->signal(SIGKILL);
+    server_->wait_exit();
+    completion.join();
+    for (int i = 0; i < 100 && process_alive(postmaster); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+
+    url = start_server();
+    kw::http::Client client(url, token);
+    kw::http::Response answer;
+    int conflicts = 0;
+    // The claim lapses 20 s after it was taken (kCompletionClaimSeconds).
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(45);
+    for (;;) {
+      answer = client.request("POST", upload, "{}");
+      if (answer.status != 409 || std::chrono::steady_clock::now() > deadline) break;
+      EXPECT_NE(answer.body.find("upload_completing"), std::string::npos) << answer.body;
+      ++conflicts;
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
+    ASSERT_TRUE(answer.status == 200 || answer.status == 201)
+        << "round " << round << (database_too ? " (PostgreSQL killed too)" : "") << ": " << answer.status
+        << " " << answer.body;
+    json runs = client.get("/api/v1/projects/demo/runs?limit=1000").json();
+    int of_this_commit = 0;
+    for (const json& run : runs) of_this_commit += run["commit"] == report["commit"];
+    EXPECT_EQ(of_this_commit, 1) << "round " << round << ": " << runs.dump();
+    stored_runs += of_this_commit;
+    std::cout << "round " << round
+              << (database_too ? " (kw-server and PostgreSQL killed)" : " (kw-server killed)")
+              << ": stored after " << conflicts << " resends answered 409 upload_completing\n";
+    server_->signal(SIGTERM);
+    server_->wait_exit();
+  }
+  std::cout << stored_runs << " of " << rounds << " reports stored once after kill -9 mid-completion\n";
+}
+
 }  // namespace

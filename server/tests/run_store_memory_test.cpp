@@ -14,6 +14,7 @@ class InMemoryHarness {
   UploadStore& uploads() { return store_; }
   JobStore& jobs() { return store_; }
   std::int64_t add_project(const std::string& name) { return store_.create_project(name, "main")->id; }
+  void age_upload_claims(double seconds) { store_.advance(seconds); }
   Caller token(const std::string& name, Scope scope) {
     return *store_.authenticate(store_.create_token(name, scope, std::nullopt).first);
   }

@@ -31,6 +31,13 @@ class PgHarness {
     return with_transaction(pool_,
                             [&](pqxx::work& tx) { return *RunRepository::create_project(tx, name, "main"); });
   }
+  // Claims begun `seconds` earlier than they were, as a clock moved on would see them.
+  void age_upload_claims(double seconds) {
+    with_transaction(pool_, [&](pqxx::work& tx) {
+      tx.exec_params0("UPDATE uploads SET completing_since = completing_since - make_interval(secs => $1)",
+                      seconds);
+    });
+  }
   Caller token(const std::string& name, Scope scope) {
     return with_transaction(pool_, [&](pqxx::work& tx) {
       return *TokenRepository::authenticate(tx, TokenRepository::create(tx, name, scope, std::nullopt));

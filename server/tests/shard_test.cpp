@@ -235,5 +235,61 @@ TEST_F(ShardLeaseTest, TheReaperMergesShardsWhoseRunWasNotMade) {
   EXPECT_EQ(store_.runs_stored(), 1);
 }
 
+// A merge takes its share of the memory request bodies share: while it is in
+// use the last shard's report is taken and the job waits; the reaper merges
+// it once the memory is free. A merge larger than the whole of it fails the
+// job, naming --body-memory.
+TEST_F(ShardLeaseTest, AMergeWaitsForBodyMemoryAndFailsOnlyPastAllOfIt) {
+  common::MemoryBudget budget(std::size_t{8} << 20);
+  ingest_.set_body_memory(&budget);
+  const std::int64_t job = submit(12, 2);
+  const std::int64_t shard1 = agent().post("/api/v1/agents/claim", shard_claim_body("gpu-a")).json()["id"];
+  const std::int64_t shard2 = agent().post("/api/v1/agents/claim", shard_claim_body("gpu-b")).json()["id"];
+  ASSERT_EQ(agent().post(job_path(shard1, "/report"), shard_report(12, 1, 2, shard1, "gpu-a")).status, 202);
+  auto held = std::make_unique<common::MemoryLease>(&budget);
+  held->take(budget.capacity());  // every byte in use by other requests
+  auto taken = agent().post(job_path(shard2, "/report"), shard_report(12, 2, 2, shard2, "gpu-b"));
+  ASSERT_EQ(taken.status, 202) << taken.body;
+  EXPECT_EQ(taken.json()["shard"]["error"], "merging once the server's memory for reports is free")
+      << taken.body;
+  EXPECT_EQ(store_.runs_stored(), 0);
+  EXPECT_EQ(after_a_lease(job)["state"], "running") << "still in use";
+  held.reset();
+  const json done = after_a_lease(job);
+  EXPECT_EQ(done["state"], "done") << done.dump();
+  EXPECT_EQ(store_.runs_stored(), 1);
+  EXPECT_EQ(budget.used(), 0u) << "given back";
+
+  common::MemoryBudget tiny(1024);
+  ingest_.set_body_memory(&tiny);
+  const std::int64_t big = submit(13, 2);
+  for (int index : {1, 2}) {
+    const std::int64_t shard = agent().post("/api/v1/agents/claim", shard_claim_body("gpu-a")).json()["id"];
+    agent().post(job_path(shard, "/report"), shard_report(13, index, 2, shard, "gpu-a"));
+  }
+  const json failed = client().get(job_path(big)).json();
+  EXPECT_EQ(failed["state"], "failed");
+  EXPECT_NE(failed["error"].get<std::string>().find("more than the server's --body-memory (1024)"),
+            std::string::npos)
+      << failed.dump();
+  ingest_.set_body_memory(nullptr);
+}
+
+// A stored shard's report posted again is answered as before only to the
+// agent that sent it: another token's agent of the same name gets 409.
+TEST_F(ShardTest, AnotherTokensResendOfAStoredShardIsRefused) {
+  const std::int64_t job = submit(14, 2);
+  const std::int64_t shard1 = agent().post("/api/v1/agents/claim", shard_claim_body("gpu-a")).json()["id"];
+  const json report = shard_report(14, 1, 2, shard1, "gpu-a");
+  ASSERT_EQ(agent().post(job_path(shard1, "/report"), report).status, 202);
+  const std::string other = store_.create_token("agent-2", Scope::agent, std::nullopt).first;
+  ASSERT_EQ(client(other).post("/api/v1/agents/claim", shard_claim_body("gpu-a")).status, 200)
+      << "its own agent named gpu-a, claiming shard 2";
+  auto resent = client(other).post(job_path(shard1, "/report"), report);
+  EXPECT_EQ(resent.status, 409) << resent.body;
+  EXPECT_NE(resent.body.find("job_not_held"), std::string::npos) << resent.body;
+  EXPECT_EQ(client().get(job_path(job)).json()["state"], "running");
+}
+
 }  // namespace
 }  // namespace kw::server::testing

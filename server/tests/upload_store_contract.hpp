@@ -9,6 +9,7 @@
 //   UploadStore& uploads();  RunStore& runs();  (one database)
 //   std::int64_t add_project(const std::string& name);
 //   Caller token(const std::string& name, Scope scope);
+//   void age_upload_claims(double seconds);  (claims begun that much earlier)
 #pragma once
 
 #include <gtest/gtest.h>
@@ -147,8 +148,47 @@ TYPED_TEST_P(UploadStoreContract, AnUploadIsClaimedOnceWhenCompleteAndReleasedOr
   EXPECT_EQ(late.of_token.count, 0) << "a completed upload is no open one";
 }
 
+// A completion killed with its server or database leaves its claim: it lapses
+// in seconds, not the quarter of an hour that stranded reports.
+TYPED_TEST_P(UploadStoreContract, AClaimLeftByACompletionThatDiedLapsesInSeconds) {
+  this->put(this->demo_, this->token_, "u1", 0, 1, "only", 4);
+  std::optional<UploadState> state;
+  auto claim = [&] {
+    return this->tx([&](UploadTransaction& t) { return t.claim(this->demo_, this->token_, "u1", state); });
+  };
+  ASSERT_TRUE(claim());
+  this->harness_.age_upload_claims(kCompletionClaimSeconds - 5);
+  EXPECT_THROW(claim(), Conflict) << "still within its claim";
+  this->harness_.age_upload_claims(10);
+  EXPECT_TRUE(claim()) << "lapsed";
+}
+
+// A shard's report sent as an upload is done once its job took it: out of
+// the quotas, its parts kept to answer a resend, and open again only when a
+// part comes anew.
+TYPED_TEST_P(UploadStoreContract, AnUploadTakenAsAShardIsNoOpenOneAndMayBeResent) {
+  this->put(this->demo_, this->token_, "u1", 0, 1, "shard", 5);
+  std::optional<UploadState> state;
+  auto claim = [&] {
+    return this->tx([&](UploadTransaction& t) { return t.claim(this->demo_, this->token_, "u1", state); });
+  };
+  ASSERT_TRUE(claim());
+  this->tx([&](UploadTransaction& t) { t.taken_as_shard(this->demo_, "u1", 41); });
+  EXPECT_EQ(this->put(this->demo_, this->token_, "u2", 0, 1, "z", 1).of_token.count, 0)
+      << "a shard's upload its job took is no open one";
+  const auto again = claim();
+  ASSERT_TRUE(again) << "a resend completes it again, as the shard's job answers";
+  EXPECT_EQ((*again)[0].data, "shard");
+  this->tx([&](UploadTransaction& t) { t.taken_as_shard(this->demo_, "u1", 41); });
+  this->put(this->demo_, this->token_, "u1", 0, 1, "anew", 4);
+  EXPECT_EQ(this->put(this->demo_, this->token_, "u3", 0, 1, "z", 1).of_token.count, 2)
+      << "a part sent anew opens it again (u1 and u2)";
+}
+
 REGISTER_TYPED_TEST_SUITE_P(UploadStoreContract, APartIsJudgedByTheUploadsAndTheOtherOpenUploadsFacts,
                             ARefusedPartLeavesNothingAndAProjectIsFoundByName,
-                            AnUploadIsClaimedOnceWhenCompleteAndReleasedOrCompleted);
+                            AnUploadIsClaimedOnceWhenCompleteAndReleasedOrCompleted,
+                            AClaimLeftByACompletionThatDiedLapsesInSeconds,
+                            AnUploadTakenAsAShardIsNoOpenOneAndMayBeResent);
 
 }  // namespace kw::server::testing

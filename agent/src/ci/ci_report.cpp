@@ -11,6 +11,7 @@
 
 #include "client/server_api.hpp"
 #include "host/process.hpp"
+#include "kw/common/judge.hpp"
 #include "kw/http/client.hpp"
 #include "pipeline/profile_summary.hpp"
 
@@ -360,6 +361,8 @@ std::string verdict_markdown(const json& run, const std::string& link) {
           : ":white_check_mark: pass";
   std::string text =
       marker(project) + "\n### kernelwatch " + project + ": " + headline + " for " + where + "\n";
+  if (const std::string gate = common::inconclusive_gate_text(run.value("detection", json())); !gate.empty())
+    text += "\n**" + cell(gate) + "**\n";
   text += verdict == "failed"    ? failed_markdown(run)
           : verdict == "no-data" ? no_data_markdown(run)
                                  : judged_markdown(run, candidates, link);

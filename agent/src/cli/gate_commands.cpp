@@ -13,6 +13,7 @@
 #include "ci/ci_report.hpp"
 #include "cli/commands.hpp"
 #include "client/server_api.hpp"
+#include "kw/common/judge.hpp"
 #include "kw/common/run_report.hpp"
 #include "kw/common/shards.hpp"
 #include "kw/http/client.hpp"
@@ -125,7 +126,11 @@ int print_no_data(const json& run, const std::string& where, const std::string& 
   const int braked = run.contains("detection") && run["detection"].is_object()
                          ? run["detection"].value("throttled_out", 0)
                          : 0;
-  if (braked > 0) {
+  if (const std::string gate = common::inconclusive_gate_text(run.value("detection", json()));
+      !gate.empty()) {
+    std::cout << "kernelwatch: NO VERDICT for " << where << ": " << gate << "\n";
+    print_inconclusive(candidate_rows(run).inconclusive);
+  } else if (braked > 0) {
     std::cout << "kernelwatch: NO DATA for " << where << ": the GPU throttled through most samples of all "
               << braked << " case(s), so nothing can be judged; the GPU needs attention\n";
   } else {
@@ -163,6 +168,8 @@ int print_preflight_failure(const json& run, const std::string& where, const std
 
 int print_regression(const json& run, const std::string& where, const std::string& link) {
   std::cout << "kernelwatch: REGRESSION in " << where << "\n";
+  if (const std::string gate = common::inconclusive_gate_text(run.value("detection", json())); !gate.empty())
+    std::cout << "  " << gate << "\n";
   for (const json& c : run["comparisons"]) {
     if (c["status"] != "regression" || c["kind"] != "time" || c["impl"] != "candidate") continue;
     std::cout << "  " << c["case"].get<std::string>() << ": " << sig3(c["ratio"]) << "x the time of "

@@ -1,9 +1,11 @@
 #include "client/report_upload.hpp"
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <set>
 #include <stdexcept>
+#include <thread>
 
 #include "kw/common/hash.hpp"
 #include "kw/common/sha256.hpp"
@@ -34,6 +36,30 @@ json part_of(const json& report, std::size_t first, std::size_t end, bool head) 
   json& cases = part["cases"] = json::array();
   for (std::size_t i = first; i < end; ++i) cases.push_back(report["cases"][i]);
   return part;
+}
+
+// A server that refuses a body for its encoding alone (400 "bad_encoding": an
+// older kw-server whose inflate refused some valid gzip) takes the same
+// bytes uncompressed: such a report is never refused for good.
+bool refused_encoding(const http::Response& response) {
+  return response.status == 400 && response.body.find("\"bad_encoding\"") != std::string::npos;
+}
+
+// Completes the upload. Another completion holds it (409 upload_completing):
+// one under way ends within seconds, and one whose server or database died
+// leaves a claim the server lets go within 20 s, so the completion is asked
+// again for up to a minute before its answer is taken as it is.
+http::Response complete_upload(http::Client& client, const std::string& upload,
+                               const std::function<void(const std::string&)>& say) {
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(1);
+  for (int waited = 0;; ++waited) {
+    http::Response stored = client.request("POST", upload, "{}");
+    if (stored.status != 409 || stored.body.find("\"upload_completing\"") == std::string::npos ||
+        std::chrono::steady_clock::now() > give_up)
+      return stored;
+    if (say && waited == 0) say("another completion of this upload is under way or died; asking again");
+    std::this_thread::sleep_for(std::chrono::seconds(std::min(1 << std::min(waited, 3), 5)));
+  }
 }
 
 }  // namespace
@@ -98,7 +124,12 @@ http::Response send_report(http::Client& client, const std::string& target, cons
                            const std::function<void(const std::string&)>& say, std::size_t part_bytes) {
   const std::string text = report.dump();
   std::string whole = http::gzip_compress(text);
-  if (whole.size() <= part_bytes) return client.request("POST", target, whole, kGzip);
+  if (whole.size() <= part_bytes) {
+    http::Response sent = client.request("POST", target, whole, kGzip);
+    if (!refused_encoding(sent)) return sent;
+    if (say) say("the server could not decode the gzip body (" + sent.body + "); sending it uncompressed");
+    return client.request("POST", target, text);
+  }
   const ReportParts parts = split(target, report, text, whole.size(), part_bytes);
   whole.clear();
   const std::string upload = "/api/v1/projects/" + http::url_encode(report.at("project").get<std::string>()) +
@@ -132,12 +163,16 @@ http::Response send_report(http::Client& client, const std::string& target, cons
     }
     for (int k = 0; k < count; ++k) {
       if (held.count(k)) continue;
-      http::Response sent =
-          client.request("PUT", upload + "/parts/" + std::to_string(k) + "?of=" + std::to_string(count),
-                         parts.gzipped[k], kGzip);
+      const std::string part = upload + "/parts/" + std::to_string(k) + "?of=" + std::to_string(count);
+      http::Response sent = client.request("PUT", part, parts.gzipped[k], kGzip);
+      if (refused_encoding(sent)) {
+        if (say)
+          say("part " + std::to_string(k) + ": the server could not decode it; sending it uncompressed");
+        sent = client.request("PUT", part, http::gzip_decompress(parts.gzipped[k], parts.bytes[k]));
+      }
       if (sent.status != 200) return sent;
     }
-    http::Response stored = client.request("POST", upload, "{}");
+    http::Response stored = complete_upload(client, upload, say);
     if (stored.status != 409 || attempt > 0 || stored.body.find("upload_incomplete") == std::string::npos)
       return stored;
   }

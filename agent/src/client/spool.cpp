@@ -80,8 +80,12 @@ std::size_t Spool::deliver(http::Client& client, const std::function<void(const 
         backoff_.erase(key);
         continue;
       }
+      // A completion under way (or one that died, whose claim the server
+      // lets go within seconds) is no refusal: the report goes again later.
+      const bool completing =
+          response.status == 409 && response.body.find("\"upload_completing\"") != std::string::npos;
       if (response.status >= 400 && response.status < 500 && response.status != 408 &&
-          response.status != 429) {
+          response.status != 429 && !completing) {
         log("server refused " + key + " (HTTP " + std::to_string(response.status) + "): " + response.body +
             "; moved to rejected/");
         std::ofstream(dir_ / "rejected" / (key + ".reason"))

@@ -285,4 +285,24 @@ CaseSummary summarize_case(const Case& c, const DetectionSettings& settings) {
   return summary;
 }
 
+std::string inconclusive_gate_text(const nlohmann::json& detection) {
+  if (!detection.is_object() || !detection.contains("inconclusive_gate")) return "";
+  const nlohmann::json& gate = detection["inconclusive_gate"];
+  const nlohmann::json& cases = gate.value("cases", nlohmann::json::array());
+  if (cases.empty()) return "";
+  const nlohmann::json* worst = &cases[0];
+  for (const nlohmann::json& c : cases)
+    if (c.value("ratio", 1.0) > worst->value("ratio", 1.0)) worst = &c;
+  char detail[256];
+  std::snprintf(
+      detail, sizeof detail,
+      "%zu case(s) slower by %g times their threshold or more, unproven (worst %s %.3fx, threshold %g%%)",
+      cases.size(), gate.value("factor", 3.0), worst->value("case", std::string("?")).c_str(),
+      worst->value("ratio", 1.0), 100 * worst->value("threshold", 0.0));
+  const std::string applied = gate.value("applied", std::string("none"));
+  if (applied == "no-verdict") return std::string("no verdict: ") + detail + "; measure again";
+  if (applied == "fail") return std::string("failed by the project's inconclusive_gate: ") + detail;
+  return std::string(detail) + (applied == "pass" ? "; passed by the project's inconclusive_gate" : "");
+}
+
 }  // namespace kw::common

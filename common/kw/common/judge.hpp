@@ -168,4 +168,10 @@ struct CaseSummary {
 
 CaseSummary summarize_case(const Case& c, const DetectionSettings& settings);
 
+// A run's detection "inconclusive_gate" (its cases inconclusive far past
+// their thresholds, and what the project's inconclusive_gate made of them) as
+// one line, the same for the commit status, `kw gate` and the comment: ""
+// when the run has none.
+std::string inconclusive_gate_text(const nlohmann::json& detection);
+
 }  // namespace kw::common

@@ -357,17 +357,43 @@ bool is_digest(const json& value) {
          });
 }
 
+// A case's fingerprint names the kernels, host files and sources it runs:
+// thousands at the most. Past this a report stores a case's worth of
+// nothing many times over.
+constexpr std::size_t kMaxFingerprintEntries = 4096;
+
+std::size_t entries_in(const json& value) {
+  if (!value.is_structured()) return 1;
+  std::size_t entries = 0;
+  for (const json& item : value) entries += entries_in(item);
+  return std::max<std::size_t>(entries, 1);
+}
+
 // fingerprint, identical_to_base and audit, each consistent with the others
 // and with the measurements.
 void read_fingerprint(JsonReader& reader, Case& run_case) {
   if (const json* fingerprint = reader.find("fingerprint")) {
     const std::string path = reader.child("fingerprint");
     if (!fingerprint->is_object()) JsonReader::fail(path, "must be an object", "wrong_type");
+    for (const auto& [key, value] : fingerprint->items()) {
+      if (key != "digest" && key != "parts" && key != "unknown")
+        JsonReader::fail(path + "." + key, "is not a fingerprint's field (digest, parts, unknown)",
+                         "unknown_field");
+    }
+    if (fingerprint->contains("digest") && fingerprint->contains("unknown"))
+      JsonReader::fail(path, "holds a digest or says why it is unknown, not both", "inconsistent");
+    if (fingerprint->contains("parts") && !fingerprint->contains("digest"))
+      JsonReader::fail(path + ".parts", "goes with a digest", "inconsistent");
     if (fingerprint->contains("digest")) {
       if (!is_digest((*fingerprint)["digest"]))
         JsonReader::fail(path + ".digest", "must be 64 lower-case hex digits");
       if (!fingerprint->contains("parts") || !(*fingerprint)["parts"].is_object())
         JsonReader::fail(path + ".parts", "must be an object (what the digest covers)", "missing_field");
+      if (const std::size_t entries = entries_in((*fingerprint)["parts"]); entries > kMaxFingerprintEntries)
+        JsonReader::fail(path + ".parts",
+                         "has " + std::to_string(entries) + " entries, more than the " +
+                             std::to_string(kMaxFingerprintEntries) + " a case's fingerprint may hold",
+                         "too_large");
     } else if (!fingerprint->contains("unknown") || !(*fingerprint)["unknown"].is_string()) {
       JsonReader::fail(path, "must hold a digest and its parts, or say why it is unknown", "missing_field");
     }

@@ -7,6 +7,7 @@
 
 #include "kw/common/json_reader.hpp"
 #include "kw/common/run_report.hpp"
+#include "kw/common/shard_merge.hpp"
 
 namespace kw::common {
 
@@ -103,7 +104,8 @@ json merge_stage(const std::vector<std::pair<std::int64_t, const json*>>& parts)
       gpu_seconds = gpu_seconds.value_or(0) + (*stage)["gpu_seconds"].get<double>();
     const std::string message = stage->value("message", "");
     all_same_message = all_same_message && message == merged.value("message", "");
-    messages += (messages.empty() ? "" : "; ") + ("shard " + std::to_string(index + 1) + ": " + message);
+    if (!message.empty())
+      messages += (messages.empty() ? "" : "; ") + ("shard " + std::to_string(index + 1) + ": " + message);
     if (const std::string tail = stage->value("log_tail", ""); !tail.empty())
       log_tail += "--- shard " + std::to_string(index + 1) + "\n" + tail + (tail.back() == '\n' ? "" : "\n");
     json own = stage->value("details", json::object());
@@ -134,6 +136,8 @@ Shards parse_shards(const std::vector<json>& reports) {
   for (std::size_t i = 0; i < reports.size(); ++i) {
     try {
       shards.emplace_back(parse_run_report(reports[i]), &reports[i]);
+      // Checked; what the merge reads of a shard is its document's cases.
+      std::vector<Case>().swap(shards.back().first.cases);
     } catch (const ValidationError& error) {
       const std::string what = error.what();
       const std::string reason = what.substr(std::min(what.size(), what.find(": ") + 2));
@@ -193,10 +197,10 @@ const json* check_one_job(const Shards& shards) {
   return with_device == nullptr ? nullptr : with_device->second;
 }
 
-json shard_origin(const RunReport& shard, const json& document) {
+json shard_origin(const RunReport& shard, std::size_t cases) {
   json origin{{"index", shard.shard->index + 1},
               {"agent", shard.agent.name},
-              {"cases", document["cases"].size()},
+              {"cases", cases},
               {"started_at", shard.started_at},
               {"finished_at", shard.finished_at}};
   if (!shard.agent.host.empty()) origin["host"] = shard.agent.host;
@@ -208,9 +212,16 @@ json shard_origin(const RunReport& shard, const json& document) {
 }  // namespace
 
 json merge_shard_reports(const std::vector<json>& reports) {
+  std::vector<json> copies = reports;
+  return merge_shards(std::move(copies)).document;
+}
+
+MergedShards merge_shards(std::vector<json>&& reports) {
   const Shards shards = parse_shards(reports);
   const json* with_device = check_one_job(shards);
-  json merged = *shards.front().second;
+  json merged = json::object();  // the first shard's fields, its cases apart
+  for (const auto& [key, value] : shards.front().second->items())
+    if (key != "cases") merged[key] = value;
   merged.erase("shard");
   merged.erase("job_id");  // the job they were split from is the run's
   if (with_device != nullptr) merged["device"] = (*with_device)["device"];
@@ -221,15 +232,23 @@ json merge_shard_reports(const std::vector<json>& reports) {
   // kept, the measured one's where a shard measured it.
   std::map<std::string, std::pair<std::size_t, std::int64_t>> seen;
   std::map<std::string, std::vector<std::pair<std::int64_t, const json*>>> stages;
+  // A case's checks are the conjunction of every shard's: one shard's failed
+  // correctness check fails the case, whichever shard measured it.
+  std::map<std::string, json> failed_checks;
   double gpu_seconds = 0;
   for (const auto& [shard, document] : shards) {
-    for (const json& c : (*document)["cases"]) {
+    json& shard_cases = const_cast<json&>(*document)["cases"];  // `reports` is ours to take from
+    const std::size_t shard_case_count = shard_cases.size();
+    for (json& c : shard_cases) {
       const std::string name = c["name"];
+      if (auto check = c.find("correctness");
+          check != c.end() && check->is_object() && !check->value("passed", true))
+        failed_checks.emplace(name, *check);
       const bool measured =
           !c.value("measurements", json::array()).empty() || c.value("identical_to_base", false);
       auto [it, fresh] = seen.emplace(name, std::pair{cases.size(), measured ? shard.shard->index : -1});
       if (fresh) {
-        cases.push_back(c);
+        cases.push_back(std::move(c));
         continue;
       }
       if (!measured) continue;
@@ -239,9 +258,10 @@ json merge_shard_reports(const std::vector<json>& reports) {
                                   std::to_string(it->second.second + 1) + ": a case is measured by one shard",
                               "duplicate");
       }
-      cases[it->second.first] = c;
+      cases[it->second.first] = std::move(c);
       it->second.second = shard.shard->index;
     }
+    shard_cases = json::array();
     for (const json& stage : (*document)["stages"])
       stages[stage["name"]].emplace_back(shard.shard->index, &stage);
     gpu_seconds += shard.gpu_seconds;
@@ -249,8 +269,9 @@ json merge_shard_reports(const std::vector<json>& reports) {
       merged["started_at"] = shard.started_at;
     if (seconds_at(shard.finished_at) > seconds_at(merged["finished_at"]))
       merged["finished_at"] = shard.finished_at;
-    origins.push_back(shard_origin(shard, *document));
+    origins.push_back(shard_origin(shard, shard_case_count));
   }
+  for (auto& [name, check] : failed_checks) cases[seen.at(name).first]["correctness"] = std::move(check);
   json merged_stages = json::array();
   for (std::string_view name :
        {"config", "build", "load", "launch_geometry", "correctness", "quick_bench", "full_bench"}) {
@@ -261,8 +282,8 @@ json merge_shard_reports(const std::vector<json>& reports) {
   merged["cases"] = std::move(cases);
   merged["gpu_seconds"] = gpu_seconds;
   merged["shards"] = std::move(origins);
-  parse_run_report(merged);  // what the merge made keeps the contract too
-  return merged;
+  RunReport parsed = parse_run_report(merged);  // what the merge made keeps the contract too
+  return {std::move(merged), std::move(parsed)};
 }
 
 }  // namespace kw::common

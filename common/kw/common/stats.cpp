@@ -114,4 +114,29 @@ double normal_quantile(double p) {
   return x - u / (1 + x * u / 2);
 }
 
+double binomial_upper_bound(std::int64_t events, std::int64_t trials, double confidence) {
+  if (trials <= 0) return 1.0;
+  if (events < 0 || events > trials)
+    throw std::invalid_argument("binomial_upper_bound: events out of 0..trials");
+  if (events >= trials) return 1.0;
+  // P(X <= events | trials, p) falls as p grows: the bound is the p where it
+  // reaches 1 - confidence, found by bisection on the CDF summed in logs.
+  const auto n = static_cast<double>(trials);
+  auto cdf = [&](double p) {
+    double sum = 0;
+    for (std::int64_t k = 0; k <= events; ++k) {
+      const auto kd = static_cast<double>(k);
+      sum += std::exp(std::lgamma(n + 1) - std::lgamma(kd + 1) - std::lgamma(n - kd + 1) + kd * std::log(p) +
+                      (n - kd) * std::log1p(-p));
+    }
+    return sum;
+  };
+  double low = static_cast<double>(events) / n, high = 1.0;
+  for (int step = 0; step < 100; ++step) {
+    const double mid = (low + high) / 2;
+    (cdf(mid) > 1 - confidence ? low : high) = mid;
+  }
+  return high;
+}
+
 }  // namespace kw::common

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <utility>
 #include <vector>
@@ -34,5 +35,10 @@ std::pair<double, double> median_interval(std::span<const double> samples, doubl
 // Standard normal helpers.
 double normal_cdf(double z);
 double normal_quantile(double p);
+
+// The one-sided upper confidence bound of a rate seen as `events` in
+// `trials` (Clopper-Pearson, exact): 0 of n gives about 3/n at 95%. 1 when
+// there are no trials: nothing is known.
+double binomial_upper_bound(std::int64_t events, std::int64_t trials, double confidence = 0.95);
 
 }  // namespace kw::common

@@ -179,7 +179,12 @@ std::string gzip_decompress(std::string_view in, std::size_t max_size,
       if (ec && ec != zlib::error::end_of_stream && ec != zlib::error::need_buffers)
         throw GzipError("gzip: corrupt deflate data: " + ec.message());
     }
-    at = static_cast<std::size_t>(static_cast<const char*>(params.next_in) - in.data());
+    // Beast's inflate may read whole bytes past the end of the deflate data
+    // into its bit buffer and not give them back: `data_type` holds the bits
+    // it holds (zlib's convention, bits 0-5), so the trailer starts that
+    // many whole bytes before `next_in`.
+    const auto unused_bytes = static_cast<std::size_t>(params.data_type & 63) / 8;
+    at = static_cast<std::size_t>(static_cast<const char*>(params.next_in) - in.data()) - unused_bytes;
     if (at + 8 > in.size()) throw GzipError("gzip: the trailer is cut short");
     Crc32 crc;
     crc.update(std::string_view(out).substr(begin, filled - begin));

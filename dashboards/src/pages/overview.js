@@ -121,13 +121,22 @@ function virtualRows(box, rows, render) {
 // (the audit), how many the run flagged.
 export function auditSummary(audit) {
   if (!audit || (!audit.audited && !audit.identical_to_base)) return "";
-  const rate = audit.miss_rate == null ? "no audit yet" : `${(100 * audit.miss_rate).toFixed(1)}%`;
+  // A rate with no bound says nothing (0 of 3 audited is "0%", at most 63%).
+  const pct = (x) => `${(100 * x).toFixed(1)}%`;
+  const rate =
+    audit.miss_rate == null
+      ? "no audit yet"
+      : `${pct(audit.miss_rate)}, at most ${pct(audit.miss_rate_upper_95)} (95% bound)`;
+  const byJob =
+    audit.job_miss_rate == null
+      ? ""
+      : `; by job: ${audit.jobs_missed} of ${audit.jobs_audited} audited job(s) missed, at most ${pct(audit.job_miss_rate_upper_95)}`;
   const misses = (audit.recent_misses ?? [])
     .slice(0, 5)
     .map((m) => `<a href="#/run/${m.run_id}">${esc(m.case)}</a> (${esc(m.status)})`)
     .join(", ");
   return `<p id="audit" class="muted">Identical code, not timed: ${audit.identical_to_base} case(s) in pull requests.
-    Audit: ${audit.audited} identical case(s) timed anyway, ${audit.misses} flagged; <strong>miss rate ${rate}</strong>${misses ? `; newest: ${misses}` : ""}.</p>`;
+    Audit: ${audit.audited} identical case(s) timed anyway, ${audit.misses} flagged; <strong>miss rate ${rate}</strong>${byJob}${misses ? `; newest: ${misses}` : ""}.</p>`;
 }
 
 export async function overviewPage(project, query) {

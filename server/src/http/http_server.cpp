@@ -45,11 +45,24 @@ class Session : public std::enable_shared_from_this<Session> {
     });
   }
 
+  // For a newcomer when the server is full: an idle connection, or one that
+  // has sent no valid token and is still sending a request begun a while ago
+  // (no handler runs for it), is closed.
+  void evict() {
+    net::dispatch(stream_.get_executor(), [self = shared_from_this()] {
+      const bool idle = self->idle_ && (!self->parser_ || !self->parser_->got_some());
+      const bool slow_anonymous = self->reading_ && !self->authenticated_ && !self->awaiting_;
+      if (idle || slow_anonymous) return self->close();
+      self->evictable_ = false;
+    });
+  }
+
   // Read by the server, under its lock, off this session's strand.
   std::atomic<bool> authenticated_{false};
   std::atomic<std::int64_t> idle_since_{0};  // steady clock ticks; 0 while a request is served
   std::atomic<bool> fresh_{true};            // no request read yet
   std::atomic<bool> evictable_{true};
+  std::atomic<std::int64_t> request_since_{0};  // steady clock ticks the request began; 0: none being read
 
  private:
   void do_read() {
@@ -59,8 +72,46 @@ class Session : public std::enable_shared_from_this<Session> {
     idle_since_ = std::chrono::steady_clock::now().time_since_epoch().count();
     evictable_ = true;
     stream_.expires_after(server_.wait_for_request(served_ == 0));
-    http::async_read_header(stream_, buffer_, *parser_,
-                            beast::bind_front_handler(&Session::on_header, shared_from_this()));
+    received_ = 0;
+    read_header_some();
+  }
+
+  // The header a read at a time, so that the bytes that came are counted
+  // against the minimum rate from the first of them on.
+  void read_header_some() {
+    reading_ = true;
+    http::async_read_some(
+        stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, std::size_t bytes) {
+          self->received_ += bytes;
+          if (!ec && self->request_since_ == 0 && self->parser_->got_some()) {
+            self->request_since_ = std::chrono::steady_clock::now().time_since_epoch().count();
+            self->watch_rate();
+          }
+          if (ec || self->parser_->is_header_done()) return self->on_header(ec, bytes);
+          self->read_header_some();
+        });
+  }
+
+  // Once a second while a request is read: one arriving slower than the
+  // minimum rate, past the grace, is answered 408 and closed.
+  void watch_rate() {
+    rate_timer_.expires_after(std::chrono::seconds(1));
+    rate_timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
+      if (ec || self->request_since_ == 0) return;
+      if (!self->reading_) return self->watch_rate();  // the server, not the client, has the turn
+      const auto& options = self->server_.options_;
+      const auto elapsed = std::chrono::steady_clock::now().time_since_epoch() -
+                           std::chrono::steady_clock::duration(self->request_since_.load());
+      const double seconds = std::chrono::duration<double>(elapsed - options.slow_request_grace).count();
+      if (seconds > 0 && static_cast<double>(self->received_) <
+                             seconds * static_cast<double>(options.min_request_bytes_per_second)) {
+        self->too_slow_ = true;
+        beast::error_code cancel_ec;
+        self->stream_.socket().cancel(cancel_ec);
+        return;
+      }
+      self->watch_rate();
+    });
   }
 
   void on_header(beast::error_code ec, std::size_t) {
@@ -68,9 +119,44 @@ class Session : public std::enable_shared_from_this<Session> {
     idle_since_ = 0;
     fresh_ = false;
     if (ec) return on_read_error(ec);
+    const bool has_body = parser_->chunked() || parser_->content_length().value_or(0) > 0;
+    if (server_.admit_ && has_body)
+      return admit(parser_->content_length().value_or(server_.options_.body_limit));
+    after_admission();
+  }
+
+  // The caller and its memory, decided on the header alone: an unknown token
+  // or a body the server has no memory for is answered before any byte of
+  // the body is read.
+  void admit(std::size_t body_bytes) {
+    reading_ = false;
+    stream_.expires_never();  // the server has the turn: no client timeout runs meanwhile
+    admitted_.emplace();
+    fill_head(*admitted_, parser_->get());
+    net::post(server_.small_write_pool_, [self = shared_from_this(), body_bytes] {
+      std::optional<Response> refusal;
+      try {
+        refusal = self->server_.admit_(*self->admitted_, body_bytes);
+      } catch (...) {
+        refusal = Response::error(500, "internal", "internal error; see the server log");
+      }
+      net::post(self->stream_.get_executor(), [self, refusal = std::move(refusal)]() mutable {
+        if (refusal) {
+          self->request_since_ = 0;
+          self->drain_after_write_ = true;
+          return self->write(std::move(*refusal), false, self->parser_->get().version(), false);
+        }
+        if (self->admitted_->caller && !self->authenticated_) self->server_.mark_authenticated(self.get());
+        self->after_admission();
+      });
+    });
+  }
+
+  void after_admission() {
     // The rest of the request gets read_timeout. Not the stream's own
     // expiry: that closes the socket, and a late request is answered 408.
     stream_.expires_never();
+    reading_ = true;
     request_timer_.expires_after(server_.options_.read_timeout);
     request_timer_.async_wait([self = shared_from_this()](beast::error_code timer_ec) {
       if (timer_ec) return;
@@ -94,18 +180,19 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void read_body() {
-    http::async_read(stream_, buffer_, *parser_,
-                     beast::bind_front_handler(&Session::on_read, shared_from_this()));
+    if (parser_->is_done()) return on_read({}, 0);
+    http::async_read_some(stream_, buffer_, *parser_,
+                          [self = shared_from_this()](beast::error_code ec, std::size_t bytes) {
+                            self->received_ += bytes;
+                            if (ec || self->parser_->is_done()) return self->on_read(ec, bytes);
+                            self->read_body();
+                          });
   }
 
-  void on_read(beast::error_code ec, std::size_t) {
-    request_timer_.cancel();
-    if (ec) return on_read_error(ec);
-    ++served_;
-    http::request<http::string_body> message = parser_->release();
-    parser_.reset();
-
-    Request request;
+  // What the header says: method, target, path, query, token and fields.
+  // False when the target is not percent-encoded UTF-8.
+  template <typename Header>
+  static bool fill_head(Request& request, const Header& message) {
     request.method = std::string(message.method_string());
     request.target = std::string(message.target());
     auto question = request.target.find('?');
@@ -121,12 +208,32 @@ class Session : public std::enable_shared_from_this<Session> {
         valid_target = false;
       }
     }
-    request.body = std::move(message.body());
     request.authorization = std::string(message[http::field::authorization]);
     for (const auto& field : message) {
       std::string name(field.name_string());
       for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
       request.headers[name] = std::string(field.value());
+    }
+    return valid_target;
+  }
+
+  void on_read(beast::error_code ec, std::size_t) {
+    request_timer_.cancel();
+    reading_ = false;
+    request_since_ = 0;
+    rate_timer_.cancel();
+    if (ec) return on_read_error(ec);
+    ++served_;
+    http::request<http::string_body> message = parser_->release();
+    parser_.reset();
+
+    Request request;
+    const bool valid_target = fill_head(request, message);
+    request.body = std::move(message.body());
+    // What admission took for the body stays with it until the request ends.
+    if (admitted_) {
+      request.memory = std::move(admitted_->memory);
+      admitted_.reset();
     }
 
     const bool keep_alive = message.keep_alive() && !server_.stopping_;
@@ -203,9 +310,32 @@ class Session : public std::enable_shared_from_this<Session> {
     stream_.expires_after(server_.options_.read_timeout);
     http::async_write(stream_, *message,
                       [self = shared_from_this(), message](beast::error_code ec, std::size_t) {
+                        if (!ec && self->drain_after_write_) return self->drain();
                         if (ec || !message->keep_alive() || self->server_.stopping_) return self->close();
                         self->do_read();
                       });
+  }
+
+  // A request refused on its header: the client may still be sending its
+  // body, and closing with it unread would reset the connection and lose the
+  // answer. What it sends is read and dropped, two seconds at most.
+  void drain() {
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+    stream_.expires_after(std::chrono::seconds(2));
+    stream_.async_read_some(net::buffer(drained_),
+                            [self = shared_from_this()](beast::error_code read_ec, std::size_t) {
+                              if (read_ec) return self->close();
+                              self->drain_after_write_ = false;
+                              self->drain_more();
+                            });
+  }
+  void drain_more() {
+    stream_.async_read_some(net::buffer(drained_),
+                            [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                              if (ec) return self->close();
+                              self->drain_more();
+                            });
   }
 
   // The header of a response whose body goes out after it, in parts.
@@ -326,6 +456,18 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     // A request begun and not finished in time (a Content-Length longer
     // than the body sent, say): the client learns why it is closed.
+    reading_ = false;
+    request_since_ = 0;
+    rate_timer_.cancel();
+    admitted_.reset();
+    if (too_slow_) {
+      too_slow_ = false;
+      return write(Response::error(408, "request_timeout",
+                                   "the request came slower than " +
+                                       std::to_string(server_.options_.min_request_bytes_per_second) +
+                                       " bytes a second"),
+                   false, 11, false);
+    }
     if (request_timed_out_) {
       request_timed_out_ = false;
       return write(Response::error(408, "request_timeout",
@@ -349,6 +491,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void close() {
     request_timer_.cancel();
+    rate_timer_.cancel();
     overdue_timer_.cancel();
     beast::error_code ec;
     stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
@@ -367,12 +510,20 @@ class Session : public std::enable_shared_from_this<Session> {
   bool request_timed_out_ = false;
   bool awaiting_ = false;  // a handler is running for this connection
   net::steady_timer overdue_timer_{stream_.get_executor()};
+  net::steady_timer rate_timer_{stream_.get_executor()};
+  std::atomic<bool> reading_{false};  // the client has the turn: a request is being read
+  std::size_t received_ = 0;          // bytes of the current request read so far
+  bool too_slow_ = false;
+  std::optional<Request> admitted_;  // the header's request, once admission ran
+  bool drain_after_write_ = false;
+  std::array<char, 4096> drained_{};
 };
 
-HttpServer::HttpServer(HttpOptions options, RequestHandler handler, OverdueCheck overdue)
+HttpServer::HttpServer(HttpOptions options, RequestHandler handler, OverdueCheck overdue, HeaderCheck admit)
     : options_(std::move(options)),
       handler_(std::move(handler)),
       overdue_(std::move(overdue)),
+      admit_(std::move(admit)),
       read_pool_(static_cast<std::size_t>(std::max(1, options_.read_threads))),
       write_pool_(static_cast<std::size_t>(std::max(1, options_.write_threads))),
       small_write_pool_(static_cast<std::size_t>(std::max(1, options_.small_write_threads))),
@@ -534,8 +685,10 @@ std::shared_ptr<Session> HttpServer::eviction_candidate(bool unauthenticated_onl
   std::int64_t best_since = 0;
   bool best_authenticated = true;
   for (auto& [raw, weak] : sessions_) {
-    const std::int64_t since = raw->idle_since_;
     const bool authenticated = raw->authenticated_;
+    // Idle since, or (never authenticated) in the middle of a request since.
+    std::int64_t since = raw->idle_since_;
+    if (since == 0 && !authenticated) since = raw->request_since_;
     if (since == 0 || now - since < settled || !raw->evictable_ || (unauthenticated_only && authenticated))
       continue;
     // Never-authenticated ones first, then the one idle longest.
@@ -570,7 +723,7 @@ bool HttpServer::register_session(Session* session, const std::shared_ptr<Sessio
     admit = victim != nullptr;
     if (victim) {
       victim->evictable_ = false;  // asked once
-      victim->close_if_idle();
+      victim->evict();
     }
   }
   if (!admit) {

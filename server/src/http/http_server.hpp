@@ -53,6 +53,14 @@ struct HttpOptions {
   // evict_idle_after), and only when none is idle is it answered 503.
   std::size_t max_unauthenticated_connections = 0;
   std::chrono::milliseconds evict_idle_after{1000};
+  // A request's header and body must come at this many bytes a second or
+  // more, after the first `slow_request_grace` (nginx's client_header_timeout
+  // and client_body_timeout, as a rate): a client that sends a byte every
+  // few seconds holds a slot no longer than that. A connection that has not
+  // yet sent a valid token, in the middle of a slow request, is also the
+  // first to give up its slot to a newcomer when the server is full.
+  std::size_t min_request_bytes_per_second = 1024;
+  std::chrono::milliseconds slow_request_grace{2000};
   // A new connection must send its first request's header within this, a
   // kept-alive one its next request within idle_timeout: connections opened
   // and left silent are closed early. Both shorten as the server fills past
@@ -89,8 +97,14 @@ class HttpServer {
   // response to send now (the handler's own, when it comes, is dropped), or
   // nullopt to keep waiting. Called on an I/O thread: it must not block.
   using OverdueCheck = std::function<std::optional<Response>()>;
+  // Run on a handler pool once a request's header has come and before any
+  // byte of its body is read, for requests with a body: a response to send
+  // instead (the body unread, the connection closed after it), or nullopt to
+  // read the body. `body_bytes` is its Content-Length (the body limit for a
+  // chunked one); it may take them from a memory budget into `head.memory`.
+  using HeaderCheck = std::function<std::optional<Response>(Request& head, std::size_t body_bytes)>;
 
-  HttpServer(HttpOptions options, RequestHandler handler, OverdueCheck overdue = {});
+  HttpServer(HttpOptions options, RequestHandler handler, OverdueCheck overdue = {}, HeaderCheck admit = {});
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
@@ -135,6 +149,7 @@ class HttpServer {
   HttpOptions options_;
   RequestHandler handler_;
   OverdueCheck overdue_;
+  HeaderCheck admit_;
   boost::asio::thread_pool read_pool_, write_pool_, small_write_pool_, probe_pool_;
   boost::asio::io_context io_;
   boost::asio::ip::tcp::acceptor acceptor_;

@@ -98,14 +98,49 @@ void Router::take_body(const Route& route, Request& request) const {
     request.body.shrink_to_fit();
     return;
   }
-  request.memory = std::make_shared<common::MemoryLease>(memory_);
   request.json_memory = route.access.run_reports ? kReportJsonMemory : kSmallJsonMemory;
+  // Taken when the header came (admit), where the server checks headers.
+  if (!request.memory) take_memory(request, request.body.size());
+  decode_content(request, decoded_limit_);
+}
+
+const Router::Route* Router::route_for(Request& request) const {
+  bool path_matched = false;
+  const Route* route = match(request, path_matched);
+  if (route == nullptr && path_matched)
+    throw MethodNotAllowed("method_not_allowed", request.method + " is not allowed on " + request.path);
+  return route;
+}
+
+void Router::take_memory(Request& request, std::size_t bytes) const {
+  request.memory = std::make_shared<common::MemoryLease>(memory_);
   try {
-    request.memory->take(request.body.size());
+    request.memory->take(bytes);
   } catch (const common::MemoryBusy& error) {
     throw ServiceUnavailable("busy", std::string(error.what()) + "; retry shortly");
   }
-  decode_content(request, decoded_limit_);
+}
+
+std::optional<Response> Router::admit(Request& request, std::size_t body_bytes) {
+  Response refusal;
+  try {
+    const Route* route = route_for(request);
+    // A read's body is dropped unread: a static file's too.
+    if (request.method == "GET" || request.method == "HEAD") return std::nullopt;
+    if (route == nullptr) throw NotFound("no_such_endpoint", "no such endpoint: " + request.path);
+    authorize(*route, request);
+    take_memory(request, body_bytes);
+    return std::nullopt;
+  } catch (const HttpError& error) {
+    refusal = Response::error(error.status(), error.code(), error.what(), error.field());
+  } catch (const pqxx::broken_connection& error) {
+    refusal = Response::error(503, "database_unavailable",
+                              std::string("database connection lost: ") + error.what());
+  } catch (const pqxx::sql_error& error) {
+    refusal = Response::error(503, "database_unavailable", "database: " + std::string(error.what()));
+  }
+  metrics_.observe_request("refused on its header", refusal.status, 0);
+  return refusal;
 }
 
 Response Router::handle(Request& request) {
@@ -113,11 +148,8 @@ Response Router::handle(Request& request) {
   std::string route_label = "unmatched";
   Response response;
   try {
-    bool path_matched = false;
-    const Route* route = match(request, path_matched);
+    const Route* route = route_for(request);
     if (route == nullptr) {
-      if (path_matched)
-        throw MethodNotAllowed("method_not_allowed", request.method + " is not allowed on " + request.path);
       bool api = request.path.rfind("/api/", 0) == 0;
       if (!api && static_ && (request.method == "GET" || request.method == "HEAD")) {
         route_label = "GET static";

@@ -54,6 +54,10 @@ class Router {
     memory_ = budget;
   }
   Response handle(Request& request);
+  // On the header of a request with a body, before the body is read
+  // (HttpServer::HeaderCheck): the route, the caller's token and scope, and
+  // `body_bytes` of body memory. A refusal to send instead, or nullopt.
+  std::optional<Response> admit(Request& head, std::size_t body_bytes);
 
  private:
   struct Route {
@@ -65,8 +69,13 @@ class Router {
   };
 
   const Route* match(Request& request, bool& path_matched) const;
+  // The request's route; nullptr where none has its path; 405 where only
+  // routes of other methods have it.
+  const Route* route_for(Request& request) const;
   void authorize(const Route& route, Request& request) const;
   void take_body(const Route& route, Request& request) const;
+  // `bytes` of the body memory for the request (503 "busy" when it has not them).
+  void take_memory(Request& request, std::size_t bytes) const;
 
   std::vector<Route> routes_;
   std::function<std::optional<Response>(const Request&)> static_;

@@ -122,6 +122,9 @@ void NotificationRepository::verdict(pqxx::work& tx, const NotifierOptions& opti
   std::string description;
   if (!run.acknowledged_by.empty()) {
     description = "regression acknowledged by " + run.acknowledged_by + ": " + run.acknowledged_reason;
+  } else if (!run.inconclusive_gate.empty() && run.regressions.empty() &&
+             (run.verdict == "no-data" || run.verdict == "regression")) {
+    description = run.inconclusive_gate;
   } else if (run.verdict == "regression" && !run.regressions.empty()) {
     // Time first: an energy regression leads only when no time regressed.
     char worst[64];

@@ -8,13 +8,18 @@
 #include "errors.hpp"
 #include "kw/common/in_parts.hpp"
 #include "kw/common/run_report.hpp"
-#include "kw/common/shards.hpp"
+#include "kw/common/shard_merge.hpp"
 #include "service/job_service.hpp"
 #include "service/judging.hpp"
 
 namespace kw::server {
 
 namespace {
+
+// What merging shard reports holds per byte of their JSON text, at its
+// peak: the texts, their documents (a report's JSON value takes 4 to 7.4
+// times its text: kReportJsonMemory) and the run parsed from the merge.
+constexpr std::size_t kMergeMemoryPerByte = 8;
 
 // An integer-valued number counts as that integer (run-report.md), so 168.0
 // and 168 must make the same identity: such floats become integers.
@@ -124,10 +129,11 @@ std::optional<IngestResult> IngestService::take_shard(const nlohmann::json& docu
           "is " + report.commit + " but job " + std::to_string(job_id) + " is for " + hold->commit);
     const std::int64_t agent_id = queue.registered_agent(report.agent.name, caller);
     if (hold->state != "running" || hold->agent_id != agent_id) {
-      // A retry of a report already taken is answered as before.
+      // A retry of a report already taken is answered as before, to the
+      // agent that sent it alone.
       auto stored = queue.shard_report(job_id);
       nlohmann::json posted = document;
-      if (!stored || identity_of(*stored) != identity_of(posted))
+      if (!stored || hold->agent_id != agent_id || identity_of(*stored) != identity_of(posted))
         throw Conflict("job_not_held", "agent \"" + report.agent.name + "\" does not hold job " +
                                            std::to_string(job_id) + " (" + shard_name + ", state " +
                                            hold->state + ")");
@@ -151,7 +157,7 @@ std::optional<IngestResult> IngestService::take_shard(const nlohmann::json& docu
 }
 
 IngestResult IngestService::merge_shards(std::int64_t job_id) {
-  const ShardProgress progress =
+  ShardProgress progress =
       in_transaction(store_, [&](RunTransaction& tx) { return tx.queue().shard_progress(job_id); });
   IngestResult result;
   result.shard =
@@ -162,20 +168,45 @@ IngestResult IngestService::merge_shards(std::int64_t job_id) {
                    progress.state,
                    progress.error};
   if (!progress.waiting_for.empty() || progress.reports.empty() || progress.state == "failed") return result;
-  nlohmann::json merged;
-  try {
-    merged = common::merge_shard_reports(progress.reports);
-  } catch (const common::ValidationError& error) {
-    const std::string reason = std::string("its shards' reports do not make one run: ") + error.what();
+  auto fail = [&](const std::string& reason) {
     in_transaction(store_, [&](RunTransaction& tx) { fail_unmerged_job(tx.queue(), job_id, reason); });
     result.shard->state = "failed";
     result.shard->error = reason;
     return result;
+  };
+  // The merge takes its share of the memory request bodies share, as a
+  // report of the same size would: the shards' texts, their documents and
+  // the run parsed from them. Without it now, the reaper merges later.
+  std::size_t text_bytes = 0;
+  for (const std::string& text : progress.reports) text_bytes += text.size();
+  const std::size_t need = text_bytes * kMergeMemoryPerByte;
+  common::MemoryLease lease(memory_);
+  if (memory_ != nullptr && need > memory_->capacity())
+    return fail("its shards' reports need about " + std::to_string(need) +
+                " bytes to merge, more than the server's --body-memory (" +
+                std::to_string(memory_->capacity()) + ")");
+  try {
+    lease.take(need);
+  } catch (const common::MemoryBusy&) {
+    result.shard->error = "merging once the server's memory for reports is free";
+    return result;
   }
-  merged["job_id"] = job_id;
-  common::RunReport report = common::parse_run_report(merged);
-  IngestResult stored =
-      store_and_judge(std::move(merged), std::move(report), nullptr, job_id, JobCheck::shards_done);
+  common::MergedShards merged;
+  try {
+    std::vector<nlohmann::json> reports;
+    reports.reserve(progress.reports.size());
+    for (std::string& text : progress.reports) {
+      reports.push_back(nlohmann::json::parse(text));
+      std::string().swap(text);
+    }
+    merged = common::merge_shards(std::move(reports));
+  } catch (const common::ValidationError& error) {
+    return fail(std::string("its shards' reports do not make one run: ") + error.what());
+  }
+  merged.document["job_id"] = job_id;
+  merged.report.job_id = job_id;
+  IngestResult stored = store_and_judge(std::move(merged.document), std::move(merged.report), nullptr, job_id,
+                                        JobCheck::shards_done);
   stored.shard = result.shard;
   stored.shard->state = "done";
   return stored;

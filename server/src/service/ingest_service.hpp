@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "access.hpp"
+#include "kw/common/memory_budget.hpp"
 #include "kw/common/run_report.hpp"
 #include "service/job_service.hpp"
 #include "service/run_store.hpp"
@@ -42,6 +43,9 @@ class IngestService {
  public:
   // `max_attempts`: of the profile jobs a regression queues.
   IngestService(RunStore& store, int max_attempts) : store_(store), max_attempts_(max_attempts) {}
+  // The memory request bodies share (--body-memory): a shard merge takes its
+  // share of it, and waits for the reaper's next pass while it is in use.
+  void set_body_memory(common::MemoryBudget* memory) { memory_ = memory; }
 
   // `document` is the posted report; `job_id` the job it answers, if any.
   // Throws Unprocessable (the contract), NotFound (no project or job),
@@ -52,7 +56,8 @@ class IngestService {
   // The run of a job split into shards, from every shard's report, judged
   // once: a second call (the last shard's report racing the lease reaper)
   // answers the run the first made. Shards that do not merge (another GPU
-  // model, a case twice) fail the job, with why.
+  // model, a case twice) fail the job, with why. Without the memory it
+  // needs now, nothing is merged and the shard receipt says so.
   IngestResult merge_shards(std::int64_t job_id);
 
   // Where an ingest's time goes, summed over every report since start
@@ -89,6 +94,7 @@ class IngestService {
   std::optional<IngestResult> take_shard(const nlohmann::json& document, const common::RunReport& report,
                                          const Caller& caller, std::int64_t job_id);
 
+  common::MemoryBudget* memory_ = nullptr;
   RunStore& store_;
   int max_attempts_;
   std::array<std::atomic<double>, kPhaseNames.size()> seconds_{};

@@ -53,8 +53,18 @@ bool fail_unmerged_job(JobTransaction& tx, std::int64_t job_id, const std::strin
 std::pair<bool, json> JobService::create(const Caller& caller, const std::string& project, NewJob job) {
   caller.require_project(project);
   job.max_attempts = settings_.max_attempts;
+  job.token_id = caller.token_id;
   return in_transaction(store_, [&](JobTransaction& tx) {
     job.project_id = tx.require_project(project);
+    if (job.shards > 1) {
+      const std::int64_t queued = tx.queued_shards_of_token(caller.token_id);
+      if (queued + job.shards > kMaxQueuedShardsPerToken)
+        throw TooManyRequests("too_many_shards",
+                              "token \"" + caller.token_name + "\" has " + std::to_string(queued) +
+                                  " shards queued; " + std::to_string(job.shards) +
+                                  " more would pass its limit of " +
+                                  std::to_string(kMaxQueuedShardsPerToken) + ": wait for them to be claimed");
+    }
     auto [job_id, created] = tx.create(job);
     json document = *tx.get(job_id);
     if (created) tx.job_queued(job.project_id, document);

@@ -20,6 +20,10 @@ std::pair<std::int64_t, bool> PgJobTransaction::create(const NewJob& job) {
   return JobRepository::create(tx_, job);
 }
 
+std::int64_t PgJobTransaction::queued_shards_of_token(std::int64_t token_id) {
+  return JobRepository::queued_shards_of_token(tx_, token_id);
+}
+
 std::optional<nlohmann::json> PgJobTransaction::get(std::int64_t job_id) {
   return JobRepository::get(tx_, job_id);
 }

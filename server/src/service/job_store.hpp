@@ -37,6 +37,7 @@ class JobTransaction {
 
   // As JobRepository's functions of the same names.
   virtual std::pair<std::int64_t, bool> create(const NewJob& job) = 0;
+  virtual std::int64_t queued_shards_of_token(std::int64_t token_id) = 0;
   virtual std::optional<nlohmann::json> get(std::int64_t job_id) = 0;
   virtual std::optional<JobHold> lock(std::int64_t job_id) = 0;
   virtual std::int64_t bind_agent(const std::string& name, const Caller& caller, const std::string& host,
@@ -105,6 +106,7 @@ class PgJobTransaction final : public JobTransaction {
   std::string project_name(std::int64_t project_id) override;
   ProjectSettings project_settings(std::int64_t project_id) override;
   std::pair<std::int64_t, bool> create(const NewJob& job) override;
+  std::int64_t queued_shards_of_token(std::int64_t token_id) override;
   std::optional<nlohmann::json> get(std::int64_t job_id) override;
   std::optional<JobHold> lock(std::int64_t job_id) override;
   std::int64_t bind_agent(const std::string& name, const Caller& caller, const std::string& host,

@@ -5,6 +5,7 @@
 #include <iterator>
 #include <set>
 
+#include "errors.hpp"
 #include "kw/common/in_parts.hpp"
 #include "kw/common/judge.hpp"
 
@@ -145,6 +146,36 @@ std::vector<ComparisonRow> judge_cases(const PlanInputs& in) {
   return rows;
 }
 
+enum class IdenticalClaim { confirmed, unchecked, disputed };
+
+// A case the report claims identical to its base, held against the base's
+// stored run: the claim is the agent's word only where no base run is stored.
+IdenticalClaim check_identical(const common::Case& c,
+                               const std::optional<RunJudgingReads::BaseFingerprints>& stored) {
+  if (!stored) return IdenticalClaim::unchecked;
+  const auto it = stored->digests.find(c.name);
+  const bool same =
+      it != stored->digests.end() && c.fingerprint && it->second == c.fingerprint->value("digest", "");
+  return same ? IdenticalClaim::confirmed : IdenticalClaim::disputed;
+}
+
+// Skipping is for pull requests, judged against their base: a run of the
+// default branch (or one without a base) is measured whole.
+void refuse_skipping_outside_pull_requests(const RunJudgingReads& reads, const common::RunReport& report) {
+  for (std::size_t i = 0; i < report.cases.size(); ++i) {
+    if (!report.cases[i].identical_to_base) continue;
+    const std::string field = "cases[" + std::to_string(i) + "].identical_to_base";
+    if (!report.base_commit)
+      throw Unprocessable("inconsistent", field,
+                          "a case identical to the base needs the report's base_commit");
+    if (report.branch == reads.project.default_branch)
+      throw Unprocessable("inconsistent", field,
+                          "a run of the default branch (" + report.branch +
+                              ") is measured whole: skipping cases whose code is identical to a base is for "
+                              "pull requests");
+  }
+}
+
 // After the run's decision: a case identical to its base is unchanged, with
 // the evidence instead of a test (it takes no part in the decision: nothing
 // was measured), and an audited case the decision flagged says that its own
@@ -163,20 +194,44 @@ void explain_fingerprints(const PlanInputs& in, std::vector<ComparisonRow>& rows
                      "alignment, shared state)";
   }
   const std::string base = in.report.base_commit ? in.report.base_commit->substr(0, 12) : "the base";
+  const auto& stored = in.reads.base_fingerprints;
   for (const common::Case& c : in.report.cases) {
     if (!c.identical_to_base) continue;
     common::Comparison identical;
     identical.case_name = c.name;
     identical.impl = "candidate";
-    identical.status = ChangeStatus::unchanged;
     identical.in_job = true;
     const std::string digest = c.fingerprint->value("digest", "");
-    identical.test.note =
-        "unchanged: identical code (fingerprint " + digest.substr(0, 12) + " in both), not timed";
+    std::string reason = "base_commit " + base + " runs the same code (its fingerprint)";
+    switch (check_identical(c, stored)) {
+      case IdenticalClaim::confirmed:
+        identical.status = ChangeStatus::unchanged;
+        identical.test.note = "unchanged: identical code (fingerprint " + digest.substr(0, 12) +
+                              " in both; base run " + std::to_string(stored->run_id) + "), not timed";
+        break;
+      case IdenticalClaim::unchecked:
+        identical.status = ChangeStatus::unchanged;
+        identical.test.note = "unchanged by the agent's fingerprint (" + digest.substr(0, 12) +
+                              "), not timed; " + base +
+                              " has no stored run on this GPU model to check it against";
+        reason =
+            "the agent's fingerprints of base_commit " + base + " (no stored run of it on this GPU model)";
+        break;
+      case IdenticalClaim::disputed: {
+        const auto it = stored->digests.find(c.name);
+        identical.status = ChangeStatus::no_baseline;
+        identical.test.note =
+            "not measured: claimed identical to the base (fingerprint " + digest.substr(0, 12) +
+            "), but base run " + std::to_string(stored->run_id) + " recorded " +
+            (it == stored->digests.end() ? std::string("no fingerprint for it") : it->second.substr(0, 12)) +
+            ": judged as changed, and not timed";
+        reason = "base run " + std::to_string(stored->run_id) + " disagrees with the claim";
+        break;
+      }
+    }
     CaseThreshold threshold = threshold_for(in.reads.project, in.report, c.name);
     identical.min_threshold = threshold.value;
-    rows.emplace_back(std::move(identical), nullptr, threshold.source,
-                      "base_commit " + base + " runs the same code (its fingerprint)");
+    rows.emplace_back(std::move(identical), nullptr, threshold.source, reason);
   }
 }
 
@@ -206,30 +261,63 @@ CandidateCounts candidate_counts(const std::vector<ComparisonRow>& rows) {
 }
 
 // failed, no-data, regression, improvement or pass.
-std::string verdict_of(const common::RunReport& report, const common::RunDecision& decision,
+std::string verdict_of(const PlanInputs& in, const common::RunDecision& decision,
                        const CandidateCounts& counts) {
+  const common::RunReport& report = in.report;
   bool failed = false;
   for (const common::Stage& stage : report.stages)
     failed = failed || stage.status == common::StageStatus::failed;
-  bool measured = false;
+  bool measured = false, disputed = false;
   for (const common::Case& c : report.cases) {
     failed = failed || (c.correctness && !c.correctness->passed);
-    // A case identical to its base is decided by its code, not its time.
-    measured = measured || c.candidate() != nullptr || c.identical_to_base;
+    // A case identical to its base is decided by its code, not its time;
+    // one whose claim the base's stored fingerprint disputes was not measured.
+    const bool claim_holds =
+        c.identical_to_base && check_identical(c, in.reads.base_fingerprints) != IdenticalClaim::disputed;
+    disputed = disputed || (c.identical_to_base && !claim_holds);
+    measured = measured || c.candidate() != nullptr || claim_holds;
   }
   // Nothing measured is no evidence of no regression, and neither is a run
   // measured only while the GPU throttled.
   const bool braked = counts.judged == 0 && counts.throttled_out > 0;
-  return failed                 ? "failed"
-         : !measured || braked  ? "no-data"
-         : decision.regression  ? "regression"
-         : decision.improvement ? "improvement"
-                                : "pass";
+  return failed                            ? "failed"
+         : decision.regression             ? "regression"
+         : !measured || braked || disputed ? "no-data"
+         : decision.improvement            ? "improvement"
+                                           : "pass";
+}
+
+// A pull request that would pass while a case's slowdown is estimated far
+// past its threshold, only without the evidence to flag it, is not waved
+// through: the project's inconclusive_gate says whether the gate then
+// answers "measure again" (no-data) or fails (regression). A run of the
+// default branch keeps its verdict: it has merged, and a no-data run would
+// leave the history the next runs are judged by. The cases are listed in the
+// run's detection either way, for the commit status, the gate and the comment.
+void apply_inconclusive_gate(const ProjectSettings& project, const common::RunReport& report,
+                             const std::vector<ComparisonRow>& rows, std::string& verdict, json& detection) {
+  json far = json::array();
+  for (const ComparisonRow& row : rows) {
+    if (row.impl != "candidate" || row.kind != "time" || row.status != ChangeStatus::inconclusive) continue;
+    if (row.test.ratio - 1 < project.inconclusive_factor * row.min_threshold) continue;
+    far.push_back({{"case", row.case_name}, {"ratio", row.test.ratio}, {"threshold", row.min_threshold}});
+  }
+  if (far.empty()) return;
+  const bool passing = verdict == "pass" || verdict == "improvement";
+  const bool pull_request = report.branch != project.default_branch;
+  const std::string applied = passing && pull_request ? project.inconclusive_gate : "none";
+  detection["inconclusive_gate"] = {{"policy", project.inconclusive_gate},
+                                    {"factor", project.inconclusive_factor},
+                                    {"applied", applied},
+                                    {"cases", std::move(far)}};
+  if (applied == "no-verdict") verdict = "no-data";
+  if (applied == "fail") verdict = "regression";
 }
 
 }  // namespace
 
 std::shared_ptr<const RunJudgement> judge_run(RunJudgingReads reads, const common::RunReport& report) {
+  refuse_skipping_outside_pull_requests(reads, report);
   auto result = std::make_shared<RunJudgement>();
   result->baselines = std::move(reads.baselines);
   const common::DetectionSettings detection = reads.project.detection();
@@ -244,7 +332,8 @@ std::shared_ptr<const RunJudgement> judge_run(RunJudgingReads reads, const commo
   add_decision(result->detection, decision);
   // Counted before the unchanged cases join the rows: they were not timed.
   const CandidateCounts counts = candidate_counts(result->rows);
-  result->verdict = verdict_of(report, decision, counts);
+  result->verdict = verdict_of(inputs, decision, counts);
+  apply_inconclusive_gate(reads.project, report, result->rows, result->verdict, result->detection);
   if (counts.throttled_out > 0) result->detection["throttled_out"] = counts.throttled_out;
   explain_fingerprints(inputs, result->rows);
   return result;

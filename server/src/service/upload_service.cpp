@@ -120,10 +120,15 @@ CompletedUpload UploadService::complete(
     if (auto job = report.find("job_id"); job != report.end() && job->is_number_integer())
       job_id = job->get<std::int64_t>();
     IngestResult stored = ingest_.ingest(std::move(report), caller, job_id);
-    // A shard's report makes no run of its own: its upload stays until it
-    // expires, and a resend is answered as the shard's was.
-    if (stored.run_id != 0)
-      in_transaction(store_, [&](UploadTransaction& tx) { tx.completed(id, upload, stored.run_id); });
+    // A shard's report makes no run of its own: its upload is done (out of
+    // the quotas), its parts kept until it expires, and a resend is answered
+    // as the shard's was.
+    in_transaction(store_, [&](UploadTransaction& tx) {
+      if (stored.run_id != 0)
+        tx.completed(id, upload, stored.run_id);
+      else if (stored.shard)
+        tx.taken_as_shard(id, upload, stored.shard->job_id);
+    });
     return {std::move(stored), job_id};
   } catch (...) {
     in_transaction(store_, [&](UploadTransaction& tx) { tx.release(id, upload); });

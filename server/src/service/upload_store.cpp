@@ -32,6 +32,9 @@ class PgUploadTransaction final : public UploadTransaction {
   void completed(std::int64_t project_id, const std::string& upload, std::int64_t run_id) override {
     UploadRepository::completed(tx_, project_id, upload, run_id);
   }
+  void taken_as_shard(std::int64_t project_id, const std::string& upload, std::int64_t job_id) override {
+    UploadRepository::taken_as_shard(tx_, project_id, upload, job_id);
+  }
   std::string verdict_of(std::int64_t run_id) override { return RunRepository::verdict_of(tx_, run_id); }
 
  private:

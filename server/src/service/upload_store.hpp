@@ -34,6 +34,7 @@ class UploadTransaction {
                                                            std::optional<UploadState>& state) = 0;
   virtual void release(std::int64_t project_id, const std::string& upload) = 0;
   virtual void completed(std::int64_t project_id, const std::string& upload, std::int64_t run_id) = 0;
+  virtual void taken_as_shard(std::int64_t project_id, const std::string& upload, std::int64_t job_id) = 0;
   // A completed upload's run's verdict.
   virtual std::string verdict_of(std::int64_t run_id) = 0;
 };

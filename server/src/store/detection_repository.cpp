@@ -423,6 +423,34 @@ std::map<std::string, std::pair<double, std::string>> judged_thresholds(pqxx::wo
 
 }  // namespace
 
+namespace {
+
+// The fingerprints a pull request's identical-code claims are checked against.
+std::optional<RunJudgingReads::BaseFingerprints> base_fingerprints(pqxx::work& tx, std::int64_t project_id,
+                                                                   const std::string& gpu,
+                                                                   const common::RunReport& report) {
+  std::vector<std::string> claimed;
+  for (const common::Case& c : report.cases)
+    if (c.identical_to_base) claimed.push_back(c.name);
+  if (claimed.empty() || !report.base_commit || project_id == 0) return std::nullopt;
+  pqxx::result base = tx.exec_params(
+      "SELECT id FROM runs WHERE project_id = $1 AND commit_sha = $2 AND gpu_model = $3 AND verdict <> "
+      "'pending' ORDER BY id DESC LIMIT 1",
+      project_id, *report.base_commit, gpu);
+  if (base.empty()) return std::nullopt;
+  RunJudgingReads::BaseFingerprints found{base[0][0].as<std::int64_t>(), {}};
+  PgArray wanted;
+  for (const std::string& name : claimed) wanted.text(name);
+  for (const auto& row : tx.exec_params(
+           "SELECT name, fingerprint->>'digest' FROM cases WHERE run_id = $1 AND name = ANY($2::text[]) "
+           "AND fingerprint->>'digest' IS NOT NULL",
+           found.run_id, wanted.str()))
+    found.digests[row[0].as<std::string>()] = row[1].as<std::string>();
+  return found;
+}
+
+}  // namespace
+
 RunJudgingReads DetectionRepository::run_judging_reads(pqxx::work& tx, const std::string& project_name,
                                                        const common::RunReport& report) {
   RunJudgingReads reads;
@@ -442,6 +470,7 @@ RunJudgingReads DetectionRepository::run_judging_reads(pqxx::work& tx, const std
   reads.base_measurements = load_measurements(tx, case_ids);
   reads.history =
       load_history(tx, names, reads.project.id, gpu, reads.project.default_branch, kAfterEveryRun);
+  reads.base_fingerprints = base_fingerprints(tx, reads.project.id, gpu, report);
   return reads;
 }
 

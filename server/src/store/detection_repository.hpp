@@ -56,6 +56,14 @@ struct RunJudgingReads {
   std::map<std::string, Baseline> baselines;
   std::map<std::int64_t, std::vector<common::Measurement>> base_measurements;  // by baseline case id
   std::map<std::string, common::CaseHistory> history;                          // on the default branch
+  // Where the report claims cases identical to its base: the base commit's
+  // newest stored run on this GPU model, and its cases' fingerprint digests
+  // (by case name; a case without one is absent). nullopt: none is stored.
+  struct BaseFingerprints {
+    std::int64_t run_id = 0;
+    std::map<std::string, std::string> digests;
+  };
+  std::optional<BaseFingerprints> base_fingerprints;
 };
 
 // A commit's newest run on one GPU model, with the newest of the base commit's.

@@ -26,6 +26,8 @@ SELECT json_build_object(
   'misses', count(*) FILTER (WHERE c.status IN ('regression', 'improvement')),
   'miss_rate', CASE WHEN count(*) = 0 THEN NULL
                     ELSE (count(*) FILTER (WHERE c.status IN ('regression', 'improvement')))::float8 / count(*) END,
+  'jobs_audited', count(DISTINCT c.run_id),
+  'jobs_missed', count(DISTINCT c.run_id) FILTER (WHERE c.status IN ('regression', 'improvement')),
   'recent_misses', (SELECT COALESCE(json_agg(json_build_object('run_id', m.run_id, 'case', m.name,
                                                                'status', m.status, 'commit', r.commit_sha)
                                              ORDER BY m.run_id DESC), '[]')

@@ -23,8 +23,8 @@ ORDER BY j.rerun DESC LIMIT 1
 // Two submits racing for the same measurement get the same job.
 constexpr const char* kCreate = R"sql(
 INSERT INTO jobs (project_id, commit_sha, branch, base_commit, pr, gpu_class, max_attempts, rerun,
-                  on_default_branch, range_commits, bisect_id)
-SELECT $1, $2, $3, $4, $5::integer, $6, $7, $8, $3 = p.default_branch, $9::text[], $10::bigint
+                  on_default_branch, range_commits, bisect_id, token_id)
+SELECT $1, $2, $3, $4, $5::integer, $6, $7, $8, $3 = p.default_branch, $9::text[], $10::bigint, $11::bigint
 FROM projects p WHERE p.id = $1
 ON CONFLICT (project_id, commit_sha, gpu_class, on_default_branch, rerun) WHERE kind = 'measure'
   DO UPDATE SET updated_at = jobs.updated_at
@@ -177,12 +177,26 @@ SELECT project_id, commit_sha, branch, base_commit, pr, gpu_class, max_attempts,
 FROM parent, generate_series(1, $2) AS k
 )sql";
 
-// The first shard claimed picks the GPU model of them all ($2): a run is
-// judged against one model's history.
+// The first shard claimed picks the GPU model of them all ($2, exactly one,
+// whatever the claim listed): a run is judged against one model's history.
 constexpr const char* kPinShards = R"sql(
 UPDATE jobs SET gpu_class = $2, updated_at = now()
 WHERE parent_job_id = (SELECT parent_job_id FROM jobs WHERE id = $1 AND kind = 'shard')
   AND kind = 'shard' AND gpu_class = 'any'
+)sql";
+
+// The first queued shard of each sharded job whose shards, pinned to one
+// GPU model by its first claim, have waited longer than $1 minutes since.
+constexpr const char* kStrandedShards = R"sql(
+SELECT DISTINCT ON (parent_job_id) id, parent_job_id, shard_index, gpu_class FROM jobs
+WHERE kind = 'shard' AND state = 'queued' AND gpu_class <> 'any'
+  AND updated_at < now() - make_interval(mins => $1)
+ORDER BY parent_job_id, shard_index
+)sql";
+
+constexpr const char* kQueuedShardsOfToken = R"sql(
+SELECT count(*) FROM jobs c JOIN jobs p ON p.id = c.parent_job_id
+WHERE c.kind = 'shard' AND c.state = 'queued' AND p.token_id = $1 AND p.state = 'running' AND p.shards > 1
 )sql";
 
 constexpr const char* kFailShardGroup = R"sql(
@@ -198,7 +212,7 @@ SELECT c.shard_index, c.state, c.shard_report::text FROM jobs c WHERE c.parent_j
 constexpr const char* kMergePending = R"sql(
 SELECT j.id FROM jobs j
 WHERE j.shards > 1 AND j.kind = 'measure' AND j.state = 'running'
-  AND NOT EXISTS (SELECT 1 FROM jobs c WHERE c.parent_job_id = j.id AND c.state <> 'done')
+  AND NOT EXISTS (SELECT 1 FROM jobs c WHERE c.parent_job_id = j.id AND c.kind = 'shard' AND c.state <> 'done')
   AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.job_id = j.id)
 )sql";
 
@@ -256,6 +270,8 @@ std::vector<Statement> JobRepository::statements() {
           {"job_fail", kFail},
           {"job_split", kSplit},
           {"job_pin_shards", kPinShards},
+          {"job_stranded_shards", kStrandedShards},
+          {"job_queued_shards_of_token", kQueuedShardsOfToken},
           {"job_fail_shard_group", kFailShardGroup},
           {"job_shard_progress", kShardProgress},
           {"job_merge_pending", kMergePending}};
@@ -269,11 +285,12 @@ std::pair<std::int64_t, bool> JobRepository::create(pqxx::work& tx, const NewJob
   const int rerun = latest.empty() ? 0 : latest[0][1].as<int>() + 1;
   PgArray range;
   for (const std::string& commit : job.range) range.text(commit);
-  std::optional<std::string> bisect;
+  std::optional<std::string> bisect, token;
   if (job.bisect_id) bisect = std::to_string(*job.bisect_id);
-  pqxx::row row =
-      tx.exec_prepared1("job_create", job.project_id, job.commit, job.branch, nullable(job.base_commit),
-                        nullable(pr), job.gpu_class, job.max_attempts, rerun, range.str(), nullable(bisect));
+  if (job.token_id) token = std::to_string(*job.token_id);
+  pqxx::row row = tx.exec_prepared1("job_create", job.project_id, job.commit, job.branch,
+                                    nullable(job.base_commit), nullable(pr), job.gpu_class, job.max_attempts,
+                                    rerun, range.str(), nullable(bisect), nullable(token));
   const auto id = row[0].as<std::int64_t>();
   const bool created = row[1].as<bool>();
   if (created && job.shards > 1) tx.exec_prepared0("job_split", id, job.shards);
@@ -335,7 +352,9 @@ std::optional<std::int64_t> JobRepository::claim(pqxx::work& tx, std::int64_t ag
   const auto job_id = rows[0][0].as<std::int64_t>();
   // A fresh attempt: what an earlier holder streamed is no progress of this one.
   tx.exec_params0("DELETE FROM job_stages WHERE job_id = $1", job_id);
-  if (gpu_models.is_array() && gpu_models.size() == 1 && gpu_models[0].is_string())
+  // An agent whose GPUs are of several models pins its first: it claims for
+  // one worker, whose GPU it names first.
+  if (gpu_models.is_array() && !gpu_models.empty() && gpu_models[0].is_string())
     tx.exec_prepared0("job_pin_shards", job_id, gpu_models[0].get<std::string>());
   return job_id;
 }
@@ -356,7 +375,26 @@ ExpiredLeases JobRepository::requeue_expired(pqxx::work& tx) {
       expired.failed.push_back(id);
     }
   }
+  fail_stranded_shards(tx, expired);
   return expired;
+}
+
+void JobRepository::fail_stranded_shards(pqxx::work& tx, ExpiredLeases& expired) {
+  for (const auto& row : tx.exec_prepared("job_stranded_shards", kPinnedShardWaitMinutes)) {
+    const auto id = row[0].as<std::int64_t>(), parent = row[1].as<std::int64_t>();
+    const std::string reason = "it waited " + std::to_string(kPinnedShardWaitMinutes) +
+                               " minutes for an agent with a " + row[3].as<std::string>() +
+                               " GPU, the model the job's first shard was measured on; none claimed it";
+    tx.exec_params0("UPDATE jobs SET state = 'failed', error = $2, updated_at = now() WHERE id = $1", id,
+                    "shard " + row[2].as<std::string>() + ": " + reason);
+    fail_shard_group(tx, id, reason);
+    if (std::find(expired.failed.begin(), expired.failed.end(), parent) == expired.failed.end())
+      expired.failed.push_back(parent);
+  }
+}
+
+std::int64_t JobRepository::queued_shards_of_token(pqxx::work& tx, std::int64_t token_id) {
+  return tx.exec_prepared1("job_queued_shards_of_token", token_id)[0].as<std::int64_t>();
 }
 
 bool JobRepository::heartbeat(pqxx::work& tx, std::int64_t job_id, std::int64_t agent_id,
@@ -409,7 +447,7 @@ ShardProgress JobRepository::shard_progress(pqxx::work& tx, std::int64_t job_id)
     if (row[1].as<std::string>() != "done" || row[2].is_null())
       progress.waiting_for.push_back(row[0].as<std::int64_t>());
     else
-      progress.reports.push_back(nlohmann::json::parse(row[2].c_str()));
+      progress.reports.emplace_back(row[2].c_str(), row[2].size());
   }
   if (!progress.waiting_for.empty()) progress.reports.clear();
   return progress;

@@ -35,7 +35,14 @@ struct NewJob {
   // Split over this many GPUs (kw/common/shards.hpp): the job gets the run,
   // its shards (jobs of kind 'shard') are what agents claim.
   int shards = 1;
+  std::optional<std::int64_t> token_id;  // the token that queued it
 };
+
+// Shards pinned to one GPU model that no agent of that model claims within
+// this fail their job, naming the model: kw submit --wait then ends.
+inline constexpr int kPinnedShardWaitMinutes = 30;
+// Shards one token may have queued at once, over all its sharded jobs.
+inline constexpr std::int64_t kMaxQueuedShardsPerToken = 256;
 
 // One stage as an agent streams it: `status` is "started" or a report
 // stage's status; the numbers are absent while it runs.
@@ -67,7 +74,9 @@ struct ShardProgress {
   std::string state;                      // the job's: running, done or failed
   std::string error;                      // why it failed
   std::vector<std::int64_t> waiting_for;  // the shards (1-based) whose reports are not in
-  std::vector<nlohmann::json> reports;    // every shard's, when none is waited for
+  // Every shard's report as JSON text, when none is waited for: parsed by
+  // the merge once it has the memory for them.
+  std::vector<std::string> reports;
 };
 
 // Jobs whose lease ran out: back in the queue, or failed once their
@@ -110,6 +119,11 @@ class JobRepository {
                                            bool can_profile);
   // Expired leases: back to the queue, or failed after max_attempts.
   static ExpiredLeases requeue_expired(pqxx::work& tx);
+  // Fails each sharded job whose pinned shards waited past
+  // kPinnedShardWaitMinutes; adds it to `expired.failed`.
+  static void fail_stranded_shards(pqxx::work& tx, ExpiredLeases& expired);
+  // The shards still queued of the sharded jobs `token_id` queued.
+  static std::int64_t queued_shards_of_token(pqxx::work& tx, std::int64_t token_id);
   static bool heartbeat(pqxx::work& tx, std::int64_t job_id, std::int64_t agent_id, double lease_seconds);
   static bool release(pqxx::work& tx, std::int64_t job_id, std::int64_t agent_id);
   // The holder could not run the job (no report can be made): it fails now,

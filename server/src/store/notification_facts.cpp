@@ -1,5 +1,7 @@
 #include "store/notification_facts.hpp"
 
+#include "kw/common/judge.hpp"
+
 namespace kw::server {
 
 ProjectTargets NotificationFacts::targets(pqxx::work& tx, std::int64_t project_id) {
@@ -19,7 +21,7 @@ VerdictFacts NotificationFacts::verdict(pqxx::work& tx, std::int64_t run_id) {
   pqxx::row run = tx.exec_params1(
       "SELECT r.project_id, r.commit_sha, r.branch, r.verdict, r.gpu_model, r.job_id, "
       "       COALESCE(j.gpu_class, 'any'), COALESCE(r.acknowledged_by, ''), "
-      "       COALESCE(r.acknowledged_reason, '') "
+      "       COALESCE(r.acknowledged_reason, ''), COALESCE(r.detection, '{}'::jsonb)::text "
       "FROM runs r LEFT JOIN jobs j ON j.id = r.job_id WHERE r.id = $1",
       run_id);
   VerdictFacts facts;
@@ -32,6 +34,7 @@ VerdictFacts NotificationFacts::verdict(pqxx::work& tx, std::int64_t run_id) {
   facts.gpu_class = run[6].as<std::string>();
   facts.acknowledged_by = run[7].as<std::string>();
   facts.acknowledged_reason = run[8].as<std::string>();
+  facts.inconclusive_gate = common::inconclusive_gate_text(nlohmann::json::parse(run[9].c_str()));
   for (const auto& row :
        tx.exec_params("SELECT case_name, ratio, lower, upper, kind FROM comparisons "
                       "WHERE run_id = $1 AND kind IN ('time', 'energy') AND impl = 'candidate' "

@@ -33,6 +33,7 @@ struct VerdictFacts {
   std::optional<std::string> full_bench_skipped;     // why, for a no-data run whose full_bench was skipped
   int compared = 0;                                  // candidate time comparisons that had a baseline
   int inconclusive = 0;                              // of those, moved past the threshold unproven
+  std::string inconclusive_gate;                     // common::inconclusive_gate_text of the run
 };
 
 struct BisectFacts {

@@ -110,6 +110,20 @@ SettingsChange parse_settings_change(const json& changes) {
         change.case_thresholds[case_name] =
             threshold.is_null() ? std::nullopt : std::optional(threshold_of(threshold, path));
       }
+    } else if (key == "inconclusive_gate") {
+      if (!value.is_string() || (value != "pass" && value != "no-verdict" && value != "fail"))
+        throw Unprocessable(
+            "invalid_value", key,
+            "must be \"no-verdict\" (the default: measure again), \"fail\" (a regression) or "
+            "\"pass\": what the gate answers for a run whose slowdown is inconclusive far past "
+            "its threshold");
+      change.inconclusive_gate = value.get<std::string>();
+    } else if (key == "inconclusive_factor") {
+      if (!value.is_number() || !(value.get<double>() >= 1 && value.get<double>() <= 1000))
+        throw Unprocessable("out_of_range", key,
+                            "must be a number from 1 to 1000: how many times its threshold an inconclusive "
+                            "slowdown must be estimated at for inconclusive_gate to apply (default 3)");
+      change.inconclusive_factor = value.get<double>();
     } else if (key == "github_repo") {
       change.github_repo = nullable_text(value, key, github_repo_problem, "\"owner/name\"");
     } else if (key == "webhook_url") {
@@ -121,7 +135,7 @@ SettingsChange parse_settings_change(const json& changes) {
       throw Unprocessable(
           "unknown_field", key.size() <= common::kMaxNameBytes ? key : "settings",
           "unknown setting (default_branch, min_threshold, case_thresholds, energy_threshold, "
-          "run_alpha, github_repo, gitlab_project, webhook_url)");
+          "run_alpha, inconclusive_gate, inconclusive_factor, github_repo, gitlab_project, webhook_url)");
     }
   }
   return change;
@@ -239,6 +253,8 @@ json ProjectSettings::to_json() const {
           {"case_thresholds", case_thresholds},
           {"energy_threshold", energy_threshold},
           {"run_alpha", run_alpha},
+          {"inconclusive_gate", inconclusive_gate},
+          {"inconclusive_factor", inconclusive_factor},
           {"github_repo", or_null(github_repo)},
           {"webhook_url", or_null(webhook_url)},
           {"gitlab_project", or_null(gitlab_project)}};
@@ -247,7 +263,8 @@ json ProjectSettings::to_json() const {
 ProjectSettings SettingsRepository::get(pqxx::work& tx, std::int64_t project_id) {
   pqxx::row row = tx.exec_params1(
       "SELECT name, default_branch, min_threshold, COALESCE(github_repo, ''), COALESCE(webhook_url, ''), "
-      "run_alpha, COALESCE(gitlab_project, ''), energy_threshold FROM projects WHERE id = $1",
+      "run_alpha, COALESCE(gitlab_project, ''), energy_threshold, inconclusive_gate, inconclusive_factor "
+      "FROM projects WHERE id = $1",
       project_id);
   ProjectSettings settings;
   settings.id = project_id;
@@ -259,6 +276,8 @@ ProjectSettings SettingsRepository::get(pqxx::work& tx, std::int64_t project_id)
   settings.run_alpha = row[5].as<double>();
   settings.gitlab_project = row[6].as<std::string>();
   settings.energy_threshold = row[7].as<double>();
+  settings.inconclusive_gate = row[8].as<std::string>();
+  settings.inconclusive_factor = row[9].as<double>();
   for (const auto& c :
        tx.exec_params("SELECT case_name, min_threshold FROM case_settings WHERE project_id = $1", project_id))
     settings.case_thresholds[c[0].as<std::string>()] = c[1].as<double>();
@@ -270,6 +289,8 @@ void ProjectSettings::apply(const SettingsChange& change) {
   if (change.min_threshold) min_threshold = *change.min_threshold;
   if (change.energy_threshold) energy_threshold = *change.energy_threshold;
   if (change.run_alpha) run_alpha = *change.run_alpha;
+  if (change.inconclusive_gate) inconclusive_gate = *change.inconclusive_gate;
+  if (change.inconclusive_factor) inconclusive_factor = *change.inconclusive_factor;
   for (const auto& [case_name, threshold] : change.case_thresholds) {
     if (threshold) {
       case_thresholds[case_name] = *threshold;
@@ -295,6 +316,12 @@ ProjectSettings SettingsRepository::update(pqxx::work& tx, std::int64_t project_
                     *change.energy_threshold);
   if (change.run_alpha)
     tx.exec_params0("UPDATE projects SET run_alpha = $2 WHERE id = $1", project_id, *change.run_alpha);
+  if (change.inconclusive_gate)
+    tx.exec_params0("UPDATE projects SET inconclusive_gate = $2 WHERE id = $1", project_id,
+                    *change.inconclusive_gate);
+  if (change.inconclusive_factor)
+    tx.exec_params0("UPDATE projects SET inconclusive_factor = $2 WHERE id = $1", project_id,
+                    *change.inconclusive_factor);
   for (const auto& [case_name, threshold] : change.case_thresholds) {
     if (threshold) {
       tx.exec_params0(

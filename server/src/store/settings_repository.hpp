@@ -19,7 +19,8 @@ namespace kw::server {
 // A settings request, checked as a whole before anything is written.
 struct SettingsChange {
   std::optional<std::string> default_branch;
-  std::optional<double> min_threshold, energy_threshold, run_alpha;
+  std::optional<double> min_threshold, energy_threshold, run_alpha, inconclusive_factor;
+  std::optional<std::string> inconclusive_gate;
   std::map<std::string, std::optional<double>> case_thresholds;  // nullopt: back to min_threshold
   std::optional<std::optional<std::string>> github_repo, webhook_url,
       gitlab_project;  // nullopt inside: cleared
@@ -27,7 +28,8 @@ struct SettingsChange {
 
 // {"default_branch"?, "min_threshold"?, "case_thresholds"?: {case: number|null}, "run_alpha"?,
 //  "energy_threshold"?, "github_repo"?: "owner/name"|null, "webhook_url"?: url|null,
-//  "gitlab_project"?: id|"group/name"|null}, every value checked: Unprocessable (422) naming the
+//  "gitlab_project"?: id|"group/name"|null, "inconclusive_gate"?: "pass"|"no-verdict"|"fail",
+//  "inconclusive_factor"?: number >= 1}, every value checked: Unprocessable (422) naming the
 // first field that is wrong.
 SettingsChange parse_settings_change(const nlohmann::json& changes);
 
@@ -43,6 +45,12 @@ struct ProjectSettings {
   std::string gitlab_project;  // id or "group/name": commit statuses go there
   // The smallest change of the candidate's joules per iteration flagged.
   double energy_threshold = common::DetectionSettings{}.energy_threshold;
+  // A run that would pass but for inconclusive cases whose slowdown is
+  // estimated at inconclusive_factor times their threshold or more: the gate
+  // answers "no-verdict" (measure again), "fail" (a regression) or "pass"
+  // (docs/detection.md, "Inconclusive cases and the gate").
+  std::string inconclusive_gate = "no-verdict";
+  double inconclusive_factor = 3;
 
   double min_threshold_for(const std::string& case_name) const;
   void apply(const SettingsChange& change);

@@ -10,25 +10,26 @@ namespace {
 // each other's bytes; `created` tells a new upload (which quota counts count).
 constexpr const char* kLockUpload = R"sql(
 INSERT INTO uploads (project_id, id, parts, token_id) VALUES ($1, $2, $3, $4)
-ON CONFLICT (project_id, id) DO UPDATE SET touched_at = now()
+ON CONFLICT (project_id, id) DO UPDATE SET touched_at = now(), shard_job_id = NULL
 RETURNING parts, run_id, token_id, completing_since IS NOT NULL, xmax = 0 AS created
 )sql";
 
 constexpr const char* kOpenOfToken = R"sql(
 SELECT count(*), COALESCE(sum(stored_bytes), 0)::bigint FROM uploads
-WHERE token_id = $1 AND run_id IS NULL AND NOT (project_id = $2 AND id = $3)
+WHERE token_id = $1 AND run_id IS NULL AND shard_job_id IS NULL AND NOT (project_id = $2 AND id = $3)
 )sql";
 
 constexpr const char* kOpenOfProject = R"sql(
 SELECT count(*), COALESCE(sum(stored_bytes), 0)::bigint FROM uploads
-WHERE project_id = $1 AND run_id IS NULL AND id <> $2
+WHERE project_id = $1 AND run_id IS NULL AND shard_job_id IS NULL AND id <> $2
 )sql";
 
-// A completion that died (its server stopped) frees its claim after this.
+// A completion that died (its server or its database killed) frees its
+// claim after kCompletionClaimSeconds.
 constexpr const char* kUploadClaim = R"sql(
-UPDATE uploads SET completing_since = now(), touched_at = now()
+UPDATE uploads SET completing_since = clock_timestamp(), touched_at = now()
 WHERE project_id = $1 AND id = $2 AND token_id = $3 AND run_id IS NULL
-  AND (completing_since IS NULL OR completing_since < now() - interval '15 minutes')
+  AND (completing_since IS NULL OR completing_since < clock_timestamp() - make_interval(secs => $4))
 RETURNING id
 )sql";
 
@@ -97,7 +98,7 @@ std::optional<std::vector<StoredPartBody>> UploadRepository::claim(pqxx::work& t
   state = UploadRepository::state(tx, project_id, token_id, upload);
   if (!state || state->run_id || static_cast<int>(state->received.size()) != state->parts)
     return std::nullopt;
-  if (tx.exec_params(kUploadClaim, project_id, upload, token_id).empty())
+  if (tx.exec_params(kUploadClaim, project_id, upload, token_id, kCompletionClaimSeconds).empty())
     throw Conflict("upload_completing", "upload " + upload + " is being completed by another request; retry");
   std::vector<StoredPartBody> bodies;
   for (const auto& row : tx.exec_params(
@@ -123,6 +124,14 @@ void UploadRepository::completed(pqxx::work& tx, std::int64_t project_id, const 
   tx.exec_params0("DELETE FROM upload_parts WHERE project_id = $1 AND upload_id = $2", project_id, upload);
 }
 
+void UploadRepository::taken_as_shard(pqxx::work& tx, std::int64_t project_id, const std::string& upload,
+                                      std::int64_t job_id) {
+  tx.exec_params0(
+      "UPDATE uploads SET shard_job_id = $3, touched_at = now(), completing_since = NULL "
+      "WHERE project_id = $1 AND id = $2",
+      project_id, upload, job_id);
+}
+
 std::int64_t UploadRepository::expire(pqxx::work& tx, int incomplete_minutes) {
   return static_cast<std::int64_t>(
       tx.exec_params("DELETE FROM uploads WHERE touched_at < now() - make_interval(mins => $1) AND "
@@ -134,7 +143,7 @@ std::int64_t UploadRepository::expire(pqxx::work& tx, int incomplete_minutes) {
 OpenUploads UploadRepository::open_uploads(pqxx::work& tx) {
   const pqxx::row row = tx.exec1(
       "SELECT count(*), COALESCE(sum(stored_bytes), 0)::bigint, COALESCE(sum(decoded_bytes), 0)::bigint "
-      "FROM uploads WHERE run_id IS NULL");
+      "FROM uploads WHERE run_id IS NULL AND shard_job_id IS NULL");
   return {row[0].as<std::int64_t>(), row[1].as<std::int64_t>(), row[2].as<std::int64_t>()};
 }
 

@@ -16,6 +16,13 @@
 
 namespace kw::server {
 
+// How long a completion's claim holds an upload. A completion that died
+// (its server or its database killed mid-way) leaves its claim, and a resend
+// completes the upload once it lapses; a completion alive past it may meet
+// a second one, which the run's identity makes one run (ingest stores a
+// report once). A 10,000-case report is judged and stored in under 5 s.
+inline constexpr int kCompletionClaimSeconds = 20;
+
 // What the uploads not yet completed may hold. Bytes are as stored (as sent).
 struct UploadQuota {
   int uploads_per_token = 8;
@@ -100,6 +107,10 @@ class UploadRepository {
   // The upload made run `run_id`: its parts are dropped, its answer kept.
   static void completed(pqxx::work& tx, std::int64_t project_id, const std::string& upload,
                         std::int64_t run_id);
+  // The upload was a shard's report, which its job took: it no longer counts
+  // as open, and its parts stay (until it expires) to answer a resend.
+  static void taken_as_shard(pqxx::work& tx, std::int64_t project_id, const std::string& upload,
+                             std::int64_t job_id);
   // Removes uploads not completed and untouched for `incomplete_minutes`,
   // and completed ones after a day; answers how many.
   static std::int64_t expire(pqxx::work& tx, int incomplete_minutes);

@@ -5,6 +5,7 @@
 #include "errors.hpp"
 #include "http/handlers/handlers.hpp"
 #include "http/handlers/request_fields.hpp"
+#include "kw/common/stats.hpp"
 
 namespace kw::server {
 
@@ -40,6 +41,23 @@ const std::string& readable(const Request& request) {
   return project;
 }
 
+// The audit's miss rates with their 95% upper bounds, by case and by job (a
+// run that audits 2,000 cases counts once there): a rate of 0 of 3 says
+// little, and its bound, 63%, says how little.
+nlohmann::json with_miss_bounds(nlohmann::json audit) {
+  const auto audited = audit.value("audited", std::int64_t{0}),
+             misses = audit.value("misses", std::int64_t{0});
+  const auto jobs = audit.value("jobs_audited", std::int64_t{0}),
+             jobs_missed = audit.value("jobs_missed", std::int64_t{0});
+  audit["miss_rate_upper_95"] =
+      audited > 0 ? nlohmann::json(common::binomial_upper_bound(misses, audited)) : nullptr;
+  audit["job_miss_rate"] =
+      jobs > 0 ? nlohmann::json(static_cast<double>(jobs_missed) / static_cast<double>(jobs)) : nullptr;
+  audit["job_miss_rate_upper_95"] =
+      jobs > 0 ? nlohmann::json(common::binomial_upper_bound(jobs_missed, jobs)) : nullptr;
+  return audit;
+}
+
 // The project's pages that are read whole: not cached, not paged.
 void add_whole_project_reads(Router& router, HistoryReads& reads) {
   router.add("GET", "/api/v1/projects/{project}/cases", Access::read(), [&reads](Request& request) {
@@ -49,7 +67,7 @@ void add_whole_project_reads(Router& router, HistoryReads& reads) {
 
   router.add("GET", "/api/v1/projects/{project}/audit", Access::read(), [&reads](Request& request) {
     const std::string& project = readable(request);
-    return Response::json_text(200, found(reads.audit(project), project));
+    return Response::json(200, with_miss_bounds(nlohmann::json::parse(found(reads.audit(project), project))));
   });
 
   router.add("GET", "/api/v1/projects/{project}/branches", Access::read(), [&reads](Request& request) {
