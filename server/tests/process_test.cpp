@@ -488,7 +488,7 @@ TEST_F(ServerProcessTest, RefusesADatabaseNewerThanItKnows) {
 // the rounds (tools/completion-kills.sh runs 10 for docs/PERFORMANCE.md).
 TEST_F(ServerProcessTest, AKillDuringAnUploadsCompletionLosesNoReport) {
   int rounds = 2;
-  if (const char* env = std::getenv("KW_COMPLETION_KILL_ROUNDS")) rounds = std::atoi(env);
+  if (const char* env = std::getenv("KW_COMPLETION_KILL_ROUNDS")) rounds = std::stoi(env);
   constexpr int kCases = 3000, kParts = 6;
   int stored_runs = 0;
   for (int round = 0; round < rounds; ++round) {

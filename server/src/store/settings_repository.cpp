@@ -74,6 +74,35 @@ std::optional<std::string> nullable_text(const json& value, const std::string& f
   return text;
 }
 
+double run_alpha_of(const json& value, const std::string& key) {
+  constexpr double kMax = common::DetectionSettings::kMaxRunAlpha;
+  if (!value.is_number() || !(value.get<double>() > 0 && value.get<double>() <= kMax)) {
+    std::ostringstream rule;
+    rule << "must be a number above 0 and at most " << kMax
+         << " (the chance that a run of an unchanged build flags any case; default "
+         << common::DetectionSettings{}.run_alpha << ")";
+    throw Unprocessable("out_of_range", key, rule.str());
+  }
+  return value.get<double>();
+}
+
+std::string inconclusive_gate_of(const json& value, const std::string& key) {
+  if (!value.is_string() || (value != "pass" && value != "no-verdict" && value != "fail"))
+    throw Unprocessable("invalid_value", key,
+                        "must be \"no-verdict\" (the default: measure again), \"fail\" (a regression) or "
+                        "\"pass\": what the gate answers for a run whose slowdown is inconclusive far past "
+                        "its threshold");
+  return value.get<std::string>();
+}
+
+double inconclusive_factor_of(const json& value, const std::string& key) {
+  if (!value.is_number() || !(value.get<double>() >= 1 && value.get<double>() <= 1000))
+    throw Unprocessable("out_of_range", key,
+                        "must be a number from 1 to 1000: how many times its threshold an inconclusive "
+                        "slowdown must be estimated at for inconclusive_gate to apply (default 3)");
+  return value.get<double>();
+}
+
 }  // namespace
 
 SettingsChange parse_settings_change(const json& changes) {
@@ -91,15 +120,7 @@ SettingsChange parse_settings_change(const json& changes) {
     } else if (key == "energy_threshold") {
       change.energy_threshold = threshold_of(value, key);
     } else if (key == "run_alpha") {
-      constexpr double kMax = common::DetectionSettings::kMaxRunAlpha;
-      if (!value.is_number() || !(value.get<double>() > 0 && value.get<double>() <= kMax)) {
-        std::ostringstream rule;
-        rule << "must be a number above 0 and at most " << kMax
-             << " (the chance that a run of an unchanged build flags any case; default "
-             << common::DetectionSettings{}.run_alpha << ")";
-        throw Unprocessable("out_of_range", key, rule.str());
-      }
-      change.run_alpha = value.get<double>();
+      change.run_alpha = run_alpha_of(value, key);
     } else if (key == "case_thresholds") {
       if (!value.is_object())
         throw Unprocessable("wrong_type", key, "must be an object of case name -> number|null");
@@ -111,19 +132,9 @@ SettingsChange parse_settings_change(const json& changes) {
             threshold.is_null() ? std::nullopt : std::optional(threshold_of(threshold, path));
       }
     } else if (key == "inconclusive_gate") {
-      if (!value.is_string() || (value != "pass" && value != "no-verdict" && value != "fail"))
-        throw Unprocessable(
-            "invalid_value", key,
-            "must be \"no-verdict\" (the default: measure again), \"fail\" (a regression) or "
-            "\"pass\": what the gate answers for a run whose slowdown is inconclusive far past "
-            "its threshold");
-      change.inconclusive_gate = value.get<std::string>();
+      change.inconclusive_gate = inconclusive_gate_of(value, key);
     } else if (key == "inconclusive_factor") {
-      if (!value.is_number() || !(value.get<double>() >= 1 && value.get<double>() <= 1000))
-        throw Unprocessable("out_of_range", key,
-                            "must be a number from 1 to 1000: how many times its threshold an inconclusive "
-                            "slowdown must be estimated at for inconclusive_gate to apply (default 3)");
-      change.inconclusive_factor = value.get<double>();
+      change.inconclusive_factor = inconclusive_factor_of(value, key);
     } else if (key == "github_repo") {
       change.github_repo = nullable_text(value, key, github_repo_problem, "\"owner/name\"");
     } else if (key == "webhook_url") {
