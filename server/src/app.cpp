@@ -85,7 +85,25 @@ App::App(ServerOptions options) : options_(std::move(options)) {
                                          QueueSettings{options_.lease_seconds, options_.max_attempts},
                                          UploadLimits{options_.http.decoded_body_limit, options_.uploads});
   services_->ingest.set_body_memory(body_memory_.get());
-  health_context_ = std::make_unique<HealthContext>(HealthContext{*monitor_, metrics_, schema_version_});
+  add_routes();
+  http_ = std::make_unique<HttpServer>(
+      options_.http, [this](Request& request) { return router_->handle(request); },
+      [this]() -> std::optional<Response> {
+        if (monitor_->available()) return std::nullopt;
+        return Response::error(503, "database_unavailable", monitor_->problem());
+      },
+      [this](Request& head, std::size_t body_bytes) { return router_->admit(head, body_bytes); });
+  notifier_ = std::make_unique<Notifier>(*pool_, options_.notifications);
+}
+
+void App::add_routes() {
+  DatabaseMonitor& monitor = *monitor_;
+  health_context_ = std::make_unique<HealthContext>(
+      HealthContext{[&monitor]() -> std::optional<std::string> {
+                      if (monitor.available()) return std::nullopt;
+                      return monitor.problem();
+                    },
+                    [&monitor] { return monitor.last_ping_ms(); }, metrics_, schema_version_});
   add_health_routes(*router_, *health_context_);
   add_run_routes(*router_, services_->ingest, services_->runs);
   add_job_routes(*router_, services_->jobs);
@@ -99,14 +117,6 @@ App::App(ServerOptions options) : options_(std::move(options)) {
   add_upload_routes(*router_, services_->uploads_in_parts, services_->ingest);
   add_download_routes(*router_, options_.kw_binary);
   add_static_files(*router_, options_.dashboard_dir);
-  http_ = std::make_unique<HttpServer>(
-      options_.http, [this](Request& request) { return router_->handle(request); },
-      [this]() -> std::optional<Response> {
-        if (monitor_->available()) return std::nullopt;
-        return Response::error(503, "database_unavailable", monitor_->problem());
-      },
-      [this](Request& head, std::size_t body_bytes) { return router_->admit(head, body_bytes); });
-  notifier_ = std::make_unique<Notifier>(*pool_, options_.notifications);
 }
 
 void App::open_read_replica(std::size_t connections) {

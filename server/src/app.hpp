@@ -15,11 +15,11 @@
 #include "http/metrics.hpp"
 #include "http/router.hpp"
 #include "notify/notifier.hpp"
-#include "service/services.hpp"
+#include "service/read_cache.hpp"
+#include "services.hpp"
 #include "store/change_feed.hpp"
 #include "store/database.hpp"
 #include "store/history_reads.hpp"
-#include "store/read_cache.hpp"
 #include "store/read_routing.hpp"
 #include "store/sample_retention.hpp"
 #include "store/upload_repository.hpp"
@@ -69,12 +69,15 @@ class App {
   const IngestService& ingest() const { return services_->ingest; }
   const ReadRouting& read_routing() const { return *read_routing_; }
   Response handle(Request& request) { return router_->handle(request); }
+  const Router& router() const { return *router_; }
 
  private:
   // The replica's pool and monitor, if one is named, and the routing of reads.
   void open_read_replica(std::size_t connections);
   // What /metrics shows, a source each.
   void add_metrics_sources();
+  // Every route, each over its service (the health routes over the monitor).
+  void add_routes();
   void ingest_metrics(std::string& text);
   void history_read_metrics(std::string& text);
   void pool_metrics(std::string& text);

@@ -14,8 +14,8 @@
 #include <nlohmann/json.hpp>
 
 #include "in_memory_state.hpp"
-#include "store/detection_repository.hpp"
-#include "store/run_repository.hpp"
+#include "model/judging.hpp"
+#include "model/runs.hpp"
 
 namespace kw::server::testing {
 

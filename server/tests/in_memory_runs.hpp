@@ -78,7 +78,7 @@ class InMemoryRuns final : public RunTransaction {
   }
 
   std::optional<StoredRun> find_stored(std::int64_t project_id, const std::string& canonical) override {
-    const std::string sha = sha256_hex(canonical);
+    const std::string sha = common::sha256_hex(canonical);
     for (const MemoryRun& run : s_.runs) {
       if (run.project_id == project_id && run.stored->sha256 == sha)
         return StoredRun{run.id, true, run.verdict, 0, nullptr};
@@ -96,7 +96,8 @@ class InMemoryRuns final : public RunTransaction {
     run.job_id = job_id;
     run.gpu_model = report.device ? report.device->name : "none";
     run.rule_version = common::kRuleVersion;
-    auto stored = std::make_shared<MemoryRunReport>(MemoryRunReport{report, document, sha256_hex(canonical)});
+    auto stored =
+        std::make_shared<MemoryRunReport>(MemoryRunReport{report, document, common::sha256_hex(canonical)});
     auto cases = std::make_shared<std::vector<MemoryCase>>();
     for (std::size_t i = 0; i < stored->report.cases.size(); ++i)
       cases->push_back(
@@ -136,7 +137,7 @@ class InMemoryRuns final : public RunTransaction {
     return run.verdict;
   }
 
-  BisectRepository::AfterRun bisect_after_run(std::int64_t job_id, std::int64_t run_id) override {
+  BisectAfterRun bisect_after_run(std::int64_t job_id, std::int64_t run_id) override {
     const MemoryJob& job = *s_.job(job_id);
     const MemoryRun& run = *s_.run(run_id);
     const bool starts_one = job.on_default_branch && run.verdict == "regression" &&
@@ -186,11 +187,11 @@ class InMemoryRuns final : public RunTransaction {
     throw std::logic_error(kNotKept + std::string("explanations (launches against the baseline's)"));
   }
 
-  std::optional<DetectionRepository::Acknowledged> acknowledge(std::int64_t run_id, const std::string& who,
-                                                               const std::string& reason) override {
+  std::optional<Acknowledged> acknowledge(std::int64_t run_id, const std::string& who,
+                                          const std::string& reason) override {
     MemoryRun* run = s_.run(run_id);
     if (!run) return std::nullopt;
-    DetectionRepository::Acknowledged result{run->verdict, {}};
+    Acknowledged result{run->verdict, {}};
     if (result.previous_verdict != "regression") return result;
     run->verdict = "pass";
     run->acknowledgement = MemoryAcknowledgement{who, reason, std::nullopt};

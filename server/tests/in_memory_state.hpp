@@ -20,9 +20,10 @@
 #include "errors.hpp"
 #include "kw/common/judge.hpp"
 #include "kw/common/run_report.hpp"
-#include "store/job_repository.hpp"
-#include "store/settings_repository.hpp"
-#include "store/token_repository.hpp"
+#include "kw/common/sha256.hpp"
+#include "model/jobs.hpp"
+#include "model/settings.hpp"
+#include "model/tokens.hpp"
 
 namespace kw::server::testing {
 

@@ -7,7 +7,7 @@
 
 #include "../../tests/support/report_factory.hpp"
 #include "server_fixture.hpp"
-#include "store/read_cache.hpp"
+#include "service/read_cache.hpp"
 
 namespace kw::server::testing {
 namespace {

@@ -3,6 +3,9 @@
 // a crash through settings, commits of projects it cannot read through
 // compare, and a 500 through stage details it stored itself.
 #include <gtest/gtest.h>
+#include <algorithm>
+#include <map>
+#include <sstream>
 
 #include "../../tests/support/report_factory.hpp"
 #include "server_fixture.hpp"
@@ -14,6 +17,40 @@ using kw::testing::make_commit;
 using kw::testing::make_report;
 using kw::testing::ReportSpec;
 using nlohmann::json;
+
+// Routes the matrix below leaves out, each with why.
+const std::map<std::string, std::string> kOutsideTheMatrix = {
+    {"GET /healthz", "an open probe: no project's data"},
+    {"GET /metrics", "an open probe: no project's data"},
+    {"GET /download/kw", "the kw binary, the same for every project"},
+    {"GET /download/kw.sha256", "the kw binary's checksum"},
+    {"GET /download/kwbench.py", "the harness, the same for every project"},
+    {"GET /api/v1/projects",
+     "a list filtered to the token's projects (AccessTest.AScopedReadTokenSeesOnlyItsProjects)"},
+    {"POST /api/v1/projects", "only an unscoped admin makes projects (AccessTest.OnlyAnAdminMakesProjects)"},
+    {"GET /api/v1/tokens", "a list filtered to the token's projects (ProjectRulesTest)"},
+    {"GET /api/v1/agents", "a list filtered to the token's projects (JobServiceTest)"},
+    {"POST /api/v1/agents/claim", "claims only jobs of the token's projects (QueueRoutesTest)"},
+    {"GET /api/v1/bisects/{id}", "ownership.cpp: another project's bisect answers 404 as a missing one"},
+    {"POST /api/v1/bisects/{id}/cancel",
+     "ownership.cpp: another project's bisect answers 404 as a missing one"},
+    {"GET /api/v1/profiles/{id}", "ownership.cpp: another project's profile answers 404 as a missing one"},
+    {"GET /api/v1/profiles/{id}/ncu/{side}",
+     "ownership.cpp: another project's profile answers 404 as a missing one"},
+};
+
+// Whether `target`'s path is one `pattern` ("/api/v1/runs/{id}") matches.
+bool path_matches(const std::string& pattern, std::string target) {
+  target = target.substr(0, target.find('?'));
+  std::istringstream want(pattern), got(target);
+  std::string w, g;
+  while (true) {
+    const bool more_w = static_cast<bool>(std::getline(want, w, '/'));
+    const bool more_g = static_cast<bool>(std::getline(got, g, '/'));
+    if (!more_w || !more_g) return more_w == more_g;
+    if (w != g && !(w.size() > 2 && w.front() == '{' && w.back() == '}')) return false;
+  }
+}
 
 class SecurityTest : public ServerTest {
  protected:
@@ -28,6 +65,23 @@ class SecurityTest : public ServerTest {
     spec.commit = make_commit(seed);
     spec.branch = branch;
     return make_report(spec);
+  }
+  // Every route the server has is a row of `matrix` (by its own side's
+  // target) or named in kOutsideTheMatrix: a route added without either fails.
+  template <typename Route>
+  void expect_every_route_in(const std::vector<Route>& matrix) const {
+    for (const auto& route : app_->router().routes()) {
+      const std::string& method = route.first;
+      const std::string& pattern = route.second;
+      const std::string name = method + " " + pattern;
+      const bool in_matrix = std::any_of(matrix.begin(), matrix.end(), [&](const Route& row) {
+        return row.method == method && path_matches(pattern, row.own.target);
+      });
+      EXPECT_NE(in_matrix, kOutsideTheMatrix.contains(name))
+          << name
+          << (in_matrix ? ": in the matrix and named outside it"
+                        : ": neither in the matrix nor named outside it");
+    }
   }
   std::int64_t post_run(const json& report) {
     auto stored = agent().post("/api/v1/runs", report);
@@ -261,7 +315,21 @@ TEST_F(SecurityTest, EveryRouteScopeAndProject) {
        {"/api/v1/tokens", {{"name", "t"}, {"scope", "read"}, {"projects", {"other"}}}},
        {}},
       {"DELETE", {"/api/v1/tokens/" + own_token_id, {}}, {"/api/v1/tokens/" + other_token_id, {}}, {}},
+      {"GET", {"/api/v1/projects/demo/audit", {}}, {"/api/v1/projects/other/audit", {}}, read},
+      {"GET",
+       {"/api/v1/projects/demo/uploads/upload-0001", {}},
+       {"/api/v1/projects/other/uploads/upload-0001", {}},
+       {Scope::agent}},
+      {"POST",
+       {"/api/v1/projects/demo/uploads/upload-0001", json::object()},
+       {"/api/v1/projects/other/uploads/upload-0001", json::object()},
+       {Scope::agent}},
+      {"PUT",
+       {"/api/v1/projects/demo/uploads/upload-0001/parts/0?of=1", json::object()},
+       {"/api/v1/projects/other/uploads/upload-0001/parts/0?of=1", json::object()},
+       {Scope::agent}},
   };
+  expect_every_route_in(routes);
   int checked = 0;
   for (Scope scope : {Scope::read, Scope::agent, Scope::ci, Scope::admin}) {
     const std::string name = "agent-1";  // every token shares the unscoped agent's name

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "service/read_cache.hpp"
 #include "store/pg_array.hpp"
-#include "store/read_cache.hpp"
 
 namespace kw::server::testing {
 namespace {

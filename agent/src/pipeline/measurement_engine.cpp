@@ -218,7 +218,7 @@ class Engine {
         if (options_.audit_cases->contains(name)) audited_.insert(name);
     } else {
       std::vector<std::string> drawn = identical;
-      std::mt19937_64 draw(seed_ ^ 0x9e3779b97f4a7c15ULL);
+      std::mt19937_64 draw(options_.audit_seed);
       std::shuffle(drawn.begin(), drawn.end(), draw);
       const std::size_t audits = audit_count(identical.size(), fb_.audit_share);
       audited_.insert(drawn.begin(),
@@ -609,6 +609,23 @@ std::size_t audit_count(std::size_t identical, double share) {
   if (identical == 0 || share <= 0) return 0;
   return std::max<std::size_t>(1,
                                static_cast<std::size_t>(std::ceil(share * static_cast<double>(identical))));
+}
+
+std::uint64_t audit_seed(std::optional<std::int64_t> job_id, const std::string& commit,
+                         const std::optional<std::string>& base_commit) {
+  // FNV-1a: the same bytes give the same seed on every host and build.
+  std::uint64_t hash = 0xcbf29ce484222325ULL;
+  auto mix = [&hash](std::string_view bytes) {
+    for (unsigned char c : bytes) hash = (hash ^ c) * 0x100000001b3ULL;
+  };
+  if (job_id) {
+    mix("job " + std::to_string(*job_id));
+  } else {
+    mix(commit);
+    mix(" ");
+    mix(base_commit.value_or(""));
+  }
+  return hash;
 }
 
 void merge_replicate(json& accumulated, const json& pass_case, std::int64_t replicate,

@@ -62,6 +62,8 @@ struct EngineOptions {
   std::optional<CaseListing> listing;
   std::optional<FingerprintSet> base_fingerprints;
   std::optional<std::set<std::string>> audit_cases;
+  // Of the audit's draw where the engine draws it (audit_seed).
+  std::uint64_t audit_seed = 0;
   // Python replicate processes the pipeline started (importing while the
   // preflight's quick_bench ran); else the engine starts its own.
   std::shared_ptr<PreparedPasses> prepared;
@@ -70,6 +72,12 @@ struct EngineOptions {
 // How many of a job's `identical` cases its audit times: full_bench's
 // audit_share of them, at least one; none with a share of 0.
 std::size_t audit_count(std::size_t identical, double share);
+
+// What a job's audit is drawn with: its job id, else (a run without a
+// queue) the commits it compares, so the same job draws the same cases
+// however often it runs, and an audit can be reproduced.
+std::uint64_t audit_seed(std::optional<std::int64_t> job_id, const std::string& commit,
+                         const std::optional<std::string>& base_commit);
 
 BenchResult run_full_bench(const BenchAdapter& adapter, const BenchConfig& bench, const RepoConfig& config,
                            const EngineOptions& options);

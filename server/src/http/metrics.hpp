@@ -9,7 +9,7 @@
 #include <string>
 #include <utility>
 
-#include "store/notification_outbox.hpp"
+#include "model/notifications.hpp"
 
 namespace kw::server {
 

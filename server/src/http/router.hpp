@@ -5,6 +5,7 @@
 #include <chrono>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "http/http_types.hpp"
@@ -54,6 +55,12 @@ class Router {
     memory_ = budget;
   }
   Response handle(Request& request);
+  // Each route's method and pattern, as added ("GET", "/api/v1/runs/{id}").
+  std::vector<std::pair<std::string, std::string>> routes() const {
+    std::vector<std::pair<std::string, std::string>> all;
+    for (const Route& route : routes_) all.emplace_back(route.method, route.pattern);
+    return all;
+  }
   // On the header of a request with a body, before the body is read
   // (HttpServer::HeaderCheck): the route, the caller's token and scope, and
   // `body_bytes` of body memory. A refusal to send instead, or nullopt.

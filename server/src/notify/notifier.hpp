@@ -19,50 +19,12 @@
 #include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
 
+#include "model/notifications.hpp"
 #include "notify/outbound_http.hpp"
 #include "store/database.hpp"
 #include "store/notification_outbox.hpp"
 
 namespace kw::server {
-
-struct NotifierOptions {
-  std::string github_api = "https://api.github.com";
-  std::string github_token;  // statuses are sent only when set
-  std::string gitlab_api = "https://gitlab.com/api/v4";
-  std::string gitlab_token;    // PRIVATE-TOKEN (api scope); statuses are sent only when set
-  std::string webhook_secret;  // signs webhook bodies (X-Kernelwatch-Signature-256)
-  std::string public_url;      // base of links in statuses and webhooks
-  int max_attempts = 8;
-  double poll_seconds = 0.5;
-  // Deliveries run on this many threads, each target on one at a time, so a
-  // target that hangs holds one thread for at most `timeouts.total`.
-  int workers = 4;
-  OutboundTimeouts timeouts;
-  TargetPolicy target_policy;
-  // Webhooks may reach loopback and private addresses (an on-premises forge
-  // or receiver); off, a project admin cannot make kw-server call into its
-  // own network.
-  bool allow_private_webhooks = false;
-};
-
-class NotificationRepository {
- public:
-  static void job_queued(pqxx::work& tx, const NotifierOptions& options, std::int64_t project_id,
-                         const nlohmann::json& job);
-  static void verdict(pqxx::work& tx, const NotifierOptions& options, std::int64_t run_id);
-  // A bisect that ended: found, a status on its first bad commit; any end, a webhook.
-  static void bisect_ended(pqxx::work& tx, const NotifierOptions& options, std::int64_t bisect_id);
-  // A job that ended without a run (its agent could not run it, or its
-  // lease ran out on every attempt): an error status on its commit, and a
-  // bisect step skipped as a commit that does not build is (the bisect goes
-  // on, or ends and says so).
-  static void job_failed(pqxx::work& tx, const NotifierOptions& options, std::int64_t job_id);
-  // A profile job that ended (done or failed): a webhook, no status.
-  static void profile_ended(pqxx::work& tx, const NotifierOptions& options, std::int64_t job_id);
-  // The delivery targets the project's settings name (NotificationOutbox's keys).
-  static std::vector<std::string> targets_of_project(pqxx::work& tx, const NotifierOptions& options,
-                                                     std::int64_t project_id);
-};
 
 class Notifier {
  public:

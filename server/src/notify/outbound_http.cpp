@@ -1,5 +1,7 @@
 #include "notify/outbound_http.hpp"
 
+#include "model/webhook_address.hpp"
+
 #include <openssl/hmac.h>
 
 #include <arpa/inet.h>
@@ -87,25 +89,6 @@ void run_until(net::io_context& io, std::chrono::steady_clock::time_point deadli
   if (expired) throw std::runtime_error("timed out");
 }
 
-bool private_v4(const net::ip::address_v4& address) {
-  const std::uint32_t ip = address.to_uint();
-  auto in = [ip](std::uint32_t network, int bits) {
-    const std::uint32_t mask = bits == 0 ? 0 : ~std::uint32_t{0} << (32 - bits);
-    return (ip & mask) == network;
-  };
-  return in(0x00000000, 8) ||   // "this network", 0.0.0.0
-         in(0x0A000000, 8) ||   // 10/8
-         in(0x64400000, 10) ||  // 100.64/10, carrier-grade NAT
-         in(0x7F000000, 8) ||   // loopback
-         in(0xA9FE0000, 16) ||  // link-local, cloud metadata
-         in(0xAC100000, 12) ||  // 172.16/12
-         in(0xC0000000, 24) ||  // IETF protocol assignments
-         in(0xC0A80000, 16) ||  // 192.168/16
-         in(0xC6120000, 15) ||  // benchmarking
-         in(0xE0000000, 4) ||   // multicast
-         in(0xF0000000, 4);     // reserved, broadcast
-}
-
 // The addresses of `endpoints` a POST may connect to.
 std::vector<tcp::endpoint> reachable(const tcp::resolver::results_type& endpoints, Reach reach);
 
@@ -127,28 +110,6 @@ std::vector<tcp::endpoint> reachable(const tcp::resolver::results_type& endpoint
 
 }  // namespace
 
-bool is_private_address(const net::ip::address& address) {
-  if (address.is_v4()) return private_v4(address.to_v4());
-  const net::ip::address_v6 v6 = address.to_v6();
-  if (v6.is_loopback() || v6.is_unspecified() || v6.is_link_local() || v6.is_site_local() ||
-      v6.is_multicast())
-    return true;
-  const auto bytes = v6.to_bytes();
-  if ((bytes[0] & 0xfe) == 0xfc) return true;  // unique-local fc00::/7
-  auto embedded = [&](std::size_t at) {
-    return private_v4(net::ip::address_v4(
-        net::ip::address_v4::bytes_type{bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]}));
-  };
-  if (v6.is_v4_mapped()) return embedded(12);
-  const bool zero_prefix =
-      std::all_of(bytes.begin(), bytes.begin() + 12, [](unsigned char b) { return b == 0; });
-  if (zero_prefix) return embedded(12);  // IPv4-compatible
-  const std::array<unsigned char, 12> nat64 = {0x00, 0x64, 0xff, 0x9b, 0, 0, 0, 0, 0, 0, 0, 0};
-  if (std::equal(nat64.begin(), nat64.end(), bytes.begin())) return embedded(12);
-  if (bytes[0] == 0x20 && bytes[1] == 0x02) return embedded(2);  // 6to4
-  return false;
-}
-
 namespace {
 
 std::vector<tcp::endpoint> reachable(const tcp::resolver::results_type& endpoints, Reach reach) {
@@ -161,40 +122,6 @@ std::vector<tcp::endpoint> reachable(const tcp::resolver::results_type& endpoint
 }
 
 }  // namespace
-
-std::string private_host_problem(const std::string& url) {
-  std::string host;
-  try {
-    host = parse_url(url).host;
-  } catch (const std::exception&) {
-    return {};  // the URL's own check names what is wrong with it
-  }
-  while (!host.empty() && host.back() == '.') host.pop_back();
-  for (char& c : host) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
-    boost::system::error_code ec;
-    const auto v6 = net::ip::make_address_v6(host.substr(1, host.size() - 2), ec);
-    if (!ec && is_private_address(net::ip::address(v6)))
-      return "the host " + host + " is a loopback, private or link-local address";
-    return {};
-  }
-  in_addr numeric{};
-  if (inet_aton(host.c_str(), &numeric) != 0) {
-    const net::ip::address_v4 v4(ntohl(numeric.s_addr));
-    if (private_v4(v4))
-      return "the host " + host + " is the address " + v4.to_string() +
-             ", a loopback, private or link-local one";
-    return {};
-  }
-  auto ends_with = [&](std::string_view suffix) {
-    return host.size() >= suffix.size() &&
-           host.compare(host.size() - suffix.size(), suffix.size(), suffix) == 0;
-  };
-  if (host == "localhost" || ends_with(".localhost") || ends_with(".local") || ends_with(".internal") ||
-      ends_with(".home.arpa") || host.find('.') == std::string::npos)
-    return "the host " + host + " is a local name, not a public one";
-  return {};
-}
 
 namespace {
 

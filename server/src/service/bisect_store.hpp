@@ -11,8 +11,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "store/database.hpp"
-
 namespace kw::server {
 
 class BisectTransaction {
@@ -29,16 +27,6 @@ class BisectStore {
   using Transaction = BisectTransaction;
   virtual ~BisectStore() = default;
   virtual void transact(const std::function<void(BisectTransaction&)>& work) = 0;
-};
-
-class PgBisectStore final : public BisectStore {
- public:
-  explicit PgBisectStore(ConnectionPool& pool) : pool_(pool) {}
-  // Retried whole on a serialization failure or a lost connection (with_transaction).
-  void transact(const std::function<void(BisectTransaction&)>& work) override;
-
- private:
-  ConnectionPool& pool_;
 };
 
 }  // namespace kw::server

@@ -246,7 +246,7 @@ std::optional<StoredRun> IngestService::check_job(RunTransaction& tx, std::int64
 
 void IngestService::after_judged(RunTransaction& tx, const StoredRun& run,
                                  std::optional<std::int64_t> job_id) const {
-  BisectRepository::AfterRun bisect;
+  BisectAfterRun bisect;
   if (job_id) {
     tx.queue().complete(*job_id);
     bisect = tx.bisect_after_run(*job_id, run.run_id);

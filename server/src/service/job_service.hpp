@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "access.hpp"
-#include "notify/notifier.hpp"
+#include "model/notifications.hpp"
 #include "service/bisect_store.hpp"
 #include "service/job_store.hpp"
 

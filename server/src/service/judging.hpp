@@ -13,7 +13,8 @@
 #include <nlohmann/json.hpp>
 
 #include "kw/common/run_report.hpp"
-#include "store/detection_repository.hpp"
+#include "model/judging.hpp"
+#include "model/runs.hpp"
 
 namespace kw::server {
 

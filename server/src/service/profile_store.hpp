@@ -13,10 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "notify/notifier.hpp"
+#include "model/profiles.hpp"
 #include "service/job_store.hpp"
-#include "store/database.hpp"
-#include "store/profile_repository.hpp"
 
 namespace kw::server {
 
@@ -44,18 +42,6 @@ class ProfileStore {
   using Transaction = ProfileTransaction;
   virtual ~ProfileStore() = default;
   virtual void transact(const std::function<void(ProfileTransaction&)>& work) = 0;
-};
-
-class PgProfileStore final : public ProfileStore {
- public:
-  PgProfileStore(ConnectionPool& pool, const NotifierOptions& notifications)
-      : pool_(pool), notifications_(notifications) {}
-  // Retried whole on a serialization failure or a lost connection (with_transaction).
-  void transact(const std::function<void(ProfileTransaction&)>& work) override;
-
- private:
-  ConnectionPool& pool_;
-  const NotifierOptions& notifications_;
 };
 
 }  // namespace kw::server

@@ -67,22 +67,22 @@ std::int64_t project_with_commit(RunTransaction& tx, const std::string& head) {
 
 }  // namespace
 
-RunHead RunService::head(const Caller* caller, std::int64_t run_id, const Page& page) {
+CheckedRunHead RunService::head(const Caller* caller, std::int64_t run_id, const Page& page) {
   return in_transaction(store_, [&](RunTransaction& tx) {
     owned_run(tx, caller, run_id);
     auto head = tx.run_head(run_id, page);
     if (!head) throw NotFound("no_such_run", "no run " + std::to_string(run_id));
-    return *head;
+    return CheckedRunHead{ReadableRun(run_id), std::move(*head)};
   });
 }
 
-std::string RunService::comparisons(std::int64_t run_id, std::int64_t first, std::int64_t end) {
+std::string RunService::comparisons(const ReadableRun& run, std::int64_t first, std::int64_t end) {
   return in_transaction(store_,
-                        [&](RunTransaction& tx) { return tx.run_comparisons_json(run_id, first, end); });
+                        [&](RunTransaction& tx) { return tx.run_comparisons_json(run.id(), first, end); });
 }
 
-std::string RunService::cases(std::int64_t run_id, std::int64_t first, std::int64_t end) {
-  return in_transaction(store_, [&](RunTransaction& tx) { return tx.run_cases_json(run_id, first, end); });
+std::string RunService::cases(const ReadableRun& run, std::int64_t first, std::int64_t end) {
+  return in_transaction(store_, [&](RunTransaction& tx) { return tx.run_cases_json(run.id(), first, end); });
 }
 
 json RunService::explanation(const Caller* caller, std::int64_t run_id, const std::string& case_name) {

@@ -20,15 +20,33 @@ struct Acknowledgement {
   std::vector<std::int64_t> carried_to;  // regressions of the same change it covers too
 };
 
+// A run its caller may read, as head() found it. The parts of its page take
+// it, so no part of a run is read without that access check.
+class ReadableRun {
+ public:
+  std::int64_t id() const { return id_; }
+
+ private:
+  friend class RunService;
+  explicit ReadableRun(std::int64_t id) : id_(id) {}
+  std::int64_t id_;
+};
+
+struct CheckedRunHead {
+  ReadableRun run;
+  RunHead head;
+};
+
 class RunService {
  public:
   explicit RunService(RunStore& store) : store_(store) {}
 
-  // The run's head (verdict, stages, counts) for `page`.
-  RunHead head(const Caller* caller, std::int64_t run_id, const Page& page);
+  // The run's head (verdict, stages, counts) for `page`, once the caller
+  // may read it.
+  CheckedRunHead head(const Caller* caller, std::int64_t run_id, const Page& page);
   // Cases [first, end) of the run: their comparisons or themselves, as a JSON array.
-  std::string comparisons(std::int64_t run_id, std::int64_t first, std::int64_t end);
-  std::string cases(std::int64_t run_id, std::int64_t first, std::int64_t end);
+  std::string comparisons(const ReadableRun& run, std::int64_t first, std::int64_t end);
+  std::string cases(const ReadableRun& run, std::int64_t first, std::int64_t end);
   // What changed in a flagged case's launches and build ("" case: the run's worst).
   nlohmann::json explanation(const Caller* caller, std::int64_t run_id, const std::string& case_name);
   // A regression accepted as intended, carried to the runs of the same change

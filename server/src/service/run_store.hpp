@@ -18,14 +18,12 @@
 
 #include "kw/common/judge.hpp"
 #include "kw/common/run_report.hpp"
-#include "notify/notifier.hpp"
+#include "model/jobs.hpp"
+#include "model/judging.hpp"
+#include "model/runs.hpp"
+#include "model/settings.hpp"
 #include "service/job_store.hpp"
 #include "service/judging.hpp"
-#include "store/bisect_repository.hpp"
-#include "store/database.hpp"
-#include "store/detection_repository.hpp"
-#include "store/read_routing.hpp"
-#include "store/run_repository.hpp"
 
 namespace kw::server {
 
@@ -57,7 +55,7 @@ class RunTransaction {
   // What a judged run sets off: a bisect started or moved on by a job's run,
   // a regression's worst case profiled, the cases' heads advanced (last: it
   // locks them), and the notices (a verdict, a bisect that ended).
-  virtual BisectRepository::AfterRun bisect_after_run(std::int64_t job_id, std::int64_t run_id) = 0;
+  virtual BisectAfterRun bisect_after_run(std::int64_t job_id, std::int64_t run_id) = 0;
   virtual void profile_regression(std::int64_t run_id, int max_attempts) = 0;
   virtual void advance_case_heads(std::int64_t run_id) = 0;
   virtual void verdict_announced(std::int64_t run_id) = 0;
@@ -69,9 +67,8 @@ class RunTransaction {
   virtual std::string run_cases_json(std::int64_t run_id, std::int64_t first, std::int64_t end) = 0;
   // What changed in a flagged case's launches and build (ExplanationRepository).
   virtual nlohmann::json explanation(std::int64_t run_id, const std::string& case_name) = 0;
-  virtual std::optional<DetectionRepository::Acknowledged> acknowledge(std::int64_t run_id,
-                                                                       const std::string& who,
-                                                                       const std::string& reason) = 0;
+  virtual std::optional<Acknowledged> acknowledge(std::int64_t run_id, const std::string& who,
+                                                  const std::string& reason) = 0;
 
   // What a compare of two commits reads (project_id 0: every project).
   virtual std::vector<std::string> measured_commits_with_prefix(std::int64_t project_id,
@@ -96,64 +93,6 @@ class RunStore {
   // the write (its read cache, a replica's reads) without waiting for the
   // change feed.
   virtual void committed(const std::string& project) = 0;
-};
-
-class PgRunTransaction final : public RunTransaction {
- public:
-  PgRunTransaction(pqxx::work& tx, const NotifierOptions& notifications)
-      : tx_(tx), notifications_(notifications), queue_(tx, notifications) {}
-
-  JobTransaction& queue() override { return queue_; }
-  std::optional<std::int64_t> find_project(const std::string& name) override;
-  std::optional<std::string> project_of_run(std::int64_t run_id) override;
-  RunJudgingReads judging_reads(const std::string& project, const common::RunReport& report) override;
-  std::optional<StoredRun> find_stored(std::int64_t project_id, const std::string& canonical) override;
-  StoredRun store(std::int64_t project_id, const common::RunReport& report,
-                  const std::vector<common::CaseSummary>& summaries, const nlohmann::json& document,
-                  const std::string& canonical, std::optional<std::int64_t> job_id) override;
-  std::string store_judgement(const StoredRun& run, const RunJudgement& judgement) override;
-  BisectRepository::AfterRun bisect_after_run(std::int64_t job_id, std::int64_t run_id) override;
-  void profile_regression(std::int64_t run_id, int max_attempts) override;
-  void advance_case_heads(std::int64_t run_id) override;
-  void verdict_announced(std::int64_t run_id) override;
-  void bisect_ended(std::int64_t bisect_id) override;
-  std::optional<RunHead> run_head(std::int64_t run_id, const Page& page) override;
-  std::string run_comparisons_json(std::int64_t run_id, std::int64_t first, std::int64_t end) override;
-  std::string run_cases_json(std::int64_t run_id, std::int64_t first, std::int64_t end) override;
-  nlohmann::json explanation(std::int64_t run_id, const std::string& case_name) override;
-  std::optional<DetectionRepository::Acknowledged> acknowledge(std::int64_t run_id, const std::string& who,
-                                                               const std::string& reason) override;
-  std::vector<std::string> measured_commits_with_prefix(std::int64_t project_id, const std::string& prefix,
-                                                        int limit) override;
-  std::optional<std::string> newest_commit_on_branch(std::int64_t project_id,
-                                                     const std::string& branch) override;
-  std::vector<std::int64_t> projects_with_commit(const std::string& commit) override;
-  std::vector<CommitRuns> commit_runs(std::int64_t project_id, const std::string& base,
-                                      const std::string& head, const std::string& gpu_model) override;
-  std::pair<std::vector<nlohmann::json>, nlohmann::json> judged_times(std::int64_t run_id,
-                                                                      const std::string& name_like) override;
-  CrossRunReads cross_run_reads(const ProjectSettings& project, const CommitRuns& runs,
-                                const std::string& name_like) override;
-
- private:
-  pqxx::work& tx_;
-  const NotifierOptions& notifications_;
-  PgJobTransaction queue_;
-};
-
-class PgRunStore final : public RunStore {
- public:
-  PgRunStore(ConnectionPool& pool, ReadRouting& reads, const NotifierOptions& notifications)
-      : pool_(pool), reads_(reads), notifications_(notifications) {}
-
-  // Retried whole on a serialization failure or a lost connection (with_transaction).
-  void transact(const std::function<void(RunTransaction&)>& work) override;
-  void committed(const std::string& project) override { reads_.committed(project); }
-
- private:
-  ConnectionPool& pool_;
-  ReadRouting& reads_;
-  const NotifierOptions& notifications_;
 };
 
 }  // namespace kw::server

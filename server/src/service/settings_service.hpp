@@ -6,10 +6,17 @@
 #include <nlohmann/json.hpp>
 
 #include "access.hpp"
-#include "notify/notifier.hpp"
+#include "model/notifications.hpp"
 #include "service/project_store.hpp"
 
 namespace kw::server {
+
+// {"default_branch"?, "min_threshold"?, "case_thresholds"?: {case: number|null}, "run_alpha"?,
+//  "energy_threshold"?, "github_repo"?: "owner/name"|null, "webhook_url"?: url|null,
+//  "gitlab_project"?: id|"group/name"|null, "inconclusive_gate"?: "pass"|"no-verdict"|"fail",
+//  "inconclusive_factor"?: number >= 1}, every value checked: Unprocessable (422) naming the
+// first field that is wrong.
+SettingsChange parse_settings_change(const nlohmann::json& changes);
 
 class SettingsService {
  public:

@@ -11,8 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "store/database.hpp"
-#include "store/upload_repository.hpp"
+#include "model/uploads.hpp"
 
 namespace kw::server {
 
@@ -44,16 +43,6 @@ class UploadStore {
   using Transaction = UploadTransaction;
   virtual ~UploadStore() = default;
   virtual void transact(const std::function<void(UploadTransaction&)>& work) = 0;
-};
-
-class PgUploadStore final : public UploadStore {
- public:
-  explicit PgUploadStore(ConnectionPool& pool) : pool_(pool) {}
-  // Retried whole on a serialization failure or a lost connection (with_transaction).
-  void transact(const std::function<void(UploadTransaction&)>& work) override;
-
- private:
-  ConnectionPool& pool_;
 };
 
 }  // namespace kw::server

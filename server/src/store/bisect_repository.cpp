@@ -143,9 +143,8 @@ void judge_step(pqxx::work& tx, Bisect& b, const std::string& commit, std::int64
 
 }  // namespace
 
-BisectRepository::AfterRun BisectRepository::after_run(pqxx::work& tx, std::int64_t job_id,
-                                                       std::int64_t run_id) {
-  AfterRun result;
+BisectAfterRun BisectRepository::after_run(pqxx::work& tx, std::int64_t job_id, std::int64_t run_id) {
+  BisectAfterRun result;
   pqxx::row job = tx.exec_params1(
       "SELECT j.bisect_id, j.on_default_branch, j.range_commits, j.gpu_class, j.project_id, r.verdict "
       "FROM jobs j JOIN runs r ON r.id = $2 WHERE j.id = $1",

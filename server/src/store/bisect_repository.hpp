@@ -14,20 +14,17 @@
 #include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
 
+#include "model/jobs.hpp"
 #include "store/database.hpp"
 
 namespace kw::server {
 
 class BisectRepository {
  public:
-  struct AfterRun {
-    bool step = false;                     // the run was a bisect's step
-    std::optional<std::int64_t> finished;  // a bisect that ended with it (found or failed)
-  };
   // Called with a job's run once it is judged: starts a bisect for a
   // regression on the default branch whose job has a range of more than one
   // commit, or moves the bisect the run is a step of.
-  static AfterRun after_run(pqxx::work& tx, std::int64_t job_id, std::int64_t run_id);
+  static BisectAfterRun after_run(pqxx::work& tx, std::int64_t job_id, std::int64_t run_id);
   // A step job that ended without a run (its agent could not run it): skipped.
   static std::optional<std::int64_t> step_failed(pqxx::work& tx, std::int64_t job_id);
 

@@ -9,31 +9,11 @@
 #include <string>
 #include <vector>
 
+#include "service/history_reads.hpp"
 #include "store/read_routing.hpp"
 #include "store/run_repository.hpp"
 
 namespace kw::server {
-
-class HistoryReads {
- public:
-  virtual ~HistoryReads() = default;
-
-  // Each answer is the endpoint's JSON text; nullopt: no such project.
-  // The caller's access to the project is checked before any of these.
-  virtual std::string projects(const std::optional<std::vector<std::string>>& only) = 0;
-  // `branch` empty: the project's default branch.
-  virtual std::optional<std::string> overview(const std::string& project, const std::string& branch,
-                                              const CaseFilter& filter, const Page& page) = 0;
-  virtual std::optional<std::string> cases(const std::string& project) = 0;
-  // How often skipping identical cases missed a change, by the audited cases.
-  virtual std::optional<std::string> audit(const std::string& project) = 0;
-  virtual std::optional<std::string> runs(const std::string& project, const std::string& branch,
-                                          const CaseFilter& filter, const Page& page,
-                                          bool regressions_only) = 0;
-  virtual std::optional<std::string> branches(const std::string& project) = 0;
-  virtual std::optional<std::string> series(const std::string& project, const std::string& case_name,
-                                            const std::string& gpu, const std::string& branch, int limit) = 0;
-};
 
 // Each read one transaction (the series one statement), on the database
 // ReadRouting chooses: the read replica where it has the project's writes.

@@ -11,6 +11,8 @@
 #include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
 
+#include "model/notifications.hpp"
+
 namespace kw::server {
 
 struct Outgoing {
@@ -20,24 +22,6 @@ struct Outgoing {
   std::string body;
   std::string target;
   int attempts = 0;  // this one included
-};
-
-struct TargetHealth {
-  std::string target;
-  int consecutive_failures = 0;
-  bool paused = false;
-};
-
-struct OutboxHealth {
-  std::int64_t pending = 0;
-  std::vector<TargetHealth> failing;
-};
-
-// When a target is paused: after this many failed attempts in a row, for
-// this long; then it is tried again.
-struct TargetPolicy {
-  int pause_after_failures = 5;
-  double pause_seconds = 600;
 };
 
 class NotificationOutbox {

@@ -14,30 +14,10 @@
 #include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
 
+#include "model/profiles.hpp"
 #include "store/database.hpp"
 
 namespace kw::server {
-
-struct ProfileRequest {
-  std::int64_t run_id = 0;
-  std::string case_name;
-  // The commit to profile beside the run's; nullopt: the one the case was
-  // compared with (none when it had no baseline: the head alone).
-  std::optional<std::string> base_commit;
-  int launch_count = 10;
-  std::string kernel_regex;  // empty: every kernel of the case
-  std::string reason = "requested";
-  std::string requested_by;
-  int max_attempts = 3;
-  // A new profile though the same one exists (queued, running or done).
-  bool again = false;
-};
-
-// What an agent posts for a profile job it holds.
-struct ProfileResult {
-  nlohmann::json summary;
-  std::string base_csv, head_csv;
-};
 
 class ProfileRepository {
  public:

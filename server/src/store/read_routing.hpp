@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "errors.hpp"
+#include "service/read_cache.hpp"
 #include "store/database.hpp"
-#include "store/read_cache.hpp"
 
 namespace kw::server {
 

@@ -1,70 +1,14 @@
-// A project's settings: the detection thresholds, the default branch and
-// where its notifications go. Every value is checked as what it becomes (a
-// URL, a path segment of GitHub's or GitLab's API, a key of the store)
-// before it is written.
+// A project's settings in PostgreSQL (the projects and case_settings
+// tables): read whole, and written as a change the settings service checked.
 #pragma once
 
-#include <map>
-#include <optional>
-#include <string>
-#include <string_view>
+#include <cstdint>
 
-#include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
 
-#include "kw/common/detection.hpp"
+#include "model/settings.hpp"
 
 namespace kw::server {
-
-// A settings request, checked as a whole before anything is written.
-struct SettingsChange {
-  std::optional<std::string> default_branch;
-  std::optional<double> min_threshold, energy_threshold, run_alpha, inconclusive_factor;
-  std::optional<std::string> inconclusive_gate;
-  std::map<std::string, std::optional<double>> case_thresholds;  // nullopt: back to min_threshold
-  std::optional<std::optional<std::string>> github_repo, webhook_url,
-      gitlab_project;  // nullopt inside: cleared
-};
-
-// {"default_branch"?, "min_threshold"?, "case_thresholds"?: {case: number|null}, "run_alpha"?,
-//  "energy_threshold"?, "github_repo"?: "owner/name"|null, "webhook_url"?: url|null,
-//  "gitlab_project"?: id|"group/name"|null, "inconclusive_gate"?: "pass"|"no-verdict"|"fail",
-//  "inconclusive_factor"?: number >= 1}, every value checked: Unprocessable (422) naming the
-// first field that is wrong.
-SettingsChange parse_settings_change(const nlohmann::json& changes);
-
-struct ProjectSettings {
-  std::int64_t id = 0;
-  std::string name;
-  std::string default_branch = "main";
-  double min_threshold = common::DetectionSettings{}.min_threshold;
-  std::map<std::string, double> case_thresholds;
-  double run_alpha = common::DetectionSettings{}.run_alpha;
-  std::string github_repo;  // "owner/name": commit statuses go there
-  std::string webhook_url;
-  std::string gitlab_project;  // id or "group/name": commit statuses go there
-  // The smallest change of the candidate's joules per iteration flagged.
-  double energy_threshold = common::DetectionSettings{}.energy_threshold;
-  // A run that would pass but for inconclusive cases whose slowdown is
-  // estimated at inconclusive_factor times their threshold or more: the gate
-  // answers "no-verdict" (measure again), "fail" (a regression) or "pass"
-  // (docs/detection.md, "Inconclusive cases and the gate").
-  std::string inconclusive_gate = "no-verdict";
-  double inconclusive_factor = 3;
-
-  double min_threshold_for(const std::string& case_name) const;
-  void apply(const SettingsChange& change);
-  common::DetectionSettings detection() const;
-  nlohmann::json to_json() const;
-};
-
-// The checks, as pure functions: each returns an empty string when `text`
-// is acceptable, else the reason. They look at each byte once (no regular
-// expression, no recursion), whatever the input's length.
-std::string webhook_url_problem(std::string_view text);
-std::string github_repo_problem(std::string_view text);
-std::string gitlab_project_problem(std::string_view text);
-std::string name_problem(std::string_view text);  // branch and case names
 
 class SettingsRepository {
  public:

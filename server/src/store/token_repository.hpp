@@ -8,21 +8,13 @@
 #include <pqxx/pqxx>
 
 #include "access.hpp"
+#include "model/tokens.hpp"
 #include "store/database.hpp"
 
 namespace kw::server {
 
+// OpenSSL's (the ingest hashes each report's canonical form with it).
 std::string sha256_hex(std::string_view data);
-
-struct TokenInfo {
-  std::int64_t id = 0;
-  std::string name;
-  Scope scope = Scope::read;
-  std::string created_at;
-  std::string last_used_at;
-  std::string revoked_at;
-  std::optional<std::vector<std::string>> projects;  // nullopt: every project
-};
 
 class TokenRepository {
  public:

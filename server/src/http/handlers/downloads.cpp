@@ -7,8 +7,8 @@
 
 #include "errors.hpp"
 #include "http/handlers/handlers.hpp"
+#include "kw/common/sha256.hpp"
 #include "kwbench_py.hpp"
-#include "store/token_repository.hpp"
 
 namespace kw::server {
 
@@ -41,7 +41,7 @@ class BinaryFile {
       if (!in) throw ServiceUnavailable("kw_unavailable", "cannot read " + path_);
       auto binary = std::make_shared<Binary>();
       binary->content = std::make_shared<const std::string>(content.str());
-      binary->sha256 = sha256_hex(*binary->content);
+      binary->sha256 = common::sha256_hex(*binary->content);
       binary_ = std::move(binary);
       size_ = info.st_size;
       mtime_ = info.st_mtim;

@@ -4,21 +4,30 @@
 // pools, never on its I/O threads.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 
 #include "http/metrics.hpp"
 #include "http/router.hpp"
-#include "service/services.hpp"
-#include "store/database.hpp"
-#include "store/history_reads.hpp"
-#include "store/read_cache.hpp"
+#include "service/history_reads.hpp"
+#include "service/ingest_service.hpp"
+#include "service/job_service.hpp"
+#include "service/profile_service.hpp"
+#include "service/read_cache.hpp"
+#include "service/run_service.hpp"
+#include "service/settings_service.hpp"
+#include "service/token_service.hpp"
+#include "service/upload_service.hpp"
 
 namespace kw::server {
 
 // What the health routes read, owned by App.
 struct HealthContext {
-  DatabaseMonitor& monitor;  // /healthz answers from its last ping
+  // /healthz answers from the database monitor's last ping: nullopt while
+  // the database answers, else why not; and that ping's round trip.
+  std::function<std::optional<std::string>()> database_problem;
+  std::function<double()> database_ping_ms;
   Metrics& metrics;
   int schema_version = 0;
 };

@@ -10,7 +10,7 @@
 
 #include "http/http_types.hpp"
 #include "kw/common/json_reader.hpp"
-#include "store/run_repository.hpp"
+#include "model/runs.hpp"
 
 namespace kw::server {
 

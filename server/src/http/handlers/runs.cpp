@@ -43,15 +43,15 @@ namespace {
 // brackets.
 class RunPageStream {
  public:
-  RunPageStream(RunService* runs, std::int64_t run_id, std::int64_t first, std::int64_t end)
-      : runs_(runs), run_id_(run_id), first_(first), end_(end), next_(first) {}
+  RunPageStream(RunService* runs, ReadableRun run, std::int64_t first, std::int64_t end)
+      : runs_(runs), run_(run), first_(first), end_(end), next_(first) {}
 
   bool operator()(std::string& chunk) {
     constexpr std::int64_t kBatch = 100;
     const std::int64_t upto = std::min(end_, next_ + kBatch);
     if (next_ < end_) {
       std::string items =
-          comparisons_ ? runs_->comparisons(run_id_, next_, upto) : runs_->cases(run_id_, next_, upto);
+          comparisons_ ? runs_->comparisons(run_, next_, upto) : runs_->cases(run_, next_, upto);
       if (items.size() > 2) {  // "[...]": the items without the brackets
         if (!empty_) chunk += ',';
         chunk.append(items, 1, items.size() - 2);
@@ -73,7 +73,8 @@ class RunPageStream {
 
  private:
   RunService* runs_;
-  std::int64_t run_id_, first_, end_, next_;
+  ReadableRun run_;
+  std::int64_t first_, end_, next_;
   bool comparisons_ = true;
   bool empty_ = true;
 };
@@ -85,11 +86,13 @@ class RunPageStream {
 Response run_page(RunService& runs, const Request& request) {
   std::int64_t id = request.id_param("id", "run");
   Page page = page_params(request, 500);
-  RunHead head = runs.head(request.reader(), id, page);
+  CheckedRunHead checked = runs.head(request.reader(), id, page);
+  RunHead& head = checked.head;
   head.json.pop_back();  // the closing brace: the page's arrays follow
   Response response = Response::json_text(200, std::move(head.json) + ",\"comparisons\":[");
   const std::int64_t first = std::min(page.offset(), head.cases);
-  response.stream = RunPageStream{&runs, id, first, std::min(head.cases, page.offset() + page.per_page)};
+  response.stream =
+      RunPageStream{&runs, checked.run, first, std::min(head.cases, page.offset() + page.per_page)};
   return response;
 }
 

@@ -103,6 +103,9 @@ json assemble(const std::vector<StoredPartBody>& bodies, const Request& request,
 
 // PUT .../parts/{part}?of=N: one part, kept as sent.
 Response put_part(UploadService& uploads, const Request& request) {
+  // Another project's upload is refused before its part is read: the
+  // caller learns nothing of what that project would accept.
+  request.caller->require_project(request.param("project"));
   const std::string& id = upload_id(request);
   const int parts = part_number(request.query_value("of").value_or(""), kMaxParts);
   if (parts < 1)

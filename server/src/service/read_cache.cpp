@@ -1,4 +1,4 @@
-#include "store/read_cache.hpp"
+#include "service/read_cache.hpp"
 
 namespace kw::server {
 

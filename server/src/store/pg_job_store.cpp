@@ -1,4 +1,6 @@
-#include "service/job_store.hpp"
+#include "store/pg_job_store.hpp"
+
+#include "store/notification_repository.hpp"
 
 #include "store/run_repository.hpp"
 

@@ -1,4 +1,4 @@
-#include "service/upload_store.hpp"
+#include "store/pg_upload_store.hpp"
 
 #include "store/run_repository.hpp"
 

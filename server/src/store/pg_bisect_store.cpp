@@ -1,4 +1,4 @@
-#include "service/bisect_store.hpp"
+#include "store/pg_bisect_store.hpp"
 
 #include "store/bisect_repository.hpp"
 

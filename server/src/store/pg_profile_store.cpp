@@ -1,4 +1,6 @@
-#include "service/profile_store.hpp"
+#include "store/pg_profile_store.hpp"
+
+#include "store/notification_repository.hpp"
 
 #include "store/run_repository.hpp"
 

@@ -1,4 +1,6 @@
-#include "service/project_store.hpp"
+#include "store/pg_project_store.hpp"
+
+#include "store/notification_repository.hpp"
 
 #include "store/notification_outbox.hpp"
 #include "store/run_repository.hpp"

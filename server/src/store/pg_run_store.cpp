@@ -1,4 +1,6 @@
-#include "service/run_store.hpp"
+#include "store/pg_run_store.hpp"
+
+#include "store/notification_repository.hpp"
 
 #include "store/explanation_repository.hpp"
 #include "store/profile_repository.hpp"
@@ -35,7 +37,7 @@ std::string PgRunTransaction::store_judgement(const StoredRun& run, const RunJud
                                               judgement.detection, judgement.verdict);
 }
 
-BisectRepository::AfterRun PgRunTransaction::bisect_after_run(std::int64_t job_id, std::int64_t run_id) {
+BisectAfterRun PgRunTransaction::bisect_after_run(std::int64_t job_id, std::int64_t run_id) {
   return BisectRepository::after_run(tx_, job_id, run_id);
 }
 
@@ -72,9 +74,8 @@ nlohmann::json PgRunTransaction::explanation(std::int64_t run_id, const std::str
   return *ExplanationRepository::explain(tx_, run_id, case_name);
 }
 
-std::optional<DetectionRepository::Acknowledged> PgRunTransaction::acknowledge(std::int64_t run_id,
-                                                                               const std::string& who,
-                                                                               const std::string& reason) {
+std::optional<Acknowledged> PgRunTransaction::acknowledge(std::int64_t run_id, const std::string& who,
+                                                          const std::string& reason) {
   return DetectionRepository::acknowledge(tx_, run_id, who, reason);
 }
 

@@ -1,22 +1,24 @@
-// Every service kw-server's routes call, made together over one pool. The
+// Every service kw-server's routes call, made together over one pool, each
+// on its store's PostgreSQL side (store/pg_*_store.hpp). The
 // rules of the write side live here, between the HTTP handlers (which parse
 // and answer) and the store (which runs SQL).
 #pragma once
 
 #include "notify/notifier.hpp"
-#include "service/bisect_store.hpp"
 #include "service/ingest_service.hpp"
 #include "service/job_service.hpp"
 #include "service/profile_service.hpp"
-#include "service/profile_store.hpp"
-#include "service/project_store.hpp"
 #include "service/run_service.hpp"
-#include "service/run_store.hpp"
 #include "service/settings_service.hpp"
 #include "service/token_service.hpp"
 #include "service/upload_service.hpp"
-#include "service/upload_store.hpp"
 #include "store/database.hpp"
+#include "store/pg_bisect_store.hpp"
+#include "store/pg_job_store.hpp"
+#include "store/pg_profile_store.hpp"
+#include "store/pg_project_store.hpp"
+#include "store/pg_run_store.hpp"
+#include "store/pg_upload_store.hpp"
 #include "store/read_routing.hpp"
 
 namespace kw::server {

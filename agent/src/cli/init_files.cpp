@@ -1,0 +1,81 @@
+#include "cli/init_files.hpp"
+
+#include <fnmatch.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+namespace kw::agent {
+
+namespace fs = std::filesystem;
+
+std::string read_text(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+bool skipped_dir(const fs::path& path) {
+  const std::string name = path.filename().string();
+  return name.empty() || name[0] == '.' || name == "build" || name == "node_modules" ||
+         name == "third_party" || name == "__pycache__" || name.rfind("build-", 0) == 0 ||
+         name.rfind("cmake-build", 0) == 0;
+}
+
+// The repository's files with one of `extensions`, its own (no build trees,
+// no hidden folders, no vendored code), at most `limit` of them.
+std::vector<fs::path> files_of(const fs::path& repo, std::initializer_list<const char*> extensions,
+                               std::size_t limit) {
+  std::vector<fs::path> found;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(repo, fs::directory_options::skip_permission_denied, ec);
+       it != fs::recursive_directory_iterator() && found.size() < limit; it.increment(ec)) {
+    if (ec) break;
+    if (it->is_directory(ec)) {
+      if (skipped_dir(it->path())) it.disable_recursion_pending();
+      continue;
+    }
+    const std::string name = it->path().filename().string();
+    for (const char* extension : extensions) {
+      const std::string want = extension;
+      if (name.size() >= want.size() && name.compare(name.size() - want.size(), want.size(), want) == 0) {
+        found.push_back(it->path());
+        break;
+      }
+    }
+  }
+  std::sort(found.begin(), found.end());
+  return found;
+}
+
+std::vector<std::string> matches(const std::string& text, const std::regex& pattern) {
+  std::vector<std::string> found;
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), pattern); it != std::sregex_iterator();
+       ++it) {
+    if (std::find(found.begin(), found.end(), (*it)[1].str()) == found.end()) found.push_back((*it)[1]);
+  }
+  return found;
+}
+
+std::string in_repo(const fs::path& file, const fs::path& repo) {
+  return fs::relative(file, repo).generic_string();
+}
+
+// Whether --only's globs take a thing of these names; a glob matches a name
+// or its last dotted part ("scan" takes bench.example.cpp17.scan).
+bool selected(const std::vector<std::string>& only, std::initializer_list<std::string> names) {
+  if (only.empty()) return true;
+  for (const std::string& glob : only) {
+    for (const std::string& name : names) {
+      if (name.empty()) continue;
+      const std::string last = name.substr(name.rfind('.') + 1);
+      if (fnmatch(glob.c_str(), name.c_str(), 0) == 0 || fnmatch(glob.c_str(), last.c_str(), 0) == 0)
+        return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace kw::agent

@@ -1,0 +1,28 @@
+// kw init's reading of a repository: its own files (no build trees, hidden
+// folders or vendored code), their text, and the --only globs.
+#pragma once
+
+#include <filesystem>
+#include <initializer_list>
+#include <regex>
+#include <string>
+#include <vector>
+
+namespace kw::agent {
+
+std::string read_text(const std::filesystem::path& file);
+// A folder kw init does not look in: hidden, a build tree, vendored code.
+bool skipped_dir(const std::filesystem::path& path);
+// The repository's files with one of `extensions`, its own (no build trees,
+// no hidden folders, no vendored code), at most `limit` of them.
+std::vector<std::filesystem::path> files_of(const std::filesystem::path& repo,
+                                            std::initializer_list<const char*> extensions,
+                                            std::size_t limit = 2000);
+// The first group of each match of `pattern` in `text`, each once.
+std::vector<std::string> matches(const std::string& text, const std::regex& pattern);
+std::string in_repo(const std::filesystem::path& file, const std::filesystem::path& repo);
+// Whether --only's globs take a thing of these names; a glob matches a name
+// or its last dotted part ("scan" takes bench.example.cpp17.scan).
+bool selected(const std::vector<std::string>& only, std::initializer_list<std::string> names);
+
+}  // namespace kw::agent
