@@ -71,7 +71,10 @@ def ninja_deps(ninja, build):
     for line in result.stdout.splitlines():
         if line and not line.startswith(" "):
             output, _, state = line.partition(": ")
-            current = deps.setdefault(output, []) if "(VALID)" in state else None
+            # "#deps 0": ninja kept no dependencies for it (a compiler cache
+            # hit can leave none); a digest without its headers would be
+            # stored clean and never match a clone's, so it has none.
+            current = deps.setdefault(output, []) if "(VALID)" in state and "#deps 0" not in state else None
         elif line.strip() and current is not None:
             current.append(line.strip())
     return deps
