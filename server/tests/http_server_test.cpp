@@ -191,6 +191,19 @@ TEST_F(HostileClientTest, AJsonBodyHoldsASmallMultipleOfItsSize) {
   EXPECT_EQ(client().get("/healthz").status, 200);
 }
 
+// `count` connections to `port`, each mid-request: `first_line` sent, the
+// rest of its header never.
+std::vector<boost::asio::ip::tcp::socket> mid_request(boost::asio::io_context& io, unsigned short port,
+                                                      int count, const std::string& first_line) {
+  std::vector<boost::asio::ip::tcp::socket> held;
+  for (int i = 0; i < count; ++i) {
+    held.emplace_back(io);
+    held.back().connect({boost::asio::ip::make_address("127.0.0.1"), port});
+    boost::asio::write(held.back(), boost::asio::buffer(first_line));
+  }
+  return held;
+}
+
 // What a raw socket gets back for `bytes` (requests no HTTP client would
 // send), read until the server closes.
 std::string raw_exchange(unsigned short port, const std::string& bytes) {
@@ -227,12 +240,7 @@ using ConnectionCapTest = ServerWithHttp<TwoConnections>;
 TEST_F(ConnectionCapTest, AConnectionOverTheCapIs503WithRetryAfter) {
   const unsigned short port = bound_port();
   boost::asio::io_context io;
-  std::vector<boost::asio::ip::tcp::socket> held;
-  for (int i = 0; i < 2; ++i) {
-    held.emplace_back(io);
-    held.back().connect({boost::asio::ip::make_address("127.0.0.1"), port});
-    boost::asio::write(held.back(), boost::asio::buffer(std::string("GET /healthz HTTP/1.1\r\n")));
-  }
+  std::vector<boost::asio::ip::tcp::socket> held = mid_request(io, port, 2, "GET /healthz HTTP/1.1\r\n");
   // The server registers a connection when it accepts it, a moment after the connect.
   std::string answer;
   wait_until(
@@ -331,13 +339,8 @@ using AnonymousSlotsTest = ServerWithHttp<TwelveSlots>;
 TEST_F(AnonymousSlotsTest, ConnectionsWithoutATokenTakeAtMostThreeQuarters) {
   const unsigned short port = bound_port();
   boost::asio::io_context io;
-  std::vector<boost::asio::ip::tcp::socket> held;
-  for (int i = 0; i < 12; ++i) {
-    held.emplace_back(io);
-    held.back().connect({boost::asio::ip::make_address("127.0.0.1"), port});
-    // Mid-request: busy, so no newcomer may take its slot.
-    boost::asio::write(held.back(), boost::asio::buffer(std::string("GET /healthz HTTP/1.1\r\n")));
-  }
+  // Mid-request: busy, so no newcomer may take its slot.
+  std::vector<boost::asio::ip::tcp::socket> held = mid_request(io, port, 12, "GET /healthz HTTP/1.1\r\n");
   int refused = 0;
   for (auto& socket : held) {
     socket.non_blocking(true);
@@ -412,12 +415,8 @@ TEST_F(HostileClientTest, ARequestSlowerThanTheMinimumRateIs408) {
 TEST_F(AnonymousSlotsTest, SlowRequestsWithoutATokenGiveTheirSlotsToNewcomers) {
   const unsigned short port = bound_port();
   boost::asio::io_context io;
-  std::vector<boost::asio::ip::tcp::socket> held;
-  for (int i = 0; i < 12; ++i) {
-    held.emplace_back(io);
-    held.back().connect({boost::asio::ip::make_address("127.0.0.1"), port});
-    boost::asio::write(held.back(), boost::asio::buffer(std::string("POST /api/v1/jobs HTTP/1.1\r\n")));
-  }
+  std::vector<boost::asio::ip::tcp::socket> held =
+      mid_request(io, port, 12, "POST /api/v1/jobs HTTP/1.1\r\n");
   std::this_thread::sleep_for(std::chrono::milliseconds(1200));
   EXPECT_EQ(ci().get("/api/v1/agents").status, 200);
   EXPECT_EQ(client().get("/healthz").status, 200);

@@ -63,7 +63,7 @@ class Session : public std::enable_shared_from_this<Session> {
     });
   }
 
-  // Read by the server, under its lock, off this session's strand.
+  // Read by the server, under its lock, off this connection's strand.
   std::atomic<bool> authenticated_{false};
   std::atomic<std::int64_t> idle_since_{0};  // steady clock ticks; 0 while a request is served
   std::atomic<bool> fresh_{true};            // no request read yet
