@@ -154,6 +154,93 @@ TEST(Adapters, NvbenchPassArgumentsSetTheBudgetAndTheOrder) {
   EXPECT_EQ(std::count(own.begin(), own.end(), "--stopping-criterion"), 1) << "NVBench refuses a second one";
 }
 
+// An NVBench pinned before 2026-02 (no --no-batch) and 2023-11 (no
+// --stopping-criterion) gets only what it accepts; stdrel's parameters,
+// which its one criterion reads, stay.
+TEST(Adapters, NvbenchPassArgumentsUseOnlyWhatTheBenchAccepts) {
+  BenchConfig bench;
+  FullBenchConfig fb;
+  fb.noise_target = 0.005;
+  fb.replicate_seconds = 0.25;
+  fb.min_samples = 10;
+  NvbenchSupport of_2023;
+  of_2023.no_batch = false;
+  of_2023.stopping_criterion = false;
+  EXPECT_EQ(nvbench_pass_args(bench, fb, {"first"}, of_2023),
+            (std::vector<std::string>{"--max-noise", "0.500000", "--min-time", "0.250000", "--min-samples",
+                                      "10", "--timeout", "2.000000", "-b", "first"}));
+  const std::vector<std::string> notes = nvbench_support_notes(of_2023);
+  ASSERT_EQ(notes.size(), 2u);
+  EXPECT_NE(notes[0].find("no --no-batch"), std::string::npos) << notes[0];
+  EXPECT_NE(notes[1].find("no --stopping-criterion"), std::string::npos) << notes[1];
+  EXPECT_TRUE(nvbench_support_notes({}).empty()) << "today's NVBench lacks nothing";
+}
+
+TEST(Adapters, NvbenchRefusedArgumentIsReadFromItsError) {
+  // What NVBench 2023-11 (7521229) printed for --no-batch on an H100
+  // (docs/results/nvbench-versions-h100.txt's run).
+  EXPECT_EQ(nvbench_refused_argument(
+                "NVBench encountered an error:\n\n/tmp/kw-nvbench-versions/2023/nvbench/nvbench/"
+                "option_parser.cu:516: Unrecognized command-line argument: `--no-batch`.\n"),
+            "--no-batch");
+  EXPECT_EQ(nvbench_refused_argument("cudaErrorNoDevice: no CUDA-capable device is detected"), "");
+  EXPECT_EQ(nvbench_refused_argument("Unrecognized command-line argument: `--no-b"), "") << "cut off";
+}
+
+// A test double for an NVBench built before 2022-04 (a real one needs a GPU
+// to start): it refuses, by name and before --list, each option it lacks,
+// as NVBench's option parser does. The adapter drops each and asks again,
+// once per build of the executable.
+TEST(Adapters, NvbenchAsksTheBenchWhatItAccepts) {
+  const fs::path dir = kw::testing::make_temp_dir("kw-nvbench-old");
+  const fs::path calls = dir / "calls.txt";
+  {
+    std::ofstream script(dir / "old_nvbench");
+    script
+        << "#!/bin/sh\necho \"$*\" >> " << calls.string() << "\n"
+        << "for a in \"$@\"; do\n"
+        << "  case \"$a\" in\n"
+        << "    --no-batch|--stopping-criterion|--profile|--own-option)\n"
+        << "      echo \"what():  option_parser.cu:516: Unrecognized command-line argument: \\`$a\\`.\" >&2; "
+           "exit 1 ;;\n"
+        << "    --list) printf '# Devices\\n\\n# Benchmarks\\n\\n## [0] `copy` (1 configurations)\\n'; exit "
+           "0 ;;\n"
+        << "  esac\n"
+        << "done\n";
+  }
+  fs::permissions(dir / "old_nvbench", fs::perms::owner_all);
+  BenchConfig bench;
+  bench.name = "old";
+  bench.path = "old_nvbench";
+  bench.format = BenchFormat::nvbench;
+  RepoConfig config;
+  std::atomic<bool> stop{false};
+  const BenchContext context{bench, config, dir, stop};
+  const BenchAdapter& adapter = adapter_for(BenchFormat::nvbench);
+
+  const CaseListing listing = adapter.list_cases(context);
+  ASSERT_TRUE(listing.ok) << listing.failure;
+  EXPECT_EQ(listing.groups, std::vector<std::string>{"copy"});
+  EXPECT_EQ(adapter.one_pass_args(context), std::vector<std::string>{"--run-once"});
+  EXPECT_TRUE(adapter.list_cases(context).ok);
+  std::ifstream in(calls);
+  std::vector<std::string> runs;
+  for (std::string line; std::getline(in, line);) runs.push_back(line);
+  EXPECT_EQ(runs, (std::vector<std::string>{"--no-batch --stopping-criterion stdrel --profile --list",
+                                            "--stopping-criterion stdrel --profile --list",
+                                            "--profile --list", "--list"}))
+      << "one run per refused option, then none: the answer is kept";
+
+  // An option of the bench's own that it refuses is the user's to fix, named.
+  bench.args = {"--own-option"};
+  fs::copy_file(dir / "old_nvbench", dir / "old_nvbench_2");
+  bench.path = "old_nvbench_2";
+  const CaseListing refused = adapter.list_cases(context);
+  EXPECT_FALSE(refused.ok);
+  EXPECT_NE(refused.failure.find("does not accept --own-option"), std::string::npos) << refused.failure;
+  fs::remove_all(dir);
+}
+
 TEST(Adapters, NvbenchListNamesTheBenchmarks) {
   const std::string listing =
       "# Devices\n\n## [0] `NVIDIA H100 80GB HBM3`\n* SM Version: 900\n\n# Benchmarks\n\n"

@@ -29,6 +29,7 @@
 #include "pipeline/launch_check.hpp"
 #include "pipeline/load_check.hpp"
 #include "pipeline/measurement_engine.hpp"
+#include "pipeline/nvbench_adapter.hpp"
 #include "pipeline/pipeline.hpp"
 #include "pipeline/profile_summary.hpp"
 #include "project/built_commits.hpp"

@@ -63,7 +63,7 @@ TEST(InitCommand, ACMakeProjectsGoogleBenchmarkTargetAsBuilt) {
   EXPECT_EQ(found.benches[0].path, "build/sort_bench") << "the artifact as CMake places it";
   EXPECT_NE(found.benches[0].how.find("CMake target sort_bench links Google Benchmark"), std::string::npos);
   const RepoConfig config = parse_repo_config(repo_config_of(found));
-  EXPECT_EQ(config.build_commands.back(), "cmake --build build --target sort_bench");
+  EXPECT_EQ(config.build_commands.back(), "cmake --build build -j \"$(nproc)\" --target sort_bench");
   EXPECT_EQ(config.benches[0].format, BenchFormat::gbench);
   fs::remove_all(repo);
 }
@@ -358,7 +358,9 @@ TEST(InitCommand, ADottedDependentOptionOffByDefaultIsTurnedOnAndNoBuildTreeIsLe
   ASSERT_EQ(reread.benches.size(), 1u) << json(reread.notes).dump();
   EXPECT_TRUE(reread.read_configured_tree);
   EXPECT_EQ(reread.build_commands[0],
-            "cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -Dlib.benchmark=ON -DLIB_FAST_MATH=ON");
+            "cmake -S . -B build -G \"Unix Makefiles\" -DCMAKE_BUILD_TYPE=Release "
+            "-Dlib.benchmark=ON -DLIB_FAST_MATH=ON")
+      << "the tree's generator too";
   EXPECT_NE(json(reread.notes).dump().find("LIB_FAST_MATH as your build tree has them"), std::string::npos)
       << json(reread.notes).dump();
   EXPECT_TRUE(parse_repo_config(repo_config_of(reread)).benches.size() == 1);
@@ -446,6 +448,117 @@ TEST(InitCommand, OnlyTritonFunctionsLaunchedAsKernelsBecomeCases) {
   EXPECT_NE(found.notes[0].find("2 @triton.jit function(s), 1 launched as kernels"), std::string::npos)
       << found.notes[0];
   expect_python_compiles(found.script_text);
+  fs::remove_all(repo);
+}
+
+// A project whose configure downloads (RAPIDS.cmake, as NVBench's and
+// rapids' projects do) on a host that cannot: kw init says CMake's error with
+// its file and message, where the download is, and what to do.
+TEST(InitCommand, AConfigureThatDownloadsSaysWhyAndWhatToDo) {
+  const fs::path repo = kw::testing::make_temp_dir("kw-init-download");
+  write(repo / "CMakeLists.txt",
+        "cmake_minimum_required(VERSION 3.16)\n"
+        "file(DOWNLOAD file:///nonexistent/RAPIDS.cmake ${CMAKE_BINARY_DIR}/RAPIDS.cmake)\n"
+        "include(${CMAKE_BINARY_DIR}/RAPIDS.cmake)\ninclude(rapids-cmake)\nproject(lib CUDA)\n");
+  const Inspection found = inspect_repository(repo, {});
+  EXPECT_TRUE(found.benches.empty());
+  ASSERT_EQ(found.todos.size(), 1u);
+  const std::string& todo = found.todos[0];
+  EXPECT_NE(todo.find("CMake Error at CMakeLists.txt:4 (include): include could not find requested file: "
+                      "rapids-cmake."),
+            std::string::npos)
+      << todo;
+  EXPECT_NE(todo.find("The configure downloads (CMakeLists.txt:2 calls file(DOWNLOAD ...))"),
+            std::string::npos)
+      << todo;
+  EXPECT_NE(todo.find("pass it with --build-dir (none at build)"), std::string::npos) << todo;
+  fs::remove_all(repo);
+}
+
+// Bench targets made inside the project's own CMake functions (rapids'
+// ConfigureNVBench(NAME sources...), and one through
+// cmake_parse_arguments), found from the CMake files alone.
+TEST(InitCommand, BenchTargetsMadeByTheProjectsOwnFunctionsAreFound) {
+  const fs::path repo = kw::testing::make_temp_dir("kw-init-functions");
+  write(repo / "CMakeLists.txt",
+        "project(lib CUDA CXX)\ninclude(cmake/Benches.cmake)\nadd_subdirectory(benchmarks)\n");
+  write(repo / "cmake/Benches.cmake",
+        "function(ConfigureNVBench CMAKE_BENCH_NAME)\n"
+        "  add_executable(${CMAKE_BENCH_NAME} ${ARGN})\n"
+        "  set_target_properties(${CMAKE_BENCH_NAME} PROPERTIES\n"
+        "    RUNTIME_OUTPUT_DIRECTORY \"${CMAKE_BINARY_DIR}/benchmarks/nvbench\")\n"
+        "  target_link_libraries(${CMAKE_BENCH_NAME} PRIVATE lib_common nvbench::nvbench)\n"
+        "endfunction()\n"
+        "function(lib_add_bench)\n"
+        "  cmake_parse_arguments(BENCH \"\" \"NAME;FOLDER\" \"SOURCES\" ${ARGN})\n"
+        "  add_executable(bench_${BENCH_NAME} ${BENCH_SOURCES})\n"
+        "  target_link_libraries(bench_${BENCH_NAME} PRIVATE benchmark::benchmark)\n"
+        "endfunction()\n"
+        "function(lib_add_tool NAME)\n  add_executable(${NAME} ${NAME}.cpp)\nendfunction()\n");
+  write(repo / "benchmarks/CMakeLists.txt",
+        "ConfigureNVBench(COPY_NVBENCH copying/copy.cu copying/copy_if.cu)\n"
+        "lib_add_bench(NAME scan SOURCES scan.cpp)\n"
+        "ConfigureNVBench(${LIB_PREFIX}_SORT sort.cu)\n"
+        "lib_add_tool(inspect)\n");
+  const Inspection found = inspect_repository(repo, without_configure());
+  ASSERT_EQ(found.benches.size(), 2u) << json(found.notes).dump();
+  EXPECT_EQ(found.benches[0].name, "COPY_NVBENCH");
+  EXPECT_EQ(found.benches[0].format, "nvbench");
+  EXPECT_EQ(found.benches[0].path, "build/benchmarks/nvbench/COPY_NVBENCH") << "its RUNTIME_OUTPUT_DIRECTORY";
+  EXPECT_NE(found.benches[0].how.find("made by ConfigureNVBench() of cmake/Benches.cmake"), std::string::npos)
+      << found.benches[0].how;
+  EXPECT_EQ(found.benches[1].name, "scan");
+  EXPECT_EQ(found.benches[1].format, "gbench");
+  EXPECT_EQ(found.benches[1].path, "build/benchmarks/bench_scan");
+  EXPECT_NE(json(found.notes)
+                .dump()
+                .find("1 call(s) of ConfigureNVBench() (cmake/Benches.cmake) name their "
+                      "target through a variable"),
+            std::string::npos)
+      << json(found.notes).dump();
+  parse_repo_config(repo_config_of(found));
+  fs::remove_all(repo);
+}
+
+// Option defaults written as variables, from a tree configured by hand with
+// Ninja, as cuCollections' CMakeLists.txt writes them: those the files settle
+// are judged (BUILD_TESTS=OFF against a default that is ON for the top
+// project is kept, BUILD_BENCHMARKS=ON and LIB_FAST=ON, their defaults, are
+// not), one they cannot is set as the tree has it, said in a note; the
+// tree's generator and a parallel build.
+TEST(InitCommand, OptionDefaultsFromVariablesAreJudgedAndTheTreesGeneratorKept) {
+  const fs::path repo = kw::testing::make_temp_dir("kw-init-variables");
+  write(repo / "CMakeLists.txt",
+        "cmake_minimum_required(VERSION 3.21)\nproject(lib CXX)\n"
+        "set(default_build_option_state OFF)\n"
+        "if (\"${CMAKE_SOURCE_DIR}\" STREQUAL \"${CMAKE_CURRENT_LIST_DIR}\")\n"
+        "  set(default_build_option_state ON)\nendif()\n"
+        "option(BUILD_TESTS \"tests\" ${default_build_option_state})\n"
+        "option(BUILD_BENCHMARKS \"benchmarks\" ${default_build_option_state})\n"
+        "option(BUILD_EXAMPLES \"examples\" ${PROJECT_IS_TOP_LEVEL})\n"
+        "set(LIB_DEFAULT_ON ON)\noption(LIB_EXTRA \"extra\" ${LIB_DEFAULT_ON})\n"
+        "set(LIB_FAST ${LIB_EXTRA} CACHE BOOL \"fast paths\")\n"
+        "option(LIB_FROM_PARENT \"set by a parent\" ${LIB_PARENT_WANTS_IT})\n"
+        "find_package(benchmark REQUIRED)\nadd_executable(latency latency.cpp)\n"
+        "target_link_libraries(latency PRIVATE benchmark::benchmark)\n");
+  write(repo / "latency.cpp", "#include <benchmark/benchmark.h>\nBENCHMARK_MAIN();\n");
+  auto configured =
+      kw::testing::run_command({"cmake", "-S", repo.string(), "-B", (repo / "build").string(), "-G", "Ninja",
+                                "-DBUILD_TESTS=OFF", "-DBUILD_EXAMPLES=OFF", "-DLIB_FROM_PARENT=ON"});
+  ASSERT_EQ(configured.exit_code, 0) << configured.output;
+  const Inspection found = inspect_repository(repo, {});
+  ASSERT_EQ(found.benches.size(), 1u) << json(found.notes).dump();
+  ASSERT_EQ(found.build_commands.size(), 2u);
+  EXPECT_EQ(found.build_commands[0],
+            "cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTS=OFF -DBUILD_EXAMPLES=OFF "
+            "-DLIB_FROM_PARENT=ON");
+  EXPECT_EQ(found.build_commands[1], "cmake --build build -j \"$(nproc)\" --target latency");
+  EXPECT_NE(json(found.notes)
+                .dump()
+                .find("LIB_FROM_PARENT (${LIB_PARENT_WANTS_IT}) set as your build tree has "
+                      "them"),
+            std::string::npos)
+      << json(found.notes).dump();
   fs::remove_all(repo);
 }
 

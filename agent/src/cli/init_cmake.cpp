@@ -47,26 +47,116 @@ bool truthy(std::string value) {
 
 }  // namespace
 
-// The options of the project's CMake files (its top, cmake/ and every
-// CMakeLists.txt below), each once, in the order found.
-std::vector<CmakeOption> cmake_options(const fs::path& source_dir) {
-  static const std::regex declared(
-      R"re((?:^|[^A-Za-z0-9_])(option|cmake_dependent_option)\s*\(\s*([A-Za-z0-9_.+-]+)\s+"[^"]*"\s*([A-Za-z0-9]*))re",
-      std::regex::icase);
+namespace {
+
+// The project's CMake files: its top, cmake/ and every CMakeLists.txt below.
+std::vector<fs::path> cmake_files_of(const fs::path& source_dir) {
   std::vector<fs::path> files = {source_dir / "CMakeLists.txt"};
   for (const fs::path& file : files_of(source_dir / "cmake", {".cmake"}, 50)) files.push_back(file);
   for (const fs::path& file : files_of(source_dir, {"CMakeLists.txt"}, 200)) {
     if (file != source_dir / "CMakeLists.txt") files.push_back(file);
   }
+  return files;
+}
+
+// What the plain set(VAR ON|OFF) of the CMake files give a variable when
+// the project is the top one, as kernelwatch builds it: a set() inside
+// if(<this project is the top one>) wins (cuCollections'
+// default_build_option_state); else the unconditional ones, where they agree.
+struct PlainSets {
+  std::map<std::string, std::set<bool>> anywhere;
+  std::map<std::string, bool> when_top_level;
+
+  // One file, a line at a time, following if/elseif/else/endif.
+  void read(const std::string& text) {
+    static const std::regex set_line(R"re(^\s*set\s*\(\s*([A-Za-z0-9_]+)\s+([A-Za-z0-9]+)\s*\))re",
+                                     std::regex::icase);
+    static const std::regex branch(R"(^\s*(if|elseif|else|endif)\s*\((.*))", std::regex::icase);
+    std::vector<bool> top_level;  // per open if: whether this branch runs only for the top project
+    std::istringstream lines(text);
+    for (std::string line; std::getline(lines, line);) {
+      std::smatch match;
+      if (std::regex_search(line, match, branch)) {
+        std::string keyword = match[1];
+        for (char& c : keyword) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        if (keyword == "if") top_level.push_back(tests_top_level(match[2]));
+        if ((keyword == "elseif" || keyword == "else") && !top_level.empty()) top_level.back() = false;
+        if (keyword == "endif" && !top_level.empty()) top_level.pop_back();
+      } else if (std::regex_search(line, match, set_line)) {
+        const bool value = truthy(match[2]);
+        if (std::find(top_level.begin(), top_level.end(), true) != top_level.end())
+          when_top_level[match[1]] = value;
+        else if (top_level.empty())
+          anywhere[match[1]].insert(value);
+      }
+    }
+  }
+
+  static bool tests_top_level(const std::string& condition) {
+    if (std::regex_search(condition, std::regex(R"(\bNOT\b)"))) return false;
+    if (condition.find("IS_TOP_LEVEL") != std::string::npos) return true;
+    return condition.find("STREQUAL") != std::string::npos &&
+           condition.find("CMAKE_SOURCE_DIR") != std::string::npos &&
+           (condition.find("CMAKE_CURRENT_SOURCE_DIR") != std::string::npos ||
+            condition.find("CMAKE_CURRENT_LIST_DIR") != std::string::npos ||
+            condition.find("PROJECT_SOURCE_DIR") != std::string::npos);
+  }
+
+  std::optional<bool> value_of(const std::string& variable) const {
+    if (auto it = when_top_level.find(variable); it != when_top_level.end()) return it->second;
+    if (auto it = anywhere.find(variable); it != anywhere.end() && it->second.size() == 1)
+      return *it->second.begin();
+    return std::nullopt;
+  }
+};
+
+// What a default written as ${VAR} is, where the files say: nullopt when
+// they do not (a parent project, a preset or the environment may set it).
+std::optional<bool> evaluate_default(const std::string& variable, const std::vector<CmakeOption>& options,
+                                     const PlainSets& plain_sets) {
+  if (variable == "PROJECT_IS_TOP_LEVEL" ||
+      (variable.size() > 13 && variable.compare(variable.size() - 13, 13, "_IS_TOP_LEVEL") == 0))
+    return true;
+  for (const CmakeOption& option : options) {
+    if (option.name == variable && option.unjudged_default.empty()) return option.default_on;
+  }
+  return plain_sets.value_of(variable);
+}
+
+}  // namespace
+
+std::vector<CmakeOption> cmake_options(const fs::path& source_dir) {
+  static const std::regex declared(
+      R"re((?:^|[^A-Za-z0-9_])(option|cmake_dependent_option)\s*\(\s*([A-Za-z0-9_.+-]+)\s+"[^"]*"\s*(\$\{[A-Za-z0-9_]+\}|[A-Za-z0-9]*))re",
+      std::regex::icase);
+  static const std::regex cached_bool(
+      R"re((?:^|[^A-Za-z0-9_])set\s*\(\s*([A-Za-z0-9_.+-]+)\s+(\$\{[A-Za-z0-9_]+\}|[A-Za-z0-9]+)\s+CACHE\s+BOOL)re",
+      std::regex::icase);
   std::vector<CmakeOption> found;
-  for (const fs::path& file : files) {
+  PlainSets plain_sets;
+  auto add = [&found](const std::string& name, const std::string& default_text) {
+    if (std::any_of(found.begin(), found.end(), [&](const CmakeOption& o) { return o.name == name; })) return;
+    CmakeOption option{name, truthy(default_text), {}};
+    if (default_text.rfind("${", 0) == 0) option.unjudged_default = default_text;
+    found.push_back(std::move(option));
+  };
+  for (const fs::path& file : cmake_files_of(source_dir)) {
     const std::string text = read_text(file);
     for (auto it = std::sregex_iterator(text.begin(), text.end(), declared); it != std::sregex_iterator();
-         ++it) {
-      const std::string name = (*it)[2];
-      if (std::any_of(found.begin(), found.end(), [&](const CmakeOption& o) { return o.name == name; }))
-        continue;
-      found.push_back({name, truthy((*it)[3])});
+         ++it)
+      add((*it)[2], (*it)[3]);
+    for (auto it = std::sregex_iterator(text.begin(), text.end(), cached_bool); it != std::sregex_iterator();
+         ++it)
+      add((*it)[1], (*it)[2]);
+    plain_sets.read(text);
+  }
+  // An option's default may be another's: evaluated in declaration order.
+  for (CmakeOption& option : found) {
+    if (option.unjudged_default.empty()) continue;
+    const std::string variable = option.unjudged_default.substr(2, option.unjudged_default.size() - 3);
+    if (const std::optional<bool> value = evaluate_default(variable, found, plain_sets)) {
+      option.default_on = *value;
+      option.unjudged_default.clear();
     }
   }
   return found;
@@ -87,7 +177,8 @@ std::vector<std::string> benchmark_options(const std::vector<CmakeOption>& optio
       bench |= word == "BENCH" || word == "BENCHES" || word == "BENCHMARK" || word == "BENCHMARKS";
       unwanted |= word.find("TEST") != std::string::npos || word == "INSTALL" || word.rfind("DOC", 0) == 0;
     }
-    if (bench && !unwanted && !option.default_on) found.push_back(option.name);
+    if (bench && !unwanted && (!option.default_on || !option.unjudged_default.empty()))
+      found.push_back(option.name);
   }
   return found;
 }
@@ -201,14 +292,9 @@ bool cmake_targets(const fs::path& repo, const fs::path& source_dir,
   const fs::path reply = build / ".cmake/api/v1/reply";
   bool read = outcome.ok() && fs::exists(reply);
   if (!read) {
-    std::string last_line;
-    std::istringstream lines(outcome.output_tail);
-    for (std::string line; std::getline(lines, line);) {
-      if (line.find("rror") != std::string::npos && last_line.empty()) last_line = line;
-    }
-    out.notes.push_back("cmake could not configure the project here (" + outcome.describe() +
-                        (last_line.empty() ? "" : ": " + last_line) +
-                        "): targets read from the CMake files instead");
+    out.configure_failure = "cmake could not configure the project here (" + outcome.describe() + "): " +
+                            configure_failure(outcome.output_tail, source_dir, repo, options.build_dir);
+    out.notes.push_back(out.configure_failure + "; targets read from the CMake files instead");
   } else {
     if (configured) out.notes.push_back("CMake: read the configured build tree " + options.build_dir);
     out.read_configured_tree = configured;
@@ -219,12 +305,186 @@ bool cmake_targets(const fs::path& repo, const fs::path& source_dir,
   return read;
 }
 
-// Without a configure: add_executable(NAME ...) and target_link_libraries(NAME
-// ... nvbench|benchmark ...) in the CMake files; the path is a guess.
+namespace {
+
+// CMake's first "CMake Error at FILE:LINE (COMMAND):" with its indented
+// message on one line; else the output's first line that names an error.
+std::string first_cmake_error(const std::string& output) {
+  std::istringstream lines(output);
+  std::string error, fallback;
+  for (std::string line; std::getline(lines, line);) {
+    if (error.empty()) {
+      if (line.rfind("CMake Error", 0) == 0) {
+        error = line;
+      } else if (fallback.empty() && line.find("rror") != std::string::npos) {
+        fallback = line;
+      }
+      continue;
+    }
+    if (line.empty()) {
+      if (error.back() != ':') break;  // the blank line after the message
+      continue;
+    }
+    if (line.rfind("  ", 0) != 0) break;
+    error += " " + line.substr(line.find_first_not_of(' '));
+  }
+  return error.empty() ? fallback : error;
+}
+
+// Where the project's configure downloads ("CMakeLists.txt:20 calls
+// file(DOWNLOAD ...)"); empty: nowhere found.
+std::string download_in(const fs::path& source_dir, const fs::path& repo) {
+  static const std::regex downloads(
+      R"re((file\s*\(\s*DOWNLOAD|FetchContent_(?:Declare|MakeAvailable|Populate)|CPMAddPackage|CPMFindPackage|rapids_cpm_[a-z_]+|ExternalProject_Add))re",
+      std::regex::icase);
+  for (const fs::path& file : cmake_files_of(source_dir)) {
+    std::ifstream in(file);
+    int number = 0;
+    for (std::string line; std::getline(in, line);) {
+      ++number;
+      const std::size_t comment = line.find('#');
+      std::smatch match;
+      if (std::regex_search(line, match, downloads) &&
+          (comment == std::string::npos || static_cast<std::size_t>(match.position(0)) < comment))
+        return in_repo(file, repo) + ":" + std::to_string(number) + " calls " + match.str(1) +
+               (match.str(1).find('(') == std::string::npos ? "" : " ...)");
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+std::string configure_failure(const std::string& output, const fs::path& source_dir, const fs::path& repo,
+                              const std::string& build_dir) {
+  std::string why = first_cmake_error(output);
+  if (why.empty()) why = "CMake printed no error";
+  static const std::regex network(R"(download|resolve host|Could not connect|network|TLS|SSL)",
+                                  std::regex::icase);
+  const std::string where = download_in(source_dir, repo);
+  if (!where.empty()) {
+    why += ". The configure downloads (" + where + ")";
+  } else if (std::regex_search(output, network)) {
+    why += ". The configure downloads";
+  } else {
+    return why +
+           ". Configure a build tree in the repository yourself and pass it with --build-dir (none at " +
+           build_dir + ")";
+  }
+  return why +
+         ": configure a build tree in the repository yourself, where it can download (or offline, "
+         "with its dependencies at hand), and pass it with --build-dir (none at " +
+         build_dir + "): kw init re-reads a configured tree, with its options and generator";
+}
+
+namespace {
+
+// A function or macro of the project that makes a bench target from its
+// arguments: add_executable(<target> ...) and target_link_libraries(<target>
+// ... nvbench|benchmark ...) in its body, <target> written with its
+// parameters (${NAME}, ${ARGV0}, or ${PREFIX_KEY} of cmake_parse_arguments).
+struct BenchMaker {
+  std::string name, target, kind, prefix, defined_in;
+  std::vector<std::string> params;
+  std::vector<std::string> keys;  // cmake_parse_arguments' one-value keywords
+  // Its RUNTIME_OUTPUT_DIRECTORY under ${CMAKE_BINARY_DIR} or
+  // ${PROJECT_BINARY_DIR} ("benchmarks"), where it sets one.
+  std::optional<std::string> output_dir;
+};
+
+std::vector<std::string> words_of(const std::string& text, char separator = ' ') {
+  std::vector<std::string> words;
+  std::string word;
+  for (char c : text + separator) {
+    const bool space = separator == ' ' ? std::isspace(static_cast<unsigned char>(c)) != 0 : c == separator;
+    if (!space && c != '"') {
+      word += c;
+    } else if (space && !word.empty()) {
+      words.push_back(std::move(word));
+      word.clear();
+    }
+  }
+  return words;
+}
+
+std::vector<BenchMaker> bench_makers(const std::vector<fs::path>& files, const fs::path& repo) {
+  static const std::regex definition(R"((function|macro)\s*\(\s*([A-Za-z0-9_]+)([^)]*)\))",
+                                     std::regex::icase);
+  static const std::regex executable(R"(add_executable\s*\(\s*([^\s)]*\$\{[^\s)]*))", std::regex::icase);
+  static const std::regex link(R"(target_link_libraries\s*\(\s*([^\s)]+)([^)]*)\))", std::regex::icase);
+  static const std::regex parsed(
+      R"re(cmake_parse_arguments\s*\(\s*(?:PARSE_ARGV\s+\d+\s+)?([A-Za-z0-9_]+)\s+"[^"]*"\s+"([^"]*)")re",
+      std::regex::icase);
+  static const std::regex output_dir(
+      R"re(RUNTIME_OUTPUT_DIRECTORY\s+"?\$\{(?:CMAKE|PROJECT)_BINARY_DIR\}/?([A-Za-z0-9_./-]*))re");
+  std::vector<BenchMaker> makers;
+  for (const fs::path& file : files) {
+    const std::string text = read_text(file);
+    for (auto it = std::sregex_iterator(text.begin(), text.end(), definition); it != std::sregex_iterator();
+         ++it) {
+      const std::string keyword = (*it)[1];
+      const std::regex end("end" + keyword + "\\s*\\(", std::regex::icase);
+      std::smatch closing;
+      const auto body_start = text.begin() + it->position(0) + it->length(0);
+      if (!std::regex_search(body_start, text.end(), closing, end)) continue;
+      const std::string body(body_start, closing[0].first);
+      std::smatch made;
+      if (!std::regex_search(body, made, executable)) continue;
+      BenchMaker maker{(*it)[2], made[1], {}, {}, in_repo(file, repo), words_of((*it)[3]), {}, std::nullopt};
+      for (auto l = std::sregex_iterator(body.begin(), body.end(), link); l != std::sregex_iterator(); ++l) {
+        if ((*l)[1] == maker.target && maker.kind.empty()) maker.kind = kind_of_links((*l)[2]);
+      }
+      if (std::smatch dir; std::regex_search(body, dir, output_dir)) maker.output_dir = dir[1];
+      if (std::smatch keys; std::regex_search(body, keys, parsed)) {
+        maker.prefix = keys[1];
+        maker.keys = words_of(keys[2], ';');
+      }
+      if (!maker.kind.empty()) makers.push_back(std::move(maker));
+    }
+  }
+  return makers;
+}
+
+// The target a call makes: the maker's target with the call's arguments in
+// place of its parameters; empty when one is left unknown.
+std::string target_of_call(const BenchMaker& maker, const std::vector<std::string>& args) {
+  std::map<std::string, std::string> values;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (i < maker.params.size()) values[maker.params[i]] = args[i];
+    values["ARGV" + std::to_string(i)] = args[i];
+  }
+  for (const std::string& key : maker.keys) {
+    auto at = std::find(args.begin(), args.end(), key);
+    if (at != args.end() && at + 1 != args.end()) values[maker.prefix + "_" + key] = *(at + 1);
+  }
+  std::string target = maker.target;
+  for (const auto& [name, value] : values) {
+    for (std::size_t at; (at = target.find("${" + name + "}")) != std::string::npos;)
+      target.replace(at, name.size() + 3, value);
+  }
+  return target.find("${") == std::string::npos ? target : std::string();
+}
+
+// A target found in the CMake files: built into the folder of the file that
+// made it, unless its maker says where (`output_dir`, under the build tree's top).
+void add_guessed(const fs::path& repo, const fs::path& file, const std::string& target,
+                 const std::string& kind, const std::string& how, const InitOptions& options, Inspection& out,
+                 const std::optional<std::string>& output_dir = std::nullopt) {
+  const fs::path dir = output_dir ? fs::path(*output_dir) : fs::relative(file.parent_path(), repo);
+  const std::string path = (fs::path(options.build_dir) / dir / target).lexically_normal().generic_string();
+  out.benches.push_back({bench_name(target), kind, path, in_repo(file, repo) + ": " + how});
+  out.todos.push_back("check benches[\"" + bench_name(target) + "\"].path (" + path + "): guessed from " +
+                      in_repo(file, repo) + ", not from a configured build");
+}
+
+}  // namespace
+
 void cmake_files(const fs::path& repo, const InitOptions& options, Inspection& out) {
   static const std::regex executable(R"(add_executable\s*\(\s*([A-Za-z0-9_.+-]+))");
   static const std::regex link(R"(target_link_libraries\s*\(\s*([A-Za-z0-9_.+-]+)([^)]*)\))");
-  for (const fs::path& file : files_of(repo, {"CMakeLists.txt"})) {
+  const std::vector<fs::path> files = files_of(repo, {"CMakeLists.txt", ".cmake"});
+  for (const fs::path& file : files) {
+    if (file.filename() != "CMakeLists.txt") continue;
     const std::string text = read_text(file);
     std::set<std::string> executables;
     for (auto it = std::sregex_iterator(text.begin(), text.end(), executable); it != std::sregex_iterator();
@@ -232,16 +492,31 @@ void cmake_files(const fs::path& repo, const InitOptions& options, Inspection& o
       executables.insert((*it)[1]);
     for (auto it = std::sregex_iterator(text.begin(), text.end(), link); it != std::sregex_iterator(); ++it) {
       const std::string target = (*it)[1], kind = kind_of_links((*it)[2]);
-      if (kind.empty() || !executables.contains(target) ||
-          !selected(options.only, {bench_name(target), target}))
-        continue;
-      const fs::path dir = fs::relative(file.parent_path(), repo);
-      const std::string path =
-          (fs::path(options.build_dir) / dir / target).lexically_normal().generic_string();
-      out.benches.push_back({bench_name(target), kind, path, in_repo(file, repo) + ": " + target});
-      out.todos.push_back("check benches[\"" + bench_name(target) + "\"].path (" + path + "): guessed from " +
-                          in_repo(file, repo) + ", not from a configured build");
+      if (!kind.empty() && executables.contains(target) &&
+          selected(options.only, {bench_name(target), target}))
+        add_guessed(repo, file, target, kind, target, options, out);
     }
+  }
+  for (const BenchMaker& maker : bench_makers(files, repo)) {
+    const std::regex call("(?:^|[^A-Za-z0-9_])" + maker.name + "\\s*\\(([^)]*)\\)", std::regex::icase);
+    std::size_t unknown = 0;
+    for (const fs::path& file : files) {
+      const std::string text = read_text(file);
+      for (auto it = std::sregex_iterator(text.begin(), text.end(), call); it != std::sregex_iterator();
+           ++it) {
+        const std::string target = target_of_call(maker, words_of((*it)[1]));
+        if (target.empty()) {
+          ++unknown;
+        } else if (selected(options.only, {bench_name(target), target})) {
+          add_guessed(repo, file, target, maker.kind,
+                      target + ", made by " + maker.name + "() of " + maker.defined_in, options, out,
+                      maker.output_dir);
+        }
+      }
+    }
+    if (unknown > 0)
+      out.notes.push_back(std::to_string(unknown) + " call(s) of " + maker.name + "() (" + maker.defined_in +
+                          ") name their target through a variable: not read without a configure");
   }
 }
 
@@ -263,29 +538,43 @@ void cmake_build_commands(const fs::path& repo, const fs::path& source_dir,
   }
   std::string targets;
   for (const FoundBench& bench : out.benches) targets += " " + fs::path(bench.path).filename().string();
+  const fs::path tree = repo / options.build_dir;
   std::string configure = "cmake -S " +
                           (in_repo(source_dir, repo) == "." ? std::string(".") : in_repo(source_dir, repo)) +
-                          " -B " + options.build_dir + " -DCMAKE_BUILD_TYPE=Release";
-  std::vector<std::string> from_cache;
+                          " -B " + options.build_dir;
+  if (const std::string generator = out.read_configured_tree ? cache_value(tree, "CMAKE_GENERATOR") : "";
+      !generator.empty())
+    configure += generator.find(' ') == std::string::npos ? " -G " + generator : " -G \"" + generator + "\"";
+  configure += " -DCMAKE_BUILD_TYPE=Release";
+  std::vector<std::string> from_cache, unjudged;
   for (const CmakeOption& option : declared) {
     const bool bench =
         std::find(bench_options.begin(), bench_options.end(), option.name) != bench_options.end();
-    const std::string cached =
-        out.read_configured_tree ? cache_value(repo / options.build_dir, option.name) : std::string();
+    const std::string cached = out.read_configured_tree ? cache_value(tree, option.name) : std::string();
     if (bench && (cached.empty() || truthy(cached))) {
       configure += " -D" + option.name + "=ON";
-    } else if (!cached.empty() && truthy(cached) != option.default_on) {
+    } else if (!cached.empty() && (!option.unjudged_default.empty() || truthy(cached) != option.default_on)) {
       configure += " -D" + option.name + "=" + (truthy(cached) ? "ON" : "OFF");
-      from_cache.push_back(option.name);
+      (option.unjudged_default.empty() ? from_cache : unjudged)
+          .push_back(option.name + " (" + option.unjudged_default + ")");
     }
   }
-  out.build_commands = {configure, "cmake --build " + options.build_dir + " --target" + targets};
-  if (!from_cache.empty()) {
-    std::string names;
-    for (const std::string& name : from_cache) names += (names.empty() ? "" : ", ") + name;
-    out.notes.push_back("build.commands[0]: " + names + " as your " + options.build_dir +
+  // The build's own parallelism: a Makefile tree builds one file at a time otherwise.
+  out.build_commands = {configure,
+                        "cmake --build " + options.build_dir + " -j \"$(nproc)\" --target" + targets};
+  auto listed = [](const std::vector<std::string>& names, bool with_default) {
+    std::string text;
+    for (const std::string& name : names)
+      text += (text.empty() ? "" : ", ") + (with_default ? name : name.substr(0, name.find(" (")));
+    return text;
+  };
+  if (!from_cache.empty())
+    out.notes.push_back("build.commands[0]: " + listed(from_cache, false) + " as your " + options.build_dir +
                         " tree has them (its CMakeCache.txt), not the project's default");
-  }
+  if (!unjudged.empty())
+    out.notes.push_back(
+        "build.commands[0]: " + listed(unjudged, true) + " set as your " + options.build_dir +
+        " tree has them: their default is a variable kw init cannot evaluate from the CMake files");
   if (out.read_configured_tree)
     out.todos.push_back("build.commands[0]: any other -D setting your " + options.build_dir +
                         " tree was configured with (compilers, dependency paths): kernelwatch builds each "

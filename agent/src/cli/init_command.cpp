@@ -598,7 +598,9 @@ Inspection inspect_repository(const fs::path& repo, const InitOptions& options) 
     }
   }
   if (out.benches.empty() && !pytorch_extension(repo, options, out)) triton_kernels(repo, options, out);
-  if (out.benches.empty())
+  if (out.benches.empty() && !out.configure_failure.empty())
+    out.todos.push_back("no bench found: " + out.configure_failure);
+  else if (out.benches.empty())
     out.todos.push_back(
         "no bench found: add one to benches[] (an NVBench or Google Benchmark executable, or a kwbench.py "
         "script; docs/repo-config.md)");

@@ -28,6 +28,7 @@ struct Inspection {
   std::vector<std::string> notes;     // what was found, and guesses said as guesses
   std::vector<std::string> todos;     // what the user must still write
   bool read_configured_tree = false;  // the team's own build tree, not one kw init configured
+  std::string configure_failure;      // why CMake could not configure the project here, and what to do
   // Python projects: the bench script to write (path, text).
   std::string script_path, script_text;
 };

@@ -73,6 +73,10 @@ struct PassOutput {
   nlohmann::json cases = nlohmann::json::array();  // report cases with "measurements"
   nlohmann::json device;                           // the bench's own word on its GPU, if any
   std::vector<std::string> notes;                  // what was left out, skipped, throttled or approximated
+  // Time the harness spent on what kernelwatch does not read (NVBench's
+  // batched measurement where it cannot be turned off), and what: "went to ...".
+  double unread_seconds = 0;
+  std::string unread;
 };
 
 class BenchAdapter {
@@ -87,8 +91,8 @@ class BenchAdapter {
   // What the harness cannot observe, for the stage's message (empty: nothing).
   virtual std::string unobserved() const { return {}; }
   // Arguments of the shortest run that still launches every kernel: the
-  // launch_geometry pass.
-  virtual std::vector<std::string> one_pass_args() const { return {}; }
+  // launch_geometry pass (what the bench in `context` accepts).
+  virtual std::vector<std::string> one_pass_args(const BenchContext& /*context*/) const { return {}; }
   // Arguments that list the benchmarks and exit, touching no kernel: the
   // load stage's run under LD_BIND_NOW.
   virtual std::vector<std::string> list_args() const { return {}; }
@@ -103,22 +107,10 @@ class BenchAdapter {
 
 const BenchAdapter& adapter_for(BenchFormat format);
 
-// The adapters' readers of other harnesses' output, exposed for tests: both
-// return {"cases": [...]} ready to merge into a report, and throw
-// std::runtime_error naming what is wrong with the input. adapt_nvbench adds
-// "device" (from NVBench's devices section) and "notes" (what was left out
-// or approximated, skipped states by name).
+// Google Benchmark's output as {"cases": [...]}, ready to merge into a
+// report; throws std::runtime_error naming what is wrong with the input
+// (exposed for tests; NVBench's reader is in nvbench_adapter.hpp).
 nlohmann::json adapt_gbench(const nlohmann::json& output, const std::string& prefix);
-nlohmann::json adapt_nvbench(const nlohmann::json& output, const std::filesystem::path& json_file,
-                             const std::string& prefix);
-
-// The argument list that runs these NVBench benchmarks in this order, with
-// kernelwatch's stopping criterion and per-state budget unless the bench's
-// own arguments set them (exposed for tests).
-std::vector<std::string> nvbench_pass_args(const BenchConfig& bench, const FullBenchConfig& full_bench,
-                                           const std::vector<std::string>& benchmarks);
-// `--list` output: the benchmark names (exposed for tests).
-std::vector<std::string> nvbench_benchmarks_of_list(const std::string& listing);
 // `text` with what a POSIX extended or ECMAScript regular expression would
 // read as an operator escaped.
 std::string regex_literal(const std::string& text);

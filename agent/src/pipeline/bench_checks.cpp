@@ -42,7 +42,8 @@ ChildOutcome run_launch_pass(const BenchAdapter& adapter, const BenchConfig& ben
   ChildSpec spec;
   spec.argv = {(options.checkout / bench.path).string()};
   const std::vector<std::string> pass =
-      bench.launch_args.empty() ? adapter.one_pass_args() : bench.launch_args;
+      bench.launch_args.empty() ? adapter.one_pass_args({bench, config, options.checkout, *options.stop})
+                                : bench.launch_args;
   spec.argv.insert(spec.argv.end(), pass.begin(), pass.end());
   spec.argv.insert(spec.argv.end(), bench.args.begin(), bench.args.end());
   spec.cwd = options.checkout;
@@ -294,7 +295,8 @@ void sanitize(BenchResult& result, const BenchAdapter& adapter, const BenchConfi
                                          bench.sanitize_cases.empty() ? bench.cases : bench.sanitize_cases,
                                          "--json", json_out.string()});
     } else {
-      for (std::string& arg : adapter.one_pass_args()) spec.argv.push_back(std::move(arg));
+      for (std::string& arg : adapter.one_pass_args({bench, config, options.checkout, *options.stop}))
+        spec.argv.push_back(std::move(arg));
       spec.argv.insert(spec.argv.end(), bench.args.begin(), bench.args.end());
     }
     spec.cwd = options.checkout;

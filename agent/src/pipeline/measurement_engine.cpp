@@ -283,6 +283,8 @@ class Engine {
     if (pass.ok && pass.seconds > 0) cheapest_pass_s_ = std::min(cheapest_pass_s_, pass.seconds);
     setup_seconds_ += pass.setup_seconds;
     measure_seconds_ += pass.measure_seconds;
+    unread_seconds_ += pass.unread_seconds;
+    if (!pass.unread.empty()) unread_ = pass.unread;
     passes_.push_back({{"side", side_name},
                        {"cases", names.empty() ? pass.cases.size() : names.size()},
                        {"seconds", pass.seconds}});
@@ -537,6 +539,7 @@ class Engine {
     if (!skipped_.empty())
       message += "; " + std::to_string(skipped_.size()) + " identical to the base, not timed";
     if (!audited_.empty()) message += "; " + std::to_string(audited_.size()) + " identical, audited";
+    if (unread_seconds_ > 0) message += "; " + fixed(unread_seconds_, 1) + " s of it " + unread_;
     for (const std::string& note : notes_) message += "; " + note;
     if (const std::string unseen = adapter_.unobserved(); !unseen.empty())
       message += "; not observed: " + unseen;
@@ -551,6 +554,7 @@ class Engine {
     // inputs, warm-up) against timed rounds; the rest is process start-up.
     result_.details["setup_seconds"] = setup_seconds_;
     result_.details["measure_seconds"] = measure_seconds_;
+    if (unread_seconds_ > 0) result_.details["unread_seconds"] = unread_seconds_;
     result_.details["ab"] = ab_;
     result_.details["seconds"] = result_.seconds;
     result_.details["harness"] = adapter_.harness();
@@ -591,6 +595,8 @@ class Engine {
   std::map<std::string, std::int64_t> head_counts_, base_counts_;  // replicates so far
   std::string failures_;
   std::set<std::string> notes_;
+  double unread_seconds_ = 0;
+  std::string unread_;
   json passes_ = json::array();
   int pass_number_ = 0;
   double setup_seconds_ = 0, measure_seconds_ = 0;
