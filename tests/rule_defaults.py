@@ -16,7 +16,8 @@ import re
 import sys
 
 PARAMETERS = ("min_threshold", "energy_threshold", "run_alpha", "screen_alpha", "min_history", "min_samples",
-              "prior_df", "prior_conflict_alpha", "outlier_sds", "resolution", "kMaxRunAlpha")
+              "prior_df", "prior_conflict_alpha", "outlier_sds", "resolution", "kMaxRunAlpha", "history_runs",
+              "outlier_floor", "min_clock_sd", "energy_sd")
 RULE = pathlib.PurePosixPath("common/kw/common/detection.hpp")
 COPY = re.compile(r"\b(" + "|".join(PARAMETERS) + r")\b['\"]?\s*(?:=|\{|:)\s*-?\d")
 SUFFIXES = {".cpp", ".hpp", ".h", ".cu", ".cuh", ".py"}
@@ -25,6 +26,7 @@ KNOWN = {
     ("agent/src/project/repo_config.hpp", "min_samples"): "the samples a bench takes, not the rule's minimum",
     ("kernels/harness/src/stages.hpp", "min_samples"): "the samples a bench takes, not the rule's minimum",
     ("common/kw/common/judge.hpp", "min_threshold"): "a case's threshold, filled in by threshold_for",
+    ("server/bench/server_bench.hpp", "history_runs"): "the runs the bench stores, not a case's history window",
 }
 
 

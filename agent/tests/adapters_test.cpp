@@ -231,6 +231,26 @@ TEST(Adapters, NvbenchAsksTheBenchWhatItAccepts) {
                                             "--profile --list", "--list"}))
       << "one run per refused option, then none: the answer is kept";
 
+  // Today's NVBench takes every option but a second --stopping-criterion: a
+  // bench that sets its own criterion is not asked about kernelwatch's.
+  const fs::path own_calls = dir / "own_calls.txt";
+  {
+    std::ofstream script(dir / "new_nvbench");
+    script << "#!/bin/sh\necho \"$*\" >> " << own_calls.string() << "\n"
+           << "case \"$*\" in *--stopping-criterion*--stopping-criterion*) echo 'a second criterion' >&2; "
+              "exit 1 ;; esac\n"
+           << "printf '# Benchmarks\\n\\n## [0] `copy` (1 configurations)\\n'\n";
+  }
+  fs::permissions(dir / "new_nvbench", fs::perms::owner_all);
+  bench.path = "new_nvbench";
+  bench.args = {"--stopping-criterion", "sample-count", "--target-samples", "50"};
+  const CaseListing own = adapter.list_cases(context);
+  EXPECT_TRUE(own.ok) << own.failure;
+  std::ifstream own_in(own_calls);
+  std::string own_run;
+  std::getline(own_in, own_run);
+  EXPECT_EQ(own_run, "--no-batch --profile --stopping-criterion sample-count --target-samples 50 --list");
+
   // An option of the bench's own that it refuses is the user's to fix, named.
   bench.args = {"--own-option"};
   fs::copy_file(dir / "old_nvbench", dir / "old_nvbench_2");

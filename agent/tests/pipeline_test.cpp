@@ -73,7 +73,8 @@ TEST_F(PipelineTest, FullBenchMeasuresReplicatesAndTheBaseInTheSameJob) {
 
 // The first pass screens a case by the threshold the server will judge it
 // with: where kernelwatch.json sets none, the project's setting on the
-// server, which a claimed job carries. A head 5% slower is screened at the
+// server, which a claimed job carries (its per-case thresholds, and its
+// detection settings' min_threshold). A head 5% slower is screened at the
 // default 1% and left alone at a project's 20%.
 TEST_F(PipelineTest, TheFirstPassScreensByTheProjectsThresholdOnTheServer) {
   json config = valid_config();
@@ -84,14 +85,16 @@ TEST_F(PipelineTest, TheFirstPassScreensByTheProjectsThresholdOnTheServer) {
   ASSERT_NE(mkdtemp(pattern), nullptr);
   const fs::path base = pattern;
   std::ofstream(base / "kwbench-fake.json") << "{}";
-  for (const std::optional<double> project : {std::optional<double>(), std::optional<double>(0.2)}) {
+  for (const char* project : {"none", "thresholds", "detection"}) {
     PipelineOptions options = ab_options(base);
     options.only_stages = {common::StageName::full_bench};
-    if (project) options.project_thresholds = common::Thresholds{project, {}};
+    if (std::string(project) == "thresholds") options.project_thresholds = common::Thresholds{0.2, {}};
+    if (std::string(project) == "detection") options.detection.min_threshold = 0.2;
+    const bool screened = std::string(project) == "none";
     const json report = run_pipeline(parse_repo_config(config), options);
     const json& c = report["cases"][0];
-    EXPECT_EQ(c.contains("first_pass_replicates"), !project.has_value()) << c.dump().substr(0, 300);
-    EXPECT_EQ(c["measurements"][0]["replicates"].back(), project ? 2 : 4);
+    EXPECT_EQ(c.contains("first_pass_replicates"), screened) << project << " " << c.dump().substr(0, 300);
+    EXPECT_EQ(c["measurements"][0]["replicates"].back(), screened ? 4 : 2) << project;
   }
   fs::remove_all(base);
 }

@@ -32,12 +32,14 @@ TEST(RuleVersionTest, TheDefaultsAreThoseOfTheCurrentVersion) {
     double min_threshold, energy_threshold, run_alpha, max_run_alpha, screen_alpha;
     std::size_t min_history, min_samples;
     double prior_df, prior_conflict_alpha, outlier_sds, resolution;
+    std::size_t history_runs;
+    double outlier_floor, min_clock_sd, energy_sd;
   };
   // Version 1 had no prior_conflict_alpha (its prior was never set aside);
   // version 3 changed how an A/B job's outliers are found, no default.
-  constexpr Rule kRules[] = {{1, 0.01, 0.05, 0.01, 0.2, 0.05, 8, 5, 8, 0, 6, 3},
-                             {2, 0.01, 0.05, 0.01, 0.2, 0.05, 8, 5, 8, 0.01, 6, 3},
-                             {3, 0.01, 0.05, 0.01, 0.2, 0.05, 8, 5, 8, 0.01, 6, 3}};
+  constexpr Rule kRules[] = {{1, 0.01, 0.05, 0.01, 0.2, 0.05, 8, 5, 8, 0, 6, 3, 30, 0.03, 0.0025, 0.03},
+                             {2, 0.01, 0.05, 0.01, 0.2, 0.05, 8, 5, 8, 0.01, 6, 3, 30, 0.03, 0.0025, 0.03},
+                             {3, 0.01, 0.05, 0.01, 0.2, 0.05, 8, 5, 8, 0.01, 6, 3, 30, 0.03, 0.0025, 0.03}};
   const Rule& rule = kRules[std::size(kRules) - 1];
   ASSERT_EQ(rule.version, kRuleVersion) << "add this version's row to kRules";
   const DetectionSettings now;
@@ -53,6 +55,10 @@ TEST(RuleVersionTest, TheDefaultsAreThoseOfTheCurrentVersion) {
   EXPECT_EQ(now.prior_conflict_alpha, rule.prior_conflict_alpha) << why;
   EXPECT_EQ(now.outlier_sds, rule.outlier_sds) << why;
   EXPECT_EQ(now.resolution, rule.resolution) << why;
+  EXPECT_EQ(now.history_runs, rule.history_runs) << why;
+  EXPECT_EQ(now.outlier_floor, rule.outlier_floor) << why;
+  EXPECT_EQ(now.min_clock_sd, rule.min_clock_sd) << why;
+  EXPECT_EQ(now.energy_sd, rule.energy_sd) << why;
 }
 
 // k replicate locations of a case at `level`, each moved by the

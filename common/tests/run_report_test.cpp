@@ -91,6 +91,48 @@ TEST(RunReport, CommitInfoAndThresholdsRoundTrip) {
   EXPECT_EQ(Thresholds{}.for_case("other"), std::nullopt);
 }
 
+// Which threshold judges a case, and why: kernelwatch.json's, else the
+// project's; a pull request by the stricter of its own and its base's.
+TEST(RunReport, ACasesThresholdIsTheCommitsElseTheProjectsAndThePullRequestsTheStricter) {
+  const CaseThreshold project{0.03, "project setting"};
+  const Thresholds own{0.02, {{"k/tight", 0.005}}};
+  const std::string head(40, 'a'), base_commit(40, 'b');
+  CaseThreshold chosen = case_threshold("k/x", project, own, head, std::nullopt, "");
+  EXPECT_EQ(chosen.value, 0.02);
+  EXPECT_EQ(chosen.source, "kernelwatch.json at aaaaaaaaaaaa");
+  EXPECT_EQ(case_threshold("k/x", project, std::nullopt, head, std::nullopt, "").source, "project setting");
+  EXPECT_EQ(case_threshold("k/tight", project, own, head, std::nullopt, "").value, 0.005);
+  // A pull request that loosens its threshold is judged by its base's.
+  const Thresholds loosened{0.10, {}};
+  chosen = case_threshold("k/x", project, loosened, head, own, base_commit);
+  EXPECT_EQ(chosen.value, 0.02);
+  EXPECT_EQ(chosen.source,
+            "kernelwatch.json at bbbbbbbbbbbb (the base's, stricter than kernelwatch.json at "
+            "aaaaaaaaaaaa)");
+  EXPECT_EQ(case_threshold("k/x", project, own, head, loosened, base_commit).value, 0.02)
+      << "its own, stricter";
+}
+
+TEST(RunReport, AProjectsDetectionSettingsTravelWithAJobAndBadOnesAreNamed) {
+  DetectionSettings settings;
+  settings.run_alpha = 0.05;
+  settings.min_threshold = 0.02;
+  const DetectionSettings back = parse_project_detection(project_detection_json(settings), "d");
+  EXPECT_EQ(back.run_alpha, 0.05);
+  EXPECT_EQ(back.min_threshold, 0.02);
+  EXPECT_EQ(back.resolution, DetectionSettings{}.resolution)
+      << "the rule's own constants are not the project's";
+  try {
+    parse_project_detection(json{{"run_alpha", 0.5}}, "project_detection");
+    FAIL() << "run_alpha 0.5 taken";
+  } catch (const ValidationError& error) {
+    EXPECT_NE(std::string(error.what()).find("project_detection.run_alpha: must be in (0, 0.2"),
+              std::string::npos)
+        << error.what();
+  }
+  EXPECT_THROW(parse_project_detection(json{{"screen_alpha", 0.1}}, "d"), ValidationError);
+}
+
 // A CPU benchmark on a host without a GPU: its device is the host's CPU,
 // with no compute capability or SM count, and it round-trips as such.
 TEST(RunReport, ACpuDeviceNeedsNoGpuFields) {

@@ -290,7 +290,7 @@ class InMemoryRuns final : public RunTransaction {
 
  private:
   static constexpr const char* kNotKept = "the in-memory store keeps no ";
-  static constexpr std::size_t kHistoryRuns = 30;
+  static constexpr std::size_t kHistoryRuns = common::DetectionSettings{}.history_runs;
   using Flags = std::map<std::string, common::FlaggedRegression>;
   enum class Direction { from, to };
 

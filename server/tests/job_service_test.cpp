@@ -21,6 +21,7 @@ class JobServiceTest : public ::testing::Test {
   void SetUp() override {
     ProjectSettings tuned;
     tuned.min_threshold = 0.03;
+    tuned.run_alpha = 0.05;
     tuned.case_thresholds = {{"k/n1", 0.05}};
     store_.add_project("demo", tuned);
     store_.add_project("other");
@@ -95,12 +96,17 @@ TEST_F(JobServiceTest, AJobIsShownToWhoeverMayReadItsProject) {
   EXPECT_EQ(error_of([&] { jobs_.get(nullptr, 4242); }), "no_such_job");
 }
 
-TEST_F(JobServiceTest, AClaimedJobCarriesTheProjectsThresholdsAndTheLease) {
+TEST_F(JobServiceTest, AClaimedJobCarriesTheProjectsThresholdsItsDetectionAndTheLease) {
   queue('1');
   const std::optional<json> claimed = jobs_.claim(agent_, ask("host-a"));
   ASSERT_TRUE(claimed.has_value());
   EXPECT_EQ((*claimed)["project_thresholds"],
             json::parse(R"({"min_threshold": 0.03, "cases": {"k/n1": 0.05}})"));
+  // The detection settings the agent decides its A/B with, as the server judges.
+  const common::DetectionSettings detection =
+      common::parse_project_detection((*claimed)["project_detection"], "project_detection");
+  EXPECT_EQ(detection.min_threshold, 0.03);
+  EXPECT_EQ(detection.run_alpha, 0.05);
   EXPECT_EQ((*claimed)["lease_seconds"], 0.5);
   EXPECT_EQ((*claimed)["state"], "running");
   EXPECT_EQ((*claimed)["agent"], "host-a");

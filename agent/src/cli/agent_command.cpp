@@ -546,6 +546,8 @@ class Worker {
       options.base_commit = job["base_commit"];
     if (job.contains("project_thresholds"))
       options.project_thresholds = common::parse_thresholds(job["project_thresholds"], "project_thresholds");
+    if (job.contains("project_detection"))
+      options.detection = common::parse_project_detection(job["project_detection"], "project_detection");
     // A bisect step judges the cases its regression flagged: it measures those alone.
     if (job.contains("cases") && job["cases"].is_array())
       options.only_cases = job["cases"].get<std::vector<std::string>>();

@@ -139,17 +139,19 @@ std::string project_named_in(const fs::path& config_file, const fs::path& repo) 
 std::vector<common::StageName> selected_stages(const std::vector<std::string>& names) {
   std::vector<common::StageName> selected;
   for (const std::string& stage : names) {
-    if (stage == "preflight") {  // every stage before full_bench
-      for (common::StageName preflight : {common::StageName::load, common::StageName::launch_geometry,
-                                          common::StageName::correctness, common::StageName::quick_bench})
-        selected.push_back(preflight);
+    if (stage == "preflight") {
+      for (common::StageName preflight : common::preflight_stages()) selected.push_back(preflight);
       continue;
     }
+    // Every stage after the build is one to select.
     auto name = common::stage_name_from(stage);
-    if (!name || *name == common::StageName::build)
-      throw std::runtime_error("--stages: unknown stage \"" + stage +
-                               "\" (load, launch_geometry, correctness, quick_bench, full_bench, or "
-                               "preflight: all but full_bench)");
+    if (!name || *name <= common::StageName::build) {
+      std::string known;
+      for (common::StageName listed : common::kAllStages)
+        if (listed != common::StageName::build) known += std::string(common::to_string(listed)) + ", ";
+      throw std::runtime_error("--stages: unknown stage \"" + stage + "\" (" + known +
+                               "or preflight: all before full_bench)");
+    }
     selected.push_back(*name);
   }
   return selected;

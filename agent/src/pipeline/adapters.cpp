@@ -13,11 +13,31 @@
 #include "kw/common/stats.hpp"
 #include "kw/common/subprocess.hpp"
 #include "pipeline/adapter_support.hpp"
+#include "pipeline/bench_checks.hpp"
+#include "pipeline/bench_runs.hpp"
 #include "pipeline/nvbench_adapter.hpp"
 #include "pipeline/prepared_passes.hpp"
 #include "pipeline/python_harness.hpp"
 
 namespace kw::agent {
+
+BenchResult BenchAdapter::run_stage(common::StageName stage, const BenchConfig& bench,
+                                    const RepoConfig& config, const PipelineOptions& options) const {
+  if (stage == common::StageName::load) return run_adapted_load(*this, bench, config, options);
+  if (stage == common::StageName::launch_geometry)
+    return run_injected_launches(*this, bench, config, options);
+  if (stage == common::StageName::correctness) return run_check_command(bench, options);
+  BenchResult result;
+  result.status = "skipped";
+  result.message =
+      bench.name + ": a " + harness() + " bench has no " + std::string(common::to_string(stage)) + " stage";
+  return result;
+}
+
+BenchResult BenchAdapter::launch_pass(const BenchConfig& bench, const RepoConfig& config,
+                                      const PipelineOptions& options) const {
+  return run_injected_launches(*this, bench, config, options, true);
+}
 
 namespace adapter_support {
 
@@ -156,10 +176,20 @@ using common::run_child;
 // full_bench` run over a case list is one replicate.
 class KwbenchAdapter final : public BenchAdapter {
  public:
-  explicit KwbenchAdapter(std::string harness) : harness_(std::move(harness)) {}
+  KwbenchAdapter(std::string harness, bool python) : harness_(std::move(harness)), python_(python) {}
   std::string harness() const override { return harness_; }
   bool speaks_kwbench() const override { return true; }
   bool runs_without_gpu() const override { return false; }
+
+  // Each stage through the bench's own command line (`--stage S`).
+  BenchResult run_stage(common::StageName stage, const BenchConfig& bench, const RepoConfig& config,
+                        const PipelineOptions& options) const override {
+    return python_ ? run_python(bench, stage, config, options) : run_kwbench(bench, stage, config, options);
+  }
+  BenchResult launch_pass(const BenchConfig& bench, const RepoConfig& config,
+                          const PipelineOptions& options) const override {
+    return run_stage(common::StageName::launch_geometry, bench, config, options);
+  }
 
   CaseListing list_cases(const BenchContext& context) const override {
     CaseListing listing;
@@ -263,6 +293,7 @@ class KwbenchAdapter final : public BenchAdapter {
   }
 
   std::string harness_;
+  bool python_;  // kwbench.py in the bench's interpreter, else a C++ kwbench executable
 };
 
 class GbenchAdapter final : public BenchAdapter {
@@ -381,8 +412,8 @@ std::string gbench_filter(const std::vector<std::string>& names) {
 }
 
 const BenchAdapter& adapter_for(BenchFormat format) {
-  static const KwbenchAdapter kwbench("kwbench");
-  static const KwbenchAdapter python("kwbench.py");
+  static const KwbenchAdapter kwbench("kwbench", false);
+  static const KwbenchAdapter python("kwbench.py", true);
   static const GbenchAdapter gbench;
   switch (format) {
     case BenchFormat::gbench:

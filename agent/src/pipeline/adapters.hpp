@@ -19,11 +19,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "pipeline/bench_result.hpp"
 #include "project/repo_config.hpp"
 
 namespace kw::agent {
 
 class PreparedPasses;
+struct PipelineOptions;
 
 // One bench in one checkout.
 struct BenchContext {
@@ -96,6 +98,17 @@ class BenchAdapter {
   // Arguments that list the benchmarks and exit, touching no kernel: the
   // load stage's run under LD_BIND_NOW.
   virtual std::vector<std::string> list_args() const { return {}; }
+
+  // The one hook per preflight stage a format has (full_bench is the
+  // measurement engine's, through list_cases and measure). By default, the
+  // agent's own checks of another harness's bench: load through its listing,
+  // launch_geometry through libkw_inject.so, correctness by its check
+  // command; its other stages are skipped, saying why.
+  virtual BenchResult run_stage(common::StageName stage, const BenchConfig& bench, const RepoConfig& config,
+                                const PipelineOptions& options) const;
+  // The launch pass alone, for one side's fingerprints.
+  virtual BenchResult launch_pass(const BenchConfig& bench, const RepoConfig& config,
+                                  const PipelineOptions& options) const;
 
   virtual CaseListing list_cases(const BenchContext& context) const = 0;
   virtual PassOutput measure(const BenchContext& context, const PassRequest& request) const = 0;

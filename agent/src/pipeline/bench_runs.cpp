@@ -267,9 +267,11 @@ std::optional<std::map<StageName, BenchResult>> run_kwbench_preflight(
     const std::function<void(StageName)>& on_started, bool without_quick_bench) {
   // Each per-case stage's timeout the harness keeps; this bounds the rest.
   double timeout_s = 60;
-  for (StageName stage : kPreflightStages) timeout_s += config.timeout_for(stage);
+  // The stages a kwbench bench's preflight runs in one invocation.
+  const std::vector<StageName> preflight = common::preflight_stages();
+  for (StageName stage : preflight) timeout_s += config.timeout_for(stage);
   std::vector<std::string> stage_timeouts;
-  for (StageName stage : kPreflightStages) {
+  for (StageName stage : preflight) {
     if (stage == StageName::load) continue;
     stage_timeouts.push_back("--stage-timeout");
     stage_timeouts.push_back(std::string(common::to_string(stage)) + "=" +
@@ -308,18 +310,6 @@ std::optional<std::map<StageName, BenchResult>> run_kwbench_preflight(
   }
   if (results.empty()) results[StageName::load] = stage_result(bench, json(), json(), json(), outcome);
   return results;
-}
-
-BenchResult run_adapted(const BenchAdapter& adapter, const BenchConfig& bench, StageName stage,
-                        const RepoConfig& config, const PipelineOptions& options) {
-  if (stage == StageName::load) return run_adapted_load(adapter, bench, config, options);
-  if (stage == StageName::launch_geometry) return run_injected_launches(adapter, bench, config, options);
-  if (stage == StageName::correctness) return run_check_command(bench, options);
-  BenchResult result;
-  result.status = "skipped";
-  result.message = bench.name + ": a " + adapter.harness() + " bench has no " +
-                   std::string(common::to_string(stage)) + " stage";
-  return result;
 }
 
 }  // namespace kw::agent

@@ -1,6 +1,6 @@
 // A bench's stage run as its harness speaks: kwbench's command line (one
-// stage, or the whole preflight in one invocation), a python bench through
-// kwbench.py, and the adapted harnesses' load, launch and check stages.
+// stage, or the whole preflight in one invocation) and a python bench
+// through kwbench.py (the adapted harnesses' checks are bench_checks.hpp).
 #pragma once
 
 #include <functional>
@@ -13,11 +13,6 @@
 #include "project/repo_config.hpp"
 
 namespace kw::agent {
-
-// The stages a kwbench bench's preflight runs in one invocation.
-inline constexpr common::StageName kPreflightStages[] = {
-    common::StageName::load, common::StageName::launch_geometry, common::StageName::correctness,
-    common::StageName::quick_bench};
 
 // One stage of a bench that speaks kwbench's command line, its launches
 // fingerprinted where libkw_inject.so recorded them.
@@ -40,10 +35,5 @@ BenchResult run_python(const BenchConfig& bench, common::StageName stage, const 
 std::optional<std::map<common::StageName, BenchResult>> run_kwbench_preflight(
     const BenchConfig& bench, const RepoConfig& config, const PipelineOptions& options,
     const std::function<void(common::StageName)>& on_started, bool without_quick_bench);
-
-// load, launch_geometry or correctness of a bench of another harness
-// (Google Benchmark, NVBench); its other stages are skipped and say why.
-BenchResult run_adapted(const BenchAdapter& adapter, const BenchConfig& bench, common::StageName stage,
-                        const RepoConfig& config, const PipelineOptions& options);
 
 }  // namespace kw::agent

@@ -360,7 +360,8 @@ class Engine {
   }
 
   // A/B: each case measured on both sides, tested as the server will test it
-  // (with the default noise; the server's is learned), and its threshold.
+  // (with the project's detection settings and the default noise; the
+  // server's is learned), and its threshold.
   struct AbTests {
     std::vector<std::string> names;
     std::vector<common::CaseTest> tests;
@@ -388,18 +389,16 @@ class Engine {
   }
 
   AbTests ab_tests() {
-    const common::DetectionSettings settings;
-    // The server judges a case by its kernelwatch.json threshold, else the
-    // project's setting, and a pull request by the stricter of its own and
-    // its base's (docs/detection.md): screen as it will judge.
+    const common::DetectionSettings& settings = options_.detection;
+    // Screen as the server will judge: by the one threshold precedence.
     auto threshold_of = [&](const std::string& name) {
       const double project =
           options_.project_thresholds
               ? options_.project_thresholds->for_case(name).value_or(settings.min_threshold)
               : settings.min_threshold;
-      double own = config_.thresholds.for_case(name).value_or(project);
-      if (!options_.base_thresholds) return own;
-      return std::min(own, options_.base_thresholds->for_case(name).value_or(project));
+      return common::case_threshold(name, {project, "project setting"}, config_.thresholds, "",
+                                    options_.base_thresholds, "")
+          .value;
     };
     AbTests out;
     for (const std::string& name : order_) {
@@ -423,7 +422,7 @@ class Engine {
     const AbTests ab = ab_tests();
     std::vector<std::string> screened;
     for (std::size_t i = 0; i < ab.names.size(); ++i) {
-      if (common::needs_confirmation(ab.tests[i], ab.thresholds[i], common::DetectionSettings{}))
+      if (common::needs_confirmation(ab.tests[i], ab.thresholds[i], options_.detection))
         screened.push_back(ab.names[i]);
     }
     if (!screened.empty()) {
@@ -444,7 +443,7 @@ class Engine {
     std::vector<std::string> open;
     for (int round = 1; !stop_.load(); ++round) {
       const AbTests ab = ab_tests();
-      const common::Decision decision = common::decide(ab.tests, ab.thresholds, common::DetectionSettings{});
+      const common::Decision decision = common::decide(ab.tests, ab.thresholds, options_.detection);
       open.clear();
       std::vector<std::string> buy;  // those more replicates can still decide
       for (std::size_t i = 0; i < ab.names.size(); ++i) {

@@ -40,6 +40,7 @@ struct EngineOptions {
   // The project's threshold settings on the server (a claimed job carries
   // them): what a case without one in kernelwatch.json is judged with.
   std::optional<common::Thresholds> project_thresholds;
+  common::DetectionSettings detection;  // the project's, which the server judges by
   const std::atomic<bool>* stop = nullptr;
   std::function<void(const std::string&)> log;
   std::uint64_t seed = 0;  // of the case orders; 0: from the clock

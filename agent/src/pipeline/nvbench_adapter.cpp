@@ -260,9 +260,15 @@ struct AskedOption {
 // refuses by name is dropped and the run made again, so a bench lacking k of
 // them costs k + 1 runs (today's NVBench: one, the listing itself).
 NvbenchProbe ask_nvbench(const BenchContext& context) {
-  std::vector<AskedOption> asked = {{{"--no-batch"}, &NvbenchSupport::no_batch},
-                                    {{"--stopping-criterion", "stdrel"}, &NvbenchSupport::stopping_criterion},
-                                    {{"--profile"}, &NvbenchSupport::profile}};
+  std::vector<AskedOption> asked;
+  // An option the bench's own args pass is theirs (NVBench refuses a second
+  // --stopping-criterion): it is not asked about.
+  for (AskedOption option :
+       {AskedOption{{"--no-batch"}, &NvbenchSupport::no_batch},
+        AskedOption{{"--stopping-criterion", "stdrel"}, &NvbenchSupport::stopping_criterion},
+        AskedOption{{"--profile"}, &NvbenchSupport::profile}}) {
+    if (!has_any(context.bench.args, {option.argv.front().c_str()})) asked.push_back(std::move(option));
+  }
   NvbenchProbe probe;
   for (;;) {
     ChildSpec spec = bench_child(context, 120);

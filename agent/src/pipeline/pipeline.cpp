@@ -135,12 +135,7 @@ struct Logger {
 // One side's launch pass for its fingerprints alone.
 FingerprintSet launch_pass_fingerprints(const BenchConfig& bench, const RepoConfig& config,
                                         const PipelineOptions& options) {
-  const BenchAdapter& adapter = adapter_for(bench.format);
-  if (!adapter.speaks_kwbench())
-    return fingerprints_of(run_injected_launches(adapter, bench, config, options, true));
-  if (bench.format == BenchFormat::python)
-    return fingerprints_of(run_python(bench, StageName::launch_geometry, config, options));
-  return fingerprints_of(run_kwbench(bench, StageName::launch_geometry, config, options));
+  return fingerprints_of(adapter_for(bench.format).launch_pass(bench, config, options));
 }
 
 // What a commit's fingerprints depend on besides its code: the bench's
@@ -217,6 +212,7 @@ BenchResult run_full_bench_of(const BenchConfig& bench, const RepoConfig& config
   if (config.full_bench.ab) engine.base_checkout = options.base_checkout;
   engine.base_thresholds = options.base_thresholds;
   engine.project_thresholds = options.project_thresholds;
+  engine.detection = options.detection;
   engine.stop = options.stop;
   engine.log = options.log;
   engine.only_cases = options.only_cases;
@@ -258,9 +254,7 @@ std::optional<std::string> bench_file_problem(const BenchConfig& bench, const Re
 }
 
 // One bench's stage, as its format runs it: full_bench through the
-// measurement engine; the preflight of kwbench and python benches (which
-// speak kwbench's command line) stage by stage, another harness's through
-// the agent's own checks.
+// measurement engine; a preflight stage through its adapter's hook.
 BenchResult run_bench_stage(const BenchConfig& bench, StageName stage, const RepoConfig& config,
                             const PipelineOptions& options, const FingerprintSet* head_fingerprints = nullptr,
                             const BaseComparison* compared = nullptr,
@@ -273,10 +267,7 @@ BenchResult run_bench_stage(const BenchConfig& bench, StageName stage, const Rep
   }
   if (stage == StageName::full_bench)
     return run_full_bench_of(bench, config, options, head_fingerprints, compared, std::move(prepared));
-  const BenchAdapter& adapter = adapter_for(bench.format);
-  if (!adapter.speaks_kwbench()) return run_adapted(adapter, bench, stage, config, options);
-  if (bench.format == BenchFormat::python) return run_python(bench, stage, config, options);
-  return run_kwbench(bench, stage, config, options);
+  return adapter_for(bench.format).run_stage(stage, bench, config, options);
 }
 
 void merge_cases(json& cases, const json& incoming) {
@@ -361,12 +352,10 @@ std::optional<std::string> skip_reason(StageName stage, const std::string& faile
   if (!opts.only_stages.empty() &&
       std::find(opts.only_stages.begin(), opts.only_stages.end(), stage) == opts.only_stages.end())
     return std::string("not selected (kw run --stages)");
-  // Without a GPU only the load, correctness check and full_bench of a CPU
-  // harness's bench can run (a benchmark in it that needs a GPU fails with
-  // its own error).
-  const bool runs_on_cpu =
-      (stage == StageName::load || stage == StageName::correctness || stage == StageName::full_bench) &&
-      std::any_of(config.benches.begin(), config.benches.end(), runs_without_gpu);
+  // Without a GPU only the stages a CPU harness's bench runs there can run
+  // (a benchmark in it that needs a GPU fails with its own error).
+  const bool runs_on_cpu = common::stage_row(stage).runs_without_gpu &&
+                           std::any_of(config.benches.begin(), config.benches.end(), runs_without_gpu);
   if (!opts.gpu_available && !runs_on_cpu) return std::string("no CUDA device");
   return std::nullopt;
 }
@@ -644,9 +633,9 @@ json run_pipeline(const RepoConfig& config, const PipelineOptions& options) {
 
   if (failed_stage.empty()) split_cases(config, opts, log);
   BenchStages benches{config, opts, log};
+  const std::vector<StageName> preflight = common::preflight_stages();
   benches.whole_preflight =
-      opts.only_stages.empty() ||
-      std::all_of(std::begin(kPreflightStages), std::end(kPreflightStages), [&](StageName s) {
+      opts.only_stages.empty() || std::all_of(preflight.begin(), preflight.end(), [&](StageName s) {
         return std::find(opts.only_stages.begin(), opts.only_stages.end(), s) != opts.only_stages.end();
       });
   for (StageName stage : common::kAllStages) {
@@ -658,7 +647,7 @@ json run_pipeline(const RepoConfig& config, const PipelineOptions& options) {
       continue;
     }
     stages.push_back(benches.run(stage));
-    if (stages.back().status == common::StageStatus::failed && stage != StageName::full_bench)
+    if (stages.back().status == common::StageStatus::failed && common::stage_row(stage).failure_skips_later)
       failed_stage = common::to_string(stage);
   }
 

@@ -34,6 +34,9 @@ struct PipelineOptions {
   // The project's threshold settings on the server, as a claimed job
   // carries them; nullopt: the detection's default.
   std::optional<common::Thresholds> project_thresholds;
+  // The project's detection settings (run_alpha, thresholds) as a claimed
+  // job carries them; the rule's defaults for a run without a server.
+  common::DetectionSettings detection;
   std::optional<std::int64_t> job_id;
   std::string agent_name;
   std::string agent_host;

@@ -90,11 +90,14 @@ const std::vector<Field> kBuildFields = {{"commands", Kind::strings, true},
                                          {"timeout_s", Kind::number},
                                          {"env", Kind::string_map},
                                          {"clean", Kind::boolean}};
-const std::vector<Field> kTimeoutFields = {{"load", Kind::number},
-                                           {"launch_geometry", Kind::number},
-                                           {"correctness", Kind::number},
-                                           {"quick_bench", Kind::number},
-                                           {"full_bench", Kind::number}};
+// timeouts_s: a key per stage that has one (common/kw/common/stages.hpp).
+const std::vector<Field> kTimeoutFields = [] {
+  std::vector<Field> fields;
+  for (const common::StageRow& row : common::kStageTable) {
+    if (row.timeout_key) fields.push_back({row.text, Kind::number});
+  }
+  return fields;
+}();
 const std::vector<Field> kFullBenchFields = {{"replicates", Kind::integer},
                                              {"max_replicates", Kind::integer},
                                              {"confirm_replicates", Kind::integer},
@@ -591,9 +594,9 @@ RepoConfig read_repo_config(const json& document) {
   }
   if (const json* timeouts = reader.find("timeouts_s")) {
     JsonReader t(*timeouts, "timeouts_s");
-    for (common::StageName stage : common::kAllStages) {
-      if (stage == common::StageName::build) continue;
-      if (auto seconds = t.opt_number(common::to_string(stage), 1)) config.stage_timeouts_s[stage] = *seconds;
+    for (const common::StageRow& row : common::kStageTable) {
+      if (!row.timeout_key) continue;
+      if (auto seconds = t.opt_number(row.text, 1)) config.stage_timeouts_s[row.name] = *seconds;
     }
     t.reject_unknown_keys();
   }

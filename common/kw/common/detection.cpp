@@ -139,7 +139,7 @@ std::vector<bool> outlier_mask(const std::vector<double>& logs, std::span<const 
   std::vector<double> sorted(job.begin(), job.end());
   std::sort(sorted.begin(), sorted.end());
   double center = median_sorted(sorted);
-  double limit = std::max(settings.outlier_sds * replicate_sd, std::log1p(0.03));
+  double limit = std::max(settings.outlier_sds * replicate_sd, std::log1p(settings.outlier_floor));
   auto near = [&](std::size_t i) {
     return static_cast<std::size_t>(std::count_if(
         job.begin(), job.end(), [&](double other) { return std::abs(other - logs[i]) <= limit; }));
@@ -378,9 +378,7 @@ std::optional<Forecast> forecast_level(std::span<const double> history_locations
   for (double location : history_locations_ns) {
     if (location > 0) logs.push_back(std::log(location));
   }
-  // Fewer runs than this give too few forecast errors to choose a weight by.
-  constexpr std::size_t kMinRuns = 8;
-  if (logs.size() < std::max(settings.min_history, kMinRuns)) return std::nullopt;
+  if (logs.size() < settings.min_history) return std::nullopt;
   // The first steps forecast from too little to judge a smoothing weight by.
   constexpr std::size_t kWarmUp = 3;
   // A run far off its neighbours (replicates of a stalled process) moves
@@ -442,10 +440,6 @@ std::optional<Forecast> forecast_level(std::span<const double> history_locations
 
 namespace {
 
-// Below this within-side spread of log clock the clock did not move enough
-// to estimate a slope by, and the test compares plain times.
-constexpr double kMinClockSd = 0.0025;
-
 struct ClockFit {
   bool applied = false;
   double slope = 0, shift = 0;
@@ -455,7 +449,8 @@ struct ClockFit {
 // Moves each replicate's log time to the clock all replicates averaged, with
 // one least-squares slope inside the sides.
 ClockFit adjust_to_common_clock(std::vector<double>& head, std::vector<double>& base,
-                                std::span<const double> head_clocks, std::span<const double> base_clocks) {
+                                std::span<const double> head_clocks, std::span<const double> base_clocks,
+                                double min_clock_sd) {
   ClockFit fit;
   if (head_clocks.size() != head.size() || base_clocks.size() != base.size() || head.size() < 2 ||
       base.size() < 2)
@@ -469,7 +464,7 @@ ClockFit adjust_to_common_clock(std::vector<double>& head, std::vector<double>& 
   fit.shift = hx_mean - bx_mean;
   const double sxx = sum_of_squares(hx) + sum_of_squares(bx);
   const double within_df = static_cast<double>(head.size() + base.size()) - 2;
-  if (sxx / within_df < kMinClockSd * kMinClockSd) return fit;
+  if (sxx / within_df < min_clock_sd * min_clock_sd) return fit;
   double sxy = 0;
   for (std::size_t i = 0; i < head.size(); ++i) sxy += (hx[i] - hx_mean) * (head[i] - hy_mean);
   for (std::size_t i = 0; i < base.size(); ++i) sxy += (bx[i] - bx_mean) * (base[i] - by_mean);
@@ -532,7 +527,7 @@ ClockedHistory history_at_clock(std::span<const double> history_locations_ns,
     df += static_cast<double>(std::max<std::int64_t>(history_clocks[i].replicates - 1, 0));
     log_mhz_sum += std::log(history_clocks[i].mhz);
   }
-  if (!(df > 0) || sxx / df < kMinClockSd * kMinClockSd) return out;
+  if (!(df > 0) || sxx / df < settings.min_clock_sd * settings.min_clock_sd) return out;
   out.slope = std::clamp(sxy / sxx, -1.25, 0.0);
   out.sxx = sxx;
   out.mean_log_mhz = log_mhz_sum / static_cast<double>(clocked.size());
@@ -560,7 +555,8 @@ CaseTest test_ab(std::span<const double> head_locations, std::span<const double>
   test.method = CaseTest::Method::ab;
   std::vector<double> head_logs = logs_of(head_locations), base_logs = logs_of(base_locations);
   const double side_offset = noise.side_offset_ns / std::exp(mean(base_logs));
-  ClockFit clock = adjust_to_common_clock(head_logs, base_logs, head_clocks, base_clocks);
+  ClockFit clock =
+      adjust_to_common_clock(head_logs, base_logs, head_clocks, base_clocks, settings.min_clock_sd);
   test.clock_adjusted = clock.applied;
   test.clock_slope = clock.slope;
   test.clock_shift = clock.shift;

@@ -55,8 +55,12 @@ struct DetectionSettings {
   // The agent's first pass measures a case again when its unadjusted
   // p-value is under this (and the change is past half the threshold).
   double screen_alpha = 0.05;
-  // With a history: how many runs the forecast needs.
+  // With a history: how many runs the forecast needs (fewer give too few
+  // forecast errors to choose its smoothing weight by).
   std::size_t min_history = 8;
+  // A case's history: its newest runs on the default branch and GPU model
+  // under the current rule, at most this many.
+  std::size_t history_runs = 30;
   std::size_t min_samples = 5;  // per replicate, after dropping throttled samples
   // Degrees of freedom given to the noise prior when it is combined with
   // what the run itself shows.
@@ -68,6 +72,14 @@ struct DetectionSettings {
   // side's median, with few others near it (none in an A/B job), is an
   // outlier and left out (fewer than half of a side).
   double outlier_sds = 6;
+  // ... and never nearer its side's median than this (relative), however
+  // quiet the case.
+  double outlier_floor = 0.03;
+  // Below this within-side spread of log SM clock the clock did not move
+  // enough to estimate a slope by, and the tests compare plain times.
+  double min_clock_sd = 0.0025;
+  // The noise of a case's energy (log sd), between replicates and runs alike.
+  double energy_sd = 0.03;
   // An A/B comparison is unchanged only if its interval rules out a change
   // of this many thresholds; wider, it is inconclusive and the agent buys
   // replicates. So a change of c thresholds is called unchanged only by an

@@ -147,11 +147,11 @@ Comparison judge_time(const std::string& case_name, const Case* head_case, const
   return row;
 }
 
-NoiseModel energy_noise() {
+NoiseModel energy_noise(const DetectionSettings& settings) {
   NoiseModel noise;
-  noise.replicate_sd = 0.03;
-  noise.run_sd = 0.03;
-  noise.clock_adjusted_sd = 0.03;
+  noise.replicate_sd = settings.energy_sd;
+  noise.run_sd = settings.energy_sd;
+  noise.clock_adjusted_sd = settings.energy_sd;
   noise.side_offset_ns = 0;  // a time, not an energy
   return noise;
 }
@@ -170,10 +170,10 @@ std::optional<Comparison> judge_energy(const std::string& case_name, const Measu
   row.min_threshold = min_threshold;
   row.in_job = in_job_base != nullptr;
   if (in_job_base) {
-    row.test = test_ab(head.energy_j, in_job_base->energy_j, energy_noise(), settings);
+    row.test = test_ab(head.energy_j, in_job_base->energy_j, energy_noise(settings), settings);
   } else {
     const double stored = location(base->energy_j);
-    row.test = test_history(head.energy_j, std::vector<double>{stored}, energy_noise(), settings);
+    row.test = test_history(head.energy_j, std::vector<double>{stored}, energy_noise(settings), settings);
   }
   row.ratio_of_medians = median(head.energy_j) / median(base->energy_j);
   row.test.note = "joules per iteration: " + row.test.note;

@@ -106,7 +106,7 @@ Comparison judge_time(const std::string& case_name, const Case* head_case, const
 // Energy's noise: a conservative prior until one is learned. On an H100 the
 // joules per iteration of a >= 100 us kernel move 1.7% between replicates
 // and 1.1% between runs (median; docs/results/energy-aa-h100.txt).
-NoiseModel energy_noise();
+NoiseModel energy_noise(const DetectionSettings& settings);
 
 // Energy is judged only for kernels of at least this long: back to back, a
 // ~7 us kernel leaves the GPU waiting on launches, and the board's idle

@@ -19,8 +19,6 @@ constexpr double kMinSampleNs = 1e-6, kMaxSampleNs = 1e18;
 
 using nlohmann::json;
 
-constexpr std::array<std::string_view, 7> kStageNames = {
-    "config", "build", "load", "launch_geometry", "correctness", "quick_bench", "full_bench"};
 constexpr std::array<std::string_view, 3> kStageStatuses = {"passed", "failed", "skipped"};
 
 Dim3 read_dim3(const json& value, const std::string& path) {
@@ -466,18 +464,8 @@ Case read_case(const json& value, const std::string& path) {
 
 }  // namespace
 
-std::string_view to_string(StageName name) {
-  return kStageNames[static_cast<std::size_t>(name)];
-}
 std::string_view to_string(StageStatus status) {
   return kStageStatuses[static_cast<std::size_t>(status)];
-}
-
-std::optional<StageName> stage_name_from(std::string_view text) {
-  for (std::size_t i = 0; i < kStageNames.size(); ++i) {
-    if (kStageNames[i] == text) return static_cast<StageName>(i);
-  }
-  return std::nullopt;
 }
 
 std::optional<StageStatus> stage_status_from(std::string_view text) {

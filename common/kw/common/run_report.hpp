@@ -15,6 +15,7 @@
 
 #include "kw/common/detection.hpp"
 #include "kw/common/shards.hpp"
+#include "kw/common/stages.hpp"
 #include "kw/common/validation_error.hpp"
 
 namespace kw::common {
@@ -23,19 +24,10 @@ inline constexpr std::string_view kRunSchema = "kernelwatch.run/1";
 inline constexpr std::size_t kMaxCases = 10000;  // per report
 inline constexpr int kMaxJsonDepth = 64;         // nesting of any JSON body the server takes
 
-// Stage order is the pipeline order; the agent stops at the first failure.
-// `config` (kernelwatch.json itself) appears in a report only when it failed.
-enum class StageName { config, build, load, launch_geometry, correctness, quick_bench, full_bench };
+// The stages and their order: stages.hpp.
 enum class StageStatus { passed, failed, skipped };
 
-// The stages every run reports, config aside.
-inline constexpr std::array<StageName, 6> kAllStages = {StageName::build,           StageName::load,
-                                                        StageName::launch_geometry, StageName::correctness,
-                                                        StageName::quick_bench,     StageName::full_bench};
-
-std::string_view to_string(StageName name);
 std::string_view to_string(StageStatus status);
-std::optional<StageName> stage_name_from(std::string_view text);
 std::optional<StageStatus> stage_status_from(std::string_view text);
 
 // A report that breaks the contract throws ValidationError.
@@ -241,6 +233,28 @@ Stage parse_stage(const nlohmann::json& value, const std::string& path = "stage"
 
 // `path` names the object in errors ("thresholds", "base_thresholds").
 Thresholds parse_thresholds(const nlohmann::json& value, const std::string& path);
+
+// The detection settings a project sets on the server (run_alpha and the
+// thresholds), as a claimed job carries them to the agent, which screens and
+// decides its A/B with them; the rest of DetectionSettings is the rule's.
+nlohmann::json project_detection_json(const DetectionSettings& settings);
+DetectionSettings parse_project_detection(const nlohmann::json& value, const std::string& path);
+
+// A case's threshold and where it came from, for the comparison's record.
+struct CaseThreshold {
+  double value = 0;
+  std::string source;
+};
+
+// Which threshold judges a case (docs/detection.md), the one place it is
+// decided: the commit's kernelwatch.json where it sets one, else the
+// project's (`project`, with its own source); for a pull request (`base`
+// given) the stricter of that and its base's, so a pull request cannot
+// loosen its own gate. The server judges by it, and the agent screens its
+// A/B by it.
+CaseThreshold case_threshold(const std::string& name, const CaseThreshold& project,
+                             const std::optional<Thresholds>& own, const std::string& commit,
+                             const std::optional<Thresholds>& base, const std::string& base_commit);
 
 // The build stage's `details.kernels` (ptxas -v per kernel: {name,
 // registers, shared_bytes, spill_stores, spill_loads}), which the server

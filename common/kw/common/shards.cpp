@@ -273,9 +273,8 @@ MergedShards merge_shards(std::vector<json>&& reports) {
   }
   for (auto& [name, check] : failed_checks) cases[seen.at(name).first]["correctness"] = std::move(check);
   json merged_stages = json::array();
-  for (std::string_view name :
-       {"config", "build", "load", "launch_geometry", "correctness", "quick_bench", "full_bench"}) {
-    if (auto it = stages.find(std::string(name)); it != stages.end())
+  for (const StageRow& row : kStageTable) {
+    if (auto it = stages.find(std::string(row.text)); it != stages.end())
       merged_stages.push_back(merge_stage(it->second));
   }
   merged["stages"] = std::move(merged_stages);

@@ -37,8 +37,15 @@ namespace {
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-const std::vector<std::string> kStages = {"load",        "launch_geometry", "correctness",
-                                          "quick_bench", "full_bench",      "preflight"};
+// --stage: every stage after the build, or "preflight" (all before full_bench).
+const std::vector<std::string> kStages = [] {
+  std::vector<std::string> stages;
+  for (const kw::common::StageRow& row : kw::common::kStageTable) {
+    if (row.name > kw::common::StageName::build) stages.emplace_back(row.text);
+  }
+  stages.emplace_back("preflight");
+  return stages;
+}();
 
 struct Options {
   bool list = false;

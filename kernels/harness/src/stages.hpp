@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kw/common/stages.hpp"
 #include "kwbench/kwbench.hpp"
 
 namespace kwbench {
@@ -51,9 +52,15 @@ CaseOutcome run_correctness(Case& c, const DeviceFacts& device, const BenchOptio
 CaseOutcome run_quick_bench(Case& c, const DeviceFacts& device, const BenchOptions& options);
 CaseOutcome run_full_bench(Case& c, const DeviceFacts& device, const BenchOptions& options);
 
-// The per-case stages of the preflight, in order.
-inline const std::vector<std::string> kPreflightCaseStages = {"launch_geometry", "correctness",
-                                                              "quick_bench"};
+// The per-case stages of the preflight, in order: the preflight's stages
+// (kw/common/stages.hpp) but load, which the whole bench passes at once.
+inline const std::vector<std::string> kPreflightCaseStages = [] {
+  std::vector<std::string> stages;
+  for (kw::common::StageName stage : kw::common::preflight_stages()) {
+    if (stage != kw::common::StageName::load) stages.emplace_back(kw::common::to_string(stage));
+  }
+  return stages;
+}();
 
 // The first `stages` of kPreflightCaseStages for one case on one setup of
 // it: on_start(i) as stage i starts, on_result(i, outcome) as it ends. A

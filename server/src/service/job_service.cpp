@@ -23,11 +23,14 @@ ExpiredLeases requeue_expired(JobTransaction& tx) {
   return leases;
 }
 
-// What a claimed job's cases are judged with where kernelwatch.json sets no
-// threshold: the agent screens the first pass of an A/B by it.
-json project_thresholds(JobTransaction& tx, const std::string& project) {
-  const ProjectSettings settings = tx.project_settings(tx.require_project(project));
-  return {{"min_threshold", settings.min_threshold}, {"cases", settings.case_thresholds}};
+// What a claimed job's cases are judged with: the project's thresholds
+// (where kernelwatch.json sets none) and its detection settings; the agent
+// screens and decides its A/B by them, as the server will judge.
+void add_project_settings(JobTransaction& tx, json& job) {
+  const ProjectSettings settings = tx.project_settings(tx.require_project(job["project"]));
+  job["project_thresholds"] = {{"min_threshold", settings.min_threshold},
+                               {"cases", settings.case_thresholds}};
+  job["project_detection"] = common::project_detection_json(settings.detection());
 }
 
 // The projects a claim may take jobs of: those its token names and, when the
@@ -93,7 +96,7 @@ std::optional<json> JobService::claim(const Caller& caller, const ClaimRequest& 
     auto job_id = tx.claim(agent_id, ask.gpus, settings_.lease_seconds, projects, ask.can_profile);
     if (!job_id) return std::nullopt;
     std::optional<json> claimed = tx.get(*job_id);
-    if (claimed) (*claimed)["project_thresholds"] = project_thresholds(tx, (*claimed)["project"]);
+    if (claimed) add_project_settings(tx, *claimed);
     return claimed;
   });
   if (job) (*job)["lease_seconds"] = settings_.lease_seconds;

@@ -24,11 +24,7 @@ const Measurement* find_impl(const std::vector<Measurement>& measurements, const
   return nullptr;
 }
 
-// The smallest change a case's comparison flags, and who set it.
-struct CaseThreshold {
-  double value = 0;
-  std::string source;
-};
+using common::CaseThreshold;
 
 // How one implementation of a case was compared: its base measured in this
 // job, else the baseline run.
@@ -62,24 +58,11 @@ common::RunDecision decide_rows(std::vector<ComparisonRow>& rows, const common::
   return common::decide_run(comparisons, settings);
 }
 
-// A case's threshold: the commit's kernelwatch.json where it sets one, else
-// the project's setting; for a pull request the stricter of that and its
-// base's, so a pull request cannot loosen its own gate.
+// A case's threshold (common::case_threshold: the one precedence).
 CaseThreshold threshold_for(const ProjectSettings& project, const common::RunReport& report,
                             const std::string& name) {
-  auto of = [&](const std::optional<common::Thresholds>& thresholds, const std::string& commit) {
-    if (thresholds) {
-      if (auto value = thresholds->for_case(name))
-        return CaseThreshold{*value, "kernelwatch.json at " + commit.substr(0, 12)};
-    }
-    return CaseThreshold{project.min_threshold_for(name), "project setting"};
-  };
-  CaseThreshold own = of(report.thresholds, report.commit);
-  if (!report.base_commit) return own;
-  CaseThreshold base = of(report.base_thresholds, *report.base_commit);
-  if (base.value >= own.value) return own;
-  base.source += " (the base's, stricter than " + own.source + ")";
-  return base;
+  return common::case_threshold(name, {project.min_threshold_for(name), "project setting"}, report.thresholds,
+                                report.commit, report.base_thresholds, report.base_commit.value_or(""));
 }
 
 // What judging a run's cases reads, fetched once per run.

@@ -23,7 +23,7 @@ namespace {
 using common::Measurement;
 using nlohmann::json;
 
-constexpr std::size_t kHistoryRuns = 30;
+const std::size_t kHistoryRuns = common::DetectionSettings{}.history_runs;
 
 // The newest completed run of each named case on this GPU model, at a given
 // commit ($4 = 'commit') or on a branch ($4 = 'branch'); $5 names which.
