@@ -113,6 +113,26 @@ TEST(RunReport, ACasesThresholdIsTheCommitsElseTheProjectsAndThePullRequestsTheS
       << "its own, stricter";
 }
 
+// The stages are one table (stages.hpp); a report naming another is refused by name.
+TEST(RunReport, TheStagesAreTheTablesAndAnUnknownOneIsNamed) {
+  EXPECT_EQ(preflight_stages(), (std::vector<StageName>{StageName::load, StageName::launch_geometry,
+                                                        StageName::correctness, StageName::quick_bench}));
+  EXPECT_EQ(stage_name_from("quick_bench"), StageName::quick_bench);
+  EXPECT_FALSE(stage_row(StageName::full_bench).failure_skips_later)
+      << "a failed full_bench skips nothing after it";
+  json report = example();
+  report["stages"][1]["name"] = "warm_up";
+  try {
+    parse_run_report(report);
+    FAIL() << "a stage named warm_up taken";
+  } catch (const ValidationError& error) {
+    EXPECT_EQ(
+        std::string(error.what()),
+        "stages[1].name: unknown stage \"warm_up\" (expected build, load, launch_geometry, correctness, "
+        "quick_bench or full_bench)");
+  }
+}
+
 TEST(RunReport, AProjectsDetectionSettingsTravelWithAJobAndBadOnesAreNamed) {
   DetectionSettings settings;
   settings.run_alpha = 0.05;

@@ -768,8 +768,9 @@ int main(int argc, char** argv) {
     double seconds = eq == std::string::npos ? -1 : std::strtod(entry.c_str() + eq + 1, nullptr);
     if (eq == std::string::npos || preflight_index(entry.substr(0, eq)) == kPreflightCaseStages.size() ||
         !(seconds >= 0)) {
-      std::cerr << "--stage-timeout: expected STAGE=SECONDS with STAGE one of launch_geometry, correctness, "
-                   "quick_bench, got \""
+      std::string stages;
+      for (const std::string& stage : kPreflightCaseStages) stages += (stages.empty() ? "" : ", ") + stage;
+      std::cerr << "--stage-timeout: expected STAGE=SECONDS with STAGE one of " << stages << ", got \""
                 << entry << "\"\n";
       return 2;
     }
