@@ -388,24 +388,28 @@ class NvbenchAdapter final : public BenchAdapter {
   }
 
  private:
-  // The executable's answer, asked once per build of it (its path, size and
+  // The executable's answer, asked once per build of it (its size and
   // modification time: an agent runs many jobs in one checkout).
   NvbenchProbe probe(const BenchContext& context) const {
     const fs::path executable = context.checkout / context.bench.path;
     std::error_code ec;
     const auto size = fs::file_size(executable, ec);
     const auto written = fs::last_write_time(executable, ec);
-    const std::string key = executable.string() + "\n" + std::to_string(size) + "\n" +
-                            std::to_string(written.time_since_epoch().count());
+    const std::string build = std::to_string(size) + "@" + std::to_string(written.time_since_epoch().count());
+    // Its own args decide what is asked; a new build replaces the old answer.
+    std::string key = executable.string();
+    for (const std::string& arg : context.bench.args) key += "\n" + arg;
     std::lock_guard lock(mutex_);
-    if (auto it = probes_.find(key); it != probes_.end()) return it->second;
+    if (auto it = probes_.find(key); it != probes_.end() && it->second.first == build)
+      return it->second.second;
     NvbenchProbe asked = ask_nvbench(context);
-    if (asked.ok) probes_[key] = asked;  // a failure is asked again: it may have been the host's
+    if (asked.ok) probes_[key] = {build, asked};  // a failure is asked again: it may have been the host's
     return asked;
   }
 
   mutable std::mutex mutex_;
-  mutable std::map<std::string, NvbenchProbe> probes_;
+  // By executable and args: the build asked (size@mtime) and its answer.
+  mutable std::map<std::string, std::pair<std::string, NvbenchProbe>> probes_;
 
   // The benchmarks that run `cases`: the longest listed name each case
   // starts with, in the order of `groups`.
