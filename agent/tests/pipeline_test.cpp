@@ -255,6 +255,47 @@ TEST_F(PipelineTest, NoGpuStillRunsCpuBenchmarksOnTheHostCpu) {
   EXPECT_GT(report["device"]["memory_bytes"].get<std::int64_t>(), 1);
 }
 
+// A/B: the base's tree (named by its commit) and the head's (by its branch)
+// are reached through paths of one length, so that no process of one side
+// starts with longer argv strings than the other's. The bench is a script
+// that logs how it was called and runs the real Google Benchmark sample.
+TEST_F(PipelineTest, BothSidesOfAnAbJobRunFromPathsOfOneLength) {
+  if (std::string(KW_GBENCH_SAMPLE).empty()) GTEST_SKIP() << "Google Benchmark not installed";
+  char pattern[] = "/tmp/kw-base-tree-named-by-its-commit-XXXXXX";
+  ASSERT_NE(mkdtemp(pattern), nullptr);
+  const fs::path base = pattern;
+  const fs::path calls = base / "calls.log";
+  for (const fs::path& tree : {checkout_, base}) {
+    std::ofstream(tree / "bench") << "#!/bin/sh\necho \"$0\" >> " << calls.string() << "\nexec "
+                                  << KW_GBENCH_SAMPLE << " \"$@\"\n";
+    fs::permissions(tree / "bench", fs::perms::owner_all);
+  }
+  json config = valid_config();
+  config["benches"] = json::array({{{"name", "gb"}, {"path", "bench"}, {"format", "gbench"}}});
+  config["full_bench"] = {{"replicates", 2}, {"max_replicates", 2}, {"confirm_replicates", 2}};
+  PipelineOptions options = ab_options(base);
+  options.only_stages = {common::StageName::full_bench};
+  options.gpu_available = false;  // a CPU bench: the host's CPU is the device
+  const json report = run_pipeline(parse_repo_config(config), options);
+  std::ifstream in(calls);
+  std::set<std::string> sides;
+  std::set<std::size_t> lengths;
+  std::set<fs::path> links;
+  for (std::string line; std::getline(in, line);) {
+    lengths.insert(line.size());
+    sides.insert(fs::path(line).parent_path().filename().string());
+    links.insert(fs::path(line).parent_path().parent_path());
+  }
+  fs::remove_all(base);
+  ASSERT_FALSE(report["cases"].empty()) << report.dump();
+  EXPECT_TRUE(report["cases"][0].contains("base_measurements")) << report["cases"][0].dump();
+  EXPECT_EQ(sides, (std::set<std::string>{"base", "head"}));
+  EXPECT_EQ(lengths.size(), 1u) << "argv[0] of " << lengths.size() << " lengths";
+  // One folder of links for the job, gone with it.
+  ASSERT_EQ(links.size(), 1u);
+  EXPECT_FALSE(fs::exists(*links.begin())) << *links.begin();
+}
+
 // A python bench (kernels/python/kwbench.py) with the helper's CPU stand-in
 // backend, a TEST DOUBLE for CUDA and torch: the agent runs it with kwbench's
 // command line through the interpreter, stage by stage, and its replicates.

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <random>
@@ -13,6 +14,10 @@
 #include "kw/common/stats.hpp"
 #include "pipeline/prepared_passes.hpp"
 
+#include <fcntl.h>
+#include <stdlib.h>
+#include <unistd.h>
+
 namespace kw::agent {
 
 using nlohmann::json;
@@ -20,6 +25,58 @@ using nlohmann::json;
 namespace {
 
 enum class Side { head, base };
+
+namespace fs = std::filesystem;
+
+// A/B: both sides run from paths of one length (/tmp/kw-ab-XXXXXX/head and
+// .../base, links to the checkouts). The base's tree is named by its commit,
+// the head's by its branch: a process's argv and the strings a harness
+// copies from it would otherwise differ in length, and with them where its
+// stack and heap begin, which moves an allocation-heavy CPU benchmark by
+// several percent on some hosts, the same way in every replicate.
+class SideAliases {
+ public:
+  SideAliases(const fs::path& head, const fs::path& base) {
+    char pattern[] = "/tmp/kw-ab-XXXXXX";
+    if (mkdtemp(pattern) == nullptr) return;  // the checkouts' own paths, as before
+    dir_ = pattern;
+    std::error_code head_ec, base_ec;
+    fs::create_directory_symlink(fs::absolute(head), dir_ / "head", head_ec);
+    fs::create_directory_symlink(fs::absolute(base), dir_ / "base", base_ec);
+    if (head_ec || base_ec) remove();
+  }
+  SideAliases(const SideAliases&) = delete;
+  SideAliases& operator=(const SideAliases&) = delete;
+  ~SideAliases() { remove(); }
+
+  std::optional<fs::path> of(Side side) const {
+    if (dir_.empty()) return std::nullopt;
+    return dir_ / (side == Side::head ? "head" : "base");
+  }
+
+ private:
+  void remove() {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+    dir_.clear();
+  }
+  fs::path dir_;
+};
+
+// The executable's pages dropped from the page cache before a replicate's
+// process starts, so that each replicate loads it into pages of its own. A
+// base built once and measured in every job would otherwise keep the same
+// physical pages for all of them, and a cache placement it drew by chance
+// would bias every comparison against it alike, where a fresh one makes it
+// noise the replicates measure. Best effort: a file that cannot be opened is
+// the bench's to report.
+void drop_cached_pages(const fs::path& file) {
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  // Written back first: dirty pages (a build that just linked it) stay cached.
+  if (::fdatasync(fd) == 0) ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  ::close(fd);
+}
 
 // The candidate's replicate locations and, where the bench reports them,
 // their SM clocks.
@@ -117,6 +174,7 @@ class Engine {
         stop_(stop),
         fb_(config.full_bench),
         ab_(options.base_checkout.has_value()),
+        aliases_(ab_ ? std::make_unique<SideAliases>(options.checkout, *options.base_checkout) : nullptr),
         budget_s_(fb_.budget_s * (ab_ ? 2 : 1)),  // the setting is per side
         seed_(options.seed != 0
                   ? options.seed
@@ -138,8 +196,10 @@ class Engine {
 
  private:
   BenchContext context(Side side) const {
-    return {bench_, config_, side == Side::head ? options_.checkout : *options_.base_checkout, stop_,
-            prepared_.get()};
+    fs::path checkout = side == Side::head ? options_.checkout : *options_.base_checkout;
+    if (aliases_)
+      if (std::optional<fs::path> alias = aliases_->of(side)) checkout = *alias;
+    return {bench_, config_, checkout, stop_, prepared_.get()};
   }
   void log(const std::string& line) const {
     if (options_.log) options_.log(line);
@@ -270,7 +330,9 @@ class Engine {
           pass_number_ % 2 == 0 ? std::vector{Side::head, Side::base} : std::vector{Side::base, Side::head};
     for (Side side : sides) {
       if (stop_.load()) return;
-      PassOutput pass = adapter_.measure(context(side), request_for(names, side, false));
+      const BenchContext side_context = context(side);
+      if (ab_) drop_cached_pages(side_context.checkout / bench_.path);
+      PassOutput pass = adapter_.measure(side_context, request_for(names, side, false));
       take(side, pass, names);
     }
     ++pass_number_;
@@ -575,6 +637,7 @@ class Engine {
   const std::atomic<bool>& stop_;
   const FullBenchConfig& fb_;
   const bool ab_;
+  const std::unique_ptr<SideAliases> aliases_;
   const double budget_s_;
   const std::uint64_t seed_;
   // Python replicate processes started ahead of their turn; the idle ones

@@ -397,7 +397,9 @@ class NvbenchAdapter final : public BenchAdapter {
     const auto written = fs::last_write_time(executable, ec);
     const std::string build = std::to_string(size) + "@" + std::to_string(written.time_since_epoch().count());
     // Its own args decide what is asked; a new build replaces the old answer.
+    // By its real path: an A/B job reaches a checkout through a link of its own.
     std::string key = executable.string();
+    if (const fs::path real = fs::weakly_canonical(executable, ec); !ec) key = real.string();
     for (const std::string& arg : context.bench.args) key += "\n" + arg;
     std::lock_guard lock(mutex_);
     if (auto it = probes_.find(key); it != probes_.end() && it->second.first == build)

@@ -273,6 +273,10 @@ class Session : public std::enable_shared_from_this<Session> {
                 } catch (...) {  // the router answers what it can; this is what it cannot
                   response = Response::error(500, "internal", "internal error; see the server log");
                 }
+                // The body and the memory it holds go back before the answer
+                // leaves: a client that sends the next request on reading it
+                // finds them free, however late this thread is scheduled.
+                { const Request done = std::move(request); }
                 net::post(self->stream_.get_executor(),
                           [self, response = std::move(response), keep_alive, version, head]() mutable {
                             if (!self->awaiting_) return;  // answered already, as overdue
