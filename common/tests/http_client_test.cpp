@@ -1,5 +1,6 @@
 // kw::http::Client over https:// against a real TLS server on a loopback port,
-// with certificates made for the test by the openssl command.
+// with certificates made for the test by the openssl command; its deadlines
+// and address rule against plain loopback sockets.
 #include <gtest/gtest.h>
 
 #include <boost/asio/ip/tcp.hpp>
@@ -9,6 +10,7 @@
 #include <boost/beast/ssl.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -165,6 +167,54 @@ TEST_F(HttpsClientTest, ACertificateForAnotherNameIsRefused) {
   trust("named");  // trusted, but issued for kw.example, not 127.0.0.1
   kw::http::Client client("https://127.0.0.1:" + std::to_string(server.port()));
   EXPECT_THROW(client.get("/x"), kw::http::ConnectionError);
+}
+
+// A peer that accepts and never answers costs the client its timeout, with
+// the step named; before, the blocking read waited for as long as the peer
+// held the connection.
+TEST(HttpClientTimeoutTest, APeerThatNeverAnswersTimesOutAtTheStepItStoppedIn) {
+  net::io_context io;
+  tcp::acceptor acceptor(io, {net::ip::make_address("127.0.0.1"), 0});
+  std::atomic<bool> done{false};
+  std::thread silent([&] {
+    tcp::socket held = acceptor.accept();
+    while (!done) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  });
+  kw::http::Client client("http://127.0.0.1:" + std::to_string(acceptor.local_endpoint().port()), "",
+                          std::chrono::milliseconds(500));
+  const auto started = std::chrono::steady_clock::now();
+  try {
+    client.get("/x");
+    ADD_FAILURE() << "answered";
+  } catch (const kw::http::ConnectionError& error) {
+    EXPECT_EQ(error.step(), "read the answer") << error.what();
+    EXPECT_TRUE(error.timed_out()) << error.what();
+  }
+  const auto waited = std::chrono::steady_clock::now() - started;
+  done = true;
+  silent.join();
+  EXPECT_GE(waited, std::chrono::milliseconds(450));
+  EXPECT_LT(waited, std::chrono::seconds(3));
+}
+
+// Addresses the caller's rule refuses are never connected to.
+TEST(HttpClientTimeoutTest, AnAddressTheRuleRefusesIsNotConnectedTo) {
+  net::io_context io;
+  tcp::acceptor acceptor(io, {net::ip::make_address("127.0.0.1"), 0});
+  kw::http::ClientOptions options;
+  options.may_connect = [](const net::ip::address& address) { return !address.is_loopback(); };
+  kw::http::Client client("http://127.0.0.1:" + std::to_string(acceptor.local_endpoint().port()), "",
+                          options);
+  try {
+    client.get("/x");
+    ADD_FAILURE() << "answered";
+  } catch (const kw::http::ConnectionError& error) {
+    EXPECT_EQ(error.step(), "refused") << error.what();
+  }
+  acceptor.non_blocking(true);
+  boost::system::error_code ec;
+  tcp::socket accepted = acceptor.accept(ec);
+  EXPECT_EQ(ec, net::error::would_block) << "a connection was made";
 }
 
 TEST(HttpClientUrlTest, AnUnsupportedSchemeIsNamed) {

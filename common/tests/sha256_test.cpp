@@ -1,5 +1,6 @@
 // SHA-256 against FIPS 180-4's examples and the system's sha256sum, fed in
-// pieces of every size.
+// pieces of every size, the CPU's SHA instructions against the portable
+// rounds; HMAC-SHA256 against RFC 4231.
 #include "kw/common/sha256.hpp"
 
 #include <gtest/gtest.h>
@@ -45,6 +46,32 @@ TEST(Sha256, PiecesOfAnySizeHashAsTheWhole) {
     pclose(pipe);
     EXPECT_EQ(sha256_hex(std::string_view(text).substr(0, length)), digest) << length;
   }
+}
+
+// Where the CPU has SHA instructions they are used, and agree with the
+// portable rounds on every length and alignment (1 to 9 blocks at once).
+TEST(Sha256, TheCpusInstructionsAgreeWithThePortableRounds) {
+  if (!sha256_cpu_instructions()) GTEST_SKIP() << "this CPU has no SHA instructions";
+  std::mt19937 rng(5);
+  std::string text(700, '\0');
+  for (char& c : text) c = static_cast<char>(rng() & 0xff);
+  for (std::size_t offset : {0u, 1u, 3u}) {
+    for (std::size_t length = 0; length + offset <= text.size(); ++length) {
+      const std::string_view part = std::string_view(text).substr(offset, length);
+      ASSERT_EQ(Sha256().update(part).hex(), Sha256(true).update(part).hex()) << offset << " " << length;
+    }
+  }
+}
+
+TEST(HmacSha256, Rfc4231) {
+  EXPECT_EQ(hmac_sha256_hex("Jefe", "what do ya want for nothing?"),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+  EXPECT_EQ(hmac_sha256_hex(std::string(20, '\x0b'), "Hi There"),
+            "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7");
+  // A key longer than a block is hashed first (test case 6).
+  EXPECT_EQ(
+      hmac_sha256_hex(std::string(131, '\xaa'), "Test Using Larger Than Block-Size Key - Hash Key First"),
+      "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
 }
 
 }  // namespace

@@ -3,6 +3,11 @@
 #include <algorithm>
 #include <cstring>
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <immintrin.h>
+#endif
+
 namespace kw::common {
 
 namespace {
@@ -21,13 +26,7 @@ constexpr std::uint32_t rotr(std::uint32_t x, int n) {
   return (x >> n) | (x << (32 - n));
 }
 
-}  // namespace
-
-Sha256::Sha256()
-    : state_{0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19} {
-}
-
-void Sha256::block(const unsigned char* data) {
+void portable_block(std::array<std::uint32_t, 8>& state, const unsigned char* data) {
   std::array<std::uint32_t, 64> w{};
   for (std::size_t i = 0; i < 16; ++i) {
     w[i] = (std::uint32_t{data[4 * i]} << 24) | (std::uint32_t{data[4 * i + 1]} << 16) |
@@ -38,7 +37,7 @@ void Sha256::block(const unsigned char* data) {
     const std::uint32_t s1 = rotr(w[i - 2], 17) ^ rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
     w[i] = w[i - 16] + s0 + w[i - 7] + s1;
   }
-  std::array<std::uint32_t, 8> v = state_;
+  std::array<std::uint32_t, 8> v = state;
   for (std::size_t i = 0; i < 64; ++i) {
     const std::uint32_t s1 = rotr(v[4], 6) ^ rotr(v[4], 11) ^ rotr(v[4], 25);
     const std::uint32_t choice = (v[4] & v[5]) ^ (~v[4] & v[6]);
@@ -48,7 +47,75 @@ void Sha256::block(const unsigned char* data) {
     const std::uint32_t t2 = s0 + majority;
     v = {t1 + t2, v[0], v[1], v[2], v[3] + t1, v[4], v[5], v[6]};
   }
-  for (std::size_t i = 0; i < 8; ++i) state_[i] += v[i];
+  for (std::size_t i = 0; i < 8; ++i) state[i] += v[i];
+}
+
+#if defined(__x86_64__)
+// The SHA extensions' rounds (Intel's published sequence): the state held as
+// ABEF and CDGH, four rounds per message group, the schedule by msg1/msg2.
+__attribute__((target("sha,sse4.1,ssse3"))) void x86_blocks(std::array<std::uint32_t, 8>& state,
+                                                            const unsigned char* data, std::size_t count) {
+  const __m128i byte_swap = _mm_set_epi64x(0x0c0d0e0f08090a0bLL, 0x0405060700010203LL);
+  __m128i dcba = _mm_shuffle_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(&state[0])), 0xB1);
+  __m128i hgfe = _mm_shuffle_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(&state[4])), 0x1B);
+  __m128i abef = _mm_alignr_epi8(dcba, hgfe, 8);
+  __m128i cdgh = _mm_blend_epi16(hgfe, dcba, 0xF0);
+  for (; count > 0; --count, data += 64) {
+    const __m128i abef_before = abef, cdgh_before = cdgh;
+    __m128i group[4];  // the last four message groups (a std::array would drop __m128i's alignment)
+    for (std::size_t t = 0; t < 16; ++t) {
+      __m128i& words = group[t % 4];
+      if (t < 4) {
+        words = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(data + 16 * t)), byte_swap);
+      } else {
+        const __m128i& previous = group[(t + 3) % 4];
+        words = _mm_sha256msg2_epu32(_mm_add_epi32(_mm_sha256msg1_epu32(words, group[(t + 1) % 4]),
+                                                   _mm_alignr_epi8(previous, group[(t + 2) % 4], 4)),
+                                     previous);
+      }
+      __m128i message =
+          _mm_add_epi32(words, _mm_loadu_si128(reinterpret_cast<const __m128i*>(&kRound[4 * t])));
+      cdgh = _mm_sha256rnds2_epu32(cdgh, abef, message);
+      abef = _mm_sha256rnds2_epu32(abef, cdgh, _mm_shuffle_epi32(message, 0x0E));
+    }
+    abef = _mm_add_epi32(abef, abef_before);
+    cdgh = _mm_add_epi32(cdgh, cdgh_before);
+  }
+  const __m128i feba = _mm_shuffle_epi32(abef, 0x1B);
+  const __m128i dchg = _mm_shuffle_epi32(cdgh, 0xB1);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(&state[0]), _mm_blend_epi16(feba, dchg, 0xF0));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(&state[4]), _mm_alignr_epi8(dchg, feba, 8));
+}
+#endif
+
+bool detect_cpu_instructions() {
+#if defined(__x86_64__)
+  unsigned int eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return false;
+  const bool ssse3 = (ecx & (1U << 9)) != 0, sse41 = (ecx & (1U << 19)) != 0;
+  if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) == 0) return false;
+  return ssse3 && sse41 && (ebx & (1U << 29)) != 0;
+#else
+  return false;
+#endif
+}
+
+}  // namespace
+
+bool sha256_cpu_instructions() {
+  static const bool has = detect_cpu_instructions();
+  return has;
+}
+
+Sha256::Sha256(bool portable)
+    : state_{0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19},
+      cpu_instructions_(!portable && sha256_cpu_instructions()) {}
+
+void Sha256::blocks(const unsigned char* data, std::size_t count) {
+#if defined(__x86_64__)
+  if (cpu_instructions_) return x86_blocks(state_, data, count);
+#endif
+  for (; count > 0; --count, data += 64) portable_block(state_, data);
 }
 
 Sha256& Sha256::update(std::string_view bytes) {
@@ -62,16 +129,18 @@ Sha256& Sha256::update(std::string_view bytes) {
     data += take;
     left -= take;
     if (buffered_ < 64) return *this;
-    block(buffer_.data());
+    blocks(buffer_.data(), 1);
     buffered_ = 0;
   }
-  for (; left >= 64; left -= 64, data += 64) block(data);
+  blocks(data, left / 64);
+  data += left / 64 * 64;
+  left %= 64;
   std::memcpy(buffer_.data(), data, left);
   buffered_ = left;
   return *this;
 }
 
-std::string Sha256::hex() {
+std::array<unsigned char, 32> Sha256::digest() {
   const std::uint64_t bits = length_ * 8;
   const unsigned char pad = 0x80;
   update(std::string_view(reinterpret_cast<const char*>(&pad), 1));
@@ -80,13 +149,52 @@ std::string Sha256::hex() {
   std::array<char, 8> size{};
   for (std::size_t i = 0; i < 8; ++i) size[i] = static_cast<char>((bits >> (56 - 8 * i)) & 0xff);
   update(std::string_view(size.data(), size.size()));
+  std::array<unsigned char, 32> out{};
+  for (std::size_t i = 0; i < 32; ++i)
+    out[i] = static_cast<unsigned char>(state_[i / 4] >> (24 - 8 * (i % 4)));
+  return out;
+}
+
+namespace {
+
+std::string to_hex(const std::array<unsigned char, 32>& bytes) {
   static constexpr char kDigits[] = "0123456789abcdef";
   std::string out;
   out.reserve(64);
-  for (std::uint32_t word : state_) {
-    for (int shift = 28; shift >= 0; shift -= 4) out.push_back(kDigits[(word >> shift) & 0xf]);
+  for (unsigned char byte : bytes) {
+    out.push_back(kDigits[byte >> 4]);
+    out.push_back(kDigits[byte & 0xf]);
   }
   return out;
+}
+
+std::string_view bytes_of(const std::array<unsigned char, 32>& digest) {
+  return {reinterpret_cast<const char*>(digest.data()), digest.size()};
+}
+
+}  // namespace
+
+std::string Sha256::hex() {
+  return to_hex(digest());
+}
+
+std::string hmac_sha256_hex(std::string_view key, std::string_view data) {
+  std::array<char, 64> block{};
+  if (key.size() > block.size()) {
+    const std::array<unsigned char, 32> hashed = Sha256().update(key).digest();
+    std::memcpy(block.data(), hashed.data(), hashed.size());
+  } else {
+    std::memcpy(block.data(), key.data(), key.size());
+  }
+  std::array<char, 64> inner_pad{}, outer_pad{};
+  for (std::size_t i = 0; i < block.size(); ++i) {
+    inner_pad[i] = static_cast<char>(block[i] ^ 0x36);
+    outer_pad[i] = static_cast<char>(block[i] ^ 0x5c);
+  }
+  const std::array<unsigned char, 32> inner =
+      Sha256().update(std::string_view(inner_pad.data(), inner_pad.size())).update(data).digest();
+  return to_hex(
+      Sha256().update(std::string_view(outer_pad.data(), outer_pad.size())).update(bytes_of(inner)).digest());
 }
 
 }  // namespace kw::common

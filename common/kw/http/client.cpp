@@ -2,9 +2,11 @@
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <optional>
+#include <vector>
 #if KW_HTTP_TLS
 #include <boost/asio/ssl.hpp>
 #include <boost/beast/ssl.hpp>
@@ -21,6 +23,7 @@ using tcp = net::ip::tcp;
 
 struct Client::Connection {
   net::io_context io;
+  tcp::resolver resolver{io};
   std::optional<beast::tcp_stream> plain;
 #if KW_HTTP_TLS
   // Made once per client: loading the system's CA certificates is the slow part.
@@ -29,7 +32,7 @@ struct Client::Connection {
 #endif
   bool open = false;
 
-  beast::tcp_stream& tcp() {
+  beast::tcp_stream& lowest() {
 #if KW_HTTP_TLS
     if (secure) return beast::get_lowest_layer(*secure);
 #endif
@@ -37,7 +40,7 @@ struct Client::Connection {
   }
   void close() {
     beast::error_code ec;
-    if (open) tcp().socket().shutdown(tcp::socket::shutdown_both, ec);
+    if (open) lowest().socket().shutdown(tcp::socket::shutdown_both, ec);
     if (plain) plain->socket().close(ec);
 #if KW_HTTP_TLS
     if (secure) beast::get_lowest_layer(*secure).socket().close(ec);
@@ -46,32 +49,68 @@ struct Client::Connection {
     plain.reset();
     open = false;
   }
-};
 
-namespace {
-
-Response exchange(auto& stream, const bhttp::request<bhttp::string_body>& message, bool head,
-                  bool& keep_alive) {
-  bhttp::write(stream, message);
-  beast::flat_buffer buffer;
-  bhttp::response_parser<bhttp::string_body> parser;
-  parser.body_limit(1024ull * 1024 * 1024);
-  if (head) parser.skip(true);
-  bhttp::read(stream, buffer, parser);
-  auto reply = parser.release();
-  Response response;
-  response.status = static_cast<int>(reply.result_int());
-  response.body = std::move(reply.body());
-  for (const auto& field : reply) {
-    std::string name(field.name_string());
-    for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-    response.headers[name] = std::string(field.value());
+  // Ends whatever operation is pending: it completes with an error.
+  void cancel() {
+    resolver.cancel();
+    beast::error_code ignored;
+    if (plain) plain->socket().close(ignored);
+#if KW_HTTP_TLS
+    if (secure) beast::get_lowest_layer(*secure).socket().close(ignored);
+#endif
   }
-  keep_alive = reply.keep_alive();
-  return response;
-}
 
-}  // namespace
+  // One step of a request: `start` begins an asynchronous operation that
+  // ends by calling the handler it is given; it runs until that or until
+  // `deadline`, when the operation is cancelled.
+  template <typename Start>
+  void step(const char* name, std::chrono::steady_clock::time_point deadline, Start start) {
+    beast::error_code result;
+    bool expired = false;
+    net::steady_timer timer(io, deadline);
+    timer.async_wait([&](beast::error_code ec) {
+      if (ec) return;
+      expired = true;
+      cancel();
+    });
+    start([&](beast::error_code ec) {
+      result = ec;
+      timer.cancel();
+    });
+    io.restart();
+    io.run();
+    if (expired) throw ConnectionError(std::string(name) + ": timed out", name, "timed out", true);
+    if (result) throw ConnectionError(std::string(name) + ": " + result.message(), name, result.message());
+  }
+
+  // Sends `message` and reads the answer, each step by its own deadline.
+  template <typename Stream, typename Deadline>
+  Response exchange(Stream& stream, const bhttp::request<bhttp::string_body>& message, bool head,
+                    std::size_t answer_limit, const Deadline& deadline, bool& keep_alive) {
+    step("send", deadline(), [&](auto done) {
+      bhttp::async_write(stream, message, [done](beast::error_code ec, std::size_t) mutable { done(ec); });
+    });
+    beast::flat_buffer buffer;
+    bhttp::response_parser<bhttp::string_body> parser;
+    parser.body_limit(answer_limit);
+    if (head) parser.skip(true);
+    step("read the answer", deadline(), [&](auto done) {
+      bhttp::async_read(stream, buffer, parser,
+                        [done](beast::error_code ec, std::size_t) mutable { done(ec); });
+    });
+    auto reply = parser.release();
+    Response response;
+    response.status = static_cast<int>(reply.result_int());
+    response.body = std::move(reply.body());
+    for (const auto& field : reply) {
+      std::string name(field.name_string());
+      for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      response.headers[name] = std::string(field.value());
+    }
+    keep_alive = reply.keep_alive();
+    return response;
+  }
+};
 
 nlohmann::json Response::json() const {
   try {
@@ -83,9 +122,16 @@ nlohmann::json Response::json() const {
 }
 
 Client::Client(const std::string& base_url, std::string token, std::chrono::milliseconds timeout)
+    : Client(base_url, std::move(token), [timeout] {
+        ClientOptions options;
+        options.timeout = timeout;
+        return options;
+      }()) {}
+
+Client::Client(const std::string& base_url, std::string token, ClientOptions options)
     : base_url_(base_url),
       token_(std::move(token)),
-      timeout_(timeout),
+      options_(std::move(options)),
       connection_(std::make_unique<Connection>()) {
   std::string_view scheme = "http://";
   if (base_url.rfind("https://", 0) == 0) {
@@ -119,15 +165,22 @@ Client::~Client() = default;
 Client::Client(Client&&) noexcept = default;
 Client& Client::operator=(Client&&) noexcept = default;
 
+std::chrono::steady_clock::time_point Client::deadline(std::chrono::milliseconds limit,
+                                                       std::chrono::steady_clock::time_point started) const {
+  const auto by = std::chrono::steady_clock::now() + limit;
+  return options_.total.count() > 0 ? std::min(by, started + options_.total) : by;
+}
+
 Response Client::request(const std::string& method, const std::string& target, const std::string& body,
                          const std::map<std::string, std::string>& headers) {
   Connection& c = *connection_;
+  const auto started = std::chrono::steady_clock::now();
   // One retry on a fresh connection: the server may have closed an idle
   // keep-alive connection between our requests.
   for (int attempt = 0;; ++attempt) {
-    bool reused = c.open;
+    const bool reused = c.open;
     try {
-      if (!c.open) connect();
+      if (!c.open) connect(started);
       bhttp::request<bhttp::string_body> message(bhttp::string_to_verb(method), prefix_ + target, 11);
       message.set(bhttp::field::host, host_);
       message.set(bhttp::field::user_agent, "kw");
@@ -140,59 +193,79 @@ Response Client::request(const std::string& method, const std::string& target, c
         message.body() = body;
         message.prepare_payload();
       }
-      c.tcp().expires_after(timeout_);
+      const bool head = method == "HEAD";
+      auto step_deadline = [&] { return deadline(options_.timeout, started); };
       bool keep_alive = false;
       Response response;
 #if KW_HTTP_TLS
       if (c.secure)
-        response = exchange(*c.secure, message, method == "HEAD", keep_alive);
+        response = c.exchange(*c.secure, message, head, options_.answer_limit, step_deadline, keep_alive);
       else
 #endif
-        response = exchange(*c.plain, message, method == "HEAD", keep_alive);
+        response = c.exchange(*c.plain, message, head, options_.answer_limit, step_deadline, keep_alive);
       if (!keep_alive) c.close();
       return response;
-    } catch (const boost::system::system_error& error) {
+    } catch (const ConnectionError& error) {
       c.close();
-      if (reused && attempt == 0) continue;
-      throw ConnectionError("cannot reach " + base_url_ + " (" + method + " " + target +
-                            "): " + error.code().message());
+      if (reused && attempt == 0 && !error.timed_out()) continue;
+      throw ConnectionError("cannot reach " + base_url_ + " (" + method + " " + target + "): " + error.what(),
+                            error.step(), error.reason(), error.timed_out());
     }
   }
 }
 
-void Client::connect() {
+void Client::connect(std::chrono::steady_clock::time_point started) {
   Connection& c = *connection_;
-  tcp::resolver resolver(c.io);
-  auto endpoints = resolver.resolve(host_, port_);
+  const auto connect_by =
+      deadline(options_.connect_timeout.count() > 0 ? options_.connect_timeout : options_.timeout, started);
+  std::vector<tcp::endpoint> endpoints;
+  c.step("resolve", connect_by, [&](auto done) {
+    c.resolver.async_resolve(
+        host_, port_, [&, done](beast::error_code ec, const tcp::resolver::results_type& found) mutable {
+          for (const auto& entry : found) {
+            if (!options_.may_connect || options_.may_connect(entry.endpoint().address()))
+              endpoints.push_back(entry.endpoint());
+          }
+          done(ec);
+        });
+  });
+  if (endpoints.empty())
+    throw ConnectionError("refused: no address it may connect to", "refused", "no address");
+  beast::tcp_stream* stream = nullptr;
   if (!tls_) {
-    c.plain.emplace(c.io);
-    c.plain->expires_after(timeout_);
-    c.plain->connect(endpoints);
-    // A request goes out as header + body writes: no Nagle delay between them.
-    c.plain->socket().set_option(tcp::no_delay(true));
-    c.open = true;
-    return;
-  }
+    stream = &c.plain.emplace(c.io);
+  } else {
 #if KW_HTTP_TLS
-  if (!c.tls) {
-    c.tls.emplace(net::ssl::context::tls_client);
-    // The system's CA certificates; SSL_CERT_FILE / SSL_CERT_DIR point elsewhere.
-    c.tls->set_default_verify_paths();
-    c.tls->set_verify_mode(net::ssl::verify_peer);
+    if (!c.tls) {
+      c.tls.emplace(net::ssl::context::tls_client);
+      // The system's CA certificates; SSL_CERT_FILE / SSL_CERT_DIR point elsewhere.
+      c.tls->set_default_verify_paths();
+      c.tls->set_verify_mode(net::ssl::verify_peer);
+    }
+    c.secure.emplace(c.io, *c.tls);
+    // SSL_set_tlsext_host_name, spelled out (the macro casts C-style).
+    if (SSL_ctrl(c.secure->native_handle(), SSL_CTRL_SET_TLSEXT_HOSTNAME, TLSEXT_NAMETYPE_host_name,
+                 const_cast<char*>(host_.c_str())) != 1) {
+      throw ConnectionError("cannot set the TLS server name " + host_, "TLS handshake", "server name");
+    }
+    c.secure->set_verify_callback(net::ssl::host_name_verification(host_));
+    stream = &beast::get_lowest_layer(*c.secure);
+#endif
   }
-  c.secure.emplace(c.io, *c.tls);
-  // SSL_set_tlsext_host_name, spelled out (the macro casts C-style).
-  if (SSL_ctrl(c.secure->native_handle(), SSL_CTRL_SET_TLSEXT_HOSTNAME, TLSEXT_NAMETYPE_host_name,
-               const_cast<char*>(host_.c_str())) != 1) {
-    throw ConnectionError("cannot set the TLS server name " + host_);
-  }
-  c.secure->set_verify_callback(net::ssl::host_name_verification(host_));
-  auto& lowest = beast::get_lowest_layer(*c.secure);
-  lowest.expires_after(timeout_);
-  lowest.connect(endpoints);
-  lowest.socket().set_option(tcp::no_delay(true));
+  c.step("connect", connect_by, [&](auto done) {
+    stream->async_connect(endpoints,
+                          [done](beast::error_code ec, const tcp::endpoint&) mutable { done(ec); });
+  });
+  // A request goes out as header + body writes: no Nagle delay between them.
+  stream->socket().set_option(tcp::no_delay(true));
   c.open = true;
-  c.secure->handshake(net::ssl::stream_base::client);
+#if KW_HTTP_TLS
+  if (c.secure) {
+    c.step("TLS handshake", deadline(options_.timeout, started), [&](auto done) {
+      c.secure->async_handshake(net::ssl::stream_base::client,
+                                [done](beast::error_code ec) mutable { done(ec); });
+    });
+  }
 #endif
 }
 

@@ -1,10 +1,17 @@
-// A small synchronous HTTP/1.1 client on Boost.Beast with keep-alive, used by
-// `kw` (agent, CI client: kw-server behind a TLS proxy, GitHub's and GitLab's
-// APIs) and the tests. https:// verifies the peer against the system's CA
-// certificates (SSL_CERT_FILE / SSL_CERT_DIR override them) and its name.
+// A small blocking HTTP/1.1 client on Boost.Beast with keep-alive, the one
+// kernelwatch has: `kw` (agent, CI client: kw-server behind a TLS proxy,
+// GitHub's and GitLab's APIs), kw-server's notifications and the tests.
+// https:// verifies the peer against the system's CA certificates
+// (SSL_CERT_FILE / SSL_CERT_DIR override them) and its name. Every step of a
+// request (resolve, connect, TLS handshake, send, read the answer) runs
+// asynchronously under a deadline: a peer that accepts and never answers
+// costs a timeout, not a stalled agent.
 #pragma once
 
+#include <boost/asio/ip/address.hpp>
+
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -22,10 +29,36 @@ struct Response {
   nlohmann::json json() const;  // throws std::runtime_error naming the status when not JSON
 };
 
-// The server could not be reached or the connection broke (never an HTTP status).
+// The server could not be reached or the connection broke (never an HTTP
+// status). `step` names where: "resolve", "refused" (no address the client
+// may connect to), "connect", "TLS handshake", "send" or "read the answer";
+// `reason` says why in a few words that name neither the URL nor anything
+// the peer sent.
 class ConnectionError : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  ConnectionError(const std::string& what, std::string step = {}, std::string reason = {},
+                  bool timed_out = false)
+      : std::runtime_error(what), step_(std::move(step)), reason_(std::move(reason)), timed_out_(timed_out) {}
+  const std::string& step() const { return step_; }
+  const std::string& reason() const { return reason_; }
+  bool timed_out() const { return timed_out_; }
+
+ private:
+  std::string step_, reason_;
+  bool timed_out_ = false;
+};
+
+struct ClientOptions {
+  // Each step's own limit: a large body may take many of them, a peer that
+  // stops answering takes one.
+  std::chrono::milliseconds timeout = std::chrono::seconds(30);
+  std::chrono::milliseconds connect_timeout{0};  // resolving and connecting; 0: `timeout`
+  std::chrono::milliseconds total{0};            // a whole request, retry included; 0: none
+  std::size_t answer_limit = std::size_t{1} << 30;
+  // The addresses a request may connect to; unset: any. kw-server's
+  // webhooks reach public addresses only: the addresses checked are the ones
+  // connected to, so a DNS answer that changes in between gains nothing.
+  std::function<bool(const boost::asio::ip::address&)> may_connect;
 };
 
 class Client {
@@ -33,6 +66,7 @@ class Client {
   // base_url: "http[s]://host[:port]" (a trailing path is kept as a prefix).
   explicit Client(const std::string& base_url, std::string token = {},
                   std::chrono::milliseconds timeout = std::chrono::seconds(30));
+  Client(const std::string& base_url, std::string token, ClientOptions options);
   ~Client();
   Client(Client&&) noexcept;
   Client& operator=(Client&&) noexcept;
@@ -52,7 +86,9 @@ class Client {
 
  private:
   struct Connection;
-  void connect();
+  void connect(std::chrono::steady_clock::time_point deadline);
+  std::chrono::steady_clock::time_point deadline(std::chrono::milliseconds limit,
+                                                 std::chrono::steady_clock::time_point started) const;
 
   std::string base_url_;
   bool tls_ = false;
@@ -60,7 +96,7 @@ class Client {
   std::string port_;
   std::string prefix_;
   std::string token_;
-  std::chrono::milliseconds timeout_;
+  ClientOptions options_;
   std::unique_ptr<Connection> connection_;
 };
 

@@ -1,6 +1,7 @@
 #include "notify/notifier.hpp"
 
 #include "errors.hpp"
+#include "kw/common/sha256.hpp"
 #include "log_line.hpp"
 #include "notify/outbound_http.hpp"
 #include "store/notification_outbox.hpp"
@@ -99,7 +100,8 @@ std::map<std::string, std::string> Notifier::headers_for(const Outgoing& item) c
   std::map<std::string, std::string> headers{{"X-Kernelwatch-Event", event},
                                              {"X-Kernelwatch-Delivery", std::to_string(item.id)}};
   if (!options_.webhook_secret.empty())
-    headers["X-Kernelwatch-Signature-256"] = "sha256=" + hmac_sha256_hex(options_.webhook_secret, item.body);
+    headers["X-Kernelwatch-Signature-256"] =
+        "sha256=" + common::hmac_sha256_hex(options_.webhook_secret, item.body);
   return headers;
 }
 

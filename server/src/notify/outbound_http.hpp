@@ -1,5 +1,6 @@
 // Outbound HTTP(S) POSTs for notifications (GitHub's API is https; a local
-// webhook receiver may be plain http). Peer certificates are verified.
+// webhook receiver may be plain http), on kernelwatch's one HTTP client
+// (common/kw/http/client.hpp). Peer certificates are verified.
 #pragma once
 
 #include <boost/asio/ip/address.hpp>
@@ -31,7 +32,5 @@ enum class Reach { any, public_only };
 OutboundResponse post_json(const std::string& url, const std::string& body,
                            const std::map<std::string, std::string>& headers, OutboundTimeouts timeouts = {},
                            Reach reach = Reach::any);
-
-std::string hmac_sha256_hex(const std::string& key, const std::string& data);
 
 }  // namespace kw::server

@@ -6,10 +6,10 @@
 
 #include "errors.hpp"
 #include "kw/common/detection.hpp"
+#include "kw/common/sha256.hpp"
 #include "kw/common/stats.hpp"
 #include "store/pg_array.hpp"
 #include "store/replicate_blocks.hpp"
-#include "store/token_repository.hpp"
 
 namespace kw::server {
 
@@ -514,7 +514,7 @@ StoredRun RunRepository::store(pqxx::work& tx, std::int64_t project_id, const co
                                const nlohmann::json& document, const std::string& canonical,
                                std::optional<std::int64_t> job_id) {
   using nlohmann::json;
-  std::string sha = sha256_hex(canonical);
+  std::string sha = common::sha256_hex(canonical);
   std::optional<std::string> job_text;
   if (job_id) job_text = std::to_string(*job_id);
   std::string device = report.device ? document.at("device").dump() : "null";
@@ -597,7 +597,7 @@ std::optional<StoredRun> RunRepository::find_stored(pqxx::work& tx, std::int64_t
                                                     const std::string& canonical) {
   pqxx::result rows =
       tx.exec_params("SELECT id, verdict FROM runs WHERE project_id = $1 AND report_sha256 = $2", project_id,
-                     sha256_hex(canonical));
+                     common::sha256_hex(canonical));
   if (rows.empty()) return std::nullopt;
   StoredRun stored;
   stored.run_id = rows[0][0].as<std::int64_t>();

@@ -1,12 +1,12 @@
 #include "store/token_repository.hpp"
 
-#include <openssl/evp.h>
 #include <openssl/rand.h>
 
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
 
+#include "kw/common/sha256.hpp"
 #include "store/pg_array.hpp"
 #include "store/run_repository.hpp"
 
@@ -33,15 +33,6 @@ std::optional<std::vector<std::string>> projects_of(const pqxx::field& field) {
 
 }  // namespace
 
-std::string sha256_hex(std::string_view data) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  if (EVP_Digest(data.data(), data.size(), digest, &length, EVP_sha256(), nullptr) != 1) {
-    throw std::runtime_error("EVP_Digest(sha256) failed");
-  }
-  return to_hex(digest, length);
-}
-
 std::vector<Statement> TokenRepository::statements() {
   return {
       {"token_lookup",
@@ -67,7 +58,7 @@ std::string TokenRepository::create(pqxx::work& tx, const std::string& name, Sco
   std::string token = "kw_" + to_hex(secret, sizeof(secret));
   tx.exec_params(
       "INSERT INTO api_tokens (name, scope, token_sha256, projects) VALUES ($1, $2, $3, $4::text[])", name,
-      std::string(to_string(scope)), sha256_hex(token), nullable(text_array(projects)));
+      std::string(to_string(scope)), common::sha256_hex(token), nullable(text_array(projects)));
   return token;
 }
 
@@ -94,7 +85,7 @@ std::vector<TokenInfo> TokenRepository::list(pqxx::work& tx) {
 }
 
 TokenInfo TokenRepository::info(pqxx::work& tx, const std::string& token) {
-  return tokens_where(tx, "token_sha256 = $1", sha256_hex(token)).at(0);
+  return tokens_where(tx, "token_sha256 = $1", common::sha256_hex(token)).at(0);
 }
 
 int TokenRepository::revoke(pqxx::work& tx, const std::string& id_or_name) {
@@ -109,7 +100,7 @@ int TokenRepository::revoke(pqxx::work& tx, const std::string& id_or_name) {
 }
 
 std::optional<Caller> TokenRepository::authenticate(pqxx::work& tx, const std::string& token) {
-  std::string hash = sha256_hex(token);
+  std::string hash = common::sha256_hex(token);
   // Touch last_used_at at most once a minute, so authentication stays a read
   // on the hot path.
   pqxx::result rows = tx.exec_prepared("token_lookup", hash);
@@ -121,7 +112,7 @@ std::optional<Caller> TokenRepository::authenticate(pqxx::work& tx, const std::s
 }
 
 bool TokenRepository::is_valid(pqxx::work& tx, const std::string& token) {
-  return !tx.exec_prepared("token_lookup_readonly", sha256_hex(token)).empty();
+  return !tx.exec_prepared("token_lookup_readonly", common::sha256_hex(token)).empty();
 }
 
 }  // namespace kw::server

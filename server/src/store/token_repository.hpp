@@ -13,9 +13,6 @@
 
 namespace kw::server {
 
-// OpenSSL's (the ingest hashes each report's canonical form with it).
-std::string sha256_hex(std::string_view data);
-
 class TokenRepository {
  public:
   static std::vector<Statement> statements();
