@@ -215,6 +215,50 @@ TEST(InitCommand, TritonKernelsGetABenchScriptWithACasePerKernel) {
   fs::remove_all(repo);
 }
 
+// A repository with its own perf_report script (a Triton tutorial's shape)
+// and a kernel no benchmark covers: the script is tracked as it is, and the
+// skeleton has a case only for the uncovered kernel. kw init's own earlier
+// script is no call site: the kernel only it launches is no case.
+TEST(InitCommand, PerfReportScriptsAreTrackedAsTheyAreAndOnlyUncoveredKernelsGetACase) {
+  const fs::path repo = kw::testing::make_temp_dir("kw-init-perf-report");
+  write(repo / "python/tutorials/02-fused-softmax.py",
+        "import torch\nimport triton\nimport triton.language as tl\n\n"
+        "@triton.jit\ndef softmax_kernel(out_ptr, in_ptr, n_cols, BLOCK: tl.constexpr):\n    pass\n\n"
+        "def softmax(x):\n    y = torch.empty_like(x)\n    softmax_kernel[(x.shape[0],)](y, x, x.shape[1], "
+        "BLOCK=1024)\n"
+        "    return y\n\n"
+        "@triton.testing.perf_report(triton.testing.Benchmark(x_names=['N'], x_vals=[256, 512], "
+        "line_arg='provider', line_vals=['triton', 'torch'], line_names=['Triton', 'Torch'], "
+        "plot_name='softmax-performance', args={'M': 4096}))\n"
+        "def benchmark(M, N, provider):\n    x = torch.randn(M, N, device='cuda')\n"
+        "    fn = (lambda: softmax(x)) if provider == 'triton' else (lambda: torch.softmax(x, axis=-1))\n"
+        "    return triton.testing.do_bench(fn)\n\n"
+        "benchmark.run(show_plots=True, print_data=True)\n");
+  write(repo / "kernels/add.py",
+        "import torch\nimport triton\nimport triton.language as tl\n\n"
+        "@triton.jit\ndef add_kernel(x, y, out, n, BLOCK: tl.constexpr):\n    pass\n\n"
+        "@triton.jit\ndef scale_kernel(x, n):\n    pass\n\n"
+        "def add(x, y):\n    out = torch.empty_like(x)\n    add_kernel[(1,)](x, y, out, x.numel(), "
+        "BLOCK=1024)\n"
+        "    return out\n");
+  write(repo / "kernelwatch_bench.py", "import kernels.add\nkernels.add.scale_kernel[(1,)](x, 4)\n");
+  const Inspection found = inspect_repository(repo, {});
+  ASSERT_EQ(found.benches.size(), 2u);
+  EXPECT_EQ(found.benches[0].name, "02-fused-softmax");
+  EXPECT_EQ(found.benches[0].format, "perf_report");
+  EXPECT_EQ(found.benches[0].path, "python/tutorials/02-fused-softmax.py");
+  EXPECT_EQ(found.benches[1].name, "triton");
+  EXPECT_NE(found.script_text.find("class AddKernel(kwbench.Case)"), std::string::npos) << found.script_text;
+  EXPECT_EQ(found.script_text.find("SoftmaxKernel"), std::string::npos) << "covered by its perf_report";
+  EXPECT_EQ(found.script_text.find("ScaleKernel"), std::string::npos)
+      << "launched only by kw init's own script";
+  expect_python_compiles(found.script_text);
+  const json config = repo_config_of(found);
+  EXPECT_EQ(config["benches"][0]["format"], "perf_report");
+  EXPECT_EQ(parse_repo_config(config).benches[0].perf_report, true);
+  fs::remove_all(repo);
+}
+
 // Triton's tutorial shape: a launcher that sets num_warps = 8, a reference
 // in torch (naive_softmax), a call of the launcher on an input made from
 // torch alone, and a benchmark sweep that runs at import. The case calls the

@@ -343,6 +343,71 @@ TEST_F(PipelineTest, PythonBenchRunsLoadCorrectnessQuickBenchAndReplicates) {
   EXPECT_NE(quick.find("x of baseline:copy, inside 0.2x..5x"), std::string::npos) << quick;
 }
 
+// A repository's own triton.testing.perf_report script, as it is
+// ("format": "perf_report"), through the Triton TEST DOUBLE and kwbench's
+// CPU stand-in backend (a TEST DOUBLE for CUDA): each x value a case, the
+// Triton provider its candidate; a pull request that slows the candidate
+// threefold is measured so on both sides of its job, and a no-op is not.
+TEST_F(PipelineTest, APerfReportScriptRunsAsItIsAndItsCandidateIsMeasuredAgainstTheBase) {
+  using common::StageName;
+  const std::string script = std::string(KW_SOURCE_DIR) + "/kernels/python/tests/perf_report_bench.py";
+  const std::string double_dir = std::string(KW_SOURCE_DIR) + "/kernels/python/tests/triton_test_double";
+  ::setenv("PYTHONPATH", double_dir.c_str(), 1);
+  std::ifstream in(script);
+  const std::string source((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_FALSE(source.empty()) << script;
+  json config = {
+      {"project", "demo"},
+      {"build", {{"commands", {"true"}}}},
+      {"benches",
+       {{{"name", "saxpy"},
+         {"path", "bench.py"},
+         {"format", "perf_report"},
+         {"candidate", "triton"},
+         {"args", {"--backend", "cpu-stand-in"}}}}},
+      {"full_bench",
+       {{"replicates", 2}, {"max_replicates", 2}, {"resolve_replicates", 2}, {"replicate_seconds", 0.02}}}};
+  std::ofstream(checkout_ / "bench.py") << source;
+  json report =
+      run(json::object(), true, config, {StageName::load, StageName::correctness, StageName::full_bench});
+  ::unsetenv("PYTHONPATH");
+  EXPECT_EQ(statuses(report),
+            (std::vector<std::string>{"passed", "passed", "skipped", "passed", "skipped", "passed"}))
+      << report["stages"].dump(1);
+  ASSERT_EQ(report["cases"].size(), 2u) << report["cases"].dump();
+  EXPECT_EQ(report["cases"][0]["name"], "saxpy-performance/N=1000");
+  EXPECT_TRUE(report["cases"][0]["correctness"]["passed"].get<bool>());
+  EXPECT_EQ(report["cases"][0]["measurements"][1]["impl"], "baseline:listcomp");
+
+  // A/B: the head's candidate three times the work, then a no-op.
+  for (const double slowdown : {3.0, 1.0}) {
+    char pattern[] = "/tmp/kw-perf-report-base-XXXXXX";
+    ASSERT_NE(mkdtemp(pattern), nullptr);
+    const fs::path base = pattern;
+    std::ofstream(base / "bench.py") << source;
+    std::ofstream(checkout_ / "bench.py")
+        << "import os\nos.environ[\"KWBENCH_STANDIN_SLOWDOWN\"] = \"" << slowdown << "\"\n"
+        << source;
+    ::setenv("PYTHONPATH", double_dir.c_str(), 1);
+    config["full_bench"]["confirm_replicates"] = 2;
+    json ab = run_ab(config, base);
+    ::unsetenv("PYTHONPATH");
+    fs::remove_all(base);
+    ASSERT_EQ(ab["cases"].size(), 2u) << ab.dump();
+    for (const json& c : ab["cases"]) {
+      ASSERT_TRUE(c.contains("base_measurements")) << c.dump();
+      const double ratio = c["measurements"][0]["median_ns"].get<double>() /
+                           c["base_measurements"][0]["median_ns"].get<double>();
+      if (slowdown > 1) {
+        EXPECT_GT(ratio, 2.0) << c["name"];
+      } else {
+        EXPECT_LT(ratio, 1.5) << c["name"];
+        EXPECT_GT(ratio, 0.67) << c["name"];
+      }
+    }
+  }
+}
+
 // Two shards of one job: each case's preflight in exactly one shard, the
 // correctness-only one too, and each shard's full_bench times the timed
 // cases its preflight checked (so its launch pass fingerprinted them).

@@ -32,7 +32,8 @@ TEST(RepoConfig, ErrorsNameTheField) {
   EXPECT_EQ(config_error([](json& c) { c["build"]["commands"] = json::array(); }),
             "build.commands: must hold at least one command");
   EXPECT_EQ(config_error([](json& c) { c["benches"][0]["format"] = "criterion"; }),
-            "benches[0].format: unknown value \"criterion\" (expected kwbench, gbench, nvbench, python)");
+            "benches[0].format: unknown value \"criterion\" (expected kwbench, gbench, nvbench, python, "
+            "perf_report)");
   EXPECT_EQ(config_error([](json& c) { c["benches"].push_back(c["benches"][0]); }),
             "benches[1].name: duplicate bench name \"fake\"");
   EXPECT_EQ(config_error([](json& c) { c["timeouts_s"]["correctnes"] = 5; }),
@@ -136,8 +137,21 @@ TEST(RepoConfig, PythonBenchesRunThroughTheirInterpreter) {
               c["benches"][0]["check"] = {{"command", {"true"}}};
             }),
             "benches[0].check: a python bench checks its cases itself (its cases' check or reference)");
-  EXPECT_EQ(config_error([](json& c) { c["benches"][0]["format"] = "criterion"; }),
-            "benches[0].format: unknown value \"criterion\" (expected kwbench, gbench, nvbench, python)");
+
+  // A perf_report script: kwbench.py runs it, with the candidate provider named.
+  json perf_report = valid_config();
+  perf_report["benches"][0] = {{"name", "softmax"},
+                               {"path", "python/tutorials/02-fused-softmax.py"},
+                               {"format", "perf_report"},
+                               {"candidate", "triton"}};
+  const BenchConfig script = parse_repo_config(perf_report).benches[0];
+  EXPECT_EQ(script.format, BenchFormat::python);
+  EXPECT_EQ(
+      bench_command(script, "/checkout"),
+      (std::vector<std::string>{"python3", "-m", "kwbench", "--perf-report",
+                                "/checkout/python/tutorials/02-fused-softmax.py", "--candidate", "triton"}));
+  EXPECT_EQ(config_error([](json& c) { c["benches"][0]["candidate"] = "triton"; }),
+            "benches[0].candidate: only a perf_report bench names a candidate");
 }
 
 // The shape is checked as a whole: every problem at once, a misspelt key

@@ -64,6 +64,10 @@ ends as soon as its result is written (os._exit, without the interpreter's
 teardown of torch and Triton): code a script puts after `main()` does not
 run in it.
 
+`python3 -m kwbench --perf-report SCRIPT` runs a repository's own
+triton.testing.perf_report script as it is, its x values as cases and its
+providers as implementations (perf_report_cases, below).
+
 Backends: `torch` (CUDA events and tensors on the current stream) and
 `cpu-stand-in`, a TEST DOUBLE that times Python callables with the host clock
 and compares sequences of floats, so the harness and the agent's handling of
@@ -515,7 +519,10 @@ def _header(case):
 
 def _stage_launch_geometry(case, state, injection):
     part = _header(case)
-    part["expected_launch"] = case.expected_launch().to_json()
+    # Without a declaration the launches are recorded for the agent, which
+    # holds them to kernelwatch.json's `launches` where it names any.
+    if _defines(case, "expected_launch"):
+        part["expected_launch"] = case.expected_launch().to_json()
     # A JIT or autotuned kernel (Triton) compiles and tunes on its first call,
     # launching configurations the timed calls never use; those stay unmarked.
     case.run_candidate(state)
@@ -546,18 +553,22 @@ def _stage_correctness(case, state):
                            "return the output, or define output(state)")
     output = returned if returned is not None else case.output(state)
     rel, max_abs, nonfinite = state.backend.compare(output, case.reference(state))
-    tolerance = case.tolerance()
+    return _correctness_verdict(part, rel, max_abs, nonfinite, case.tolerance(),
+                                " (unwritten outputs keep the NaN poison)", "")
+
+
+def _correctness_verdict(part, rel, max_abs, nonfinite, tolerance, nonfinite_note, against):
     finite = math.isfinite(rel) and math.isfinite(max_abs)
     passed = nonfinite == 0 and finite and rel <= tolerance
     part["correctness"] = {"passed": passed, "rel_l2_err": rel if finite else 0.0,
                            "max_abs_err": max_abs if finite else 0.0, "tolerance": tolerance,
                            "nonfinite": nonfinite}
     if nonfinite:
-        return "failed", "%d output values are NaN/Inf (unwritten outputs keep the NaN poison)" % nonfinite, part, {}
+        return "failed", "%d output values are NaN/Inf%s" % (nonfinite, nonfinite_note), part, {}
     if not passed:
-        return ("failed", "relative L2 error %.3g exceeds the tolerance %.3g (max abs error %.3g)"
-                % (rel, tolerance, max_abs), part, {})
-    return "passed", "rel L2 %.3g <= %.3g" % (rel, tolerance), part, {}
+        return ("failed", "relative L2 error %.3g%s exceeds the tolerance %.3g (max abs error %.3g)"
+                % (rel, against, tolerance, max_abs), part, {})
+    return "passed", "rel L2 %.3g <= %.3g%s" % (rel, tolerance, against), part, {}
 
 
 def _stage_quick_bench(case, state, options):
@@ -796,7 +807,8 @@ def _run_cases(stage, cases, state, options, carried):
                 if stage == "launch_geometry":
                     result = _stage_launch_geometry(case, state, injection)
                 elif stage == "correctness":
-                    result = _stage_correctness(case, state)
+                    result = (_stage_correctness_of_outputs(case, state) if isinstance(case, _PerfReportCase)
+                              else _stage_correctness(case, state))
                 elif stage == "quick_bench":
                     result = _stage_quick_bench(case, state, options)
                 else:
@@ -889,6 +901,235 @@ def _stage_document(stage, runs, device, started):
     return document
 
 
+
+# --- A repository's own benchmarks, as they are -----------------------------
+#
+# `python3 -m kwbench --perf-report SCRIPT [--candidate PROVIDER] ...`: a
+# script of triton.testing.perf_report benchmarks (the Triton tutorials'
+# form). The script runs with perf_report, do_bench and do_bench_cudagraph
+# standing in for Triton's: the benchmarks it declares are collected and its
+# `.run()` does nothing. Each x value of each benchmark is a case; its
+# providers (`line_vals`) are the implementations, the candidate one the
+# repository's kernel and the others baselines. A case's setup calls the
+# benchmark function once per provider with do_bench capturing the callable
+# it would time; kwbench times those callables, and correctness holds the
+# candidate's output against the first baseline's, with a tolerance by dtype.
+
+# Relative L2 error allowed against a baseline provider, by output dtype: a
+# Triton fp32 dot uses TF32 by default.
+_FORM_TOLERANCE = {"float64": 1e-9, "float32": 2e-3, "float16": 1e-2, "bfloat16": 3e-2}
+_FORM_TOLERANCE_OTHER = 1e-1  # fp8 and anything narrower
+
+
+class _Capture:
+    """do_bench's stand-in: while a case sets up, the callable a benchmark
+    function would time is kept instead of timed."""
+
+    active = None  # the list the next calls append to
+
+    @staticmethod
+    def do_bench(fn, *args, **kwargs):
+        if _Capture.active is not None:
+            _Capture.active.append(fn)
+        quantiles = kwargs.get("quantiles")
+        if quantiles is None and len(args) >= 3:  # do_bench(fn, warmup, rep, quantiles, ...)
+            quantiles = args[2]
+        # A time the script's own arithmetic (GB/s, TFLOP/s) accepts.
+        return [1.0] * len(quantiles) if quantiles else 1.0
+
+
+class _Declared:
+    """What perf_report returns: the function and its benchmarks, collected;
+    `.run()` does nothing, a call runs the function."""
+
+    collected = []
+
+    def __init__(self, fn, benchmarks):
+        self.fn = fn
+        self.benchmarks = benchmarks if isinstance(benchmarks, (list, tuple)) else [benchmarks]
+        _Declared.collected.append(self)
+
+    def run(self, *args, **kwargs):
+        return None
+
+    def __call__(self, *args, **kwargs):
+        return self.fn(*args, **kwargs)
+
+
+def _name_part(value):
+    text = str(value)
+    return "".join(c if c.isalnum() or c in "._-" else "_" for c in text)
+
+
+def _x_args(bench, x):
+    values = list(x) if isinstance(x, (list, tuple)) else [x] * len(bench.x_names)
+    return dict(zip(bench.x_names, values))
+
+
+def _default_candidate(bench):
+    """The provider named like Triton's kernel, else the first."""
+    names = list(getattr(bench, "line_names", None) or [])
+    for i, value in enumerate(bench.line_vals):
+        label = names[i] if i < len(names) else ""
+        if "triton" in str(value).lower() or "triton" in str(label).lower():
+            return value
+    return bench.line_vals[0]
+
+
+def _outputs(value):
+    """The tensors (or float sequences) a callable returned, in order."""
+    if value is None:
+        return []
+    if isinstance(value, (tuple, list)) and value and not isinstance(value[0], (int, float)):
+        return [v for v in value if v is not None]
+    return [value]
+
+
+def _tolerance_of(output):
+    dtype = getattr(output, "dtype", None)
+    if dtype is None:
+        return _FORM_TOLERANCE["float64"]
+    return _FORM_TOLERANCE.get(str(dtype).replace("torch.", ""), _FORM_TOLERANCE_OTHER)
+
+
+class _PerfReportCase(Case):
+    def __init__(self, declared, bench, x, candidate, name):
+        self.declared = declared
+        self.bench = bench
+        self.x = x
+        self.candidate = candidate
+        self.name = name
+        self.params = {k: v for k, v in _x_args(bench, x).items() if isinstance(v, (int, float, str, bool))}
+        self.params.update({k: v for k, v in dict(getattr(bench, "args", None) or {}).items()
+                            if isinstance(v, (int, float, str, bool))})
+        self.callables = {}
+        self.unavailable = {}
+        self.returned = {}
+        self.reference_provider = ""
+
+    def _providers(self):
+        return [str(v) for v in self.bench.line_vals]
+
+    def baselines(self):
+        return [p for p in self._providers() if p != str(self.candidate)]
+
+    def _call_for(self, provider):
+        value = self.bench.line_vals[self._providers().index(provider)]
+        kwargs = dict(getattr(self.bench, "args", None) or {})
+        kwargs.update(_x_args(self.bench, self.x))
+        kwargs[self.bench.line_arg] = value
+        captured = []
+        _Capture.active = captured
+        try:
+            self.declared.fn(**kwargs)
+        finally:
+            _Capture.active = None
+        if len(captured) != 1:
+            raise Error("%s: the benchmark function timed %d callables for provider %s; kw times exactly one"
+                        % (self.name, len(captured), provider))
+        return captured[0]
+
+    def setup(self, state):
+        self.callables, self.unavailable, self.returned = {}, {}, {}
+        for provider in self._providers():
+            try:
+                self.callables[provider] = self._call_for(provider)
+            except Exception as error:  # noqa: BLE001 (a provider this host lacks is a skipped baseline)
+                if provider == str(self.candidate):
+                    raise
+                self.unavailable[provider] = "%s: %s" % (type(error).__name__, error)
+
+    def teardown(self, state):
+        self.callables, self.returned = {}, {}
+
+    def run_candidate(self, state):
+        self.returned[str(self.candidate)] = self.callables[str(self.candidate)]()
+        return self.returned[str(self.candidate)]
+
+    def run_baseline(self, name, state):
+        return self.callables[name]()
+
+    def baseline_unavailable(self, name):
+        return self.unavailable.get(name)
+
+    def reference(self, state):
+        for name in self.baselines():
+            if name in self.callables:
+                outputs = _outputs(self.callables[name]())
+                if outputs:
+                    self.reference_provider = name
+                    return outputs
+        raise Error("no baseline provider returned an output to hold %s's against (providers: %s)"
+                    % (self.candidate, ", ".join(self._providers())))
+
+    def tolerance(self):
+        outputs = _outputs(self.returned.get(str(self.candidate)))
+        return max((_tolerance_of(o) for o in outputs), default=_FORM_TOLERANCE["float64"])
+
+
+def _stage_correctness_of_outputs(case, state):
+    """Correctness of a case whose implementations return their outputs
+    (possibly several, a launcher's tuple): each held to the reference's."""
+    part = _header(case)
+    returned = _outputs(case.run_candidate(state))
+    state.backend.synchronize()
+    if not returned:
+        raise Error("the candidate provider %s returned no output: nothing to hold against a baseline"
+                    % case.candidate)
+    reference = case.reference(state)
+    if len(reference) != len(returned):
+        raise Error("the candidate returned %d outputs, the baseline %d" % (len(returned), len(reference)))
+    tolerance = case.tolerance()
+    worst = (0.0, 0.0, 0)
+    for output, expected in zip(returned, reference):
+        rel, max_abs, nonfinite = state.backend.compare(output, expected)
+        if not (math.isfinite(rel) and math.isfinite(max_abs)):
+            rel, max_abs = float("inf"), float("inf")
+        worst = (max(worst[0], rel), max(worst[1], max_abs), worst[2] + nonfinite)
+    return _correctness_verdict(part, *worst, tolerance, "", " against " + case.reference_provider)
+
+
+def _install_capture():
+    """perf_report, do_bench and do_bench_cudagraph of triton.testing
+    replaced before the script imports them."""
+    import triton.testing  # noqa: PLC0415 (only a script of this form needs Triton)
+
+    triton.testing.perf_report = lambda benchmarks: (lambda fn: _Declared(fn, benchmarks))
+    triton.testing.do_bench = _Capture.do_bench
+    if hasattr(triton.testing, "do_bench_cudagraph"):
+        triton.testing.do_bench_cudagraph = _Capture.do_bench
+
+
+def perf_report_cases(script, candidate=None):
+    """The cases of a perf_report script, the script run once to declare them."""
+    import runpy  # noqa: PLC0415
+
+    _install_capture()
+    _Declared.collected = []
+    script = os.path.abspath(script)
+    sys.path.insert(0, os.path.dirname(script))
+    runpy.run_path(script, run_name="__kwbench_perf_report__")
+    if not _Declared.collected:
+        raise Error("%s declares no triton.testing.perf_report benchmark" % script)
+    cases, seen = [], set()
+    for declared in _Declared.collected:
+        for bench in declared.benchmarks:
+            providers = [str(v) for v in bench.line_vals]
+            chosen = candidate if candidate is not None else _default_candidate(bench)
+            if str(chosen) not in providers:
+                raise Error("%s: no provider %s (its %s: %s)" % (bench.plot_name or declared.fn.__name__, chosen,
+                                                               bench.line_arg, ", ".join(providers)))
+            prefix = _name_part(getattr(bench, "plot_name", None) or declared.fn.__name__)
+            for x in bench.x_vals:
+                name = prefix + "/" + "/".join("%s=%s" % (_name_part(k), _name_part(v))
+                                                for k, v in _x_args(bench, x).items())
+                if name in seen:
+                    continue  # the same benchmark declared twice
+                seen.add(name)
+                cases.append(_PerfReportCase(declared, bench, x, chosen, name))
+    return cases
+
+
 def _parser():
     p = argparse.ArgumentParser(description="kwbench for Python (kernels/python/kwbench.py)")
     p.add_argument("--list", action="store_true", help="list the cases and exit")
@@ -915,6 +1156,9 @@ def _parser():
                    "replicate processes)")
     p.add_argument("--context-before-go", action="store_true",
                    help="with --go-file: make the CUDA context before waiting")
+    p.add_argument("--perf-report", help="python3 -m kwbench: the cases of this triton.testing.perf_report script")
+    p.add_argument("--candidate", help="with --perf-report: the provider that runs the repository's kernel "
+                   "(default: the one named triton, else the first)")
     return p
 
 
@@ -1050,3 +1294,21 @@ def main(cases, modules=(), libraries=(), argv=None):
         sys.stderr.flush()
         os._exit(code)
     return code
+
+
+def _form_main():
+    """`python3 -m kwbench --perf-report SCRIPT [--candidate PROVIDER]` with
+    kwbench's own options: the script's cases, run as a bench script's."""
+    options = _parser().parse_args()
+    if not options.perf_report:
+        _parser().error("run as a module, kwbench needs --perf-report SCRIPT")
+    try:
+        cases = perf_report_cases(options.perf_report, options.candidate)
+    except Error as error:
+        sys.stderr.write("kwbench: %s\n" % error)
+        return 2
+    return main(cases)
+
+
+if __name__ == "__main__":
+    sys.exit(_form_main())

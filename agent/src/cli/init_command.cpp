@@ -350,10 +350,14 @@ std::string load_script_head(const LoadCall& load, const std::string& variable) 
   return out.str();
 }
 
-// The repository's Python files, each with its module name.
+constexpr const char* kBenchScript = "kernelwatch_bench.py";
+
+// The repository's Python files, each with its module name; not the bench
+// script kw init wrote before (its calls are no call sites of the repository).
 std::vector<PythonFile> python_files_of(const fs::path& repo) {
   std::vector<PythonFile> files;
   for (const fs::path& file : files_of(repo, {".py"})) {
+    if (in_repo(file, repo) == kBenchScript) continue;
     std::string module = in_repo(file, repo);
     module = module.substr(0, module.size() - 3);
     std::replace(module.begin(), module.end(), '/', '.');
@@ -473,7 +477,7 @@ bool pytorch_extension(const fs::path& repo, const InitOptions& options, Inspect
   const std::string cases = extension_cases(script, functions, module, repo, kernels, out);
   script << "if __name__ == \"__main__\":\n    sys.exit(kwbench.main([" << cases << "]"
          << (load ? std::string() : ", modules=[\"" + module + "\"]") << "))\n";
-  out.script_path = "kernelwatch_bench.py";
+  out.script_path = kBenchScript;
   out.script_text = script.str();
   out.benches.push_back(
       {"extension", "python", out.script_path, "the extension's bench script, written now"});
@@ -528,7 +532,7 @@ void write_triton_script(const std::vector<std::pair<const PythonFile*, std::str
     module_list += (module_list.empty() ? "\"" : ", \"") + module + "\"";
   script << "if __name__ == \"__main__\":\n    sys.exit(kwbench.main([" << cases << "], modules=["
          << module_list << "]))\n";
-  out.script_path = "kernelwatch_bench.py";
+  out.script_path = kBenchScript;
   out.script_text = script.str();
   out.benches.push_back(
       {"triton", "python", out.script_path, "the Triton kernels' bench script, written now"});
@@ -537,21 +541,47 @@ void write_triton_script(const std::vector<std::pair<const PythonFile*, std::str
       "where no test showed them, baselines, the reference, the sanity range)");
 }
 
+// The repository's own triton.testing.perf_report scripts, tracked as they
+// are ("format": "perf_report"); returns the files they are in, whose
+// kernels they cover.
+std::set<std::string> perf_report_scripts(const std::vector<PythonFile>& files, const InitOptions& options,
+                                          Inspection& out) {
+  static const std::regex declared(R"(\bperf_report\s*\()");
+  std::set<std::string> covered;
+  for (const PythonFile& file : files) {
+    if (file.text.find("triton") == std::string::npos || !std::regex_search(file.text, declared)) continue;
+    std::string name = fs::path(file.path).stem().string();
+    std::replace_if(
+        name.begin(), name.end(),
+        [](char c) { return !std::isalnum(static_cast<unsigned char>(c)) && c != '-'; }, '_');
+    if (!selected(options.only, {name})) continue;
+    out.benches.push_back({name, "perf_report", file.path, "a triton.testing.perf_report script, as it is"});
+    covered.insert(file.path);
+  }
+  if (!covered.empty())
+    out.notes.push_back("Triton: " + std::to_string(covered.size()) +
+                        " perf_report script(s), tracked as they are (each x value a case, the provider "
+                        "named triton the candidate)");
+  return covered;
+}
+
 // Triton kernels: functions under @triton.jit that the repository launches
 // (name[grid](...)); a @triton.jit helper that kernels call is no case.
+// Those in a perf_report script's file are its cases already.
 bool triton_kernels(const fs::path& repo, const InitOptions& options, Inspection& out) {
   static const std::regex jit(
       R"(@triton\.(?:jit|autotune)[^\n]*\n(?:@[^\n]*\n|[ \t)][^\n]*\n)*def\s+([A-Za-z_][A-Za-z0-9_]*))");
   static const std::regex launch(R"(\b([A-Za-z_][A-Za-z0-9_]*)\s*\[[^\]\n]*\]\s*\()");
   const std::vector<PythonFile> files = python_files_of(repo);
+  const std::set<std::string> covered = perf_report_scripts(files, options, out);
   std::vector<std::pair<const PythonFile*, std::string>> kernels;  // its file, the kernel
   std::set<std::string> launched;
   for (const PythonFile& file : files) {
     for (const std::string& name : matches(file.text, launch)) launched.insert(name);
-    if (file.text.find("import triton") == std::string::npos) continue;
+    if (file.text.find("import triton") == std::string::npos || covered.contains(file.path)) continue;
     for (const std::string& kernel : matches(file.text, jit)) kernels.emplace_back(&file, kernel);
   }
-  if (kernels.empty()) return false;
+  if (kernels.empty()) return !covered.empty();
   const std::size_t jitted = kernels.size();
   if (std::any_of(kernels.begin(), kernels.end(), [&](const auto& k) { return launched.contains(k.second); }))
     std::erase_if(kernels, [&](const auto& k) { return !launched.contains(k.second); });
@@ -561,8 +591,8 @@ bool triton_kernels(const fs::path& repo, const InitOptions& options, Inspection
       "Triton: " + std::to_string(jitted) + " @triton.jit function(s), " + std::to_string(launchable) +
       " launched as kernels" +
       (kernels.size() < launchable ? ", " + std::to_string(kernels.size()) + " selected" : ""));
-  if (kernels.empty()) return false;
   out.build_commands = {"true"};  // Triton compiles on first launch
+  if (kernels.empty()) return !covered.empty();
   write_triton_script(kernels, files, out);
   return true;
 }
@@ -605,7 +635,7 @@ Inspection inspect_repository(const fs::path& repo, const InitOptions& options) 
         "no bench found: add one to benches[] (an NVBench or Google Benchmark executable, or a kwbench.py "
         "script; docs/repo-config.md)");
   for (const FoundBench& bench : out.benches) {
-    if (bench.format != "python") {
+    if (bench.format != "python" && bench.format != "perf_report") {
       out.todos.push_back(
           "benches[\"" + bench.name +
           "\"]: `launches` (the kernels it must launch, with their block) for launch_geometry, "

@@ -76,7 +76,7 @@ const std::vector<Field> kSanitizeFields = {
 const std::vector<Field> kBenchFields = {
     {"name", Kind::string, true},
     {"path", Kind::string, true},
-    {"format", Kind::string, false, nullptr, {"kwbench", "gbench", "nvbench", "python"}},
+    {"format", Kind::string, false, nullptr, {"kwbench", "gbench", "nvbench", "python", "perf_report"}},
     {"args", Kind::strings},
     {"cases", Kind::string},
     {"libraries", Kind::objects, false, &kLibraryFields},
@@ -85,7 +85,8 @@ const std::vector<Field> kBenchFields = {
     {"check", Kind::object, false, &kCheckFields},
     {"sanitize", Kind::object, false, &kSanitizeFields},
     {"python", Kind::string},
-    {"modules", Kind::strings}};
+    {"modules", Kind::strings},
+    {"candidate", Kind::string}};
 const std::vector<Field> kBuildFields = {{"commands", Kind::strings, true},
                                          {"timeout_s", Kind::number},
                                          {"env", Kind::string_map},
@@ -329,7 +330,11 @@ std::vector<std::string> bench_command(const BenchConfig& bench, const std::file
   std::string interpreter = bench.interpreter;
   if (interpreter.find('/') != std::string::npos && std::filesystem::path(interpreter).is_relative())
     interpreter = (checkout / interpreter).string();
-  return {interpreter, path};
+  if (!bench.perf_report) return {interpreter, path};
+  // kwbench.py is on the bench's PYTHONPATH (bench_env).
+  std::vector<std::string> argv{interpreter, "-m", "kwbench", "--perf-report", path};
+  if (!bench.candidate.empty()) argv.insert(argv.end(), {"--candidate", bench.candidate});
+  return argv;
 }
 
 double RepoConfig::timeout_for(common::StageName stage) const {
@@ -445,9 +450,9 @@ BenchFormat format_of(JsonReader& b) {
   if (format == "kwbench") return BenchFormat::kwbench;
   if (format == "gbench") return BenchFormat::gbench;
   if (format == "nvbench") return BenchFormat::nvbench;
-  if (format == "python") return BenchFormat::python;
-  JsonReader::fail(b.child("format"),
-                   "unknown format \"" + format + "\" (expected kwbench, gbench, nvbench or python)");
+  if (format == "python" || format == "perf_report") return BenchFormat::python;
+  JsonReader::fail(b.child("format"), "unknown format \"" + format +
+                                          "\" (expected kwbench, gbench, nvbench, python or perf_report)");
 }
 
 // `libraries` (a kwbench bench's) and `launches` (what another harness's cases launch).
@@ -513,6 +518,13 @@ BenchConfig read_bench(const json& value, const std::string& path) {
   bench.name = b.string("name");
   bench.path = b.string("path");
   bench.format = format_of(b);
+  bench.perf_report = b.opt_string("format") == "perf_report";
+  if (const std::optional<std::string> candidate = b.opt_string("candidate")) {
+    if (!bench.perf_report)
+      JsonReader::fail(b.child("candidate"), "only a perf_report bench names a candidate");
+    if (candidate->empty()) JsonReader::fail(b.child("candidate"), "must name a provider of the benchmark");
+    bench.candidate = *candidate;
+  }
   // kwbench and python benches speak the kwbench command line.
   const bool kwbench_cli = bench.format == BenchFormat::kwbench || bench.format == BenchFormat::python;
   bench.args = string_list(b, "args", false);

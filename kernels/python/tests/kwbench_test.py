@@ -30,6 +30,27 @@ def run(*args, env=None):
         return done.returncode, document, done.stderr
 
 
+PERF_REPORT = os.path.join(HERE, "perf_report_bench.py")
+
+
+def run_perf_report(*args, env=None):
+    """`python3 -m kwbench --perf-report perf_report_bench.py` with the
+    Triton test double: its exit status, JSON document and stderr."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "out.json")
+        full_env = dict(os.environ, **(env or {}))
+        full_env.pop("CUDA_INJECTION64_PATH", None)
+        full_env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(HERE), os.path.join(HERE, "triton_test_double")])
+        done = subprocess.run([sys.executable, "-m", "kwbench", "--perf-report", PERF_REPORT, "--backend",
+                               "cpu-stand-in", "--json", out] + list(args),
+                              capture_output=True, text=True, env=full_env, timeout=120, cwd=tmp)
+        document = None
+        if os.path.exists(out):
+            with open(out) as f:
+                document = json.load(f)
+        return done.returncode, document, done.stderr
+
+
 def case_results(document):
     return {c["name"]: c for c in document["stage"]["details"]["cases"]}
 
@@ -254,6 +275,49 @@ class Stages(unittest.TestCase):
             os.unlink(listing.name)
         self.assertNotEqual(code, 0)
         self.assertIn("no case named 'saxpy/none'", err)
+
+
+class PerfReportForm(unittest.TestCase):
+    """A triton.testing.perf_report script run as it is: each x value a case,
+    the Triton provider the candidate, the others baselines."""
+
+    def test_each_x_value_is_a_case_with_the_other_providers_as_baselines(self):
+        code, document, err = run_perf_report("--list")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(document["cases"], [
+            {"name": "saxpy-performance/N=1000", "params": {"N": 1000, "scale": 1.5},
+             "baselines": ["listcomp", "vendor"], "timed": True},
+            {"name": "saxpy-performance/N=4000", "params": {"N": 4000, "scale": 1.5},
+             "baselines": ["listcomp", "vendor"], "timed": True}])
+        # The script's own `benchmark.run(print_data=True)` did not run.
+        self.assertNotIn("saxpy-performance 1000", err)
+
+    def test_the_candidate_is_held_to_a_baseline_providers_output(self):
+        code, document, err = run_perf_report("--stage", "correctness")
+        self.assertEqual(code, 0, err)
+        code, document, _ = run_perf_report("--stage", "correctness", env={"PERF_REPORT_WRONG": "1"})
+        self.assertEqual(code, 1)
+        results = case_results(document)
+        self.assertIn("relative L2 error 0.00225 against listcomp exceeds the tolerance 1e-09",
+                      results["saxpy-performance/N=1000"]["message"])
+        # A launcher's tuple: every output held to the baseline's.
+        code, document, err = run_perf_report("--stage", "correctness", env={"PERF_REPORT_TUPLE": "1"})
+        self.assertEqual(code, 0, err)
+
+    def test_the_callables_are_timed_and_a_provider_this_host_lacks_is_skipped(self):
+        code, document, err = run_perf_report("--stage", "full_bench", "--case", "saxpy-performance/N=1000",
+                                              "--min-samples", "5", "--max-samples", "5")
+        self.assertEqual(code, 0, err)
+        case = document["cases"][0]
+        self.assertEqual([m["impl"] for m in case["measurements"]], ["candidate", "baseline:listcomp"])
+        self.assertEqual(len(case["measurements"][0]["samples_ns"]), 5)
+        skipped = case_results(document)["saxpy-performance/N=1000"]["details"]["skipped_baselines"]
+        self.assertIn("ImportError: the vendor library is not installed here", skipped["baseline:vendor"])
+
+    def test_a_provider_the_benchmark_lacks_is_named(self):
+        code, _, err = run_perf_report("--list", "--candidate", "cuda")
+        self.assertEqual(code, 2)
+        self.assertIn("saxpy-performance: no provider cuda (its provider: triton, listcomp, vendor)", err)
 
 
 class HeadStart(unittest.TestCase):
