@@ -346,8 +346,10 @@ TEST_F(PipelineTest, PythonBenchRunsLoadCorrectnessQuickBenchAndReplicates) {
 // A repository's own triton.testing.perf_report script, as it is
 // ("format": "perf_report"), through the Triton TEST DOUBLE and kwbench's
 // CPU stand-in backend (a TEST DOUBLE for CUDA): each x value a case, the
-// Triton provider its candidate; a pull request that slows the candidate
-// threefold is measured so on both sides of its job, and a no-op is not.
+// Triton provider its candidate; a pull request that gives the candidate
+// ten times the work is measured slower against the base in its job, and a
+// no-op is not. The host clock of a busy 2-core VM runs at two speeds
+// about 2x apart: each side's fastest sample is compared.
 TEST_F(PipelineTest, APerfReportScriptRunsAsItIsAndItsCandidateIsMeasuredAgainstTheBase) {
   using common::StageName;
   const std::string script = std::string(KW_SOURCE_DIR) + "/kernels/python/tests/perf_report_bench.py";
@@ -379,8 +381,8 @@ TEST_F(PipelineTest, APerfReportScriptRunsAsItIsAndItsCandidateIsMeasuredAgainst
   EXPECT_TRUE(report["cases"][0]["correctness"]["passed"].get<bool>());
   EXPECT_EQ(report["cases"][0]["measurements"][1]["impl"], "baseline:listcomp");
 
-  // A/B: the head's candidate three times the work, then a no-op.
-  for (const double slowdown : {3.0, 1.0}) {
+  // A/B: the head's candidate ten times the work, then a no-op.
+  for (const double slowdown : {10.0, 1.0}) {
     char pattern[] = "/tmp/kw-perf-report-base-XXXXXX";
     ASSERT_NE(mkdtemp(pattern), nullptr);
     const fs::path base = pattern;
@@ -396,13 +398,16 @@ TEST_F(PipelineTest, APerfReportScriptRunsAsItIsAndItsCandidateIsMeasuredAgainst
     ASSERT_EQ(ab["cases"].size(), 2u) << ab.dump();
     for (const json& c : ab["cases"]) {
       ASSERT_TRUE(c.contains("base_measurements")) << c.dump();
-      const double ratio = c["measurements"][0]["median_ns"].get<double>() /
-                           c["base_measurements"][0]["median_ns"].get<double>();
+      auto fastest = [&](const char* side) {
+        const std::vector<double> samples = c[side][0]["samples_ns"].get<std::vector<double>>();
+        return *std::min_element(samples.begin(), samples.end());
+      };
+      const double ratio = fastest("measurements") / fastest("base_measurements");
       if (slowdown > 1) {
-        EXPECT_GT(ratio, 2.0) << c["name"];
+        EXPECT_GT(ratio, 3.0) << c["name"];
       } else {
-        EXPECT_LT(ratio, 1.5) << c["name"];
-        EXPECT_GT(ratio, 0.67) << c["name"];
+        EXPECT_LT(ratio, 1.6) << c["name"];
+        EXPECT_GT(ratio, 0.6) << c["name"];
       }
     }
   }
