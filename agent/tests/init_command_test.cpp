@@ -242,20 +242,32 @@ TEST(InitCommand, PerfReportScriptsAreTrackedAsTheyAreAndOnlyUncoveredKernelsGet
         "BLOCK=1024)\n"
         "    return out\n");
   write(repo / "kernelwatch_bench.py", "import kernels.add\nkernels.add.scale_kernel[(1,)](x, 4)\n");
+  write(repo / "kernels/mul.py",
+        "import torch\nimport triton\n\n@triton.jit\ndef mul_kernel(x, n):\n    pass\n\n"
+        "def mul(x):\n    mul_kernel[(1,)](x, x.numel())\n    return x\n");
+  // A sweep timed with do_bench is tracked too, and covers the kernels of
+  // the module it imports; a test calling do_bench is no benchmark.
+  write(repo / "bench/sweep.py",
+        "import triton\nfrom kernels.add import add\nfor n in (1024, 4096):\n"
+        "    triton.testing.do_bench(lambda: add(x, x))\n");
+  write(repo / "tests/test_add.py", "import triton\ntriton.testing.do_bench(lambda: 0)\n");
   const Inspection found = inspect_repository(repo, {});
-  ASSERT_EQ(found.benches.size(), 2u);
-  EXPECT_EQ(found.benches[0].name, "02-fused-softmax");
-  EXPECT_EQ(found.benches[0].format, "perf_report");
-  EXPECT_EQ(found.benches[0].path, "python/tutorials/02-fused-softmax.py");
-  EXPECT_EQ(found.benches[1].name, "triton");
-  EXPECT_NE(found.script_text.find("class AddKernel(kwbench.Case)"), std::string::npos) << found.script_text;
+  ASSERT_EQ(found.benches.size(), 3u);
+  EXPECT_EQ(found.benches[0].name, "sweep");
+  EXPECT_EQ(found.benches[0].format, "do_bench");
+  EXPECT_EQ(found.benches[0].path, "bench/sweep.py");
+  EXPECT_EQ(found.benches[1].name, "02-fused-softmax");
+  EXPECT_EQ(found.benches[1].format, "perf_report");
+  EXPECT_EQ(found.benches[2].name, "triton");
+  EXPECT_NE(found.script_text.find("class MulKernel(kwbench.Case)"), std::string::npos) << found.script_text;
+  EXPECT_EQ(found.script_text.find("AddKernel"), std::string::npos) << "covered by the sweep";
   EXPECT_EQ(found.script_text.find("SoftmaxKernel"), std::string::npos) << "covered by its perf_report";
   EXPECT_EQ(found.script_text.find("ScaleKernel"), std::string::npos)
       << "launched only by kw init's own script";
   expect_python_compiles(found.script_text);
   const json config = repo_config_of(found);
-  EXPECT_EQ(config["benches"][0]["format"], "perf_report");
-  EXPECT_EQ(parse_repo_config(config).benches[0].perf_report, true);
+  EXPECT_EQ(config["benches"][1]["format"], "perf_report");
+  EXPECT_EQ(parse_repo_config(config).benches[0].form, "do_bench");
   fs::remove_all(repo);
 }
 

@@ -413,6 +413,38 @@ TEST_F(PipelineTest, APerfReportScriptRunsAsItIsAndItsCandidateIsMeasuredAgainst
   }
 }
 
+// A plain script that times its kernels with do_bench in loops over shapes
+// and providers ("format": "do_bench"), with the same TEST DOUBLES: a case
+// per shape, the providers its implementations, each shape timed on its own
+// inputs (the loop's lambdas are kept with the values they had).
+TEST_F(PipelineTest, ADoBenchScriptRunsAsItIsWithACasePerShape) {
+  using common::StageName;
+  ::setenv("PYTHONPATH", (std::string(KW_SOURCE_DIR) + "/kernels/python/tests/triton_test_double").c_str(),
+           1);
+  json config = {{"project", "demo"},
+                 {"build", {{"commands", {"true"}}}},
+                 {"benches",
+                  {{{"name", "saxpy"},
+                    {"path", std::string(KW_SOURCE_DIR) + "/kernels/python/tests/do_bench_bench.py"},
+                    {"format", "do_bench"},
+                    {"args", {"--backend", "cpu-stand-in"}}}}},
+                 {"full_bench", {{"replicates", 2}, {"max_replicates", 2}, {"replicate_seconds", 0.02}}}};
+  json report = run(json::object(), true, config, {StageName::correctness, StageName::full_bench});
+  ::unsetenv("PYTHONPATH");
+  EXPECT_EQ(statuses(report),
+            (std::vector<std::string>{"passed", "skipped", "skipped", "passed", "skipped", "passed"}))
+      << report["stages"].dump(1);
+  ASSERT_EQ(report["cases"].size(), 2u) << report["cases"].dump();
+  EXPECT_EQ(report["cases"][0]["name"], "do_bench_bench/L34/n=1000");
+  EXPECT_EQ(report["cases"][1]["name"], "do_bench_bench/L34/n=4000");
+  EXPECT_EQ(report["cases"][0]["measurements"][1]["impl"], "baseline:listcomp");
+  auto fastest = [](const json& c) {
+    const std::vector<double> samples = c["measurements"][0]["samples_ns"].get<std::vector<double>>();
+    return *std::min_element(samples.begin(), samples.end());
+  };
+  EXPECT_GT(fastest(report["cases"][1]), 2 * fastest(report["cases"][0])) << "4x the work";
+}
+
 // Two shards of one job: each case's preflight in exactly one shard, the
 // correctness-only one too, and each shard's full_bench times the timed
 // cases its preflight checked (so its launch pass fingerprinted them).

@@ -39,12 +39,13 @@ TEST(ValidateConfigCommand, ListsEveryProblemOfAKernelwatchJson) {
     "benches": [{"name": "nv", "path": "build/nv", "format": "gbnech", "arg": ["-q"]}]})";
   auto result = run_command({KW_BINARY, "validate-config", file.string()});
   EXPECT_EQ(result.exit_code, 1) << result.output;
-  EXPECT_NE(result.output.find(file.string() +
-                               ": 2 problems\n"
-                               "  benches[0].arg: unknown field; did you mean `args`?\n"
-                               "  benches[0].format: unknown value \"gbnech\"; did you mean "
-                               "\"gbench\"? (expected kwbench, gbench, nvbench, python, perf_report)\n"),
-            std::string::npos)
+  EXPECT_NE(
+      result.output.find(file.string() +
+                         ": 2 problems\n"
+                         "  benches[0].arg: unknown field; did you mean `args`?\n"
+                         "  benches[0].format: unknown value \"gbnech\"; did you mean "
+                         "\"gbench\"? (expected kwbench, gbench, nvbench, python, perf_report, do_bench)\n"),
+      std::string::npos)
       << result.output;
   fs::remove(file);
 

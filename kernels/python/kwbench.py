@@ -75,6 +75,7 @@ Python benches are tested on machines without a GPU or torch.
 """
 
 import argparse
+import contextlib
 import ctypes
 import fnmatch
 import importlib
@@ -926,16 +927,47 @@ class _Capture:
     function would time is kept instead of timed."""
 
     active = None  # the list the next calls append to
+    sites = None  # do_bench form: (file, line, the caller's scalar locals, fn) of every call
 
     @staticmethod
     def do_bench(fn, *args, **kwargs):
         if _Capture.active is not None:
             _Capture.active.append(fn)
+        if _Capture.sites is not None:
+            caller = sys._getframe(1)
+            scalars = {k: _scalar(v) for k, v in caller.f_locals.items()
+                       if _scalar(v) is not None and not k.startswith("_")}
+            _Capture.sites.append((caller.f_code.co_filename, caller.f_lineno, scalars, _bound_now(fn)))
         quantiles = kwargs.get("quantiles")
         if quantiles is None and len(args) >= 3:  # do_bench(fn, warmup, rep, quantiles, ...)
             quantiles = args[2]
         # A time the script's own arithmetic (GB/s, TFLOP/s) accepts.
         return [1.0] * len(quantiles) if quantiles else 1.0
+
+
+def _scalar(value):
+    """What names a case: an integer, a string, a flag or a dtype (not a
+    float: timings and rates the script computed are floats)."""
+    if isinstance(value, (bool, int, str)):
+        return value
+    if type(value).__name__ == "dtype":
+        return str(value).replace("torch.", "")
+    return None
+
+
+def _bound_now(fn):
+    """`fn` with its closure's values as they are now: a lambda made in a
+    loop reads the loop's variables when called, and kw calls it after the
+    loop has moved on."""
+    import types  # noqa: PLC0415
+
+    if not isinstance(fn, types.FunctionType) or not fn.__closure__:
+        return fn
+    try:
+        cells = tuple(types.CellType(cell.cell_contents) for cell in fn.__closure__)
+    except ValueError:  # a cell not yet filled: the function reads it as it is
+        return fn
+    return types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, cells)
 
 
 class _Declared:
@@ -1067,6 +1099,103 @@ class _PerfReportCase(Case):
         return max((_tolerance_of(o) for o in outputs), default=_FORM_TOLERANCE["float64"])
 
 
+# `python3 -m kwbench --do-bench SCRIPT [--candidate TEXT]`: a plain script
+# that calls triton.testing.do_bench (or do_bench_cudagraph) in loops over
+# shapes and providers. The script runs once, as `__main__`, with do_bench
+# keeping each callable and where it was called from: the call's line and
+# the caller's scalar locals. Calls from one line whose locals differ only
+# in a provider variable (provider, impl, backend, method: the first that
+# varies) are one case, each provider an implementation; without one, the
+# lines of one function called with the same other locals are the case's
+# implementations, each named by its line. The case is named by the script,
+# the line (or function) and the locals that vary. The candidate is the
+# provider (or line) whose value or callable's source says `--candidate`,
+# default `triton`, else the first.
+
+_PROVIDER_VARIABLES = ("provider", "impl", "implementation", "backend", "method", "kernel")
+
+
+class _CallableCase(_PerfReportCase):
+    """A case whose implementations' callables are already captured."""
+
+    def __init__(self, name, params, callables, candidate):
+        Case.__init__(self)
+        self.name = name
+        self.params = params
+        self.candidate = candidate
+        self.providers = list(callables)
+        self.kept = callables
+        self.callables, self.unavailable, self.returned = {}, {}, {}
+        self.reference_provider = ""
+
+    def _providers(self):
+        return self.providers
+
+    def setup(self, state):
+        self.callables, self.returned = dict(self.kept), {}
+
+    def teardown(self, state):
+        self.returned = {}
+
+
+def _source_of(fn):
+    import inspect  # noqa: PLC0415
+
+    try:
+        return inspect.getsource(fn)
+    except (OSError, TypeError):
+        return ""
+
+
+def do_bench_cases(script, candidate=None):
+    """The cases of a plain do_bench script, the script run once to find them."""
+    import runpy  # noqa: PLC0415
+
+    _install_capture()
+    script = os.path.abspath(script)
+    sys.path.insert(0, os.path.dirname(script))
+    _Capture.sites = []
+    argv, sys.argv = sys.argv, [script]  # the script's own argument parser sees no kwbench option
+    try:
+        with contextlib.redirect_stdout(sys.stderr):  # stdout is the stage's document
+            runpy.run_path(script, run_name="__main__")
+    except SystemExit:
+        pass
+    finally:
+        sys.argv = argv
+        calls = [c for c in _Capture.sites if os.path.abspath(c[0]) == script] or _Capture.sites
+        _Capture.sites = None
+    if not calls:
+        raise Error("%s calls no triton.testing.do_bench: nothing kw can time (a torch.utils.benchmark.Timer "
+                    "script is not a form kw drives)" % script)
+    stem = _name_part(os.path.splitext(os.path.basename(script))[0])
+    wanted = candidate or "triton"
+    by_line = {}
+    for file, line, scalars, fn in calls:
+        by_line.setdefault(line, []).append((scalars, fn))
+    groups = {}  # case name -> (params, {implementation: fn})
+    for line, line_calls in sorted(by_line.items()):
+        # Set at every call (a result the loop assigns after the call is not).
+        common = set.intersection(*(set(c[0]) for c in line_calls))
+        varying = sorted(k for k in common if len(set(repr(c[0][k]) for c in line_calls)) > 1)
+        provider = next((v for v in _PROVIDER_VARIABLES if v in varying), None)
+        for scalars, fn in line_calls:
+            keys = [k for k in varying if k != provider]
+            params = {k: scalars[k] for k in keys if k in scalars}
+            suffix = "".join("/%s=%s" % (_name_part(k), _name_part(params[k])) for k in keys if k in params)
+            if provider is not None:
+                name, impl = "%s/L%d%s" % (stem, line, suffix), str(scalars.get(provider))
+            else:
+                name, impl = "%s%s" % (stem, suffix), "L%d" % line
+            groups.setdefault(name, (params, {}))[1].setdefault(impl, fn)
+    cases = []
+    for name, (params, callables) in groups.items():
+        chosen = next((impl for impl, fn in callables.items()
+                       if wanted.lower() in impl.lower() or wanted in _source_of(fn)), next(iter(callables)))
+        cases.append(_CallableCase(name, params, callables, chosen))
+    return cases
+
+
 def _stage_correctness_of_outputs(case, state):
     """Correctness of a case whose implementations return their outputs
     (possibly several, a launcher's tuple): each held to the reference's."""
@@ -1108,7 +1237,12 @@ def perf_report_cases(script, candidate=None):
     _Declared.collected = []
     script = os.path.abspath(script)
     sys.path.insert(0, os.path.dirname(script))
-    runpy.run_path(script, run_name="__kwbench_perf_report__")
+    argv, sys.argv = sys.argv, [script]  # the script's own argument parser sees no kwbench option
+    try:
+        with contextlib.redirect_stdout(sys.stderr):  # stdout is the stage's document
+            runpy.run_path(script, run_name="__kwbench_perf_report__")
+    finally:
+        sys.argv = argv
     if not _Declared.collected:
         raise Error("%s declares no triton.testing.perf_report benchmark" % script)
     cases, seen = [], set()
@@ -1157,8 +1291,10 @@ def _parser():
     p.add_argument("--context-before-go", action="store_true",
                    help="with --go-file: make the CUDA context before waiting")
     p.add_argument("--perf-report", help="python3 -m kwbench: the cases of this triton.testing.perf_report script")
-    p.add_argument("--candidate", help="with --perf-report: the provider that runs the repository's kernel "
-                   "(default: the one named triton, else the first)")
+    p.add_argument("--do-bench", help="python3 -m kwbench: the cases of this script's triton.testing.do_bench "
+                   "calls")
+    p.add_argument("--candidate", help="with --perf-report or --do-bench: the provider that runs the repository's "
+                   "kernel (default: the one named triton, else the first)")
     return p
 
 
@@ -1222,8 +1358,9 @@ def _without(argv, option):
 
 
 def main(cases, modules=(), libraries=(), argv=None):
-    """Runs the command line over `cases`; exits with 0 when the stage passed,
-    1 when it failed, 2 for a bad command line."""
+    """Runs the command line over `cases` (or what calling it returns, after
+    a prepared process's go); exits with 0 when the stage passed, 1 when it
+    failed, 2 for a bad command line."""
     options = _parser().parse_args(argv)
     ready = None  # the backend, made before the go
     if options.go_file:
@@ -1242,6 +1379,12 @@ def main(cases, modules=(), libraries=(), argv=None):
         if argv is None:
             sys.argv = sys.argv[:1] + merged  # a restart after a broken context keeps the pass's arguments
         options = _parser().parse_args(merged)
+    if callable(cases):  # a form whose script runs only once the pass may use the GPU
+        try:
+            cases = cases()
+        except Error as error:
+            sys.stderr.write("kwbench: %s\n" % error)
+            return 2
     selected = _case_list(cases, options)
     if options.list:
         _write(options.json, {"cases": [
@@ -1297,11 +1440,15 @@ def main(cases, modules=(), libraries=(), argv=None):
 
 
 def _form_main():
-    """`python3 -m kwbench --perf-report SCRIPT [--candidate PROVIDER]` with
-    kwbench's own options: the script's cases, run as a bench script's."""
+    """`python3 -m kwbench --perf-report SCRIPT` or `--do-bench SCRIPT`
+    [--candidate PROVIDER], with kwbench's own options: the script's cases,
+    run as a bench script's."""
     options = _parser().parse_args()
+    if options.do_bench:
+        # Its script runs its sweep, on the GPU: once the pass may.
+        return main(lambda: do_bench_cases(options.do_bench, options.candidate))
     if not options.perf_report:
-        _parser().error("run as a module, kwbench needs --perf-report SCRIPT")
+        _parser().error("run as a module, kwbench needs --perf-report SCRIPT or --do-bench SCRIPT")
     try:
         cases = perf_report_cases(options.perf_report, options.candidate)
     except Error as error:

@@ -541,39 +541,58 @@ void write_triton_script(const std::vector<std::pair<const PythonFile*, std::str
       "where no test showed them, baselines, the reference, the sanity range)");
 }
 
-// The repository's own triton.testing.perf_report scripts, tracked as they
-// are ("format": "perf_report"); returns the files they are in, whose
-// kernels they cover.
-std::set<std::string> perf_report_scripts(const std::vector<PythonFile>& files, const InitOptions& options,
-                                          Inspection& out) {
+// The repository's own benchmark scripts, tracked as they are: those of
+// triton.testing.perf_report benchmarks ("format": "perf_report"), and
+// those calling do_bench ("format": "do_bench"; not a test module). Returns
+// the files whose kernels they cover: their own, and the repository's
+// modules they import (a src-layout package's too).
+std::set<std::string> benchmark_scripts(const std::vector<PythonFile>& files, const InitOptions& options,
+                                        Inspection& out) {
   static const std::regex declared(R"(\bperf_report\s*\()");
+  static const std::regex timed(R"(\bdo_bench(?:_cudagraph)?\s*\()");
   std::set<std::string> covered;
   for (const PythonFile& file : files) {
-    if (file.text.find("triton") == std::string::npos || !std::regex_search(file.text, declared)) continue;
+    if (file.text.find("triton") == std::string::npos) continue;
+    const bool perf_report = std::regex_search(file.text, declared);
+    const std::string stem = fs::path(file.path).stem().string();
+    const bool test = stem.rfind("test_", 0) == 0 || stem.ends_with("_test") || stem == "conftest";
+    if (!perf_report && (test || !std::regex_search(file.text, timed))) continue;
     std::string name = fs::path(file.path).stem().string();
     std::replace_if(
         name.begin(), name.end(),
         [](char c) { return !std::isalnum(static_cast<unsigned char>(c)) && c != '-'; }, '_');
     if (!selected(options.only, {name})) continue;
-    out.benches.push_back({name, "perf_report", file.path, "a triton.testing.perf_report script, as it is"});
+    out.benches.push_back({name, perf_report ? "perf_report" : "do_bench", file.path,
+                           perf_report ? "a triton.testing.perf_report script, as it is"
+                                       : "a script timing with do_bench, as it is"});
     covered.insert(file.path);
+    static const std::regex imported(
+        R"((?:^|\n)[ \t]*(?:from[ \t]+([\w.]+)[ \t]+import|import[ \t]+([\w.]+)))");
+    for (auto it = std::sregex_iterator(file.text.begin(), file.text.end(), imported);
+         it != std::sregex_iterator(); ++it) {
+      const std::string module = (*it)[1].matched ? (*it)[1].str() : (*it)[2].str();
+      for (const PythonFile& other : files) {
+        if (other.module == module || other.module.ends_with("." + module)) covered.insert(other.path);
+      }
+    }
   }
   if (!covered.empty())
-    out.notes.push_back("Triton: " + std::to_string(covered.size()) +
-                        " perf_report script(s), tracked as they are (each x value a case, the provider "
-                        "named triton the candidate)");
+    out.notes.push_back(
+        "Triton: " + std::to_string(covered.size()) +
+        " benchmark script(s) (perf_report or do_bench), tracked as they are (a case per shape, "
+        "the provider that says triton the candidate)");
   return covered;
 }
 
 // Triton kernels: functions under @triton.jit that the repository launches
 // (name[grid](...)); a @triton.jit helper that kernels call is no case.
-// Those in a perf_report script's file are its cases already.
+// Those in a benchmark script's file are its cases already.
 bool triton_kernels(const fs::path& repo, const InitOptions& options, Inspection& out) {
   static const std::regex jit(
       R"(@triton\.(?:jit|autotune)[^\n]*\n(?:@[^\n]*\n|[ \t)][^\n]*\n)*def\s+([A-Za-z_][A-Za-z0-9_]*))");
   static const std::regex launch(R"(\b([A-Za-z_][A-Za-z0-9_]*)\s*\[[^\]\n]*\]\s*\()");
   const std::vector<PythonFile> files = python_files_of(repo);
-  const std::set<std::string> covered = perf_report_scripts(files, options, out);
+  const std::set<std::string> covered = benchmark_scripts(files, options, out);
   std::vector<std::pair<const PythonFile*, std::string>> kernels;  // its file, the kernel
   std::set<std::string> launched;
   for (const PythonFile& file : files) {
@@ -635,7 +654,7 @@ Inspection inspect_repository(const fs::path& repo, const InitOptions& options) 
         "no bench found: add one to benches[] (an NVBench or Google Benchmark executable, or a kwbench.py "
         "script; docs/repo-config.md)");
   for (const FoundBench& bench : out.benches) {
-    if (bench.format != "python" && bench.format != "perf_report") {
+    if (bench.format != "python" && bench.format != "perf_report" && bench.format != "do_bench") {
       out.todos.push_back(
           "benches[\"" + bench.name +
           "\"]: `launches` (the kernels it must launch, with their block) for launch_geometry, "

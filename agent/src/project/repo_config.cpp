@@ -76,7 +76,11 @@ const std::vector<Field> kSanitizeFields = {
 const std::vector<Field> kBenchFields = {
     {"name", Kind::string, true},
     {"path", Kind::string, true},
-    {"format", Kind::string, false, nullptr, {"kwbench", "gbench", "nvbench", "python", "perf_report"}},
+    {"format",
+     Kind::string,
+     false,
+     nullptr,
+     {"kwbench", "gbench", "nvbench", "python", "perf_report", "do_bench"}},
     {"args", Kind::strings},
     {"cases", Kind::string},
     {"libraries", Kind::objects, false, &kLibraryFields},
@@ -330,9 +334,10 @@ std::vector<std::string> bench_command(const BenchConfig& bench, const std::file
   std::string interpreter = bench.interpreter;
   if (interpreter.find('/') != std::string::npos && std::filesystem::path(interpreter).is_relative())
     interpreter = (checkout / interpreter).string();
-  if (!bench.perf_report) return {interpreter, path};
+  if (bench.form.empty()) return {interpreter, path};
   // kwbench.py is on the bench's PYTHONPATH (bench_env).
-  std::vector<std::string> argv{interpreter, "-m", "kwbench", "--perf-report", path};
+  std::vector<std::string> argv{interpreter, "-m", "kwbench",
+                                bench.form == "do_bench" ? "--do-bench" : "--perf-report", path};
   if (!bench.candidate.empty()) argv.insert(argv.end(), {"--candidate", bench.candidate});
   return argv;
 }
@@ -450,9 +455,10 @@ BenchFormat format_of(JsonReader& b) {
   if (format == "kwbench") return BenchFormat::kwbench;
   if (format == "gbench") return BenchFormat::gbench;
   if (format == "nvbench") return BenchFormat::nvbench;
-  if (format == "python" || format == "perf_report") return BenchFormat::python;
-  JsonReader::fail(b.child("format"), "unknown format \"" + format +
-                                          "\" (expected kwbench, gbench, nvbench, python or perf_report)");
+  if (format == "python" || format == "perf_report" || format == "do_bench") return BenchFormat::python;
+  JsonReader::fail(b.child("format"),
+                   "unknown format \"" + format +
+                       "\" (expected kwbench, gbench, nvbench, python, perf_report or do_bench)");
 }
 
 // `libraries` (a kwbench bench's) and `launches` (what another harness's cases launch).
@@ -518,10 +524,12 @@ BenchConfig read_bench(const json& value, const std::string& path) {
   bench.name = b.string("name");
   bench.path = b.string("path");
   bench.format = format_of(b);
-  bench.perf_report = b.opt_string("format") == "perf_report";
+  if (const std::string format = b.opt_string("format").value_or("");
+      format == "perf_report" || format == "do_bench")
+    bench.form = format;
   if (const std::optional<std::string> candidate = b.opt_string("candidate")) {
-    if (!bench.perf_report)
-      JsonReader::fail(b.child("candidate"), "only a perf_report bench names a candidate");
+    if (bench.form.empty())
+      JsonReader::fail(b.child("candidate"), "only a perf_report or do_bench bench names a candidate");
     if (candidate->empty()) JsonReader::fail(b.child("candidate"), "must name a provider of the benchmark");
     bench.candidate = *candidate;
   }

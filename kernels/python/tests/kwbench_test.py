@@ -33,15 +33,16 @@ def run(*args, env=None):
 PERF_REPORT = os.path.join(HERE, "perf_report_bench.py")
 
 
-def run_perf_report(*args, env=None):
-    """`python3 -m kwbench --perf-report perf_report_bench.py` with the
-    Triton test double: its exit status, JSON document and stderr."""
+def run_perf_report(*args, env=None, form=("--perf-report", PERF_REPORT)):
+    """`python3 -m kwbench --perf-report perf_report_bench.py` (or another
+    form) with the Triton test double: its exit status, JSON document and
+    stderr."""
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "out.json")
         full_env = dict(os.environ, **(env or {}))
         full_env.pop("CUDA_INJECTION64_PATH", None)
         full_env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(HERE), os.path.join(HERE, "triton_test_double")])
-        done = subprocess.run([sys.executable, "-m", "kwbench", "--perf-report", PERF_REPORT, "--backend",
+        done = subprocess.run([sys.executable, "-m", "kwbench"] + list(form) + ["--backend",
                                "cpu-stand-in", "--json", out] + list(args),
                               capture_output=True, text=True, env=full_env, timeout=120, cwd=tmp)
         document = None
@@ -318,6 +319,35 @@ class PerfReportForm(unittest.TestCase):
         code, _, err = run_perf_report("--list", "--candidate", "cuda")
         self.assertEqual(code, 2)
         self.assertIn("saxpy-performance: no provider cuda (its provider: triton, listcomp, vendor)", err)
+
+
+class DoBenchForm(unittest.TestCase):
+    """A script that calls do_bench in loops over shapes and providers, run as
+    it is: a case per shape, the providers its implementations."""
+
+    FORM = ("--do-bench", os.path.join(HERE, "do_bench_bench.py"))
+
+    def test_a_case_per_shape_named_by_the_line_and_what_varies(self):
+        code, document, err = run_perf_report("--list", form=self.FORM)
+        self.assertEqual(code, 0, err)
+        self.assertEqual([(c["name"], c["baselines"]) for c in document["cases"]],
+                         [("do_bench_bench/L34/n=1000", ["listcomp"]), ("do_bench_bench/L34/n=4000", ["listcomp"])])
+        self.assertIn("n=1000 triton: 1.000 ms", err)  # the script's own output, kept off the document
+
+    def test_each_shape_is_timed_on_its_own_inputs_and_checked_against_the_baseline(self):
+        code, document, err = run_perf_report("--stage", "full_bench", "--min-samples", "5", "--max-samples", "5",
+                                              form=self.FORM)
+        self.assertEqual(code, 0, err)
+        fastest = {c["name"]: min(c["measurements"][0]["samples_ns"]) for c in document["cases"]}
+        self.assertGreater(fastest["do_bench_bench/L34/n=4000"], 2 * fastest["do_bench_bench/L34/n=1000"])
+        code, document, _ = run_perf_report("--stage", "correctness", form=self.FORM, env={"DO_BENCH_WRONG": "1"})
+        self.assertEqual(code, 1)
+        self.assertIn("against listcomp exceeds", case_results(document)["do_bench_bench/L34/n=1000"]["message"])
+
+    def test_a_script_without_do_bench_is_named(self):
+        code, _, err = run_perf_report("--list", form=("--do-bench", os.path.join(HERE, "standin_bench.py")))
+        self.assertEqual(code, 2)
+        self.assertIn("calls no triton.testing.do_bench", err)
 
 
 class HeadStart(unittest.TestCase):
