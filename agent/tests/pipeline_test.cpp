@@ -415,7 +415,7 @@ TEST_F(PipelineTest, APerfReportScriptRunsAsItIsAndItsCandidateIsMeasuredAgainst
 
 // A plain script that times its kernels with do_bench in loops over shapes
 // and providers ("format": "do_bench"), with the same TEST DOUBLES: a case
-// per shape, the providers its implementations, each shape timed on its own
+// per shape named by its function, the providers its implementations, each shape timed on its own
 // inputs (the loop's lambdas are kept with the values they had).
 TEST_F(PipelineTest, ADoBenchScriptRunsAsItIsWithACasePerShape) {
   using common::StageName;
@@ -435,8 +435,8 @@ TEST_F(PipelineTest, ADoBenchScriptRunsAsItIsWithACasePerShape) {
             (std::vector<std::string>{"passed", "skipped", "skipped", "passed", "skipped", "passed"}))
       << report["stages"].dump(1);
   ASSERT_EQ(report["cases"].size(), 2u) << report["cases"].dump();
-  EXPECT_EQ(report["cases"][0]["name"], "do_bench_bench/L34/n=1000");
-  EXPECT_EQ(report["cases"][1]["name"], "do_bench_bench/L34/n=4000");
+  EXPECT_EQ(report["cases"][0]["name"], "do_bench_bench/main/n=1000");
+  EXPECT_EQ(report["cases"][1]["name"], "do_bench_bench/main/n=4000");
   EXPECT_EQ(report["cases"][0]["measurements"][1]["impl"], "baseline:listcomp");
   auto fastest = [](const json& c) {
     const std::vector<double> samples = c["measurements"][0]["samples_ns"].get<std::vector<double>>();

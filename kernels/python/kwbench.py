@@ -937,7 +937,8 @@ class _Capture:
             caller = sys._getframe(1)
             scalars = {k: _scalar(v) for k, v in caller.f_locals.items()
                        if _scalar(v) is not None and not k.startswith("_")}
-            _Capture.sites.append((caller.f_code.co_filename, caller.f_lineno, scalars, _bound_now(fn)))
+            _Capture.sites.append((caller.f_code.co_filename, caller.f_code.co_name, caller.f_lineno, scalars,
+                                   _bound_now(fn)))
         quantiles = kwargs.get("quantiles")
         if quantiles is None and len(args) >= 3:  # do_bench(fn, warmup, rep, quantiles, ...)
             quantiles = args[2]
@@ -1102,15 +1103,15 @@ class _PerfReportCase(Case):
 # `python3 -m kwbench --do-bench SCRIPT [--candidate TEXT]`: a plain script
 # that calls triton.testing.do_bench (or do_bench_cudagraph) in loops over
 # shapes and providers. The script runs once, as `__main__`, with do_bench
-# keeping each callable and where it was called from: the call's line and
-# the caller's scalar locals. Calls from one line whose locals differ only
-# in a provider variable (provider, impl, backend, method: the first that
-# varies) are one case, each provider an implementation; without one, the
-# lines of one function called with the same other locals are the case's
-# implementations, each named by its line. The case is named by the script,
-# the line (or function) and the locals that vary. The candidate is the
-# provider (or line) whose value or callable's source says `--candidate`,
-# default `triton`, else the first.
+# keeping each callable and where it was called from: the calling function,
+# the line and the caller's scalar locals. Calls from one line whose locals
+# differ only in a provider variable (provider, impl, backend, method: the
+# first that varies) are one case, each provider an implementation; without
+# one, the lines of one function called with the same other locals are the
+# case's implementations, each named by what its callable calls. The case is
+# named by the script, the function (and the line's rank in it where it has
+# several) and the locals that vary. The candidate is the implementation
+# whose name says `--candidate`, default `triton`, else the first.
 
 _PROVIDER_VARIABLES = ("provider", "impl", "implementation", "backend", "method", "kernel")
 
@@ -1138,13 +1139,11 @@ class _CallableCase(_PerfReportCase):
         self.returned = {}
 
 
-def _source_of(fn):
-    import inspect  # noqa: PLC0415
-
-    try:
-        return inspect.getsource(fn)
-    except (OSError, TypeError):
-        return ""
+def _callable_name(fn):
+    """What a callable calls, by name: `lambda: torch.softmax(x, -1)` is
+    torch.softmax."""
+    code = getattr(fn, "__code__", None)
+    return ".".join(code.co_names) if code is not None and code.co_names else ""
 
 
 def do_bench_cases(script, candidate=None):
@@ -1170,28 +1169,33 @@ def do_bench_cases(script, candidate=None):
                     "script is not a form kw drives)" % script)
     stem = _name_part(os.path.splitext(os.path.basename(script))[0])
     wanted = candidate or "triton"
-    by_line = {}
-    for file, line, scalars, fn in calls:
-        by_line.setdefault(line, []).append((scalars, fn))
+    by_site = {}  # (function, line) -> [(scalars, fn)]
+    for _, function, line, scalars, fn in calls:
+        by_site.setdefault((function, line), []).append((scalars, fn))
+    lines_of = {}
+    for function, line in by_site:
+        lines_of.setdefault(function, []).append(line)
     groups = {}  # case name -> (params, {implementation: fn})
-    for line, line_calls in sorted(by_line.items()):
+    for (function, line), site_calls in sorted(by_site.items(), key=lambda item: item[0][1]):
         # Set at every call (a result the loop assigns after the call is not).
-        common = set.intersection(*(set(c[0]) for c in line_calls))
-        varying = sorted(k for k in common if len(set(repr(c[0][k]) for c in line_calls)) > 1)
+        common = set.intersection(*(set(c[0]) for c in site_calls))
+        varying = sorted(k for k in common if len(set(repr(c[0][k]) for c in site_calls)) > 1)
         provider = next((v for v in _PROVIDER_VARIABLES if v in varying), None)
-        for scalars, fn in line_calls:
-            keys = [k for k in varying if k != provider]
-            params = {k: scalars[k] for k in keys if k in scalars}
-            suffix = "".join("/%s=%s" % (_name_part(k), _name_part(params[k])) for k in keys if k in params)
+        # Named by its function, not its line: an edit above it renames nothing.
+        where = _name_part("module" if function == "<module>" else function)
+        lines = sorted(lines_of[function])
+        for scalars, fn in site_calls:
+            suffix = "".join("/%s=%s" % (_name_part(k), _name_part(scalars[k])) for k in varying if k != provider)
+            params = {k: scalars[k] for k in varying if k != provider}
             if provider is not None:
-                name, impl = "%s/L%d%s" % (stem, line, suffix), str(scalars.get(provider))
+                site = where if len(lines) == 1 else "%s-%d" % (where, lines.index(line) + 1)
+                name, impl = "%s/%s%s" % (stem, site, suffix), str(scalars[provider])
             else:
-                name, impl = "%s%s" % (stem, suffix), "L%d" % line
+                name, impl = "%s/%s%s" % (stem, where, suffix), _callable_name(fn) or "line%d" % line
             groups.setdefault(name, (params, {}))[1].setdefault(impl, fn)
     cases = []
     for name, (params, callables) in groups.items():
-        chosen = next((impl for impl, fn in callables.items()
-                       if wanted.lower() in impl.lower() or wanted in _source_of(fn)), next(iter(callables)))
+        chosen = next((impl for impl in callables if wanted.lower() in impl.lower()), next(iter(callables)))
         cases.append(_CallableCase(name, params, callables, chosen))
     return cases
 

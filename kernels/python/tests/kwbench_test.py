@@ -327,11 +327,11 @@ class DoBenchForm(unittest.TestCase):
 
     FORM = ("--do-bench", os.path.join(HERE, "do_bench_bench.py"))
 
-    def test_a_case_per_shape_named_by_the_line_and_what_varies(self):
+    def test_a_case_per_shape_named_by_the_function_and_what_varies(self):
         code, document, err = run_perf_report("--list", form=self.FORM)
         self.assertEqual(code, 0, err)
         self.assertEqual([(c["name"], c["baselines"]) for c in document["cases"]],
-                         [("do_bench_bench/L34/n=1000", ["listcomp"]), ("do_bench_bench/L34/n=4000", ["listcomp"])])
+                         [("do_bench_bench/main/n=1000", ["listcomp"]), ("do_bench_bench/main/n=4000", ["listcomp"])])
         self.assertIn("n=1000 triton: 1.000 ms", err)  # the script's own output, kept off the document
 
     def test_each_shape_is_timed_on_its_own_inputs_and_checked_against_the_baseline(self):
@@ -339,10 +339,18 @@ class DoBenchForm(unittest.TestCase):
                                               form=self.FORM)
         self.assertEqual(code, 0, err)
         fastest = {c["name"]: min(c["measurements"][0]["samples_ns"]) for c in document["cases"]}
-        self.assertGreater(fastest["do_bench_bench/L34/n=4000"], 2 * fastest["do_bench_bench/L34/n=1000"])
+        self.assertGreater(fastest["do_bench_bench/main/n=4000"], 2 * fastest["do_bench_bench/main/n=1000"])
         code, document, _ = run_perf_report("--stage", "correctness", form=self.FORM, env={"DO_BENCH_WRONG": "1"})
         self.assertEqual(code, 1)
-        self.assertIn("against listcomp exceeds", case_results(document)["do_bench_bench/L34/n=1000"]["message"])
+        self.assertIn("against listcomp exceeds", case_results(document)["do_bench_bench/main/n=1000"]["message"])
+
+    def test_without_a_provider_variable_each_line_is_an_implementation(self):
+        code, document, err = run_perf_report("--list", form=self.FORM, env={"DO_BENCH_LINES": "1"})
+        self.assertEqual(code, 0, err)
+        # Each named by what its callable calls; the candidate the one that says triton.
+        self.assertEqual([(c["name"], c["baselines"]) for c in document["cases"]],
+                         [("do_bench_bench/main/n=1000", ["saxpy_listcomp"]),
+                          ("do_bench_bench/main/n=4000", ["saxpy_listcomp"])])
 
     def test_a_script_without_do_bench_is_named(self):
         code, _, err = run_perf_report("--list", form=("--do-bench", os.path.join(HERE, "standin_bench.py")))
