@@ -999,14 +999,37 @@ def _x_args(bench, x):
     return dict(zip(bench.x_names, values))
 
 
+# Provider names that say "the reference, not our kernel".
+_REFERENCE_WORDS = ("torch", "pytorch", "naive", "native", "eager", "aten", "cublas", "cudnn", "reference", "ref")
+
+
+def _choose_candidate(providers, labels=()):
+    """The provider that says triton; else the first that names no
+    reference (a repository's own kernel, `trident` beside `torch`); else
+    the first."""
+    labels = list(labels) + [""] * (len(providers) - len(labels))
+    texts = [(str(p) + " " + str(label)).lower() for p, label in zip(providers, labels)]
+    for provider, text in zip(providers, texts):
+        if "triton" in text:
+            return provider
+    for provider, text in zip(providers, texts):
+        if not any(word in text.replace("-", "_").split("_") or text.startswith(word) for word in _REFERENCE_WORDS):
+            return provider
+    return providers[0]
+
+
 def _default_candidate(bench):
-    """The provider named like Triton's kernel, else the first."""
-    names = list(getattr(bench, "line_names", None) or [])
-    for i, value in enumerate(bench.line_vals):
-        label = names[i] if i < len(names) else ""
-        if "triton" in str(value).lower() or "triton" in str(label).lower():
-            return value
-    return bench.line_vals[0]
+    return _choose_candidate(list(bench.line_vals), list(getattr(bench, "line_names", None) or []))
+
+
+def _args_that_differ(bench, siblings):
+    """`/NAME=VALUE` for each of the benchmark's args that another with its
+    plot name sets otherwise (a list of configs, one per dtype)."""
+    args = dict(getattr(bench, "args", None) or {})
+    differ = [k for k in sorted(args) if any(repr(dict(getattr(o, "args", None) or {}).get(k)) != repr(args[k])
+                                             for o in siblings)]
+    return "".join("/%s=%s" % (_name_part(k), _name_part(_scalar(args[k]) if _scalar(args[k]) is not None
+                                                          else args[k])) for k in differ)
 
 
 def _outputs(value):
@@ -1032,9 +1055,11 @@ class _PerfReportCase(Case):
         self.x = x
         self.candidate = candidate
         self.name = name
-        self.params = {k: v for k, v in _x_args(bench, x).items() if isinstance(v, (int, float, str, bool))}
-        self.params.update({k: v for k, v in dict(getattr(bench, "args", None) or {}).items()
-                            if isinstance(v, (int, float, str, bool))})
+        # A benchmark's declared values, floats too (a do_bench caller's floats are its timings).
+        declared_args = dict(getattr(bench, "args", None) or {})
+        declared_args.update(_x_args(bench, x))
+        self.params = {k: v if isinstance(v, float) else _scalar(v) for k, v in declared_args.items()
+                       if isinstance(v, float) or _scalar(v) is not None}
         self.callables = {}
         self.unavailable = {}
         self.returned = {}
@@ -1168,7 +1193,6 @@ def do_bench_cases(script, candidate=None):
         raise Error("%s calls no triton.testing.do_bench: nothing kw can time (a torch.utils.benchmark.Timer "
                     "script is not a form kw drives)" % script)
     stem = _name_part(os.path.splitext(os.path.basename(script))[0])
-    wanted = candidate or "triton"
     by_site = {}  # (function, line) -> [(scalars, fn)]
     for _, function, line, scalars, fn in calls:
         by_site.setdefault((function, line), []).append((scalars, fn))
@@ -1195,7 +1219,8 @@ def do_bench_cases(script, candidate=None):
             groups.setdefault(name, (params, {}))[1].setdefault(impl, fn)
     cases = []
     for name, (params, callables) in groups.items():
-        chosen = next((impl for impl in callables if wanted.lower() in impl.lower()), next(iter(callables)))
+        chosen = (next((impl for impl in callables if candidate.lower() in impl.lower()), next(iter(callables)))
+                  if candidate else _choose_candidate(list(callables)))
         cases.append(_CallableCase(name, params, callables, chosen))
     return cases
 
@@ -1250,6 +1275,10 @@ def perf_report_cases(script, candidate=None):
     if not _Declared.collected:
         raise Error("%s declares no triton.testing.perf_report benchmark" % script)
     cases, seen = [], set()
+    plots = {}  # plot name -> its benchmarks: those sharing one are told apart by their args
+    for declared in _Declared.collected:
+        for bench in declared.benchmarks:
+            plots.setdefault(getattr(bench, "plot_name", None) or declared.fn.__name__, []).append(bench)
     for declared in _Declared.collected:
         for bench in declared.benchmarks:
             providers = [str(v) for v in bench.line_vals]
@@ -1257,7 +1286,8 @@ def perf_report_cases(script, candidate=None):
             if str(chosen) not in providers:
                 raise Error("%s: no provider %s (its %s: %s)" % (bench.plot_name or declared.fn.__name__, chosen,
                                                                bench.line_arg, ", ".join(providers)))
-            prefix = _name_part(getattr(bench, "plot_name", None) or declared.fn.__name__)
+            plot = getattr(bench, "plot_name", None) or declared.fn.__name__
+            prefix = _name_part(plot) + _args_that_differ(bench, plots[plot])
             for x in bench.x_vals:
                 name = prefix + "/" + "/".join("%s=%s" % (_name_part(k), _name_part(v))
                                                 for k, v in _x_args(bench, x).items())
@@ -1298,7 +1328,7 @@ def _parser():
     p.add_argument("--do-bench", help="python3 -m kwbench: the cases of this script's triton.testing.do_bench "
                    "calls")
     p.add_argument("--candidate", help="with --perf-report or --do-bench: the provider that runs the repository's "
-                   "kernel (default: the one named triton, else the first)")
+                   "kernel (default: the one that says triton, else the first that names no reference)")
     return p
 
 

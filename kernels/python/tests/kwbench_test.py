@@ -315,6 +315,31 @@ class PerfReportForm(unittest.TestCase):
         skipped = case_results(document)["saxpy-performance/N=1000"]["details"]["skipped_baselines"]
         self.assertIn("ImportError: the vendor library is not installed here", skipped["baseline:vendor"])
 
+    def test_configs_sharing_a_plot_name_are_told_apart_by_their_args(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            script = os.path.join(tmp, "rms_bench.py")
+            with open(script, "w") as out:
+                out.write(
+                    "import triton\n"
+                    "def config(dtype):\n"
+                    "    return triton.testing.Benchmark(x_names=['N'], x_vals=[512], line_arg='backend',\n"
+                    "        line_vals=['torch', 'mykernels'], line_names=['Torch', 'Ours'], plot_name='rms',\n"
+                    "        args={'dtype': dtype, 'M': 4096})\n"
+                    "@triton.testing.perf_report([config(d) for d in ('float16', 'bfloat16')])\n"
+                    "def bench(N, backend, dtype, M):\n"
+                    "    return triton.testing.do_bench(lambda: [1.0] * N)\n")
+            code, document, err = run_perf_report("--list", form=("--perf-report", script))
+        self.assertEqual(code, 0, err)
+        # The repository's own provider is the candidate where none says triton.
+        self.assertEqual([(c["name"], c["baselines"]) for c in document["cases"]],
+                         [("rms/dtype=float16/N=512", ["torch"]), ("rms/dtype=bfloat16/N=512", ["torch"])])
+
+    def test_the_default_candidate_is_the_provider_that_names_no_reference(self):
+        self.assertEqual(kwbench._choose_candidate(["torch", "trident"]), "trident")
+        self.assertEqual(kwbench._choose_candidate(["naive_softmax", "triton_softmax"]), "triton_softmax")
+        self.assertEqual(kwbench._choose_candidate(["torch_compile", "cublas", "liger"]), "liger")
+        self.assertEqual(kwbench._choose_candidate(["torch", "pytorch"]), "torch")
+
     def test_a_provider_the_benchmark_lacks_is_named(self):
         code, _, err = run_perf_report("--list", "--candidate", "cuda")
         self.assertEqual(code, 2)
