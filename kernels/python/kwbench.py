@@ -1136,7 +1136,9 @@ class _PerfReportCase(Case):
 # case's implementations, each named by what its callable calls. The case is
 # named by the script, the function (and the line's rank in it where it has
 # several) and the locals that vary. The candidate is the implementation
-# whose name says `--candidate`, default `triton`, else the first.
+# whose name says `--candidate`, else as for perf_report (_choose_candidate).
+# Every callable kept holds its inputs: the whole sweep's stay allocated in
+# each process.
 
 _PROVIDER_VARIABLES = ("provider", "impl", "implementation", "backend", "method", "kernel")
 
