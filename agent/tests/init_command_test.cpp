@@ -215,6 +215,32 @@ TEST(InitCommand, TritonKernelsGetABenchScriptWithACasePerKernel) {
   fs::remove_all(repo);
 }
 
+// A module with one Triton kernel and the launcher that launches it.
+std::string triton_module(const std::string& kernel, const std::string& launcher) {
+  return "import torch\nimport triton\n\n@triton.jit\ndef " + kernel + "(x, n):\n    pass\n\ndef " +
+         launcher + "(x):\n    " + kernel + "[(1,)](x, x.numel())\n    return x\n";
+}
+
+// A src-layout package: its modules are imported as its tests import them
+// (mykern.ops, not src.mykern.ops), from src/; a plain folder's module keeps
+// its folder (kernels.add).
+TEST(InitCommand, ASrcLayoutPackageIsImportedAsItsTestsImportIt) {
+  const fs::path repo = kw::testing::make_temp_dir("kw-init-src-layout");
+  write(repo / "src/mykern/__init__.py", "");
+  write(repo / "src/mykern/ops.py", triton_module("relu_kernel", "relu"));
+  write(repo / "tests/test_ops.py", "from mykern.ops import relu\n");
+  const Inspection found = inspect_repository(repo, {});
+  ASSERT_EQ(found.benches.size(), 1u);
+  EXPECT_NE(
+      found.script_text.find("sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "
+                             "\"src\"))\nimport mykern.ops\n"),
+      std::string::npos)
+      << found.script_text;
+  EXPECT_EQ(found.script_text.find("src.mykern"), std::string::npos) << found.script_text;
+  expect_python_compiles(found.script_text);
+  fs::remove_all(repo);
+}
+
 // A repository with its own perf_report script (a Triton tutorial's shape)
 // and a kernel no benchmark covers: the script is tracked as it is, and the
 // skeleton has a case only for the uncovered kernel. kw init's own earlier
@@ -242,9 +268,7 @@ TEST(InitCommand, PerfReportScriptsAreTrackedAsTheyAreAndOnlyUncoveredKernelsGet
         "BLOCK=1024)\n"
         "    return out\n");
   write(repo / "kernelwatch_bench.py", "import kernels.add\nkernels.add.scale_kernel[(1,)](x, 4)\n");
-  write(repo / "kernels/mul.py",
-        "import torch\nimport triton\n\n@triton.jit\ndef mul_kernel(x, n):\n    pass\n\n"
-        "def mul(x):\n    mul_kernel[(1,)](x, x.numel())\n    return x\n");
+  write(repo / "kernels/mul.py", triton_module("mul_kernel", "mul"));
   // A sweep timed with do_bench is tracked too, and covers the kernels of
   // the module it imports; a test calling do_bench is no benchmark.
   write(repo / "bench/sweep.py",

@@ -370,16 +370,14 @@ TEST_F(PipelineTest, APerfReportScriptRunsAsItIsAndItsCandidateIsMeasuredAgainst
       {"full_bench",
        {{"replicates", 2}, {"max_replicates", 2}, {"resolve_replicates", 2}, {"replicate_seconds", 0.02}}}};
   std::ofstream(checkout_ / "bench.py") << source;
-  json report =
-      run(json::object(), true, config, {StageName::load, StageName::correctness, StageName::full_bench});
+  json report = run(json::object(), true, config, {StageName::load, StageName::correctness});
   ::unsetenv("PYTHONPATH");
   EXPECT_EQ(statuses(report),
-            (std::vector<std::string>{"passed", "passed", "skipped", "passed", "skipped", "passed"}))
+            (std::vector<std::string>{"passed", "passed", "skipped", "passed", "skipped", "skipped"}))
       << report["stages"].dump(1);
   ASSERT_EQ(report["cases"].size(), 2u) << report["cases"].dump();
   EXPECT_EQ(report["cases"][0]["name"], "saxpy-performance/N=1000");
   EXPECT_TRUE(report["cases"][0]["correctness"]["passed"].get<bool>());
-  EXPECT_EQ(report["cases"][0]["measurements"][1]["impl"], "baseline:listcomp");
 
   // A/B: the head's candidate ten times the work, then a no-op.
   for (const double slowdown : {10.0, 1.0}) {

@@ -358,10 +358,16 @@ std::vector<PythonFile> python_files_of(const fs::path& repo) {
   std::vector<PythonFile> files;
   for (const fs::path& file : files_of(repo, {".py"})) {
     if (in_repo(file, repo) == kBenchScript) continue;
-    std::string module = in_repo(file, repo);
-    module = module.substr(0, module.size() - 3);
+    // A module of a package is imported from the first folder above the
+    // package's (src/pkg/mod.py is pkg.mod, from src); a plain folder's file
+    // from the repository (kernels/add.py is kernels.add).
+    fs::path root = file.parent_path();
+    while (root != repo && fs::exists(root / "__init__.py")) root = root.parent_path();
+    if (root != repo && !fs::exists(file.parent_path() / "__init__.py")) root = repo;
+    const std::string import_root = root == repo ? "" : in_repo(root, repo);
+    std::string module = fs::relative(file, root).replace_extension().generic_string();
     std::replace(module.begin(), module.end(), '/', '.');
-    files.push_back({in_repo(file, repo), module, read_text(file)});
+    files.push_back({in_repo(file, repo), module, read_text(file), import_root});
   }
   return files;
 }
@@ -490,9 +496,12 @@ bool pytorch_extension(const fs::path& repo, const InitOptions& options, Inspect
 // shape) each, importing the modules that hold them.
 void write_triton_script(const std::vector<std::pair<const PythonFile*, std::string>>& kernels,
                          const std::vector<PythonFile>& files, Inspection& out) {
-  std::set<std::string> modules;
+  std::set<std::string> modules, import_roots;
   std::string cases, case_classes;
   for (const auto& [file, kernel] : kernels) {
+    // A src layout's packages are imported from src/, installed or not; a
+    // package elsewhere (python/triton) is the installed one's source.
+    if (file->import_root == "src") import_roots.insert(file->import_root);
     // The launch goes through the module's launcher where it has one, the
     // kernel is named as Triton compiles it.
     const CaseHints hints = triton_case_hints(*file, kernel, files);
@@ -524,7 +533,10 @@ void write_triton_script(const std::vector<std::pair<const PythonFile*, std::str
          << "\"\"\"kernelwatch's cases for this repository's Triton kernels, written by kw init:\n"
          << "fill in each TODO. kw puts kwbench on PYTHONPATH; by hand:\n"
          << "PYTHONPATH=$(kw harness-path) python3 kernelwatch_bench.py --list\"\"\"\n"
-         << "import sys\n\nimport kwbench\nimport torch\n\n";
+         << "import os\nimport sys\n\nimport kwbench\nimport torch\n\n";
+  for (const std::string& root : import_roots)
+    script << "sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), \"" << root
+           << "\"))\n";
   for (const std::string& module : modules) script << "import " << module << "\n";
   script << "\n\n" << case_classes;
   std::string module_list;

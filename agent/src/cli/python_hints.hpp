@@ -22,6 +22,10 @@ namespace kw::agent {
 // name (kernels/softmax.py -> kernels.softmax) and its text.
 struct PythonFile {
   std::string path, module, text;
+  // The folder its module is imported from, relative to the repository:
+  // empty, or a src layout's `src` (a package whose folder's parent is no
+  // package).
+  std::string import_root;
 };
 
 struct CaseHints {
