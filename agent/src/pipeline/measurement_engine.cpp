@@ -28,8 +28,8 @@ enum class Side { head, base };
 
 namespace fs = std::filesystem;
 
-// A/B: both sides run from paths of one length (/tmp/kw-ab-XXXXXX/head and
-// .../base, links to the checkouts). The base's tree is named by its commit,
+// A/B of an executable: both sides run from paths of one length
+// (/tmp/kw-ab-XXXXXX/head and .../base, links to the checkouts). The base's tree is named by its commit,
 // the head's by its branch: a process's argv and the strings a harness
 // copies from it would otherwise differ in length, and with them where its
 // stack and heap begin, which moves an allocation-heavy CPU benchmark by
@@ -174,7 +174,13 @@ class Engine {
         stop_(stop),
         fb_(config.full_bench),
         ab_(options.base_checkout.has_value()),
-        aliases_(ab_ ? std::make_unique<SideAliases>(options.checkout, *options.base_checkout) : nullptr),
+        // Not a python bench's: the extensions torch's load() builds keep
+        // their checkout's path in their build files, and through a link
+        // every job's first process would build them again on the pass's
+        // clock; its interpreter's argv is the same on both sides.
+        aliases_(ab_ && bench.format != BenchFormat::python
+                     ? std::make_unique<SideAliases>(options.checkout, *options.base_checkout)
+                     : nullptr),
         budget_s_(fb_.budget_s * (ab_ ? 2 : 1)),  // the setting is per side
         seed_(options.seed != 0
                   ? options.seed
@@ -331,7 +337,7 @@ class Engine {
     for (Side side : sides) {
       if (stop_.load()) return;
       const BenchContext side_context = context(side);
-      if (ab_) drop_cached_pages(side_context.checkout / bench_.path);
+      if (aliases_) drop_cached_pages(side_context.checkout / bench_.path);
       PassOutput pass = adapter_.measure(side_context, request_for(names, side, false));
       take(side, pass, names);
     }
