@@ -930,20 +930,28 @@ class _Capture:
     sites = None  # do_bench form: (file, line, the caller's scalar locals, fn) of every call
 
     @staticmethod
-    def do_bench(fn, *args, **kwargs):
+    def keep(fn, quantiles, return_mode):
         if _Capture.active is not None:
             _Capture.active.append(fn)
         if _Capture.sites is not None:
-            caller = sys._getframe(1)
+            caller = sys._getframe(2)  # the script's frame, past do_bench
             scalars = {k: _scalar(v) for k, v in caller.f_locals.items()
                        if _scalar(v) is not None and not k.startswith("_")}
             _Capture.sites.append((caller.f_code.co_filename, caller.f_code.co_name, caller.f_lineno, scalars,
                                    _bound_now(fn)))
-        quantiles = kwargs.get("quantiles")
-        if quantiles is None and len(args) >= 3:  # do_bench(fn, warmup, rep, quantiles, ...)
-            quantiles = args[2]
         # A time the script's own arithmetic (GB/s, TFLOP/s) accepts.
+        if return_mode == "all":
+            return [1.0]
         return [1.0] * len(quantiles) if quantiles else 1.0
+
+    # Triton's signatures (do_bench's positional quantiles are its fifth argument, do_bench_cudagraph's its fourth).
+    @staticmethod
+    def do_bench(fn, warmup=25, rep=100, grad_to_none=None, quantiles=None, *args, return_mode="mean", **kwargs):
+        return _Capture.keep(fn, quantiles, return_mode)
+
+    @staticmethod
+    def do_bench_cudagraph(fn, rep=20, grad_to_none=None, quantiles=None, *args, return_mode="mean", **kwargs):
+        return _Capture.keep(fn, quantiles, return_mode)
 
 
 def _scalar(value):
@@ -1257,7 +1265,7 @@ def _install_capture():
     triton.testing.perf_report = lambda benchmarks: (lambda fn: _Declared(fn, benchmarks))
     triton.testing.do_bench = _Capture.do_bench
     if hasattr(triton.testing, "do_bench_cudagraph"):
-        triton.testing.do_bench_cudagraph = _Capture.do_bench
+        triton.testing.do_bench_cudagraph = _Capture.do_bench_cudagraph
 
 
 def perf_report_cases(script, candidate=None):

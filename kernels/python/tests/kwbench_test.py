@@ -377,6 +377,13 @@ class DoBenchForm(unittest.TestCase):
                          [("do_bench_bench/main/n=1000", ["saxpy_listcomp"]),
                           ("do_bench_bench/main/n=4000", ["saxpy_listcomp"])])
 
+    def test_the_stand_in_answers_in_the_shape_of_tritons_signatures(self):
+        capture = kwbench._Capture
+        self.assertEqual(capture.do_bench(lambda: 0), 1.0)
+        self.assertEqual(capture.do_bench(lambda: 0, 25, 100, None, [0.5, 0.2, 0.8]), [1.0, 1.0, 1.0])
+        self.assertEqual(capture.do_bench_cudagraph(lambda: 0, 20, None, [0.5, 0.1]), [1.0, 1.0])
+        self.assertEqual(capture.do_bench(lambda: 0, return_mode="all"), [1.0])
+
     def test_a_script_without_do_bench_is_named(self):
         code, _, err = run_perf_report("--list", form=("--do-bench", os.path.join(HERE, "standin_bench.py")))
         self.assertEqual(code, 2)
