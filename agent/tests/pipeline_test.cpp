@@ -343,6 +343,25 @@ TEST_F(PipelineTest, PythonBenchRunsLoadCorrectnessQuickBenchAndReplicates) {
   EXPECT_NE(quick.find("x of baseline:copy, inside 0.2x..5x"), std::string::npos) << quick;
 }
 
+// A kernelwatch.json of one python bench in `format` (perf_report,
+// do_bench) on kwbench.py's CPU stand-in, two replicates a side.
+json python_form_config(const std::string& format, const std::string& path) {
+  return {
+      {"project", "demo"},
+      {"build", {{"commands", {"true"}}}},
+      {"benches",
+       {{{"name", "saxpy"}, {"path", path}, {"format", format}, {"args", {"--backend", "cpu-stand-in"}}}}},
+      {"full_bench",
+       {{"replicates", 2}, {"max_replicates", 2}, {"resolve_replicates", 2}, {"replicate_seconds", 0.02}}}};
+}
+
+// The fastest sample of a case's candidate on one side (`measurements` or
+// `base_measurements`): a busy 2-core VM's host clock runs at two speeds.
+double fastest_sample(const json& c, const char* side = "measurements") {
+  const std::vector<double> samples = c[side][0]["samples_ns"].get<std::vector<double>>();
+  return *std::min_element(samples.begin(), samples.end());
+}
+
 // A repository's own triton.testing.perf_report script, as it is
 // ("format": "perf_report"), through the Triton TEST DOUBLE and kwbench's
 // CPU stand-in backend (a TEST DOUBLE for CUDA): each x value a case, the
@@ -358,18 +377,12 @@ TEST_F(PipelineTest, APerfReportScriptRunsAsItIsAndItsCandidateIsMeasuredAgainst
   std::ifstream in(script);
   const std::string source((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   ASSERT_FALSE(source.empty()) << script;
-  json config = {
-      {"project", "demo"},
-      {"build", {{"commands", {"true"}}}},
-      {"benches",
-       {{{"name", "saxpy"},
-         {"path", "bench.py"},
-         {"format", "perf_report"},
-         {"candidate", "triton"},
-         {"args", {"--backend", "cpu-stand-in"}}}}},
-      {"full_bench",
-       {{"replicates", 2}, {"max_replicates", 2}, {"resolve_replicates", 2}, {"replicate_seconds", 0.02}}}};
+  json config = python_form_config("perf_report", "bench.py");
+  config["benches"][0]["candidate"] = "triton";
+  // The script and the module of its kernels, in the checkout.
+  const fs::path kernels = std::string(KW_SOURCE_DIR) + "/kernels/python/tests/saxpy_kernels.py";
   std::ofstream(checkout_ / "bench.py") << source;
+  fs::copy_file(kernels, checkout_ / "saxpy_kernels.py", fs::copy_options::overwrite_existing);
   json report = run(json::object(), true, config, {StageName::load, StageName::correctness});
   ::unsetenv("PYTHONPATH");
   EXPECT_EQ(statuses(report),
@@ -385,6 +398,7 @@ TEST_F(PipelineTest, APerfReportScriptRunsAsItIsAndItsCandidateIsMeasuredAgainst
     ASSERT_NE(mkdtemp(pattern), nullptr);
     const fs::path base = pattern;
     std::ofstream(base / "bench.py") << source;
+    fs::copy_file(kernels, base / "saxpy_kernels.py");
     std::ofstream(checkout_ / "bench.py")
         << "import os\nos.environ[\"KWBENCH_STANDIN_SLOWDOWN\"] = \"" << slowdown << "\"\n"
         << source;
@@ -396,11 +410,7 @@ TEST_F(PipelineTest, APerfReportScriptRunsAsItIsAndItsCandidateIsMeasuredAgainst
     ASSERT_EQ(ab["cases"].size(), 2u) << ab.dump();
     for (const json& c : ab["cases"]) {
       ASSERT_TRUE(c.contains("base_measurements")) << c.dump();
-      auto fastest = [&](const char* side) {
-        const std::vector<double> samples = c[side][0]["samples_ns"].get<std::vector<double>>();
-        return *std::min_element(samples.begin(), samples.end());
-      };
-      const double ratio = fastest("measurements") / fastest("base_measurements");
+      const double ratio = fastest_sample(c) / fastest_sample(c, "base_measurements");
       if (slowdown > 1) {
         EXPECT_GT(ratio, 3.0) << c["name"];
       } else {
@@ -419,14 +429,8 @@ TEST_F(PipelineTest, ADoBenchScriptRunsAsItIsWithACasePerShape) {
   using common::StageName;
   ::setenv("PYTHONPATH", (std::string(KW_SOURCE_DIR) + "/kernels/python/tests/triton_test_double").c_str(),
            1);
-  json config = {{"project", "demo"},
-                 {"build", {{"commands", {"true"}}}},
-                 {"benches",
-                  {{{"name", "saxpy"},
-                    {"path", std::string(KW_SOURCE_DIR) + "/kernels/python/tests/do_bench_bench.py"},
-                    {"format", "do_bench"},
-                    {"args", {"--backend", "cpu-stand-in"}}}}},
-                 {"full_bench", {{"replicates", 2}, {"max_replicates", 2}, {"replicate_seconds", 0.02}}}};
+  json config =
+      python_form_config("do_bench", std::string(KW_SOURCE_DIR) + "/kernels/python/tests/do_bench_bench.py");
   json report = run(json::object(), true, config, {StageName::correctness, StageName::full_bench});
   ::unsetenv("PYTHONPATH");
   EXPECT_EQ(statuses(report),
@@ -436,11 +440,7 @@ TEST_F(PipelineTest, ADoBenchScriptRunsAsItIsWithACasePerShape) {
   EXPECT_EQ(report["cases"][0]["name"], "do_bench_bench/main/n=1000");
   EXPECT_EQ(report["cases"][1]["name"], "do_bench_bench/main/n=4000");
   EXPECT_EQ(report["cases"][0]["measurements"][1]["impl"], "baseline:listcomp");
-  auto fastest = [](const json& c) {
-    const std::vector<double> samples = c["measurements"][0]["samples_ns"].get<std::vector<double>>();
-    return *std::min_element(samples.begin(), samples.end());
-  };
-  EXPECT_GT(fastest(report["cases"][1]), 2 * fastest(report["cases"][0])) << "4x the work";
+  EXPECT_GT(fastest_sample(report["cases"][1]), 2 * fastest_sample(report["cases"][0])) << "4x the work";
 }
 
 // Two shards of one job: each case's preflight in exactly one shard, the

@@ -1,27 +1,14 @@
 """A plain script that times its kernels with triton.testing.do_bench in
 loops over shapes and providers, for kwbench's do_bench form on the CPU
 stand-in backend (a TEST DOUBLE for CUDA) with the Triton test double
-(triton_test_double/). KWBENCH_STANDIN_SLOWDOWN scales the Triton
-provider's work; DO_BENCH_WRONG makes it return a wrong value;
-DO_BENCH_LINES times each provider on a line of its own instead of looping
-over a provider variable. It parses its own arguments, as such scripts do."""
+(triton_test_double/); its kernels are saxpy_kernels.py's. DO_BENCH_LINES
+times each provider on a line of its own instead of looping over a provider
+variable. It parses its own arguments, as such scripts do."""
 import argparse
 import os
 
 import triton.testing
-
-
-def saxpy_triton(x):
-    out = None
-    for _ in range(max(1, int(float(os.environ.get("KWBENCH_STANDIN_SLOWDOWN", "1"))))):
-        out = [1.5 * v for v in x]
-    if os.environ.get("DO_BENCH_WRONG"):
-        out[3] += 1.0
-    return out
-
-
-def saxpy_listcomp(x):
-    return [v * 1.5 for v in x]
+from saxpy_kernels import saxpy_listcomp, saxpy_triton
 
 
 def main():

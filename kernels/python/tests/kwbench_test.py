@@ -296,13 +296,13 @@ class PerfReportForm(unittest.TestCase):
     def test_the_candidate_is_held_to_a_baseline_providers_output(self):
         code, document, err = run_perf_report("--stage", "correctness")
         self.assertEqual(code, 0, err)
-        code, document, _ = run_perf_report("--stage", "correctness", env={"PERF_REPORT_WRONG": "1"})
+        code, document, _ = run_perf_report("--stage", "correctness", env={"SAXPY_WRONG": "1"})
         self.assertEqual(code, 1)
         results = case_results(document)
         self.assertIn("relative L2 error 0.00225 against listcomp exceeds the tolerance 1e-09",
                       results["saxpy-performance/N=1000"]["message"])
         # A launcher's tuple: every output held to the baseline's.
-        code, document, err = run_perf_report("--stage", "correctness", env={"PERF_REPORT_TUPLE": "1"})
+        code, document, err = run_perf_report("--stage", "correctness", env={"SAXPY_TUPLE": "1"})
         self.assertEqual(code, 0, err)
 
     def test_the_callables_are_timed_and_a_provider_this_host_lacks_is_skipped(self):
@@ -365,7 +365,7 @@ class DoBenchForm(unittest.TestCase):
         self.assertEqual(code, 0, err)
         fastest = {c["name"]: min(c["measurements"][0]["samples_ns"]) for c in document["cases"]}
         self.assertGreater(fastest["do_bench_bench/main/n=4000"], 2 * fastest["do_bench_bench/main/n=1000"])
-        code, document, _ = run_perf_report("--stage", "correctness", form=self.FORM, env={"DO_BENCH_WRONG": "1"})
+        code, document, _ = run_perf_report("--stage", "correctness", form=self.FORM, env={"SAXPY_WRONG": "1"})
         self.assertEqual(code, 1)
         self.assertIn("against listcomp exceeds", case_results(document)["do_bench_bench/main/n=1000"]["message"])
 

@@ -1,27 +1,11 @@
 """A triton.testing.perf_report script in the Triton tutorials' form, for
 kwbench's perf_report form on the CPU stand-in backend (a TEST DOUBLE for
 CUDA) with the Triton test double (triton_test_double/). Its "kernels" are
-Python functions over lists. KWBENCH_STANDIN_SLOWDOWN scales the Triton
-provider's work (a regression); PERF_REPORT_WRONG makes it return a wrong
-value; PERF_REPORT_TUPLE makes every provider return (output, a copy)."""
-import os
-
+Python functions over lists (saxpy_kernels.py, whose environment variables
+slow them, break them or make them return tuples)."""
 import triton
 import triton.testing
-
-
-def saxpy_triton(x):
-    out = None
-    for _ in range(max(1, int(float(os.environ.get("KWBENCH_STANDIN_SLOWDOWN", "1"))))):
-        out = [1.5 * v for v in x]
-    if os.environ.get("PERF_REPORT_WRONG"):
-        out[3] += 1.0
-    return (out, list(out)) if os.environ.get("PERF_REPORT_TUPLE") else out
-
-
-def saxpy_listcomp(x):
-    out = [v * 1.5 for v in x]
-    return (out, list(out)) if os.environ.get("PERF_REPORT_TUPLE") else out
+from saxpy_kernels import saxpy_listcomp, saxpy_triton
 
 
 def saxpy_unbuilt(x):
