@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # On the VM: kw agent's own A/B jobs of a Google Benchmark case on a busy
 # 2-core host, into a fixture. Runs GbenchAbE2eTest RUNS times from BUILD
-# (ten jobs each: no-op and BM_Sort-slower pull requests alternating), keeps
+# (six jobs each: no-op and BM_Sort-slower pull requests alternating), keeps
 # every job's stored run (KW_GBENCH_AB_RECORD) and writes each benchmark's
 # replicate locations (its fastest repetition, replicate_location: minimum),
 # head and base in replicate order: the k-th of each ran in the same pass,
 # one after the other. tests/data/gbench-busy-host/sort-jobs.json is made so.
 #   tools/gbench-ab-record.sh BUILD OUT_JSON [RUNS]
 set -euo pipefail
-build=$1 out=$2 runs=${3:-10}
+build=$1 out=$2 runs=${3:-17}
 record=$(mktemp -d /tmp/kw-gbench-ab-record.XXXXXX)
 trap 'rm -rf "$record"' EXIT
 for run in $(seq "$runs"); do

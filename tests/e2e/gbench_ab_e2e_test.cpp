@@ -10,22 +10,23 @@
 // The project gates at 3%, as a team with CPU benchmarks on a shared runner
 // would set it. Sized so that it fails by chance less than once in 1,000
 // runs, from kw agent's own jobs of this test on such a host: 100 of them,
-// ten runs on the 2-core VM whose cores ran at two speeds
+// ten runs of ten jobs on the 2-core VM whose cores ran at two speeds
 // (tests/data/gbench-busy-host/sort-jobs.json), judged again with each
 // pass's pair of replicates swapped at random (A/A, the host's speed over
 // time kept) and the slowdown put back, 40,000 times
-// (GbenchOnABusyHost.ATenPercentSlowerSort...):
+// (GbenchOnABusyHost.ATenPercentSlowerSort...). Three pull requests of each
+// kind, six jobs:
 //  - A false flag: a no-op job flags one of its four cases in 0.27% of
-//    them, and none of the 50 recorded did. Four or more of ten:
-//    C(10,4) 0.0027^4 = 1e-8.
+//    them, and none of the 50 recorded did. Three or more of six:
+//    C(6,3) 0.0027^3 = 3.9e-7.
 //  - The slowdown judged unchanged: none of the 40,000; under 3 / 40,000
-//    a job (7.5e-5), 3.8e-4 for five.
-//  - Too few flagged: a slower job is flagged in 97.4% of them; fewer than
-//    two of five: 5 * 0.026^4 = 2.3e-6.
-// In all under 4e-4. A 10% slowdown (SORT_N 22000, the recorded jobs) is
+//    a job (7.5e-5), 2.3e-4 for three.
+//  - None flagged: a slower job is flagged in 97.4% of them; none of three:
+//    0.026^3 = 1.8e-5.
+// In all under 2.5e-4. A 10% slowdown (SORT_N 22000, the recorded jobs) is
 // within this host's two speeds, 15% apart: flagged in 59% of the jobs, so
-// five of them would flag fewer than two in 9.5% of runs, and be judged
-// unchanged in 0.025% of them.
+// three of them would flag none in 6.9% of runs, and be judged unchanged in
+// 0.015% of them.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -40,7 +41,7 @@ namespace {
 using namespace kw::testing;
 using nlohmann::json;
 
-constexpr int kPullRequests = 5;  // of each kind
+constexpr int kPullRequests = 3;  // of each kind
 
 // The benchmarks (tests/data/gbench-busy-host/bench.cpp): a sort, a sum, a
 // copy and a map; BM_Sort sorts `sort_n`.
@@ -165,10 +166,10 @@ TEST_F(GbenchAbE2eTest, NoUnchangedCaseBlocksAndASlowdownPastTheHostsTwoSpeedsIs
     jobs_with_a_false_flag += false_flag;
     std::cout << kind << " " << i << ": " << verdict << "\n";
   }
-  EXPECT_LE(jobs_with_a_false_flag, 3) << flagged_cases;
+  EXPECT_LE(jobs_with_a_false_flag, 2) << flagged_cases;
   EXPECT_EQ(sort_statuses["unchanged"], 0) << "a 22% slowdown judged unchanged";
   EXPECT_EQ(sort_statuses["regression"] + sort_statuses["inconclusive"], kPullRequests);
-  EXPECT_GE(verdicts["slower"]["regression"], 2);
+  EXPECT_GE(verdicts["slower"]["regression"], 1);
 }
 
 }  // namespace
