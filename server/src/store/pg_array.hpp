@@ -60,6 +60,7 @@ enum class PgType : std::uint32_t {
   float4 = 700,
   float8 = 701,
   text = 25,
+  json_text = 114,  // PostgreSQL's `json`: its text, checked and kept as it came
   jsonb = 3802,
 };
 
@@ -92,7 +93,7 @@ class PgBinaryArray {
   template <typename Value>
   void add(const Value& value) {
     ++count_;
-    if constexpr (Type == PgType::text || Type == PgType::jsonb) {
+    if constexpr (Type == PgType::text || Type == PgType::json_text || Type == PgType::jsonb) {
       const std::string_view text(value);
       const bool jsonb = Type == PgType::jsonb;
       pg_binary::put(elements_, static_cast<std::uint32_t>(text.size() + (jsonb ? 1 : 0)));

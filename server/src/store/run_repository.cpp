@@ -90,9 +90,9 @@ INSERT INTO cases (id, run_id, project_id, ordinal, name, params, expected_launc
 SELECT c.id, $1, $2, c.i - 1, c.name, c.params, c.expected_launch, c.correctness, c.gpu_state, c.medians, c.bands,
        c.location, c.first_pass_replicates, c.replicates, c.replicate_sd, c.clock_mhz, c.clock_sxx, c.clock_sxy,
        c.energy_j, c.power_w, c.status, c.fingerprint, c.identical_to_base, c.audit
-FROM unnest($3::bigint[], $4::text[], $5::jsonb[], $6::jsonb[], $7::jsonb[], $8::jsonb[], $9::jsonb[],
-            $10::jsonb[], $11::float8[], $12::integer[], $13::integer[], $14::float8[], $15::float8[],
-            $16::float8[], $17::float8[], $18::float8[], $19::float8[], $20::text[], $21::jsonb[],
+FROM unnest($3::bigint[], $4::text[], $5::json[], $6::json[], $7::json[], $8::json[], $9::json[],
+            $10::json[], $11::float8[], $12::integer[], $13::integer[], $14::float8[], $15::float8[],
+            $16::float8[], $17::float8[], $18::float8[], $19::float8[], $20::text[], $21::json[],
             $22::boolean[], $23::boolean[])
   WITH ORDINALITY AS c(id, name, params, expected_launch, correctness, gpu_state, medians, bands, location,
                        first_pass_replicates, replicates, replicate_sd, clock_mhz, clock_sxx, clock_sxy, energy_j,
@@ -438,7 +438,8 @@ struct CaseRowColumns {
   std::vector<std::string> names;
   PgBinaryArray<PgType::int8> ids;
   PgBinaryArray<PgType::text> name_column;
-  PgBinaryArray<PgType::jsonb> params, expected_launch, correctness, gpu_state, medians, bands, fingerprint;
+  PgBinaryArray<PgType::json_text> params, expected_launch, correctness, gpu_state, medians, bands,
+      fingerprint;
   PgBinaryArray<PgType::float8> locations, replicate_sds, clock_mhz, clock_sxx, clock_sxy, energy_j, power_w;
   PgBinaryArray<PgType::int4> first_pass_replicates, replicates;
   PgBinaryArray<PgType::boolean> identical_to_base, audit;
@@ -447,7 +448,7 @@ struct CaseRowColumns {
   void add(const common::Case& c, const nlohmann::json& source) {
     names.push_back(c.name);
     name_column.add(c.name);
-    auto as_posted = [&](PgBinaryArray<PgType::jsonb>& column, const char* key) {
+    auto as_posted = [&](PgBinaryArray<PgType::json_text>& column, const char* key) {
       auto it = source.find(key);
       it != source.end() ? column.add(it->dump()) : column.null();
     };
