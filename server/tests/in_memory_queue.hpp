@@ -24,7 +24,7 @@ class InMemoryQueue final : public JobTransaction {
  public:
   explicit InMemoryQueue(MemoryState& state) : s_(state) {}
 
-  std::int64_t require_project(const std::string& name) override { return s_.require_project(name); }
+  std::int64_t existing_project_id(const std::string& name) override { return s_.existing_project_id(name); }
   std::string project_name(std::int64_t project_id) override { return project(project_id).name; }
   ProjectSettings project_settings(std::int64_t project_id) override { return project(project_id); }
 

@@ -147,8 +147,8 @@ struct MemoryState {
       if (project.name == name) return &project;
     return nullptr;
   }
-  // The project's id; NotFound as RunRepository::require_project says it.
-  std::int64_t require_project(const std::string& name) const {
+  // The project's id; NotFound as RunRepository::existing_project_id says it.
+  std::int64_t existing_project_id(const std::string& name) const {
     if (const ProjectSettings* found = find_project(name)) return found->id;
     throw NotFound("no_such_project", "no project \"" + name +
                                           "\"; an admin creates it (POST /api/v1/projects, or kw-server "

@@ -20,7 +20,7 @@ class InMemoryUploads final : public UploadTransaction {
  public:
   explicit InMemoryUploads(MemoryState& state) : s_(state) {}
 
-  std::int64_t require_project(const std::string& name) override { return s_.require_project(name); }
+  std::int64_t existing_project_id(const std::string& name) override { return s_.existing_project_id(name); }
 
   UploadState put_part(std::int64_t project_id, std::int64_t token_id, const std::string& upload, int part,
                        int parts, const PartBody& body, const PartCheck& check) override {

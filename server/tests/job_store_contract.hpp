@@ -364,7 +364,7 @@ TYPED_TEST_P(JobStoreContract, ATransactionThatThrowsLeavesNothing) {
   const std::string commit(40, 'e');
   EXPECT_THROW(this->tx([&](JobTransaction& t) {
     t.create(this->job(commit));
-    t.require_project("no-such-project");
+    t.existing_project_id("no-such-project");
   }),
                NotFound);
   EXPECT_TRUE(this->tx([&](JobTransaction& t) { return t.create(this->job(commit)).second; }));
@@ -376,14 +376,14 @@ TYPED_TEST_P(JobStoreContract, AProjectIsFoundByNameWithItsSettings) {
   change.case_thresholds["k/n1"] = 0.05;
   const std::int64_t tuned = this->harness_.add_project("tuned", change);
   const ProjectSettings settings = this->tx([&](JobTransaction& t) {
-    EXPECT_EQ(t.require_project("tuned"), tuned);
+    EXPECT_EQ(t.existing_project_id("tuned"), tuned);
     EXPECT_EQ(t.project_name(tuned), "tuned");
     return t.project_settings(tuned);
   });
   EXPECT_DOUBLE_EQ(settings.min_threshold, 0.03);
   EXPECT_EQ(settings.case_thresholds, (std::map<std::string, double>{{"k/n1", 0.05}}));
   try {
-    this->tx([](JobTransaction& t) { return t.require_project("missing"); });
+    this->tx([](JobTransaction& t) { return t.existing_project_id("missing"); });
     ADD_FAILURE() << "no such project";
   } catch (const NotFound& error) {
     EXPECT_EQ(error.code(), "no_such_project");

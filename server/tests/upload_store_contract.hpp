@@ -110,8 +110,9 @@ TYPED_TEST_P(UploadStoreContract, ARefusedPartLeavesNothingAndAProjectIsFoundByN
   }),
                Conflict);
   EXPECT_FALSE(this->tx([&](UploadTransaction& t) { return t.state(this->demo_, this->token_, "u1"); }));
-  EXPECT_EQ(this->tx([](UploadTransaction& t) { return t.require_project("other"); }), this->other_project_);
-  EXPECT_THROW(this->tx([](UploadTransaction& t) { return t.require_project("nowhere"); }), NotFound);
+  EXPECT_EQ(this->tx([](UploadTransaction& t) { return t.existing_project_id("other"); }),
+            this->other_project_);
+  EXPECT_THROW(this->tx([](UploadTransaction& t) { return t.existing_project_id("nowhere"); }), NotFound);
 }
 
 TYPED_TEST_P(UploadStoreContract, AnUploadIsClaimedOnceWhenCompleteAndReleasedOrCompleted) {

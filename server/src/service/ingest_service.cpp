@@ -121,7 +121,7 @@ std::optional<IngestResult> IngestService::take_shard(const nlohmann::json& docu
                           "job " + std::to_string(job_id) + " is " + shard_name + " of job " +
                               std::to_string(*hold->parent_job_id) + "; the report is " +
                               (report.shard ? "shard " + common::to_string(*report.shard) : "no shard's"));
-    if (hold->project_id != queue.require_project(report.project))
+    if (hold->project_id != queue.existing_project_id(report.project))
       throw Unprocessable("inconsistent", "project", "does not match job " + std::to_string(job_id));
     if (hold->commit != report.commit)
       throw Unprocessable(
@@ -291,7 +291,7 @@ IngestResult IngestService::store_and_judge(nlohmann::json document, common::Run
   spent(Phase::summarize);
 
   StoredRun stored = in_transaction(store_, [&](RunTransaction& tx) {
-    std::int64_t project_id = tx.queue().require_project(report.project);
+    std::int64_t project_id = tx.queue().existing_project_id(report.project);
     if (job_id) {
       if (auto previous = check_job(tx, project_id, report, canonical, caller, *job_id, check))
         return *previous;

@@ -27,7 +27,7 @@ ExpiredLeases requeue_expired(JobTransaction& tx) {
 // (where kernelwatch.json sets none) and its detection settings; the agent
 // screens and decides its A/B by them, as the server will judge.
 void add_project_settings(JobTransaction& tx, json& job) {
-  const ProjectSettings settings = tx.project_settings(tx.require_project(job["project"]));
+  const ProjectSettings settings = tx.project_settings(tx.existing_project_id(job["project"]));
   job["project_thresholds"] = {{"min_threshold", settings.min_threshold},
                                {"cases", settings.case_thresholds}};
   job["project_detection"] = common::project_detection_json(settings.detection());
@@ -58,7 +58,7 @@ std::pair<bool, json> JobService::create(const Caller& caller, const std::string
   job.max_attempts = settings_.max_attempts;
   job.token_id = caller.token_id;
   return in_transaction(store_, [&](JobTransaction& tx) {
-    job.project_id = tx.require_project(project);
+    job.project_id = tx.existing_project_id(project);
     if (job.shards > 1) {
       const std::int64_t queued = tx.queued_shards_of_token(caller.token_id);
       if (queued + job.shards > kMaxQueuedShardsPerToken)

@@ -29,7 +29,7 @@ class JobTransaction {
   virtual ~JobTransaction() = default;
 
   // The project's id; NotFound ("no_such_project") when there is none.
-  virtual std::int64_t require_project(const std::string& name) = 0;
+  virtual std::int64_t existing_project_id(const std::string& name) = 0;
   virtual std::string project_name(std::int64_t project_id) = 0;
   virtual ProjectSettings project_settings(std::int64_t project_id) = 0;
 

@@ -74,7 +74,7 @@ void check_part(const PartFacts& facts, std::int64_t token_id, const std::string
 std::int64_t UploadService::project_id(UploadTransaction& tx, const Caller& caller,
                                        const std::string& project) {
   caller.require_project(project);
-  return tx.require_project(project);
+  return tx.existing_project_id(project);
 }
 
 UploadState UploadService::put_part(const Caller& caller, const std::string& project,

@@ -22,7 +22,7 @@ class UploadTransaction {
   virtual ~UploadTransaction() = default;
 
   // The project's id; NotFound ("no_such_project") when there is none.
-  virtual std::int64_t require_project(const std::string& name) = 0;
+  virtual std::int64_t existing_project_id(const std::string& name) = 0;
   // As UploadRepository's functions of the same names.
   virtual UploadState put_part(std::int64_t project_id, std::int64_t token_id, const std::string& upload,
                                int part, int parts, const PartBody& body, const PartCheck& check) = 0;

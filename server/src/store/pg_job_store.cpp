@@ -6,8 +6,8 @@
 
 namespace kw::server {
 
-std::int64_t PgJobTransaction::require_project(const std::string& name) {
-  return RunRepository::require_project(tx_, name);
+std::int64_t PgJobTransaction::existing_project_id(const std::string& name) {
+  return RunRepository::existing_project_id(tx_, name);
 }
 
 std::string PgJobTransaction::project_name(std::int64_t project_id) {

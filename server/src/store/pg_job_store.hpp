@@ -27,7 +27,7 @@ class PgJobTransaction final : public JobTransaction {
   PgJobTransaction(pqxx::work& tx, const NotifierOptions& notifications)
       : tx_(tx), notifications_(notifications) {}
 
-  std::int64_t require_project(const std::string& name) override;
+  std::int64_t existing_project_id(const std::string& name) override;
   std::string project_name(std::int64_t project_id) override;
   ProjectSettings project_settings(std::int64_t project_id) override;
   std::pair<std::int64_t, bool> create(const NewJob& job) override;

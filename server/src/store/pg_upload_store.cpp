@@ -10,8 +10,8 @@ class PgUploadTransaction final : public UploadTransaction {
  public:
   explicit PgUploadTransaction(pqxx::work& tx) : tx_(tx) {}
 
-  std::int64_t require_project(const std::string& name) override {
-    return RunRepository::require_project(tx_, name);
+  std::int64_t existing_project_id(const std::string& name) override {
+    return RunRepository::existing_project_id(tx_, name);
   }
   UploadState put_part(std::int64_t project_id, std::int64_t token_id, const std::string& upload, int part,
                        int parts, const PartBody& body, const PartCheck& check) override {

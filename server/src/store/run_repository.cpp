@@ -278,7 +278,7 @@ std::int64_t RunRepository::ensure_project(pqxx::work& tx, const std::string& na
   return tx.exec_params("SELECT id FROM projects WHERE name = $1", name)[0][0].as<std::int64_t>();
 }
 
-std::int64_t RunRepository::require_project(pqxx::work& tx, const std::string& name) {
+std::int64_t RunRepository::existing_project_id(pqxx::work& tx, const std::string& name) {
   auto id = find_project(tx, name);
   if (!id) {
     throw NotFound("no_such_project",

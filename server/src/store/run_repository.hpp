@@ -21,9 +21,9 @@ class RunRepository {
   static std::vector<Statement> statements();
 
   // Projects are made by an admin: ensure_project on admin paths (token
-  // creation), require_project (404 "no_such_project") on the rest.
+  // creation), existing_project_id (404 "no_such_project") on the rest.
   static std::int64_t ensure_project(pqxx::work& tx, const std::string& name);
-  static std::int64_t require_project(pqxx::work& tx, const std::string& name);
+  static std::int64_t existing_project_id(pqxx::work& tx, const std::string& name);
   static std::optional<std::int64_t> find_project(pqxx::work& tx, const std::string& name);
   static std::string project_name(pqxx::work& tx, std::int64_t project_id);
   // Revisions (project_id 0: of every project): the measured commits that
