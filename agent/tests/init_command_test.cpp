@@ -295,6 +295,35 @@ TEST(InitCommand, PerfReportScriptsAreTrackedAsTheyAreAndOnlyUncoveredKernelsGet
   fs::remove_all(repo);
 }
 
+// A repository in TritonBench's layout: each operator with registered
+// benchmarks is tracked as it is ("format": "tritonbench"), named by its
+// directory, and the kernels of the modules it imports get no skeleton case;
+// an operators/ directory without @register_benchmark is no operator.
+TEST(InitCommand, TritonBenchOperatorsAreTrackedAsTheyAre) {
+  const fs::path repo = kw::testing::make_temp_dir("kw-init-tritonbench");
+  write(repo / "tritonbench/kernels/softmax.py", triton_module("softmax_kernel", "softmax"));
+  write(repo / "tritonbench/operators/softmax/__init__.py", "from .operator import Operator\n");
+  write(repo / "tritonbench/operators/softmax/operator.py",
+        "import torch\nfrom tritonbench.kernels.softmax import softmax\n"
+        "from tritonbench.utils.triton_op import BenchmarkOperator, register_benchmark\n\n"
+        "class Operator(BenchmarkOperator):\n"
+        "    @register_benchmark(baseline=True)\n    def naive_softmax(self, x):\n"
+        "        return lambda: torch.softmax(x, -1)\n\n"
+        "    @register_benchmark()\n    def triton_softmax(self, x):\n        return lambda: softmax(x)\n\n"
+        "    def get_input_iter(self):\n        yield (torch.randn(4, 4096, device='cuda'),)\n");
+  write(repo / "tritonbench/operators/helpers/operator.py", "def unused():\n    pass\n");
+  const Inspection found = inspect_repository(repo, {});
+  ASSERT_EQ(found.benches.size(), 1u) << json(found.notes).dump();
+  EXPECT_EQ(found.benches[0].name, "softmax");
+  EXPECT_EQ(found.benches[0].format, "tritonbench");
+  EXPECT_EQ(found.benches[0].path, "tritonbench/operators/softmax/operator.py");
+  EXPECT_TRUE(found.script_text.empty()) << "the operator covers softmax_kernel: " << found.script_text;
+  const BenchConfig bench = parse_repo_config(repo_config_of(found)).benches[0];
+  EXPECT_EQ(bench.form, "tritonbench");
+  EXPECT_EQ(bench_command(bench, "/checkout")[3], "--tritonbench");
+  fs::remove_all(repo);
+}
+
 // Triton's tutorial shape: a launcher that sets num_warps = 8, a reference
 // in torch (naive_softmax), a call of the launcher on an input made from
 // torch alone, and a benchmark sweep that runs at import. The case calls the

@@ -344,7 +344,7 @@ TEST_F(PipelineTest, PythonBenchRunsLoadCorrectnessQuickBenchAndReplicates) {
 }
 
 // A kernelwatch.json of one python bench in `format` (perf_report,
-// do_bench) on kwbench.py's CPU stand-in, two replicates a side.
+// do_bench, tritonbench) on kwbench.py's CPU stand-in, two replicates a side.
 json python_form_config(const std::string& format, const std::string& path) {
   return {
       {"project", "demo"},
@@ -440,6 +440,26 @@ TEST_F(PipelineTest, ADoBenchScriptRunsAsItIsWithACasePerShape) {
   EXPECT_EQ(report["cases"][0]["name"], "do_bench_bench/main/n=1000");
   EXPECT_EQ(report["cases"][1]["name"], "do_bench_bench/main/n=4000");
   EXPECT_EQ(report["cases"][0]["measurements"][1]["impl"], "baseline:listcomp");
+  EXPECT_GT(fastest_sample(report["cases"][1]), 2 * fastest_sample(report["cases"][0])) << "4x the work";
+}
+
+// An operator in TritonBench's layout ("format": "tritonbench"), through
+// the TEST DOUBLE of TritonBench's utils beside it and kwbench's CPU
+// stand-in: a case per input named by its x value, the registered baseline
+// its first baseline.
+TEST_F(PipelineTest, ATritonBenchOperatorRunsAsItIsWithACasePerInput) {
+  using common::StageName;
+  json config = python_form_config("tritonbench", std::string(KW_SOURCE_DIR) +
+                                                      "/kernels/python/tests/tritonbench_layout/tritonbench/"
+                                                      "operators/saxpy/operator.py");
+  json report = run(json::object(), true, config, {StageName::correctness, StageName::full_bench});
+  EXPECT_EQ(statuses(report),
+            (std::vector<std::string>{"passed", "skipped", "skipped", "passed", "skipped", "passed"}))
+      << report["stages"].dump(1);
+  ASSERT_EQ(report["cases"].size(), 2u) << report["cases"].dump();
+  EXPECT_EQ(report["cases"][0]["name"], "saxpy/size=1000");
+  EXPECT_EQ(report["cases"][0]["params"]["size"], 1000);
+  EXPECT_EQ(report["cases"][0]["measurements"][1]["impl"], "baseline:listcomp_saxpy");
   EXPECT_GT(fastest_sample(report["cases"][1]), 2 * fastest_sample(report["cases"][0])) << "4x the work";
 }
 

@@ -33,7 +33,7 @@ TEST(RepoConfig, ErrorsNameTheField) {
             "build.commands: must hold at least one command");
   EXPECT_EQ(config_error([](json& c) { c["benches"][0]["format"] = "criterion"; }),
             "benches[0].format: unknown value \"criterion\" (expected kwbench, gbench, nvbench, python, "
-            "perf_report, do_bench)");
+            "perf_report, do_bench, tritonbench)");
   EXPECT_EQ(config_error([](json& c) { c["benches"].push_back(c["benches"][0]); }),
             "benches[1].name: duplicate bench name \"fake\"");
   EXPECT_EQ(config_error([](json& c) { c["timeouts_s"]["correctnes"] = 5; }),
@@ -151,9 +151,15 @@ TEST(RepoConfig, PythonBenchesRunThroughTheirInterpreter) {
       (std::vector<std::string>{"python3", "-m", "kwbench", "--perf-report",
                                 "/checkout/python/tutorials/02-fused-softmax.py", "--candidate", "triton"}));
   EXPECT_EQ(config_error([](json& c) { c["benches"][0]["candidate"] = "triton"; }),
-            "benches[0].candidate: only a perf_report or do_bench bench names a candidate");
+            "benches[0].candidate: only a perf_report, do_bench or tritonbench bench names a candidate");
   perf_report["benches"][0]["format"] = "do_bench";
   EXPECT_EQ(bench_command(parse_repo_config(perf_report).benches[0], "/checkout")[3], "--do-bench");
+  perf_report["benches"][0]["format"] = "tritonbench";
+  perf_report["benches"][0]["path"] = "tritonbench/operators/softmax/operator.py";
+  EXPECT_EQ(bench_command(parse_repo_config(perf_report).benches[0], "/checkout"),
+            (std::vector<std::string>{"python3", "-m", "kwbench", "--tritonbench",
+                                      "/checkout/tritonbench/operators/softmax/operator.py", "--candidate",
+                                      "triton"}));
 }
 
 // The shape is checked as a whole: every problem at once, a misspelt key

@@ -40,11 +40,12 @@ TEST(ValidateConfigCommand, ListsEveryProblemOfAKernelwatchJson) {
   auto result = run_command({KW_BINARY, "validate-config", file.string()});
   EXPECT_EQ(result.exit_code, 1) << result.output;
   EXPECT_NE(
-      result.output.find(file.string() +
-                         ": 2 problems\n"
-                         "  benches[0].arg: unknown field; did you mean `args`?\n"
-                         "  benches[0].format: unknown value \"gbnech\"; did you mean "
-                         "\"gbench\"? (expected kwbench, gbench, nvbench, python, perf_report, do_bench)\n"),
+      result.output.find(
+          file.string() +
+          ": 2 problems\n"
+          "  benches[0].arg: unknown field; did you mean `args`?\n"
+          "  benches[0].format: unknown value \"gbnech\"; did you mean "
+          "\"gbench\"? (expected kwbench, gbench, nvbench, python, perf_report, do_bench, tritonbench)\n"),
       std::string::npos)
       << result.output;
   fs::remove(file);

@@ -1254,7 +1254,15 @@ def _stage_correctness_of_outputs(case, state):
         if not (math.isfinite(rel) and math.isfinite(max_abs)):
             rel, max_abs = float("inf"), float("inf")
         worst = (max(worst[0], rel), max(worst[1], max_abs), worst[2] + nonfinite)
-    return _correctness_verdict(part, *worst, tolerance, "", " against " + case.reference_provider)
+    verdict = _correctness_verdict(part, *worst, tolerance, "", " against " + case.reference_provider)
+    own = case.own_accuracy() if hasattr(case, "own_accuracy") else None
+    if own is None:
+        return verdict
+    # The operator's own check decides; the comparison by dtype is said beside it.
+    part["correctness"]["passed"] = own
+    return ("passed" if own else "failed",
+            "the operator's accuracy() %s %s against %s (by dtype: %s)"
+            % ("passes" if own else "fails", case.candidate, case.reference_provider, verdict[1]), part, {})
 
 
 def _install_capture():
@@ -1308,6 +1316,165 @@ def perf_report_cases(script, candidate=None):
     return cases
 
 
+# `python3 -m kwbench --tritonbench OPERATOR [--candidate NAME]`: an operator
+# written in TritonBench's layout (tritonbench/operators/<op>/operator.py, in
+# TritonBench's repository or one that follows it): its Operator class, the
+# methods registered with @register_benchmark (each returns the callable to
+# time), get_input_iter() for the inputs and get_x_val() to name them. Each
+# input is a case named by the operator and its x value, each enabled
+# registered benchmark an implementation, timed forward as TritonBench's
+# default mode times it. The candidate is `--candidate` (a benchmark whose
+# name says it), else the one that says triton among those not registered
+# baseline=True; correctness holds it against the registered baseline's
+# output with a tolerance by dtype, and where the operator defines its own
+# accuracy(), that check decides. The inputs are made again for each case,
+# one at a time, as TritonBench holds only the current one.
+
+
+class _TritonBenchOperator:
+    """The operator, made as TritonBench's runner makes it, and its inputs
+    one at a time."""
+
+    def __init__(self, path):
+        path = os.path.abspath(path)
+        parts = path.split(os.sep)
+        if "operators" not in parts[:-1]:
+            raise Error("%s is not in TritonBench's layout (tritonbench/operators/<op>/operator.py)" % path)
+        at = len(parts) - 1 - parts[::-1].index("operators")
+        if at + 1 >= len(parts) or at < 2:
+            raise Error("%s: no operator directory under operators/" % path)
+        package, op_dir = parts[at - 1], parts[at + 1]
+        root = os.sep.join(parts[:at - 1]) or os.sep
+        sys.path.insert(0, root)
+        module_name = "%s.operators.%s" % (package, op_dir)
+        if os.path.exists(os.path.join(root, package, "operators", op_dir, "operator.py")):
+            module_name += ".operator"
+        try:
+            with contextlib.redirect_stdout(sys.stderr):  # stdout is the stage's document
+                module = importlib.import_module(module_name)
+                self.registry = importlib.import_module(package + ".utils.triton_op")
+        except ImportError as error:
+            raise Error("%s: importing %s from %s failed: %s" % (path, module_name, root, error)) from error
+        operator_class = getattr(module, "Operator", None)
+        if operator_class is None:
+            raise Error("%s defines no Operator class" % module_name)
+        try:
+            parser = importlib.import_module(package + ".utils.parser").get_parser()
+            tb_args, extra = parser.parse_known_args(["--op", op_dir, "--mode", "fwd"])
+        except (ImportError, AttributeError, SystemExit) as error:
+            raise Error("%s.utils.parser: no get_parser() that takes --op and --mode (%s)" % (package, error)) \
+                from error
+        with contextlib.redirect_stdout(sys.stderr):
+            self.op = operator_class(tb_args=tb_args, extra_args=extra)
+        base = getattr(self.registry, "BenchmarkOperator", None)
+        self.own_accuracy = base is not None and getattr(operator_class, "accuracy", None) is not getattr(
+            base, "accuracy", None)
+        self.name = str(getattr(self.op, "name", op_dir))
+        registered = getattr(self.registry, "REGISTERED_BENCHMARKS", {}).get(self.name, {})
+        self.benchmarks = [n for n, backend in registered.items() if getattr(backend, "enabled", True)]
+        self.labels = [str(getattr(registered[n], "label", "") or "") for n in self.benchmarks]
+        if not self.benchmarks:
+            raise Error("operator %s registers no enabled benchmark (@register_benchmark)" % self.name)
+        self.baseline = getattr(self.registry, "BASELINE_BENCHMARKS", {}).get(self.name)
+        self.x_label = _name_part(getattr(self.registry, "REGISTERED_X_VALS", {}).get(self.name, "x_val"))
+        self._iterator, self._next = None, 0
+
+    def inputs(self, index):
+        """The operator's input `index`, made afresh (the one before it freed)."""
+        if self._iterator is None or self._next > index:
+            self._iterator, self._next = iter(self.op.get_input_iter()), 0
+        value = None
+        while self._next <= index:
+            value = next(self._iterator)
+            self._next += 1
+        return value
+
+    def x_values(self):
+        values = []
+        for index, example in enumerate(self.op.get_input_iter()):
+            self.op._cur_input_id = index
+            x = self.op.get_x_val(example)
+            values.append(index if x is None else x)
+        return values
+
+    def callable_of(self, benchmark, example):
+        self.op.example_inputs = example
+        method = getattr(self.op, benchmark)
+        fn = method(**example) if isinstance(example, dict) else method(*example)
+        if not callable(fn):
+            raise Error("%s.%s returned %s, not the callable to time" % (self.name, benchmark, type(fn).__name__))
+        return fn
+
+
+def _x_text(x):
+    if isinstance(x, (list, tuple)):
+        return "x".join(_name_part(v) for v in x)
+    return _name_part(x)
+
+
+class _TritonBenchCase(_CallableCase):
+    def __init__(self, operator, index, name, params, candidate):
+        baselines = [b for b in operator.benchmarks if b != candidate]
+        if operator.baseline in baselines:  # the reference, first
+            baselines.remove(operator.baseline)
+            baselines.insert(0, operator.baseline)
+        _CallableCase.__init__(self, name, params, dict.fromkeys([candidate] + baselines), candidate)
+        self.operator = operator
+        self.index = index
+
+    def setup(self, state):
+        self.callables, self.unavailable, self.returned = {}, {}, {}
+        example = self.operator.inputs(self.index)
+        self.operator.op._cur_input_id = self.index
+        for benchmark in self.providers:
+            try:
+                self.callables[benchmark] = self.operator.callable_of(benchmark, example)
+            except Exception as error:  # noqa: BLE001 (a benchmark this host lacks is a skipped baseline)
+                if benchmark == self.candidate:
+                    raise
+                self.unavailable[benchmark] = "%s: %s" % (type(error).__name__, error)
+
+    def teardown(self, state):
+        self.callables, self.returned = {}, {}
+        self.operator.op.example_inputs = None
+
+    def own_accuracy(self):
+        """The operator's own accuracy(candidate, baseline), where it defines
+        one; None otherwise."""
+        baseline = self.operator.baseline
+        if not self.operator.own_accuracy or baseline not in self.callables:
+            return None
+        return bool(self.operator.op.accuracy(self.callables[self.candidate], self.callables[baseline]))
+
+
+def tritonbench_cases(path, candidate=None):
+    """The cases of a TritonBench operator, its inputs iterated once to name them."""
+    operator = _TritonBenchOperator(path)
+    if candidate is not None:
+        chosen = next((b for b in operator.benchmarks if candidate.lower() in b.lower()), None)
+        if chosen is None:
+            raise Error("operator %s: no benchmark %s (registered: %s)"
+                        % (operator.name, candidate, ", ".join(operator.benchmarks)))
+    else:
+        others = [(b, label) for b, label in zip(operator.benchmarks, operator.labels) if b != operator.baseline]
+        chosen = (_choose_candidate([b for b, _ in others], [label for _, label in others]) if others
+                  else operator.benchmarks[0])
+    with contextlib.redirect_stdout(sys.stderr):
+        x_values = operator.x_values()
+    cases, seen = [], {}
+    for index, x in enumerate(x_values):
+        name = "%s/%s=%s" % (_name_part(operator.name), operator.x_label, _x_text(x))
+        seen[name] = seen.get(name, 0) + 1
+        if seen[name] > 1:
+            name += "#%d" % seen[name]  # two inputs of one x value
+        scalar = _scalar(x)
+        params = {operator.x_label: scalar if scalar is not None else _x_text(x)}
+        cases.append(_TritonBenchCase(operator, index, name, params, chosen))
+    if not cases:
+        raise Error("operator %s: get_input_iter() yields no input" % operator.name)
+    return cases
+
+
 def _parser():
     p = argparse.ArgumentParser(description="kwbench for Python (kernels/python/kwbench.py)")
     p.add_argument("--list", action="store_true", help="list the cases and exit")
@@ -1337,8 +1504,11 @@ def _parser():
     p.add_argument("--perf-report", help="python3 -m kwbench: the cases of this triton.testing.perf_report script")
     p.add_argument("--do-bench", help="python3 -m kwbench: the cases of this script's triton.testing.do_bench "
                    "calls")
-    p.add_argument("--candidate", help="with --perf-report or --do-bench: the provider that runs the repository's "
-                   "kernel (default: the one that says triton, else the first that names no reference)")
+    p.add_argument("--tritonbench", help="python3 -m kwbench: the cases of this TritonBench operator "
+                   "(tritonbench/operators/<op>/operator.py)")
+    p.add_argument("--candidate", help="with --perf-report, --do-bench or --tritonbench: the provider (or registered "
+                   "benchmark) that runs the repository's kernel (default: the one that says triton, else the first "
+                   "that names no reference)")
     return p
 
 
@@ -1484,15 +1654,19 @@ def main(cases, modules=(), libraries=(), argv=None):
 
 
 def _form_main():
-    """`python3 -m kwbench --perf-report SCRIPT` or `--do-bench SCRIPT`
-    [--candidate PROVIDER], with kwbench's own options: the script's cases,
-    run as a bench script's."""
+    """`python3 -m kwbench --perf-report SCRIPT`, `--do-bench SCRIPT` or
+    `--tritonbench OPERATOR` [--candidate PROVIDER], with kwbench's own
+    options: the script's cases, run as a bench script's."""
     options = _parser().parse_args()
+    if options.tritonbench:
+        # Its inputs are made on the GPU: once the pass may use it.
+        return main(lambda: tritonbench_cases(options.tritonbench, options.candidate))
     if options.do_bench:
         # Its script runs its sweep, on the GPU: once the pass may.
         return main(lambda: do_bench_cases(options.do_bench, options.candidate))
     if not options.perf_report:
-        _parser().error("run as a module, kwbench needs --perf-report SCRIPT or --do-bench SCRIPT")
+        _parser().error("run as a module, kwbench needs --perf-report SCRIPT, --do-bench SCRIPT or "
+                        "--tritonbench OPERATOR")
     try:
         cases = perf_report_cases(options.perf_report, options.candidate)
     except Error as error:

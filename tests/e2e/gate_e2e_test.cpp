@@ -249,7 +249,7 @@ TEST_F(FirstHourMistakeTest, TwoWrongFieldsAreListedAtOnce) {
       line,
       "  stage config: 2 problems: benches[0].arg: unknown field; did you mean `args`?; "
       "benches[0].format: unknown value \"gbnech\"; did you mean \"gbench\"? (expected kwbench, gbench, "
-      "nvbench, python, perf_report, do_bench)");
+      "nvbench, python, perf_report, do_bench, tritonbench)");
   // The job page shows the stage like any other, and the job is done, not failed.
   json job = job_of(head, "pr-7");
   EXPECT_EQ(job["state"], "done") << job.dump();

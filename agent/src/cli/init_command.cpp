@@ -553,7 +553,9 @@ void write_triton_script(const std::vector<std::pair<const PythonFile*, std::str
       "where no test showed them, baselines, the reference, the sanity range)");
 }
 
-// The repository's own benchmark scripts, tracked as they are: those of
+// The repository's own benchmark scripts, tracked as they are: operators
+// in TritonBench's layout (tritonbench/operators/<op>/operator.py with
+// @register_benchmark methods: "format": "tritonbench"), scripts of
 // triton.testing.perf_report benchmarks ("format": "perf_report"), and
 // those calling do_bench ("format": "do_bench"; not a test module). Returns
 // the files whose kernels they cover: their own, and the repository's
@@ -562,21 +564,27 @@ std::set<std::string> benchmark_scripts(const std::vector<PythonFile>& files, co
                                         Inspection& out) {
   static const std::regex declared(R"(\bperf_report\s*\()");
   static const std::regex timed(R"(\bdo_bench(?:_cudagraph)?\s*\()");
+  static const std::regex operator_file(R"((?:^|/)operators/([A-Za-z0-9_]+)/operator\.py$)");
   std::set<std::string> covered;
   for (const PythonFile& file : files) {
-    if (file.text.find("triton") == std::string::npos) continue;
-    const bool perf_report = std::regex_search(file.text, declared);
+    std::smatch op;
+    const bool tritonbench = std::regex_search(file.path, op, operator_file) &&
+                             file.text.find("register_benchmark") != std::string::npos;
+    if (!tritonbench && file.text.find("triton") == std::string::npos) continue;
+    const bool perf_report = !tritonbench && std::regex_search(file.text, declared);
     const std::string stem = fs::path(file.path).stem().string();
     const bool test = stem.rfind("test_", 0) == 0 || stem.ends_with("_test") || stem == "conftest";
-    if (!perf_report && (test || !std::regex_search(file.text, timed))) continue;
-    std::string name = fs::path(file.path).stem().string();
+    if (!tritonbench && !perf_report && (test || !std::regex_search(file.text, timed))) continue;
+    std::string name = tritonbench ? op[1].str() : stem;
     std::replace_if(
         name.begin(), name.end(),
         [](char c) { return !std::isalnum(static_cast<unsigned char>(c)) && c != '-'; }, '_');
     if (!selected(options.only, {name})) continue;
-    out.benches.push_back({name, perf_report ? "perf_report" : "do_bench", file.path,
-                           perf_report ? "a triton.testing.perf_report script, as it is"
-                                       : "a script timing with do_bench, as it is"});
+    const std::string format = tritonbench ? "tritonbench" : perf_report ? "perf_report" : "do_bench";
+    out.benches.push_back({name, format, file.path,
+                           tritonbench   ? "a TritonBench operator, as it is"
+                           : perf_report ? "a triton.testing.perf_report script, as it is"
+                                         : "a script timing with do_bench, as it is"});
     covered.insert(file.path);
     static const std::regex imported(
         R"((?:^|\n)[ \t]*(?:from[ \t]+([\w.]+)[ \t]+import|import[ \t]+([\w.]+)))");
@@ -591,8 +599,8 @@ std::set<std::string> benchmark_scripts(const std::vector<PythonFile>& files, co
   if (!covered.empty())
     out.notes.push_back(
         "Triton: " + std::to_string(covered.size()) +
-        " benchmark script(s) (perf_report or do_bench), tracked as they are (a case per shape, "
-        "the provider that says triton the candidate)");
+        " benchmark script(s) (TritonBench operators, perf_report or do_bench), tracked as they are (a case "
+        "per shape, the provider that says triton the candidate)");
   return covered;
 }
 
@@ -666,7 +674,8 @@ Inspection inspect_repository(const fs::path& repo, const InitOptions& options) 
         "no bench found: add one to benches[] (an NVBench or Google Benchmark executable, or a kwbench.py "
         "script; docs/repo-config.md)");
   for (const FoundBench& bench : out.benches) {
-    if (bench.format != "python" && bench.format != "perf_report" && bench.format != "do_bench") {
+    if (bench.format != "python" && bench.format != "perf_report" && bench.format != "do_bench" &&
+        bench.format != "tritonbench") {
       out.todos.push_back(
           "benches[\"" + bench.name +
           "\"]: `launches` (the kernels it must launch, with their block) for launch_geometry, "

@@ -16,7 +16,7 @@ namespace kw::agent {
 
 struct FoundBench {
   std::string name;    // the bench's name in kernelwatch.json
-  std::string format;  // nvbench, gbench, python, perf_report or do_bench
+  std::string format;  // nvbench, gbench, python, perf_report, do_bench or tritonbench
   std::string path;    // relative to the repository, as it is after the build
   std::string how;     // how it was found, for the summary
 };

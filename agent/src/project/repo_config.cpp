@@ -80,7 +80,7 @@ const std::vector<Field> kBenchFields = {
      Kind::string,
      false,
      nullptr,
-     {"kwbench", "gbench", "nvbench", "python", "perf_report", "do_bench"}},
+     {"kwbench", "gbench", "nvbench", "python", "perf_report", "do_bench", "tritonbench"}},
     {"args", Kind::strings},
     {"cases", Kind::string},
     {"libraries", Kind::objects, false, &kLibraryFields},
@@ -336,8 +336,10 @@ std::vector<std::string> bench_command(const BenchConfig& bench, const std::file
     interpreter = (checkout / interpreter).string();
   if (bench.form.empty()) return {interpreter, path};
   // kwbench.py is on the bench's PYTHONPATH (bench_env).
-  std::vector<std::string> argv{interpreter, "-m", "kwbench",
-                                bench.form == "do_bench" ? "--do-bench" : "--perf-report", path};
+  const std::string form_flag = bench.form == "do_bench"      ? "--do-bench"
+                                : bench.form == "tritonbench" ? "--tritonbench"
+                                                              : "--perf-report";
+  std::vector<std::string> argv{interpreter, "-m", "kwbench", form_flag, path};
   if (!bench.candidate.empty()) argv.insert(argv.end(), {"--candidate", bench.candidate});
   return argv;
 }
@@ -455,10 +457,12 @@ BenchFormat format_of(JsonReader& b) {
   if (format == "kwbench") return BenchFormat::kwbench;
   if (format == "gbench") return BenchFormat::gbench;
   if (format == "nvbench") return BenchFormat::nvbench;
-  if (format == "python" || format == "perf_report" || format == "do_bench") return BenchFormat::python;
-  JsonReader::fail(b.child("format"),
-                   "unknown format \"" + format +
-                       "\" (expected kwbench, gbench, nvbench, python, perf_report or do_bench)");
+  if (format == "python" || format == "perf_report" || format == "do_bench" || format == "tritonbench")
+    return BenchFormat::python;
+  JsonReader::fail(
+      b.child("format"),
+      "unknown format \"" + format +
+          "\" (expected kwbench, gbench, nvbench, python, perf_report, do_bench or tritonbench)");
 }
 
 // `libraries` (a kwbench bench's) and `launches` (what another harness's cases launch).
@@ -525,11 +529,12 @@ BenchConfig read_bench(const json& value, const std::string& path) {
   bench.path = b.string("path");
   bench.format = format_of(b);
   if (const std::string format = b.opt_string("format").value_or("");
-      format == "perf_report" || format == "do_bench")
+      format == "perf_report" || format == "do_bench" || format == "tritonbench")
     bench.form = format;
   if (const std::optional<std::string> candidate = b.opt_string("candidate")) {
     if (bench.form.empty())
-      JsonReader::fail(b.child("candidate"), "only a perf_report or do_bench bench names a candidate");
+      JsonReader::fail(b.child("candidate"),
+                       "only a perf_report, do_bench or tritonbench bench names a candidate");
     if (candidate->empty()) JsonReader::fail(b.child("candidate"), "must name a provider of the benchmark");
     bench.candidate = *candidate;
   }

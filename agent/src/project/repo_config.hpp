@@ -64,18 +64,19 @@ struct BenchConfig {
   std::string interpreter = "python3";
   std::vector<std::string> modules;
   // A python bench in a form the repository already has, run by kwbench.py
-  // (`python3 -m kwbench --perf-report SCRIPT` or `--do-bench SCRIPT`):
-  // "perf_report" (a triton.testing.perf_report script) or "do_bench" (a
-  // script timing its kernels with do_bench); empty: a kwbench.py script.
-  // And the provider that runs the repository's kernel (empty: kwbench.py's
-  // default, the one that says triton, else the first).
+  // (`python3 -m kwbench --perf-report SCRIPT`, `--do-bench SCRIPT` or
+  // `--tritonbench OPERATOR`): "perf_report" (a triton.testing.perf_report
+  // script), "do_bench" (a script timing its kernels with do_bench) or
+  // "tritonbench" (an operator in TritonBench's layout); empty: a kwbench.py
+  // script. And the provider that runs the repository's kernel (empty:
+  // kwbench.py's default, the one that says triton, else the first).
   std::string form;
   std::string candidate;
 };
 
 // The argv that starts `bench` in `checkout`: its executable, for a python
-// bench the interpreter and the script, for a perf_report or do_bench
-// script the interpreter running kwbench.py over it.
+// bench the interpreter and the script, for a perf_report, do_bench or
+// tritonbench bench the interpreter running kwbench.py over it.
 std::vector<std::string> bench_command(const BenchConfig& bench, const std::filesystem::path& checkout);
 
 // full_bench as replicates (docs/repo-config.md, docs/detection.md).

@@ -390,6 +390,62 @@ class DoBenchForm(unittest.TestCase):
         self.assertIn("calls no triton.testing.do_bench", err)
 
 
+class TritonBenchForm(unittest.TestCase):
+    """An operator in TritonBench's layout run as it is: a case per input,
+    its registered benchmarks the implementations (tests/tritonbench_layout,
+    whose tritonbench.utils is a TEST DOUBLE of TritonBench's)."""
+
+    OPERATOR = os.path.join(HERE, "tritonbench_layout", "tritonbench", "operators", "saxpy", "operator.py")
+    FORM = ("--tritonbench", OPERATOR)
+
+    def test_a_case_per_input_named_by_its_x_value_the_registered_baseline_first(self):
+        code, document, err = run_perf_report("--list", form=self.FORM)
+        self.assertEqual(code, 0, err)
+        self.assertEqual([(c["name"], c["params"], c["baselines"]) for c in document["cases"]],
+                         [("saxpy/size=1000", {"size": 1000}, ["listcomp_saxpy"]),
+                          ("saxpy/size=4000", {"size": 4000}, ["listcomp_saxpy"])])
+        # The operator's package directory names it as well as its operator.py.
+        code, same, err = run_perf_report("--list", form=("--tritonbench", os.path.dirname(self.OPERATOR)))
+        self.assertEqual((code, same), (0, document), err)
+
+    def test_each_input_is_timed_and_a_slower_candidate_measures_slower(self):
+        code, document, err = run_perf_report("--stage", "full_bench", "--min-samples", "5", "--max-samples", "5",
+                                              form=self.FORM, env={"KWBENCH_STANDIN_SLOWDOWN": "3"})
+        self.assertEqual(code, 0, err)
+        fastest = {(c["name"], m["impl"]): min(m["samples_ns"]) for c in document["cases"] for m in c["measurements"]}
+        self.assertGreater(fastest[("saxpy/size=4000", "candidate")], 2 * fastest[("saxpy/size=1000", "candidate")])
+        self.assertGreater(fastest[("saxpy/size=4000", "candidate")],
+                           2 * fastest[("saxpy/size=4000", "baseline:listcomp_saxpy")])
+
+    def test_correctness_holds_the_candidate_to_the_registered_baseline(self):
+        code, document, err = run_perf_report("--stage", "correctness", form=self.FORM)
+        self.assertEqual(code, 0, err)
+        code, document, _ = run_perf_report("--stage", "correctness", form=self.FORM, env={"SAXPY_WRONG": "1"})
+        self.assertEqual(code, 1)
+        self.assertIn("against listcomp_saxpy exceeds", case_results(document)["saxpy/size=1000"]["message"])
+
+    def test_the_operators_own_accuracy_check_decides_where_it_has_one(self):
+        env = {"SAXPY_WRONG": "1", "SAXPY_OWN_ACCURACY": "1"}
+        code, document, err = run_perf_report("--stage", "correctness", form=self.FORM, env=env)
+        self.assertEqual(code, 0, err)
+        message = case_results(document)["saxpy/size=1000"]["message"]
+        self.assertIn("the operator's accuracy() passes triton_saxpy against listcomp_saxpy", message)
+        self.assertIn("exceeds the tolerance", message)  # kwbench's own comparison, said beside it
+
+    def test_the_candidate_is_chosen_by_name_and_an_unknown_one_is_named(self):
+        code, document, err = run_perf_report("--list", "--candidate", "listcomp", form=self.FORM)
+        self.assertEqual(code, 0, err)
+        self.assertEqual(document["cases"][0]["baselines"], ["triton_saxpy"])
+        code, _, err = run_perf_report("--list", "--candidate", "cuda", form=self.FORM)
+        self.assertEqual(code, 2)
+        self.assertIn("operator saxpy: no benchmark cuda (registered: listcomp_saxpy, triton_saxpy)", err)
+
+    def test_a_file_outside_the_layout_is_named(self):
+        code, _, err = run_perf_report("--list", form=("--tritonbench", os.path.join(HERE, "do_bench_bench.py")))
+        self.assertEqual(code, 2)
+        self.assertIn("is not in TritonBench's layout (tritonbench/operators/<op>/operator.py)", err)
+
+
 class HeadStart(unittest.TestCase):
     """The spin kernel at the head of each timed batch, against a TEST
     DOUBLE of torch.cuda (its _sleep and events record what they are

@@ -1,0 +1,1 @@
+from .operator import Operator  # noqa: F401
