@@ -295,6 +295,29 @@ TEST(InitCommand, PerfReportScriptsAreTrackedAsTheyAreAndOnlyUncoveredKernelsGet
   fs::remove_all(repo);
 }
 
+// Kernels of one name in two modules (each attention variant's
+// _fwd_kernel), and two whose class names would match (_scale, scale): every
+// case class and case name is defined once, and the script compiles.
+TEST(InitCommand, KernelsOfOneNameInTwoModulesGetClassesOfTheirOwn) {
+  const fs::path repo = kw::testing::make_temp_dir("kw-init-same-names");
+  write(repo / "kernels/attention.py", triton_module("_fwd_kernel", "attention"));
+  write(repo / "kernels/layernorm.py", triton_module("_fwd_kernel", "layernorm"));
+  write(repo / "kernels/scale.py", triton_module("_scale", "scale") + triton_module("scale", "scale_again"));
+  const Inspection found = inspect_repository(repo, {});
+  ASSERT_EQ(found.benches.size(), 1u) << json(found.notes).dump();
+  const std::string& script = found.script_text;
+  for (const char* defined :
+       {"class AttentionFwdKernel(kwbench.Case)", "class LayernormFwdKernel(kwbench.Case)",
+        "class Scale(kwbench.Case)", "class Scale2(kwbench.Case)", "name = \"attention/_fwd_kernel\"",
+        "name = \"layernorm/_fwd_kernel\""}) {
+    const auto at = script.find(defined);
+    EXPECT_NE(at, std::string::npos) << defined << "\n" << script;
+    EXPECT_EQ(script.find(defined, at + 1), std::string::npos) << "twice: " << defined;
+  }
+  expect_python_compiles(script);
+  fs::remove_all(repo);
+}
+
 // A repository in TritonBench's layout: each operator with registered
 // benchmarks is tracked as it is ("format": "tritonbench"), named by its
 // directory, and the kernels of the modules it imports get no skeleton case;

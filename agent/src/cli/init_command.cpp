@@ -498,7 +498,21 @@ void write_triton_script(const std::vector<std::pair<const PythonFile*, std::str
                          const std::vector<PythonFile>& files, Inspection& out) {
   std::set<std::string> modules, import_roots;
   std::string cases, case_classes;
+  // Kernels of one name in several modules (_fwd_kernel) are told apart by
+  // their module, in the class and the case name alike.
+  // Names that differ only where a class name drops it (_fwd, fwd) get a
+  // number.
+  std::map<std::string, int> named;
+  std::set<std::string> classes;
+  for (const auto& [file, kernel] : kernels) ++named[kernel];
   for (const auto& [file, kernel] : kernels) {
+    const std::string module_stem = file->module.substr(file->module.rfind('.') + 1);
+    const bool shared_name = named[kernel] > 1;
+    std::string case_class = class_name(shared_name ? module_stem + "_" + kernel : kernel);
+    for (int n = 2; !classes.insert(case_class).second; ++n)
+      case_class = class_name(shared_name ? module_stem + "_" + kernel : kernel) + std::to_string(n);
+    const std::string case_name =
+        shared_name ? identifier(module_stem) + "/" + identifier(kernel) : identifier(kernel);
     // A src layout's packages are imported from src/, installed or not; a
     // package elsewhere (python/triton) is the installed one's source.
     if (file->import_root == "src") import_roots.insert(file->import_root);
@@ -514,9 +528,8 @@ void write_triton_script(const std::vector<std::pair<const PythonFile*, std::str
       out.notes.push_back(kernel + ": block " + hints.block + ", " + hints.block_note);
     if (!hints.reference.empty() || !hints.reference_note.empty())
       out.notes.push_back(kernel + ": reference " + hints.reference_note);
-    case_classes +=
-        case_text(class_name(kernel), identifier(kernel), hints, kernel + "*", file->module + "." + kernel);
-    cases += (cases.empty() ? "" : ", ") + case_instances(class_name(kernel), hints);
+    case_classes += case_text(case_class, case_name, hints, kernel + "*", file->module + "." + kernel);
+    cases += (cases.empty() ? "" : ", ") + case_instances(case_class, hints);
     if (!hints.param_rows.empty())
       out.notes.push_back(kernel + ": " + std::to_string(hints.param_rows.size()) + " case(s), " +
                           hints.params_note);
