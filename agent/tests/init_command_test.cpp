@@ -387,6 +387,37 @@ TEST(InitCommand, ATritonSkeletonUsesTheLauncherItsInputsItsWarpsAndItsReference
   fs::remove_all(repo);
 }
 
+// A launcher that takes num_warps from a helper and returns a tuple (the
+// output and its statistics, as a layer norm's forward does): the block is
+// said to be unknown, never Triton's default guessed, and the first value
+// returned is what the reference is held to.
+TEST(InitCommand, WarpsFromAHelperAreUnknownAndATupleLaunchersFirstValueIsChecked) {
+  const fs::path repo = kw::testing::make_temp_dir("kw-init-warps-helper");
+  write(repo / "layernorm.py",
+        "import torch\nimport triton\nimport triton.language as tl\n\n\n"
+        "def warps_for(block):\n    return min(max(block // 256, 1), 8)\n\n\n"
+        "@triton.jit\ndef layernorm_kernel(out_ptr, mean_ptr, in_ptr, n_cols, BLOCK: tl.constexpr):\n"
+        "    pass\n\n\n"
+        "def layernorm(x):\n    n_rows, n_cols = x.shape\n    BLOCK = triton.next_power_of_2(n_cols)\n"
+        "    y = torch.empty_like(x)\n    mean = torch.empty(n_rows, device=x.device)\n"
+        "    layernorm_kernel[(n_rows,)](y, mean, x, n_cols, BLOCK=BLOCK, num_warps=warps_for(BLOCK))\n"
+        "    return y, (mean, n_cols)\n\n\n"
+        "x = torch.randn(64, 4096, device='cuda')\ny, stats = layernorm(x)\n");
+  const Inspection found = inspect_repository(repo, {});
+  ASSERT_EQ(found.benches.size(), 1u) << json(found.notes).dump();
+  const std::string& script = found.script_text;
+  EXPECT_NE(script.find("kwbench.Launch(\"layernorm_kernel*\", block=None)"), std::string::npos) << script;
+  EXPECT_NE(script.find("layernorm() sets num_warps to `warps_for(BLOCK)`, which kw init does not follow"),
+            std::string::npos)
+      << script;
+  EXPECT_EQ(script.find("128 threads"), std::string::npos) << "no default guessed\n" << script;
+  EXPECT_NE(script.find("return layernorm.layernorm(self.x)[0]"), std::string::npos) << script;
+  EXPECT_NE(script.find("it returns 2 values, the first compared with the reference"), std::string::npos)
+      << script;
+  expect_python_compiles(script);
+  fs::remove_all(repo);
+}
+
 // A test parametrized over shapes and dtypes with literal values: each of
 // its combinations becomes a case, named by its parameters, with the
 // parameters bound before the inputs are made. Parameters the inputs do not

@@ -237,19 +237,43 @@ void use_caller(const Caller& caller, const std::string& callee, CaseHints& hint
 }
 
 // Triton runs num_warps warps a program (4 unless the launch says): the
-// block is 32 threads a warp. Several values in the launcher: no fixed block.
+// block is 32 threads a warp. Several values in the launcher: no fixed
+// block. A value the launcher computes (a helper's answer, an expression) is
+// not followed: the block is said to be unknown, never guessed.
 void block_of(const std::string& launch_text, const std::string& where, bool autotuned, CaseHints& hints) {
   if (autotuned) {
     hints.block = "None";
     hints.block_note = "@triton.autotune picks num_warps";
     return;
   }
-  static const std::regex warps(R"(num_warps\s*=\s*(\d+))");
+  static const std::regex warps(R"(\bnum_warps\s*=(?!=)\s*)");
   std::set<int> values;
+  std::string computed;
   for (auto it = std::sregex_iterator(launch_text.begin(), launch_text.end(), warps);
-       it != std::sregex_iterator(); ++it)
-    values.insert(std::stoi((*it)[1]));
-  if (values.empty()) {
+       it != std::sregex_iterator(); ++it) {
+    // The value: up to a comma, a closing bracket or the line's end outside brackets.
+    std::string value;
+    int depth = 0;
+    for (std::size_t i = static_cast<std::size_t>(it->position(0) + it->length(0)); i < launch_text.size();
+         ++i) {
+      const char c = launch_text[i];
+      if (c == '(' || c == '[') ++depth;
+      if (c == ')' || c == ']') --depth;
+      if (depth < 0 || c == '\n' || c == '#' || (c == ',' && depth == 0)) break;
+      value += c;
+    }
+    value.erase(value.find_last_not_of(" \t\r") + 1);
+    if (!value.empty() &&
+        std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      values.insert(std::stoi(value));
+    else if (value != "num_warps" && computed.empty())
+      computed = value;  // `num_warps=num_warps` passes on what is set elsewhere
+  }
+  if (!computed.empty()) {
+    hints.block = "None";
+    hints.block_note = where + " sets num_warps to `" + computed +
+                       "`, which kw init does not follow: the block is unknown (TODO: write it out)";
+  } else if (values.empty()) {
     hints.block_note = "Triton's default num_warps=4: 128 threads";
   } else if (values.size() == 1) {
     hints.block = "(" + std::to_string(32 * *values.begin()) + ", 1, 1)";
@@ -260,6 +284,24 @@ void block_of(const std::string& launch_text, const std::string& where, bool aut
     for (int v : values) listed += (listed.empty() ? "" : " or ") + std::to_string(v);
     hints.block_note = where + " sets num_warps to " + listed + " by shape";
   }
+}
+
+// How many values a launcher's body returns at its first `return a, b`
+// (a tuple); 1 where it returns one value or none is found.
+std::size_t returned_values(const std::string& body) {
+  static const std::regex tuple(R"(\n[ \t]+return[ \t]+\(?([^\n]*))");
+  std::smatch found;
+  if (!std::regex_search(body, found, tuple)) return 1;
+  const std::string returned = found[1];
+  std::size_t count = 1;
+  int depth = 0;
+  for (char c : returned) {
+    if (c == '(' || c == '[' || c == '{') ++depth;
+    if (c == ')' || c == ']' || c == '}') --depth;
+    if (c == ',' && depth == 0) ++count;
+    if (depth < 0) break;  // the tuple's own closing parenthesis
+  }
+  return count;
 }
 
 }  // namespace
@@ -355,6 +397,11 @@ CaseHints triton_case_hints(const PythonFile& file, const std::string& kernel,
     if (std::optional<Caller> caller = caller_of(*launcher, files))
       use_caller(*caller, file.module + "." + *launcher, hints);
     block_of(body, *launcher + "()", autotuned, hints);
+    if (const std::size_t returned = returned_values(body); returned > 1) {
+      hints.call += "[0]";
+      hints.call_note += "; it returns " + std::to_string(returned) +
+                         " values, the first compared with the reference (TODO: the one that is the output)";
+    }
   } else {
     block_of("", file.path, autotuned, hints);
   }
