@@ -318,6 +318,34 @@ TEST(InitCommand, KernelsOfOneNameInTwoModulesGetClassesOfTheirOwn) {
   fs::remove_all(repo);
 }
 
+// A package with copies of its kernels for other accelerators' backends
+// (_ascend/, backends/amd/): those are left out, said by folder; the CUDA
+// ones (_nvidia/) and the package's own are cases.
+TEST(InitCommand, OtherBackendsCopiesOfTheKernelsAreLeftOutWithANote) {
+  const fs::path repo = kw::testing::make_temp_dir("kw-init-backends");
+  write(repo / "src/gems/__init__.py", "");
+  write(repo / "src/gems/ops/add.py", triton_module("add_kernel", "add"));
+  write(repo / "src/gems/runtime/backend/_nvidia/mm.py", triton_module("mm_kernel", "mm"));
+  write(repo / "src/gems/runtime/backend/_ascend/add.py", triton_module("add_kernel", "add"));
+  write(repo / "src/gems/runtime/backend/_ascend/mm.py", triton_module("mm_kernel", "mm"));
+  write(repo / "backends/amd/softmax.py", triton_module("softmax_kernel", "softmax"));
+  const Inspection found = inspect_repository(repo, {});
+  ASSERT_EQ(found.benches.size(), 1u) << json(found.notes).dump();
+  const std::string& script = found.script_text;
+  EXPECT_NE(script.find("class AddKernel(kwbench.Case)"), std::string::npos) << script;
+  EXPECT_NE(script.find("class MmKernel(kwbench.Case)"), std::string::npos) << script;
+  EXPECT_EQ(script.find("SoftmaxKernel"), std::string::npos) << script;
+  EXPECT_EQ(script.find("_ascend"), std::string::npos) << script;
+  const std::string notes = json(found.notes).dump();
+  EXPECT_NE(notes.find("2 @triton.jit function(s) in src/gems/runtime/backend/_ascend/ left out: a copy for "
+                       "another accelerator's backend"),
+            std::string::npos)
+      << notes;
+  EXPECT_NE(notes.find("1 @triton.jit function(s) in backends/amd/ left out"), std::string::npos) << notes;
+  expect_python_compiles(script);
+  fs::remove_all(repo);
+}
+
 // A repository in TritonBench's layout: each operator with registered
 // benchmarks is tracked as it is ("format": "tritonbench"), named by its
 // directory, and the kernels of the modules it imports get no skeleton case;

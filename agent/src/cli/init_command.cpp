@@ -619,7 +619,8 @@ std::set<std::string> benchmark_scripts(const std::vector<PythonFile>& files, co
 
 // Triton kernels: functions under @triton.jit that the repository launches
 // (name[grid](...)); a @triton.jit helper that kernels call is no case.
-// Those in a benchmark script's file are its cases already.
+// Those in a benchmark script's file are its cases already, and those of a
+// copy for another accelerator's backend are left out, said so.
 bool triton_kernels(const fs::path& repo, const InitOptions& options, Inspection& out) {
   static const std::regex jit(
       R"(@triton\.(?:jit|autotune)[^\n]*\n(?:@[^\n]*\n|[ \t)][^\n]*\n)*def\s+([A-Za-z_][A-Za-z0-9_]*))");
@@ -628,10 +629,21 @@ bool triton_kernels(const fs::path& repo, const InitOptions& options, Inspection
   const std::set<std::string> covered = benchmark_scripts(files, options, out);
   std::vector<std::pair<const PythonFile*, std::string>> kernels;  // its file, the kernel
   std::set<std::string> launched;
+  std::map<std::string, int> other_backends;  // folder -> kernels left out
   for (const PythonFile& file : files) {
     for (const std::string& name : matches(file.text, launch)) launched.insert(name);
     if (file.text.find("import triton") == std::string::npos || covered.contains(file.path)) continue;
-    for (const std::string& kernel : matches(file.text, jit)) kernels.emplace_back(&file, kernel);
+    const std::vector<std::string> jitted_here = matches(file.text, jit);
+    if (const std::string backend = other_backend_folder(file.path); !backend.empty()) {
+      other_backends[backend] += static_cast<int>(jitted_here.size());
+      continue;
+    }
+    for (const std::string& kernel : jitted_here) kernels.emplace_back(&file, kernel);
+  }
+  for (const auto& [folder, count] : other_backends) {
+    if (count > 0)
+      out.notes.push_back("Triton: " + std::to_string(count) + " @triton.jit function(s) in " + folder +
+                          "/ left out: a copy for another accelerator's backend, not the CUDA one");
   }
   if (kernels.empty()) return !covered.empty();
   const std::size_t jitted = kernels.size();

@@ -3,7 +3,10 @@
 #include <fnmatch.h>
 
 #include <algorithm>
+#include <cctype>
 #include <fstream>
+#include <iterator>
+#include <set>
 #include <sstream>
 
 namespace kw::agent {
@@ -76,6 +79,23 @@ bool selected(const std::vector<std::string>& only, std::initializer_list<std::s
     }
   }
   return false;
+}
+
+std::string other_backend_folder(const std::string& path) {
+  static const std::set<std::string> backends = {
+      "aipu",     "amd",  "arm",   "ascend", "cambricon", "cpu",       "enflame",    "gcu", "habana",
+      "hip",      "hpu",  "hygon", "intel",  "iluvatar",  "kunlunxin", "metax",      "mlu", "mps",
+      "mthreads", "musa", "npu",   "rocm",   "sunrise",   "tpu",       "tsingmicro", "xpu"};
+  const fs::path relative(path);
+  fs::path folder;
+  for (auto it = relative.begin(); it != relative.end() && std::next(it) != relative.end(); ++it) {
+    folder /= *it;
+    std::string name = it->string();
+    name.erase(0, name.find_first_not_of('_'));
+    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+    if (backends.contains(name)) return folder.generic_string();
+  }
+  return "";
 }
 
 }  // namespace kw::agent

@@ -24,5 +24,9 @@ std::string in_repo(const std::filesystem::path& file, const std::filesystem::pa
 // Whether --only's globs take a thing of these names; a glob matches a name
 // or its last dotted part ("scan" takes bench.example.cpp17.scan).
 bool selected(const std::vector<std::string>& only, std::initializer_list<std::string> names);
+// The folder of `path` (relative to the repository) named for another
+// accelerator's backend (a package's copy of its kernels for Ascend, ROCm,
+// Kunlunxin...: _ascend/, backends/amd/), or "" where none is.
+std::string other_backend_folder(const std::string& path);
 
 }  // namespace kw::agent
