@@ -446,6 +446,43 @@ TEST(InitCommand, WarpsFromAHelperAreUnknownAndATupleLaunchersFirstValueIsChecke
   fs::remove_all(repo);
 }
 
+// A reference whose signature does not match the launcher's call (a test
+// module's torch_softmax(x, dim, dtype) beside softmax(x)) is not called
+// with the launcher's arguments: it is named, with why, and left a TODO; one
+// with defaults for the rest is used.
+TEST(InitCommand, AReferenceIsUsedOnlyWhereItTakesTheLaunchersArguments) {
+  const std::string launcher_module =
+      "import torch\nimport triton\nimport triton.language as tl\n\n\n"
+      "@triton.jit\ndef softmax_kernel(out_ptr, in_ptr, n_cols, BLOCK: tl.constexpr):\n    pass\n\n\n"
+      "def softmax(x):\n    y = torch.empty_like(x)\n"
+      "    softmax_kernel[(x.shape[0],)](y, x, x.shape[1], BLOCK=1024)\n    return y\n\n\n"
+      "x = torch.randn(8, 1024, device='cuda')\ny = softmax(x)\n";
+  for (const bool matching : {false, true}) {
+    const fs::path repo = kw::testing::make_temp_dir("kw-init-reference-signature");
+    write(repo / "softmax.py", launcher_module);
+    write(repo / "tests/reference.py", matching
+                                           ? "def torch_softmax(x, dim: int = -1, *, dtype=None):\n"
+                                             "    return torch.exp(x) / torch.exp(x).sum(dim, keepdim=True)\n"
+                                           : "def torch_softmax(x, dim, dtype):\n"
+                                             "    return (torch.exp(x) / torch.exp(x).sum(dim)).to(dtype)\n");
+    const Inspection found = inspect_repository(repo, {});
+    ASSERT_EQ(found.benches.size(), 1u) << json(found.notes).dump();
+    const std::string& script = found.script_text;
+    if (matching) {
+      EXPECT_NE(script.find("return tests.reference.torch_softmax(self.x)"), std::string::npos) << script;
+    } else {
+      EXPECT_EQ(script.find("torch_softmax(self.x)"), std::string::npos) << script;
+      EXPECT_NE(
+          script.find("the repository has torch_softmax (tests/reference.py), which takes 3 argument(s) "
+                      "where the call passes 1: not used"),
+          std::string::npos)
+          << script;
+    }
+    expect_python_compiles(script);
+    fs::remove_all(repo);
+  }
+}
+
 // A test parametrized over shapes and dtypes with literal values: each of
 // its combinations becomes a case, named by its parameters, with the
 // parameters bound before the inputs are made. Parameters the inputs do not

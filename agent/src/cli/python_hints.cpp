@@ -1,6 +1,7 @@
 #include "cli/python_hints.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <optional>
 #include <regex>
 #include <set>
@@ -380,6 +381,40 @@ std::optional<std::pair<const PythonFile*, std::string>> reference_of(const std:
   return std::nullopt;
 }
 
+namespace {
+
+// How many positional arguments `def name(...)` in `text` takes: its
+// parameters without a default at least, all before `*` at most (no bound
+// with *args). nullopt where the def is not found whole.
+std::optional<std::pair<std::size_t, std::size_t>> positional_arguments(const std::string& text,
+                                                                        const std::string& name) {
+  const std::regex def("(^|\n)def\\s+" + name + "\\s*\\(");
+  std::smatch found;
+  if (!std::regex_search(text, found, def)) return std::nullopt;
+  const std::size_t open = static_cast<std::size_t>(found.position(0) + found.length(0));
+  int depth = 1;
+  std::size_t close = open;
+  for (; close < text.size() && depth > 0; ++close) {
+    if (text[close] == '(' || text[close] == '[') ++depth;
+    if (text[close] == ')' || text[close] == ']') --depth;
+  }
+  if (depth != 0) return std::nullopt;
+  std::size_t required = 0, most = 0;
+  for (const std::string& parameter : top_level_parts(text.substr(open, close - 1 - open))) {
+    if (parameter == "self" || parameter.rfind("**", 0) == 0) continue;
+    if (parameter == "/") continue;
+    if (parameter[0] == '*') {
+      if (parameter != "*") most = std::numeric_limits<std::size_t>::max();  // *args
+      break;
+    }
+    ++most;
+    if (parameter.find('=') == std::string::npos) ++required;
+  }
+  return std::make_pair(required, most);
+}
+
+}  // namespace
+
 CaseHints triton_case_hints(const PythonFile& file, const std::string& kernel,
                             const std::vector<PythonFile>& files) {
   CaseHints hints;
@@ -407,9 +442,21 @@ CaseHints triton_case_hints(const PythonFile& file, const std::string& kernel,
   }
   if (auto reference = reference_of(stem, files)) {
     const auto& [where, name] = *reference;
-    hints.modules.push_back(where->module);
     const std::string arguments =
         hints.call.substr(hints.call.find('(') + 1, hints.call.rfind(')') - hints.call.find('(') - 1);
+    // Held to the launcher's call only where it takes as many arguments.
+    const std::size_t passed = top_level_parts(arguments).size();
+    const auto takes = positional_arguments(where->text, name);
+    if (launcher && hints.setup_complete && takes && (passed < takes->first || passed > takes->second)) {
+      hints.reference_note = "the repository has " + name + " (" + where->path + "), which takes " +
+                             (takes->first == takes->second ? std::to_string(takes->first)
+                              : takes->second == std::numeric_limits<std::size_t>::max()
+                                  ? std::to_string(takes->first) + " or more"
+                                  : std::to_string(takes->first) + " to " + std::to_string(takes->second)) +
+                             " argument(s) where the call passes " + std::to_string(passed) + ": not used";
+      return hints;
+    }
+    hints.modules.push_back(where->module);
     if (launcher && hints.setup_complete) {
       hints.reference = where->module + "." + name + "(" + arguments + ")";
       hints.reference_note = "the repository's own " + name + " (" + where->path + "), on the same inputs";
