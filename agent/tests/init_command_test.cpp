@@ -483,6 +483,30 @@ TEST(InitCommand, AReferenceIsUsedOnlyWhereItTakesTheLaunchersArguments) {
   }
 }
 
+// What real tests look like: an input made by a call spread over lines
+// becomes one setup line, and a launcher called with literals alone gets a
+// setup that passes; the script compiles either way.
+TEST(InitCommand, AnInputMadeOverSeveralLinesIsJoinedAndANoArgumentCallNeedsNoSetup) {
+  const fs::path repo = kw::testing::make_temp_dir("kw-init-multiline");
+  write(repo / "gating.py",
+        "import torch\nimport triton\n\n@triton.jit\ndef gating_kernel(x, n):\n    pass\n\n"
+        "def gating(x):\n    gating_kernel[(1,)](x, x.numel())\n    return x\n\n"
+        "@triton.jit\ndef seed_kernel(n):\n    pass\n\n"
+        "def seed(n):\n    seed_kernel[(1,)](n)\n    return n\n");
+  write(repo / "tests/test_gating.py",
+        "import torch\nfrom gating import gating, seed\n\ndef test_gating():\n"
+        "    scores = torch.randn(\n        64, 8,\n        device='cuda',\n    )\n"
+        "    gating(scores)\n    seed(7)\n");
+  const Inspection found = inspect_repository(repo, {});
+  ASSERT_EQ(found.benches.size(), 1u) << json(found.notes).dump();
+  const std::string& script = found.script_text;
+  EXPECT_NE(script.find("        self.scores = torch.randn( 64, 8, device='cuda', )\n"), std::string::npos)
+      << script;
+  EXPECT_NE(script.find("        pass  # the call passes no input\n"), std::string::npos) << script;
+  expect_python_compiles(script);
+  fs::remove_all(repo);
+}
+
 // A test parametrized over shapes and dtypes with literal values: each of
 // its combinations becomes a case, named by its parameters, with the
 // parameters bound before the inputs are made. Parameters the inputs do not

@@ -1,11 +1,13 @@
 #include "cli/python_hints.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <limits>
 #include <optional>
 #include <regex>
 #include <set>
 #include <sstream>
+#include <string_view>
 
 namespace kw::agent {
 
@@ -138,6 +140,7 @@ std::optional<Caller> caller_of(const std::string& launcher, const std::vector<P
   const std::regex call("(^|[^\\w.])(?:[A-Za-z_][\\w.]*\\.)?" + launcher + R"(\(([^()\n]*)\))");
   std::optional<Caller> any;
   for (const PythonFile& file : files) {
+    if (file.text.find(launcher + "(") == std::string::npos) continue;  // the regex only where it can match
     for (auto it = std::sregex_iterator(file.text.begin(), file.text.end(), call);
          it != std::sregex_iterator(); ++it) {
       const auto at = static_cast<std::size_t>(it->position(0));
@@ -153,15 +156,32 @@ std::optional<Caller> caller_of(const std::string& launcher, const std::vector<P
   return any;
 }
 
-// The value a caller's file gives `name` last before `offset` (name = EXPR).
+// The value a caller's file gives `name` last before `offset` (name = EXPR),
+// on one line: an expression whose brackets span lines is joined.
 std::optional<std::string> assignment_before(const std::string& text, std::size_t offset,
                                              const std::string& name) {
   const std::regex assigned("(^|\\n)[ \\t]*" + name + R"(\s*=\s*([^\n=][^\n]*))");
-  std::optional<std::string> last;
+  std::optional<std::size_t> last;
   for (auto it = std::sregex_iterator(text.begin(), text.begin() + static_cast<long>(offset), assigned);
        it != std::sregex_iterator(); ++it)
-    last = (*it)[2];
-  return last;
+    last = static_cast<std::size_t>(it->position(2));
+  if (!last) return std::nullopt;
+  std::string expression;
+  int depth = 0;
+  for (std::size_t i = *last; i < offset; ++i) {
+    const char c = text[i];
+    if (c == '(' || c == '[' || c == '{') ++depth;
+    if (c == ')' || c == ']' || c == '}') --depth;
+    if (c == '\n') {
+      if (depth <= 0) break;
+      i = text.find_first_not_of(" \t", i + 1) - 1;  // the next line's indentation is one space
+      expression += ' ';
+      continue;
+    }
+    expression += c;
+  }
+  if (depth > 0) return std::nullopt;  // not closed before the call
+  return expression;
 }
 
 std::vector<std::string> split_arguments(const std::string& arguments) {
@@ -366,16 +386,42 @@ std::vector<std::string> free_identifiers(const std::string& expression) {
 
 std::optional<std::pair<const PythonFile*, std::string>> reference_of(const std::string& stem,
                                                                       const std::vector<PythonFile>& files) {
-  static const std::regex def(
-      R"((^|\n)def\s+((naive_|ref_|reference_|torch_)?(\w+?)(_ref|_reference)?)\s*\()");
+  // Read line by line, not with a regex over each file: kw init asks this
+  // for every kernel of the repository, over every file (hundreds of each).
+  static constexpr std::string_view kPrefixes[] = {"naive_", "ref_", "reference_", "torch_"};
+  static constexpr std::string_view kSuffixes[] = {"_ref", "_reference"};
   if (stem.empty()) return std::nullopt;
   for (const PythonFile& file : files) {
-    for (auto it = std::sregex_iterator(file.text.begin(), file.text.end(), def);
-         it != std::sregex_iterator(); ++it) {
-      if (!(*it)[3].matched && !(*it)[5].matched) continue;  // no reference's name
-      const std::string core = (*it)[4];
+    const std::string& text = file.text;
+    for (std::size_t at = text.rfind("def ", 0) == 0 ? 0 : text.find("\ndef "); at != std::string::npos;
+         at = text.find("\ndef ", at + 1)) {
+      std::size_t begin = text.find_first_not_of(" \t", at + (text[at] == '\n' ? 5 : 4));
+      if (begin == std::string::npos) break;
+      std::size_t end = begin;
+      while (end < text.size() && (std::isalnum(static_cast<unsigned char>(text[end])) || text[end] == '_'))
+        ++end;
+      const std::size_t paren = text.find_first_not_of(" \t", end);
+      if (end == begin || paren == std::string::npos || text[paren] != '(') continue;
+      const std::string name = text.substr(begin, end - begin);
+      std::string_view core(name);
+      bool named_as_reference = false;
+      for (std::string_view prefix : kPrefixes) {
+        if (core.size() > prefix.size() && core.substr(0, prefix.size()) == prefix) {
+          core.remove_prefix(prefix.size());
+          named_as_reference = true;
+          break;
+        }
+      }
+      for (std::string_view suffix : kSuffixes) {
+        if (core.size() > suffix.size() && core.substr(core.size() - suffix.size()) == suffix) {
+          core.remove_suffix(suffix.size());
+          named_as_reference = true;
+          break;
+        }
+      }
+      if (!named_as_reference) continue;
       if (stem.find(core) != std::string::npos || core.find(stem) != std::string::npos)
-        return std::make_pair(&file, (*it)[2].str());
+        return std::make_pair(&file, name);
     }
   }
   return std::nullopt;
