@@ -84,6 +84,7 @@ import math
 import os
 import platform
 import random
+import re
 import sys
 import time
 import traceback
@@ -1376,7 +1377,9 @@ class _TritonBenchOperator:
         if not self.benchmarks:
             raise Error("operator %s registers no enabled benchmark (@register_benchmark)" % self.name)
         self.baseline = getattr(self.registry, "BASELINE_BENCHMARKS", {}).get(self.name)
-        self.x_label = _name_part(getattr(self.registry, "REGISTERED_X_VALS", {}).get(self.name, "x_val"))
+        # A label like "(M, N)" names the case as M_N.
+        label = str(getattr(self.registry, "REGISTERED_X_VALS", {}).get(self.name, "x_val"))
+        self.x_label = "_".join(filter(None, re.split(r"[^A-Za-z0-9.-]+", label))) or "x_val"
         self._iterator, self._next = None, 0
 
     def inputs(self, index):

@@ -404,6 +404,12 @@ class TritonBenchForm(unittest.TestCase):
         self.assertEqual([(c["name"], c["params"], c["baselines"]) for c in document["cases"]],
                          [("saxpy/size=1000", {"size": 1000}, ["listcomp_saxpy"]),
                           ("saxpy/size=4000", {"size": 4000}, ["listcomp_saxpy"])])
+        # A tuple x value under a label like TritonBench's "(M, N)".
+        code, tuple_x, err = run_perf_report("--list", form=self.FORM, env={"SAXPY_TUPLE_X": "1"})
+        self.assertEqual(code, 0, err)
+        self.assertEqual([(c["name"], c["params"]) for c in tuple_x["cases"]],
+                         [("saxpy/N_repeat=1000x1", {"N_repeat": "1000x1"}),
+                          ("saxpy/N_repeat=4000x1", {"N_repeat": "4000x1"})])
         # The operator's package directory names it as well as its operator.py.
         code, same, err = run_perf_report("--list", form=("--tritonbench", os.path.dirname(self.OPERATOR)))
         self.assertEqual((code, same), (0, document), err)

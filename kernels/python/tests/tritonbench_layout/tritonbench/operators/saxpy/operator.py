@@ -28,9 +28,14 @@ class Operator(BenchmarkOperator):
         for n in self.sizes:
             yield ([float(i % 7) for i in range(n)],)
 
-    @register_x_val(label="size")
-    def get_x_val(self, example_inputs):
-        return len(example_inputs[0])
+    if os.environ.get("SAXPY_TUPLE_X"):
+        @register_x_val(label="(N, repeat)")
+        def get_x_val(self, example_inputs):
+            return (len(example_inputs[0]), 1)
+    else:
+        @register_x_val(label="size")
+        def get_x_val(self, example_inputs):
+            return len(example_inputs[0])
 
     @register_metric()
     def gbps(self, fn, example_inputs, metrics):
