@@ -346,6 +346,25 @@ TEST(InitCommand, OtherBackendsCopiesOfTheKernelsAreLeftOutWithANote) {
   fs::remove_all(repo);
 }
 
+// A script timing a PyTorch extension's ops with torch.utils.benchmark's
+// Timer is tracked as it is ("format": "do_bench"), with no Triton in it.
+TEST(InitCommand, ATorchTimerScriptIsTrackedAsItIs) {
+  const fs::path repo = kw::testing::make_temp_dir("kw-init-torch-timer");
+  write(repo / "benchmarks/bench_ops.py",
+        "import torch\nimport torch.utils.benchmark as benchmark\n\n"
+        "for n in (1024, 4096):\n    x = torch.randn(n, device='cuda')\n"
+        "    for op in ('mine', 'torch'):\n"
+        "        print(benchmark.Timer(stmt='f(x)', globals={'f': torch.relu, 'x': x}, description=op)"
+        ".blocked_autorange())\n");
+  write(repo / "tests/test_timer.py", "import torch.utils.benchmark as b\nb.Timer(stmt='1').timeit(1)\n");
+  const Inspection found = inspect_repository(repo, {});
+  ASSERT_EQ(found.benches.size(), 1u) << json(found.notes).dump();
+  EXPECT_EQ(found.benches[0].name, "bench_ops");
+  EXPECT_EQ(found.benches[0].format, "do_bench");
+  EXPECT_EQ(found.benches[0].path, "benchmarks/bench_ops.py");
+  fs::remove_all(repo);
+}
+
 // A repository in TritonBench's layout: each operator with registered
 // benchmarks is tracked as it is ("format": "tritonbench"), named by its
 // directory, and the kernels of the modules it imports get no skeleton case;

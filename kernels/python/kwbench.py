@@ -931,13 +931,14 @@ class _Capture:
     sites = None  # do_bench form: (file, line, the caller's scalar locals, fn) of every call
 
     @staticmethod
-    def keep(fn, quantiles, return_mode):
+    def keep(fn, quantiles, return_mode, depth=2, names=None):
         if _Capture.active is not None:
             _Capture.active.append(fn)
         if _Capture.sites is not None:
-            caller = sys._getframe(2)  # the script's frame, past do_bench
+            caller = sys._getframe(depth)  # the script's frame, past do_bench
             scalars = {k: _scalar(v) for k, v in caller.f_locals.items()
                        if _scalar(v) is not None and not k.startswith("_")}
+            scalars.update(names or {})
             _Capture.sites.append((caller.f_code.co_filename, caller.f_code.co_name, caller.f_lineno, scalars,
                                    _bound_now(fn)))
         # A time the script's own arithmetic (GB/s, TFLOP/s) accepts.
@@ -953,6 +954,77 @@ class _Capture:
     @staticmethod
     def do_bench_cudagraph(fn, rep=20, grad_to_none=None, quantiles=None, *args, return_mode="mean", **kwargs):
         return _Capture.keep(fn, quantiles, return_mode)
+
+
+class _CapturedTimer:
+    """torch.utils.benchmark.Timer, keeping what it would time as do_bench's
+    stand-in keeps a callable: its statement, compiled with its globals once
+    its setup ran (an expression's value is what correctness compares), and
+    its label, sub_label and description, which name the case and the
+    implementation."""
+
+    def __init__(self, stmt="pass", setup="pass", global_setup="", timer=None, globals=None,  # noqa: A002
+                 label=None, sub_label=None, description=None, env=None, num_threads=1, language=None):
+        namespace = dict(globals or {})
+        exec(setup, namespace)  # noqa: S102 (the script's own setup, as Timer runs it)
+        try:
+            code, run = compile(stmt, "<stmt>", "eval"), eval
+        except SyntaxError:
+            code, run = compile(stmt, "<stmt>", "exec"), exec
+        self._fn = lambda: run(code, namespace)
+        self.label, self.sub_label, self.description = label, sub_label, description
+        self._names = {k: str(v) for k, v in (("label", label), ("sub_label", sub_label),
+                                               ("description", description)) if v is not None}
+
+    def _kept(self):
+        _Capture.keep(self._fn, None, "mean", depth=3, names=self._names)
+        return _CapturedMeasurement(self)
+
+    def timeit(self, number=1000000):
+        return self._kept()
+
+    def blocked_autorange(self, callback=None, min_run_time=0.2):
+        return self._kept()
+
+    def adaptive_autorange(self, threshold=0.1, *, min_run_time=0.01, max_run_time=10.0, callback=None):
+        return self._kept()
+
+
+class _CapturedMeasurement:
+    """What a captured Timer answers: a time the script's arithmetic and
+    printing accept (1 ms)."""
+
+    def __init__(self, timer):
+        self.label, self.sub_label, self.description = timer.label, timer.sub_label, timer.description
+        self.number_per_run, self.raw_times, self.times = 1, [1e-3], [1e-3]
+        self.mean = self.median = 1e-3
+        self.iqr = 0.0
+        self.title = " ".join(str(v) for v in (timer.label, timer.sub_label, timer.description) if v)
+
+    def __repr__(self):
+        return "%s: 1.00 ms (kernelwatch times it)" % (self.title or "stmt")
+
+
+class _CapturedCompare:
+    """torch.utils.benchmark.Compare over captured measurements: prints nothing."""
+
+    def __init__(self, results=None):
+        self.results = list(results or [])
+
+    def extend_results(self, results):
+        self.results.extend(results)
+
+    def trim_significant_figures(self):
+        pass
+
+    def colorize(self, rowwise=False):
+        pass
+
+    def highlight_warnings(self):
+        pass
+
+    def print(self):
+        pass
 
 
 def _scalar(value):
@@ -1135,12 +1207,16 @@ class _PerfReportCase(Case):
 
 
 # `python3 -m kwbench --do-bench SCRIPT [--candidate TEXT]`: a plain script
-# that calls triton.testing.do_bench (or do_bench_cudagraph) in loops over
-# shapes and providers. The script runs once, as `__main__`, with do_bench
-# keeping each callable and where it was called from: the calling function,
-# the line and the caller's scalar locals. Calls from one line whose locals
-# differ only in a provider variable (provider, impl, backend, method: the
-# first that varies) are one case, each provider an implementation; without
+# that calls triton.testing.do_bench (or do_bench_cudagraph), or times
+# torch.utils.benchmark.Timer statements, in loops over shapes and
+# providers (a Timer's label, sub_label and description are locals of the
+# call: its description a provider variable). The script runs once, as
+# `__main__`, with do_bench keeping each callable and where it was called
+# from: the calling function, the line and the caller's scalar locals. Calls
+# from one line whose locals differ only in a provider variable (provider,
+# impl, backend, method, kernel, description: the first that varies; locals
+# set from it alone, its label or statement, vary with it) are one case,
+# each provider an implementation; without
 # one, the lines of one function called with the same other locals are the
 # case's implementations, each named by what its callable calls. The case is
 # named by the script, the function (and the line's rank in it where it has
@@ -1149,7 +1225,7 @@ class _PerfReportCase(Case):
 # Every callable kept holds its inputs: the whole sweep's stay allocated in
 # each process.
 
-_PROVIDER_VARIABLES = ("provider", "impl", "implementation", "backend", "method", "kernel")
+_PROVIDER_VARIABLES = ("provider", "impl", "implementation", "backend", "method", "kernel", "description")
 
 
 class _CallableCase(_PerfReportCase):
@@ -1186,7 +1262,7 @@ def do_bench_cases(script, candidate=None):
     """The cases of a plain do_bench script, the script run once to find them."""
     import runpy  # noqa: PLC0415
 
-    _install_capture()
+    _install_capture(need_triton=False)
     script = os.path.abspath(script)
     sys.path.insert(0, os.path.dirname(script))
     _Capture.sites = []
@@ -1201,8 +1277,8 @@ def do_bench_cases(script, candidate=None):
         calls = [c for c in _Capture.sites if os.path.abspath(c[0]) == script] or _Capture.sites
         _Capture.sites = None
     if not calls:
-        raise Error("%s calls no triton.testing.do_bench: nothing kw can time (a torch.utils.benchmark.Timer "
-                    "script is not a form kw drives)" % script)
+        raise Error("%s calls no triton.testing.do_bench and times no torch.utils.benchmark.Timer: nothing kw "
+                    "can time" % script)
     stem = _name_part(os.path.splitext(os.path.basename(script))[0])
     by_site = {}  # (function, line) -> [(scalars, fn)]
     for _, function, line, scalars, fn in calls:
@@ -1216,6 +1292,17 @@ def do_bench_cases(script, candidate=None):
         common = set.intersection(*(set(c[0]) for c in site_calls))
         varying = sorted(k for k in common if len(set(repr(c[0][k]) for c in site_calls)) > 1)
         provider = next((v for v in _PROVIDER_VARIABLES if v in varying), None)
+        def values(*keys):
+            return len({tuple(repr(c[0][k]) for k in keys) for c in site_calls})
+
+        if provider is not None:  # a local set from the provider alone (its label, its stmt) names nothing more
+            varying = [k for k in varying if k == provider or values(provider, k) > values(provider)]
+        # A local that is another's value spelt otherwise (sub_label "n=1024" beside n) names nothing more.
+        kept = []
+        for k in varying:
+            if k == provider or not any(values(k, o) == values(k) == values(o) for o in kept if o != provider):
+                kept.append(k)
+        varying = kept
         # Named by its function, not its line: an edit above it renames nothing.
         where = _name_part("module" if function == "<module>" else function)
         lines = sorted(lines_of[function])
@@ -1266,15 +1353,26 @@ def _stage_correctness_of_outputs(case, state):
             % ("passes" if own else "fails", case.candidate, case.reference_provider, verdict[1]), part, {})
 
 
-def _install_capture():
-    """perf_report, do_bench and do_bench_cudagraph of triton.testing
-    replaced before the script imports them."""
-    import triton.testing  # noqa: PLC0415 (only a script of this form needs Triton)
-
-    triton.testing.perf_report = lambda benchmarks: (lambda fn: _Declared(fn, benchmarks))
-    triton.testing.do_bench = _Capture.do_bench
-    if hasattr(triton.testing, "do_bench_cudagraph"):
-        triton.testing.do_bench_cudagraph = _Capture.do_bench_cudagraph
+def _install_capture(need_triton=True):
+    """perf_report, do_bench and do_bench_cudagraph of triton.testing, and
+    torch.utils.benchmark's Timer and Compare, replaced before the script
+    imports them (where Triton or PyTorch is installed)."""
+    try:
+        import triton.testing  # noqa: PLC0415 (only a script of these forms needs Triton)
+    except ImportError:
+        if need_triton:
+            raise
+    else:
+        triton.testing.perf_report = lambda benchmarks: (lambda fn: _Declared(fn, benchmarks))
+        triton.testing.do_bench = _Capture.do_bench
+        if hasattr(triton.testing, "do_bench_cudagraph"):
+            triton.testing.do_bench_cudagraph = _Capture.do_bench_cudagraph
+    try:
+        import torch.utils.benchmark as torch_benchmark  # noqa: PLC0415
+    except ImportError:
+        return
+    torch_benchmark.Timer = _CapturedTimer
+    torch_benchmark.Compare = _CapturedCompare
 
 
 def perf_report_cases(script, candidate=None):

@@ -572,24 +572,29 @@ void write_triton_script(const std::vector<std::pair<const PythonFile*, std::str
 // in TritonBench's layout (tritonbench/operators/<op>/operator.py with
 // @register_benchmark methods: "format": "tritonbench"), scripts of
 // triton.testing.perf_report benchmarks ("format": "perf_report"), and
-// those calling do_bench ("format": "do_bench"; not a test module). Returns
+// those calling do_bench or torch.utils.benchmark's Timer ("format":
+// "do_bench"; not a test module). Returns
 // the files whose kernels they cover: their own, and the repository's
 // modules they import (a src-layout package's too).
 std::set<std::string> benchmark_scripts(const std::vector<PythonFile>& files, const InitOptions& options,
                                         Inspection& out) {
   static const std::regex declared(R"(\bperf_report\s*\()");
   static const std::regex timed(R"(\bdo_bench(?:_cudagraph)?\s*\()");
+  static const std::regex timer(R"(\bTimer\s*\()");
   static const std::regex operator_file(R"((?:^|/)operators/([A-Za-z0-9_]+)/operator\.py$)");
   std::set<std::string> covered;
   for (const PythonFile& file : files) {
     std::smatch op;
     const bool tritonbench = std::regex_search(file.path, op, operator_file) &&
                              file.text.find("register_benchmark") != std::string::npos;
-    if (!tritonbench && file.text.find("triton") == std::string::npos) continue;
+    const bool torch_timer = file.text.find("torch.utils.benchmark") != std::string::npos;
+    if (!tritonbench && !torch_timer && file.text.find("triton") == std::string::npos) continue;
     const bool perf_report = !tritonbench && std::regex_search(file.text, declared);
     const std::string stem = fs::path(file.path).stem().string();
     const bool test = stem.rfind("test_", 0) == 0 || stem.ends_with("_test") || stem == "conftest";
-    if (!tritonbench && !perf_report && (test || !std::regex_search(file.text, timed))) continue;
+    const bool times =
+        std::regex_search(file.text, timed) || (torch_timer && std::regex_search(file.text, timer));
+    if (!tritonbench && !perf_report && (test || !times)) continue;
     std::string name = tritonbench ? op[1].str() : stem;
     std::replace_if(
         name.begin(), name.end(),
@@ -599,7 +604,7 @@ std::set<std::string> benchmark_scripts(const std::vector<PythonFile>& files, co
     out.benches.push_back({name, format, file.path,
                            tritonbench   ? "a TritonBench operator, as it is"
                            : perf_report ? "a triton.testing.perf_report script, as it is"
-                                         : "a script timing with do_bench, as it is"});
+                                         : "a script timing with do_bench or torch's Timer, as it is"});
     covered.insert(file.path);
     static const std::regex imported(
         R"((?:^|\n)[ \t]*(?:from[ \t]+([\w.]+)[ \t]+import|import[ \t]+([\w.]+)))");

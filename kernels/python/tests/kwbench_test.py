@@ -33,15 +33,15 @@ def run(*args, env=None):
 PERF_REPORT = os.path.join(HERE, "perf_report_bench.py")
 
 
-def run_perf_report(*args, env=None, form=("--perf-report", PERF_REPORT)):
+def run_perf_report(*args, env=None, form=("--perf-report", PERF_REPORT), doubles=("triton_test_double",)):
     """`python3 -m kwbench --perf-report perf_report_bench.py` (or another
-    form) with the Triton test double: its exit status, JSON document and
-    stderr."""
+    form) with the Triton test double (or those named): its exit status,
+    JSON document and stderr."""
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "out.json")
         full_env = dict(os.environ, **(env or {}))
         full_env.pop("CUDA_INJECTION64_PATH", None)
-        full_env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(HERE), os.path.join(HERE, "triton_test_double")])
+        full_env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(HERE)] + [os.path.join(HERE, d) for d in doubles])
         done = subprocess.run([sys.executable, "-m", "kwbench"] + list(form) + ["--backend",
                                "cpu-stand-in", "--json", out] + list(args),
                               capture_output=True, text=True, env=full_env, timeout=120, cwd=tmp)
@@ -387,7 +387,28 @@ class DoBenchForm(unittest.TestCase):
     def test_a_script_without_do_bench_is_named(self):
         code, _, err = run_perf_report("--list", form=("--do-bench", os.path.join(HERE, "standin_bench.py")))
         self.assertEqual(code, 2)
-        self.assertIn("calls no triton.testing.do_bench", err)
+        self.assertIn("calls no triton.testing.do_bench and times no torch.utils.benchmark.Timer", err)
+
+    def test_a_timer_script_is_a_case_per_shape_its_descriptions_the_implementations(self):
+        """torch.utils.benchmark.Timer statements (timer_bench.py, over the
+        TEST DOUBLE of torch.utils.benchmark), no Triton installed: the
+        description is the provider, and the locals set from it (its name,
+        its statement) and the sub_label spelling n name nothing more."""
+        timer = ("--do-bench", os.path.join(HERE, "timer_bench.py"))
+        code, document, err = run_perf_report("--list", form=timer, doubles=("torch_test_double",))
+        self.assertEqual(code, 0, err)
+        self.assertEqual([(c["name"], c["params"], c["baselines"]) for c in document["cases"]],
+                         [("timer_bench/module/n=1000", {"n": 1000}, ["listcomp"]),
+                          ("timer_bench/module/n=4000", {"n": 4000}, ["listcomp"])])
+        code, document, err = run_perf_report("--stage", "full_bench", "--min-samples", "5", "--max-samples", "5",
+                                              form=timer, doubles=("torch_test_double",))
+        self.assertEqual(code, 0, err)
+        fastest = {c["name"]: min(c["measurements"][0]["samples_ns"]) for c in document["cases"]}
+        self.assertGreater(fastest["timer_bench/module/n=4000"], 2 * fastest["timer_bench/module/n=1000"])
+        code, document, _ = run_perf_report("--stage", "correctness", form=timer, doubles=("torch_test_double",),
+                                            env={"SAXPY_WRONG": "1"})
+        self.assertEqual(code, 1)
+        self.assertIn("against listcomp exceeds", case_results(document)["timer_bench/module/n=1000"]["message"])
 
 
 class TritonBenchForm(unittest.TestCase):
