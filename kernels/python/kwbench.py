@@ -849,12 +849,33 @@ def _carry_file():
     return tempfile.mkstemp(prefix="kwbench-py-", suffix=".json")
 
 
-def _code_inputs(root):
-    """What this process ran besides the kernels, for the case fingerprints:
-    the repository's Python sources it imported (by digest) and the versions
-    of the interpreter and of the packages a bench's speed depends on."""
+def _source_digest(data):
+    """A Python module's digest by what runs: its syntax tree without
+    comments, docstrings or positions, so that a comment or a docstring
+    changes no fingerprint while any change to what executes (a constant, a
+    default, a decorator, num_warps) does. A module that does not parse
+    (another Python's syntax) is digested by its bytes."""
+    import ast  # noqa: PLC0415
     import hashlib  # noqa: PLC0415
 
+    try:
+        tree = ast.parse(data)
+    except (SyntaxError, ValueError):
+        return hashlib.sha256(data).hexdigest()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if (body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                    and isinstance(body[0].value.value, str)):
+                node.body = body[1:] or [ast.Pass()]
+    return "ast:" + hashlib.sha256(ast.dump(tree, include_attributes=False).encode()).hexdigest()
+
+
+def _code_inputs(root):
+    """What this process ran besides the kernels, for the case fingerprints:
+    the repository's Python sources it imported (by what runs:
+    _source_digest) and the versions of the interpreter and of the packages
+    a bench's speed depends on."""
     root = os.path.realpath(root) + os.sep
     sources = {}
     for module in list(sys.modules.values()):
@@ -871,7 +892,7 @@ def _code_inputs(root):
         # checkout must give the same fingerprint.
         try:
             with open(real, "rb") as source:
-                sources[real[len(root):]] = hashlib.sha256(source.read()).hexdigest()
+                sources[real[len(root):]] = _source_digest(source.read())
         except OSError as error:
             sources[real[len(root):]] = "unreadable: %s" % (error.strerror or type(error).__name__)
     packages = {"python": sys.version.split()[0]}

@@ -101,8 +101,6 @@ class CodeInputs(unittest.TestCase):
     """What a python bench's fingerprint takes besides its kernels."""
 
     def test_the_repositorys_imported_sources_by_digest_and_the_package_versions(self):
-        import hashlib  # noqa: PLC0415
-
         with tempfile.TemporaryDirectory() as root:
             source = os.path.join(root, "kw_fingerprint_probe.py")
             with open(source, "w") as f:
@@ -115,10 +113,33 @@ class CodeInputs(unittest.TestCase):
                 sys.path.remove(root)
                 sys.modules.pop("kw_fingerprint_probe", None)
             with open(source, "rb") as f:
-                digest = hashlib.sha256(f.read()).hexdigest()
+                digest = kwbench._source_digest(f.read())
         self.assertEqual(inputs["sources"], {"kw_fingerprint_probe.py": digest})
+        self.assertTrue(digest.startswith("ast:"))
         self.assertEqual(inputs["packages"]["python"], sys.version.split()[0])
         self.assertNotIn("torch", inputs["packages"])  # not imported here
+
+    def test_a_comment_or_docstring_changes_no_digest_and_what_runs_does(self):
+        base = (b'"""A launcher."""\nimport triton\n\n\ndef softmax(x, num_warps=4):\n'
+                b'    """Row-wise softmax."""\n    BLOCK = 1024\n    return launch(x, BLOCK, num_warps=num_warps)\n')
+        same = [
+            base.replace(b'"""A launcher."""\n', b'"""The softmax launcher, documented again."""\n'),
+            base.replace(b'    BLOCK = 1024\n', b'    # the tile: one row a program\n    BLOCK = 1024  # fits\n'),
+            b"\n\n# a header comment\n" + base.replace(b'    """Row-wise softmax."""\n', b""),
+        ]
+        changed = [
+            base.replace(b"num_warps=4", b"num_warps=8"),
+            base.replace(b"BLOCK = 1024", b"BLOCK = 2048"),
+            base.replace(b"def softmax", b"@triton.jit\ndef softmax"),
+            base.replace(b"return launch(x, BLOCK", b"return launch(x * 1, BLOCK"),
+        ]
+        digest = kwbench._source_digest(base)
+        for text in same:
+            self.assertEqual(kwbench._source_digest(text), digest, text)
+        for text in changed:
+            self.assertNotEqual(kwbench._source_digest(text), digest, text)
+        # What does not parse is digested by its bytes.
+        self.assertEqual(len(kwbench._source_digest(b"def broken(:\n")), 64)
 
     def test_a_module_whose_file_is_relative_is_none_of_the_repositorys(self):
         # torch._ops and torch._classes carry __file__ "_ops.py" and
