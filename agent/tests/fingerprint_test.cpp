@@ -224,5 +224,30 @@ TEST_F(FingerprintTest, TheBasesFingerprintsAreKeptForTheNextPullRequestOnIt) {
 // A bench the build did not write (or wrote elsewhere) fails load with that
 // cause in the headline, for every format.
 
+// Without libkw_inject.so, kw says so once at the start, with where it
+// looked, and a pass that fingerprinted nothing names that as the reason,
+// not "the launch pass passed".
+TEST(InjectLibrary, ItsAbsenceIsSaidWithWhereItWasLookedForAndNamedAsTheReason) {
+  setenv("KW_INJECT_LIBRARY", "/nonexistent/libkw_inject.so", 1);
+  EXPECT_EQ(
+      inject_library_line(),
+      "libkw_inject.so not found (looked for /nonexistent/libkw_inject.so; KW_INJECT_LIBRARY names it): "
+      "launch_geometry cannot record launches, and no case is fingerprinted, so none is skipped as "
+      "identical to its base");
+  BenchResult passed;
+  passed.message = "attention: 7 cases passed";
+  passed.cases = json::array({{{"name", "a"}}});
+  EXPECT_EQ(fingerprints_of(passed).whole, json({{"unknown",
+                                                  "libkw_inject.so was not found, so no launch was "
+                                                  "recorded"}}));
+  setenv("KW_INJECT_LIBRARY", KW_FAKE_BENCH, 1);  // any file that exists
+  EXPECT_EQ(inject_library_line(), std::string("launch recording: ") + KW_FAKE_BENCH);
+  EXPECT_EQ(fingerprints_of(passed).whole, json({{"unknown", "the launch pass recorded no launch"}}));
+  passed.status = "failed";
+  EXPECT_EQ(fingerprints_of(passed).whole,
+            json({{"unknown", "the launch pass failed: attention: 7 cases passed"}}));
+  unsetenv("KW_INJECT_LIBRARY");
+}
+
 }  // namespace
 }  // namespace kw::agent

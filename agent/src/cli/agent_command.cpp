@@ -20,6 +20,7 @@
 #include "kw/common/run_report.hpp"
 #include "kw/common/subprocess.hpp"
 #include "kw/http/client.hpp"
+#include "pipeline/launch_check.hpp"
 #include "pipeline/load_check.hpp"
 #include "pipeline/pipeline.hpp"
 #include "pipeline/profile_summary.hpp"
@@ -333,8 +334,10 @@ class Worker {
         client_(args.server.url, args.server.token, std::chrono::seconds(30)) {
     for (const auto& [project, url] : repo_urls_) served_.push_back(project);
     if (gpu_) gpu_models_.push_back(gpu_->model);
-    if (gpu_)
+    if (gpu_) {
       say(can_profile_ ? "profile jobs: " + ncu_.string() : "no ncu: this agent takes no profile jobs");
+      say(inject_library_line());
+    }
   }
 
   int run() {

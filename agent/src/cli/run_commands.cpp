@@ -14,6 +14,7 @@
 #include "host/gpu_info.hpp"
 #include "kw/common/run_report.hpp"
 #include "kw/http/client.hpp"
+#include "pipeline/launch_check.hpp"
 #include "pipeline/pipeline.hpp"
 #include "project/built_commits.hpp"
 #include "project/git.hpp"
@@ -244,6 +245,7 @@ PipelineOptions run_options(const RunArguments& args, const MeasuredCheckout& me
     say(options.gpu_available ? "GPU: " + gpus.models.front() + " (" + gpus.source + ")"
                               : "no CUDA device (" + gpus.source + "): GPU stages will be skipped");
   }
+  if (options.gpu_available) say(inject_library_line());
   options.stop = &stop_requested();
   options.log = say;
   options.only_stages = selected_stages(args.stages);

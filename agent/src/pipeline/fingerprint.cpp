@@ -362,8 +362,14 @@ FingerprintSet fingerprints_of(const BenchResult& result) {
   }
   if (result.details.is_object() && result.details.contains("fingerprint"))
     set.whole = result.details["fingerprint"];
-  if (set.cases.empty() && set.whole.is_null())
-    set.whole = {{"unknown", "the launch pass " + result.status + ": " + result.message}};
+  if (set.cases.empty() && set.whole.is_null()) {
+    // A pass that passed yet fingerprinted nothing recorded no launch.
+    const std::string why =
+        !find_inject_library()      ? "libkw_inject.so was not found, so no launch was recorded"
+        : result.status == "passed" ? "the launch pass recorded no launch"
+                                    : "the launch pass " + result.status + ": " + result.message;
+    set.whole = {{"unknown", why}};
+  }
   return set;
 }
 

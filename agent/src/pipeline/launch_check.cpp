@@ -196,19 +196,38 @@ LaunchCheck check_launches(const std::vector<LaunchExpectation>& expected,
   return check;
 }
 
-std::optional<fs::path> find_inject_library() {
-  if (const char* path = std::getenv("KW_INJECT_LIBRARY"); path != nullptr && *path != '\0') {
-    if (fs::exists(path)) return fs::path(path);
-    return std::nullopt;
-  }
+namespace {
+
+// Where libkw_inject.so may be, in the order it is looked for.
+std::vector<fs::path> inject_library_candidates() {
+  if (const char* path = std::getenv("KW_INJECT_LIBRARY"); path != nullptr && *path != '\0') return {path};
   std::error_code ec;
   const fs::path dir = fs::read_symlink("/proc/self/exe", ec).parent_path();
-  if (ec) return std::nullopt;
-  for (const fs::path& candidate : {dir / "libkw_inject.so", dir / ".." / "lib" / "libkw_inject.so",
-                                    dir / ".." / "kernels" / "inject" / "libkw_inject.so"}) {
+  if (ec) return {};
+  return {dir / "libkw_inject.so", dir / ".." / "lib" / "libkw_inject.so",
+          dir / ".." / "kernels" / "inject" / "libkw_inject.so"};
+}
+
+}  // namespace
+
+std::optional<fs::path> find_inject_library() {
+  std::error_code ec;
+  for (const fs::path& candidate : inject_library_candidates()) {
     if (fs::exists(candidate, ec)) return fs::weakly_canonical(candidate, ec);
   }
   return std::nullopt;
+}
+
+std::string inject_library_line() {
+  if (const std::optional<fs::path> found = find_inject_library())
+    return "launch recording: " + found->string();
+  std::string looked;
+  for (const fs::path& candidate : inject_library_candidates())
+    looked += (looked.empty() ? "" : ", ") + candidate.lexically_normal().string();
+  return "libkw_inject.so not found (looked for " + (looked.empty() ? std::string("nothing") : looked) +
+         "; KW_INJECT_LIBRARY names it): launch_geometry cannot record launches, and no case is "
+         "fingerprinted, "
+         "so none is skipped as identical to its base";
 }
 
 }  // namespace kw::agent

@@ -50,4 +50,8 @@ LaunchCheck check_launches(const std::vector<LaunchExpectation>& expected,
 // or in the build tree's kernels/inject.
 std::optional<std::filesystem::path> find_inject_library();
 
+// Said once at the start of `kw run` and `kw agent`: where libkw_inject.so
+// is, or where it was looked for and what its absence costs.
+std::string inject_library_line();
+
 }  // namespace kw::agent
