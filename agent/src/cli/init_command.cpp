@@ -26,28 +26,6 @@ using nlohmann::json;
 
 namespace {
 
-std::string identifier(std::string text) {
-  for (char& c : text) {
-    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-  }
-  if (!text.empty() && std::isdigit(static_cast<unsigned char>(text[0]))) text = "_" + text;
-  return text;
-}
-
-std::string class_name(const std::string& function) {
-  std::string out;
-  bool upper = true;
-  for (char c : function) {
-    if (c == '_') {
-      upper = true;
-      continue;
-    }
-    out += upper ? static_cast<char>(std::toupper(static_cast<unsigned char>(c))) : c;
-    upper = false;
-  }
-  return out.empty() ? "Case" : out;
-}
-
 // The case's class, name and params, and the setup that makes its inputs.
 void write_case_setup(std::ostringstream& out, const std::string& klass, const std::string& case_name,
                       const CaseHints& hints, const std::string& what) {
@@ -500,21 +478,10 @@ void write_triton_script(const std::vector<std::pair<const PythonFile*, std::str
                          const std::vector<PythonFile>& files, Inspection& out) {
   std::set<std::string> modules, import_roots;
   std::string cases, case_classes;
-  // Kernels of one name in several modules (_fwd_kernel) are told apart by
-  // their module, in the class and the case name alike.
-  // Names that differ only where a class name drops it (_fwd, fwd) get a
-  // number.
-  std::map<std::string, int> named;
-  std::set<std::string> classes;
-  for (const auto& [file, kernel] : kernels) ++named[kernel];
-  for (const auto& [file, kernel] : kernels) {
-    const std::string module_stem = file->module.substr(file->module.rfind('.') + 1);
-    const bool shared_name = named[kernel] > 1;
-    std::string case_class = class_name(shared_name ? module_stem + "_" + kernel : kernel);
-    for (int n = 2; !classes.insert(case_class).second; ++n)
-      case_class = class_name(shared_name ? module_stem + "_" + kernel : kernel) + std::to_string(n);
-    const std::string case_name =
-        shared_name ? identifier(module_stem) + "/" + identifier(kernel) : identifier(kernel);
+  const std::vector<std::pair<std::string, std::string>> names = case_names(kernels);
+  for (std::size_t i = 0; i < kernels.size(); ++i) {
+    const auto& [file, kernel] = kernels[i];
+    const auto& [case_class, case_name] = names[i];
     // A src layout's packages are imported from src/, installed or not; a
     // package elsewhere (python/triton) is the installed one's source.
     if (file->import_root == "src") import_roots.insert(file->import_root);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <limits>
+#include <map>
 #include <optional>
 #include <regex>
 #include <set>
@@ -529,6 +530,46 @@ std::vector<std::string> import_side_effects(const PythonFile& file) {
                     " runs `" + (call.size() > 60 ? call.substr(0, 57) + "..." : call) + "`");
   }
   return found;
+}
+
+std::string identifier(std::string text) {
+  for (char& c : text) {
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  }
+  if (!text.empty() && std::isdigit(static_cast<unsigned char>(text[0]))) text = "_" + text;
+  return text;
+}
+
+std::string class_name(const std::string& function) {
+  std::string out;
+  bool upper = true;
+  for (char c : function) {
+    if (c == '_') {
+      upper = true;
+      continue;
+    }
+    out += upper ? static_cast<char>(std::toupper(static_cast<unsigned char>(c))) : c;
+    upper = false;
+  }
+  return out.empty() ? "Case" : out;
+}
+
+std::vector<std::pair<std::string, std::string>> case_names(
+    const std::vector<std::pair<const PythonFile*, std::string>>& kernels) {
+  std::map<std::string, int> named;
+  std::set<std::string> classes;
+  for (const auto& [file, kernel] : kernels) ++named[kernel];
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& [file, kernel] : kernels) {
+    const std::string module_stem = file->module.substr(file->module.rfind('.') + 1);
+    const bool shared_name = named[kernel] > 1;
+    const std::string base = class_name(shared_name ? module_stem + "_" + kernel : kernel);
+    std::string case_class = base;
+    for (int n = 2; !classes.insert(case_class).second; ++n) case_class = base + std::to_string(n);
+    out.emplace_back(case_class,
+                     shared_name ? identifier(module_stem) + "/" + identifier(kernel) : identifier(kernel));
+  }
+  return out;
 }
 
 }  // namespace kw::agent

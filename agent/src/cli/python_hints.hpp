@@ -75,4 +75,15 @@ std::optional<std::pair<const PythonFile*, std::string>> reference_of(const std:
 // calls something when the module is imported (a test, a benchmark sweep).
 std::vector<std::string> import_side_effects(const PythonFile& file);
 
+// `text` as a Python identifier: other characters become '_', a leading
+// digit gets one before it.
+std::string identifier(std::string text);
+// A function's name as a class name: softmax_kernel is SoftmaxKernel.
+std::string class_name(const std::string& function);
+// Each kernel's case class and case name. Kernels of one name in several
+// modules (_fwd_kernel) are told apart by their module, in both; names that
+// differ only where a class name drops it (_fwd, fwd) get a number.
+std::vector<std::pair<std::string, std::string>> case_names(
+    const std::vector<std::pair<const PythonFile*, std::string>>& kernels);
+
 }  // namespace kw::agent
