@@ -311,19 +311,15 @@ void block_of(const std::string& launch_text, const std::string& where, bool aut
 // How many values a launcher's body returns at its first `return a, b`
 // (a tuple); 1 where it returns one value or none is found.
 std::size_t returned_values(const std::string& body) {
-  static const std::regex tuple(R"(\n[ \t]+return[ \t]+\(?([^\n]*))");
+  static const std::regex returned(R"(\n[ \t]+return[ \t]+([^\n]*))");
   std::smatch found;
-  if (!std::regex_search(body, found, tuple)) return 1;
-  const std::string returned = found[1];
-  std::size_t count = 1;
-  int depth = 0;
-  for (char c : returned) {
-    if (c == '(' || c == '[' || c == '{') ++depth;
-    if (c == ')' || c == ']' || c == '}') --depth;
-    if (c == ',' && depth == 0) ++count;
-    if (depth < 0) break;  // the tuple's own closing parenthesis
-  }
-  return count;
+  if (!std::regex_search(body, found, returned)) return 1;
+  std::string value = found[1];
+  value.erase(value.find_last_not_of(" \t\r") + 1);
+  // `return (a, b)`: the tuple's parentheses around the whole value.
+  if (!value.empty() && value.front() == '(' && closing_bracket(value, 0) == value.size() - 1)
+    value = value.substr(1, value.size() - 2);
+  return std::max<std::size_t>(1, top_level_parts(value).size());
 }
 
 }  // namespace
@@ -438,16 +434,11 @@ std::optional<std::pair<std::size_t, std::size_t>> positional_arguments(const st
   const std::regex def("(^|\n)def\\s+" + name + "\\s*\\(");
   std::smatch found;
   if (!std::regex_search(text, found, def)) return std::nullopt;
-  const std::size_t open = static_cast<std::size_t>(found.position(0) + found.length(0));
-  int depth = 1;
-  std::size_t close = open;
-  for (; close < text.size() && depth > 0; ++close) {
-    if (text[close] == '(' || text[close] == '[') ++depth;
-    if (text[close] == ')' || text[close] == ']') --depth;
-  }
-  if (depth != 0) return std::nullopt;
+  const std::size_t open = static_cast<std::size_t>(found.position(0) + found.length(0)) - 1;
+  const std::size_t close = closing_bracket(text, open);
+  if (close == std::string::npos) return std::nullopt;
   std::size_t required = 0, most = 0;
-  for (const std::string& parameter : top_level_parts(text.substr(open, close - 1 - open))) {
+  for (const std::string& parameter : top_level_parts(text.substr(open + 1, close - open - 1))) {
     if (parameter == "self" || parameter.rfind("**", 0) == 0) continue;
     if (parameter == "/") continue;
     if (parameter[0] == '*') {
