@@ -179,6 +179,52 @@ TEST(Detection, ABFindsAThreePercentSlowdownAndReportsIt) {
   EXPECT_TRUE(d.regression);
 }
 
+// The smallest detectable change is what its name says: a slowdown of that
+// size, in jobs of the same noise and replicates, is flagged in about 90% of
+// them; a case whose noise is far under its threshold sees the threshold
+// plus a little, and one among many comparisons sees less than alone.
+TEST(Detection, TheSmallestDetectableChangeIsFlaggedNineTimesInTen) {
+  const NoiseModel noise{0.004, 400, 0.01, 50, 0.004, 0};
+  const int replicates = 6;
+  const std::size_t comparisons = 20;
+  std::mt19937_64 rng(76);
+  // The detectable change from the typical job's test (its se moves a little from job to job).
+  std::vector<double> detectable;
+  for (int i = 0; i < 101; ++i) {
+    const CaseTest aa = test_ab(replicates_of(1e5, 0.004, replicates, rng),
+                                replicates_of(1e5, 0.004, replicates, rng), noise, kSettings);
+    detectable.push_back(*detectable_change(aa, 0.01, comparisons, kSettings));
+  }
+  std::nth_element(detectable.begin(), detectable.begin() + 50, detectable.end());
+  const double change = detectable[50];
+  EXPECT_GT(change, 0.01);
+  EXPECT_LT(change, 0.02) << "0.4% noise, 6 replicates a side";
+  int flagged = 0;
+  const int jobs = 1000;
+  for (int job = 0; job < jobs; ++job) {
+    std::vector<CaseTest> tests;
+    for (std::size_t c = 0; c < comparisons; ++c) {
+      const double level = c == 0 ? 1e5 * (1 + change) : 1e5;
+      tests.push_back(test_ab(replicates_of(level, 0.004, replicates, rng),
+                              replicates_of(1e5, 0.004, replicates, rng), noise, kSettings));
+    }
+    const std::vector<double> thresholds(comparisons, 0.01);
+    flagged += decide(tests, thresholds, kSettings).statuses[0] == ChangeStatus::regression;
+  }
+  EXPECT_NEAR(static_cast<double>(flagged) / jobs, 0.9, 0.04) << change;
+
+  CaseTest quiet;
+  quiet.method = CaseTest::Method::ab;
+  quiet.se = 0.0005;
+  quiet.df = 30;
+  EXPECT_NEAR(*detectable_change(quiet, 0.01, 1, kSettings), std::expm1(std::log1p(0.01) + 1.31 * 0.0005),
+              1e-4);
+  CaseTest noisy = quiet;
+  noisy.se = 0.02;
+  EXPECT_GT(*detectable_change(noisy, 0.01, 50, kSettings), *detectable_change(noisy, 0.01, 1, kSettings));
+  EXPECT_FALSE(detectable_change(CaseTest{}, 0.01, 1, kSettings));
+}
+
 // Two A/A jobs of one H100 host: replicate locations and SM clocks of ~7 us cases whose
 // sides sat 1.8% and 2.9% apart, every replicate of one side on its own side
 // of the other's, though head and base were one build. Judged as one of the

@@ -116,6 +116,7 @@ export function statusOptions(selected) {
     "unchanged",
     "inconclusive",
     "no-baseline",
+    "undetectable",
   ]
     .map((s) => `<option ${s === selected ? "selected" : ""}>${s}</option>`)
     .join("")}`;

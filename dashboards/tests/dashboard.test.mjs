@@ -419,6 +419,10 @@ test("overview shows every case per GPU with sparklines, status and filters", as
     `sparklines drew their runs: ${points}`,
   );
   assert.match(await page.locator("#overview").innerText(), /vs cudnn-sdpa|cudnn-sdpa/);
+  assert.ok(
+    (await page.locator("#overview td.num").allInnerTexts()).some((t) => /^\d+(\.\d)?%$/.test(t)),
+    "each compared case says what its last test could see",
+  );
   await shot("overview");
   await page.selectOption("#gpu", "NVIDIA L4");
   await page.waitForFunction(
@@ -504,6 +508,12 @@ test("overview -> case -> run -> compare by clicking, and back/forward", async (
   assert.match(await page.locator("#stages").innerText(), /1\.5 s\s+0\.5 s/);
   assert.match(await page.locator("h1").innerText(), /regression/);
   assert.match(await page.locator("table.comparisons").innerText(), /regression/);
+  // What each test could see: the smallest slowdown it flags nine times in ten.
+  const sees = await page.locator("table.comparisons td.detectable").allInnerTexts();
+  assert.ok(
+    sees.some((t) => /^\d+(\.\d)?%$/.test(t)),
+    `a "sees" figure per measured comparison: ${sees}`,
+  );
   // How it was judged: the run's false-alarm rate over its candidate comparisons and the noise used.
   assert.match(
     await page.locator("#decision").innerText(),

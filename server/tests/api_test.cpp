@@ -627,7 +627,23 @@ TEST_F(ApiTest, OverviewRegressionsAndCompareFilterByCaseStatusAndGpu) {
   EXPECT_EQ(paged["paging"], json({{"page", 3}, {"per_page", 3}, {"cases_total", 8}, {"pages", 3}}));
   EXPECT_EQ(paged["cases"].size(), 2u);
   EXPECT_EQ(client().get("/api/v1/projects/demo/overview?status=slower").json()["message"],
-            "status: \"slower\" is not one of regression, improvement, unchanged, inconclusive, no-baseline");
+            "status: \"slower\" is not one of regression, improvement, unchanged, inconclusive, no-baseline, "
+            "undetectable");
+  // Every compared case says what its test could see; "undetectable" lists those that cannot see their
+  // threshold, as many as the overview counts.
+  const json every_case = overview("per_page=100");
+  int blind = 0, seen = 0;
+  for (const json& c : every_case["cases"]) {
+    const json& cmp = c["comparison"];
+    if (!cmp.is_object() || cmp["status"] == "no-baseline" || cmp["ratio"].is_null()) continue;
+    ASSERT_TRUE(cmp["detectable"].is_number()) << c.dump();
+    EXPECT_GT(cmp["detectable"].get<double>(), 0) << c.dump();
+    ++seen;
+    blind += cmp["detectable"].get<double>() > cmp["threshold"].get<double>();
+  }
+  EXPECT_GT(seen, 0);
+  EXPECT_EQ(every_case["undetectable"], blind);
+  EXPECT_EQ(overview("status=undetectable")["paging"]["cases_total"], blind);
 
   auto regressions = [&](const std::string& query) {
     auto response = client().get("/api/v1/projects/demo/regressions?" + query);

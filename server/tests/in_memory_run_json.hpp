@@ -93,7 +93,8 @@ inline nlohmann::json comparison_json(const ComparisonRow& row, const common::De
           {"method", measured ? nlohmann::json(common::to_string(t.method)) : nlohmann::json()},
           {"se", number(t.se)},
           {"df", number(t.df)},
-          {"first_pass", row.first_pass_json()}};
+          {"first_pass", row.first_pass_json()},
+          {"detectable", row.detectable ? nlohmann::json(*row.detectable) : nlohmann::json()}};
 }
 
 // One side's measurements as kRunCases lists them: the candidate first,
@@ -194,7 +195,7 @@ inline nlohmann::json flagged_json(const MemoryRun& run) {
                            {"base_baselines", base_baselines}};
       for (const char* key :
            {"case", "status", "ratio", "lower", "upper", "p_value", "threshold", "head_noise", "base_noise",
-            "ratio_of_medians", "baseline_reason", "baseline_run_id"})
+            "detectable", "ratio_of_medians", "baseline_reason", "baseline_run_id"})
         shown[key] = row[key];
       flagged.push_back(std::move(shown));
     }
@@ -285,6 +286,14 @@ inline nlohmann::json run_head_json(MemoryState& state, const MemoryRun& run, co
                                                              return row["impl"] == "candidate" &&
                                                                     row["kind"] == "time" &&
                                                                     row["status"] == "inconclusive";
+                                                           })
+                                           : 0},
+          {"undetectable", run.comparisons ? std::count_if(run.comparisons->begin(), run.comparisons->end(),
+                                                           [](const nlohmann::json& row) {
+                                                             return row["impl"] == "candidate" &&
+                                                                    row["kind"] == "time" &&
+                                                                    row["detectable"].is_number() &&
+                                                                    row["detectable"] > row["threshold"];
                                                            })
                                            : 0},
           {"fingerprints", fingerprints_json(run)},

@@ -361,6 +361,12 @@ TEST_F(GateE2eTest, GateKeepsOneCommentOnThePullRequestAndWritesTheJobSummary) {
   EXPECT_NE(posted.find("regression for `" + slower.substr(0, 12) + "`"), std::string::npos) << posted;
   EXPECT_TRUE(std::regex_search(posted, std::regex(R"(\| `fake\.scale/n16m` \| 1\.[01][0-9]x \| )")))
       << posted;
+  // What the gate can see: each row's smallest detectable slowdown, and the median case's.
+  EXPECT_NE(posted.find("| threshold | sees |"), std::string::npos) << posted;
+  EXPECT_TRUE(std::regex_search(posted, std::regex(R"(% \| [0-9.]+% \|)"))) << posted;
+  EXPECT_TRUE(std::regex_search(
+      posted, std::regex(R"(The gate sees slowdowns of [0-9.]+% or more on the median case)")))
+      << posted;
   EXPECT_NE(posted.find("kw ack --run "), std::string::npos) << posted;
   EXPECT_NE(posted.find(server_.url() + "/#/run/"), std::string::npos) << posted;
   EXPECT_EQ(read(summary), posted + "\n");

@@ -47,20 +47,53 @@ std::string env(const char* name) {
   return value == nullptr ? std::string() : std::string(value);
 }
 
+// The smallest slowdown a comparison's test flags nine times in ten ("0.8%").
+std::string detectable_text(const json& c) {
+  const json& d = c.contains("detectable") ? c["detectable"] : json();
+  return d.is_number() ? fixed(100 * d.get<double>(), d.get<double>() < 0.1 ? 1 : 0) + "%" : "-";
+}
+
+// What the gate can see in this run: the median case's smallest detectable
+// slowdown, and the cases that cannot see their own threshold.
+std::string detectable_markdown(const json& run) {
+  std::vector<double> sizes;
+  std::vector<std::pair<double, const json*>> blind;
+  for (const json& c : run["comparisons"]) {
+    if (c["impl"] != "candidate" || c["kind"] != "time" || !c.contains("detectable") ||
+        !c["detectable"].is_number())
+      continue;
+    const double d = c["detectable"].get<double>();
+    sizes.push_back(d);
+    if (c["threshold"].is_number() && d > c["threshold"].get<double>()) blind.emplace_back(d, &c);
+  }
+  if (sizes.empty()) return {};
+  std::nth_element(sizes.begin(), sizes.begin() + static_cast<std::ptrdiff_t>(sizes.size() / 2), sizes.end());
+  std::string text = " The gate sees slowdowns of " + fixed(100 * sizes[sizes.size() / 2], 1) +
+                     "% or more on the median case (nine times in ten).";
+  if (blind.empty()) return text;
+  std::sort(blind.begin(), blind.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  text += " " + std::to_string(blind.size()) + " case(s) cannot see their threshold:";
+  for (std::size_t i = 0; i < blind.size() && i < 5; ++i)
+    text += (i ? ", `" : " `") + cell((*blind[i].second)["case"].get<std::string>()) + "` sees " +
+            detectable_text(*blind[i].second) + " against " +
+            fixed(100 * (*blind[i].second)["threshold"].get<double>(), 1) + "%";
+  return text + (blind.size() > 5 ? ", ..." : "") + ".";
+}
+
 // `shared_baseline`: the rows share one baseline, said once above the
 // tables; otherwise each row names its own.
 std::string comparison_table(const std::vector<const json*>& rows, const std::string& title,
                              bool shared_baseline, const std::string& metric = "time") {
   if (rows.empty()) return {};
   std::string text = "\n**" + title + "** (" + std::to_string(rows.size()) + ")\n\n" + "| case | " + metric +
-                     " vs baseline | 99% interval | p | threshold |" +
-                     (shared_baseline ? "" : " baseline |") + "\n|---|---:|---:|---:|---:|" +
+                     " vs baseline | 99% interval | p | threshold | sees |" +
+                     (shared_baseline ? "" : " baseline |") + "\n|---|---:|---:|---:|---:|---:|" +
                      (shared_baseline ? "" : "---|") + "\n";
   for (std::size_t i = 0; i < rows.size() && i < kMaxRows; ++i) {
     const json& c = *rows[i];
     text += "| `" + cell(c["case"].get<std::string>()) + "` | " + sig3(c["ratio"]) + "x | " +
             sig3(c["lower"]) + "-" + sig3(c["upper"]) + " | " + scientific(c["p_value"]) + " | " +
-            fixed(100 * c["threshold"].get<double>(), 1) + "% |" +
+            fixed(100 * c["threshold"].get<double>(), 1) + "% | " + detectable_text(c) + " |" +
             (shared_baseline ? "" : " " + cell(c.value("baseline_reason", std::string())) + " |") + "\n";
   }
   if (rows.size() > kMaxRows)
@@ -329,6 +362,7 @@ std::string judged_markdown(const json& run, const CandidateRows& candidates, co
                                   " inconclusive (moved past the threshold; the interval holds no change)") +
       ".";
   if (baselines.size() == 1) text += " Baseline: " + cell(*baselines.begin()) + ".";
+  text += detectable_markdown(run);
   text += identical_code_text(run);
   text += "\n" + comparison_table(regressed, "Regressed", baselines.size() == 1) +
           comparison_table(improved, "Improved", baselines.size() == 1) +

@@ -744,6 +744,16 @@ Decision decide(std::span<const CaseTest> tests, std::span<const double> min_thr
   return decision;
 }
 
+std::optional<double> detectable_change(const CaseTest& test, double min_threshold, std::size_t comparisons,
+                                        const DetectionSettings& settings, double power) {
+  if (test.method == CaseTest::Method::none || !(test.se > 0) || !(test.df > 0)) return std::nullopt;
+  const double alpha = settings.run_alpha / static_cast<double>(std::max<std::size_t>(comparisons, 1));
+  const double critical = student_t_quantile(1 - alpha, test.df) * test.se;
+  // One-sided: the estimate falls short of the truth by t_power se with probability 1 - power.
+  const double shortfall = student_t_quantile(2 * power - 1, test.df) * test.se;
+  return std::expm1(std::max(critical, std::log1p(min_threshold)) + shortfall);
+}
+
 bool needs_confirmation(const CaseTest& test, double min_threshold, const DetectionSettings& settings) {
   return test.method != CaseTest::Method::none && test.p_value < settings.screen_alpha &&
          std::abs(test.effect) > 0.5 * std::log1p(min_threshold);

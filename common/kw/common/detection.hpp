@@ -305,6 +305,16 @@ Decision decide(std::span<const CaseTest> tests, std::span<const double> min_thr
 // more replicates of the head do not narrow, so only its estimate counts.
 bool open_question(const CaseTest& test, double min_threshold, const DetectionSettings& settings);
 
+// The smallest slowdown (relative: 0.008 is 0.8%) that this comparison's
+// test flags with probability `power`: its estimate must pass Holm's first
+// step at run_alpha over the run's `comparisons` (what a change alone in its
+// run must pass) and the threshold, so the change must reach
+// max(t_crit se, log(1 + threshold)) + t_power se. It says what the gate can
+// see of a case with the noise and replicates this run had; nullopt for a
+// comparison without a test.
+std::optional<double> detectable_change(const CaseTest& test, double min_threshold, std::size_t comparisons,
+                                        const DetectionSettings& settings, double power = 0.9);
+
 // Cases the agent measures again: unadjusted p under screen_alpha and a
 // change past half the threshold, in either direction.
 bool needs_confirmation(const CaseTest& test, double min_threshold, const DetectionSettings& settings);

@@ -215,8 +215,11 @@ RunDecision decide_run(const std::vector<Comparison*>& comparisons, const Detect
       members.push_back(c);
     }
     const Decision decision = decide(tests, thresholds, settings);
+    const auto judged = static_cast<std::size_t>(std::count_if(
+        tests.begin(), tests.end(), [](const CaseTest& t) { return t.method != CaseTest::Method::none; }));
     for (std::size_t i = 0; i < members.size(); ++i) {
       members[i]->status = decision.statuses[i];
+      if (candidates) members[i]->detectable = detectable_change(tests[i], thresholds[i], judged, settings);
       if (decision.statuses[i] != ChangeStatus::inconclusive) continue;
       // The estimate alone says changed; the evidence does not, or not among the run's comparisons.
       char why[200];

@@ -71,6 +71,9 @@ struct Comparison {
   bool throttled_out = false;          // not judged: most samples taken while the GPU braked
   bool in_job = false;                 // against the base measured in the same job
   std::optional<CaseTest> first_pass;  // the first pass's test of a case measured again
+  // The smallest slowdown this test flags nine times in ten (candidates;
+  // detectable_change), set by decide_run.
+  std::optional<double> detectable;
 
   bool measured() const { return test.method != CaseTest::Method::none; }
   bool candidate() const { return impl == "candidate"; }

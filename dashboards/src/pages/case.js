@@ -5,7 +5,17 @@ import { api, app, branchSelect, enc, esc, setQuery, short, us, when } from "../
 const COLORS = ["#2e90fa", "#7a5af8", "#12a150", "#f79009"];
 
 // The page around the charts: filters, then each chart or the line that says why it is not drawn.
-function caseHeader({ project, name, gpu, where, gpus, branches, n, impls, hasEnergy }) {
+// What the gate saw of the case in its newest judged run: the smallest
+// slowdown that test flags nine times in ten, against the threshold.
+function detectableLine(series) {
+  const k = (series.detectable ?? []).findLastIndex((d) => d != null);
+  if (k < 0) return "";
+  const d = series.detectable[k],
+    t = series.threshold[k];
+  return `<p id="detectable" class="${d > t ? "undetectable" : "muted"}">The newest judged run (${esc(series.gpu_model[k])}, run ${series.run_id[k]}) sees slowdowns of ${(100 * d).toFixed(1)}% or more nine times in ten; its threshold is ${(100 * t).toFixed(1)}%${d > t ? ": a change of the threshold's size can pass unseen" : ""}.</p>`;
+}
+
+function caseHeader({ project, name, gpu, where, gpus, branches, n, impls, hasEnergy, detectable }) {
   const gpuOptions = gpus
     .concat(gpu && !gpus.includes(gpu) ? [gpu] : [])
     .map((g) => `<option ${g === gpu ? "selected" : ""}>${esc(g)}</option>`)
@@ -27,7 +37,7 @@ function caseHeader({ project, name, gpu, where, gpus, branches, n, impls, hasEn
   return `<h1>${esc(name)} <span class="muted">· <a href="#/p/${enc(project)}">${esc(project)}</a></span></h1>
     <div class="filters">${branches}<label>GPU model <select id="gpu"><option value="">all</option>${gpuOptions}</select></label>
     <span class="muted">${n} runs on ${esc(where)}, in commit order · drag to pan, wheel to zoom, click a point to pin its card</span></div>
-    ${time}${speedup}${energy}`;
+    ${detectable}${time}${speedup}${energy}`;
 }
 
 // Each GPU model's median with its interval as a band, the base's level
@@ -92,6 +102,7 @@ function pointCard(series, settings, k) {
   return `<div class="card-commit"><code>${esc(short(commit))}</code> ${esc(series.subject[k] ?? "")}</div>
       <div class="card-meta">${series.author[k] ? `${esc(series.author[k])} · ` : ""}${series.committed_at[k] != null ? `committed ${when(series.committed_at[k])}` : `measured ${when(series.finished_at[k])}`}</div>
       <div>${esc(series.gpu_model[k])} · median ${us(m.candidate)} · ${esc(series.status[k] ?? "no comparison")}${series.acknowledged[k] ? " (acknowledged)" : ""}</div>
+      ${series.detectable?.[k] != null ? `<div class="card-detectable${series.detectable[k] > series.threshold[k] ? " undetectable" : ""}">sees slowdowns of ${(100 * series.detectable[k]).toFixed(1)}% or more (threshold ${(100 * series.threshold[k]).toFixed(1)}%)</div>` : ""}
       ${energy[k] != null ? `<div class="card-energy">${(1000 * energy[k]).toPrecision(4)} mJ per iteration at ${Math.round(series.power_w[k])} W · energy ${esc(series.energy_status[k] ?? "not compared")}</div>` : ""}
       <div class="card-links"><a class="card-run" href="#/run/${series.run_id[k]}">run ${series.run_id[k]} →</a>${github}</div>`;
 }
@@ -186,7 +197,18 @@ export async function casePage(project, name, query) {
     ...new Set(series.median_ns.flatMap((m) => Object.keys(m)).filter((i) => i !== "candidate")),
   ];
   const hasEnergy = (series.energy_j ?? []).some((e) => e != null);
-  app.innerHTML = caseHeader({ project, name, gpu, where, gpus, branches, n, impls, hasEnergy });
+  app.innerHTML = caseHeader({
+    project,
+    name,
+    gpu,
+    where,
+    gpus,
+    branches,
+    n,
+    impls,
+    hasEnergy,
+    detectable: detectableLine(series),
+  });
   document.getElementById("branch").onchange = (e) => setQuery({ branch: e.target.value, gpu });
   document.getElementById("gpu").onchange = (e) => setQuery({ branch, gpu: e.target.value });
   if (!n) return;

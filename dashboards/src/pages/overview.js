@@ -1,4 +1,5 @@
 // A project's overview: recent runs, every case with its sparkline.
+import { detectableText } from "../comparisons.js";
 import {
   api,
   app,
@@ -84,6 +85,7 @@ function caseRow(project, branch, c) {
     <td><a href="${href}">${esc(c.case)}</a></td><td>${esc(c.gpu_model)}</td><td class="num">${us(c.median_ns.candidate)}</td>
     <td class="num">${speedups || "–"}</td>
     <td class="num">${c.comparison?.ratio ? `${ratioText(c.comparison.ratio)} <span class="muted">[${intervalText(c.comparison.lower, c.comparison.upper, ", ")}]</span>` : "–"} ${badge(status)}</td>
+    <td class="num${c.comparison?.detectable > c.comparison?.threshold ? " undetectable" : ""}">${detectableText(c.comparison ?? {})}</td>
     <td>${sparkline(c.history ?? [], status === "regression")}</td></tr>`;
 }
 
@@ -186,6 +188,13 @@ export async function overviewPage(project, query) {
   listenToFilters({ project, branch, gpu, fam, filters, overviewQuery, draw });
 }
 
+// The cases whose last test could not see a change of their threshold's
+// size nine times in ten: the gate does not really guard them.
+function undetectableSummary(overview) {
+  if (!overview.undetectable) return "";
+  return `<p id="undetectable" class="undetectable">${overview.undetectable} case(s) cannot see their threshold: the smallest slowdown their last test flags nine times in ten is above it (the "sees" column). <a href="#" id="show-undetectable">list them</a></p>`;
+}
+
 // The page around the cases' table: filters, the audit, the newest runs.
 function overviewHeader({ project, branch, gpu, fam, filters, overview, runs, branches, settings, audit }) {
   const families = [...new Set(overview.cases.map((c) => family(c.case)))].sort();
@@ -195,7 +204,7 @@ function overviewHeader({ project, branch, gpu, fam, filters, overview, runs, br
       <label>GPU model <select id="gpu"><option value="">all</option>${overview.gpu_models.map((g) => `<option ${g === gpu ? "selected" : ""}>${esc(g)}</option>`).join("")}</select></label>
       <label>kernel family <select id="family"><option value="">all</option>${families.map((f) => `<option ${f === fam ? "selected" : ""}>${esc(f)}</option>`).join("")}</select></label>
       <a href="#/compare?project=${enc(project)}">compare two commits</a>
-    </div>${auditSummary(audit)}${recentRuns(project, runs)}
+    </div>${auditSummary(audit)}${undetectableSummary(overview)}${recentRuns(project, runs)}
     <h2>Cases${branch ? ` on ${esc(branch)}` : ""}</h2>
     <div class="filters">
       <label>search <input id="case-search" type="search" size="36" placeholder="text, or a glob: attention.fwd/*/s4096*" value="${esc(filters.case)}"></label>
@@ -203,7 +212,7 @@ function overviewHeader({ project, branch, gpu, fam, filters, overview, runs, br
     </div>
     <div id="case-pager"></div>
     <div class="virtual-table" id="overview-box"><table id="overview"><thead><tr><th></th><th>case</th><th>GPU</th><th class="num">median</th><th class="num">speedup vs in-run baseline</th>
-      <th class="num">change vs previous baseline</th><th>last 30 runs</th></tr></thead><tbody></tbody></table></div>`;
+      <th class="num">change vs previous baseline</th><th class="num" title="the smallest slowdown the case's last test flags nine times in ten">sees</th><th>last 30 runs</th></tr></thead><tbody></tbody></table></div>`;
 }
 
 function listenToFilters({ project, branch, gpu, fam, filters, overviewQuery, draw }) {
@@ -231,6 +240,13 @@ function listenToFilters({ project, branch, gpu, fam, filters, overviewQuery, dr
     filters.status = e.target.value;
     refilter();
   };
+  const listUndetectable = document.getElementById("show-undetectable");
+  if (listUndetectable)
+    listUndetectable.onclick = (e) => {
+      e.preventDefault();
+      filters.status = document.getElementById("status").value = "undetectable";
+      refilter();
+    };
   document.getElementById("branch").onchange = (e) =>
     setQuery({ branch: e.target.value, gpu, family: fam, ...filters });
   document.getElementById("gpu").onchange = (e) =>

@@ -55,7 +55,8 @@ json ComparisonRow::to_json(const common::DetectionSettings& settings) const {
                 {"head_samples", test.head_replicates},
                 {"base_samples", test.base_replicates},
                 {"se", test.se},
-                {"df", test.df}});
+                {"df", test.df},
+                {"detectable", detectable ? json(*detectable) : json(nullptr)}});
   }
   return row;
 }

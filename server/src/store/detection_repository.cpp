@@ -106,15 +106,15 @@ constexpr const char* kInsertComparisons = R"sql(
 INSERT INTO comparisons (run_id, case_name, kind, impl, baseline_run_id, baseline_reason, status, ratio,
                          ratio_of_medians, lower, upper, confidence, p_value, threshold, head_noise, base_noise,
                          head_samples, base_samples, excluded_throttled, note, method, se, df, first_pass,
-                         threshold_source)
+                         threshold_source, detectable)
 SELECT $1, t.*
 FROM unnest($2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[], $7::text[], $8::float8[], $9::float8[],
             $10::float8[], $11::float8[], $12::float8[], $13::float8[], $14::float8[], $15::float8[], $16::float8[],
             $17::integer[], $18::integer[], $19::integer[], $20::text[], $21::text[], $22::float8[], $23::float8[],
-            $24::jsonb[], $25::text[])
+            $24::jsonb[], $25::text[], $26::float8[])
   AS t(case_name, kind, impl, baseline_run_id, baseline_reason, status, ratio, ratio_of_medians, lower, upper,
        confidence, p_value, threshold, head_noise, base_noise, head_samples, base_samples, excluded_throttled, note,
-       method, se, df, first_pass, threshold_source)
+       method, se, df, first_pass, threshold_source, detectable)
 )sql";
 
 // `match`: "commit" or "branch", `key` the commit or branch name.
@@ -176,7 +176,7 @@ struct ComparisonColumns {
   PgBinaryArray<PgType::text> case_name, kind, impl, reason, status, note, method, threshold_source;
   PgBinaryArray<PgType::int8> baseline_run;
   PgBinaryArray<PgType::float8> ratio, ratio_of_medians, lower, upper, confidence, p_value, threshold,
-      head_noise, base_noise, se, df;
+      head_noise, base_noise, se, df, detectable;
   PgBinaryArray<PgType::int4> head_samples, base_samples, excluded;
   PgBinaryArray<PgType::jsonb> first_pass;
 
@@ -203,6 +203,7 @@ struct ComparisonColumns {
                                 {&df, t.df}}) {
       measured ? array->add(value) : array->null();
     }
+    row.detectable ? detectable.add(*row.detectable) : detectable.null();
     if (measured) {
       head_samples.add(t.head_replicates);
       base_samples.add(t.base_replicates);
@@ -220,12 +221,12 @@ struct ComparisonColumns {
   }
 
   void insert(pqxx::work& tx, std::int64_t run_id) const {
-    tx.exec_prepared0("detection_insert", run_id, case_name.param(), kind.param(), impl.param(),
-                      baseline_run.param(), reason.param(), status.param(), ratio.param(),
-                      ratio_of_medians.param(), lower.param(), upper.param(), confidence.param(),
-                      p_value.param(), threshold.param(), head_noise.param(), base_noise.param(),
-                      head_samples.param(), base_samples.param(), excluded.param(), note.param(),
-                      method.param(), se.param(), df.param(), first_pass.param(), threshold_source.param());
+    tx.exec_prepared0(
+        "detection_insert", run_id, case_name.param(), kind.param(), impl.param(), baseline_run.param(),
+        reason.param(), status.param(), ratio.param(), ratio_of_medians.param(), lower.param(), upper.param(),
+        confidence.param(), p_value.param(), threshold.param(), head_noise.param(), base_noise.param(),
+        head_samples.param(), base_samples.param(), excluded.param(), note.param(), method.param(),
+        se.param(), df.param(), first_pass.param(), threshold_source.param(), detectable.param());
   }
 };
 

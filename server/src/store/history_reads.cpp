@@ -109,7 +109,9 @@ SELECT json_build_object(
   'energy_j', COALESCE(array_agg(x.energy_j), '{}'),
   'power_w', COALESCE(array_agg(x.power_w), '{}'),
   'energy_status', COALESCE(array_agg(x.energy_status), '{}'),
-  'base_ns', COALESCE(array_agg(x.base_ns), '{}'))::text
+  'base_ns', COALESCE(array_agg(x.base_ns), '{}'),
+  'detectable', COALESCE(array_agg(x.detectable), '{}'),
+  'threshold', COALESCE(array_agg(x.threshold), '{}'))::text
 FROM (
   SELECT * FROM (
     SELECT r.id, r.commit_sha, r.commit_subject, r.commit_author, r.committed_at, r.finished_at, r.gpu_model,
@@ -119,6 +121,12 @@ FROM (
              (SELECT x.status FROM comparisons x
               WHERE x.run_id = c.run_id AND x.case_name = c.name AND x.kind = 'energy' AND x.impl = 'candidate')
            END AS energy_status,
+           (SELECT x.detectable FROM comparisons x
+            WHERE x.run_id = c.run_id AND x.case_name = c.name AND x.kind = 'time' AND x.impl = 'candidate')
+             AS detectable,
+           (SELECT x.threshold FROM comparisons x
+            WHERE x.run_id = c.run_id AND x.case_name = c.name AND x.kind = 'time' AND x.impl = 'candidate')
+             AS threshold,
            -- A pull request's base level: the base measured in its job, else
            -- the stored baseline its comparison used.
            CASE WHEN r.base_commit IS NULL THEN NULL ELSE COALESCE(
@@ -156,7 +164,11 @@ WITH kept AS (
     -- A comparison is read for each case only when a status is asked for.
     AND ($7 = '' OR COALESCE((SELECT cmp.status FROM comparisons cmp
                               WHERE cmp.run_id = h.run_id AND cmp.case_name = h.name AND cmp.kind = 'time'
-                                AND cmp.impl = 'candidate'), 'no-baseline') = ANY (string_to_array($7, ',')))
+                                AND cmp.impl = 'candidate'), 'no-baseline') = ANY (string_to_array($7, ','))
+         OR ('undetectable' = ANY (string_to_array($7, ',')) AND EXISTS (
+               SELECT 1 FROM comparisons cmp
+               WHERE cmp.run_id = h.run_id AND cmp.case_name = h.name AND cmp.kind = 'time'
+                 AND cmp.impl = 'candidate' AND cmp.detectable > cmp.threshold)))
 ),
 shown AS (SELECT * FROM kept ORDER BY name, gpu_model OFFSET $4::bigint LIMIT $5::integer),
 total AS (SELECT count(*)::integer AS n FROM kept)
@@ -166,11 +178,17 @@ SELECT json_build_object(
                                       'pages', GREATEST(1, (total.n + $5::integer - 1) / $5::integer))
              FROM total),
   'gpu_models', (SELECT COALESCE(json_agg(DISTINCT g.gpu_model), '[]') FROM runs g WHERE g.project_id = $1),
+  -- The cases on this branch (and GPU model) the gate cannot guard at their threshold.
+  'undetectable', (SELECT count(*) FROM case_heads h
+                   JOIN comparisons cmp ON cmp.run_id = h.run_id AND cmp.case_name = h.name
+                   WHERE h.project_id = $1 AND h.branch = $2 AND ($3 = '' OR h.gpu_model = $3)
+                     AND cmp.kind = 'time' AND cmp.impl = 'candidate' AND cmp.detectable > cmp.threshold),
   'cases', COALESCE(json_agg(json_build_object(
     'case', l.name, 'params', c.params, 'gpu_model', l.gpu_model, 'run_id', l.run_id, 'commit', r.commit_sha,
     'verdict', r.verdict, 'median_ns', c.medians,
     'comparison', (SELECT json_build_object('status', cmp.status, 'ratio', cmp.ratio, 'lower', cmp.lower,
-                                            'upper', cmp.upper)
+                                            'upper', cmp.upper, 'threshold', cmp.threshold,
+                                            'detectable', cmp.detectable)
                    FROM comparisons cmp
                    WHERE cmp.run_id = l.run_id AND cmp.case_name = l.name AND cmp.kind = 'time'
                      AND cmp.impl = 'candidate'),

@@ -138,7 +138,7 @@ SELECT json_build_object(
   'flagged', (SELECT COALESCE(json_agg(json_build_object(
                  'case', x.case_name, 'status', x.status, 'ratio', x.ratio, 'lower', x.lower, 'upper', x.upper,
                  'p_value', x.p_value, 'threshold', x.threshold, 'head_noise', x.head_noise,
-                 'base_noise', x.base_noise, 'ratio_of_medians', x.ratio_of_medians,
+                 'base_noise', x.base_noise, 'ratio_of_medians', x.ratio_of_medians, 'detectable', x.detectable,
                  'baseline_reason', COALESCE(x.baseline_reason, r.comparison_baseline_reason),
                  'baseline_run_id', x.baseline_run_id,
                  'head_ns', (SELECT m.median_ns FROM measurements m
@@ -156,6 +156,9 @@ SELECT json_build_object(
   'inconclusive', (SELECT count(*) FROM comparisons x
                    WHERE x.run_id = r.id AND x.impl = 'candidate' AND x.kind = 'time'
                      AND x.status = 'inconclusive'),
+  'undetectable', (SELECT count(*) FROM comparisons x
+                   WHERE x.run_id = r.id AND x.impl = 'candidate' AND x.kind = 'time'
+                     AND x.detectable > x.threshold),
   'fingerprints', (SELECT json_build_object(
                        'identical_to_base', count(*) FILTER (WHERE c.identical_to_base),
                        'audited', count(*) FILTER (WHERE c.audit),
@@ -189,7 +192,8 @@ SELECT COALESCE(json_agg(json_build_object(
                       'threshold_source', COALESCE(x.threshold_source, r.comparison_threshold_source),
                       'head_noise', x.head_noise, 'base_noise', x.base_noise, 'head_samples', x.head_samples,
                       'base_samples', x.base_samples, 'excluded_throttled', x.excluded_throttled, 'note', x.note,
-                      'method', x.method, 'se', x.se, 'df', x.df, 'first_pass', x.first_pass)
+                      'method', x.method, 'se', x.se, 'df', x.df, 'first_pass', x.first_pass,
+                      'detectable', x.detectable)
                     ORDER BY c.ordinal, x.kind DESC, x.impl <> 'candidate', x.impl), '[]')::text
 FROM comparisons x JOIN cases c ON c.run_id = x.run_id AND c.name = x.case_name JOIN runs r ON r.id = x.run_id
 WHERE x.run_id = $1 AND c.ordinal >= $2::bigint AND c.ordinal < $3::bigint AND ($4 = '' OR x.case_name ILIKE $4)

@@ -85,16 +85,20 @@ CaseFilter case_filter(const Request& request, bool with_status) {
   constexpr std::array kStatuses = {common::ChangeStatus::regression, common::ChangeStatus::improvement,
                                     common::ChangeStatus::unchanged, common::ChangeStatus::inconclusive,
                                     common::ChangeStatus::no_baseline};
+  // "undetectable": the cases whose smallest detectable change is above their threshold.
+  constexpr std::string_view kUndetectable = "undetectable";
   std::size_t start = 0;
   while (start < statuses.size()) {
     std::size_t end = std::min(statuses.find(',', start), statuses.size());
     const std::string status = statuses.substr(start, end - start);
-    if (std::none_of(kStatuses.begin(), kStatuses.end(),
+    if (status != kUndetectable &&
+        std::none_of(kStatuses.begin(), kStatuses.end(),
                      [&](common::ChangeStatus known) { return common::to_string(known) == status; })) {
       std::string known;
       for (common::ChangeStatus each : kStatuses)
         (known += known.empty() ? "" : ", ") += common::to_string(each);
-      throw BadRequest("bad_query", "status: \"" + status + "\" is not one of " + known);
+      throw BadRequest("bad_query", "status: \"" + status + "\" is not one of " + known + ", " +
+                                        std::string(kUndetectable));
     }
     start = end + 1;
   }
