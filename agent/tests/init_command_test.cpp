@@ -722,6 +722,98 @@ TEST(InitCommand, OnlyTritonFunctionsLaunchedAsKernelsBecomeCases) {
   fs::remove_all(repo);
 }
 
+// kakaobrain/trident's layout: each benchmark script declares perf_report
+// benchmarks through a wrapper of a sibling module (util.report), runs
+// nothing itself (a runner calls each module's run_benchmark), and imports
+// the package, whose kernels are static methods under @triton.jit. The
+// scripts are tracked as perf_report, the wrapper's module is none, and the
+// package's kernels are covered: no skeleton.
+TEST(InitCommand, PerfReportThroughAWrapperIsTrackedAndThePackageItImportsIsCovered) {
+  const fs::path repo = kw::testing::make_temp_dir("kw-init-perf-report-wrapper");
+  write(repo / "benchmarks/util.py",
+        "import triton\n\n\ndef make_benchmark(title, x_names, x_vals, args):\n"
+        "    return triton.testing.Benchmark(x_names, x_vals, 'backend', ['torch', 'trident'],\n"
+        "                                    ['torch', 'trident'], title, args)\n\n\n"
+        "def report(title, x_names, x_vals, args=None):\n    if args is None:\n        args = {}\n"
+        "    return triton.testing.perf_report([make_benchmark(title, x_names, x_vals, args)])\n");
+  write(repo / "benchmarks/benchmark_softmax.py",
+        "import torch\nimport triton\nimport util\n\nimport trident\n\n\n"
+        "@util.report(\"softmax forward\", [\"x_size\"], [128 * i for i in range(1, 21)], {\"y_size\": 16})\n"
+        "def bench_softmax_forward(y_size, x_size, dtype, backend):\n"
+        "    x = torch.randn(y_size, x_size, device='cuda', dtype=dtype)\n"
+        "    if backend == 'torch':\n"
+        "        return triton.testing.do_bench_cudagraph(lambda: torch.softmax(x, 1))\n"
+        "    return triton.testing.do_bench_cudagraph(lambda: trident.function.softmax(x, 1))\n\n\n"
+        "def run_benchmark(mode, show_plots, dtype):\n"
+        "    bench_softmax_forward.run(print_data=True, show_plots=show_plots, dtype=dtype)\n");
+  write(repo / "benchmarks/benchmarker.py",
+        "import benchmark_softmax\n\nif __name__ == '__main__':\n"
+        "    benchmark_softmax.run_benchmark('forward', False, None)\n");
+  write(repo / "trident/__init__.py", "from . import function, kernel\n");
+  write(repo / "trident/function/__init__.py", "from .function import *\n");
+  write(repo / "trident/function/function.py",
+        "from trident import kernel\n\n\ndef softmax(x, dim):\n"
+        "    y = x.new_empty(x.shape)\n    kernel.Softmax.forward[(x.shape[0],)](y, x, x.shape[1])\n"
+        "    return y\n");
+  write(repo / "trident/kernel/__init__.py", "from .softmax import *\n");
+  write(repo / "trident/kernel/softmax.py",
+        "import triton\nimport triton.language as tl\n\nfrom trident import language\n\n\n"
+        "class Softmax:\n    @staticmethod\n    @triton.heuristics({'boundary': lambda args: True})\n"
+        "    @triton.jit\n    def forward(output_ptr, input_ptr, x_size):\n"
+        "        m, s = tl.reduce((x, x), 1, language.combine_softmax)\n");
+  write(repo / "trident/language/__init__.py", "from .combine import *\n");
+  write(repo / "trident/language/combine.py",
+        "import triton\nimport triton.language as tl\n\n\n@triton.jit\n"
+        "def combine_softmax(max_a, sum_a, max_b, sum_b):\n    return max_a, sum_a\n");
+  // trident's requirements name nvtx, which a GPU host without it fails to import at load.
+  write(repo / "requirements.txt",
+        "# benchmarks\nkw-absent-distribution>=1.0  # profiling ranges\n-r dev.txt\n");
+  const Inspection found = inspect_repository(repo, {});
+  ASSERT_EQ(found.benches.size(), 1u) << json(found.benches.size()).dump() << json(found.notes).dump();
+  ASSERT_EQ(found.todos.size(), 1u) << json(found.todos).dump();
+  EXPECT_EQ(found.todos[0].find("requirements.txt names kw-absent-distribution, which python3 here does not "
+                                "have installed"),
+            0u)
+      << found.todos[0];
+  EXPECT_EQ(found.benches[0].name, "benchmark_softmax");
+  EXPECT_EQ(found.benches[0].format, "perf_report");
+  EXPECT_TRUE(found.script_text.empty()) << "`import trident` covers the package's kernels:\n"
+                                         << found.script_text;
+  ASSERT_FALSE(found.notes.empty());
+  EXPECT_NE(found.notes[0].find("Triton: 1 benchmark script(s)"), std::string::npos) << found.notes[0];
+
+  // Without the benchmarks, the static method is the kernel and the helper
+  // that tl.reduce combines with is none.
+  fs::remove_all(repo / "benchmarks");
+  const Inspection kernels = inspect_repository(repo, {});
+  EXPECT_NE(kernels.script_text.find("class Forward(kwbench.Case)"), std::string::npos)
+      << kernels.script_text;
+  EXPECT_EQ(kernels.script_text.find("CombineSoftmax"), std::string::npos) << kernels.script_text;
+  fs::remove_all(repo);
+}
+
+// A module of helpers that call do_bench (FlagGems' benchmark/performance_utils.py,
+// which its pytest benchmarks import) is no script to run, and a docstring
+// at a module's top level ("Note(someone):") runs nothing when imported.
+TEST(InitCommand, AHelperModuleCallingDoBenchIsNoScriptAndADocstringRunsNothing) {
+  const fs::path repo = kw::testing::make_temp_dir("kw-init-do-bench-helper");
+  write(repo / "benchmark/performance_utils.py",
+        "import triton\n\ndevice = 'cuda'\nif device == 'musa':\n    device = 'musa'\n\n\n"
+        "class Benchmark:\n    def run(self, fn):\n        return triton.testing.do_bench(fn)\n");
+  write(repo / "lib/scale.py",
+        "import triton\nimport triton.language as tl\n\n\n\"\"\"\nNote(someone):\nfrom upstream's "
+        "sort.\n\"\"\"\n\n\n"
+        "@triton.jit\ndef scale_kernel(x, n):\n    pass\n\n\ndef scale(x):\n    scale_kernel[(1,)](x, "
+        "x.numel())\n"
+        "    return x  # keep(this)\n");
+  const Inspection found = inspect_repository(repo, {});
+  ASSERT_EQ(found.benches.size(), 1u) << json(found.notes).dump();
+  EXPECT_EQ(found.benches[0].format, "python");
+  for (const std::string& todo : found.todos) EXPECT_EQ(todo.find("Note("), std::string::npos) << todo;
+  expect_python_compiles(found.script_text);
+  fs::remove_all(repo);
+}
+
 // A project whose configure downloads (RAPIDS.cmake, as NVBench's and
 // rapids' projects do) on a host that cannot: kw init says CMake's error with
 // its file and message, where the download is, and what to do.

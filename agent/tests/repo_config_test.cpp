@@ -152,6 +152,25 @@ TEST(RepoConfig, PythonBenchesRunThroughTheirInterpreter) {
                                 "/checkout/python/tutorials/02-fused-softmax.py", "--candidate", "triton"}));
   EXPECT_EQ(config_error([](json& c) { c["benches"][0]["candidate"] = "triton"; }),
             "benches[0].candidate: only a perf_report, do_bench or tritonbench bench names a candidate");
+  // run_args: the bench's own, over the project's, passed to kwbench.py.
+  json with_run_args = perf_report;
+  with_run_args["run_args"] = {{"dtype", "torch.float32"}, {"y_size", "16"}};
+  with_run_args["benches"][0]["run_args"] = {{"dtype", "torch.float16"}};
+  const std::vector<std::string> argv =
+      bench_command(parse_repo_config(with_run_args).benches[0], "/checkout");
+  EXPECT_EQ(std::vector<std::string>(argv.end() - 2, argv.end()),
+            (std::vector<std::string>{"--run-arg=dtype=torch.float16", "--run-arg=y_size=16"}));
+  EXPECT_EQ(config_error([](json& c) {
+              c["benches"][0]["run_args"] = {{"dtype", "torch.float16"}};
+            }),
+            "benches[0].run_args: only a perf_report bench passes its benchmark functions keywords");
+  with_run_args["run_args"] = {{"dtype", 16}};
+  try {
+    parse_repo_config(with_run_args);
+    ADD_FAILURE() << "a number as a run_args expression was accepted";
+  } catch (const ConfigError& error) {
+    EXPECT_NE(std::string(error.what()).find("run_args.dtype"), std::string::npos) << error.what();
+  }
   perf_report["benches"][0]["format"] = "do_bench";
   EXPECT_EQ(bench_command(parse_repo_config(perf_report).benches[0], "/checkout")[3], "--do-bench");
   perf_report["benches"][0]["format"] = "tritonbench";

@@ -1078,14 +1078,17 @@ class _Declared:
     `.run()` does nothing, a call runs the function."""
 
     collected = []
+    # Mark.run's own options; its other keywords go to the benchmark function.
+    _RUN_OPTIONS = ("show_plots", "print_data", "save_path", "return_df")
 
     def __init__(self, fn, benchmarks):
         self.fn = fn
         self.benchmarks = benchmarks if isinstance(benchmarks, (list, tuple)) else [benchmarks]
+        self.extra = {}  # keywords the script's .run() passes, then kernelwatch.json's run_args
         _Declared.collected.append(self)
 
     def run(self, *args, **kwargs):
-        return None
+        self.extra.update({k: v for k, v in kwargs.items() if k not in self._RUN_OPTIONS})
 
     def __call__(self, *args, **kwargs):
         return self.fn(*args, **kwargs)
@@ -1134,6 +1137,17 @@ def _args_that_differ(bench, siblings):
                                                           else args[k])) for k in differ)
 
 
+def _seed_generators(seed):
+    """Python's, NumPy's and torch's generators (the GPU's too) seeded alike."""
+    random.seed(seed)
+    for name in ("numpy", "torch"):
+        module = sys.modules.get(name)
+        if name == "numpy" and module is not None:
+            module.random.seed(seed)
+        elif module is not None and hasattr(module, "manual_seed"):
+            module.manual_seed(seed)
+
+
 def _outputs(value):
     """The tensors (or float sequences) a callable returned, in order."""
     if value is None:
@@ -1173,13 +1187,15 @@ class _PerfReportCase(Case):
     def baselines(self):
         return [p for p in self._providers() if p != str(self.candidate)]
 
-    def _call_for(self, provider):
+    def _call_for(self, provider, seed):
         value = self.bench.line_vals[self._providers().index(provider)]
-        kwargs = dict(getattr(self.bench, "args", None) or {})
+        kwargs = dict(self.declared.extra)
+        kwargs.update(getattr(self.bench, "args", None) or {})
         kwargs.update(_x_args(self.bench, self.x))
         kwargs[self.bench.line_arg] = value
         captured = []
         _Capture.active = captured
+        _seed_generators(seed)  # each provider's inputs, made by the function, are the same
         try:
             self.declared.fn(**kwargs)
         finally:
@@ -1193,7 +1209,7 @@ class _PerfReportCase(Case):
         self.callables, self.unavailable, self.returned = {}, {}, {}
         for provider in self._providers():
             try:
-                self.callables[provider] = self._call_for(provider)
+                self.callables[provider] = self._call_for(provider, state.seed)
             except Exception as error:  # noqa: BLE001 (a provider this host lacks is a skipped baseline)
                 if provider == str(self.candidate):
                     raise
@@ -1396,7 +1412,36 @@ def _install_capture(need_triton=True):
     torch_benchmark.Compare = _CapturedCompare
 
 
-def perf_report_cases(script, candidate=None):
+def _bind_run_args(declared, run_args, namespace):
+    """The benchmark function's parameters that its benchmarks do not give
+    (a dtype its `.run()` call passes from a caller kw never runs): from
+    kernelwatch.json's run_args, Python expressions read in the script's
+    namespace; one nothing gives is an error that names it."""
+    import inspect  # noqa: PLC0415
+
+    fn = declared.fn
+    try:
+        parameters = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return
+    for name, expression in (run_args or {}).items():
+        if name in parameters:  # over what a .run() call passes: the config says what to measure
+            try:
+                declared.extra[name] = eval(expression, namespace)  # noqa: S307 (the repository's own config)
+            except Exception as error:  # noqa: BLE001 (said with the expression)
+                raise Error("run_args %s = %r: %s: %s" % (name, expression, type(error).__name__, error)) from error
+    for bench in declared.benchmarks:
+        given = set(declared.extra) | set(getattr(bench, "args", None) or {}) | set(bench.x_names) | {bench.line_arg}
+        missing = [name for name, p in parameters.items()
+                   if name not in given and p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+        if missing:
+            raise Error("%s(%s): nothing gives %s (not its benchmark's x_names, args or line_arg, nor a keyword of "
+                        "a .run() call the script makes): set it in kernelwatch.json's run_args, a Python "
+                        "expression each, e.g. \"run_args\": {\"%s\": \"torch.float16\"}"
+                        % (fn.__name__, ", ".join(parameters), ", ".join(missing), missing[0]))
+
+
+def perf_report_cases(script, candidate=None, run_args=None):
     """The cases of a perf_report script, the script run once to declare them."""
     import runpy  # noqa: PLC0415
 
@@ -1407,11 +1452,13 @@ def perf_report_cases(script, candidate=None):
     argv, sys.argv = sys.argv, [script]  # the script's own argument parser sees no kwbench option
     try:
         with contextlib.redirect_stdout(sys.stderr):  # stdout is the stage's document
-            runpy.run_path(script, run_name="__kwbench_perf_report__")
+            namespace = runpy.run_path(script, run_name="__kwbench_perf_report__")
     finally:
         sys.argv = argv
     if not _Declared.collected:
         raise Error("%s declares no triton.testing.perf_report benchmark" % script)
+    for declared in _Declared.collected:
+        _bind_run_args(declared, run_args, namespace)
     cases, seen = [], set()
     plots = {}  # plot name -> its benchmarks: those sharing one are told apart by their args
     for declared in _Declared.collected:
@@ -1631,6 +1678,9 @@ def _parser():
     p.add_argument("--candidate", help="with --perf-report, --do-bench or --tritonbench: the provider (or registered "
                    "benchmark) that runs the repository's kernel (default: the one that says triton, else the first "
                    "that names no reference)")
+    p.add_argument("--run-arg", action="append", default=[], metavar="NAME=EXPRESSION",
+                   help="with --perf-report: a keyword the benchmark functions take that their benchmarks do not "
+                   "give, as a Python expression in the script's namespace (kernelwatch.json's run_args)")
     return p
 
 
@@ -1790,7 +1840,8 @@ def _form_main():
         _parser().error("run as a module, kwbench needs --perf-report SCRIPT, --do-bench SCRIPT or "
                         "--tritonbench OPERATOR")
     try:
-        cases = perf_report_cases(options.perf_report, options.candidate)
+        run_args = dict(item.partition("=")[::2] for item in options.run_arg)
+        cases = perf_report_cases(options.perf_report, options.candidate, run_args)
     except Error as error:
         sys.stderr.write("kwbench: %s\n" % error)
         return 2

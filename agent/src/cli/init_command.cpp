@@ -545,23 +545,25 @@ void write_triton_script(const std::vector<std::pair<const PythonFile*, std::str
 // modules they import (a src-layout package's too).
 std::set<std::string> benchmark_scripts(const std::vector<PythonFile>& files, const InitOptions& options,
                                         Inspection& out) {
-  static const std::regex declared(R"(\bperf_report\s*\()");
   static const std::regex timed(R"(\bdo_bench(?:_cudagraph)?\s*\()");
   static const std::regex timer(R"(\bTimer\s*\()");
   static const std::regex operator_file(R"((?:^|/)operators/([A-Za-z0-9_]+)/operator\.py$)");
   std::set<std::string> covered;
+  const std::size_t benches_before = out.benches.size();
+  const std::set<std::string> wrappers = perf_report_wrappers(files);
   for (const PythonFile& file : files) {
     std::smatch op;
     const bool tritonbench = std::regex_search(file.path, op, operator_file) &&
                              file.text.find("register_benchmark") != std::string::npos;
     const bool torch_timer = file.text.find("torch.utils.benchmark") != std::string::npos;
     if (!tritonbench && !torch_timer && file.text.find("triton") == std::string::npos) continue;
-    const bool perf_report = !tritonbench && std::regex_search(file.text, declared);
+    const bool perf_report = !tritonbench && declares_perf_report(file, wrappers);
     const std::string stem = fs::path(file.path).stem().string();
     const bool test = stem.rfind("test_", 0) == 0 || stem.ends_with("_test") || stem == "conftest";
     const bool times =
         std::regex_search(file.text, timed) || (torch_timer && std::regex_search(file.text, timer));
-    if (!tritonbench && !perf_report && (test || !times)) continue;
+    // A module of helpers that call do_bench is no script of its own.
+    if (!tritonbench && !perf_report && (test || !times || !runs_as_script(file))) continue;
     std::string name = tritonbench ? op[1].str() : stem;
     std::replace_if(
         name.begin(), name.end(),
@@ -578,14 +580,17 @@ std::set<std::string> benchmark_scripts(const std::vector<PythonFile>& files, co
     for (auto it = std::sregex_iterator(file.text.begin(), file.text.end(), imported);
          it != std::sregex_iterator(); ++it) {
       const std::string module = (*it)[1].matched ? (*it)[1].str() : (*it)[2].str();
+      // The module, or a package's modules (`import trident` reaches trident.kernel.softmax).
       for (const PythonFile& other : files) {
-        if (other.module == module || other.module.ends_with("." + module)) covered.insert(other.path);
+        if (other.module == module || other.module.ends_with("." + module) ||
+            other.module.starts_with(module + "."))
+          covered.insert(other.path);
       }
     }
   }
-  if (!covered.empty())
+  if (out.benches.size() > benches_before)
     out.notes.push_back(
-        "Triton: " + std::to_string(covered.size()) +
+        "Triton: " + std::to_string(out.benches.size() - benches_before) +
         " benchmark script(s) (TritonBench operators, perf_report or do_bench), tracked as they are (a case "
         "per shape, the provider that says triton the candidate)");
   return covered;
@@ -597,8 +602,9 @@ std::set<std::string> benchmark_scripts(const std::vector<PythonFile>& files, co
 // copy for another accelerator's backend are left out, said so.
 bool triton_kernels(const fs::path& repo, const InitOptions& options, Inspection& out) {
   static const std::regex jit(
-      R"(@triton\.(?:jit|autotune)[^\n]*\n(?:@[^\n]*\n|[ \t)][^\n]*\n)*def\s+([A-Za-z_][A-Za-z0-9_]*))");
-  static const std::regex launch(R"(\b([A-Za-z_][A-Za-z0-9_]*)\s*\[[^\]\n]*\]\s*\()");
+      R"(@triton\.(?:jit|autotune)[^\n]*\n(?:[ \t]*@[^\n]*\n|[ \t)](?![ \t]*def\s)[^\n]*\n)*[ \t]*def\s+([A-Za-z_]\w*))");
+  // name[grid](...), the grid perhaps indexing ((x.shape[0],)).
+  static const std::regex launch(R"(\b([A-Za-z_]\w*)\s*\[(?:[^\[\]\n]|\[[^\[\]\n]*\])*\]\s*\()");
   const std::vector<PythonFile> files = python_files_of(repo);
   const std::set<std::string> covered = benchmark_scripts(files, options, out);
   std::vector<std::pair<const PythonFile*, std::string>> kernels;  // its file, the kernel
@@ -672,6 +678,19 @@ Inspection inspect_repository(const fs::path& repo, const InitOptions& options) 
     out.todos.push_back(
         "no bench found: add one to benches[] (an NVBench or Google Benchmark executable, or a kwbench.py "
         "script; docs/repo-config.md)");
+  const bool python_benches = std::any_of(out.benches.begin(), out.benches.end(), [](const FoundBench& b) {
+    return b.format == "python" || b.format == "perf_report" || b.format == "do_bench" ||
+           b.format == "tritonbench";
+  });
+  if (const std::vector<std::string> missing =
+          python_benches ? missing_requirements(repo, "python3") : std::vector<std::string>{};
+      !missing.empty()) {
+    std::string names;
+    for (const std::string& name : missing) names += (names.empty() ? "" : ", ") + name;
+    out.todos.push_back("requirements.txt names " + names +
+                        ", which python3 here does not have installed: the benches import the repository's "
+                        "modules, which may import them (pip install -r requirements.txt on the GPU host)");
+  }
   for (const FoundBench& bench : out.benches) {
     if (bench.format != "python" && bench.format != "perf_report" && bench.format != "do_bench" &&
         bench.format != "tritonbench") {
@@ -739,7 +758,7 @@ int write_init(InitArgs& args) {
   for (const FoundBench& bench : inspection.benches)
     std::cout << "  bench \"" << bench.name << "\" (" << bench.format << "): " << bench.path << " - "
               << bench.how << "\n";
-  std::cout << "\nstill to write:\n";
+  std::cout << "\nstill to write:" << (inspection.todos.empty() ? " nothing kw init can tell" : "") << "\n";
   for (const std::string& todo : inspection.todos) std::cout << "  - " << todo << "\n";
   std::cout << "\nthen, on a GPU host, before the first push: kw run --repo " << repo.string()
             << " --stages preflight --allow-dirty --out first-run.json\n";

@@ -9,6 +9,8 @@
 #include <set>
 #include <sstream>
 
+#include "kw/common/subprocess.hpp"
+
 namespace kw::agent {
 
 namespace fs = std::filesystem;
@@ -96,6 +98,39 @@ std::string other_backend_folder(const std::string& path) {
     if (backends.contains(name)) return folder.generic_string();
   }
   return "";
+}
+
+std::vector<std::string> missing_requirements(const fs::path& repo, const std::string& python) {
+  std::istringstream lines(read_text(repo / "requirements.txt"));
+  std::vector<std::string> names;
+  for (std::string line; std::getline(lines, line);) {
+    line = line.substr(0, line.find('#'));
+    const std::size_t start = line.find_first_not_of(" \t");
+    if (start == std::string::npos || line[start] == '-') continue;  // an option: -r, -e, --index-url
+    std::size_t end = start;
+    while (end < line.size() && (std::isalnum(static_cast<unsigned char>(line[end])) || line[end] == '-' ||
+                                 line[end] == '_' || line[end] == '.'))
+      ++end;
+    if (end > start) names.push_back(line.substr(start, end - start));
+  }
+  if (names.empty()) return {};
+  common::ChildSpec spec;
+  spec.argv = {python, "-c",
+               "import sys, importlib.metadata as m\n"
+               "for n in sys.argv[1:]:\n"
+               "    try: m.distribution(n)\n"
+               "    except m.PackageNotFoundError: print(n)\n"};
+  spec.argv.insert(spec.argv.end(), names.begin(), names.end());
+  spec.cwd = repo;
+  spec.timeout_s = 60;
+  const common::ChildOutcome outcome = common::run_child(spec);
+  if (!outcome.ok()) return {};
+  std::vector<std::string> missing;
+  std::istringstream printed(outcome.output_tail);
+  for (std::string name; std::getline(printed, name);) {
+    if (std::find(names.begin(), names.end(), name) != names.end()) missing.push_back(name);
+  }
+  return missing;
 }
 
 }  // namespace kw::agent

@@ -29,4 +29,10 @@ bool selected(const std::vector<std::string>& only, std::initializer_list<std::s
 // Kunlunxin...: _ascend/, backends/amd/), or "" where none is.
 std::string other_backend_folder(const std::string& path);
 
+// The distributions the repository's requirements.txt names that `python`
+// does not have installed here (none where it names none, or where
+// `python` cannot be run). A bench of the repository's Python imports its
+// modules, and they import these.
+std::vector<std::string> missing_requirements(const std::filesystem::path& repo, const std::string& python);
+
 }  // namespace kw::agent

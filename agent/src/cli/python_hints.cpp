@@ -506,14 +506,87 @@ CaseHints triton_case_hints(const PythonFile& file, const std::string& kernel,
   return hints;
 }
 
+std::string code_only(const std::string& text) {
+  std::string out = text;
+  std::size_t i = 0;
+  auto blank = [&](std::size_t from, std::size_t to) {
+    for (std::size_t k = from; k < to && k < out.size(); ++k) {
+      if (out[k] != '\n') out[k] = ' ';
+    }
+  };
+  while (i < text.size()) {
+    const char c = text[i];
+    if (c == '#') {
+      const std::size_t end = std::min(text.find('\n', i), text.size());
+      blank(i, end);
+      i = end;
+    } else if (c == '"' || c == '\'') {
+      const std::string quote =
+          text.compare(i, 3, std::string(3, c)) == 0 ? std::string(3, c) : std::string(1, c);
+      std::size_t end = i + quote.size();
+      while (end < text.size() && text.compare(end, quote.size(), quote) != 0 &&
+             (quote.size() == 3 || text[end] != '\n'))
+        end += text[end] == '\\' ? 2 : 1;
+      end = std::min(end + quote.size(), text.size());
+      blank(i + quote.size(), end - quote.size());
+      i = end;
+    } else {
+      ++i;
+    }
+  }
+  return out;
+}
+
+std::set<std::string> perf_report_wrappers(const std::vector<PythonFile>& files) {
+  static const std::regex def(R"(def\s+(\w+)\s*\()");
+  static const std::regex returns(R"([ \t]+return\s+(?:[\w.]+\.)?perf_report\s*\()");
+  std::set<std::string> out;
+  for (const PythonFile& file : files) {
+    if (file.text.find("perf_report") == std::string::npos) continue;
+    std::istringstream lines(code_only(file.text));
+    std::string line, function;  // the top-level function the line is in
+    while (std::getline(lines, line)) {
+      std::smatch name;
+      if (std::regex_search(line, name, def, std::regex_constants::match_continuous))
+        function = name[1];
+      else if (!line.empty() && line[0] != ' ' && line[0] != '\t' &&
+               line.find_first_not_of(" \t\r") != std::string::npos)
+        function.clear();
+      else if (!function.empty() && std::regex_search(line, returns, std::regex_constants::match_continuous))
+        out.insert(function);
+    }
+  }
+  return out;
+}
+
+bool declares_perf_report(const PythonFile& file, const std::set<std::string>& wrappers) {
+  static const std::regex own(R"((?:^|\n)([^\n]*)\bperf_report\s*\()");
+  static const std::regex decorator(R"((?:^|\n)[ \t]*@(?:[\w.]+\.)?(\w+)\s*\()");
+  const std::string code = code_only(file.text);
+  for (auto it = std::sregex_iterator(code.begin(), code.end(), own); it != std::sregex_iterator(); ++it) {
+    const std::string before = (*it)[1];
+    if (before.find("return") == std::string::npos && before.find("def ") == std::string::npos) return true;
+  }
+  return std::any_of(std::sregex_iterator(code.begin(), code.end(), decorator), std::sregex_iterator(),
+                     [&](const std::smatch& m) { return wrappers.contains(m[1].str()); });
+}
+
+bool runs_as_script(const PythonFile& file) {
+  static const std::regex top(
+      R"((?:^|\n)(?:if\s+__name__\s*==|for\s|while\s|with\s|(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*\())");
+  const std::string code = code_only(file.text);
+  return std::regex_search(code, top);
+}
+
 std::vector<std::string> import_side_effects(const PythonFile& file) {
   static const std::regex statement(R"((^|\n)((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*\([^\n]*))");
   static const std::set<std::string> harmless = {"print", "setattr", "warnings.filterwarnings",
                                                  "torch.manual_seed", "logging.basicConfig"};
   std::vector<std::string> found;
-  for (auto it = std::sregex_iterator(file.text.begin(), file.text.end(), statement);
-       it != std::sregex_iterator(); ++it) {
-    const std::string call = (*it)[2];
+  const std::string code = code_only(file.text);
+  for (auto it = std::sregex_iterator(code.begin(), code.end(), statement); it != std::sregex_iterator();
+       ++it) {
+    const std::string call = file.text.substr(static_cast<std::size_t>(it->position(2)), (*it)[2].length());
     const std::string callee = call.substr(0, call.find('('));
     if (harmless.contains(callee)) continue;
     found.push_back(file.path + ":" +

@@ -12,6 +12,7 @@
 
 #include <filesystem>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -70,6 +71,21 @@ std::vector<std::string> free_identifiers(const std::string& expression);
 // of it); nullopt where there is none.
 std::optional<std::pair<const PythonFile*, std::string>> reference_of(const std::string& stem,
                                                                       const std::vector<PythonFile>& files);
+
+// `text` with what its strings and comments hold blanked, newlines kept:
+// offsets still match, and a docstring's "Note(x):" is no call.
+std::string code_only(const std::string& text);
+
+// The top-level functions that return a perf_report decorator (`return
+// triton.testing.perf_report([...])`: kakaobrain/trident's util.report).
+std::set<std::string> perf_report_wrappers(const std::vector<PythonFile>& files);
+// Whether importing `file` declares perf_report benchmarks: a perf_report
+// call of its own (not a wrapper's return), or a decorator that is one of
+// `wrappers`.
+bool declares_perf_report(const PythonFile& file, const std::set<std::string>& wrappers);
+// Whether running `file` does anything: a `__main__` block, a loop, or a
+// call at its top level. A helper module of functions does not.
+bool runs_as_script(const PythonFile& file);
 
 // "FILE:LINE runs `CALL`" for each statement at a module's top level that
 // calls something when the module is imported (a test, a benchmark sweep).

@@ -90,7 +90,8 @@ const std::vector<Field> kBenchFields = {
     {"sanitize", Kind::object, false, &kSanitizeFields},
     {"python", Kind::string},
     {"modules", Kind::strings},
-    {"candidate", Kind::string}};
+    {"candidate", Kind::string},
+    {"run_args", Kind::string_map}};
 const std::vector<Field> kBuildFields = {{"commands", Kind::strings, true},
                                          {"timeout_s", Kind::number},
                                          {"env", Kind::string_map},
@@ -125,6 +126,7 @@ const std::vector<Field> kConfigFields = {{"project", Kind::string, true},
                                           {"benches", Kind::objects, true, &kBenchFields},
                                           {"timeouts_s", Kind::object, false, &kTimeoutFields},
                                           {"full_bench", Kind::object, false, &kFullBenchFields},
+                                          {"run_args", Kind::string_map},
                                           {"thresholds", Kind::any}};
 
 std::size_t edit_distance(std::string_view a, std::string_view b) {
@@ -341,6 +343,8 @@ std::vector<std::string> bench_command(const BenchConfig& bench, const std::file
                                                               : "--perf-report";
   std::vector<std::string> argv{interpreter, "-m", "kwbench", form_flag, path};
   if (!bench.candidate.empty()) argv.insert(argv.end(), {"--candidate", bench.candidate});
+  for (const auto& [name, expression] : bench.run_args)
+    argv.push_back("--run-arg=" + name + "=" + expression);
   return argv;
 }
 
@@ -434,17 +438,21 @@ RepoConfig parse_repo_config(const json& document) {
 
 namespace {
 
+// An object of strings ("build.env", "run_args").
+std::map<std::string, std::string> string_map(const json& value, const std::string& path) {
+  if (!value.is_object()) JsonReader::fail(path, "must be an object of strings");
+  std::map<std::string, std::string> out;
+  for (const auto& [key, item] : value.items())
+    out[key] = JsonReader::as_string(item, path + "." + key, true);
+  return out;
+}
+
 void read_build(const json& section, RepoConfig& config) {
   JsonReader build(section, "build");
   config.build_commands = string_list(build, "commands", true);
   if (config.build_commands.empty()) JsonReader::fail("build.commands", "must hold at least one command");
   config.build_timeout_s = build.opt_number("timeout_s", 1).value_or(config.build_timeout_s);
-  if (const json* env = build.find("env")) {
-    if (!env->is_object()) JsonReader::fail("build.env", "must be an object of strings");
-    for (const auto& [key, value] : env->items()) {
-      config.build_env[key] = JsonReader::as_string(value, "build.env." + key, true);
-    }
-  }
+  if (const json* env = build.find("env")) config.build_env = string_map(*env, "build.env");
   if (const json* clean = build.find("clean")) {
     if (!clean->is_boolean()) JsonReader::fail("build.clean", "must be true or false");
     config.build_clean = clean->get<bool>();
@@ -538,6 +546,12 @@ BenchConfig read_bench(const json& value, const std::string& path) {
     if (candidate->empty()) JsonReader::fail(b.child("candidate"), "must name a provider of the benchmark");
     bench.candidate = *candidate;
   }
+  if (const json* run_args = b.find("run_args")) {
+    if (bench.form != "perf_report")
+      JsonReader::fail(b.child("run_args"),
+                       "only a perf_report bench passes its benchmark functions keywords");
+    bench.run_args = string_map(*run_args, path + ".run_args");
+  }
   // kwbench and python benches speak the kwbench command line.
   const bool kwbench_cli = bench.format == BenchFormat::kwbench || bench.format == BenchFormat::python;
   bench.args = string_list(b, "args", false);
@@ -626,6 +640,15 @@ RepoConfig read_repo_config(const json& document) {
     t.reject_unknown_keys();
   }
   if (const json* full_bench = reader.find("full_bench")) read_full_bench(*full_bench, config.full_bench);
+  // The keywords every perf_report bench's functions get where the bench
+  // does not set them itself (a dtype that a whole suite's runner passes).
+  if (const json* run_args = reader.find("run_args")) {
+    for (const auto& [name, expression] : string_map(*run_args, "run_args")) {
+      for (BenchConfig& bench : config.benches) {
+        if (bench.form == "perf_report") bench.run_args.try_emplace(name, expression);
+      }
+    }
+  }
   if (const json* thresholds = reader.find("thresholds"))
     config.thresholds = common::parse_thresholds(*thresholds, "thresholds");
   reader.reject_unknown_keys();

@@ -72,6 +72,9 @@ struct BenchConfig {
   // kwbench.py's default, the one that says triton, else the first).
   std::string form;
   std::string candidate;
+  // perf_report: keywords for the benchmark functions that their benchmarks
+  // do not give, each a Python expression (`--run-arg NAME=EXPRESSION`).
+  std::map<std::string, std::string> run_args;
 };
 
 // The argv that starts `bench` in `checkout`: its executable, for a python

@@ -355,6 +355,57 @@ class PerfReportForm(unittest.TestCase):
         self.assertEqual([(c["name"], c["baselines"]) for c in document["cases"]],
                          [("rms/dtype=float16/N=512", ["torch"]), ("rms/dtype=bfloat16/N=512", ["torch"])])
 
+    def test_a_parameter_only_run_gives_comes_from_run_args_or_is_named(self):
+        # kakaobrain/trident's layout: perf_report behind a wrapper in a
+        # sibling module, and a dtype that only its runner's .run() passes.
+        with tempfile.TemporaryDirectory() as tmp:
+            with open(os.path.join(tmp, "util.py"), "w") as out:
+                out.write("import triton\n"
+                          "def report(title, x_names, x_vals, args):\n"
+                          "    return triton.testing.perf_report([triton.testing.Benchmark(x_names, x_vals,\n"
+                          "        'backend', ['torch', 'trident'], ['torch', 'trident'], title, args)])\n")
+            script = os.path.join(tmp, "benchmark_scale.py")
+            with open(script, "w") as out:
+                out.write("import triton\nimport util\n"
+                          "@util.report('scale forward', ['x_size'], [64, 128], {'y_size': 2})\n"
+                          "def bench_scale(y_size, x_size, dtype, backend):\n"
+                          "    factor = 2.0 if backend == 'torch' else dtype\n"
+                          "    return triton.testing.do_bench(lambda: [factor] * (x_size * y_size))\n"
+                          "def run_benchmark(dtype):\n"
+                          "    bench_scale.run(print_data=True, dtype=dtype)\n")
+            code, _, err = run_perf_report("--list", form=("--perf-report", script))
+            self.assertEqual(code, 2)
+            self.assertIn("bench_scale(y_size, x_size, dtype, backend): nothing gives dtype", err)
+            self.assertIn('"run_args": {"dtype": "torch.float16"}', err)
+            code, document, err = run_perf_report("--stage", "correctness", "--run-arg", "dtype=1.0 + 1.0",
+                                                  form=("--perf-report", script))
+            self.assertEqual(code, 0, err)
+            self.assertEqual(document["stage"]["status"], "passed", document["stage"]["message"])
+            self.assertEqual(sorted(case_results(document)), ["scale_forward/x_size=128", "scale_forward/x_size=64"])
+            code, document, _ = run_perf_report("--stage", "correctness", "--run-arg", "dtype=3.0",
+                                                form=("--perf-report", script))
+            self.assertEqual(document["stage"]["status"], "failed")
+            code, _, err = run_perf_report("--list", "--run-arg", "dtype=torch.nope", form=("--perf-report", script))
+            self.assertEqual(code, 2)
+            self.assertIn("run_args dtype = 'torch.nope': NameError", err)
+
+    def test_each_provider_gets_the_same_random_inputs(self):
+        # The tutorials make their inputs with torch.randn inside the
+        # benchmark function: once per provider.
+        with tempfile.TemporaryDirectory() as tmp:
+            script = os.path.join(tmp, "random_bench.py")
+            with open(script, "w") as out:
+                out.write("import random\nimport triton\n"
+                          "@triton.testing.perf_report(triton.testing.Benchmark(x_names=['N'], x_vals=[256],\n"
+                          "    line_arg='provider', line_vals=['triton', 'torch'], line_names=['T', 'P'],\n"
+                          "    plot_name='double', args={}))\n"
+                          "def bench(N, provider):\n"
+                          "    x = [random.random() for _ in range(N)]\n"
+                          "    return triton.testing.do_bench(lambda: [2.0 * v for v in x])\n")
+            code, document, err = run_perf_report("--stage", "correctness", form=("--perf-report", script))
+        self.assertEqual(code, 0, err)
+        self.assertEqual(document["stage"]["status"], "passed", document["stage"]["message"])
+
     def test_the_default_candidate_is_the_provider_that_names_no_reference(self):
         self.assertEqual(kwbench._choose_candidate(["torch", "trident"]), "trident")
         self.assertEqual(kwbench._choose_candidate(["naive_softmax", "triton_softmax"]), "triton_softmax")
