@@ -129,6 +129,29 @@ TEST(Judge, TheRunDecidesOnCandidatesAndBaselinesMovingTogetherAreTheMachine) {
     EXPECT_EQ(row.status, row.candidate() ? ChangeStatus::unchanged : ChangeStatus::regression) << row.impl;
 }
 
+// Each candidate says what it could see; one that cannot see its
+// threshold (a 7 us kernel, whose between-side offset alone is 0.5% a
+// side) says so in its note, with the threshold it can defend.
+TEST(Judge, EachCandidateSaysTheSmallestSlowdownItSeesAndABlindOneSaysSo) {
+  std::vector<Comparison> rows;
+  Case large, tiny;
+  large.name = "large";
+  tiny.name = "tiny";
+  rows.push_back(ab(large, measured(1e6, 6, 50), measured(1e6, 6, 51)));
+  rows.push_back(ab(tiny, measured(7e3, 4, 52), measured(7e3, 4, 53)));
+  rows.push_back(ab(tiny, measured(7e3, 4, 54, "baseline:cudnn"), measured(7e3, 4, 55, "baseline:cudnn")));
+  std::vector<Comparison*> all;
+  for (Comparison& row : rows) all.push_back(&row);
+  decide_run(all, kJudgeSettings);
+  ASSERT_TRUE(rows[0].detectable);
+  ASSERT_TRUE(rows[1].detectable);
+  EXPECT_FALSE(rows[2].detectable) << "only candidates decide, only they say what they see";
+  EXPECT_LT(*rows[0].detectable, *rows[1].detectable);
+  EXPECT_GT(*rows[1].detectable, rows[1].min_threshold);
+  EXPECT_NE(rows[1].test.note.find("above its 1% threshold"), std::string::npos) << rows[1].test.note;
+  EXPECT_NE(rows[1].test.note.find("what it can defend"), std::string::npos) << rows[1].test.note;
+}
+
 TEST(Judge, ACaseSpreadIsShrunkTowardsItsGpuModels) {
   CaseHistory quiet;
   quiet.replicate_sds = {0.002, 0.002, 0.002};

@@ -220,6 +220,20 @@ RunDecision decide_run(const std::vector<Comparison*>& comparisons, const Detect
     for (std::size_t i = 0; i < members.size(); ++i) {
       members[i]->status = decision.statuses[i];
       if (candidates) members[i]->detectable = detectable_change(tests[i], thresholds[i], judged, settings);
+      if (const std::optional<double> sees = members[i]->detectable;
+          sees && *sees > thresholds[i] && members[i]->kind == "time" &&
+          decision.statuses[i] != ChangeStatus::regression &&
+          decision.statuses[i] != ChangeStatus::improvement) {
+        // What the gate can promise here, said where the case is read.
+        char blind[200];
+        std::snprintf(
+            blind, sizeof(blind),
+            "sees slowdowns of %.1f%% or more nine times in ten, above its %g%% threshold: %.1f%% is "
+            "what it can defend with this run's replicates",
+            100 * *sees, 100 * thresholds[i], 100 * *sees);
+        std::string& note = members[i]->test.note;
+        note += (note.empty() ? "" : "; ") + std::string(blind);
+      }
       if (decision.statuses[i] != ChangeStatus::inconclusive) continue;
       // The estimate alone says changed; the evidence does not, or not among the run's comparisons.
       char why[200];
