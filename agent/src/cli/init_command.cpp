@@ -551,6 +551,7 @@ std::set<std::string> benchmark_scripts(const std::vector<PythonFile>& files, co
   std::set<std::string> covered;
   const std::size_t benches_before = out.benches.size();
   const std::set<std::string> wrappers = perf_report_wrappers(files);
+  std::vector<const PythonFile*> perf_report_scripts;
   for (const PythonFile& file : files) {
     std::smatch op;
     const bool tritonbench = std::regex_search(file.path, op, operator_file) &&
@@ -575,6 +576,7 @@ std::set<std::string> benchmark_scripts(const std::vector<PythonFile>& files, co
                            : perf_report ? "a triton.testing.perf_report script, as it is"
                                          : "a script timing with do_bench or torch's Timer, as it is"});
     covered.insert(file.path);
+    if (perf_report) perf_report_scripts.push_back(&file);
     static const std::regex imported(
         R"((?:^|\n)[ \t]*(?:from[ \t]+([\w.]+)[ \t]+import|import[ \t]+([\w.]+)))");
     for (auto it = std::sregex_iterator(file.text.begin(), file.text.end(), imported);
@@ -588,6 +590,8 @@ std::set<std::string> benchmark_scripts(const std::vector<PythonFile>& files, co
       }
     }
   }
+  if (const std::string todo = run_args_todo(perf_report_scripts, files, wrappers); !todo.empty())
+    out.todos.push_back(todo);
   if (out.benches.size() > benches_before)
     out.notes.push_back(
         "Triton: " + std::to_string(out.benches.size() - benches_before) +

@@ -10,6 +10,8 @@
 #include <sstream>
 #include <string_view>
 
+#include "cli/init_files.hpp"
+
 namespace kw::agent {
 
 namespace {
@@ -569,6 +571,69 @@ bool declares_perf_report(const PythonFile& file, const std::set<std::string>& w
   }
   return std::any_of(std::sregex_iterator(code.begin(), code.end(), decorator), std::sregex_iterator(),
                      [&](const std::smatch& m) { return wrappers.contains(m[1].str()); });
+}
+
+namespace {
+
+// Every quoted string of `text` that is a Python identifier.
+std::set<std::string> identifier_strings(const std::string& text) {
+  static const std::regex quoted(R"(['"]([A-Za-z_]\w*)['"])");
+  const std::vector<std::string> found = matches(text, quoted);
+  return {found.begin(), found.end()};
+}
+
+// The parameters of `file`'s perf_report functions that nothing in `given` names and that have no default.
+std::set<std::string> perf_report_ungiven(const PythonFile& file, const std::set<std::string>& wrappers,
+                                          const std::set<std::string>& given) {
+  // A decorator line, the lines of its call, then the function's `def`.
+  static const std::regex decorated(
+      R"((?:^|\n)[ \t]*@(?:[\w.]+\.)?(\w+)\s*\([\s\S]*?\n[ \t]*def\s+\w+\s*\()");
+  std::set<std::string> ungiven;
+  for (auto it = std::sregex_iterator(file.text.begin(), file.text.end(), decorated);
+       it != std::sregex_iterator(); ++it) {
+    const std::string decorator = (*it)[1];
+    if (decorator != "perf_report" && !wrappers.contains(decorator)) continue;
+    const std::size_t open = static_cast<std::size_t>(it->position(0) + it->length(0)) - 1;
+    const std::size_t close = closing_bracket(file.text, open);
+    if (close == std::string::npos) continue;
+    for (std::string parameter : top_level_parts(file.text.substr(open + 1, close - open - 1))) {
+      if (parameter.find('=') != std::string::npos || parameter[0] == '*') continue;  // a default, *args
+      parameter = parameter.substr(0, parameter.find(':'));
+      parameter.erase(parameter.find_last_not_of(" \t") + 1);
+      if (!given.contains(parameter)) ungiven.insert(parameter);
+    }
+  }
+  return ungiven;
+}
+
+}  // namespace
+
+std::string run_args_todo(const std::vector<const PythonFile*>& scripts, const std::vector<PythonFile>& files,
+                          const std::set<std::string>& wrappers) {
+  std::set<std::string> wrapper_strings;  // a wrapper's line_arg is a string of its module
+  for (const PythonFile& file : files) {
+    if (!wrappers.empty() && file.text.find("perf_report") != std::string::npos) {
+      const std::set<std::string> strings = identifier_strings(file.text);
+      wrapper_strings.insert(strings.begin(), strings.end());
+    }
+  }
+  std::map<std::string, int> ungiven;  // parameter -> scripts whose functions take it
+  for (const PythonFile* script : scripts) {
+    std::set<std::string> given = identifier_strings(script->text);
+    given.insert(wrapper_strings.begin(), wrapper_strings.end());
+    for (const std::string& parameter : perf_report_ungiven(*script, wrappers, given)) ++ungiven[parameter];
+  }
+  if (ungiven.empty()) return {};
+  std::string names, example;
+  for (const auto& [parameter, count] : ungiven) {
+    names += (names.empty() ? "" : ", ") + parameter + " (" + std::to_string(count) + " script(s) at least)";
+    example += (example.empty() ? "" : ", ") + ("\"" + parameter + "\": \"...\"");
+  }
+  return "the perf_report functions take " + names +
+         ", which their benchmarks do not give (the suite's runner passes them to .run()): set "
+         "kernelwatch.json's "
+         "run_args, a Python expression each: \"run_args\": {" +
+         example + "}";
 }
 
 bool runs_as_script(const PythonFile& file) {

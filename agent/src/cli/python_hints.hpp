@@ -83,6 +83,15 @@ std::set<std::string> perf_report_wrappers(const std::vector<PythonFile>& files)
 // call of its own (not a wrapper's return), or a decorator that is one of
 // `wrappers`.
 bool declares_perf_report(const PythonFile& file, const std::set<std::string>& wrappers);
+// What kw init says of the parameters of the `scripts`' perf_report
+// benchmark functions that have no default and that no string of the
+// script or of the wrappers' modules names (an x name, an arg, a
+// line_arg): those only a runner's `.run(NAME=...)` gives (trident's
+// dtype), which kernelwatch.json's run_args must give instead; "" where
+// there are none.
+std::string run_args_todo(const std::vector<const PythonFile*>& scripts, const std::vector<PythonFile>& files,
+                          const std::set<std::string>& wrappers);
+
 // Whether running `file` does anything: a `__main__` block, a loop, or a
 // call at its top level. A helper module of functions does not.
 bool runs_as_script(const PythonFile& file);
