@@ -347,7 +347,9 @@ std::vector<PythonFile> python_files_of(const fs::path& repo) {
     const std::string import_root = root == repo ? "" : in_repo(root, repo);
     std::string module = fs::relative(file, root).replace_extension().generic_string();
     std::replace(module.begin(), module.end(), '/', '.');
-    files.push_back({in_repo(file, repo), module, read_text(file), import_root});
+    std::string text = read_text(file);
+    std::string code = code_only(text);
+    files.push_back({in_repo(file, repo), module, std::move(text), std::move(code), import_root});
   }
   return files;
 }

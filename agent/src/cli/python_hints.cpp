@@ -545,7 +545,7 @@ std::set<std::string> perf_report_wrappers(const std::vector<PythonFile>& files)
   std::set<std::string> out;
   for (const PythonFile& file : files) {
     if (file.text.find("perf_report") == std::string::npos) continue;
-    std::istringstream lines(code_only(file.text));
+    std::istringstream lines(file.code);
     std::string line, function;  // the top-level function the line is in
     while (std::getline(lines, line)) {
       std::smatch name;
@@ -564,7 +564,7 @@ std::set<std::string> perf_report_wrappers(const std::vector<PythonFile>& files)
 bool declares_perf_report(const PythonFile& file, const std::set<std::string>& wrappers) {
   static const std::regex own(R"((?:^|\n)([^\n]*)\bperf_report\s*\()");
   static const std::regex decorator(R"((?:^|\n)[ \t]*@(?:[\w.]+\.)?(\w+)\s*\()");
-  const std::string code = code_only(file.text);
+  const std::string& code = file.code;
   for (auto it = std::sregex_iterator(code.begin(), code.end(), own); it != std::sregex_iterator(); ++it) {
     const std::string before = (*it)[1];
     if (before.find("return") == std::string::npos && before.find("def ") == std::string::npos) return true;
@@ -639,7 +639,7 @@ std::string run_args_todo(const std::vector<const PythonFile*>& scripts, const s
 bool runs_as_script(const PythonFile& file) {
   static const std::regex top(
       R"((?:^|\n)(?:if\s+__name__\s*==|for\s|while\s|with\s|(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*\())");
-  const std::string code = code_only(file.text);
+  const std::string& code = file.code;
   return std::regex_search(code, top);
 }
 
@@ -648,7 +648,7 @@ std::vector<std::string> import_side_effects(const PythonFile& file) {
   static const std::set<std::string> harmless = {"print", "setattr", "warnings.filterwarnings",
                                                  "torch.manual_seed", "logging.basicConfig"};
   std::vector<std::string> found;
-  const std::string code = code_only(file.text);
+  const std::string& code = file.code;
   for (auto it = std::sregex_iterator(code.begin(), code.end(), statement); it != std::sregex_iterator();
        ++it) {
     const std::string call = file.text.substr(static_cast<std::size_t>(it->position(2)), (*it)[2].length());

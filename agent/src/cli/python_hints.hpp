@@ -23,6 +23,7 @@ namespace kw::agent {
 // name (kernels/softmax.py -> kernels.softmax) and its text.
 struct PythonFile {
   std::string path, module, text;
+  std::string code;  // `text` as code_only() gives it: what its strings and comments hold blanked
   // The folder its module is imported from, relative to the repository:
   // empty, or a src layout's `src` (a package whose folder's parent is no
   // package).
