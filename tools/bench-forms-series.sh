@@ -17,13 +17,16 @@
 # Reports (main-1.json, comment-1.json, neutral-1.json, slow-1.json) and logs in
 # $OUT/bench-forms.tar.gz; a line per run (stages, seconds after the build, what was
 # timed) in $OUT/bench-forms.txt. Judge the reports here with tools/judge_series.py.
-# FORMS_KINDS picks the pull requests, FORMS_MAIN=0 leaves the main run out.
+# FORMS_KINDS picks the pull requests, FORMS_MAIN=0 leaves the main run out;
+# KW_BINARY measures another tree's kw (tools/gpu-scratch.sh), RESULT_SUFFIX
+# names its results apart.
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 log_tag=bench-forms
 source "$root/tools/gpu-scratch.sh"
 top="${OUT:-$root/gpu-results}"
-out="$top/bench-forms"
+tag="bench-forms${RESULT_SUFFIX:-}"  # RESULT_SUFFIX: a second tree's results beside the first's
+out="$top/$tag"
 work="${FORMS_WORK:-/tmp/kw-forms}"
 mkdir -p "$out"
 rm -rf "$work" && mkdir -p "$work/repo"
@@ -196,7 +199,7 @@ done
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
 
-summary="$top/bench-forms.txt"
+summary="$top/$tag.txt"
 : > "$summary"
 measure() {  # kind branch [kw run options...]
   local kind="$1" ref="$2" started
@@ -214,4 +217,4 @@ measure() {  # kind branch [kw run options...]
 for kind in ${FORMS_KINDS:-comment neutral slow}; do
   measure "$kind-1" "$kind" --base "$base"
 done
-tar -C "$top" -czf "$top/bench-forms.tar.gz" bench-forms && rm -rf "$out"
+tar -C "$top" -czf "$top/$tag.tar.gz" "$tag" && rm -rf "$out"

@@ -8,8 +8,13 @@ git_() { git -c user.name=kernelwatch -c user.email=kw@localhost -c advice.detac
 
 # kw_binary LOGDIR: kw of this tree, built (incrementally on a machine that
 # built it before: a kw left from another tree carries another kwbench.py);
-# prints its path.
+# prints its path. KW_BINARY: another tree's kw instead (a baseline measured
+# in the same call), its libkw_inject.so built beside it.
 kw_binary() {
+  if [ -n "${KW_BINARY:-}" ]; then
+    echo "$KW_BINARY"
+    return 0
+  fi
   if [ ! -f "$root/build/gpu/CMakeCache.txt" ]; then
     (cd "$root" && cmake --preset gpu -DKW_BUILD_TESTS=OFF > "$1/kw-configure.log" 2>&1) ||
       { tail -30 "$1/kw-configure.log" >&2; return 1; }
@@ -22,6 +27,7 @@ kw_binary() {
 # inject_library LOGDIR: libkw_inject.so of this tree built, for the
 # fingerprints a launch pass takes.
 inject_library() {
+  [ -z "${KW_BINARY:-}" ] || return 0
   (cd "$root" && cmake --build --preset gpu -j "$(nproc)" --target kw_inject > "$1/inject-build.log" 2>&1) ||
     { tail -20 "$1/inject-build.log" >&2; return 1; }
 }

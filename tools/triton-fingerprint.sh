@@ -9,14 +9,17 @@
 # each measured with `kw run --base A` (2 replicates a side, no confirmation:
 # what it shows is which cases are timed; TRITON_FULL_BENCH, a JSON object,
 # sets full_bench keys over these, '{}' the defaults). Reports and logs go to
-# $OUT/triton-fingerprints.tar.gz, a line per pull request to
-# $OUT/triton-fingerprints.txt.
+# $OUT/triton-fingerprints.tar.gz, two lines per pull request to
+# $OUT/triton-fingerprints.txt (what was timed; each stage's seconds).
+# KW_BINARY measures another tree's kw (tools/gpu-scratch.sh), RESULT_SUFFIX
+# names its results apart.
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 log_tag=triton-fingerprints
 source "$root/tools/gpu-scratch.sh"
 top="${OUT:-$root/gpu-results}"
-out="$top/triton-fingerprints"
+tag="triton-fingerprints${RESULT_SUFFIX:-}"  # RESULT_SUFFIX: a second tree's results beside the first's
+out="$top/$tag"
 work="${TRITON_WORK:-/tmp/kw-triton}"
 mkdir -p "$out"
 rm -rf "$work" && mkdir -p "$work/repo"
@@ -91,7 +94,7 @@ branch warps 's/^NUM_WARPS = 4$/NUM_WARPS = 8/' softmax_bench.py
 branch comment 's/^    row = tl.program_id(0)$/    row = tl.program_id(0)  # one program per row/' softmax_bench.py
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
-summary="$top/triton-fingerprints.txt"
+summary="$top/$tag.txt"
 : > "$summary"
 for kind in ${TRITON_KINDS:-docs warps comment}; do
   git -C "$repo" checkout -q "$kind"
@@ -122,5 +125,6 @@ PY
 )
   log "$line"
   echo "$line" >> "$summary"
+  python3 "$root/tools/report_line.py" "$out/$kind.json" "$kind" "$status" "$((SECONDS - started))" | tee -a "$summary"
 done
-tar -C "$top" -czf "$top/triton-fingerprints.tar.gz" triton-fingerprints && rm -rf "$out"
+tar -C "$top" -czf "$top/$tag.tar.gz" "$tag" && rm -rf "$out"

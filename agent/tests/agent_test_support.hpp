@@ -65,6 +65,22 @@ inline std::string config_error(const std::function<void(json&)>& mutate) {
   return "accepted";
 }
 
+// A python bench (kernels/python/kwbench.py) with the helper's CPU stand-in
+// backend, a TEST DOUBLE for CUDA and torch: the agent runs it with kwbench's
+// command line through the interpreter, stage by stage, and its replicates.
+inline json python_config(const std::string& cases) {
+  return {{"project", "demo"},
+          {"build", {{"commands", {"true"}}}},
+          {"benches",
+           {{{"name", "py"},
+             {"path", std::string(KW_SOURCE_DIR) + "/kernels/python/tests/standin_bench.py"},
+             {"format", "python"},
+             {"python", "python3"},
+             {"cases", cases},
+             {"args", {"--backend", "cpu-stand-in"}}}}},
+          {"full_bench", {{"replicates", 2}, {"max_replicates", 2}, {"replicate_seconds", 0.05}}}};
+}
+
 class PipelineTest : public ::testing::Test {
  protected:
   void SetUp() override {

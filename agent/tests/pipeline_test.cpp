@@ -296,22 +296,6 @@ TEST_F(PipelineTest, BothSidesOfAnAbJobRunFromPathsOfOneLength) {
   EXPECT_FALSE(fs::exists(*links.begin())) << *links.begin();
 }
 
-// A python bench (kernels/python/kwbench.py) with the helper's CPU stand-in
-// backend, a TEST DOUBLE for CUDA and torch: the agent runs it with kwbench's
-// command line through the interpreter, stage by stage, and its replicates.
-json python_config(const std::string& cases) {
-  return {{"project", "demo"},
-          {"build", {{"commands", {"true"}}}},
-          {"benches",
-           {{{"name", "py"},
-             {"path", std::string(KW_SOURCE_DIR) + "/kernels/python/tests/standin_bench.py"},
-             {"format", "python"},
-             {"python", "python3"},
-             {"cases", cases},
-             {"args", {"--backend", "cpu-stand-in"}}}}},
-          {"full_bench", {{"replicates", 2}, {"max_replicates", 2}, {"replicate_seconds", 0.05}}}};
-}
-
 TEST_F(PipelineTest, PythonBenchRunsLoadCorrectnessQuickBenchAndReplicates) {
   using common::StageName;
   json report = run(json::object(), true, python_config("saxpy/ok,saxpy/edge"),

@@ -1,4 +1,5 @@
 // `kw validate` as a user runs it: a real process on real files.
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -109,5 +110,34 @@ TEST_P(ValidateBrokenTest, ExitsOneNamingTheField) {
 
 INSTANTIATE_TEST_SUITE_P(Variants, ValidateBrokenTest, ::testing::ValuesIn(kw::testing::broken_reports()),
                          [](const auto& param_info) { return param_info.param.name; });
+
+// `kw doctor` says what a host lacks and what that costs, a line each: the
+// injection library where KW_INJECT_LIBRARY points (the TEST DOUBLE of it,
+// or nothing), and a python bench whose interpreter is not there.
+TEST(DoctorCommand, NamesWhatIsMissingAndWhatItCosts) {
+  const fs::path repo = fs::temp_directory_path() / ("kw-doctor-" + std::to_string(getpid()));
+  fs::create_directories(repo);
+  std::ofstream(repo / "kernelwatch.json") << R"({"project": "demo", "build": {"commands": ["true"]},
+    "benches": [{"name": "venv", "path": "bench.py", "format": "python", "python": ".venv/bin/python"}]})";
+  setenv("KW_INJECT_LIBRARY", "/nonexistent/libkw_inject.so", 1);
+  const auto missing = run_command({KW_BINARY, "doctor", "--repo", repo.string()});
+  setenv("KW_INJECT_LIBRARY", KW_INJECT_DOUBLE, 1);
+  const auto found = run_command({KW_BINARY, "doctor", "--repo", repo.string()});
+  unsetenv("KW_INJECT_LIBRARY");
+  fs::remove_all(repo);
+  EXPECT_EQ(missing.exit_code, 1) << missing.output;
+  EXPECT_NE(missing.output.find("MISSING libkw_inject.so: libkw_inject.so not found (looked for "
+                                "/nonexistent/libkw_inject.so"),
+            std::string::npos)
+      << missing.output;
+  EXPECT_NE(missing.output.find("so none is skipped as identical to its base"), std::string::npos)
+      << missing.output;
+  EXPECT_NE(missing.output.find("MISSING bench venv (" + (repo / ".venv/bin/python").string() +
+                                "): " + (repo / ".venv/bin/python").string() + " exited 127"),
+            std::string::npos)
+      << missing.output;
+  EXPECT_NE(found.output.find(std::string("ok      libkw_inject.so: ") + KW_INJECT_DOUBLE), std::string::npos)
+      << found.output;
+}
 
 }  // namespace

@@ -32,6 +32,10 @@
 // A process that dies without exiting normally has no "end" line: its
 // records of the last buffer (up to 8 MiB of them) may be missing.
 //
+//   {"paused": {"pid": P, "launches": N, "dropped": D}}   after
+//      kw_inject_record(0), with the maps before it: the records up to here
+//      are complete, as at an exit (a harness records one stage of many)
+//
 // KW_INJECT_LAUNCHES=0 records modules and maps only: a kwbench process
 // traces its own launches through CUPTI's activity API, which has room for
 // one client.
@@ -63,6 +67,8 @@ std::mutex g_mutex;
 std::FILE* g_out = nullptr;
 unsigned long long g_launches = 0;
 bool g_trace_launches = true;  // KW_INJECT_LAUNCHES
+bool g_recording = true;       // kw_inject_record
+CUpti_SubscriberHandle g_subscriber = nullptr;
 
 // One record, one line. Invalid UTF-8 (a path) is replaced, never thrown
 // inside someone else's process.
@@ -114,6 +120,10 @@ int attribute(CUfunction function, CUfunction_attribute which) {
 // A module as the driver loaded it: each kernel's code digested (the image
 // is valid only during the callback).
 void on_module_loaded(const CUpti_ResourceData* resource) {
+  {
+    std::lock_guard lock(g_mutex);
+    if (!g_recording) return;
+  }
   const auto* module = static_cast<const CUpti_ModuleResourceData*>(resource->resourceDescriptor);
   if (module == nullptr || module->pCubin == nullptr) return;
   const kw::common::ModuleDigests digests =
@@ -245,6 +255,7 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
   CUpti_SubscriberHandle subscriber = nullptr;
   if (CUptiResult result = cuptiSubscribe(&subscriber, on_callback, nullptr); result != CUPTI_SUCCESS)
     return fail("cuptiSubscribe: " + kwbench::cupti::result_text(result));
+  g_subscriber = subscriber;
   if (CUptiResult result =
           cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_MODULE_LOADED);
       result != CUPTI_SUCCESS)
@@ -287,4 +298,65 @@ extern "C" __attribute__((visibility("default"))) int kw_inject_mark(const char*
   write_record({{"mark", label}});
   std::fflush(g_out);
   return 0;
+}
+
+namespace {
+
+constexpr CUpti_CallbackId kLaunchCallbacks[] = {
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz};
+
+// Launch tracing on or off; an "error" line where CUPTI refused.
+bool switch_launch_tracing(bool on) {
+  std::string failed;
+  if (!on) {
+    // Delivers the launches traced so far through buffer_completed first.
+    if (CUptiResult r = cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED); r != CUPTI_SUCCESS)
+      failed = "cuptiActivityFlushAll: " + kwbench::cupti::result_text(r);
+  }
+  for (CUpti_CallbackId id : kLaunchCallbacks) {
+    if (CUptiResult r = cuptiEnableCallback(on ? 1 : 0, g_subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id);
+        r != CUPTI_SUCCESS && failed.empty())
+      failed = "cuptiEnableCallback(launch " + std::to_string(id) + "): " + kwbench::cupti::result_text(r);
+  }
+  const CUptiResult r = on ? cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)
+                           : cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+  if (r != CUPTI_SUCCESS && failed.empty())
+    failed = std::string(on ? "cuptiActivityEnable" : "cuptiActivityDisable") +
+             "(CONCURRENT_KERNEL): " + kwbench::cupti::result_text(r);
+  if (failed.empty()) return true;
+  std::lock_guard lock(g_mutex);
+  write_record({{"error", failed}});
+  if (g_out != nullptr) std::fflush(g_out);
+  return false;
+}
+
+}  // namespace
+
+// Records on (1) or off (0): off, the launches traced so far are written,
+// then the maps and a "paused" line, and no launch or module is recorded
+// until it is on again; a process whose records stop there reads as one
+// that exited. Tracing costs each launch time, and a harness that times in
+// the same process (kwbench.py's preflight) times without it. Returns 0, or
+// -1 when nothing is recording (no KW_INJECT_OUT, or CUDA not initialised
+// yet) or CUPTI refused (said in an "error" line).
+extern "C" __attribute__((visibility("default"))) int kw_inject_record(int on) {
+  {
+    std::lock_guard lock(g_mutex);
+    if (g_out == nullptr || g_subscriber == nullptr) return -1;
+    if (g_recording == (on != 0)) return 0;
+  }
+  const bool switched = !g_trace_launches || switch_launch_tracing(on != 0);
+  std::size_t dropped = 0;
+  if (on == 0 && g_trace_launches && cuptiActivityGetNumDroppedRecords(nullptr, 0, &dropped) != CUPTI_SUCCESS)
+    dropped = 0;
+  const nlohmann::json maps = on == 0 ? mapped_code() : nlohmann::json();
+  std::lock_guard lock(g_mutex);
+  g_recording = on != 0;
+  if (on == 0) {
+    write_record({{"maps", maps}});
+    write_record({{"paused", {{"pid", getpid()}, {"launches", g_launches}, {"dropped", dropped}}}});
+  }
+  std::fflush(g_out);
+  return switched ? 0 : -1;
 }

@@ -86,6 +86,7 @@ import platform
 import random
 import re
 import sys
+import threading
 import time
 import traceback
 
@@ -481,7 +482,8 @@ class _Injection:
             raise Error("launch_geometry needs libkw_inject.so in the process "
                         "(CUDA_INJECTION64_PATH and KW_INJECT_OUT; kw sets both)")
         try:
-            self.mark_fn = ctypes.CDLL(path).kw_inject_mark
+            self.lib = ctypes.CDLL(path)
+            self.mark_fn = self.lib.kw_inject_mark
         except (OSError, AttributeError) as error:
             raise Error("cannot use %s: %s" % (path, error)) from error
         self.mark_fn.argtypes = [ctypes.c_char_p]
@@ -490,6 +492,18 @@ class _Injection:
     def mark(self, label):
         if self.mark_fn(label.encode()) != 0:
             raise Error("libkw_inject.so could not mark %r in its records (is CUDA initialised?)" % label)
+
+    def record(self, on):
+        """Launch and module records on or off (a preflight records its
+        launch_geometry alone: tracing would slow the stages that time).
+        Off, the records written so far are complete, as at an exit."""
+        switch = getattr(self.lib, "kw_inject_record", None)
+        if switch is None:  # an older library: it keeps recording, which costs time, not results
+            return
+        switch.argtypes = [ctypes.c_int]
+        switch.restype = ctypes.c_int
+        if switch(1 if on else 0) != 0:
+            raise Error("libkw_inject.so could not turn its records %s (its records say why)" % ("on" if on else "off"))
 
 
 def _impls(case, impls_glob, skipped):
@@ -792,11 +806,14 @@ def _load_stage(options, modules, libraries):
             "details": details}
 
 
-def _run_cases(stage, cases, state, options, carried):
-    """Each case's result: (name, status, message, part, details, seconds)."""
+def _run_cases(stage, cases, state, options, carried, preflight=None, injection=None):
+    """Each case's result: (name, status, message, part, details, seconds).
+    `preflight`: what a restart carries besides the runs (the preflight's
+    stages done)."""
     runs = list(carried.get("runs", []))
     done = set(r[0] for r in runs)
-    injection = _Injection() if stage == "launch_geometry" else None
+    if stage == "launch_geometry" and injection is None:
+        injection = _Injection()
     for case in cases:
         if case.name in done:
             continue
@@ -823,19 +840,19 @@ def _run_cases(stage, cases, state, options, carried):
             result = ("failed", message, _header(case), {})
             if not state.backend.healthy():
                 runs.append([case.name] + list(result) + [time.monotonic() - started])
-                _restart(options, runs)
+                _restart(options, runs, preflight)
         runs.append([case.name] + list(result) + [time.monotonic() - started])
         _log("%s %s %s (%.2f s): %s" % (stage, case.name, result[0], runs[-1][5], result[1]))
     return runs
 
 
-def _restart(options, runs):
+def _restart(options, runs, preflight=None):
     """The CUDA context is broken: the cases after this one run in a fresh
     process image (the same pid, so the agent's timeout and the injection
     library's record file carry on)."""
     fd, path = _carry_file()
     with os.fdopen(fd, "w") as out:
-        json.dump({"runs": runs}, out)
+        json.dump(dict(preflight or {}, runs=runs), out)
     _log("the CUDA context is broken: a fresh process continues after %s" % runs[-1][0])
     argv = _without([a for a in sys.argv if a], "--resume")
     sys.stdout.flush()
@@ -923,6 +940,169 @@ def _stage_document(stage, runs, device, started):
         document["stage"]["message"] = "no case selected"
     return document
 
+
+
+# --- The preflight in one process ---------------------------------------------
+#
+# `--stage preflight`: load, then launch_geometry, correctness and quick_bench
+# over the selected cases in this one process, which imported torch, Triton and
+# the bench once (seconds that a process per stage paid each time). The
+# document is kwbench's ({"device", "preflight": [{"stage", "cases"}, ...]}),
+# rewritten whole after every stage, so the agent reads each stage as it ends
+# and what a crash left: the stage the process died in fails with the
+# process's own outcome. A failed stage ends the preflight. libkw_inject.so
+# records the load and launch_geometry only; quick_bench times without it.
+# A case that breaks the CUDA context fails, and the cases after it run in a
+# fresh process image, as in a stage of its own.
+
+_PREFLIGHT_CASE_STAGES = ("launch_geometry", "correctness", "quick_bench")
+
+
+class _PreflightDocument:
+    """The preflight's document, written whole (beside, then renamed) after
+    each stage; a stage's timeout fails it from a watchdog thread, since a
+    kernel that never ends holds the main thread in CUDA."""
+
+    def __init__(self, path, device, done, listing):
+        self.path = path
+        # The listing (--list's, over --case alone) spares the agent a process that imports to list.
+        self.document = {"device": device, "listing": listing, "preflight": list(done)}
+        self.lock = threading.Lock()
+        self.timer = None
+
+    def stages(self):
+        return [entry["stage"]["name"] for entry in self.document["preflight"]]
+
+    def add(self, entry):
+        with self.lock:
+            self.document["preflight"].append(entry)
+            self._write()
+
+    def _write(self):
+        text = json.dumps(self.document, allow_nan=False)
+        if not self.path:
+            sys.stdout.write(text + "\n")
+            return
+        partial = self.path + ".partial"
+        with open(partial, "w") as out:
+            out.write(text)
+        os.replace(partial, self.path)
+
+    def watch(self, stage, seconds, started_wall):
+        self.cancel()
+        if seconds <= 0:
+            return
+        left = max(0.0, seconds - (time.time() - started_wall))
+
+        def ran_out():
+            with self.lock:
+                self.document["preflight"].append({"cases": [], "stage": {
+                    "name": stage, "status": "failed", "log_tail": "", "details": {},
+                    "message": "the %s stage's %g s ran out" % (stage, seconds),
+                    "duration_ms": int(seconds * 1000)}})
+                self._write()
+            _log("%s: its %g s ran out" % (stage, seconds))
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(1)
+
+        self.timer = threading.Timer(left, ran_out)
+        self.timer.daemon = True
+        self.timer.start()
+
+    def cancel(self):
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+
+def _stage_timeouts(items):
+    out = {}
+    for item in items:
+        name, _, seconds = item.partition("=")
+        try:
+            out[name] = float(seconds)
+        except ValueError:
+            raise SystemExit("kwbench: --stage-timeout %r is not STAGE=SECONDS" % item) from None
+    return out
+
+
+def _listing(cases):
+    return [{"name": c.name, "params": dict(c.params), "baselines": list(c.baselines()), "timed": c.timed()}
+            for c in cases]
+
+
+def _preflight(options, cases, selected, modules, libraries, backend, device, carried):
+    """--stage preflight (above). Returns 0 when every stage it ran passed."""
+    patterns = [p for p in options.case.split(",") if p]
+    listing = _listing([c for c in cases if any(fnmatch.fnmatchcase(c.name, p) for p in patterns)])
+    written = _PreflightDocument(options.json, device, carried.get("preflight", []), listing)
+    injection = None
+    if os.environ.get("CUDA_INJECTION64_PATH") and os.environ.get("KW_INJECT_OUT"):
+        injection = _Injection()
+    if "load" not in written.stages():
+        started = time.monotonic()
+        sys.stderr.write("[kwbench] stage load started\n")
+        load = _load_stage(options, modules, libraries)
+        load["duration_ms"] = int((time.monotonic() - started) * 1000)
+        written.add({"stage": load, "cases": []})
+        _log("load %s: %s" % (load["status"], load["message"]))
+        if load["status"] != "passed":
+            return 1
+    timeouts = _stage_timeouts(options.stage_timeout)
+    stages = _PREFLIGHT_CASE_STAGES[:max(0, options.preflight_stages)]
+    for stage in stages:
+        if stage in written.stages():
+            continue
+        resumed = carried.get("stage") == stage
+        stage_cases = selected
+        if stage == "quick_bench" and options.quick_bench_go and not resumed:
+            # The agent names the cases whose code changed once it has the
+            # base's fingerprints; this process waits, imported, for them.
+            # The agent's word: {"argv": [names]}, {"every_case": true} or {"exit": true}.
+            go = _go_document(options.quick_bench_go)
+            if go is None or go.get("exit"):
+                return 0
+            if not go.get("every_case"):
+                wanted = set(go["argv"])
+                stage_cases = [c for c in selected if c.name in wanted]
+        elif stage == "quick_bench" and resumed:
+            wanted = set(carried.get("cases", []))
+            stage_cases = [c for c in selected if c.name in wanted] if "cases" in carried else selected
+        if injection is not None:
+            with contextlib.suppress(Error):  # on from the start; left on, it costs time, not results
+                injection.record(stage == "launch_geometry")
+        started_wall = carried.get("started_wall", time.time()) if resumed else time.time()
+        sys.stderr.write("[kwbench] stage %s started\n" % stage)
+        written.watch(stage, timeouts.get(stage, 0), started_wall)
+        carry = {"preflight": written.document["preflight"], "stage": stage, "started_wall": started_wall,
+                 "cases": [c.name for c in stage_cases]}
+        try:
+            runs = _run_cases(stage, stage_cases, State(backend, options.seed), options,
+                              carried if resumed else {}, carry, injection)
+        except Error as error:
+            runs = None
+            failure = str(error)
+        written.cancel()
+        if stage == "launch_geometry" and injection is not None and runs is not None:
+            try:
+                injection.record(False)  # the records are complete up to here, for the agent to read
+            except Error as error:
+                runs, failure = None, str(error)
+        if runs is None:
+            entry = {"cases": [], "stage": {"name": stage, "status": "failed", "message": failure,
+                                            "log_tail": "", "details": {}}}
+        else:
+            entry = _stage_document(stage, runs, device, time.monotonic())
+            del entry["device"]
+            if stage == "launch_geometry":
+                entry["stage"]["details"]["code"] = _code_inputs(os.getcwd())
+        entry["stage"]["duration_ms"] = int((time.time() - started_wall) * 1000)
+        written.add(entry)
+        _log("%s %s: %s" % (stage, entry["stage"]["status"], entry["stage"]["message"]))
+        if entry["stage"]["status"] != "passed":
+            return 1
+    return 0
 
 
 # --- A repository's own benchmarks, as they are -----------------------------
@@ -1647,7 +1827,15 @@ def tritonbench_cases(path, candidate=None):
 def _parser():
     p = argparse.ArgumentParser(description="kwbench for Python (kernels/python/kwbench.py)")
     p.add_argument("--list", action="store_true", help="list the cases and exit")
-    p.add_argument("--stage", choices=["load", "launch_geometry", "correctness", "quick_bench", "full_bench"])
+    p.add_argument("--stage", choices=["load", "launch_geometry", "correctness", "quick_bench", "full_bench",
+                                        "preflight"],
+                   help="preflight: load, then launch_geometry, correctness and quick_bench in this one process")
+    p.add_argument("--preflight-stages", type=int, default=len(_PREFLIGHT_CASE_STAGES),
+                   help="preflight: how many of its per-case stages run (1: launch_geometry alone)")
+    p.add_argument("--stage-timeout", action="append", default=[], metavar="STAGE=SECONDS",
+                   help="preflight: the seconds a per-case stage may take over all its cases")
+    p.add_argument("--quick-bench-go", help="preflight: before quick_bench, wait for this file to name the cases "
+                   "it times ({\"argv\": [names]}, {\"every_case\": true}, or {\"exit\": true}: none)")
     p.add_argument("--json", help="write the result here (default: stdout)")
     p.add_argument("--case", default="*", help="globs over case names, separated by commas")
     p.add_argument("--case-list", help="a file of case names, one per line (full_bench replicates)")
@@ -1684,10 +1872,9 @@ def _parser():
     return p
 
 
-def _wait_for_go(path):
-    """A prepared replicate: the script's imports are done and no CUDA
-    context exists yet. Waits for kw to write the pass's arguments to `path`;
-    None when told to exit, or when kw is gone."""
+def _go_document(path):
+    """Waits for kw to write `path` (whole: it renames it into place), and
+    returns what it holds; None when kw is gone."""
     parent = os.getppid()
     while not os.path.exists(path):
         if os.getppid() != parent:
@@ -1696,7 +1883,15 @@ def _wait_for_go(path):
     with open(path) as go:
         document = json.load(go)
     os.unlink(path)
-    return None if document.get("exit") else document["argv"]
+    return document
+
+
+def _wait_for_go(path):
+    """A prepared replicate: the script's imports are done and no CUDA
+    context exists yet. Waits for kw to write the pass's arguments to `path`;
+    None when told to exit, or when kw is gone."""
+    document = _go_document(path)
+    return None if document is None or document.get("exit") else document["argv"]
 
 
 def _warm_triton():
@@ -1773,9 +1968,7 @@ def main(cases, modules=(), libraries=(), argv=None):
             return 2
     selected = _case_list(cases, options)
     if options.list:
-        _write(options.json, {"cases": [
-            {"name": c.name, "params": dict(c.params), "baselines": list(c.baselines()), "timed": c.timed()}
-            for c in selected]})
+        _write(options.json, {"cases": _listing(selected)})
         return 0
     if not options.stage:
         _parser().error("one of --list or --stage is required")
@@ -1784,8 +1977,12 @@ def main(cases, modules=(), libraries=(), argv=None):
         backend = ready or (TorchBackend() if options.backend == "torch" else CpuStandInBackend())
         device = backend.device_report()
     except (Error, ImportError) as error:
-        stage = {"name": options.stage, "status": "skipped", "message": str(error), "log_tail": "",
-                 "details": {}, "duration_ms": int((time.monotonic() - started) * 1000)}
+        stage = {"name": "load" if options.stage == "preflight" else options.stage, "status": "skipped",
+                 "message": str(error), "log_tail": "", "details": {},
+                 "duration_ms": int((time.monotonic() - started) * 1000)}
+        if options.stage == "preflight":
+            _write(options.json, {"device": None, "preflight": [{"stage": stage, "cases": []}]})
+            return 0
         _write(options.json, {"stage": stage, "device": None, "cases": []})
         return 0
     _log("%s started on %s (%s backend)" % (options.stage, device["name"], backend.name))
@@ -1800,6 +1997,8 @@ def main(cases, modules=(), libraries=(), argv=None):
         with open(options.resume) as carry:
             carried = json.load(carry)
         os.unlink(options.resume)
+    if options.stage == "preflight":
+        return _preflight(options, cases, selected, modules, libraries, backend, device, carried)
     state = State(backend, options.seed)
     try:
         runs = _run_cases(options.stage, selected, state, options, carried)

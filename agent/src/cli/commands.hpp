@@ -33,6 +33,8 @@ void add_profile_command(CLI::App& app, int& exit_code);
 void add_init_command(CLI::App& app, int& exit_code);
 // kw harness-path: where kwbench.py is (python_harness.hpp).
 void add_harness_path_command(CLI::App& app, int& exit_code);
+// kw doctor: what this host gives kernelwatch, and what is missing.
+void add_doctor_command(CLI::App& app, int& exit_code);
 
 // A stored run's verdict, printed as kw gate prints it (the regressed cases,
 // a failed stage, the link to its dashboard page); its exit code.

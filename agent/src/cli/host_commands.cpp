@@ -1,5 +1,6 @@
-// kw gpu-check (this host's GPUs, as kw agent checks them between jobs) and
-// kw harness-path (where kwbench.py is written for Python benches).
+// kw gpu-check (this host's GPUs, as kw agent checks them between jobs),
+// kw harness-path (where kwbench.py is written for Python benches) and
+// kw doctor (what this host gives kernelwatch).
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -8,7 +9,10 @@
 #include "host/gpu_health.hpp"
 #include "host/gpu_info.hpp"
 #include "kw/common/subprocess.hpp"
+#include "pipeline/launch_check.hpp"
+#include "pipeline/load_check.hpp"
 #include "pipeline/python_harness.hpp"
+#include "project/repo_config.hpp"
 
 namespace kw::agent {
 
@@ -104,7 +108,114 @@ int run_gpu_check(const GpuCheckOptions& options) {
   return healthy ? kExitOk : kExitInvalid;
 }
 
+// One line of kw doctor: what was found, or what is missing and what that costs.
+struct DoctorLine {
+  bool ok = true;
+  std::string what;
+  std::string found;
+};
+
+// What a python bench's interpreter has: its version and torch's and
+// Triton's, or why it does not run.
+DoctorLine python_line(const BenchConfig& bench, const std::filesystem::path& repo) {
+  const std::string interpreter = bench_command(bench, repo).front();
+  common::ChildSpec spec;
+  spec.argv = {
+      interpreter, "-c",
+      "import importlib, sys\n"
+      "found = ['python ' + sys.version.split()[0]]\n"
+      "for name in ('torch', 'triton'):\n"
+      "    try:\n"
+      "        found.append(name + ' ' + str(getattr(importlib.import_module(name), '__version__', '?')))\n"
+      "    except Exception as error:\n"
+      "        found.append(name + ' MISSING (' + type(error).__name__ + ')')\n"
+      "print(', '.join(found))\n"};
+  spec.cwd = repo;
+  spec.timeout_s = 120;
+  const common::ChildOutcome outcome = common::run_child(spec);
+  DoctorLine line{true, "bench " + bench.name + " (" + interpreter + ")", ""};
+  if (!outcome.ok()) {
+    line.ok = false;
+    line.found = interpreter + " " + outcome.describe() + ": the bench cannot run here";
+    return line;
+  }
+  std::string printed = outcome.output_tail;
+  while (!printed.empty() && (printed.back() == '\n' || printed.back() == '\r')) printed.pop_back();
+  if (const auto last = printed.rfind('\n'); last != std::string::npos) printed = printed.substr(last + 1);
+  line.found = printed;
+  // kwbench.py's torch backend, and every form of a repository's own benchmarks, import torch.
+  if (printed.find("torch MISSING") != std::string::npos) {
+    line.ok = false;
+    line.found += ": kwbench.py's torch backend cannot run";
+  }
+  return line;
+}
+
+// What this host gives kernelwatch, a line each, and for the repository's
+// python benches what their interpreters import. Exit 0 when nothing is missing.
+int run_doctor(const std::filesystem::path& repo_given) {
+  std::error_code ec;
+  const std::filesystem::path repo = std::filesystem::absolute(repo_given, ec);
+  std::vector<DoctorLine> lines;
+  const GpuInventory gpus = detect_gpus();
+  if (gpus.models.empty()) {
+    lines.push_back({false, "GPU", "none (" + gpus.source + "): every GPU stage is skipped"});
+  } else {
+    std::string models;
+    for (const std::string& model : gpus.models) models += (models.empty() ? "" : ", ") + model;
+    lines.push_back(
+        {true, "GPU", std::to_string(gpus.models.size()) + " (" + models + "; " + gpus.source + ")"});
+  }
+  const std::optional<std::filesystem::path> inject = find_inject_library();
+  lines.push_back({inject.has_value(), "libkw_inject.so", inject ? inject->string() : inject_library_line()});
+  const struct {
+    const char* tool;
+    const char* without;
+  } tools[] = {{"cuobjdump", "load cannot check kernel images against this GPU"},
+               {"compute-sanitizer", "a bench's sanitize tools cannot run"},
+               {"ncu", "kw profile cannot run"}};
+  for (const auto& [tool, without] : tools) {
+    const std::filesystem::path path = find_cuda_tool(tool);
+    lines.push_back(
+        {!path.empty(), tool, path.empty() ? std::string("not found: ") + without : path.string()});
+  }
+  common::ChildSpec git;
+  git.argv = {"git", "--version"};
+  git.timeout_s = 30;
+  const bool has_git = common::run_child(git).ok();
+  lines.push_back(
+      {has_git, "git", has_git ? "runs" : "not found: kw run and kw agent check commits out with it"});
+  lines.push_back({true, "kwbench.py", python_harness_dir().string()});
+  const std::filesystem::path config = repo / "kernelwatch.json";
+  if (std::filesystem::exists(config, ec)) {
+    try {
+      const RepoConfig parsed = load_repo_config(config);
+      for (const BenchConfig& bench : parsed.benches)
+        if (bench.format == BenchFormat::python) lines.push_back(python_line(bench, repo));
+    } catch (const std::exception& error) {
+      lines.push_back({false, config.string(), error.what()});
+    }
+  }
+  bool healthy = true;
+  for (const DoctorLine& line : lines) {
+    std::cout << (line.ok ? "ok      " : "MISSING ") << line.what << ": " << line.found << "\n";
+    healthy = healthy && line.ok;
+  }
+  return healthy ? kExitOk : kExitInvalid;
+}
+
 }  // namespace
+
+void add_doctor_command(CLI::App& app, int& exit_code) {
+  auto repo = std::make_shared<std::string>(".");
+  auto* command = app.add_subcommand(
+      "doctor",
+      "Say what this host gives kernelwatch (GPUs, libkw_inject.so, the CUDA tools, git, and what the "
+      "repository's python benches import), a line each; exit 1 when something is missing");
+  command->add_option("--repo", *repo, "the repository whose kernelwatch.json names the benches")
+      ->capture_default_str();
+  command->callback([repo, &exit_code] { exit_code = run_doctor(*repo); });
+}
 
 void add_gpu_check_command(CLI::App& app, int& exit_code) {
   auto options = std::make_shared<GpuCheckOptions>();

@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
   kw::agent::add_gpu_check_command(app, exit_code);
   kw::agent::add_profile_command(app, exit_code);
   kw::agent::add_harness_path_command(app, exit_code);
+  kw::agent::add_doctor_command(app, exit_code);
   kw::agent::add_init_command(app, exit_code);
   try {
     app.parse(argc, argv);

@@ -181,10 +181,14 @@ class KwbenchAdapter final : public BenchAdapter {
   bool speaks_kwbench() const override { return true; }
   bool runs_without_gpu() const override { return false; }
 
-  // Each stage through the bench's own command line (`--stage S`).
+  // Each stage through the bench's own command line (`--stage S`); a python
+  // bench's launch pass as every python launch pass runs, so that the
+  // fingerprints of any two mean the same (python_launch_pass).
   BenchResult run_stage(common::StageName stage, const BenchConfig& bench, const RepoConfig& config,
                         const PipelineOptions& options) const override {
-    return python_ ? run_python(bench, stage, config, options) : run_kwbench(bench, stage, config, options);
+    if (!python_) return run_kwbench(bench, stage, config, options);
+    if (stage == common::StageName::launch_geometry) return python_launch_pass(bench, config, options);
+    return run_python(bench, stage, config, options);
   }
   BenchResult launch_pass(const BenchConfig& bench, const RepoConfig& config,
                           const PipelineOptions& options) const override {

@@ -1,11 +1,14 @@
 #include "pipeline/bench_runs.hpp"
 
 #include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <future>
 #include <map>
 #include <random>
 #include <regex>
@@ -39,17 +42,40 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// One kwbench invocation: `stage` is a stage's name or "preflight"; its
-// JSON document (null when it wrote none) in `document`.
-ChildOutcome invoke_kwbench(const BenchConfig& bench, const std::string& stage, double timeout_s,
-                            const PipelineOptions& options, json& document,
-                            const std::vector<std::string>& extra_args = {},
-                            std::function<void(const std::string&)> on_line = {},
-                            std::map<std::string, std::string> env = {}) {
-  fs::path out = temp_json(stage);
+// One kwbench invocation's command, and the files it writes (its JSON
+// document) and reads (a shard's cases), removed with it.
+struct KwbenchCall {
+  KwbenchCall() = default;
+  KwbenchCall(const KwbenchCall&) = delete;
+  KwbenchCall& operator=(const KwbenchCall&) = delete;
+  ~KwbenchCall() {
+    std::error_code ec;
+    fs::remove(out, ec);
+    if (!case_list.empty()) fs::remove(case_list, ec);
+  }
+  json document() const {  // null when it wrote none (or none whole)
+    std::ifstream in(out);
+    if (!in) return json();
+    try {
+      return json::parse(in);
+    } catch (const std::exception&) {
+      return json();
+    }
+  }
   ChildSpec spec;
+  fs::path out, case_list;
+};
+
+// `stage` is a stage's name or "preflight".
+std::unique_ptr<KwbenchCall> kwbench_call(const BenchConfig& bench, const std::string& stage,
+                                          double timeout_s, const PipelineOptions& options,
+                                          const std::vector<std::string>& extra_args = {},
+                                          std::map<std::string, std::string> env = {}) {
+  auto call = std::make_unique<KwbenchCall>();
+  call->out = temp_json(stage);
+  ChildSpec& spec = call->spec;
   spec.argv = bench_command(bench, options.checkout);
-  spec.argv.insert(spec.argv.end(), {"--stage", stage, "--json", out.string(), "--case", bench.cases});
+  spec.argv.insert(spec.argv.end(), {"--stage", stage, "--json", call->out.string(), "--case", bench.cases});
   if (stage == "load" || stage == "preflight") {
     for (const LibraryCheck& library : bench.libraries) {
       spec.argv.push_back("--library");
@@ -63,31 +89,33 @@ ChildOutcome invoke_kwbench(const BenchConfig& bench, const std::string& stage, 
   spec.argv.insert(spec.argv.end(), bench.args.begin(), bench.args.end());
   spec.argv.insert(spec.argv.end(), extra_args.begin(), extra_args.end());
   // A shard's cases alone; the list replaces the bench's glob.
-  fs::path case_list;
   if (auto shard = options.shard_cases.find(bench.name); shard != options.shard_cases.end()) {
-    case_list = temp_json(stage + "-cases");
-    std::ofstream names(case_list);
+    call->case_list = temp_json(stage + "-cases");
+    std::ofstream names(call->case_list);
     for (const std::string& name : shard->second) names << name << '\n';
-    spec.argv.insert(spec.argv.end(), {"--case-list", case_list.string()});
+    spec.argv.insert(spec.argv.end(), {"--case-list", call->case_list.string()});
   }
   spec.cwd = options.checkout;
   spec.timeout_s = timeout_s;
-  spec.on_line = std::move(on_line);
   spec.env = std::move(env);
   spec.env.merge(bench_env(bench));
   if (!options.reference_cache_dir.empty() && std::getenv("KWBENCH_REFERENCE_CACHE") == nullptr)
     spec.env["KWBENCH_REFERENCE_CACHE"] = options.reference_cache_dir.string();
-  ChildOutcome outcome = run_child(spec, *options.stop);
-  document = json();
-  if (std::ifstream in(out); in) {
-    try {
-      in >> document;
-    } catch (const std::exception&) {
-      document = json();
-    }
-  }
-  fs::remove(out);
-  if (!case_list.empty()) fs::remove(case_list);
+  return call;
+}
+
+// One kwbench invocation run to its end; its JSON document (null when it
+// wrote none) in `document`.
+ChildOutcome invoke_kwbench(const BenchConfig& bench, const std::string& stage, double timeout_s,
+                            const PipelineOptions& options, json& document,
+                            const std::vector<std::string>& extra_args = {},
+                            std::function<void(const std::string&)> on_line = {},
+                            std::map<std::string, std::string> env = {}) {
+  const std::unique_ptr<KwbenchCall> call =
+      kwbench_call(bench, stage, timeout_s, options, extra_args, std::move(env));
+  call->spec.on_line = std::move(on_line);
+  ChildOutcome outcome = run_child(call->spec, *options.stop);
+  document = call->document();
   return outcome;
 }
 
@@ -205,6 +233,39 @@ std::vector<std::string> stale_extensions(const json& shared_objects, const Repo
   return problems;
 }
 
+namespace {
+
+// What the agent checks of a python bench's stage beyond its own word: after
+// load, the kernel images of the shared objects it imported and that they
+// are this build's; after launch_geometry, each case's launches between its
+// marks, and the fingerprints.
+void check_python_stage(BenchResult& result, StageName stage, const BenchConfig& bench,
+                        const RepoConfig& config, const PipelineOptions& options,
+                        const InjectRecords* records) {
+  if (stage == StageName::load && result.status == "passed") {
+    std::vector<fs::path> files;
+    const json shared_objects = result.details.value("shared_objects", json::array());
+    for (const json& file : shared_objects) files.emplace_back(file.get<std::string>());
+    const ImageCheck images = check_kernel_images(files, options);
+    if (auto stale = stale_extensions(shared_objects, config, options); !stale.empty()) {
+      result.status = "failed";
+      result.message = problems_message(bench.name, stale);
+    } else if (!images.problems.empty()) {
+      result.status = "failed";
+      result.message = problems_message(bench.name, images.problems);
+    } else {
+      result.message += "; " + images.note;
+    }
+  }
+  if (stage == StageName::launch_geometry && records != nullptr && result.status != "skipped") {
+    const InjectedLaunches observed = records->read();
+    check_marked_launches(result, bench, observed);
+    attach_fingerprints(result, observed, fingerprint_context(bench, options));
+  }
+}
+
+}  // namespace
+
 BenchResult run_python(const BenchConfig& bench, StageName stage, const RepoConfig& config,
                        const PipelineOptions& options) {
   std::map<std::string, std::string> env;
@@ -230,27 +291,179 @@ BenchResult run_python(const BenchConfig& bench, StageName stage, const RepoConf
       invoke_kwbench(bench, std::string(common::to_string(stage)), config.timeout_for(stage), options,
                      document, args, {}, std::move(env));
   BenchResult result = document_result(bench, document, outcome);
-  if (stage == StageName::load && result.status == "passed") {
-    std::vector<fs::path> files;
-    const json shared_objects = result.details.value("shared_objects", json::array());
-    for (const json& file : shared_objects) files.emplace_back(file.get<std::string>());
-    const ImageCheck images = check_kernel_images(files, options);
-    if (auto stale = stale_extensions(shared_objects, config, options); !stale.empty()) {
-      result.status = "failed";
-      result.message = problems_message(bench.name, stale);
-    } else if (!images.problems.empty()) {
-      result.status = "failed";
-      result.message = problems_message(bench.name, images.problems);
-    } else {
-      result.message += "; " + images.note;
-    }
-  }
-  if (records && result.status != "skipped") {
-    const InjectedLaunches observed = records->read();
-    check_marked_launches(result, bench, observed);
-    attach_fingerprints(result, observed, fingerprint_context(bench, options));
-  }
+  check_python_stage(result, stage, bench, config, options, records ? &*records : nullptr);
   return result;
+}
+
+struct PythonPreflight::Process {
+  Process(const BenchConfig& b, const RepoConfig& c, PipelineOptions o)
+      : bench(b), config(c), options(std::move(o)) {}
+  const BenchConfig& bench;
+  const RepoConfig& config;
+  PipelineOptions options;
+  InjectRecords records{true};
+  std::unique_ptr<KwbenchCall> call;
+  fs::path go;  // where it waits for quick_bench's cases; empty: it does not wait
+  std::atomic<bool> dismissed{false};
+  std::future<ChildOutcome> running;
+  std::optional<ChildOutcome> outcome;  // once it ended
+  std::chrono::steady_clock::time_point started;
+  std::size_t entries_read = 0;
+  std::map<StageName, BenchResult> results;
+  StageName last = StageName::load;  // the last stage it wrote
+  std::optional<CaseListing> listing;
+};
+
+std::unique_ptr<PythonPreflight> PythonPreflight::start(const BenchConfig& bench, const RepoConfig& config,
+                                                        const PipelineOptions& options, int case_stages,
+                                                        bool quick_bench_waits) {
+  if (!find_inject_library()) return nullptr;  // its launch_geometry fails as a stage of its own says
+  std::unique_ptr<PythonPreflight> preflight(new PythonPreflight());
+  preflight->process_ = std::make_unique<Process>(bench, config, options);
+  Process& p = *preflight->process_;
+  // Each per-case stage's timeout the harness keeps; this bounds the rest
+  // (the import, and the wait for quick_bench's cases while the base's
+  // fingerprints are taken).
+  double timeout_s = 60;
+  std::vector<std::string> args = {"--preflight-stages", std::to_string(case_stages)};
+  for (StageName stage : common::preflight_stages()) {
+    timeout_s += config.timeout_for(stage) * (quick_bench_waits ? 2 : 1);
+    if (stage == StageName::load) continue;
+    args.insert(args.end(), {"--stage-timeout", std::string(common::to_string(stage)) + "=" +
+                                                    std::to_string(config.timeout_for(stage))});
+  }
+  for (const std::string& module : bench.modules) args.insert(args.end(), {"--module", module});
+  if (quick_bench_waits) {
+    p.go = temp_json("quick-bench-go");
+    fs::remove(p.go);
+    args.insert(args.end(), {"--quick-bench-go", p.go.string()});
+  }
+  std::map<std::string, std::string> env = p.records.env;
+  env["LD_BIND_NOW"] = "1";  // for load; the stages after it are as they were in a process of their own
+  p.call = kwbench_call(bench, "preflight", timeout_s, options, args, std::move(env));
+  fs::remove(p.call->out);  // its presence says a stage ended
+  p.call->spec.stop_grace_s = 1;
+  p.started = std::chrono::steady_clock::now();
+  p.running = std::async(std::launch::async, [&p] { return run_child(p.call->spec, p.dismissed); });
+  return preflight;
+}
+
+PythonPreflight::~PythonPreflight() {
+  if (!process_) return;
+  process_->dismissed = true;  // what it would still do, nobody reads
+  if (process_->running.valid()) process_->running.wait();
+  std::error_code ec;
+  if (!process_->go.empty()) fs::remove(process_->go, ec);
+}
+
+void PythonPreflight::read_stages() {
+  Process& p = *process_;
+  const json document = p.call->document();
+  if (!document.is_object()) return;
+  if (!p.listing && document.contains("listing") && document["listing"].is_array()) {
+    CaseListing listing;
+    for (const json& c : document["listing"])
+      listing.cases.push_back(
+          {c.value("name", ""), !c.value("baselines", json::array()).empty(), c.value("timed", true)});
+    listing.ok = true;
+    p.listing = std::move(listing);
+  }
+  const json& entries = document.value("preflight", json::array());
+  const double since_start =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - p.started).count();
+  for (; p.entries_read < entries.size(); ++p.entries_read) {
+    const json& entry = entries[p.entries_read];
+    const json& stage_json = entry.value("stage", json::object());
+    const auto name = common::stage_name_from(stage_json.value("name", std::string()));
+    if (!name) continue;
+    ChildOutcome so_far;
+    so_far.exit_code = 0;
+    BenchResult result = stage_result(p.bench, stage_json, entry.value("cases", json::array()),
+                                      document.value("device", json()), p.outcome ? *p.outcome : so_far);
+    result.seconds = stage_json.value("duration_ms", 0.0) / 1000;
+    // The interpreter's start and its imports count to the first stage.
+    if (*name == StageName::load) result.seconds = std::max(result.seconds, since_start);
+    check_python_stage(result, *name, p.bench, p.config, p.options, &p.records);
+    p.results[*name] = std::move(result);
+    p.last = *name;
+  }
+}
+
+BenchResult PythonPreflight::result(StageName stage) {
+  Process& p = *process_;
+  while (!p.results.contains(stage) && !p.outcome) {
+    const bool ended = p.running.wait_for(std::chrono::milliseconds(20)) == std::future_status::ready;
+    if (p.options.stop->load()) p.dismissed = true;
+    if (ended) p.outcome = p.running.get();
+    read_stages();
+  }
+  if (auto found = p.results.find(stage); found != p.results.end()) {
+    BenchResult result = found->second;
+    // A failed stage ends the process: its output says more than the stage's line.
+    if (result.status == "failed" && result.log_tail.empty()) {
+      if (!p.outcome && p.running.wait_for(std::chrono::seconds(10)) == std::future_status::ready)
+        p.outcome = p.running.get();
+      if (p.outcome) result.log_tail = p.outcome->output_tail;
+    }
+    return result;
+  }
+  BenchResult result;
+  if (!p.results.empty() && p.results.at(p.last).status != "passed") {
+    result.status = "skipped";
+    result.message = p.bench.name + ": not run, its " + std::string(common::to_string(p.last)) + " stage " +
+                     p.results.at(p.last).status;
+    return result;
+  }
+  if (p.outcome->ok()) {  // it was told to stop before this stage
+    result.status = "skipped";
+    result.message = p.bench.name + ": not run";
+    return result;
+  }
+  // It died in this stage (a crash, its timeout, the job's stop): the
+  // process's own outcome says how.
+  result = stage_result(p.bench, json(), json(), json(), *p.outcome);
+  result.message += " (in its " + std::string(common::to_string(stage)) + " stage, kwbench.py's preflight)";
+  return result;
+}
+
+std::optional<CaseListing> PythonPreflight::listing() {
+  if (!process_->listing) result(StageName::load);
+  return process_->listing;
+}
+
+void PythonPreflight::time_cases(const std::vector<std::string>& cases) {
+  write_go(cases.empty() ? json{{"exit", true}} : json{{"argv", cases}});
+}
+
+void PythonPreflight::time_every_case() {
+  write_go(json{{"every_case", true}});
+}
+
+void PythonPreflight::write_go(const json& go) {
+  Process& p = *process_;
+  if (p.go.empty()) return;
+  const fs::path partial = p.go.string() + ".partial";
+  {
+    std::ofstream out(partial);
+    out << go.dump();
+    if (!out.flush()) throw std::runtime_error("cannot write " + partial.string());
+  }
+  fs::rename(partial, p.go);  // whole or not at all: it reads the file the moment it appears
+}
+
+bool PythonPreflight::waits_for_cases() const {
+  return !process_->go.empty();
+}
+
+BenchResult python_launch_pass(const BenchConfig& bench, const RepoConfig& config,
+                               const PipelineOptions& options) {
+  // Started as a pull request's head's preflight is (its load's imports
+  // and bound symbols included), so that both sides' fingerprints mean the same.
+  std::unique_ptr<PythonPreflight> pass = PythonPreflight::start(bench, config, options, 1, false);
+  if (!pass) return run_python(bench, StageName::launch_geometry, config, options);
+  BenchResult load = pass->result(StageName::load);
+  if (load.status != "passed") return load;
+  return pass->result(StageName::launch_geometry);
 }
 
 // load, launch_geometry, correctness and quick_bench of a kwbench bench in

@@ -5,7 +5,10 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "pipeline/adapters.hpp"
 #include "pipeline/bench_checks.hpp"
@@ -22,6 +25,54 @@ BenchResult run_kwbench(const BenchConfig& bench, common::StageName stage, const
 // One stage of a python bench, through kwbench.py in the bench's interpreter.
 BenchResult run_python(const BenchConfig& bench, common::StageName stage, const RepoConfig& config,
                        const PipelineOptions& options);
+
+// A python bench's preflight in one interpreter (kwbench.py --stage
+// preflight): load, then launch_geometry, correctness and quick_bench as
+// steps of one process that imported torch, Triton and the bench once, each
+// still its own stage with its own result and time. libkw_inject.so is in
+// the process from its start and records the load and launch_geometry only.
+// Each stage's result is read as the process writes it; a stage the process
+// died in fails with the process's outcome, and the stages after a failed
+// one do not run. A case that breaks the CUDA context fails and the cases
+// after it run in a fresh process image (kwbench.py). The process ends when
+// its last stage is read, or with this object.
+class PythonPreflight {
+ public:
+  // Starts the process: load and `case_stages` of the three per-case stages
+  // (1: launch_geometry alone, a side's launch pass). `quick_bench_waits`:
+  // after correctness it waits for the cases quick_bench times
+  // (time_cases). nullptr without libkw_inject.so (run_python's
+  // launch_geometry says what is missing).
+  static std::unique_ptr<PythonPreflight> start(const BenchConfig& bench, const RepoConfig& config,
+                                                const PipelineOptions& options, int case_stages,
+                                                bool quick_bench_waits);
+  PythonPreflight(const PythonPreflight&) = delete;
+  PythonPreflight& operator=(const PythonPreflight&) = delete;
+  ~PythonPreflight();
+
+  // The stage's result once the process wrote it, or ended without it.
+  BenchResult result(common::StageName stage);
+  // Its cases as `--list` names them (over the bench's glob, a shard's
+  // others too), once its load ended; nullopt before, or where it wrote none.
+  std::optional<CaseListing> listing();
+  // quick_bench's cases, for a process that waits for them (none: it ends).
+  void time_cases(const std::vector<std::string>& cases);
+  void time_every_case();  // its cases could not be compared with the base's
+  bool waits_for_cases() const;
+
+ private:
+  PythonPreflight() = default;
+  void read_stages();
+  void write_go(const nlohmann::json& go);
+  struct Process;
+  std::unique_ptr<Process> process_;
+};
+
+// A python bench's launch pass (its fingerprints): a preflight through
+// launch_geometry, so that both sides of a pull request are fingerprinted
+// in processes started alike.
+BenchResult python_launch_pass(const BenchConfig& bench, const RepoConfig& config,
+                               const PipelineOptions& options);
 
 // load, launch_geometry, correctness and quick_bench of a kwbench bench in
 // one invocation: each case set up once for its three per-case stages. The

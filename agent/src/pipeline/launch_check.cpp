@@ -33,6 +33,7 @@ InjectedLaunches read_injected_launches(const fs::path& dir) {
       }
       if (record.contains("start")) {
         exe = record["start"].value("exe", "");
+        ended = false;  // a fresh process image (after a broken context) records on
       } else if (record.contains("kernel")) {
         if (!mark.empty()) record["mark"] = mark;
         out.launches.push_back(std::move(record));
@@ -47,9 +48,12 @@ InjectedLaunches read_injected_launches(const fs::path& dir) {
       } else if (record.contains("error")) {
         out.problems.push_back((exe.empty() ? "a bench process" : exe) +
                                ": launch tracing failed: " + record["error"].get<std::string>());
-      } else if (record.contains("end")) {
+      } else if (record.contains("end") || record.contains("paused")) {
+        // Paused: the process records no more (its preflight's launch_geometry
+        // ended), and what it recorded is whole, as at an exit.
         ended = true;
-        if (std::int64_t dropped = record["end"].value("dropped", 0); dropped > 0) {
+        const json& counts = record.contains("end") ? record["end"] : record["paused"];
+        if (std::int64_t dropped = counts.value("dropped", 0); dropped > 0) {
           out.problems.push_back((exe.empty() ? "a bench process" : exe) + ": CUPTI dropped " +
                                  std::to_string(dropped) + " launch records");
         }

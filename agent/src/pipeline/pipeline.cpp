@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <future>
 #include <map>
 #include <random>
 #include <regex>
@@ -206,7 +207,8 @@ struct BaseComparison {
 // `head_fingerprints`: the head's, from its preflight's launch pass.
 BenchResult run_full_bench_of(const BenchConfig& bench, const RepoConfig& config,
                               const PipelineOptions& options, const FingerprintSet* head_fingerprints,
-                              const BaseComparison* compared, std::shared_ptr<PreparedPasses> prepared) {
+                              const BaseComparison* compared, std::shared_ptr<PreparedPasses> prepared,
+                              const CaseListing* listing) {
   EngineOptions engine;
   engine.checkout = options.checkout;
   if (config.full_bench.ab) engine.base_checkout = options.base_checkout;
@@ -224,6 +226,8 @@ BenchResult run_full_bench_of(const BenchConfig& bench, const RepoConfig& config
     engine.listing = compared->listing;
     engine.base_fingerprints = compared->base;
     engine.audit_cases = compared->audited;
+  } else if (listing != nullptr) {
+    engine.listing = *listing;
   }
   // Without the injection library no module is seen, and without a GPU no
   // kernel is loaded (a CPU benchmark's): nothing is identical.
@@ -258,7 +262,8 @@ std::optional<std::string> bench_file_problem(const BenchConfig& bench, const Re
 BenchResult run_bench_stage(const BenchConfig& bench, StageName stage, const RepoConfig& config,
                             const PipelineOptions& options, const FingerprintSet* head_fingerprints = nullptr,
                             const BaseComparison* compared = nullptr,
-                            std::shared_ptr<PreparedPasses> prepared = nullptr) {
+                            std::shared_ptr<PreparedPasses> prepared = nullptr,
+                            const CaseListing* listing = nullptr) {
   if (auto problem = bench_file_problem(bench, config, options)) {
     BenchResult result;
     result.status = "failed";
@@ -266,7 +271,8 @@ BenchResult run_bench_stage(const BenchConfig& bench, StageName stage, const Rep
     return result;
   }
   if (stage == StageName::full_bench)
-    return run_full_bench_of(bench, config, options, head_fingerprints, compared, std::move(prepared));
+    return run_full_bench_of(bench, config, options, head_fingerprints, compared, std::move(prepared),
+                             listing);
   return adapter_for(bench.format).run_stage(stage, bench, config, options);
 }
 
@@ -379,6 +385,12 @@ struct BenchStages {
   std::map<std::string, BaseComparison> against_base;  // by bench, from compare_with_base
   // python: full_bench's first processes, by bench, started by compare_with_base
   std::map<std::string, std::shared_ptr<PreparedPasses>> prepared_processes;
+  // python: each bench's preflight in one process, started by its load stage
+  std::map<std::string, std::unique_ptr<PythonPreflight>> python_preflights;
+  // python: each bench's cases, as its preflight listed them
+  std::map<std::string, CaseListing> preflight_listings;
+  // python: the base's fingerprints, taken while the head's preflight runs
+  std::map<std::string, std::future<FingerprintSet>> base_fingerprints_ahead;
   bool compared_with_base = false;
 
   // A pull request's bench whose cases may skip quick_bench and full_bench:
@@ -410,11 +422,11 @@ struct BenchStages {
       // With an audit, every bench with a case times at least one, changed or
       // not: its processes import while its cases are listed and compared.
       if (config.full_bench.audit_share > 0) prepare_full_bench(bench);
-      CaseListing listing = adapter_for(bench.format).list_cases({bench, config, opts.checkout, *opts.stop});
+      CaseListing listing = listing_of(bench);
       if (!listing.ok || listing.cases_from_first_pass) continue;  // full_bench says why, and times it whole
       BaseComparison compared;
       compared.listing = std::move(listing);
-      compared.base = side_fingerprints(bench, config, opts, *opts.base_checkout);
+      compared.base = base_fingerprints(bench);
       seconds += compared.base.seconds;
       for (const ListedCase& c : compared.listing.cases) {
         auto mine = head->second.cases.find(c.name);
@@ -442,6 +454,41 @@ struct BenchStages {
     return seconds;
   }
 
+  // A bench's cases: from its python preflight where one listed them (a
+  // listing process imports as long as a stage does), else by listing.
+  CaseListing listing_of(const BenchConfig& bench) {
+    if (auto listed = preflight_listings.find(bench.name); listed != preflight_listings.end())
+      return listed->second;
+    return adapter_for(bench.format).list_cases({bench, config, opts.checkout, *opts.stop});
+  }
+
+  const CaseListing* listed(const BenchConfig& bench) const {
+    auto it = preflight_listings.find(bench.name);
+    return it == preflight_listings.end() ? nullptr : &it->second;
+  }
+
+  // A python pull request's base fingerprints start with the head's
+  // preflight: the base's launch pass imports and runs beside it, and is
+  // done by the time quick_bench needs it. Nothing is timed meanwhile.
+  void take_base_fingerprints_ahead(const BenchConfig& bench) {
+    PipelineOptions quiet = opts;  // its lines would interleave with the head's stages
+    quiet.log = nullptr;
+    base_fingerprints_ahead[bench.name] = std::async(std::launch::async, [this, &bench, quiet] {
+      return side_fingerprints(bench, config, quiet, *quiet.base_checkout);
+    });
+  }
+
+  FingerprintSet base_fingerprints(const BenchConfig& bench) {
+    auto ahead = base_fingerprints_ahead.find(bench.name);
+    if (ahead == base_fingerprints_ahead.end())
+      return side_fingerprints(bench, config, opts, *opts.base_checkout);
+    FingerprintSet taken = ahead->second.get();
+    base_fingerprints_ahead.erase(ahead);
+    log("full_bench " + bench.name + ": fingerprints of the base, taken beside the head's preflight (" +
+        seconds_text(taken.seconds) + ")");
+    return taken;
+  }
+
   // A python bench with cases to time: full_bench's first replicate
   // processes start now and import while the preflight goes on.
   void prepare_full_bench(const BenchConfig& bench) {
@@ -459,16 +506,25 @@ struct BenchStages {
         std::to_string(compared.identical.size()) + " case(s) run code identical to the base's: not timed";
     log("quick_bench " + bench.name + ": " + std::to_string(compared.changed.size()) + " case(s) changed, " +
         note);
+    auto process = python_preflights.find(bench.name);
+    const bool waiting = process != python_preflights.end() && process->second->waits_for_cases();
     if (compared.changed.empty()) {
+      if (waiting) process->second->time_cases({});
       BenchResult result;
       result.status = "passed";
       result.message = bench.name + ": " + note;
       result.details = {{"identical_to_base", compared.identical.size()}};
       return result;
     }
-    PipelineOptions changed_only = opts;
-    changed_only.shard_cases[bench.name] = compared.changed;
-    BenchResult result = run_bench_stage(bench, StageName::quick_bench, config, changed_only);
+    BenchResult result;
+    if (waiting) {  // its preflight's process, imported, times them
+      process->second->time_cases(compared.changed);
+      result = process->second->result(StageName::quick_bench);
+    } else {
+      PipelineOptions changed_only = opts;
+      changed_only.shard_cases[bench.name] = compared.changed;
+      result = run_bench_stage(bench, StageName::quick_bench, config, changed_only);
+    }
     if (!compared.identical.empty()) {
       result.message += "; " + note;
       result.details["identical_to_base"] = compared.identical.size();
@@ -484,9 +540,10 @@ struct BenchStages {
 
   // This bench's result in `stage` from its preflight, if it ran one.
   std::optional<BenchResult> from_preflight(const BenchConfig& bench, StageName stage) {
-    if (bench.format != BenchFormat::kwbench || stage == StageName::full_bench || !whole_preflight ||
-        bench_file_problem(bench, config, opts))
+    if (stage == StageName::full_bench || !whole_preflight || bench_file_problem(bench, config, opts))
       return std::nullopt;
+    if (bench.format == BenchFormat::python) return from_python_preflight(bench, stage);
+    if (bench.format != BenchFormat::kwbench) return std::nullopt;
     if (stage == StageName::load) {
       if (auto results = run_kwbench_preflight(
               bench, config, opts, [&](StageName s) { announce(s); }, skips_identical(bench)))
@@ -510,6 +567,27 @@ struct BenchStages {
                           : bench.name + ": not run, its " + std::string(common::to_string(last_stage)) +
                                 " stage " + last.status;
     return skipped;
+  }
+
+  // A python bench's stage from its preflight's process, started by its
+  // load stage; nullopt: a process of its own (no libkw_inject.so), or
+  // quick_bench of the cases whose code changed (quick_bench_of_changed).
+  std::optional<BenchResult> from_python_preflight(const BenchConfig& bench, StageName stage) {
+    if (stage == StageName::load) {
+      const bool waits = skips_identical(bench);
+      std::unique_ptr<PythonPreflight> started = PythonPreflight::start(bench, config, opts, 3, waits);
+      if (!started) return std::nullopt;
+      python_preflights[bench.name] = std::move(started);
+      if (waits && opts.base_checkout) take_base_fingerprints_ahead(bench);
+      if (auto listed = python_preflights[bench.name]->listing()) preflight_listings[bench.name] = *listed;
+    }
+    auto it = python_preflights.find(bench.name);
+    if (it == python_preflights.end()) return std::nullopt;
+    if (stage == StageName::quick_bench && it->second->waits_for_cases()) {
+      if (against_base.contains(bench.name)) return std::nullopt;
+      it->second->time_every_case();  // its cases could not be compared: quick_bench times them all
+    }
+    return it->second->result(stage);
   }
 
   common::Stage run(StageName stage) {
@@ -537,9 +615,11 @@ struct BenchStages {
                                : run_bench_stage(bench, stage, config, opts,
                                                  head == fingerprints.end() ? nullptr : &head->second,
                                                  compared == against_base.end() ? nullptr : &compared->second,
-                                                 prepared_processes[bench.name]);
+                                                 prepared_processes[bench.name], listed(bench));
       if (stage == StageName::launch_geometry && result.status == "passed")
         fingerprints[bench.name] = fingerprints_of(result);
+      // Its preflight's process has nothing more to do for this job.
+      if (result.status == "failed" || stage == StageName::quick_bench) python_preflights.erase(bench.name);
       if (stage == StageName::correctness && result.status != "failed" && !bench.sanitize_tools.empty() &&
           opts.gpu_available)
         sanitize(result, adapter_for(bench.format), bench, config, opts);
