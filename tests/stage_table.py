@@ -6,7 +6,7 @@ but the Python harness and the docs cannot.
 usage: stage_table.py SOURCE_DIR
 
 Checked: kwbench.py's --stage choices (every stage after the build, in
-order), docs/run-report.md's list of a stage's `name`, docs/repo-config.md's
+order, then "preflight") and its preflight's per-case stages, docs/run-report.md's list of a stage's `name`, docs/repo-config.md's
 `timeouts_s.<stage>` keys and its example.
 """
 import pathlib
@@ -39,8 +39,14 @@ def main():
     kwbench = (root / "kernels/python/kwbench.py").read_text()
     choices = re.search(r'add_argument\("--stage", choices=\[([^\]]*)\]', kwbench)
     found = re.findall(r'"(\w+)"', choices[1]) if choices else []
-    if found != after_build:
-        problems.append(f"kernels/python/kwbench.py --stage choices {found}, the table's {after_build}")
+    # "preflight" names the stages before full_bench run in one process, as the C++ harness's does.
+    if found != after_build + ["preflight"]:
+        problems.append(f"kernels/python/kwbench.py --stage choices {found}, the table's {after_build} and preflight")
+    per_case = re.search(r'_PREFLIGHT_CASE_STAGES = \(([^)]*)\)', kwbench)
+    in_process = re.findall(r'"(\w+)"', per_case[1]) if per_case else []
+    preflight = [r["text"] for r in rows if r["preflight"]][1:]  # after load
+    if in_process != preflight:
+        problems.append(f"kernels/python/kwbench.py _PREFLIGHT_CASE_STAGES {in_process}, the table's {preflight}")
 
     report_doc = (root / "docs/run-report.md").read_text().splitlines()
     # The stages section's row of `name` (the agent's and the device's come first).

@@ -67,6 +67,15 @@ TEST_F(FingerprintTest, APullRequestTimesOnlyTheCasesWhoseKernelChanged) {
   EXPECT_NE((*changed)["fingerprint"]["digest"], (*same)["fingerprint"]["digest"]);
   const json& details = ab["stages"][5]["details"]["fake"]["fingerprints"];
   EXPECT_EQ(details["changed"]["fake.scale/n16m"], "the code of kernel fake_kernel_n16m(float*)") << details;
+  // The case says it too, with the base's side, for the run page and the comment.
+  EXPECT_EQ((*changed)["changed_from_base"]["differs"],
+            json({"the code of kernel fake_kernel_n16m(float*)"}));
+  EXPECT_EQ((*changed)["changed_from_base"]["base"]["digest"].get<std::string>().size(), 64U);
+  EXPECT_NE((*changed)["changed_from_base"]["base"]["digest"], (*changed)["fingerprint"]["digest"]);
+  EXPECT_FALSE(same->contains("changed_from_base")) << same->dump();
+  EXPECT_NE(log_.find("fake.scale/n16m changed: the code of kernel fake_kernel_n16m(float*)"),
+            std::string::npos)
+      << log_;
   EXPECT_EQ(details["not_timed"], 1);
   EXPECT_NE(ab["stages"][5]["message"].get<std::string>().find("1 identical to the base, not timed"),
             std::string::npos);
@@ -115,6 +124,22 @@ TEST_F(FingerprintTest, AnIdenticalPullRequestTimesItsAuditOrNothing) {
 
 // The audit is drawn once a job, over every bench's identical cases: two
 // benches of two identical cases each, at 5%, time one case in all.
+// While the project has audited few cases on the GPU model the server asks
+// a job for a larger share; never a smaller one than kernelwatch.json's,
+// and an audit turned off stays off.
+TEST(JobAuditShare, TheServersShareRaisesTheProjectsAndNeverTurnsTheAuditOn) {
+  const json warming = {
+      {"gpu_model", "NVIDIA H100 80GB HBM3"}, {"audited", 12}, {"until", 300}, {"share", 0.25}};
+  const json enough = {
+      {"gpu_model", "NVIDIA H100 80GB HBM3"}, {"audited", 300}, {"until", 300}, {"share", nullptr}};
+  EXPECT_EQ(job_audit_share(0.05, warming), 0.25);
+  EXPECT_EQ(job_audit_share(0.5, warming), 0.5);
+  EXPECT_EQ(job_audit_share(0.05, enough), 0.05);
+  EXPECT_EQ(job_audit_share(0.05, json()), 0.05) << "an older server says nothing";
+  EXPECT_EQ(job_audit_share(0, warming), 0) << "turned off in kernelwatch.json";
+  EXPECT_EQ(audit_count(8, job_audit_share(0.05, warming)), 2u);
+}
+
 TEST_F(FingerprintTest, TheAuditIsDrawnOnceAJobNotOnceABench) {
   const json config = two_identical_benches();
   const json report = run_pipeline(parse_repo_config(config), ab_options(base_));
@@ -167,7 +192,10 @@ TEST_F(FingerprintTest, AHostCodeChangeTimesEveryCaseItRuns) {
   }
   fs::copy_file("/bin/ls", checkout_ / "build/libhost.so", fs::copy_options::overwrite_existing);
   const json changed = pull_request(host, host, 0);
-  for (const json& c : changed["cases"]) EXPECT_TRUE(c.contains("base_measurements")) << c.dump();
+  for (const json& c : changed["cases"]) {
+    EXPECT_TRUE(c.contains("base_measurements")) << c.dump();
+    EXPECT_EQ(c["changed_from_base"]["differs"], json({"the host code of build/libhost.so"})) << c.dump();
+  }
   EXPECT_EQ(changed["stages"][5]["details"]["fake"]["fingerprints"]["changed"]["fake.scale/n1m"],
             "the host code of build/libhost.so");
 }

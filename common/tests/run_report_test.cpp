@@ -206,6 +206,44 @@ TEST(RunReport, AFingerprintsShapeAndSizeAreChecked) {
   EXPECT_EQ(refusal({{"digest", digest}, {"parts", many}}), "cases[0].fingerprint.parts too_large");
 }
 
+// What a timed case's fingerprint changed from the base's: a few lines of
+// text and the base's side, its digest or why it has none; refused with the
+// field named otherwise, and on a case that claims identical code.
+TEST(RunReport, ChangedFromBaseIsAFewLinesAndTheBasesSide) {
+  auto refusal = [](const json& changed, bool identical = false) -> std::string {
+    json report = example();
+    report["cases"][0]["changed_from_base"] = changed;
+    if (identical) {
+      report["cases"][0]["fingerprint"] = {{"digest", std::string(64, 'a')}, {"parts", json::object()}};
+      report["cases"][0]["identical_to_base"] = true;
+      report["cases"][0].erase("measurements");
+    }
+    try {
+      const json stored = common::to_json(parse_run_report(report));
+      return stored["cases"][0]["changed_from_base"] == changed ? "accepted" : "changed on the way";
+    } catch (const ValidationError& error) {
+      return error.path() + " " + error.code();
+    }
+  };
+  const std::string digest(64, 'b');
+  EXPECT_EQ(refusal({{"differs", {"the code of kernel k"}}, {"base", {{"digest", digest}}}}), "accepted");
+  EXPECT_EQ(
+      refusal({{"differs", {"the base has no fingerprint: none"}}, {"base", {{"unknown", "no records"}}}}),
+      "accepted");
+  EXPECT_EQ(refusal({{"differs", json::array()}, {"base", {{"digest", digest}}}}),
+            "cases[0].changed_from_base.differs missing_field");
+  EXPECT_EQ(refusal({{"differs", {"x"}}, {"base", {{"digest", "abc"}}}}),
+            "cases[0].changed_from_base.base missing_field");
+  EXPECT_EQ(refusal({{"differs", {"x"}}, {"base", {{"digest", digest}}}, {"colour", 1}}),
+            "cases[0].changed_from_base.colour unknown_field");
+  EXPECT_EQ(refusal({{"differs", {std::string(2000, 'x')}}, {"base", {{"digest", digest}}}}),
+            "cases[0].changed_from_base.differs[0] invalid_value");
+  EXPECT_EQ(refusal({{"differs", json(std::vector<std::string>(65, "x"))}, {"base", {{"digest", digest}}}}),
+            "cases[0].changed_from_base.differs too_large");
+  EXPECT_EQ(refusal({{"differs", {"x"}}, {"base", {{"digest", digest}}}}, true),
+            "cases[0].changed_from_base inconsistent");
+}
+
 TEST(RunReport, CommitShaRules) {
   EXPECT_TRUE(is_commit_sha("3f2a9c1e5b7d4a6f8e0c2b4d6f8a0c2e4b6d8f0a"));
   EXPECT_FALSE(is_commit_sha("3F2A9C1E5B7D4A6F8E0C2B4D6F8A0C2E4B6D8F0A"));

@@ -42,7 +42,7 @@ export function comparisonTable(rows) {
       <td class="num threshold" title="${esc(c.threshold_source ?? "")}">${c.threshold != null ? (100 * c.threshold).toFixed(1) + "%" : "–"}</td>
       <td class="num detectable${c.detectable != null && c.threshold != null && c.detectable > c.threshold ? " undetectable" : ""}">${detectableText(c)}</td>
       <td>${c.baseline_run_id ? `<a href="#/run/${c.baseline_run_id}">${esc(c.baseline_reason)}</a>` : esc(c.baseline_reason ?? "")}</td>
-      <td class="muted">${esc(c.note)}${c.first_pass ? `<br><span class="first-pass">first pass: ${ratioText(c.first_pass.ratio)}, p ${c.first_pass.p_value.toExponential(1)} on ${c.first_pass.head_replicates} + ${c.first_pass.base_replicates} replicates; measured again</span>` : ""}</td></tr>`,
+      <td class="muted">${esc(c.note)}${c.changed?.length ? `<br><span class="changed">changed from the base: ${esc(c.changed.join("; "))}</span>` : ""}${c.first_pass ? `<br><span class="first-pass">first pass: ${ratioText(c.first_pass.ratio)}, p ${c.first_pass.p_value.toExponential(1)} on ${c.first_pass.head_replicates} + ${c.first_pass.base_replicates} replicates; measured again</span>` : ""}</td></tr>`,
       )
       .join("")}</tbody></table>`;
 }

@@ -235,20 +235,21 @@ before(async () => {
   ).run_id;
   // A pull request 25% slower than its base: the newest run, a regression
   // only the recent runs show on the overview.
-  seeded.prRegression = (
-    await post(
-      "/api/v1/runs",
-      report({
-        commit: sha(n++),
-        branch: "pr-40",
-        base_commit: sha(14),
-        slowdown: 1.25,
-        cases: CASES,
-        launch: { block: [256, 1, 1], registers: 200 },
-      }),
-      tokens.agent,
-    )
-  ).run_id;
+  const prReport = report({
+    commit: sha(n++),
+    branch: "pr-40",
+    base_commit: sha(14),
+    slowdown: 1.25,
+    cases: CASES,
+    launch: { block: [256, 1, 1], registers: 200 },
+  });
+  // Why the agent timed each case: its fingerprint is not the base's.
+  for (const c of prReport.cases)
+    c.changed_from_base = {
+      differs: ["the code of kernel attention_fwd", "its launches"],
+      base: { digest: "b".repeat(64) },
+    };
+  seeded.prRegression = (await post("/api/v1/runs", prReport, tokens.agent)).run_id;
   // A project whose bench measures its kernel alone: no in-run baseline.
   execFileSync(SERVER_BINARY, ["project", "create", "--data-dir", dataDir, "solo"]);
   for (let i = 0; i < 3; ++i) {
@@ -702,6 +703,11 @@ test("overview lists recent runs of every branch, selects a branch, and links th
 test("a regression is acknowledged from the run page with a ci token", async () => {
   await go(`#/run/${seeded.prRegression}`);
   assert.match(await page.locator("h1").innerText(), /regression/);
+  // Why each case was timed: what its fingerprint changed from the base's.
+  assert.match(
+    await page.locator("table.comparisons .changed").first().innerText(),
+    /^changed from the base: the code of kernel attention_fwd; its launches$/,
+  );
   // What changed against the baseline run, case by case.
   assert.equal(await page.locator("#explanation .explained").count(), 3);
   const changed = await page.locator("#explanation .explained").first().innerText();

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "../../tests/support/report_factory.hpp"
+#include "audit_claim.hpp"
 #include "kw/common/sha256.hpp"
 #include "kw/http/gzip.hpp"
 #include "server_fixture.hpp"
@@ -574,6 +575,35 @@ json with_slower_case(const ReportSpec& spec, int slowed, double factor) {
   for (json& sample : candidate["samples_ns"]) sample = sample.get<double>() * factor;
   candidate["median_ns"] = candidate["median_ns"].get<double>() * factor;
   return report;
+}
+
+// What a timed case's fingerprint changed from its base's comes back as it
+// was sent: on the case, and beside its comparisons and its flagged row, for
+// the run page and the pull request comment.
+TEST_F(ApiTest, WhatACaseChangedFromItsBaseComesBackWithItsComparisons) {
+  ReportSpec spec;
+  spec.cases = 3;
+  ASSERT_EQ(agent().post("/api/v1/runs", make_report(spec)).status, 201);
+  spec.seed = 2;
+  json report = with_slower_case(spec, 1, 1.5);
+  const json changed = {{"differs", {"the code of kernel attention_fwd", "its launches"}},
+                        {"base", {{"digest", std::string(64, 'b')}}}};
+  report["cases"][1]["changed_from_base"] = changed;
+  auto posted = agent().post("/api/v1/runs", report);
+  ASSERT_EQ(posted.status, 201) << posted.body;
+  const json run = client().get("/api/v1/runs/" + std::to_string(posted.json()["run_id"].get<int>())).json();
+  ASSERT_EQ(run["flagged"].size(), 1u) << run["flagged"].dump();
+  EXPECT_EQ(run["flagged"][0]["changed"], changed["differs"]);
+  for (const json& c : run["cases"])
+    EXPECT_EQ(c["changed_from_base"], c["name"] == "attention.fwd/case1" ? changed : json()) << c.dump();
+  for (const json& comparison : run["comparisons"])
+    EXPECT_EQ(comparison["changed"],
+              comparison["case"] == "attention.fwd/case1" ? changed["differs"] : json())
+        << comparison.dump();
+}
+
+TEST_F(ApiTest, AClaimSaysHowManyCasesTheProjectAuditedOnItsGpuModel) {
+  a_claim_says_how_many_cases_the_project_audited(agent(), ci());
 }
 
 std::vector<std::string> case_names(const json& cases, const char* key = "case") {

@@ -28,6 +28,15 @@ class InMemoryQueue final : public JobTransaction {
   std::string project_name(std::int64_t project_id) override { return project(project_id).name; }
   ProjectSettings project_settings(std::int64_t project_id) override { return project(project_id); }
 
+  std::int64_t audited_cases(std::int64_t project_id, const std::string& gpu_model) override {
+    std::int64_t audited = 0;
+    for (const MemoryRun& run : s_.runs) {
+      if (run.project_id != project_id || run.gpu_model != gpu_model || !run.cases) continue;
+      for (const MemoryCase& c : *run.cases) audited += c.measured->audit;
+    }
+    return audited;
+  }
+
   std::pair<std::int64_t, bool> create(const NewJob& asked) override {
     const bool default_side = asked.branch == project(asked.project_id).default_branch;
     const MemoryJob* latest = nullptr;

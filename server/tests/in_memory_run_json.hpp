@@ -158,6 +158,7 @@ inline nlohmann::json case_json(const MemoryCase& stored) {
           {"fingerprint", as_posted("fingerprint")},
           {"identical_to_base", c.identical_to_base},
           {"audit", c.audit},
+          {"changed_from_base", as_posted("changed_from_base")},
           {"measurements", measurements_json(c.measurements, false)},
           {"base_measurements", measurements_json(c.base_measurements, true)}};
 }
@@ -195,7 +196,7 @@ inline nlohmann::json flagged_json(const MemoryRun& run) {
                            {"base_baselines", base_baselines}};
       for (const char* key :
            {"case", "status", "ratio", "lower", "upper", "p_value", "threshold", "head_noise", "base_noise",
-            "detectable", "ratio_of_medians", "baseline_reason", "baseline_run_id"})
+            "detectable", "ratio_of_medians", "baseline_reason", "baseline_run_id", "changed"})
         shown[key] = row[key];
       flagged.push_back(std::move(shown));
     }

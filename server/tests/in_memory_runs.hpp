@@ -121,7 +121,15 @@ class InMemoryRuns final : public RunTransaction {
     }
     run.cases = std::move(cases);
     auto rows = std::make_shared<std::vector<nlohmann::json>>();
-    for (const ComparisonRow& row : judgement.rows) rows->push_back(comparison_json(row, judgement.settings));
+    // What each case's fingerprint changed from the base's, as the report said (kRunComparisons' `changed`).
+    std::map<std::string, nlohmann::json> changed;
+    for (const MemoryCase& c : *run.cases)
+      changed[c.measured->name] =
+          c.measured->changed_from_base ? (*c.measured->changed_from_base)["differs"] : nlohmann::json();
+    for (const ComparisonRow& row : judgement.rows) {
+      rows->push_back(comparison_json(row, judgement.settings));
+      rows->back()["changed"] = changed[row.case_name];
+    }
     // As the run page lists them: case order, time before energy, the candidate first.
     std::stable_sort(rows->begin(), rows->end(), [&](const nlohmann::json& a, const nlohmann::json& b) {
       auto key = [&](const nlohmann::json& row) {

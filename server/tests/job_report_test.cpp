@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "../../tests/support/report_factory.hpp"
+#include "audit_claim.hpp"
 #include "job_bodies.hpp"
 #include "routed_server.hpp"
 
@@ -71,6 +72,10 @@ TEST_F(JobReportTest, ReportForTheWrongCommitIsRejected) {
   auto response = agent().post("/api/v1/jobs/" + std::to_string(job_id) + "/report", make_report(spec));
   EXPECT_EQ(response.status, 422) << response.body;
   EXPECT_EQ(client().get("/api/v1/jobs/" + std::to_string(job_id)).json()["state"], "running");
+}
+
+TEST_F(JobReportTest, AClaimSaysHowManyCasesTheProjectAuditedOnItsGpuModel) {
+  a_claim_says_how_many_cases_the_project_audited(agent(), ci());
 }
 
 }  // namespace

@@ -367,6 +367,12 @@ TEST_F(GateE2eTest, GateKeepsOneCommentOnThePullRequestAndWritesTheJobSummary) {
   EXPECT_TRUE(std::regex_search(
       posted, std::regex(R"(The gate sees slowdowns of [0-9.]+% or more on the median case)")))
       << posted;
+  // Why each case was timed: what its fingerprint changed from the base's.
+  EXPECT_NE(posted.find("| changed from the base |"), std::string::npos) << posted;
+  EXPECT_TRUE(std::regex_search(
+      posted,
+      std::regex(R"(\| `fake\.scale/n16m` \|[^\n]*\| the code of kernel fake_kernel_n16m\(float\*\) \|)")))
+      << posted;
   EXPECT_NE(posted.find("kw ack --run "), std::string::npos) << posted;
   EXPECT_NE(posted.find(server_.url() + "/#/run/"), std::string::npos) << posted;
   EXPECT_EQ(read(summary), posted + "\n");

@@ -82,19 +82,37 @@ std::string detectable_markdown(const json& run) {
 
 // `shared_baseline`: the rows share one baseline, said once above the
 // tables; otherwise each row names its own.
+// What a pull request's case changed from its base (why it was timed), in a
+// cell: its first two differences.
+std::string changed_text(const json& c) {
+  const json& changed = c.contains("changed") ? c["changed"] : json();
+  if (!changed.is_array() || changed.empty()) return "–";
+  std::string text;
+  for (std::size_t i = 0; i < changed.size() && i < 2; ++i)
+    text += (i ? "; " : "") + (changed[i].is_string() ? changed[i].get<std::string>() : changed[i].dump());
+  if (changed.size() > 2) text += "; and " + std::to_string(changed.size() - 2) + " more";
+  return cell(text);
+}
+
 std::string comparison_table(const std::vector<const json*>& rows, const std::string& title,
                              bool shared_baseline, const std::string& metric = "time") {
   if (rows.empty()) return {};
+  // A pull request's rows say what each case changed from its base.
+  const bool changed = std::any_of(rows.begin(), rows.end(), [](const json* c) {
+    return c->contains("changed") && (*c)["changed"].is_array() && !(*c)["changed"].empty();
+  });
   std::string text = "\n**" + title + "** (" + std::to_string(rows.size()) + ")\n\n" + "| case | " + metric +
                      " vs baseline | 99% interval | p | threshold | sees |" +
-                     (shared_baseline ? "" : " baseline |") + "\n|---|---:|---:|---:|---:|---:|" +
-                     (shared_baseline ? "" : "---|") + "\n";
+                     (shared_baseline ? "" : " baseline |") + (changed ? " changed from the base |" : "") +
+                     "\n|---|---:|---:|---:|---:|---:|" + (shared_baseline ? "" : "---|") +
+                     (changed ? "---|" : "") + "\n";
   for (std::size_t i = 0; i < rows.size() && i < kMaxRows; ++i) {
     const json& c = *rows[i];
     text += "| `" + cell(c["case"].get<std::string>()) + "` | " + sig3(c["ratio"]) + "x | " +
             sig3(c["lower"]) + "-" + sig3(c["upper"]) + " | " + scientific(c["p_value"]) + " | " +
             fixed(100 * c["threshold"].get<double>(), 1) + "% | " + detectable_text(c) + " |" +
-            (shared_baseline ? "" : " " + cell(c.value("baseline_reason", std::string())) + " |") + "\n";
+            (shared_baseline ? "" : " " + cell(c.value("baseline_reason", std::string())) + " |") +
+            (changed ? " " + changed_text(c) + " |" : "") + "\n";
   }
   if (rows.size() > kMaxRows)
     text += "\n... and " + std::to_string(rows.size() - kMaxRows) + " more on the run page\n";

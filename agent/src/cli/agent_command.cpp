@@ -3,6 +3,7 @@
 // lease, and delivers the report through the spool (never lost, stored once).
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdlib>
 #include <iostream>
@@ -22,6 +23,7 @@
 #include "kw/http/client.hpp"
 #include "pipeline/launch_check.hpp"
 #include "pipeline/load_check.hpp"
+#include "pipeline/measurement_engine.hpp"
 #include "pipeline/pipeline.hpp"
 #include "pipeline/profile_summary.hpp"
 #include "pipeline/profiling.hpp"
@@ -523,6 +525,20 @@ class Worker {
     } catch (const ConfigError& error) {
       // The commit says the same on every attempt: a failed stage, not a retry.
       return config_failure_report(project, error, options);
+    }
+    // Few identical cases audited yet on this GPU model: the server asks for more.
+    if (job.contains("audit")) {
+      const json& audit = job["audit"];
+      const double share = job_audit_share(config->full_bench.audit_share, audit);
+      auto fixed_percent = [](double value) { return std::to_string(std::lround(100 * value)) + "%"; };
+      if (share > config->full_bench.audit_share) {
+        say("audit: " + audit.value("audited", json(0)).dump() + " identical case(s) of " + project +
+            " audited on " + audit.value("gpu_model", std::string("this GPU model")) +
+            " so far, fewer than " + audit.value("until", json(0)).dump() + ": this job times " +
+            fixed_percent(share) + " of its identical cases (full_bench.audit_share " +
+            fixed_percent(config->full_bench.audit_share) + ")");
+        config->full_bench.audit_share = share;
+      }
     }
     if (options.base_commit && config->full_bench.ab &&
         full_bench_runs_here(*config, options.gpu_available)) {

@@ -258,11 +258,11 @@ bool identical_code(const json& head, const json& base) {
          head["digest"] == base["digest"];
 }
 
-std::string fingerprint_difference(const json& head, const json& base) {
+std::vector<std::string> fingerprint_differences(const json& head, const json& base) {
   if (identical_code(head, base)) return {};
   auto why_none = [](const json& side) { return side.is_object() ? side.value("unknown", "none") : "none"; };
-  if (!head.is_object() || !head.contains("parts")) return "the head has no fingerprint: " + why_none(head);
-  if (!base.is_object() || !base.contains("parts")) return "the base has no fingerprint: " + why_none(base);
+  if (!head.is_object() || !head.contains("parts")) return {"the head has no fingerprint: " + why_none(head)};
+  if (!base.is_object() || !base.contains("parts")) return {"the base has no fingerprint: " + why_none(base)};
   const json& h = head["parts"];
   const json& b = base["parts"];
   std::vector<std::string> found;
@@ -285,10 +285,36 @@ std::string fingerprint_difference(const json& head, const json& base) {
     if (h.value(part, json()) != b.value(part, json()))
       found.push_back(std::string(part == std::string("sources") ? "its Python " : "its ") + part);
   }
+  if (found.empty()) found.push_back("its fingerprint");
+  return found;
+}
+
+std::string fingerprint_difference(const json& head, const json& base) {
+  const std::vector<std::string> found = fingerprint_differences(head, base);
   std::string out;
   for (std::size_t i = 0; i < found.size() && i < 4; ++i) out += (i ? "; " : "") + found[i];
   if (found.size() > 4) out += "; and " + std::to_string(found.size() - 4) + " more";
-  return out.empty() ? "its fingerprint" : out;
+  return out;
+}
+
+json changed_from_base(const json& head, const json& base) {
+  // The report holds a few lines of it (run_report.cpp's limits): the first
+  // 63, then how many more.
+  constexpr std::size_t kShown = 63;
+  std::vector<std::string> found = fingerprint_differences(head, base);
+  if (found.size() > kShown + 1) {
+    const std::size_t more = found.size() - kShown;
+    found.resize(kShown);
+    found.push_back("and " + std::to_string(more) + " more");
+  }
+  for (std::string& line : found)
+    if (line.size() > 1000) line = line.substr(0, 1000) + "...";
+  json base_side;
+  if (base.is_object() && base.contains("digest"))
+    base_side = {{"digest", base["digest"]}};
+  else
+    base_side = {{"unknown", base.is_object() ? base.value("unknown", "no fingerprint") : "no fingerprint"}};
+  return {{"differs", found}, {"base", base_side}};
 }
 
 json FingerprintSet::of(const std::string& name) const {

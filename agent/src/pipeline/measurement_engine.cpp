@@ -277,6 +277,7 @@ class Engine {
       } else {
         measured.push_back(name);
         changed[name] = fingerprint_difference(head_fingerprints_[name], base.of(name));
+        changed_from_base_[name] = changed_from_base(head_fingerprints_[name], base.of(name));
       }
     }
     if (options_.audit_cases) {
@@ -309,6 +310,21 @@ class Engine {
         std::to_string(identical.size() + measured.size()) + " case(s) run identical code on both sides (" +
         std::to_string(skipped_.size()) + " not timed, " + std::to_string(audited_.size()) + " audited); " +
         std::to_string(measured.size()) + " changed or without a fingerprint, timed");
+    log_changed(changed);
+  }
+
+  // Why each changed case is timed, where a person reads the job's progress.
+  void log_changed(const json& changed) const {
+    constexpr std::size_t kListed = 20;
+    std::size_t listed = 0;
+    for (const auto& [name, why] : changed.items()) {
+      if (++listed > kListed) {
+        log("full_bench " + bench_.name + ": and " + std::to_string(changed.size() - kListed) +
+            " more changed (the report's changed_from_base)");
+        break;
+      }
+      log("full_bench " + bench_.name + ": " + name + " changed: " + why.get<std::string>());
+    }
   }
 
   // A fresh order for each replicate: the cases (the adapter passes the seed
@@ -585,6 +601,8 @@ class Engine {
         c["fingerprint"] = it->second;
       else if (options_.head_fingerprints && !options_.head_fingerprints->of(name).is_null())
         c["fingerprint"] = options_.head_fingerprints->of(name);
+      if (auto it = changed_from_base_.find(name); it != changed_from_base_.end())
+        c["changed_from_base"] = it->second;
       result_.cases.push_back(std::move(c));
     }
     for (const std::string& name : skipped_) {
@@ -672,6 +690,7 @@ class Engine {
   double cheapest_pass_s_ = INFINITY;  // of the passes that measured
   bool head_failed_ = false;
   std::map<std::string, json> head_fingerprints_;  // of the cases listed, A/B with skip_identical
+  std::map<std::string, json> changed_from_base_;  // of the timed cases whose code is not the base's
   std::vector<std::string> skipped_;               // identical to the base, not timed
   std::set<std::string> audited_;                  // identical to the base, timed anyway
   double fingerprint_seconds_ = 0;                 // the launch passes that took the fingerprints
@@ -683,6 +702,12 @@ std::size_t audit_count(std::size_t identical, double share) {
   if (identical == 0 || share <= 0) return 0;
   return std::max<std::size_t>(1,
                                static_cast<std::size_t>(std::ceil(share * static_cast<double>(identical))));
+}
+
+double job_audit_share(double configured, const json& asked) {
+  if (configured <= 0 || !asked.is_object() || !asked.contains("share") || !asked["share"].is_number())
+    return configured;
+  return std::clamp(asked["share"].get<double>(), configured, 1.0);
 }
 
 std::uint64_t audit_seed(std::optional<std::int64_t> job_id, const std::string& commit,

@@ -74,6 +74,13 @@ struct EngineOptions {
 // audit_share of them, at least one; none with a share of 0.
 std::size_t audit_count(std::size_t identical, double share);
 
+// The share of its identical cases a job audits: the project's
+// (full_bench.audit_share), raised to the share the server asks while the
+// project has audited few cases on the GPU model (a claimed job's "audit":
+// {"share", ...}, share null once it has enough); an audit turned off (0)
+// stays off.
+double job_audit_share(double configured, const nlohmann::json& asked);
+
 // What a job's audit is drawn with: its job id, else (a run without a
 // queue) the commits it compares, so the same job draws the same cases
 // however often it runs, and an audit can be reproduced.

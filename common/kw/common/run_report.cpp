@@ -367,6 +367,53 @@ std::size_t entries_in(const json& value) {
   return std::max<std::size_t>(entries, 1);
 }
 
+// What a reader needs to see why a case was timed: a few lines, never a
+// case's worth of data.
+constexpr std::size_t kMaxDifferences = 64;
+constexpr std::size_t kMaxDifferenceBytes = 1024;
+
+// changed_from_base: {"differs": [text, ...], "base": {"digest"} or {"unknown"}}.
+void read_changed_from_base(JsonReader& reader, Case& run_case) {
+  const json* changed = reader.find("changed_from_base");
+  if (changed == nullptr) return;
+  const std::string path = reader.child("changed_from_base");
+  if (!changed->is_object()) JsonReader::fail(path, "must be an object", "wrong_type");
+  if (run_case.identical_to_base)
+    JsonReader::fail(path, "a case identical to its base has nothing changed from it", "inconsistent");
+  for (const auto& [key, value] : changed->items()) {
+    if (key != "differs" && key != "base")
+      JsonReader::fail(path + "." + key, "is not a field of changed_from_base (differs, base)",
+                       "unknown_field");
+  }
+  const json& differs = changed->contains("differs") ? (*changed)["differs"] : json();
+  if (!differs.is_array() || differs.empty())
+    JsonReader::fail(path + ".differs", "must be a non-empty array of what differs from the base",
+                     "missing_field");
+  if (differs.size() > kMaxDifferences)
+    JsonReader::fail(
+        path + ".differs",
+        "has " + std::to_string(differs.size()) + " entries, at most " + std::to_string(kMaxDifferences),
+        "too_large");
+  for (std::size_t i = 0; i < differs.size(); ++i) {
+    if (!differs[i].is_string() || differs[i].get_ref<const std::string&>().empty() ||
+        differs[i].get_ref<const std::string&>().size() > kMaxDifferenceBytes)
+      JsonReader::fail(path + ".differs[" + std::to_string(i) + "]",
+                       "must be a text of 1 to " + std::to_string(kMaxDifferenceBytes) + " bytes");
+  }
+  const json& base = changed->contains("base") ? (*changed)["base"] : json();
+  const bool digest =
+      base.is_object() && base.size() == 1 && base.contains("digest") && is_digest(base["digest"]);
+  const bool unknown = base.is_object() && base.size() == 1 && base.contains("unknown") &&
+                       base["unknown"].is_string() &&
+                       base["unknown"].get_ref<const std::string&>().size() <= kMaxDifferenceBytes;
+  if (!digest && !unknown)
+    JsonReader::fail(path + ".base",
+                     "must be {\"digest\": 64 lower-case hex digits} or {\"unknown\": \"why\"} (the base's "
+                     "fingerprint)",
+                     "missing_field");
+  run_case.changed_from_base = *changed;
+}
+
 // fingerprint, identical_to_base and audit, each consistent with the others
 // and with the measurements.
 void read_fingerprint(JsonReader& reader, Case& run_case) {
@@ -412,6 +459,7 @@ void read_fingerprint(JsonReader& reader, Case& run_case) {
   if (run_case.audit && run_case.base_measurements.empty())
     JsonReader::fail(reader.child("audit"), "an audited case is measured on both sides (base_measurements)",
                      "inconsistent");
+  read_changed_from_base(reader, run_case);
 }
 
 Case read_case(const json& value, const std::string& path) {

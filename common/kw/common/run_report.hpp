@@ -155,6 +155,10 @@ struct Case {
   bool identical_to_base = false;
   // Identical to the base and timed anyway: the audit of skipping.
   bool audit = false;
+  // A pull request's timed case whose fingerprint is not the base's: what
+  // differs, and the base's side ({"differs": ["the code of kernel K", ...],
+  // "base": {"digest": 64 hex} or {"unknown": "why"}}).
+  std::optional<nlohmann::json> changed_from_base;
 
   const Measurement* candidate() const;
   const Measurement* base_candidate() const;

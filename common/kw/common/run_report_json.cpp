@@ -78,6 +78,7 @@ json to_json(const Case& run_case) {
   if (run_case.fingerprint) out["fingerprint"] = *run_case.fingerprint;
   if (run_case.identical_to_base) out["identical_to_base"] = true;
   if (run_case.audit) out["audit"] = true;
+  if (run_case.changed_from_base) out["changed_from_base"] = *run_case.changed_from_base;
   if (const auto& g = run_case.gpu_state) {
     json state{{"sm_mhz", g->sm_mhz}, {"mem_mhz", g->mem_mhz}, {"throttle_reasons", g->throttle_reasons}};
     if (g->temp_c_max) state["temp_c_max"] = *g->temp_c_max;

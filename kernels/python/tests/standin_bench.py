@@ -2,9 +2,11 @@
 """A Python bench for the CPU stand-in backend (a TEST DOUBLE for CUDA): its
 kernels are Python functions over lists, correct and broken on purpose, so
 kwbench.py and the agent's handling of Python benches are tested without a
-GPU. KWBENCH_STANDIN_SLOWDOWN scales the candidate's work (a regression)."""
+GPU. KWBENCH_STANDIN_SLOWDOWN scales the candidate's work (a regression);
+KWBENCH_STANDIN_SLOW_REFERENCE makes each reference take that many seconds."""
 import os
 import sys
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), ".."))
 import kwbench  # noqa: E402
@@ -53,6 +55,8 @@ class Saxpy(kwbench.Case):
         return self.y
 
     def reference(self, state):
+        # A reference that takes this long: a correctness stage past its timeout.
+        time.sleep(float(os.environ.get("KWBENCH_STANDIN_SLOW_REFERENCE", "0")))
         return [1.5 * v for v in self.x]
 
     def tolerance(self):

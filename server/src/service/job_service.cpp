@@ -33,6 +33,36 @@ void add_project_settings(JobTransaction& tx, json& job) {
   job["project_detection"] = common::project_detection_json(settings.detection());
 }
 
+// Skipping identical code is trusted by its audit, which says little while
+// few cases have been audited: until a project has audited this many
+// identical cases on a GPU model, its jobs on that model audit at least
+// kWarmUpAuditShare of their identical cases (a project whose
+// kernelwatch.json turns the audit off, audit_share 0, keeps it off).
+constexpr std::int64_t kWarmUpAuditedCases = 300;
+constexpr double kWarmUpAuditShare = 0.25;
+
+// The GPU model a claim measures on: its worker's, or the one model its host has.
+std::optional<std::string> claimed_model(const ClaimRequest& ask) {
+  if (ask.gpu && ask.gpu->contains("model") && (*ask.gpu)["model"].is_string())
+    return (*ask.gpu)["model"].get<std::string>();
+  if (ask.gpus.is_array() && ask.gpus.size() == 1 && ask.gpus[0].is_string())
+    return ask.gpus[0].get<std::string>();
+  return std::nullopt;
+}
+
+// The audit a claimed job owes: {"gpu_model", "audited", "until", "share"},
+// share null once the model has its audited cases (the project's own share
+// then).
+void add_audit_share(JobTransaction& tx, json& job, const ClaimRequest& ask) {
+  const std::optional<std::string> model = claimed_model(ask);
+  if (!model) return;
+  const std::int64_t audited = tx.audited_cases(tx.existing_project_id(job["project"]), *model);
+  job["audit"] = {{"gpu_model", *model},
+                  {"audited", audited},
+                  {"until", kWarmUpAuditedCases},
+                  {"share", audited < kWarmUpAuditedCases ? json(kWarmUpAuditShare) : json()}};
+}
+
 // The projects a claim may take jobs of: those its token names and, when the
 // agent says which it serves, of those alone (a job it cannot fetch is never
 // claimed, dropped and left to expire).
@@ -96,7 +126,10 @@ std::optional<json> JobService::claim(const Caller& caller, const ClaimRequest& 
     auto job_id = tx.claim(agent_id, ask.gpus, settings_.lease_seconds, projects, ask.can_profile);
     if (!job_id) return std::nullopt;
     std::optional<json> claimed = tx.get(*job_id);
-    if (claimed) add_project_settings(tx, *claimed);
+    if (claimed) {
+      add_project_settings(tx, *claimed);
+      add_audit_share(tx, *claimed, ask);
+    }
     return claimed;
   });
   if (job) (*job)["lease_seconds"] = settings_.lease_seconds;

@@ -36,6 +36,9 @@ class JobTransaction {
   // As JobRepository's functions of the same names.
   virtual std::pair<std::int64_t, bool> create(const NewJob& job) = 0;
   virtual std::int64_t queued_shards_of_token(std::int64_t token_id) = 0;
+  // The project's cases identical to their base and timed anyway (the audit
+  // of skipping) on this GPU model, over its stored runs.
+  virtual std::int64_t audited_cases(std::int64_t project_id, const std::string& gpu_model) = 0;
   virtual std::optional<nlohmann::json> get(std::int64_t job_id) = 0;
   virtual std::optional<JobHold> lock(std::int64_t job_id) = 0;
   virtual std::int64_t bind_agent(const std::string& name, const Caller& caller, const std::string& host,

@@ -194,6 +194,13 @@ WHERE kind = 'shard' AND state = 'queued' AND gpu_class <> 'any'
 ORDER BY parent_job_id, shard_index
 )sql";
 
+// The project's audited cases on a GPU model (cases_audited, schema 033, serves it: the
+// audited rows alone, a few in a hundred of a pull request's cases).
+constexpr const char* kAuditedCases = R"sql(
+SELECT count(*) FROM cases c JOIN runs r ON r.id = c.run_id
+WHERE c.project_id = $1 AND c.audit AND r.gpu_model = $2
+)sql";
+
 constexpr const char* kQueuedShardsOfToken = R"sql(
 SELECT count(*) FROM jobs c JOIN jobs p ON p.id = c.parent_job_id
 WHERE c.kind = 'shard' AND c.state = 'queued' AND p.token_id = $1 AND p.state = 'running' AND p.shards > 1
@@ -272,6 +279,7 @@ std::vector<Statement> JobRepository::statements() {
           {"job_pin_shards", kPinShards},
           {"job_stranded_shards", kStrandedShards},
           {"job_queued_shards_of_token", kQueuedShardsOfToken},
+          {"job_audited_cases", kAuditedCases},
           {"job_fail_shard_group", kFailShardGroup},
           {"job_shard_progress", kShardProgress},
           {"job_merge_pending", kMergePending}};
@@ -391,6 +399,11 @@ void JobRepository::fail_stranded_shards(pqxx::work& tx, ExpiredLeases& expired)
     if (std::find(expired.failed.begin(), expired.failed.end(), parent) == expired.failed.end())
       expired.failed.push_back(parent);
   }
+}
+
+std::int64_t JobRepository::audited_cases(pqxx::work& tx, std::int64_t project_id,
+                                          const std::string& gpu_model) {
+  return tx.exec_prepared1("job_audited_cases", project_id, gpu_model)[0].as<std::int64_t>();
 }
 
 std::int64_t JobRepository::queued_shards_of_token(pqxx::work& tx, std::int64_t token_id) {

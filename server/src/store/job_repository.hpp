@@ -55,6 +55,7 @@ class JobRepository {
   static void fail_stranded_shards(pqxx::work& tx, ExpiredLeases& expired);
   // The shards still queued of the sharded jobs `token_id` queued.
   static std::int64_t queued_shards_of_token(pqxx::work& tx, std::int64_t token_id);
+  static std::int64_t audited_cases(pqxx::work& tx, std::int64_t project_id, const std::string& gpu_model);
   static bool heartbeat(pqxx::work& tx, std::int64_t job_id, std::int64_t agent_id, double lease_seconds);
   static bool release(pqxx::work& tx, std::int64_t job_id, std::int64_t agent_id);
   // The holder could not run the job (no report can be made): it fails now,

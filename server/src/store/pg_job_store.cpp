@@ -18,6 +18,10 @@ ProjectSettings PgJobTransaction::project_settings(std::int64_t project_id) {
   return SettingsRepository::get(tx_, project_id);
 }
 
+std::int64_t PgJobTransaction::audited_cases(std::int64_t project_id, const std::string& gpu_model) {
+  return JobRepository::audited_cases(tx_, project_id, gpu_model);
+}
+
 std::pair<std::int64_t, bool> PgJobTransaction::create(const NewJob& job) {
   return JobRepository::create(tx_, job);
 }

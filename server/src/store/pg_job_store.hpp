@@ -30,6 +30,7 @@ class PgJobTransaction final : public JobTransaction {
   std::int64_t existing_project_id(const std::string& name) override;
   std::string project_name(std::int64_t project_id) override;
   ProjectSettings project_settings(std::int64_t project_id) override;
+  std::int64_t audited_cases(std::int64_t project_id, const std::string& gpu_model) override;
   std::pair<std::int64_t, bool> create(const NewJob& job) override;
   std::int64_t queued_shards_of_token(std::int64_t token_id) override;
   std::optional<nlohmann::json> get(std::int64_t job_id) override;

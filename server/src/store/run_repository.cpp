@@ -79,24 +79,24 @@ SELECT case_id, side, impl, current_date, ($20::real[])[first:last], throttled::
 FROM new_measurements
 )sql";
 
-// The cases of a judged run, a column each ($3..$19 and $21..$23, binary
+// The cases of a judged run, a column each ($3..$19 and $21..$24, binary
 // arrays in case order, with the ids kInsertCases used), and their status
 // ($20: their candidate's time comparison, no-baseline where there is none).
 constexpr const char* kInsertCaseRows = R"sql(
 INSERT INTO cases (id, run_id, project_id, ordinal, name, params, expected_launch, correctness, gpu_state, medians,
                    bands, candidate_location_ns, first_pass_replicates, candidate_replicates, candidate_replicate_sd,
                    candidate_clock_mhz, candidate_clock_sxx, candidate_clock_sxy, candidate_energy_j,
-                   candidate_power_w, status, fingerprint, identical_to_base, audit)
+                   candidate_power_w, status, fingerprint, identical_to_base, audit, changed_from_base)
 SELECT c.id, $1, $2, c.i - 1, c.name, c.params, c.expected_launch, c.correctness, c.gpu_state, c.medians, c.bands,
        c.location, c.first_pass_replicates, c.replicates, c.replicate_sd, c.clock_mhz, c.clock_sxx, c.clock_sxy,
-       c.energy_j, c.power_w, c.status, c.fingerprint, c.identical_to_base, c.audit
+       c.energy_j, c.power_w, c.status, c.fingerprint, c.identical_to_base, c.audit, c.changed_from_base
 FROM unnest($3::bigint[], $4::text[], $5::json[], $6::json[], $7::json[], $8::json[], $9::json[],
             $10::json[], $11::float8[], $12::integer[], $13::integer[], $14::float8[], $15::float8[],
             $16::float8[], $17::float8[], $18::float8[], $19::float8[], $20::text[], $21::json[],
-            $22::boolean[], $23::boolean[])
+            $22::boolean[], $23::boolean[], $24::json[])
   WITH ORDINALITY AS c(id, name, params, expected_launch, correctness, gpu_state, medians, bands, location,
                        first_pass_replicates, replicates, replicate_sd, clock_mhz, clock_sxx, clock_sxy, energy_j,
-                       power_w, status, fingerprint, identical_to_base, audit, i)
+                       power_w, status, fingerprint, identical_to_base, audit, changed_from_base, i)
 )sql";
 
 // The run's cases become the newest of their branch and GPU model, unless a
@@ -140,7 +140,7 @@ SELECT json_build_object(
                  'p_value', x.p_value, 'threshold', x.threshold, 'head_noise', x.head_noise,
                  'base_noise', x.base_noise, 'ratio_of_medians', x.ratio_of_medians, 'detectable', x.detectable,
                  'baseline_reason', COALESCE(x.baseline_reason, r.comparison_baseline_reason),
-                 'baseline_run_id', x.baseline_run_id,
+                 'baseline_run_id', x.baseline_run_id, 'changed', c.changed_from_base -> 'differs',
                  'head_ns', (SELECT m.median_ns FROM measurements m
                              WHERE m.case_id = c.id AND m.side = 'head' AND m.impl = 'candidate'),
                  'base_ns', (SELECT m.median_ns FROM measurements m
@@ -193,7 +193,7 @@ SELECT COALESCE(json_agg(json_build_object(
                       'head_noise', x.head_noise, 'base_noise', x.base_noise, 'head_samples', x.head_samples,
                       'base_samples', x.base_samples, 'excluded_throttled', x.excluded_throttled, 'note', x.note,
                       'method', x.method, 'se', x.se, 'df', x.df, 'first_pass', x.first_pass,
-                      'detectable', x.detectable)
+                      'detectable', x.detectable, 'changed', c.changed_from_base -> 'differs')
                     ORDER BY c.ordinal, x.kind DESC, x.impl <> 'candidate', x.impl), '[]')::text
 FROM comparisons x JOIN cases c ON c.run_id = x.run_id AND c.name = x.case_name JOIN runs r ON r.id = x.run_id
 WHERE x.run_id = $1 AND c.ordinal >= $2::bigint AND c.ordinal < $3::bigint AND ($4 = '' OR x.case_name ILIKE $4)
@@ -211,6 +211,7 @@ SELECT COALESCE(json_agg(json_build_object(
                               FROM launches l WHERE l.case_id = c.id),
                  'first_pass_replicates', c.first_pass_replicates,
                  'fingerprint', c.fingerprint, 'identical_to_base', c.identical_to_base, 'audit', c.audit,
+                 'changed_from_base', c.changed_from_base,
                  'measurements', (SELECT COALESCE(json_agg(json_build_object(
                                       'impl', m.impl, 'samples_ns', COALESCE(s.samples_ns, '{}'),
                                       'median_ns', m.median_ns, 'flops', m.flops, 'bytes', m.bytes,
@@ -443,7 +444,7 @@ struct CaseRowColumns {
   PgBinaryArray<PgType::int8> ids;
   PgBinaryArray<PgType::text> name_column;
   PgBinaryArray<PgType::json_text> params, expected_launch, correctness, gpu_state, medians, bands,
-      fingerprint;
+      fingerprint, changed_from_base;
   PgBinaryArray<PgType::float8> locations, replicate_sds, clock_mhz, clock_sxx, clock_sxy, energy_j, power_w;
   PgBinaryArray<PgType::int4> first_pass_replicates, replicates;
   PgBinaryArray<PgType::boolean> identical_to_base, audit;
@@ -462,6 +463,7 @@ struct CaseRowColumns {
     as_posted(correctness, "correctness");
     as_posted(gpu_state, "gpu_state");
     as_posted(fingerprint, "fingerprint");
+    as_posted(changed_from_base, "changed_from_base");
     add_or_null(first_pass_replicates, c.first_pass_replicates);
     identical_to_base.add(c.identical_to_base);
     audit.add(c.audit);
@@ -591,7 +593,7 @@ void RunRepository::store_cases(pqxx::work& tx, const StoredRun& stored,
                     c.first_pass_replicates.param(), c.replicates.param(), c.replicate_sds.param(),
                     c.clock_mhz.param(), c.clock_sxx.param(), c.clock_sxy.param(), c.energy_j.param(),
                     c.power_w.param(), status.param(), c.fingerprint.param(), c.identical_to_base.param(),
-                    c.audit.param());
+                    c.audit.param(), c.changed_from_base.param());
 }
 
 void RunRepository::advance_case_heads(pqxx::work& tx, std::int64_t run_id) {
