@@ -87,9 +87,9 @@ TEST_F(PythonPreflightTest, AFailedStageEndsTheProcessAndSkipsTheStagesAfterIt) 
   EXPECT_EQ(importers().size(), 1u);
 }
 
-// A pull request: the base's launch pass runs beside the head's preflight,
-// and quick_bench times the cases whose code changed in the head's
-// preflight process, which waited for them.
+// A pull request: the base's launch pass imports beside the head's
+// preflight and runs once the head's waits, and quick_bench times the cases
+// whose code changed in the head's preflight process, which waited for them.
 TEST_F(PythonPreflightTest, APullRequestTimesItsChangedCasesInItsPreflightProcess) {
   char pattern[] = "/tmp/kw-base-XXXXXX";
   ASSERT_NE(mkdtemp(pattern), nullptr);
@@ -113,7 +113,8 @@ TEST_F(PythonPreflightTest, APullRequestTimesItsChangedCasesInItsPreflightProces
             std::string::npos)
       << timed.dump();
   EXPECT_NE(log_.find("1 case(s) changed, 0 case(s) run code identical"), std::string::npos) << log_;
-  EXPECT_NE(log_.find("fingerprints of the base, taken beside the head's preflight"), std::string::npos)
+  EXPECT_NE(log_.find("fingerprints of the base from its launch pass, imported beside the head's preflight"),
+            std::string::npos)
       << log_;
 
   const json skipped = stage(identical, StageName::quick_bench);

@@ -300,6 +300,12 @@ class TorchBackend:
     def synchronize(self):
         self.torch.cuda.synchronize(self.device)
 
+    def release_cached_memory(self):
+        """The caching allocator's free blocks back to the driver: a process
+        that waits holds no GPU memory another process needs."""
+        self.synchronize()
+        self.torch.cuda.empty_cache()
+
     def healthy(self):
         try:
             self.synchronize()
@@ -408,6 +414,9 @@ class CpuStandInBackend:
         return 0
 
     def synchronize(self):
+        pass
+
+    def release_cached_memory(self):
         pass
 
     def __init__(self):
@@ -1058,7 +1067,8 @@ def _preflight(options, cases, selected, modules, libraries, backend, device, ca
         stage_cases = selected
         if stage == "quick_bench" and options.quick_bench_go and not resumed:
             # The agent names the cases whose code changed once it has the
-            # base's fingerprints; this process waits, imported, for them.
+            # base's fingerprints, which the base's launch pass takes while
+            # this process waits, imported, holding no cached GPU memory.
             # The agent's word: {"argv": [names]}, {"every_case": true} or {"exit": true}.
             go = _go_document(options.quick_bench_go)
             if go is None or go.get("exit"):
@@ -1098,6 +1108,10 @@ def _preflight(options, cases, selected, modules, libraries, backend, device, ca
             if stage == "launch_geometry":
                 entry["stage"]["details"]["code"] = _code_inputs(os.getcwd())
         entry["stage"]["duration_ms"] = int((time.time() - started_wall) * 1000)
+        # Before the agent reads the stage: another process may use the GPU
+        # next (a pull request's base's launch pass while this one waits).
+        with contextlib.suppress(Exception):  # a failed stage's error is its own
+            backend.release_cached_memory()
         written.add(entry)
         _log("%s %s: %s" % (stage, entry["stage"]["status"], entry["stage"]["message"]))
         if entry["stage"]["status"] != "passed":
@@ -1854,8 +1868,8 @@ def _parser():
     p.add_argument("--backend", default=os.environ.get("KWBENCH_BACKEND", "torch"),
                    choices=["torch", "cpu-stand-in"])
     p.add_argument("--resume", help=argparse.SUPPRESS)
-    p.add_argument("--go-file", help="full_bench: wait, imports done, for this file's arguments (kw's prepared "
-                   "replicate processes)")
+    p.add_argument("--go-file", help="full_bench or preflight: wait, imports done and no CUDA context made, for "
+                   "this file's arguments (kw's prepared processes)")
     p.add_argument("--context-before-go", action="store_true",
                    help="with --go-file: make the CUDA context before waiting")
     p.add_argument("--perf-report", help="python3 -m kwbench: the cases of this triton.testing.perf_report script")

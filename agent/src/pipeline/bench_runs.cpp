@@ -1,8 +1,10 @@
 #include "pipeline/bench_runs.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -303,7 +305,8 @@ struct PythonPreflight::Process {
   PipelineOptions options;
   InjectRecords records{true};
   std::unique_ptr<KwbenchCall> call;
-  fs::path go;  // where it waits for quick_bench's cases; empty: it does not wait
+  fs::path go;        // where it waits for quick_bench's cases; empty: it does not wait
+  fs::path start_go;  // where it waits, imported, to start; empty: it starts at once
   std::atomic<bool> dismissed{false};
   std::future<ChildOutcome> running;
   std::optional<ChildOutcome> outcome;  // once it ended
@@ -312,11 +315,13 @@ struct PythonPreflight::Process {
   std::map<StageName, BenchResult> results;
   StageName last = StageName::load;  // the last stage it wrote
   std::optional<CaseListing> listing;
+  std::array<std::int64_t, 4> written{};  // the document's inode, size and time when last read
 };
 
 std::unique_ptr<PythonPreflight> PythonPreflight::start(const BenchConfig& bench, const RepoConfig& config,
-                                                        const PipelineOptions& options, int case_stages,
-                                                        bool quick_bench_waits) {
+                                                        const PipelineOptions& options, Plan plan) {
+  const int case_stages = plan.case_stages;
+  const bool quick_bench_waits = plan.quick_bench_waits;
   if (!find_inject_library()) return nullptr;  // its launch_geometry fails as a stage of its own says
   std::unique_ptr<PythonPreflight> preflight(new PythonPreflight());
   preflight->process_ = std::make_unique<Process>(bench, config, options);
@@ -338,6 +343,11 @@ std::unique_ptr<PythonPreflight> PythonPreflight::start(const BenchConfig& bench
     fs::remove(p.go);
     args.insert(args.end(), {"--quick-bench-go", p.go.string()});
   }
+  if (plan.starts_on_go) {
+    p.start_go = temp_json("preflight-go");
+    fs::remove(p.start_go);
+    args.insert(args.end(), {"--go-file", p.start_go.string()});
+  }
   std::map<std::string, std::string> env = p.records.env;
   env["LD_BIND_NOW"] = "1";  // for load; the stages after it are as they were in a process of their own
   p.call = kwbench_call(bench, "preflight", timeout_s, options, args, std::move(env));
@@ -354,10 +364,19 @@ PythonPreflight::~PythonPreflight() {
   if (process_->running.valid()) process_->running.wait();
   std::error_code ec;
   if (!process_->go.empty()) fs::remove(process_->go, ec);
+  if (!process_->start_go.empty()) fs::remove(process_->start_go, ec);
 }
 
 void PythonPreflight::read_stages() {
   Process& p = *process_;
+  // Parsed again only once rewritten: a thousand cases' stages are
+  // megabytes. Each rewrite is a new file renamed into place, so a new inode.
+  struct stat file {};
+  if (::stat(p.call->out.c_str(), &file) != 0) return;
+  const std::array<std::int64_t, 4> written = {static_cast<std::int64_t>(file.st_ino), file.st_size,
+                                               file.st_mtim.tv_sec, file.st_mtim.tv_nsec};
+  if (written == p.written) return;
+  p.written = written;
   const json document = p.call->document();
   if (!document.is_object()) return;
   if (!p.listing && document.contains("listing") && document["listing"].is_array()) {
@@ -432,23 +451,33 @@ std::optional<CaseListing> PythonPreflight::listing() {
 }
 
 void PythonPreflight::time_cases(const std::vector<std::string>& cases) {
-  write_go(cases.empty() ? json{{"exit", true}} : json{{"argv", cases}});
+  write_go(process_->go, cases.empty() ? json{{"exit", true}} : json{{"argv", cases}});
 }
 
 void PythonPreflight::time_every_case() {
-  write_go(json{{"every_case", true}});
+  write_go(process_->go, json{{"every_case", true}});
 }
 
-void PythonPreflight::write_go(const json& go) {
-  Process& p = *process_;
-  if (p.go.empty()) return;
-  const fs::path partial = p.go.string() + ".partial";
+void PythonPreflight::go() {
+  write_go(process_->start_go, json{{"argv", json::array()}});
+}
+
+BenchResult PythonPreflight::launch_pass() {
+  go();
+  BenchResult load = result(StageName::load);
+  if (load.status != "passed") return load;
+  return result(StageName::launch_geometry);
+}
+
+void PythonPreflight::write_go(const fs::path& file, const json& go) {
+  if (file.empty()) return;
+  const fs::path partial = file.string() + ".partial";
   {
     std::ofstream out(partial);
     out << go.dump();
     if (!out.flush()) throw std::runtime_error("cannot write " + partial.string());
   }
-  fs::rename(partial, p.go);  // whole or not at all: it reads the file the moment it appears
+  fs::rename(partial, file);  // whole or not at all: it reads the file the moment it appears
 }
 
 bool PythonPreflight::waits_for_cases() const {
@@ -459,11 +488,9 @@ BenchResult python_launch_pass(const BenchConfig& bench, const RepoConfig& confi
                                const PipelineOptions& options) {
   // Started as a pull request's head's preflight is (its load's imports
   // and bound symbols included), so that both sides' fingerprints mean the same.
-  std::unique_ptr<PythonPreflight> pass = PythonPreflight::start(bench, config, options, 1, false);
+  std::unique_ptr<PythonPreflight> pass = PythonPreflight::start(bench, config, options, {.case_stages = 1});
   if (!pass) return run_python(bench, StageName::launch_geometry, config, options);
-  BenchResult load = pass->result(StageName::load);
-  if (load.status != "passed") return load;
-  return pass->result(StageName::launch_geometry);
+  return pass->launch_pass();
 }
 
 // load, launch_geometry, correctness and quick_bench of a kwbench bench in

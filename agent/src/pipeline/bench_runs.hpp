@@ -38,14 +38,15 @@ BenchResult run_python(const BenchConfig& bench, common::StageName stage, const 
 // its last stage is read, or with this object.
 class PythonPreflight {
  public:
-  // Starts the process: load and `case_stages` of the three per-case stages
-  // (1: launch_geometry alone, a side's launch pass). `quick_bench_waits`:
-  // after correctness it waits for the cases quick_bench times
-  // (time_cases). nullptr without libkw_inject.so (run_python's
-  // launch_geometry says what is missing).
+  struct Plan {
+    int case_stages = 3;             // of the three per-case stages (1: launch_geometry, a launch pass)
+    bool quick_bench_waits = false;  // after correctness it waits for quick_bench's cases (time_cases)
+    bool starts_on_go = false;       // it imports, then waits for go() before any CUDA work
+  };
+  // Starts the process: load and `plan.case_stages`. nullptr without
+  // libkw_inject.so (run_python's launch_geometry says what is missing).
   static std::unique_ptr<PythonPreflight> start(const BenchConfig& bench, const RepoConfig& config,
-                                                const PipelineOptions& options, int case_stages,
-                                                bool quick_bench_waits);
+                                                const PipelineOptions& options, Plan plan);
   PythonPreflight(const PythonPreflight&) = delete;
   PythonPreflight& operator=(const PythonPreflight&) = delete;
   ~PythonPreflight();
@@ -55,6 +56,10 @@ class PythonPreflight {
   // Its cases as `--list` names them (over the bench's glob, a shard's
   // others too), once its load ended; nullopt before, or where it wrote none.
   std::optional<CaseListing> listing();
+  // A process started on go: its stages may start now.
+  void go();
+  // A launch pass's result: launch_geometry's, or load's where it failed.
+  BenchResult launch_pass();
   // quick_bench's cases, for a process that waits for them (none: it ends).
   void time_cases(const std::vector<std::string>& cases);
   void time_every_case();  // its cases could not be compared with the base's
@@ -63,7 +68,7 @@ class PythonPreflight {
  private:
   PythonPreflight() = default;
   void read_stages();
-  void write_go(const nlohmann::json& go);
+  static void write_go(const std::filesystem::path& file, const nlohmann::json& go);
   struct Process;
   std::unique_ptr<Process> process_;
 };

@@ -7,7 +7,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <future>
 #include <map>
 #include <random>
 #include <regex>
@@ -159,10 +158,22 @@ std::string fingerprint_key(const std::string& commit, const BenchConfig& bench,
   return common::sha256_hex(keyed.dump());
 }
 
+// Whether a base's fingerprints are kept from an earlier job on it, so no
+// launch pass of the base is needed (a shard's are keyed by its cases there).
+bool base_fingerprints_kept(const BenchConfig& bench, const PipelineOptions& options) {
+  return options.base_commit && !options.fingerprint_cache_dir.empty() &&
+         !options.shard_cases.contains(bench.name) &&
+         cached_fingerprints(options.fingerprint_cache_dir,
+                             fingerprint_key(*options.base_commit, bench, options));
+}
+
 // One side's fingerprints from a launch pass in its checkout; the base's
-// are a commit's, kept for the next pull request on it.
+// are a commit's, kept for the next pull request on it. `started`: a python
+// launch pass of that side already started, which has imported and waits
+// for its go.
 FingerprintSet side_fingerprints(const BenchConfig& bench, const RepoConfig& config,
-                                 const PipelineOptions& options, const fs::path& checkout) {
+                                 const PipelineOptions& options, const fs::path& checkout,
+                                 PythonPreflight* started = nullptr) {
   PipelineOptions side = options;
   side.checkout = checkout;
   // A shard's cases that this checkout has: a pull request may add some.
@@ -186,7 +197,8 @@ FingerprintSet side_fingerprints(const BenchConfig& bench, const RepoConfig& con
     }
   }
   if (options.log) options.log("full_bench " + bench.name + ": fingerprints of " + checkout.string());
-  FingerprintSet taken = launch_pass_fingerprints(bench, config, side);
+  FingerprintSet taken = started != nullptr ? fingerprints_of(started->launch_pass())
+                                            : launch_pass_fingerprints(bench, config, side);
   if (base) keep_fingerprints(options.fingerprint_cache_dir, key, taken);
   return taken;
 }
@@ -389,8 +401,8 @@ struct BenchStages {
   std::map<std::string, std::unique_ptr<PythonPreflight>> python_preflights;
   // python: each bench's cases, as its preflight listed them
   std::map<std::string, CaseListing> preflight_listings;
-  // python: the base's fingerprints, taken while the head's preflight runs
-  std::map<std::string, std::future<FingerprintSet>> base_fingerprints_ahead;
+  // python: the base's launch passes, importing while the head's preflight runs
+  std::map<std::string, std::unique_ptr<PythonPreflight>> base_launch_passes;
   bool compared_with_base = false;
 
   // A pull request's bench whose cases may skip quick_bench and full_bench:
@@ -467,24 +479,29 @@ struct BenchStages {
     return it == preflight_listings.end() ? nullptr : &it->second;
   }
 
-  // A python pull request's base fingerprints start with the head's
-  // preflight: the base's launch pass imports and runs beside it, and is
-  // done by the time quick_bench needs it. Nothing is timed meanwhile.
-  void take_base_fingerprints_ahead(const BenchConfig& bench) {
-    PipelineOptions quiet = opts;  // its lines would interleave with the head's stages
-    quiet.log = nullptr;
-    base_fingerprints_ahead[bench.name] = std::async(std::launch::async, [this, &bench, quiet] {
-      return side_fingerprints(bench, config, quiet, *quiet.base_checkout);
-    });
+  // A python pull request's base launch pass starts with the head's
+  // preflight and imports beside it, then waits: its GPU work runs once the
+  // head's preflight waits for quick_bench's cases, its cached GPU memory
+  // given back, so the two never share the GPU. Not where the base's
+  // fingerprints are kept from an earlier job.
+  void start_base_launch_pass(const BenchConfig& bench) {
+    if (!opts.base_checkout || base_fingerprints_kept(bench, opts) || opts.shard_cases.contains(bench.name))
+      return;
+    PipelineOptions base = opts;
+    base.checkout = *opts.base_checkout;
+    base_launch_passes[bench.name] =
+        PythonPreflight::start(bench, config, base, {.case_stages = 1, .starts_on_go = true});
   }
 
   FingerprintSet base_fingerprints(const BenchConfig& bench) {
-    auto ahead = base_fingerprints_ahead.find(bench.name);
-    if (ahead == base_fingerprints_ahead.end())
+    auto started = base_launch_passes.find(bench.name);
+    if (started == base_launch_passes.end() || !started->second)
       return side_fingerprints(bench, config, opts, *opts.base_checkout);
-    FingerprintSet taken = ahead->second.get();
-    base_fingerprints_ahead.erase(ahead);
-    log("full_bench " + bench.name + ": fingerprints of the base, taken beside the head's preflight (" +
+    FingerprintSet taken = side_fingerprints(bench, config, opts, *opts.base_checkout, started->second.get());
+    base_launch_passes.erase(started);
+    log("full_bench " + bench.name +
+        ": fingerprints of the base from its launch pass, imported beside the "
+        "head's preflight (" +
         seconds_text(taken.seconds) + ")");
     return taken;
   }
@@ -575,10 +592,11 @@ struct BenchStages {
   std::optional<BenchResult> from_python_preflight(const BenchConfig& bench, StageName stage) {
     if (stage == StageName::load) {
       const bool waits = skips_identical(bench);
-      std::unique_ptr<PythonPreflight> started = PythonPreflight::start(bench, config, opts, 3, waits);
+      std::unique_ptr<PythonPreflight> started =
+          PythonPreflight::start(bench, config, opts, {.quick_bench_waits = waits});
       if (!started) return std::nullopt;
       python_preflights[bench.name] = std::move(started);
-      if (waits && opts.base_checkout) take_base_fingerprints_ahead(bench);
+      if (waits) start_base_launch_pass(bench);
       if (auto listed = python_preflights[bench.name]->listing()) preflight_listings[bench.name] = *listed;
     }
     auto it = python_preflights.find(bench.name);
