@@ -52,9 +52,7 @@ class PythonPreflightTest : public PipelineTest {
 };
 
 TEST_F(PythonPreflightTest, EveryPreflightStageIsAStepOfOneProcessWithItsOwnResult) {
-  const json report =
-      run(json::object(), true, config("saxpy/ok,saxpy/edge"),
-          {StageName::load, StageName::launch_geometry, StageName::correctness, StageName::quick_bench});
+  const json report = run(json::object(), true, config("saxpy/ok,saxpy/edge"), common::preflight_stages());
   EXPECT_EQ(statuses(report),
             (std::vector<std::string>{"passed", "passed", "passed", "passed", "passed", "skipped"}))
       << report["stages"].dump(1);
@@ -75,9 +73,7 @@ TEST_F(PythonPreflightTest, EveryPreflightStageIsAStepOfOneProcessWithItsOwnResu
 }
 
 TEST_F(PythonPreflightTest, AFailedStageEndsTheProcessAndSkipsTheStagesAfterIt) {
-  const json report =
-      run(json::object(), true, config("saxpy/nan,saxpy/ok"),
-          {StageName::load, StageName::launch_geometry, StageName::correctness, StageName::quick_bench});
+  const json report = run(json::object(), true, config("saxpy/nan,saxpy/ok"), common::preflight_stages());
   EXPECT_EQ(statuses(report),
             (std::vector<std::string>{"passed", "passed", "passed", "failed", "skipped", "skipped"}))
       << report["stages"].dump(1);
@@ -99,8 +95,7 @@ TEST_F(PythonPreflightTest, APullRequestTimesItsChangedCasesInItsPreflightProces
     std::ofstream(base / ".kw-double-kernel") << base_kernel << "\n";
     fs::remove(checkout_ / "pids");
     PipelineOptions options = ab_options(base);
-    options.only_stages = {StageName::load, StageName::launch_geometry, StageName::correctness,
-                           StageName::quick_bench};
+    options.only_stages = common::preflight_stages();
     return run_pipeline(parse_repo_config(config("saxpy/ok,saxpy/edge")), options);
   };
   const json changed = job("base-kernel");

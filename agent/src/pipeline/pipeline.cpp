@@ -469,8 +469,7 @@ struct BenchStages {
   // A bench's cases: from its python preflight where one listed them (a
   // listing process imports as long as a stage does), else by listing.
   CaseListing listing_of(const BenchConfig& bench) {
-    if (auto listed = preflight_listings.find(bench.name); listed != preflight_listings.end())
-      return listed->second;
+    if (const CaseListing* kept = listed(bench)) return *kept;
     return adapter_for(bench.format).list_cases({bench, config, opts.checkout, *opts.stop});
   }
 
