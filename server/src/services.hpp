@@ -5,6 +5,7 @@
 #pragma once
 
 #include "notify/notifier.hpp"
+#include "service/bisect_service.hpp"
 #include "service/ingest_service.hpp"
 #include "service/job_service.hpp"
 #include "service/profile_service.hpp"

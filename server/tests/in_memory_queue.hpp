@@ -5,9 +5,10 @@
 // until the job's run is made. Its leases run on the state's clock, which a
 // test moves, never on the wall's.
 //
-// Both it and PgJobStore pass job_store_contract.hpp; what it does not keep
-// (timestamps, an agent's offline state, a revoked token's agents taken
-// over, the profiles and bisects of jobs) is tested on PostgreSQL only.
+// Both it and PgJobStore pass job_store_contract.hpp; its bisects
+// (in_memory_bisects.hpp) pass bisect_store_contract.hpp. What it does not
+// keep (timestamps, an agent's offline state, a revoked token's agents taken
+// over, the profiles of jobs) is tested on PostgreSQL only.
 #pragma once
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "errors.hpp"
+#include "in_memory_bisects.hpp"
 #include "in_memory_state.hpp"
 #include "service/job_store.hpp"
 
@@ -328,6 +330,11 @@ class InMemoryQueue final : public JobTransaction {
     s_.notices.push_back({"job_queued", job["id"].get<std::int64_t>()});
   }
   void job_failed(std::int64_t job_id) override { s_.notices.push_back({"job_failed", job_id}); }
+  void profile_ended(std::int64_t job_id) override { s_.notices.push_back({"profile_ended", job_id}); }
+  void bisect_ended(std::int64_t bisect_id) override {
+    s_.notices.push_back({"bisect_ended", 0, 0, bisect_id});
+  }
+  BisectTransaction& bisects() override { return bisects_; }
 
  private:
   template <typename T>
@@ -453,5 +460,6 @@ class InMemoryQueue final : public JobTransaction {
   }
 
   MemoryState& s_;
+  InMemoryBisects bisects_{s_, *this};
 };
 }  // namespace kw::server::testing

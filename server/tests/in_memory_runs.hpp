@@ -9,7 +9,7 @@
 //
 // Both it and PgRunStore pass run_store_contract.hpp. What it does not keep
 // is tested on PostgreSQL only, and asking for it throws std::logic_error
-// rather than answering wrongly: bisects, profile jobs (a regression where
+// rather than answering wrongly: profile jobs (a regression where
 // an agent can profile its GPU), explanations, and samples expiring (they
 // are always kept here).
 #pragma once
@@ -145,15 +145,6 @@ class InMemoryRuns final : public RunTransaction {
     return run.verdict;
   }
 
-  BisectAfterRun bisect_after_run(std::int64_t job_id, std::int64_t run_id) override {
-    const MemoryJob& job = *s_.job(job_id);
-    const MemoryRun& run = *s_.run(run_id);
-    const bool starts_one = job.on_default_branch && run.verdict == "regression" &&
-                            job.asked.range.size() >= 3 && !flagged(run, "regression").empty();
-    if (job.asked.bisect_id || starts_one) throw std::logic_error(kNotKept + std::string("bisects"));
-    return {};
-  }
-
   void profile_regression(std::int64_t run_id, int /*max_attempts*/) override {
     const MemoryRun& run = *s_.run(run_id);
     if (flagged(run, "regression").empty()) return;
@@ -167,10 +158,6 @@ class InMemoryRuns final : public RunTransaction {
   void advance_case_heads(std::int64_t /*run_id*/) override {}
 
   void verdict_announced(std::int64_t run_id) override { s_.notices.push_back({"verdict", 0, run_id}); }
-
-  void bisect_ended(std::int64_t /*bisect_id*/) override {
-    throw std::logic_error(kNotKept + std::string("bisects"));
-  }
 
   std::optional<RunHead> run_head(std::int64_t run_id, const Page& page) override {
     const MemoryRun* run = s_.run(run_id);

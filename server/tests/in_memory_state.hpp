@@ -21,6 +21,7 @@
 #include "kw/common/judge.hpp"
 #include "kw/common/run_report.hpp"
 #include "kw/common/sha256.hpp"
+#include "model/bisects.hpp"
 #include "model/jobs.hpp"
 #include "model/settings.hpp"
 #include "model/tokens.hpp"
@@ -57,8 +58,8 @@ struct MemoryAgent {
 };
 
 struct Notice {
-  std::string kind;  // job_queued, job_failed or verdict
-  std::int64_t job_id = 0, run_id = 0;
+  std::string kind;  // job_queued, job_failed, profile_ended, bisect_ended or verdict
+  std::int64_t job_id = 0, run_id = 0, bisect_id = 0;
 };
 
 // A case of a stored run: its report's case, what the rule summarized of
@@ -124,6 +125,13 @@ struct MemoryUpload {
   std::map<int, Part> received;
 };
 
+// A bisect and the regression run it searches.
+struct MemoryBisect {
+  Bisect bisect;
+  std::int64_t run_id = 0;
+  std::string created_at, updated_at;
+};
+
 struct MemoryToken {
   TokenInfo info;
   std::string secret;
@@ -137,7 +145,8 @@ struct MemoryState {
   std::vector<MemoryAgent> agents;        // id - 1
   std::vector<MemoryRun> runs;            // id - 1
   std::vector<MemoryUpload> uploads;
-  std::int64_t cases = 0;  // the last case id taken
+  std::vector<MemoryBisect> bisects;  // id - 1
+  std::int64_t cases = 0;             // the last case id taken
   std::vector<Notice> notices;
   std::vector<std::string> committed;  // projects whose writes this server's reads were told of
 

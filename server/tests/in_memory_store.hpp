@@ -1,5 +1,6 @@
 // A stand-in for PostgreSQL behind kw-server's services, for tests of their
-// rules: the queue (JobStore, in_memory_queue.hpp), the runs (RunStore,
+// rules: the queue (JobStore, in_memory_queue.hpp) and its bisects
+// (BisectStore, in_memory_bisects.hpp), the runs (RunStore,
 // in_memory_runs.hpp), reports sent in parts (UploadStore,
 // in_memory_uploads.hpp), and the projects, settings and tokens
 // (ProjectStore), all in one state (in_memory_state.hpp), so that a report
@@ -15,8 +16,8 @@
 // nothing behind.
 //
 // Only for tests: the stores' SQL is tested on PostgreSQL, and the stand-in
-// is held to it by job_store_contract.hpp, run_store_contract.hpp and
-// upload_store_contract.hpp, which both pass.
+// is held to it by job_store_contract.hpp, run_store_contract.hpp,
+// bisect_store_contract.hpp and upload_store_contract.hpp, which both pass.
 #pragma once
 
 #include <algorithm>
@@ -37,7 +38,11 @@
 
 namespace kw::server::testing {
 
-class InMemoryStore final : public JobStore, public RunStore, public UploadStore, public ProjectStore {
+class InMemoryStore final : public JobStore,
+                            public RunStore,
+                            public UploadStore,
+                            public ProjectStore,
+                            public BisectStore {
   // Defined before their callers: their return types are deduced.
   template <typename Read>
   auto read(Read&& what) {
@@ -104,6 +109,13 @@ class InMemoryStore final : public JobStore, public RunStore, public UploadStore
     in_snapshot([&](MemoryState& s) {
       InMemoryRuns runs(s);
       work(runs);
+    });
+  }
+
+  void transact(const std::function<void(BisectTransaction&)>& work) override {
+    in_snapshot([&](MemoryState& s) {
+      InMemoryQueue queue(s);
+      work(queue.bisects());
     });
   }
 

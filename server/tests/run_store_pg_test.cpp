@@ -1,8 +1,9 @@
-// The run and upload stores' contracts on PgRunStore and PgUploadStore over
+// The run, upload and bisect stores' contracts on PgRunStore, PgUploadStore and PgBisectStore over
 // a test database: the SQL the in-memory stand-in stands for; and the documents both read back of the
 // same reports, compared member by member, so a run the stand-in shows is
 // the run kw-server shows.
 #include "../../tests/support/report_factory.hpp"
+#include "bisect_store_contract.hpp"
 #include "in_memory_store.hpp"
 #include "run_store_contract.hpp"
 #include "server_fixture.hpp"
@@ -27,6 +28,7 @@ class PgHarness {
   RunStore& runs() { return runs_; }
   UploadStore& uploads() { return uploads_; }
   JobStore& jobs() { return jobs_; }
+  BisectStore& bisects() { return bisects_; }
   std::int64_t add_project(const std::string& name) {
     return with_transaction(pool_,
                             [&](pqxx::work& tx) { return *RunRepository::create_project(tx, name, "main"); });
@@ -53,10 +55,12 @@ class PgHarness {
   PgRunStore runs_{pool_, reads_, notifications_};
   PgJobStore jobs_{pool_, notifications_};
   PgUploadStore uploads_{pool_};
+  PgBisectStore bisects_{pool_};
 };
 
 INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, RunStoreContract, PgHarness);
 INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, UploadStoreContract, PgHarness);
+INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, BisectStoreContract, PgHarness);
 
 // Both stores, fed the same reports.
 class BothStores : public ::testing::Test {

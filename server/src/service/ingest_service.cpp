@@ -9,6 +9,7 @@
 #include "kw/common/in_parts.hpp"
 #include "kw/common/run_report.hpp"
 #include "kw/common/shard_merge.hpp"
+#include "service/bisect_service.hpp"
 #include "service/job_service.hpp"
 #include "service/judging.hpp"
 
@@ -249,14 +250,14 @@ void IngestService::after_judged(RunTransaction& tx, const StoredRun& run,
   BisectAfterRun bisect;
   if (job_id) {
     tx.queue().complete(*job_id);
-    bisect = tx.bisect_after_run(*job_id, run.run_id);
+    bisect = BisectService::after_run(tx.queue().bisects(), *job_id, run.run_id);
   }
   // A bisect's step is measured against the range's good end: its verdict is
   // the bisect's to use, not a status for that commit.
   if (!bisect.step) tx.verdict_announced(run.run_id);
   // Why its worst case got slower, from the hardware's counters.
   if (!bisect.step && run.verdict == "regression") tx.profile_regression(run.run_id, max_attempts_);
-  if (bisect.finished) tx.bisect_ended(*bisect.finished);
+  if (bisect.finished) tx.queue().bisect_ended(*bisect.finished);
   tx.advance_case_heads(run.run_id);
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "errors.hpp"
+#include "service/bisect_service.hpp"
 #include "service/ownership.hpp"
 
 namespace kw::server {
@@ -11,15 +12,34 @@ using nlohmann::json;
 
 namespace {
 
+// A job that ended without a run, announced in the transaction that failed
+// it: a shard's failure is its job's (which failed with it); a profile's is
+// no status of a commit; a bisect's step is skipped, and the bisect goes on
+// or ends.
+void announce_failure(JobTransaction& tx, std::int64_t job_id) {
+  const json job = *tx.get(job_id);
+  const std::string kind = job.value("kind", std::string());
+  if (kind == "shard") {
+    announce_failure(tx, job["shard"]["job_id"].get<std::int64_t>());
+    return;
+  }
+  if (kind == "profile") {
+    tx.profile_ended(job_id);
+    return;
+  }
+  tx.job_failed(job_id);
+  if (auto ended = BisectService::step_failed(tx.bisects(), job_id)) tx.bisect_ended(*ended);
+}
+
 bool fail_job(JobTransaction& tx, std::int64_t job_id, std::int64_t agent_id, const std::string& reason) {
   if (!tx.fail(job_id, agent_id, reason)) return false;
-  tx.job_failed(job_id);
+  announce_failure(tx, job_id);
   return true;
 }
 
 ExpiredLeases requeue_expired(JobTransaction& tx) {
   ExpiredLeases leases = tx.requeue_expired();
-  for (std::int64_t failed : leases.failed) tx.job_failed(failed);
+  for (std::int64_t failed : leases.failed) announce_failure(tx, failed);
   return leases;
 }
 
@@ -79,7 +99,7 @@ std::optional<std::vector<std::string>> claimable(const Caller& caller,
 
 bool fail_unmerged_job(JobTransaction& tx, std::int64_t job_id, const std::string& reason) {
   if (!tx.fail_unmerged(job_id, reason)) return false;
-  tx.job_failed(job_id);
+  announce_failure(tx, job_id);
   return true;
 }
 
@@ -185,24 +205,6 @@ ExpiredLeases JobService::reap() {
 
 std::vector<std::int64_t> JobService::unmerged_shard_jobs() {
   return in_transaction(store_, [](JobTransaction& tx) { return tx.merge_pending(); });
-}
-
-json BisectService::get(const Caller* caller, std::int64_t bisect_id) {
-  return in_transaction(store_, [&](BisectTransaction& tx) {
-    owned_bisect(tx, caller, bisect_id);
-    return *tx.get(bisect_id);
-  });
-}
-
-json BisectService::cancel(const Caller& caller, std::int64_t bisect_id) {
-  return in_transaction(store_, [&](BisectTransaction& tx) {
-    owned_bisect(tx, &caller, bisect_id);
-    auto previous = tx.cancel(bisect_id);
-    if (*previous != "running")
-      throw Conflict("bisect_ended",
-                     "bisect " + std::to_string(bisect_id) + " has ended (" + *previous + ")");
-    return *tx.get(bisect_id);
-  });
 }
 
 }  // namespace kw::server

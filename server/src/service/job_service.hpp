@@ -13,7 +13,6 @@
 
 #include "access.hpp"
 #include "model/notifications.hpp"
-#include "service/bisect_store.hpp"
 #include "service/job_store.hpp"
 
 namespace kw::server {
@@ -79,18 +78,6 @@ class JobService {
 
   JobStore& store_;
   QueueSettings settings_;
-};
-
-// A push's regression searched commit by commit (its steps are jobs).
-class BisectService {
- public:
-  explicit BisectService(BisectStore& store) : store_(store) {}
-  nlohmann::json get(const Caller* caller, std::int64_t bisect_id);
-  // Conflict ("bisect_ended") when it is no longer running.
-  nlohmann::json cancel(const Caller& caller, std::int64_t bisect_id);
-
- private:
-  BisectStore& store_;
 };
 
 }  // namespace kw::server

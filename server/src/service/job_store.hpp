@@ -19,6 +19,7 @@
 #include "access.hpp"
 #include "model/jobs.hpp"
 #include "model/settings.hpp"
+#include "service/bisect_store.hpp"
 
 namespace kw::server {
 
@@ -67,10 +68,17 @@ class JobTransaction {
   virtual std::optional<nlohmann::json> shard_report(std::int64_t shard_job_id) = 0;
   virtual ShardProgress shard_progress(std::int64_t job_id) = 0;
 
-  // The notices, kept with the transaction (the notification outbox):
-  // a job queued, and a job that failed, for whoever watches its project.
+  // The bisects, in this transaction: a judged run or a failed step moves them.
+  virtual BisectTransaction& bisects() = 0;
+
+  // The notices, kept with the transaction (the notification outbox), for
+  // whoever watches the project: a job queued; a job that ended without a
+  // run (an error status on its commit); a profile job that ended; a bisect
+  // that ended.
   virtual void job_queued(std::int64_t project_id, const nlohmann::json& job) = 0;
   virtual void job_failed(std::int64_t job_id) = 0;
+  virtual void profile_ended(std::int64_t job_id) = 0;
+  virtual void bisect_ended(std::int64_t bisect_id) = 0;
 };
 
 class JobStore {

@@ -52,14 +52,12 @@ class RunTransaction {
   // acknowledgement of a run of the same change covers a regression.
   virtual std::string store_judgement(const StoredRun& run, const RunJudgement& judgement) = 0;
 
-  // What a judged run sets off: a bisect started or moved on by a job's run,
+  // What a judged run sets off (besides a bisect moved, through queue()):
   // a regression's worst case profiled, the cases' heads advanced (last: it
-  // locks them), and the notices (a verdict, a bisect that ended).
-  virtual BisectAfterRun bisect_after_run(std::int64_t job_id, std::int64_t run_id) = 0;
+  // locks them), and the verdict's notice.
   virtual void profile_regression(std::int64_t run_id, int max_attempts) = 0;
   virtual void advance_case_heads(std::int64_t run_id) = 0;
   virtual void verdict_announced(std::int64_t run_id) = 0;
-  virtual void bisect_ended(std::int64_t bisect_id) = 0;
 
   // A run as clients read it (RunRepository's JSON documents).
   virtual std::optional<RunHead> run_head(std::int64_t run_id, const Page& page) = 0;

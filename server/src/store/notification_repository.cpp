@@ -6,7 +6,6 @@
 #include <set>
 
 #include "log_line.hpp"
-#include "store/bisect_repository.hpp"
 #include "store/job_repository.hpp"
 #include "store/notification_facts.hpp"
 #include "store/notification_outbox.hpp"
@@ -92,19 +91,8 @@ void NotificationRepository::job_queued(pqxx::work& tx, const NotifierOptions& o
 
 void NotificationRepository::job_failed(pqxx::work& tx, const NotifierOptions& options, std::int64_t job_id) {
   const json job = *JobRepository::get(tx, job_id);
-  // A shard's failure is its job's (which failed with it).
-  if (job.value("kind", std::string()) == "shard") {
-    job_failed(tx, options, job["shard"]["job_id"].get<std::int64_t>());
-    return;
-  }
-  // A profile explains a verdict; its failure is no status of the commit.
-  if (job.value("kind", std::string()) == "profile") {
-    profile_ended(tx, options, job_id);
-    return;
-  }
   const std::int64_t project_id = NotificationFacts::project_of_job(tx, job_id);
   job_status(tx, options, project_id, job, "error", "could not run: " + job.value("error", std::string()));
-  if (auto ended = BisectRepository::step_failed(tx, job_id)) bisect_ended(tx, options, *ended);
 }
 
 void NotificationRepository::verdict(pqxx::work& tx, const NotifierOptions& options, std::int64_t run_id) {

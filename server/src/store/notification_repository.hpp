@@ -22,9 +22,7 @@ class NotificationRepository {
   // A bisect that ended: found, a status on its first bad commit; any end, a webhook.
   static void bisect_ended(pqxx::work& tx, const NotifierOptions& options, std::int64_t bisect_id);
   // A job that ended without a run (its agent could not run it, or its
-  // lease ran out on every attempt): an error status on its commit, and a
-  // bisect step skipped as a commit that does not build is (the bisect goes
-  // on, or ends and says so).
+  // lease ran out on every attempt): an error status on its commit.
   static void job_failed(pqxx::work& tx, const NotifierOptions& options, std::int64_t job_id);
   // A profile job that ended (done or failed): a webhook, no status.
   static void profile_ended(pqxx::work& tx, const NotifierOptions& options, std::int64_t job_id);

@@ -117,6 +117,14 @@ void PgJobTransaction::job_failed(std::int64_t job_id) {
   NotificationRepository::job_failed(tx_, notifications_, job_id);
 }
 
+void PgJobTransaction::profile_ended(std::int64_t job_id) {
+  NotificationRepository::profile_ended(tx_, notifications_, job_id);
+}
+
+void PgJobTransaction::bisect_ended(std::int64_t bisect_id) {
+  NotificationRepository::bisect_ended(tx_, notifications_, bisect_id);
+}
+
 void PgJobStore::transact(const std::function<void(JobTransaction&)>& work) {
   with_transaction(pool_, [&](pqxx::work& tx) {
     PgJobTransaction jobs(tx, notifications_);

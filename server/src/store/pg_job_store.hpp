@@ -15,6 +15,7 @@
 #include "service/job_store.hpp"
 #include "store/database.hpp"
 #include "store/job_repository.hpp"
+#include "store/pg_bisect_store.hpp"
 #include "store/settings_repository.hpp"
 
 namespace kw::server {
@@ -25,7 +26,7 @@ namespace kw::server {
 class PgJobTransaction final : public JobTransaction {
  public:
   PgJobTransaction(pqxx::work& tx, const NotifierOptions& notifications)
-      : tx_(tx), notifications_(notifications) {}
+      : tx_(tx), notifications_(notifications), bisects_(tx) {}
 
   std::int64_t existing_project_id(const std::string& name) override;
   std::string project_name(std::int64_t project_id) override;
@@ -57,12 +58,16 @@ class PgJobTransaction final : public JobTransaction {
   void store_shard_report(std::int64_t shard_job_id, const nlohmann::json& report) override;
   std::optional<nlohmann::json> shard_report(std::int64_t shard_job_id) override;
   ShardProgress shard_progress(std::int64_t job_id) override;
+  BisectTransaction& bisects() override { return bisects_; }
   void job_queued(std::int64_t project_id, const nlohmann::json& job) override;
   void job_failed(std::int64_t job_id) override;
+  void profile_ended(std::int64_t job_id) override;
+  void bisect_ended(std::int64_t bisect_id) override;
 
  private:
   pqxx::work& tx_;
   const NotifierOptions& notifications_;
+  PgBisectTransaction bisects_;
 };
 
 class PgJobStore final : public JobStore {

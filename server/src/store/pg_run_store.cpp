@@ -37,10 +37,6 @@ std::string PgRunTransaction::store_judgement(const StoredRun& run, const RunJud
                                               judgement.detection, judgement.verdict);
 }
 
-BisectAfterRun PgRunTransaction::bisect_after_run(std::int64_t job_id, std::int64_t run_id) {
-  return BisectRepository::after_run(tx_, job_id, run_id);
-}
-
 void PgRunTransaction::profile_regression(std::int64_t run_id, int max_attempts) {
   ProfileRepository::after_regression(tx_, run_id, max_attempts);
 }
@@ -51,10 +47,6 @@ void PgRunTransaction::advance_case_heads(std::int64_t run_id) {
 
 void PgRunTransaction::verdict_announced(std::int64_t run_id) {
   NotificationRepository::verdict(tx_, notifications_, run_id);
-}
-
-void PgRunTransaction::bisect_ended(std::int64_t bisect_id) {
-  NotificationRepository::bisect_ended(tx_, notifications_, bisect_id);
 }
 
 std::optional<RunHead> PgRunTransaction::run_head(std::int64_t run_id, const Page& page) {

@@ -14,7 +14,6 @@
 #include "model/notifications.hpp"
 #include "service/judging.hpp"
 #include "service/run_store.hpp"
-#include "store/bisect_repository.hpp"
 #include "store/database.hpp"
 #include "store/detection_repository.hpp"
 #include "store/pg_job_store.hpp"
@@ -37,11 +36,9 @@ class PgRunTransaction final : public RunTransaction {
                   const std::vector<common::CaseSummary>& summaries, const nlohmann::json& document,
                   const std::string& canonical, std::optional<std::int64_t> job_id) override;
   std::string store_judgement(const StoredRun& run, const RunJudgement& judgement) override;
-  BisectAfterRun bisect_after_run(std::int64_t job_id, std::int64_t run_id) override;
   void profile_regression(std::int64_t run_id, int max_attempts) override;
   void advance_case_heads(std::int64_t run_id) override;
   void verdict_announced(std::int64_t run_id) override;
-  void bisect_ended(std::int64_t bisect_id) override;
   std::optional<RunHead> run_head(std::int64_t run_id, const Page& page) override;
   std::string run_comparisons_json(std::int64_t run_id, std::int64_t first, std::int64_t end) override;
   std::string run_cases_json(std::int64_t run_id, std::int64_t first, std::int64_t end) override;

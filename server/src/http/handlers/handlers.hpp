@@ -10,6 +10,7 @@
 
 #include "http/metrics.hpp"
 #include "http/router.hpp"
+#include "service/bisect_service.hpp"
 #include "service/history_reads.hpp"
 #include "service/ingest_service.hpp"
 #include "service/job_service.hpp"
