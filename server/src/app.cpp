@@ -18,10 +18,6 @@
 
 namespace kw::server {
 
-namespace {
-
-using nlohmann::json;
-
 std::vector<Statement> all_statements() {
   std::vector<Statement> statements;
   for (auto part :
@@ -31,6 +27,10 @@ std::vector<Statement> all_statements() {
   }
   return statements;
 }
+
+namespace {
+
+using nlohmann::json;
 
 std::string upload_metrics(const OpenUploads& open) {
   return "# HELP kw_uploads_open Report uploads begun and not completed.\n# TYPE kw_uploads_open gauge\n"

@@ -24,6 +24,9 @@
 
 namespace kw::server {
 
+// The prepared statements of every store, for the pool the services share.
+std::vector<Statement> all_statements();
+
 struct Services {
   Services(ConnectionPool& pool, ReadRouting& reads, const NotifierOptions& notifications,
            QueueSettings queue, UploadLimits uploads)
