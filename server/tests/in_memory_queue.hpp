@@ -202,25 +202,26 @@ class InMemoryQueue final : public JobTransaction {
       }
       job.state = "failed";
       job.error = "lease expired " + std::to_string(job.attempts) + " times; giving up";
-      std::int64_t failed = job.id;
-      if (job.kind == "shard") {
-        fail_shard_group(job.id, "its lease expired on every attempt");
-        failed = *find(job.id)->parent;
-      }
-      if (!contains(expired.failed, failed)) expired.failed.push_back(failed);
+      if (job.kind == "shard")
+        expired.failed_shards.push_back({job.id, "its lease expired on every attempt"});
+      else
+        expired.failed.push_back(job.id);
     }
+    // A job whose shard just ran out of attempts fails for that shard; one stranded shard a job.
+    std::vector<std::int64_t> failing;
+    for (const FailedShard& failed : expired.failed_shards)
+      failing.push_back(*find(failed.shard_job_id)->parent);
     for (MemoryJob& shard : s_.jobs) {
       if (shard.kind != "shard" || shard.state != "queued" || !shard.pinned_at ||
-          *shard.pinned_at >= s_.now - kPinnedShardWaitMinutes * 60.0 ||
-          contains(expired.failed, *shard.parent))
+          *shard.pinned_at >= s_.now - kPinnedShardWaitMinutes * 60.0 || contains(failing, *shard.parent))
         continue;
       const std::string reason = "it waited " + std::to_string(kPinnedShardWaitMinutes) +
                                  " minutes for an agent with a " + shard.asked.gpu_class +
                                  " GPU, the model the job's first shard was measured on; none claimed it";
       shard.state = "failed";
       shard.error = "shard " + std::to_string(shard.shard_index) + ": " + reason;
-      fail_shard_group(shard.id, reason);
-      expired.failed.push_back(*shard.parent);
+      expired.failed_shards.push_back({shard.id, reason});
+      failing.push_back(*shard.parent);
     }
     return expired;
   }
@@ -249,7 +250,6 @@ class InMemoryQueue final : public JobTransaction {
     job->state = "failed";
     job->error = reason;
     job->lease_expires.reset();
-    fail_shard_group(job_id, reason);
     return true;
   }
 
@@ -335,6 +335,18 @@ class InMemoryQueue final : public JobTransaction {
     s_.notices.push_back({"bisect_ended", 0, 0, bisect_id});
   }
   BisectTransaction& bisects() override { return bisects_; }
+
+  void fail_shard_group(std::int64_t shard_job_id, const std::string& error) override {
+    const std::int64_t parent = *find(shard_job_id)->parent;
+    for (MemoryJob& job : s_.jobs) {
+      if ((job.id == parent || job.parent == parent) && job.id != shard_job_id &&
+          (job.state == "queued" || job.state == "running")) {
+        job.state = "failed";
+        job.error = error;
+        job.lease_expires.reset();
+      }
+    }
+  }
 
  private:
   template <typename T>
@@ -440,22 +452,6 @@ class InMemoryQueue final : public JobTransaction {
       shard.parent = job_id;
       shard.shard_index = k;
       s_.jobs.push_back(shard);
-    }
-  }
-
-  void fail_shard_group(std::int64_t shard_job_id, const std::string& reason) {
-    const MemoryJob& shard = *find(shard_job_id);
-    if (shard.kind != "shard") return;
-    const std::int64_t parent = *shard.parent;
-    const std::string error = "shard " + std::to_string(shard.shard_index) + " of " +
-                              std::to_string(shards_of(shard)) + " failed: " + reason;
-    for (MemoryJob& job : s_.jobs) {
-      if ((job.id == parent || job.parent == parent) && job.id != shard_job_id &&
-          (job.state == "queued" || job.state == "running")) {
-        job.state = "failed";
-        job.error = error;
-        job.lease_expires.reset();
-      }
     }
   }
 

@@ -2,7 +2,9 @@
 // instantiated on PgJobStore over a test database (job_store_pg_test.cpp,
 // labelled db) and on the in-memory stand-in (job_store_memory_test.cpp,
 // labelled unit), so the stand-in the queue's rules are tested on behaves
-// as kw-server's store does.
+// as kw-server's store does. A shard's failure goes through the job
+// service's rules (fail_job, requeue_expired), which fail its job with it
+// over the store's fail_shard_group.
 //
 // A harness gives the suite its store and what a store does not make:
 //   JobStore& store();
@@ -15,7 +17,7 @@
 #include <gtest/gtest.h>
 
 #include "errors.hpp"
-#include "service/job_store.hpp"
+#include "service/job_service.hpp"
 
 namespace kw::server::testing {
 
@@ -233,7 +235,7 @@ TYPED_TEST_P(JobStoreContract, ShardsAreMadeWithTheirJobTakeTheFirstClaimsGpuAnd
   EXPECT_EQ(hold.shard_index, 1);
   EXPECT_EQ(hold.shards, 3);
 
-  ASSERT_TRUE(this->tx([&](JobTransaction& t) { return t.fail(*first, agent, "out of memory"); }));
+  ASSERT_TRUE(this->tx([&](JobTransaction& t) { return fail_job(t, *first, agent, "out of memory"); }));
   parent = this->get(job_id);
   EXPECT_EQ(parent["state"], "failed");
   EXPECT_EQ(parent["error"], "shard 1 of 3 failed: out of memory");
@@ -249,7 +251,7 @@ TYPED_TEST_P(JobStoreContract, AShardWhoseLeaseRanOutOnEveryAttemptFailsItsJob) 
   const std::int64_t job_id = this->queue(sharded);
   const std::int64_t agent = this->agent("host-a", this->token_);
   ASSERT_TRUE(this->claim(agent, this->kRunOut).has_value());
-  const ExpiredLeases expired = this->tx([](JobTransaction& t) { return t.requeue_expired(); });
+  const ExpiredLeases expired = this->tx([](JobTransaction& t) { return requeue_expired(t); });
   EXPECT_EQ(expired.failed, std::vector<std::int64_t>{job_id}) << "the job, not its shard";
   const nlohmann::json parent = this->get(job_id);
   EXPECT_EQ(parent["state"], "failed");
@@ -414,10 +416,10 @@ TYPED_TEST_P(JobStoreContract, ShardsPinnedToAModelNoAgentServesFailTheirJobNami
   const std::int64_t agent = this->agent("host-a", this->token_);
   ASSERT_TRUE(this->claim(agent).has_value());
   this->harness_.age_jobs((kPinnedShardWaitMinutes - 1) * 60.0);
-  EXPECT_TRUE(this->tx([](JobTransaction& t) { return t.requeue_expired(); }).failed.empty())
+  EXPECT_TRUE(this->tx([](JobTransaction& t) { return requeue_expired(t); }).failed.empty())
       << "still waiting";
   this->harness_.age_jobs(2 * 60.0);
-  const ExpiredLeases expired = this->tx([](JobTransaction& t) { return t.requeue_expired(); });
+  const ExpiredLeases expired = this->tx([](JobTransaction& t) { return requeue_expired(t); });
   EXPECT_EQ(expired.failed, std::vector<std::int64_t>{job_id});
   const nlohmann::json parent = this->get(job_id);
   EXPECT_EQ(parent["state"], "failed");

@@ -73,11 +73,22 @@ struct ShardProgress {
   std::vector<std::string> reports;
 };
 
+// A shard the store failed, and why: the job service fails its job and the
+// job's other shards with it.
+struct FailedShard {
+  std::int64_t shard_job_id = 0;
+  std::string reason;
+};
+
 // Jobs whose lease ran out: back in the queue, or failed once their
 // attempts are spent (the caller ends what waits on those).
 struct ExpiredLeases {
   int requeued = 0;
+  // Jobs failed; for a shard, its job, once the job service has failed it.
   std::vector<std::int64_t> failed;
+  // Shards failed: their lease ran out on every attempt, or, pinned to a GPU
+  // model, they waited past kPinnedShardWaitMinutes for an agent with it.
+  std::vector<FailedShard> failed_shards;
 };
 
 // What a judged run did to bisects.

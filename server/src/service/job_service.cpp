@@ -31,16 +31,16 @@ void announce_failure(JobTransaction& tx, std::int64_t job_id) {
   if (auto ended = BisectService::step_failed(tx.bisects(), job_id)) tx.bisect_ended(*ended);
 }
 
-bool fail_job(JobTransaction& tx, std::int64_t job_id, std::int64_t agent_id, const std::string& reason) {
-  if (!tx.fail(job_id, agent_id, reason)) return false;
-  announce_failure(tx, job_id);
-  return true;
-}
-
-ExpiredLeases requeue_expired(JobTransaction& tx) {
-  ExpiredLeases leases = tx.requeue_expired();
-  for (std::int64_t failed : leases.failed) announce_failure(tx, failed);
-  return leases;
+// A shard that failed fails its job and the job's other shards not yet
+// ended, so that no agent measures for a run that cannot be made. The job
+// that failed for it: the shard's job, or the job itself when no shard.
+std::int64_t fail_with_shards(JobTransaction& tx, std::int64_t job_id, const std::string& reason) {
+  const json job = *tx.get(job_id);
+  if (job.value("kind", std::string()) != "shard") return job_id;
+  const json& shard = job["shard"];
+  tx.fail_shard_group(
+      job_id, "shard " + shard["index"].dump() + " of " + shard["count"].dump() + " failed: " + reason);
+  return shard["job_id"].get<std::int64_t>();
 }
 
 // What a claimed job's cases are judged with: the project's thresholds
@@ -96,6 +96,24 @@ std::optional<std::vector<std::string>> claimable(const Caller& caller,
 }
 
 }  // namespace
+
+bool fail_job(JobTransaction& tx, std::int64_t job_id, std::int64_t agent_id, const std::string& reason) {
+  if (!tx.fail(job_id, agent_id, reason)) return false;
+  fail_with_shards(tx, job_id, reason);
+  announce_failure(tx, job_id);
+  return true;
+}
+
+ExpiredLeases requeue_expired(JobTransaction& tx) {
+  ExpiredLeases leases = tx.requeue_expired();
+  for (const FailedShard& shard : leases.failed_shards) {
+    const std::int64_t failed = fail_with_shards(tx, shard.shard_job_id, shard.reason);
+    if (std::find(leases.failed.begin(), leases.failed.end(), failed) == leases.failed.end())
+      leases.failed.push_back(failed);
+  }
+  for (std::int64_t failed : leases.failed) announce_failure(tx, failed);
+  return leases;
+}
 
 bool fail_unmerged_job(JobTransaction& tx, std::int64_t job_id, const std::string& reason) {
   if (!tx.fail_unmerged(job_id, reason)) return false;

@@ -18,8 +18,12 @@
 namespace kw::server {
 
 // Failing a job and announcing it meet only in job_service.cpp, whoever
-// fails it: its agent, an expired lease (the reaper's pass or a claim's), or
-// shards whose reports do not make one run (this, for IngestService).
+// fails it: its holder (fail_job), an expired lease (requeue_expired: the
+// reaper's pass or a claim's), or shards whose reports do not make one run
+// (fail_unmerged_job, for IngestService). A shard that fails fails its job
+// and the job's other shards with it; the job is what is announced.
+bool fail_job(JobTransaction& tx, std::int64_t job_id, std::int64_t agent_id, const std::string& reason);
+ExpiredLeases requeue_expired(JobTransaction& tx);
 bool fail_unmerged_job(JobTransaction& tx, std::int64_t job_id, const std::string& reason);
 
 // What an agent says of itself when it asks for work.

@@ -59,6 +59,8 @@ class JobTransaction {
   virtual bool record_stage(std::int64_t job_id, std::int64_t agent_id, double lease_seconds,
                             const StageProgress& stage) = 0;
   virtual bool fail_unmerged(std::int64_t job_id, const std::string& reason) = 0;
+  // The shard's job and the job's other shards not yet ended fail with `error`.
+  virtual void fail_shard_group(std::int64_t shard_job_id, const std::string& error) = 0;
   virtual std::vector<std::int64_t> merge_pending() = 0;
   // A job's report is in: its job is done.
   virtual void complete(std::int64_t job_id) = 0;

@@ -191,6 +191,7 @@ constexpr const char* kStrandedShards = R"sql(
 SELECT DISTINCT ON (parent_job_id) id, parent_job_id, shard_index, gpu_class FROM jobs
 WHERE kind = 'shard' AND state = 'queued' AND gpu_class <> 'any'
   AND updated_at < now() - make_interval(mins => $1)
+  AND parent_job_id NOT IN (SELECT parent_job_id FROM jobs WHERE id = ANY ($2::bigint[]))
 ORDER BY parent_job_id, shard_index
 )sql";
 
@@ -371,33 +372,29 @@ ExpiredLeases JobRepository::requeue_expired(pqxx::work& tx) {
   ExpiredLeases expired;
   for (const auto& row : tx.exec_prepared("job_requeue")) {
     const auto id = row[0].as<std::int64_t>();
-    if (row[1].as<std::string>() != "failed") {
+    if (row[1].as<std::string>() != "failed")
       ++expired.requeued;
-    } else if (row[2].as<std::string>() == "shard") {
-      // Its job fails with it, once however many of its shards expired.
-      fail_shard_group(tx, id, "its lease expired on every attempt");
-      const auto parent = row[3].as<std::int64_t>();
-      if (std::find(expired.failed.begin(), expired.failed.end(), parent) == expired.failed.end())
-        expired.failed.push_back(parent);
-    } else {
+    else if (row[2].as<std::string>() == "shard")
+      expired.failed_shards.push_back({id, "its lease expired on every attempt"});
+    else
       expired.failed.push_back(id);
-    }
   }
   fail_stranded_shards(tx, expired);
   return expired;
 }
 
 void JobRepository::fail_stranded_shards(pqxx::work& tx, ExpiredLeases& expired) {
-  for (const auto& row : tx.exec_prepared("job_stranded_shards", kPinnedShardWaitMinutes)) {
-    const auto id = row[0].as<std::int64_t>(), parent = row[1].as<std::int64_t>();
+  // A job whose shard just ran out of attempts fails for that shard.
+  PgArray failing;
+  for (const FailedShard& shard : expired.failed_shards) failing.number(shard.shard_job_id);
+  for (const auto& row : tx.exec_prepared("job_stranded_shards", kPinnedShardWaitMinutes, failing.str())) {
+    const auto id = row[0].as<std::int64_t>();
     const std::string reason = "it waited " + std::to_string(kPinnedShardWaitMinutes) +
                                " minutes for an agent with a " + row[3].as<std::string>() +
                                " GPU, the model the job's first shard was measured on; none claimed it";
     tx.exec_params0("UPDATE jobs SET state = 'failed', error = $2, updated_at = now() WHERE id = $1", id,
                     "shard " + row[2].as<std::string>() + ": " + reason);
-    fail_shard_group(tx, id, reason);
-    if (std::find(expired.failed.begin(), expired.failed.end(), parent) == expired.failed.end())
-      expired.failed.push_back(parent);
+    expired.failed_shards.push_back({id, reason});
   }
 }
 
@@ -421,19 +418,11 @@ bool JobRepository::release(pqxx::work& tx, std::int64_t job_id, std::int64_t ag
 
 bool JobRepository::fail(pqxx::work& tx, std::int64_t job_id, std::int64_t agent_id,
                          const std::string& reason) {
-  if (tx.exec_prepared("job_fail", job_id, agent_id, reason).empty()) return false;
-  fail_shard_group(tx, job_id, reason);
-  return true;
+  return !tx.exec_prepared("job_fail", job_id, agent_id, reason).empty();
 }
 
-void JobRepository::fail_shard_group(pqxx::work& tx, std::int64_t shard_job_id, const std::string& reason) {
-  pqxx::result rows = tx.exec_params(
-      "SELECT c.shard_index, p.shards FROM jobs c JOIN jobs p ON p.id = c.parent_job_id WHERE c.id = $1",
-      shard_job_id);
-  if (rows.empty()) return;  // no shard
-  tx.exec_prepared0(
-      "job_fail_shard_group", shard_job_id,
-      "shard " + rows[0][0].as<std::string>() + " of " + rows[0][1].as<std::string>() + " failed: " + reason);
+void JobRepository::fail_shard_group(pqxx::work& tx, std::int64_t shard_job_id, const std::string& error) {
+  tx.exec_prepared0("job_fail_shard_group", shard_job_id, error);
 }
 
 void JobRepository::store_shard_report(pqxx::work& tx, std::int64_t shard_job_id,

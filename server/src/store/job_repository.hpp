@@ -50,8 +50,8 @@ class JobRepository {
                                            bool can_profile);
   // Expired leases: back to the queue, or failed after max_attempts.
   static ExpiredLeases requeue_expired(pqxx::work& tx);
-  // Fails each sharded job whose pinned shards waited past
-  // kPinnedShardWaitMinutes; adds it to `expired.failed`.
+  // Fails the first pinned shard of each sharded job whose pinned shards
+  // waited past kPinnedShardWaitMinutes; adds it to `expired.failed_shards`.
   static void fail_stranded_shards(pqxx::work& tx, ExpiredLeases& expired);
   // The shards still queued of the sharded jobs `token_id` queued.
   static std::int64_t queued_shards_of_token(pqxx::work& tx, std::int64_t token_id);
@@ -74,9 +74,8 @@ class JobRepository {
   static std::optional<nlohmann::json> shard_report(pqxx::work& tx, std::int64_t shard_job_id);
   // The sharded job (locked) and its shards' reports.
   static ShardProgress shard_progress(pqxx::work& tx, std::int64_t job_id);
-  // A shard failed: its job fails, and so do the other shards not done, so
-  // no agent measures for a run that cannot be made.
-  static void fail_shard_group(pqxx::work& tx, std::int64_t shard_job_id, const std::string& reason);
+  // The shard's job and its other shards not yet ended fail with `error`.
+  static void fail_shard_group(pqxx::work& tx, std::int64_t shard_job_id, const std::string& error);
   // A sharded job whose shards' reports do not merge fails with `reason`;
   // false when it was no longer running.
   static bool fail_unmerged(pqxx::work& tx, std::int64_t job_id, const std::string& reason);

@@ -89,6 +89,10 @@ bool PgJobTransaction::fail_unmerged(std::int64_t job_id, const std::string& rea
   return JobRepository::fail_unmerged(tx_, job_id, reason);
 }
 
+void PgJobTransaction::fail_shard_group(std::int64_t shard_job_id, const std::string& error) {
+  JobRepository::fail_shard_group(tx_, shard_job_id, error);
+}
+
 std::vector<std::int64_t> PgJobTransaction::merge_pending() {
   return JobRepository::merge_pending(tx_);
 }

@@ -53,6 +53,7 @@ class PgJobTransaction final : public JobTransaction {
   bool record_stage(std::int64_t job_id, std::int64_t agent_id, double lease_seconds,
                     const StageProgress& stage) override;
   bool fail_unmerged(std::int64_t job_id, const std::string& reason) override;
+  void fail_shard_group(std::int64_t shard_job_id, const std::string& error) override;
   std::vector<std::int64_t> merge_pending() override;
   void complete(std::int64_t job_id) override;
   void store_shard_report(std::int64_t shard_job_id, const nlohmann::json& report) override;
