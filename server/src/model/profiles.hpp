@@ -24,6 +24,13 @@ struct ProfileRequest {
   bool again = false;
 };
 
+// A profile job's profile: what its result is checked against.
+struct ProfileJobFacts {
+  std::int64_t profile_id = 0;
+  std::string case_name, head_commit;
+  std::optional<std::string> base_commit;  // nullopt: the head alone
+};
+
 // What an agent posts for a profile job it holds.
 struct ProfileResult {
   nlohmann::json summary;

@@ -1,11 +1,83 @@
 #include "service/profile_service.hpp"
 
 #include "errors.hpp"
+#include "kw/common/json_reader.hpp"
 #include "service/ownership.hpp"
 
 namespace kw::server {
 
 using nlohmann::json;
+
+namespace {
+
+const json& member(const json& object, const std::string& key, const std::string& at) {
+  if (!object.is_object() || !object.contains(key))
+    throw Unprocessable("missing_field", at + "." + key, "is required");
+  return object[key];
+}
+
+void require_number(const json& value, const std::string& at, bool nullable) {
+  if (value.is_number() || (nullable && value.is_null())) return;
+  throw Unprocessable("wrong_type", at, nullable ? "must be a number or null" : "must be a number");
+}
+
+// One side of kw profile's summary: {"commit", "kernels": {name: {launches,
+// time_us, sm_pct, memory_pct, occupancy_pct, stalls: [{reason,
+// cycles_per_issue}]}}}, for the commit the job names.
+void check_side(const json& summary, const std::string& side, const std::string& commit) {
+  const std::string at = "summary." + side;
+  const json& part = member(summary, side, "summary");
+  const json& named = member(part, "commit", at);
+  if (!named.is_string() || named.get<std::string>() != commit)
+    throw Unprocessable("inconsistent", at + ".commit", "must be the job's " + side + " commit " + commit);
+  const json& kernels = member(part, "kernels", at);
+  if (!kernels.is_object() || kernels.empty())
+    throw Unprocessable("invalid_value", at + ".kernels", "must be an object of at least one kernel");
+  for (const auto& [name, kernel] : kernels.items()) {
+    const std::string k = std::string(at).append(".kernels[\"").append(name).append("\"]");
+    if (name.empty() || name.size() > common::kMaxTextBytes)
+      throw Unprocessable("invalid_value", at + ".kernels", "a kernel name must be 1 to 65536 bytes");
+    const json& launches = member(kernel, "launches", k);
+    if (!launches.is_number_integer() || launches.get<std::int64_t>() < 0)
+      throw Unprocessable("wrong_type", k + ".launches", "must be an integer >= 0");
+    require_number(member(kernel, "time_us", k), k + ".time_us", true);
+    for (const char* key : {"sm_pct", "memory_pct", "occupancy_pct"})
+      require_number(member(kernel, key, k), k + "." + key, true);
+    const json& stalls = member(kernel, "stalls", k);
+    if (!stalls.is_array()) throw Unprocessable("wrong_type", k + ".stalls", "must be an array");
+    for (std::size_t i = 0; i < stalls.size(); ++i) {
+      const std::string s = k + ".stalls[" + std::to_string(i) + "]";
+      if (!member(stalls[i], "reason", s).is_string())
+        throw Unprocessable("wrong_type", s + ".reason", "must be a string");
+      require_number(member(stalls[i], "cycles_per_issue", s), s + ".cycles_per_issue", false);
+    }
+  }
+}
+
+// kw profile's summary and CSVs, held to the job they answer: its case,
+// its head and base commits (Unprocessable naming the field otherwise).
+void check_result(const ProfileJobFacts& job, const ProfileResult& result) {
+  const json& summary = result.summary;
+  if (!summary.is_object())
+    throw Unprocessable("wrong_type", "summary", "must be an object (kw profile's profile.json)");
+  const json& named = member(summary, "case", "summary");
+  if (!named.is_string() || named.get<std::string>() != job.case_name)
+    throw Unprocessable("inconsistent", "summary.case",
+                        "must be the profile's case \"" + job.case_name + "\"");
+  check_side(summary, "head", job.head_commit);
+  if (job.base_commit) {
+    check_side(summary, "base", *job.base_commit);
+  } else if (summary.contains("base")) {
+    throw Unprocessable("inconsistent", "summary.base", "the job profiles the head alone");
+  }
+  for (const auto& [field, csv] : {std::pair{"base_csv", &result.base_csv}, {"head_csv", &result.head_csv}}) {
+    if (csv->size() > common::kMaxProfileCsvBytes)
+      throw Unprocessable("too_long", field,
+                          "at most " + std::to_string(common::kMaxProfileCsvBytes) + " bytes");
+  }
+}
+
+}  // namespace
 
 std::pair<bool, json> ProfileService::queue(const Caller& caller, ProfileRequest ask) {
   ask.requested_by = caller.token_name;
@@ -59,7 +131,11 @@ json ProfileService::store_result(const Caller& caller, std::int64_t job_id, con
     if (hold->state != "running" || hold->agent_id != agent_id)
       throw Conflict("job_not_held", "agent \"" + agent + "\" does not hold job " + std::to_string(job_id) +
                                          " (state " + hold->state + ")");
-    tx.store(job_id, result);
+    const std::optional<ProfileJobFacts> facts = tx.job_facts(job_id);
+    if (!facts) throw Conflict("not_a_profile_job", "job " + std::to_string(job_id) + " is no profile job");
+    check_result(*facts, result);
+    tx.store(facts->profile_id, result);
+    jobs.complete(job_id);
     tx.profile_ended(job_id);
     return *tx.get(profile_id);
   });

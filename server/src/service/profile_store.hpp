@@ -29,7 +29,10 @@ class ProfileTransaction {
   // As ProfileRepository's functions of the same names (queue_profile: its queue).
   virtual std::pair<std::int64_t, bool> queue_profile(const ProfileRequest& request) = 0;
   virtual bool profiler_for(const std::string& gpu_model) = 0;
-  virtual void store(std::int64_t job_id, const ProfileResult& result) = 0;
+  // The profile a profile job makes; nullopt: the job is no profile job.
+  virtual std::optional<ProfileJobFacts> job_facts(std::int64_t job_id) = 0;
+  // The profile's result, checked by ProfileService, kept.
+  virtual void store(std::int64_t profile_id, const ProfileResult& result) = 0;
   virtual std::optional<nlohmann::json> get(std::int64_t profile_id) = 0;
   virtual std::string of_run_json(std::int64_t run_id) = 0;
   virtual std::optional<std::string> csv(std::int64_t profile_id, const std::string& side) = 0;

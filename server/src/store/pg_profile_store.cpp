@@ -23,8 +23,11 @@ class PgProfileTransaction final : public ProfileTransaction {
   bool profiler_for(const std::string& gpu_model) override {
     return ProfileRepository::profiler_for(tx_, gpu_model);
   }
-  void store(std::int64_t job_id, const ProfileResult& result) override {
-    ProfileRepository::store(tx_, job_id, result);
+  std::optional<ProfileJobFacts> job_facts(std::int64_t job_id) override {
+    return ProfileRepository::job_facts(tx_, job_id);
+  }
+  void store(std::int64_t profile_id, const ProfileResult& result) override {
+    ProfileRepository::store(tx_, profile_id, result);
   }
   std::optional<nlohmann::json> get(std::int64_t profile_id) override {
     return ProfileRepository::get(tx_, profile_id);

@@ -1,9 +1,6 @@
 #include "store/profile_repository.hpp"
 
 #include "errors.hpp"
-#include "kw/common/json_reader.hpp"
-#include "kw/common/run_report.hpp"
-#include "store/job_repository.hpp"
 #include "store/run_repository.hpp"
 
 namespace kw::server {
@@ -88,50 +85,6 @@ LEFT JOIN agents a ON a.id = j.agent_id
 WHERE f.run_id = $1
 )sql";
 
-const json& member(const json& object, const std::string& key, const std::string& at) {
-  if (!object.is_object() || !object.contains(key))
-    throw Unprocessable("missing_field", at + "." + key, "is required");
-  return object[key];
-}
-
-void require_number(const json& value, const std::string& at, bool nullable) {
-  if (value.is_number() || (nullable && value.is_null())) return;
-  throw Unprocessable("wrong_type", at, nullable ? "must be a number or null" : "must be a number");
-}
-
-// One side of kw profile's summary: {"commit", "kernels": {name: {launches,
-// time_us, sm_pct, memory_pct, occupancy_pct, stalls: [{reason,
-// cycles_per_issue}]}}}, for the commit the job names.
-void check_side(const json& summary, const std::string& side, const std::string& commit) {
-  const std::string at = "summary." + side;
-  const json& part = member(summary, side, "summary");
-  const json& named = member(part, "commit", at);
-  if (!named.is_string() || named.get<std::string>() != commit)
-    throw Unprocessable("inconsistent", at + ".commit", "must be the job's " + side + " commit " + commit);
-  const json& kernels = member(part, "kernels", at);
-  if (!kernels.is_object() || kernels.empty())
-    throw Unprocessable("invalid_value", at + ".kernels", "must be an object of at least one kernel");
-  for (const auto& [name, kernel] : kernels.items()) {
-    const std::string k = std::string(at).append(".kernels[\"").append(name).append("\"]");
-    if (name.empty() || name.size() > common::kMaxTextBytes)
-      throw Unprocessable("invalid_value", at + ".kernels", "a kernel name must be 1 to 65536 bytes");
-    const json& launches = member(kernel, "launches", k);
-    if (!launches.is_number_integer() || launches.get<std::int64_t>() < 0)
-      throw Unprocessable("wrong_type", k + ".launches", "must be an integer >= 0");
-    require_number(member(kernel, "time_us", k), k + ".time_us", true);
-    for (const char* key : {"sm_pct", "memory_pct", "occupancy_pct"})
-      require_number(member(kernel, key, k), k + "." + key, true);
-    const json& stalls = member(kernel, "stalls", k);
-    if (!stalls.is_array()) throw Unprocessable("wrong_type", k + ".stalls", "must be an array");
-    for (std::size_t i = 0; i < stalls.size(); ++i) {
-      const std::string s = k + ".stalls[" + std::to_string(i) + "]";
-      if (!member(stalls[i], "reason", s).is_string())
-        throw Unprocessable("wrong_type", s + ".reason", "must be a string");
-      require_number(member(stalls[i], "cycles_per_issue", s), s + ".cycles_per_issue", false);
-    }
-  }
-}
-
 }  // namespace
 
 std::vector<Statement> ProfileRepository::statements() {
@@ -196,34 +149,23 @@ std::optional<std::int64_t> ProfileRepository::after_regression(pqxx::work& tx, 
   return queue(tx, worst_case).first;
 }
 
-void ProfileRepository::store(pqxx::work& tx, std::int64_t job_id, const ProfileResult& result) {
+std::optional<ProfileJobFacts> ProfileRepository::job_facts(pqxx::work& tx, std::int64_t job_id) {
   pqxx::result rows = tx.exec_prepared("profile_job_of", job_id);
-  if (rows.empty())
-    throw Conflict("not_a_profile_job", "job " + std::to_string(job_id) + " is no profile job");
-  const std::string head = rows[0][1].as<std::string>(), case_name = rows[0][3].as<std::string>();
-  const json& summary = result.summary;
-  if (!summary.is_object())
-    throw Unprocessable("wrong_type", "summary", "must be an object (kw profile's profile.json)");
-  const json& named = member(summary, "case", "summary");
-  if (!named.is_string() || named.get<std::string>() != case_name)
-    throw Unprocessable("inconsistent", "summary.case", "must be the profile's case \"" + case_name + "\"");
-  check_side(summary, "head", head);
-  if (!rows[0][2].is_null()) {
-    check_side(summary, "base", rows[0][2].as<std::string>());
-  } else if (summary.contains("base")) {
-    throw Unprocessable("inconsistent", "summary.base", "the job profiles the head alone");
-  }
-  for (const auto& [field, csv] : {std::pair{"base_csv", &result.base_csv}, {"head_csv", &result.head_csv}}) {
-    if (csv->size() > common::kMaxProfileCsvBytes)
-      throw Unprocessable("too_long", field,
-                          "at most " + std::to_string(common::kMaxProfileCsvBytes) + " bytes");
-  }
+  if (rows.empty()) return std::nullopt;
+  ProfileJobFacts facts;
+  facts.profile_id = rows[0][0].as<std::int64_t>();
+  facts.head_commit = rows[0][1].as<std::string>();
+  if (!rows[0][2].is_null()) facts.base_commit = rows[0][2].as<std::string>();
+  facts.case_name = rows[0][3].as<std::string>();
+  return facts;
+}
+
+void ProfileRepository::store(pqxx::work& tx, std::int64_t profile_id, const ProfileResult& result) {
   std::optional<std::string> base_csv, head_csv;
   if (!result.base_csv.empty()) base_csv = result.base_csv;
   if (!result.head_csv.empty()) head_csv = result.head_csv;
-  tx.exec_prepared0("profile_store", rows[0][0].as<std::int64_t>(), summary.dump(), nullable(base_csv),
+  tx.exec_prepared0("profile_store", profile_id, result.summary.dump(), nullable(base_csv),
                     nullable(head_csv));
-  JobRepository::complete(tx, job_id);
 }
 
 std::optional<json> ProfileRepository::get(pqxx::work& tx, std::int64_t profile_id) {

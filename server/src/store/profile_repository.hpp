@@ -32,9 +32,8 @@ class ProfileRepository {
   static std::optional<std::int64_t> after_regression(pqxx::work& tx, std::int64_t run_id, int max_attempts);
   // Whether an agent of that GPU model with ncu was seen within a day.
   static bool profiler_for(pqxx::work& tx, const std::string& gpu_model);
-  // Checks the summary against the job (throws Unprocessable naming the
-  // field), stores it and completes the job.
-  static void store(pqxx::work& tx, std::int64_t job_id, const ProfileResult& result);
+  static std::optional<ProfileJobFacts> job_facts(pqxx::work& tx, std::int64_t job_id);
+  static void store(pqxx::work& tx, std::int64_t profile_id, const ProfileResult& result);
 
   static std::optional<nlohmann::json> get(pqxx::work& tx, std::int64_t profile_id);
   // The run's profiles, newest first, with their summaries (no CSV).
