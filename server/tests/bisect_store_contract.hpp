@@ -83,7 +83,7 @@ class BisectStoreContract : public ::testing::Test {
   json measure_step(double slowdown) {
     const std::optional<std::int64_t> step = claim();
     EXPECT_TRUE(step.has_value());
-    const json job = in_transaction(harness_.jobs(), [&](JobTransaction& t) { return *t.get(*step); });
+    json job = in_transaction(harness_.jobs(), [&](JobTransaction& t) { return *t.get(*step); });
     kw::testing::ReportSpec made = spec(job["commit"], slowdown);
     made.branch = job["branch"];
     made.base_commit = job["base_commit"];

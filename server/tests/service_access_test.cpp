@@ -90,10 +90,10 @@ class ServiceAccessWalk : public ::testing::Test {
     services_.uploads_in_parts.put_part(agent_, "other", "upload-1", 1, 2, part());
   }
 
-  Caller token(const std::string& name, Scope scope, std::optional<std::vector<std::string>> projects) {
+  Caller token(const std::string& name, Scope scope,
+               const std::optional<std::vector<std::string>>& projects) {
     return with_transaction(pool_, [&](pqxx::work& tx) {
-      return *TokenRepository::authenticate(tx,
-                                            TokenRepository::create(tx, name, scope, std::move(projects)));
+      return *TokenRepository::authenticate(tx, TokenRepository::create(tx, name, scope, projects));
     });
   }
   ClaimRequest claim_request() const {
