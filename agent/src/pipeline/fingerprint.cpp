@@ -289,19 +289,17 @@ std::vector<std::string> fingerprint_differences(const json& head, const json& b
   return found;
 }
 
-std::string fingerprint_difference(const json& head, const json& base) {
-  const std::vector<std::string> found = fingerprint_differences(head, base);
+std::string fingerprint_difference(const std::vector<std::string>& found) {
   std::string out;
   for (std::size_t i = 0; i < found.size() && i < 4; ++i) out += (i ? "; " : "") + found[i];
   if (found.size() > 4) out += "; and " + std::to_string(found.size() - 4) + " more";
   return out;
 }
 
-json changed_from_base(const json& head, const json& base) {
+json changed_from_base(std::vector<std::string> found, const json& base) {
   // The report holds a few lines of it (run_report.cpp's limits): the first
   // 63, then how many more.
   constexpr std::size_t kShown = 63;
-  std::vector<std::string> found = fingerprint_differences(head, base);
   if (found.size() > kShown + 1) {
     const std::size_t more = found.size() - kShown;
     found.resize(kShown);

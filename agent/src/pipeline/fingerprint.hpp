@@ -82,12 +82,12 @@ nlohmann::json case_fingerprint(const nlohmann::json& report_case,
 // when equal.
 std::vector<std::string> fingerprint_differences(const nlohmann::json& head, const nlohmann::json& base);
 
-// The same in one line: the first four, then how many more.
-std::string fingerprint_difference(const nlohmann::json& head, const nlohmann::json& base);
+// Those differences in one line: the first four, then how many more.
+std::string fingerprint_difference(const std::vector<std::string>& found);
 
-// A pull request's timed case's changed_from_base (docs/run-report.md): what
-// differs and the base's side, its digest or why it has none.
-nlohmann::json changed_from_base(const nlohmann::json& head, const nlohmann::json& base);
+// A pull request's timed case's changed_from_base (docs/run-report.md): those
+// differences and the base's side, its digest or why it has none.
+nlohmann::json changed_from_base(std::vector<std::string> found, const nlohmann::json& base);
 
 // Whether two fingerprints are known and equal.
 bool identical_code(const nlohmann::json& head, const nlohmann::json& base);

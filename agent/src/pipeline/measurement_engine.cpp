@@ -276,8 +276,9 @@ class Engine {
         identical.push_back(name);
       } else {
         measured.push_back(name);
-        changed[name] = fingerprint_difference(head_fingerprints_[name], base.of(name));
-        changed_from_base_[name] = changed_from_base(head_fingerprints_[name], base.of(name));
+        std::vector<std::string> found = fingerprint_differences(head_fingerprints_[name], base.of(name));
+        changed[name] = fingerprint_difference(found);
+        changed_from_base_[name] = changed_from_base(std::move(found), base.of(name));
       }
     }
     if (options_.audit_cases) {

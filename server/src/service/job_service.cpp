@@ -12,18 +12,12 @@ using nlohmann::json;
 
 namespace {
 
-// A job that ended without a run, announced in the transaction that failed
-// it: a shard's failure is its job's (which failed with it); a profile's is
+// A job that ended without a run (never a shard: fail_with_shards names its
+// job), announced in the transaction that failed it: a profile's failure is
 // no status of a commit; a bisect's step is skipped, and the bisect goes on
 // or ends.
 void announce_failure(JobTransaction& tx, std::int64_t job_id) {
-  const json job = *tx.get(job_id);
-  const std::string kind = job.value("kind", std::string());
-  if (kind == "shard") {
-    announce_failure(tx, job["shard"]["job_id"].get<std::int64_t>());
-    return;
-  }
-  if (kind == "profile") {
+  if (tx.get(job_id)->value("kind", std::string()) == "profile") {
     tx.profile_ended(job_id);
     return;
   }
@@ -99,8 +93,7 @@ std::optional<std::vector<std::string>> claimable(const Caller& caller,
 
 bool fail_job(JobTransaction& tx, std::int64_t job_id, std::int64_t agent_id, const std::string& reason) {
   if (!tx.fail(job_id, agent_id, reason)) return false;
-  fail_with_shards(tx, job_id, reason);
-  announce_failure(tx, job_id);
+  announce_failure(tx, fail_with_shards(tx, job_id, reason));
   return true;
 }
 
